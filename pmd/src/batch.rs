@@ -1,0 +1,144 @@
+//! A fixed-capacity burst of packets, reused from burst to burst.
+
+use arrayvec::ArrayVec;
+
+/// Largest burst any queue handles (DPDK's `RTE_MAX_BURST`-style bound).
+pub const MAX_BURST: usize = 512;
+
+/// A burst of packets: inline storage for [`MAX_BURST`] buffers, filled up to
+/// a configured burst size. Never reallocates; create one per queue or port
+/// at start-up and reuse it.
+pub struct Batch<B> {
+    bufs: ArrayVec<B, MAX_BURST>,
+    burst: usize,
+}
+
+impl<B> Batch<B> {
+    /// An empty batch holding at most `burst` packets (clamped to 1..=512).
+    pub fn new(burst: usize) -> Self {
+        Batch {
+            bufs: ArrayVec::new(),
+            burst: burst.clamp(1, MAX_BURST),
+        }
+    }
+
+    /// The configured burst size.
+    #[inline]
+    pub fn burst(&self) -> usize {
+        self.burst
+    }
+
+    /// Packets in the batch.
+    #[inline]
+    pub fn len(&self) -> usize {
+        self.bufs.len()
+    }
+
+    /// True when empty.
+    #[inline]
+    pub fn is_empty(&self) -> bool {
+        self.bufs.is_empty()
+    }
+
+    /// True when it holds a whole burst.
+    #[inline]
+    pub fn is_full(&self) -> bool {
+        self.bufs.len() >= self.burst
+    }
+
+    /// Packets that can still be added before the burst is full.
+    #[inline]
+    pub fn room(&self) -> usize {
+        self.burst.saturating_sub(self.bufs.len())
+    }
+
+    /// Adds a packet; gives it back when the batch is full.
+    #[inline]
+    pub fn push(&mut self, b: B) -> Result<(), B> {
+        if self.is_full() {
+            return Err(b);
+        }
+        // Cannot fail: burst <= MAX_BURST.
+        self.bufs.try_push(b).map_err(|e| e.element())
+    }
+
+    /// Removes the last packet.
+    #[inline]
+    pub fn pop(&mut self) -> Option<B> {
+        self.bufs.pop()
+    }
+
+    /// The packets.
+    #[inline]
+    pub fn as_slice(&self) -> &[B] {
+        &self.bufs
+    }
+
+    /// The packets, mutable.
+    #[inline]
+    pub fn as_mut_slice(&mut self) -> &mut [B] {
+        &mut self.bufs
+    }
+
+    /// Iterates over the packets.
+    #[inline]
+    pub fn iter(&self) -> std::slice::Iter<'_, B> {
+        self.bufs.iter()
+    }
+
+    /// Iterates mutably over the packets.
+    #[inline]
+    pub fn iter_mut(&mut self) -> std::slice::IterMut<'_, B> {
+        self.bufs.iter_mut()
+    }
+
+    /// Removes and yields the first `n` packets (all if `n >= len`); the rest
+    /// move to the front.
+    #[inline]
+    pub fn drain_front(&mut self, n: usize) -> arrayvec::Drain<'_, B, MAX_BURST> {
+        let n = n.min(self.bufs.len());
+        self.bufs.drain(..n)
+    }
+
+    /// Removes and yields every packet.
+    #[inline]
+    pub fn drain(&mut self) -> arrayvec::Drain<'_, B, MAX_BURST> {
+        self.bufs.drain(..)
+    }
+
+    /// Drops every packet (returning buffers to their pools).
+    #[inline]
+    pub fn clear(&mut self) {
+        self.bufs.clear();
+    }
+}
+
+impl<B> std::fmt::Debug for Batch<B> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Batch")
+            .field("len", &self.len())
+            .field("burst", &self.burst)
+            .finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn burst_bounds_and_drain() {
+        let mut b = Batch::new(3);
+        assert_eq!(b.room(), 3);
+        for i in 0..3 {
+            b.push(i).unwrap();
+        }
+        assert_eq!(b.push(9), Err(9));
+        assert!(b.is_full());
+        let first: Vec<_> = b.drain_front(2).collect();
+        assert_eq!(first, vec![0, 1]);
+        assert_eq!(b.as_slice(), &[2]);
+        assert_eq!(Batch::<u8>::new(0).burst(), 1);
+        assert_eq!(Batch::<u8>::new(10_000).burst(), MAX_BURST);
+    }
+}

@@ -1,0 +1,249 @@
+//! Sluice's poll-mode driver layer.
+//!
+//! The API is DPDK's: a port has RX and TX queues; [`RxQueue::rx_burst`]
+//! appends up to a burst of packets to a reusable fixed-capacity [`Batch`],
+//! [`TxQueue::tx_burst`] takes packets from the front of a batch and returns
+//! how many it took (the rest stay in the batch for the caller to retry or
+//! drop). Packet buffers come from preallocated pools: nothing is allocated
+//! per packet or per burst.
+//!
+//! # Buffers and the DPDK backend
+//!
+//! The worker loop and the pipeline are generic over [`PacketBuf`]: bytes
+//! plus the metadata a NIC fills in (in-port, queue, RX timestamp, RSS hash)
+//! and the headroom operations of `rte_pktmbuf_{prepend,adj,append,trim}`.
+//! The native buffer, [`Mbuf`], is laid out like an `rte_mbuf`: a 64-byte
+//! header (pool, `data_off`, `data_len`, port, queue, RSS hash, timestamp)
+//! followed by 128 bytes of headroom and the data room, one slot per buffer
+//! in one contiguous arena, recycled through per-thread caches in front of a
+//! shared free list (the same scheme as `rte_mempool`'s per-lcore cache).
+//!
+//! The DPDK backend (its own issue) will add a second buffer type wrapping a
+//! `NonNull<rte_mbuf>`: `data()` is `rte_pktmbuf_mtod` over `data_len`,
+//! `port()`/`rss_hash()` read `mbuf.port`/`mbuf.hash.rss`, the RX timestamp
+//! lives in a registered dynfield (or is taken per burst as here), `Drop`
+//! calls `rte_pktmbuf_free`, and its queues implement [`RxQueue`]/[`TxQueue`]
+//! by handing the batch's storage straight to `rte_eth_{rx,tx}_burst` (a
+//! `Batch<DpdkMbuf>` is an array of `*mut rte_mbuf` with the same layout as
+//! the `rx_pkts` argument). Nothing is copied; the worker loop is
+//! monomorphised over that buffer type, one backend family per process.
+//!
+//! # Backends
+//!
+//! - [`null`]: DPDK's `net_null`: RX hands out ready buffers, TX frees them.
+//! - [`softnic`]: a software NIC with descriptor rings, an interrupt line
+//!   with coalescing, and a traffic generator / sink thread.
+//! - [`pcap`]: RX replays a capture, TX writes one.
+//!
+//! # Safety
+//!
+//! `unsafe` lives in two modules: [`mbuf`] (the buffer arena: raw slots
+//! handed out with unique ownership) and [`sys`] (FFI for the TSC, eventfd,
+//! poll, thread CPU time). Each block states why it is sound.
+
+pub mod batch;
+pub mod hist;
+pub mod mbuf;
+pub mod null;
+pub mod pcap;
+//pub mod softnic;
+pub mod sys;
+
+use std::os::fd::RawFd;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::Arc;
+
+pub use batch::{Batch, MAX_BURST};
+pub use mbuf::{Mbuf, Pool, PoolError};
+
+/// A packet buffer as the worker loop and the pipeline see it.
+pub trait PacketBuf: Send + 'static {
+    /// The packet bytes.
+    fn data(&self) -> &[u8];
+    /// The packet bytes, mutable.
+    fn data_mut(&mut self) -> &mut [u8];
+    /// Packet length in bytes.
+    fn len(&self) -> usize {
+        self.data().len()
+    }
+    /// True for a zero-length packet.
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+    /// Port the packet arrived on.
+    fn port(&self) -> u16;
+    /// RX queue the packet arrived on.
+    fn queue(&self) -> u16;
+    /// TSC when the NIC received it (taken once per burst).
+    fn rx_tsc(&self) -> u64;
+    /// RSS hash the NIC computed (0 if none).
+    fn rss_hash(&self) -> u32;
+    /// Grows the packet at the front by `n` bytes of headroom; returns the new
+    /// front bytes, or `None` when the headroom is too small.
+    fn prepend(&mut self, n: usize) -> Option<&mut [u8]>;
+    /// Grows the packet at the end by `n` bytes; returns the new tail bytes,
+    /// or `None` when the buffer is too small.
+    fn append(&mut self, n: usize) -> Option<&mut [u8]>;
+    /// Removes `n` bytes from the front; false (unchanged) if `n > len`.
+    fn adj(&mut self, n: usize) -> bool;
+    /// Removes `n` bytes from the end; false (unchanged) if `n > len`.
+    fn trim(&mut self, n: usize) -> bool;
+}
+
+/// What a queue can do, like smoltcp's `DeviceCapabilities` for bursts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Caps {
+    /// Largest burst one call handles.
+    pub max_burst: usize,
+    /// The RX queues have an interrupt line ([`RxQueue::interrupt`]).
+    pub rx_interrupt: bool,
+    /// Largest frame the port sends or receives.
+    pub max_frame: usize,
+}
+
+/// A receive queue, owned by exactly one worker.
+pub trait RxQueue: Send {
+    /// The buffer type this queue hands out.
+    type Buf: PacketBuf;
+    /// Appends up to `out.room()` packets to `out`; returns how many.
+    fn rx_burst(&mut self, out: &mut Batch<Self::Buf>) -> usize;
+    /// The queue's interrupt line, if the device has one.
+    fn interrupt(&self) -> Option<&dyn RxInterrupt> {
+        None
+    }
+}
+
+/// A transmit queue, owned by exactly one worker.
+pub trait TxQueue: Send {
+    /// The buffer type this queue takes.
+    type Buf: PacketBuf;
+    /// Takes packets from the front of `pkts` (at most the ring's free
+    /// space); returns how many. Those not taken stay in `pkts`.
+    fn tx_burst(&mut self, pkts: &mut Batch<Self::Buf>) -> usize;
+}
+
+/// The interrupt line of one RX queue, as `rte_eth_dev_rx_intr_*` offers it:
+/// a file descriptor that becomes readable when the device raises the
+/// interrupt, which it does only while enabled. The poll-mode policies block
+/// on [`fd`](RxInterrupt::fd) with poll/epoll; AF_PACKET sockets and DPDK
+/// rx interrupts implement the same trait.
+pub trait RxInterrupt: Send + Sync {
+    /// Descriptor to wait on (readable = interrupt raised).
+    fn fd(&self) -> RawFd;
+    /// Arms the interrupt. Check the queue once more after arming: packets
+    /// that arrived before it was armed do not raise it.
+    fn enable(&self);
+    /// Disarms the interrupt (back to polling).
+    fn disable(&self);
+    /// Acknowledges a raised interrupt (clears the descriptor).
+    fn ack(&self);
+}
+
+/// Device-level counters of a port, like `rte_eth_stats`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PortStats {
+    /// Packets the device delivered to RX queues.
+    pub ipackets: u64,
+    /// Bytes the device delivered to RX queues.
+    pub ibytes: u64,
+    /// Packets the device dropped because an RX ring was full.
+    pub imissed: u64,
+    /// Packets the device dropped because no buffer was available.
+    pub rx_nombuf: u64,
+    /// Packets the device took from TX queues.
+    pub opackets: u64,
+    /// Bytes the device took from TX queues.
+    pub obytes: u64,
+}
+
+/// Control-path view of a port: its counters and capabilities.
+pub trait PortControl: Send + Sync {
+    /// Driver name (`softnic`, `null`, `pcap`, ...).
+    fn driver(&self) -> &'static str;
+    /// Current device counters.
+    fn stats(&self) -> PortStats;
+    /// What the port can do.
+    fn caps(&self) -> Caps;
+}
+
+/// Boxed queues of the native buffer family.
+pub type BoxRx = Box<dyn RxQueue<Buf = Mbuf>>;
+/// Boxed queues of the native buffer family.
+pub type BoxTx = Box<dyn TxQueue<Buf = Mbuf>>;
+
+/// A port opened by a backend: its control handle and its queues, which the
+/// appliance hands out to workers (each queue to exactly one).
+pub struct OpenPort {
+    /// Counters and capabilities.
+    pub control: Arc<dyn PortControl>,
+    /// RX queues, index = queue id.
+    pub rx: Vec<BoxRx>,
+    /// TX queues, index = queue id.
+    pub tx: Vec<BoxTx>,
+}
+
+/// Errors opening a port.
+#[derive(Debug, thiserror::Error)]
+pub enum PortError {
+    /// The buffer pool could not be created.
+    #[error(transparent)]
+    Pool(#[from] PoolError),
+    /// A file could not be read or written.
+    #[error("{path}: {source}")]
+    Io {
+        /// The file.
+        path: String,
+        /// What went wrong.
+        source: std::io::Error,
+    },
+    /// A capture file could not be parsed.
+    #[error("{path}: {msg}")]
+    Pcap {
+        /// The file.
+        path: String,
+        /// What went wrong.
+        msg: String,
+    },
+    /// A setting is out of range.
+    #[error("{0}")]
+    Config(String),
+}
+
+/// A single-writer counter: the owning thread adds with a plain load and
+/// store (no locked instruction), readers load it at any time. Never share a
+/// `Counter` between two writers.
+#[derive(Debug, Default)]
+pub struct Counter(AtomicU64);
+
+impl Counter {
+    /// Adds `n`. Only the single owning writer may call this.
+    #[inline(always)]
+    pub fn add(&self, n: u64) {
+        self.0.store(self.0.load(Relaxed).wrapping_add(n), Relaxed);
+    }
+    /// Sets the value. Only the single owning writer may call this.
+    #[inline(always)]
+    pub fn set(&self, v: u64) {
+        self.0.store(v, Relaxed);
+    }
+    /// Reads the value.
+    #[inline(always)]
+    pub fn get(&self) -> u64 {
+        self.0.load(Relaxed)
+    }
+}
+
+/// Counters of one queue, written by the one thread that owns the queue's
+/// producing side, on a cache line of their own.
+#[derive(Debug, Default)]
+#[repr(align(64))]
+pub struct QueueCounters {
+    /// Packets delivered (RX) or taken (TX).
+    pub packets: Counter,
+    /// Bytes delivered or taken.
+    pub bytes: Counter,
+    /// Packets dropped because the ring was full.
+    pub missed: Counter,
+    /// Packets dropped because no buffer was available.
+    pub nombuf: Counter,
+}

@@ -1,0 +1,549 @@
+//! The native packet buffer ([`Mbuf`]) and its pool ([`Pool`]).
+//!
+//! A pool is one zeroed arena of fixed-size slots, allocated once. A slot is
+//! a 64-byte header (like `rte_mbuf`'s first cache line) followed by
+//! [`HEADROOM`] bytes of headroom and the data room. Free slots live in a
+//! shared free list behind a mutex and, in front of it, in a per-thread cache
+//! (like `rte_mempool`'s per-lcore cache): allocation and free touch only the
+//! calling thread's cache, and the mutex is taken once per [`CACHE_SIZE`]
+//! buffers to refill or flush it. A worker that receives and frees its own
+//! buffers (null ports) never leaves its cache.
+//!
+//! Pools live for the rest of the process, as DPDK mempools usually do:
+//! every `Mbuf` points at its pool, so the pool must outlive all buffers.
+//! The arena's pages are committed only when a slot is first used.
+
+use crate::batch::Batch;
+use crate::PacketBuf;
+use std::alloc::{alloc_zeroed, Layout};
+use std::cell::RefCell;
+use std::ptr::NonNull;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Mutex;
+
+/// Bytes of headroom in front of the packet data (as `RTE_PKTMBUF_HEADROOM`).
+pub const HEADROOM: usize = 128;
+/// Default data room after the headroom.
+pub const DEFAULT_DATA_ROOM: usize = 2048;
+/// Buffers a thread keeps cached per pool before flushing to the shared list.
+pub const CACHE_SIZE: usize = 256;
+const HDR_LEN: usize = 64;
+
+/// The buffer header, at the start of each slot.
+#[repr(C, align(64))]
+struct Hdr {
+    pool: &'static PoolInner,
+    data_off: u16,
+    data_len: u16,
+    port: u16,
+    queue: u16,
+    rss: u32,
+    _pad: u32,
+    rx_tsc: u64,
+    /// Backend-private word (the softnic stores the TX time here).
+    aux: u64,
+}
+
+const _: () = assert!(std::mem::size_of::<Hdr>() == HDR_LEN);
+
+struct PoolInner {
+    id: usize,
+    name: String,
+    slots: usize,
+    room: usize,
+    shared: Mutex<Vec<usize>>,
+}
+
+// SAFETY: the arena the free lists point into is owned by the pool for the
+// life of the process (it is never freed). Slots are handed out with unique ownership (an `Mbuf`), and the
+// free lists are guarded by the mutex or are thread-local.
+unsafe impl Send for PoolInner {}
+// SAFETY: see above; shared state is only the mutex-guarded free list.
+unsafe impl Sync for PoolInner {}
+
+/// Errors creating a pool.
+#[derive(Debug, thiserror::Error)]
+pub enum PoolError {
+    /// The size is zero or too large.
+    #[error("pool {name}: {n} buffers of {room} bytes is not a valid size")]
+    Size {
+        /// Pool name.
+        name: String,
+        /// Buffers asked for.
+        n: usize,
+        /// Data room asked for.
+        room: usize,
+    },
+    /// The allocation failed.
+    #[error("pool {name}: cannot allocate {bytes} bytes")]
+    Alloc {
+        /// Pool name.
+        name: String,
+        /// Bytes asked for.
+        bytes: usize,
+    },
+}
+
+/// A pool of packet buffers. Cheap to copy; lives for the process.
+#[derive(Clone, Copy)]
+pub struct Pool(&'static PoolInner);
+
+impl std::fmt::Debug for Pool {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Pool")
+            .field("name", &self.0.name)
+            .field("slots", &self.0.slots)
+            .finish()
+    }
+}
+
+static NEXT_POOL_ID: AtomicUsize = AtomicUsize::new(0);
+
+impl Pool {
+    /// Creates a pool of `n` buffers with `data_room` bytes after the
+    /// headroom.
+    pub fn new(name: &str, n: usize, data_room: usize) -> Result<Pool, PoolError> {
+        let room = HEADROOM + data_room;
+        let slot_size = (HDR_LEN + room).next_multiple_of(64);
+        let bad = || PoolError::Size {
+            name: name.to_string(),
+            n,
+            room: data_room,
+        };
+        if n == 0 || data_room == 0 || room > usize::from(u16::MAX) || n > u32::MAX as usize {
+            return Err(bad());
+        }
+        let bytes = slot_size.checked_mul(n).ok_or_else(bad)?;
+        let layout = Layout::from_size_align(bytes, 4096).map_err(|_| bad())?;
+        // SAFETY: the layout has a non-zero size (n > 0, slot_size >= 64).
+        let base = unsafe { alloc_zeroed(layout) };
+        let base = NonNull::new(base).ok_or_else(|| PoolError::Alloc {
+            name: name.to_string(),
+            bytes,
+        })?;
+        let addr = base.as_ptr() as usize;
+        // Highest address first so that allocation starts at the bottom.
+        let free: Vec<usize> = (0..n).rev().map(|i| addr + i * slot_size).collect();
+        let inner = Box::leak(Box::new(PoolInner {
+            id: NEXT_POOL_ID.fetch_add(1, Ordering::Relaxed),
+            name: name.to_string(),
+            slots: n,
+            room,
+            shared: Mutex::new(free),
+        }));
+        Ok(Pool(inner))
+    }
+
+    /// The pool's name.
+    pub fn name(&self) -> &str {
+        &self.0.name
+    }
+
+    /// Total buffers.
+    pub fn capacity(&self) -> usize {
+        self.0.slots
+    }
+
+    /// Buffers in the shared free list (not counting per-thread caches).
+    pub fn available_shared(&self) -> usize {
+        self.0.shared.lock().map(|v| v.len()).unwrap_or(0)
+    }
+
+    /// Buffers cached by the calling thread.
+    pub fn cached_here(&self) -> usize {
+        with_cache(self.0, |c| c.len()).unwrap_or(0)
+    }
+
+    /// Returns the calling thread's cached buffers to the shared list (call
+    /// when a thread stops using the pool; thread exit does it too).
+    pub fn flush_cache(&self) {
+        with_cache(self.0, |c| flush(self.0, c, 0));
+    }
+
+    /// Allocates one buffer with an empty packet.
+    pub fn alloc(&self) -> Option<Mbuf> {
+        let p = self.0;
+        let addr = with_cache(p, |c| {
+            if c.is_empty() {
+                refill(p, c, 1);
+            }
+            c.pop()
+        })
+        .unwrap_or_else(|| p.shared.lock().ok()?.pop())?;
+        // SAFETY: addr came off a free list, so it is a slot of this pool
+        // that no one else owns.
+        Some(unsafe { Mbuf::init(p, addr) })
+    }
+
+    /// Allocates up to `n` buffers (bounded by `out.room()`), appends them to
+    /// `out` and returns how many. Fewer than asked means the pool ran dry.
+    pub fn alloc_bulk(&self, out: &mut Batch<Mbuf>, n: usize) -> usize {
+        let p = self.0;
+        let n = n.min(out.room());
+        with_cache(p, |c| {
+            if c.len() < n {
+                refill(p, c, n);
+            }
+            let k = n.min(c.len());
+            for _ in 0..k {
+                let addr = c.pop().unwrap_or_default();
+                // SAFETY: addr came off this thread's free list of pool p.
+                let m = unsafe { Mbuf::init(p, addr) };
+                // Cannot fail: k <= out.room().
+                let _ = out.push(m);
+            }
+            k
+        })
+        .unwrap_or(0)
+    }
+}
+
+/// Per-thread caches, indexed by pool id.
+struct Caches(Vec<Option<(&'static PoolInner, Vec<usize>)>>);
+
+impl Drop for Caches {
+    fn drop(&mut self) {
+        for (p, c) in self.0.iter_mut().flatten() {
+            flush(p, c, 0);
+        }
+    }
+}
+
+thread_local! {
+    static CACHES: RefCell<Caches> = const { RefCell::new(Caches(Vec::new())) };
+}
+
+/// Runs `f` on the calling thread's cache for pool `p`; `None` while the
+/// thread is being torn down.
+#[inline]
+fn with_cache<R>(p: &'static PoolInner, f: impl FnOnce(&mut Vec<usize>) -> R) -> Option<R> {
+    CACHES
+        .try_with(|cs| {
+            let mut cs = cs.borrow_mut();
+            if cs.0.len() <= p.id {
+                cs.0.resize_with(p.id + 1, || None);
+            }
+            let (_, c) = cs.0[p.id].get_or_insert_with(|| (p, Vec::with_capacity(3 * CACHE_SIZE)));
+            f(c)
+        })
+        .ok()
+}
+
+/// Moves buffers from the shared list into cache `c` so that it holds at
+/// least `want` (if the pool has them) plus a cache's worth.
+#[cold]
+fn refill(p: &PoolInner, c: &mut Vec<usize>, want: usize) {
+    if let Ok(mut s) = p.shared.lock() {
+        let take = (want + CACHE_SIZE).min(s.len());
+        let at = s.len() - take;
+        c.extend(s.drain(at..));
+    }
+}
+
+/// Moves buffers from cache `c` to the shared list until `keep` remain.
+#[cold]
+fn flush(p: &PoolInner, c: &mut Vec<usize>, keep: usize) {
+    if c.len() > keep {
+        if let Ok(mut s) = p.shared.lock() {
+            s.extend(c.drain(keep..));
+        }
+    }
+}
+
+#[inline]
+fn release(p: &'static PoolInner, addr: usize) {
+    let cached = with_cache(p, |c| {
+        c.push(addr);
+        if c.len() >= 2 * CACHE_SIZE {
+            flush(p, c, CACHE_SIZE);
+        }
+    });
+    if cached.is_none() {
+        if let Ok(mut s) = p.shared.lock() {
+            s.push(addr);
+        }
+    }
+}
+
+/// A native packet buffer: unique owner of one pool slot. Dropping it returns
+/// the slot to the pool through the calling thread's cache.
+pub struct Mbuf {
+    hdr: NonNull<Hdr>,
+}
+
+// SAFETY: an Mbuf is the unique owner of its slot (like Box); moving it to
+// another thread moves that ownership. The pool it points at is Sync.
+unsafe impl Send for Mbuf {}
+
+impl Mbuf {
+    /// Writes a fresh header into slot `addr` of pool `p`.
+    ///
+    /// # Safety
+    /// `addr` must be a free slot of `p` that the caller now owns.
+    #[inline(always)]
+    unsafe fn init(p: &'static PoolInner, addr: usize) -> Mbuf {
+        let hdr = addr as *mut Hdr;
+        // SAFETY: per the contract, the slot is ours; it is 64-byte aligned
+        // and at least HDR_LEN bytes long.
+        unsafe {
+            hdr.write(Hdr {
+                pool: p,
+                data_off: HEADROOM as u16,
+                data_len: 0,
+                port: 0,
+                queue: 0,
+                rss: 0,
+                _pad: 0,
+                rx_tsc: 0,
+                aux: 0,
+            });
+            Mbuf {
+                hdr: NonNull::new_unchecked(hdr),
+            }
+        }
+    }
+
+    #[inline(always)]
+    fn h(&self) -> &Hdr {
+        // SAFETY: hdr points at the initialised header of a slot we own.
+        unsafe { self.hdr.as_ref() }
+    }
+
+    #[inline(always)]
+    fn h_mut(&mut self) -> &mut Hdr {
+        // SAFETY: as above, and &mut self gives exclusive access.
+        unsafe { self.hdr.as_mut() }
+    }
+
+    #[inline(always)]
+    fn room_ptr(&self) -> *mut u8 {
+        // SAFETY: the room starts HDR_LEN bytes into the slot we own.
+        unsafe { self.hdr.as_ptr().cast::<u8>().add(HDR_LEN) }
+    }
+
+    /// Bytes of room (headroom + data room) in this buffer.
+    pub fn room(&self) -> usize {
+        self.h().pool.room
+    }
+
+    /// Sets the packet to `len` bytes starting after the default headroom,
+    /// without touching the bytes (what `net_null` does). False if too long.
+    #[inline(always)]
+    pub fn reset_len(&mut self, len: usize) -> bool {
+        let room = self.h().pool.room;
+        if HEADROOM + len > room {
+            return false;
+        }
+        let h = self.h_mut();
+        h.data_off = HEADROOM as u16;
+        h.data_len = len as u16;
+        true
+    }
+
+    /// Replaces the packet with a copy of `bytes`. False (unchanged) if it
+    /// does not fit.
+    #[inline]
+    pub fn copy_from(&mut self, bytes: &[u8]) -> bool {
+        if !self.reset_len(bytes.len()) {
+            return false;
+        }
+        self.data_mut().copy_from_slice(bytes);
+        true
+    }
+
+    /// Sets the receive metadata (what a NIC writes into the descriptor).
+    #[inline(always)]
+    pub fn set_rx_meta(&mut self, port: u16, queue: u16, rx_tsc: u64, rss: u32) {
+        let h = self.h_mut();
+        h.port = port;
+        h.queue = queue;
+        h.rx_tsc = rx_tsc;
+        h.rss = rss;
+    }
+
+    /// The backend-private word (softnic: TX timestamp).
+    #[inline(always)]
+    pub(crate) fn aux(&self) -> u64 {
+        self.h().aux
+    }
+
+    /// Sets the backend-private word.
+    #[inline(always)]
+    pub(crate) fn set_aux(&mut self, v: u64) {
+        self.h_mut().aux = v;
+    }
+
+    /// The pool this buffer belongs to.
+    pub fn pool(&self) -> Pool {
+        Pool(self.h().pool)
+    }
+}
+
+impl Drop for Mbuf {
+    #[inline]
+    fn drop(&mut self) {
+        release(self.h().pool, self.hdr.as_ptr() as usize);
+    }
+}
+
+impl std::fmt::Debug for Mbuf {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Mbuf")
+            .field("len", &self.len())
+            .field("port", &self.port())
+            .field("queue", &self.queue())
+            .finish()
+    }
+}
+
+impl PacketBuf for Mbuf {
+    #[inline(always)]
+    fn data(&self) -> &[u8] {
+        let h = self.h();
+        // SAFETY: data_off + data_len <= room is an invariant kept by every
+        // method that changes them; the bytes belong to the slot we own.
+        unsafe {
+            std::slice::from_raw_parts(
+                self.room_ptr().add(usize::from(h.data_off)),
+                usize::from(h.data_len),
+            )
+        }
+    }
+
+    #[inline(always)]
+    fn data_mut(&mut self) -> &mut [u8] {
+        let (off, len) = (usize::from(self.h().data_off), usize::from(self.h().data_len));
+        // SAFETY: as in data(); &mut self makes the access exclusive.
+        unsafe { std::slice::from_raw_parts_mut(self.room_ptr().add(off), len) }
+    }
+
+    #[inline(always)]
+    fn len(&self) -> usize {
+        usize::from(self.h().data_len)
+    }
+
+    #[inline(always)]
+    fn port(&self) -> u16 {
+        self.h().port
+    }
+
+    #[inline(always)]
+    fn queue(&self) -> u16 {
+        self.h().queue
+    }
+
+    #[inline(always)]
+    fn rx_tsc(&self) -> u64 {
+        self.h().rx_tsc
+    }
+
+    #[inline(always)]
+    fn rss_hash(&self) -> u32 {
+        self.h().rss
+    }
+
+    fn prepend(&mut self, n: usize) -> Option<&mut [u8]> {
+        let h = self.h_mut();
+        if n > usize::from(h.data_off) {
+            return None;
+        }
+        h.data_off -= n as u16;
+        h.data_len += n as u16;
+        Some(&mut self.data_mut()[..n])
+    }
+
+    fn append(&mut self, n: usize) -> Option<&mut [u8]> {
+        let room = self.h().pool.room;
+        let h = self.h_mut();
+        let old = usize::from(h.data_len);
+        if usize::from(h.data_off) + old + n > room {
+            return None;
+        }
+        h.data_len += n as u16;
+        Some(&mut self.data_mut()[old..])
+    }
+
+    fn adj(&mut self, n: usize) -> bool {
+        let h = self.h_mut();
+        if n > usize::from(h.data_len) {
+            return false;
+        }
+        h.data_off += n as u16;
+        h.data_len -= n as u16;
+        true
+    }
+
+    fn trim(&mut self, n: usize) -> bool {
+        let h = self.h_mut();
+        if n > usize::from(h.data_len) {
+            return false;
+        }
+        h.data_len -= n as u16;
+        true
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn alloc_free_recycles_without_loss() {
+        let p = Pool::new("t-recycle", 1000, 256).unwrap();
+        let mut held = Vec::new();
+        while let Some(m) = p.alloc() {
+            held.push(m);
+        }
+        assert_eq!(held.len(), 1000, "every slot can be allocated");
+        drop(held);
+        p.flush_cache();
+        assert_eq!(p.available_shared(), 1000, "every slot came back");
+    }
+
+    #[test]
+    fn bulk_alloc_respects_room_and_pool() {
+        let p = Pool::new("t-bulk", 40, 256).unwrap();
+        let mut b = Batch::new(32);
+        assert_eq!(p.alloc_bulk(&mut b, 100), 32);
+        let mut b2 = Batch::new(32);
+        assert_eq!(p.alloc_bulk(&mut b2, 32), 8, "pool ran dry");
+        b.clear();
+        b2.clear();
+        p.flush_cache();
+        assert_eq!(p.available_shared(), 40);
+    }
+
+    #[test]
+    fn headroom_operations() {
+        let p = Pool::new("t-head", 4, 64).unwrap();
+        let mut m = p.alloc().unwrap();
+        assert!(m.copy_from(&[1, 2, 3, 4]));
+        assert_eq!(m.data(), &[1, 2, 3, 4]);
+        m.prepend(2).unwrap().copy_from_slice(&[9, 9]);
+        assert_eq!(m.data(), &[9, 9, 1, 2, 3, 4]);
+        assert!(m.adj(3));
+        assert_eq!(m.data(), &[2, 3, 4]);
+        m.append(1).unwrap()[0] = 5;
+        assert!(m.trim(2));
+        assert_eq!(m.data(), &[2, 3]);
+        assert!(!m.trim(3));
+        assert!(m.prepend(HEADROOM + 10).is_none());
+        assert!(m.append(64 + HEADROOM).is_none());
+        assert!(!m.copy_from(&[0; 65 + HEADROOM]));
+        m.set_rx_meta(3, 1, 77, 0xabcd);
+        assert_eq!((m.port(), m.queue(), m.rx_tsc(), m.rss_hash()), (3, 1, 77, 0xabcd));
+    }
+
+    #[test]
+    fn buffers_cross_threads() {
+        let p = Pool::new("t-threads", 600, 128).unwrap();
+        let mut v = Vec::new();
+        for _ in 0..600 {
+            v.push(p.alloc().unwrap());
+        }
+        std::thread::spawn(move || drop(v)).join().unwrap();
+        // The other thread's cache was flushed at its exit.
+        p.flush_cache();
+        assert_eq!(p.available_shared(), 600);
+    }
+}

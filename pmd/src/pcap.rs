@@ -1,0 +1,320 @@
+//! The pcap port: RX replays a capture file (classic pcap or pcapng), TX
+//! writes a classic pcap file. For golden tests: pcap in, pcap out.
+//!
+//! The capture is read into memory when the port opens, so RX does no file
+//! I/O. Ethernet captures replay as they are; raw-IP captures (link types
+//! RAW, IPV4, IPV6) get an Ethernet header (02:00:00:00:00:02 →
+//! 02:00:00:00:00:01, EtherType from the IP version) so the pipeline sees
+//! Ethernet frames. Other link types are refused with an error.
+
+use crate::mbuf::{Mbuf, Pool, DEFAULT_DATA_ROOM};
+use crate::sys::rdtsc;
+use crate::{
+    Batch, BoxRx, BoxTx, Caps, OpenPort, PacketBuf, PortControl, PortError, PortStats,
+    QueueCounters, RxQueue, TxQueue, MAX_BURST,
+};
+use pcap_file::pcap::{PcapHeader, PcapPacket, PcapReader, PcapWriter};
+use pcap_file::pcapng::{Block, PcapNgReader};
+use pcap_file::DataLink;
+use std::fs::File;
+use std::io::{BufReader, BufWriter, Read};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+/// Settings of a pcap port.
+#[derive(Clone, Debug)]
+pub struct PcapConfig {
+    /// Port index in the appliance.
+    pub port: u16,
+    /// Capture to replay on RX (none: RX never yields packets).
+    pub rx_file: Option<PathBuf>,
+    /// File to write TX packets to (none: TX drops them, counted as sent).
+    pub tx_file: Option<PathBuf>,
+    /// Times to replay the capture (0: forever).
+    pub loops: u64,
+    /// Buffers in the port's pool.
+    pub pool_size: usize,
+}
+
+/// Reads every frame of a pcap or pcapng file as Ethernet frames.
+pub fn read_frames(path: &Path) -> Result<Vec<Vec<u8>>, PortError> {
+    let io = |e: std::io::Error| PortError::Io {
+        path: path.display().to_string(),
+        source: e,
+    };
+    let perr = |msg: String| PortError::Pcap {
+        path: path.display().to_string(),
+        msg,
+    };
+    let mut f = File::open(path).map_err(io)?;
+    let mut magic = [0u8; 4];
+    let n = f.read(&mut magic).map_err(io)?;
+    if n == 0 {
+        return Ok(Vec::new()); // an empty file holds no packets
+    }
+    let f = BufReader::new(File::open(path).map_err(io)?);
+    let mut out = Vec::new();
+    if magic == [0x0a, 0x0d, 0x0d, 0x0a] {
+        let mut r = PcapNgReader::new(f).map_err(|e| perr(e.to_string()))?;
+        let mut links: Vec<DataLink> = Vec::new();
+        while let Some(b) = r.next_block() {
+            let b = b.map_err(|e| perr(e.to_string()))?;
+            let (link, data) = match &b {
+                Block::InterfaceDescription(i) => {
+                    links.push(i.linktype);
+                    continue;
+                }
+                Block::EnhancedPacket(p) => {
+                    let l = links.get(p.interface_id as usize).copied().ok_or_else(|| {
+                        perr(format!("packet names unknown interface {}", p.interface_id))
+                    })?;
+                    (l, p.data.as_ref())
+                }
+                Block::SimplePacket(p) => (
+                    links.first().copied().unwrap_or(DataLink::ETHERNET),
+                    p.data.as_ref(),
+                ),
+                _ => continue,
+            };
+            out.push(to_ethernet(link, data).map_err(perr)?);
+        }
+    } else {
+        let mut r = PcapReader::new(f).map_err(|e| perr(e.to_string()))?;
+        let link = r.header().datalink;
+        while let Some(p) = r.next_packet() {
+            let p = p.map_err(|e| perr(e.to_string()))?;
+            out.push(to_ethernet(link, &p.data).map_err(perr)?);
+        }
+    }
+    Ok(out)
+}
+
+fn to_ethernet(link: DataLink, data: &[u8]) -> Result<Vec<u8>, String> {
+    match link {
+        DataLink::ETHERNET => Ok(data.to_vec()),
+        DataLink::RAW | DataLink::IPV4 | DataLink::IPV6 => {
+            let ethertype: u16 = match data.first().map(|b| b >> 4) {
+                Some(6) => 0x86dd,
+                _ => 0x0800,
+            };
+            let mut f = Vec::with_capacity(14 + data.len());
+            f.extend_from_slice(&[2, 0, 0, 0, 0, 1, 2, 0, 0, 0, 0, 2]);
+            f.extend_from_slice(&ethertype.to_be_bytes());
+            f.extend_from_slice(data);
+            Ok(f)
+        }
+        other => Err(format!("link type {other:?} is not supported (Ethernet or raw IP only)")),
+    }
+}
+
+struct Control {
+    rx: Arc<QueueCounters>,
+    tx: Arc<QueueCounters>,
+}
+
+impl PortControl for Control {
+    fn driver(&self) -> &'static str {
+        "pcap"
+    }
+    fn stats(&self) -> PortStats {
+        PortStats {
+            ipackets: self.rx.packets.get(),
+            ibytes: self.rx.bytes.get(),
+            rx_nombuf: self.rx.nombuf.get(),
+            opackets: self.tx.packets.get(),
+            obytes: self.tx.bytes.get(),
+            ..PortStats::default()
+        }
+    }
+    fn caps(&self) -> Caps {
+        Caps {
+            max_burst: MAX_BURST,
+            rx_interrupt: false,
+            max_frame: usize::from(u16::MAX),
+        }
+    }
+}
+
+struct PcapRx {
+    frames: Vec<Vec<u8>>,
+    next: usize,
+    loops_left: u64,
+    forever: bool,
+    pool: Pool,
+    port: u16,
+    c: Arc<QueueCounters>,
+}
+
+impl RxQueue for PcapRx {
+    type Buf = Mbuf;
+
+    fn rx_burst(&mut self, out: &mut Batch<Mbuf>) -> usize {
+        let now = rdtsc();
+        let mut n = 0;
+        while out.room() > 0 && !self.frames.is_empty() {
+            if self.next == self.frames.len() {
+                if !self.forever {
+                    self.loops_left = self.loops_left.saturating_sub(1);
+                    if self.loops_left == 0 {
+                        break;
+                    }
+                }
+                self.next = 0;
+            }
+            let Some(mut m) = self.pool.alloc() else {
+                self.c.nombuf.add(1);
+                break;
+            };
+            let f = &self.frames[self.next];
+            self.next += 1;
+            // Fits: the pool's data room is the largest frame.
+            m.copy_from(f);
+            m.set_rx_meta(self.port, 0, now, 0);
+            self.c.bytes.add(f.len() as u64);
+            let _ = out.push(m);
+            n += 1;
+        }
+        self.c.packets.add(n as u64);
+        n
+    }
+}
+
+struct PcapTx {
+    w: Option<PcapWriter<BufWriter<File>>>,
+    c: Arc<QueueCounters>,
+}
+
+impl TxQueue for PcapTx {
+    type Buf = Mbuf;
+
+    fn tx_burst(&mut self, pkts: &mut Batch<Mbuf>) -> usize {
+        let n = pkts.len();
+        let ts = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default();
+        for m in pkts.drain() {
+            self.c.bytes.add(m.len() as u64);
+            if let Some(w) = &mut self.w {
+                let d = m.data();
+                // A write error leaves the packet counted as sent; the file
+                // is a trace, not a wire.
+                let _ = w.write_packet(&PcapPacket::new(ts, d.len() as u32, d));
+            }
+        }
+        self.c.packets.add(n as u64);
+        n
+    }
+}
+
+/// Opens a pcap port (one RX and one TX queue).
+pub fn open(cfg: &PcapConfig) -> Result<OpenPort, PortError> {
+    let frames = match &cfg.rx_file {
+        Some(p) => read_frames(p)?,
+        None => Vec::new(),
+    };
+    let room = frames.iter().map(Vec::len).max().unwrap_or(0).max(DEFAULT_DATA_ROOM);
+    let pool = Pool::new(&format!("pcap{}", cfg.port), cfg.pool_size, room)?;
+    let w = match &cfg.tx_file {
+        Some(p) => {
+            let f = File::create(p).map_err(|e| PortError::Io {
+                path: p.display().to_string(),
+                source: e,
+            })?;
+            let hdr = PcapHeader {
+                datalink: DataLink::ETHERNET,
+                snaplen: u32::from(u16::MAX),
+                ..PcapHeader::default()
+            };
+            Some(PcapWriter::with_header(BufWriter::new(f), hdr).map_err(|e| {
+                PortError::Pcap {
+                    path: p.display().to_string(),
+                    msg: e.to_string(),
+                }
+            })?)
+        }
+        None => None,
+    };
+    let rxc = Arc::new(QueueCounters::default());
+    let txc = Arc::new(QueueCounters::default());
+    let rx = Box::new(PcapRx {
+        frames,
+        next: 0,
+        loops_left: cfg.loops.max(1),
+        forever: cfg.loops == 0,
+        pool,
+        port: cfg.port,
+        c: rxc.clone(),
+    }) as BoxRx;
+    let tx = Box::new(PcapTx { w, c: txc.clone() }) as BoxTx;
+    Ok(OpenPort {
+        control: Arc::new(Control { rx: rxc, tx: txc }),
+        rx: vec![rx],
+        tx: vec![tx],
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn data(name: &str) -> Option<PathBuf> {
+        let p = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../../shared/data/pcaps/tcpdump_tests")
+            .join(name);
+        if p.exists() {
+            return Some(p);
+        }
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "{} is missing, and CI must have ../shared/data",
+            p.display()
+        );
+        eprintln!("skipping: {} not present", p.display());
+        None
+    }
+
+    #[test]
+    fn replay_and_write_round_trip() {
+        let Some(input) = data("dns_udp.pcap") else { return };
+        let dir = std::env::temp_dir().join(format!("sluice-pcap-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let out = dir.join("out.pcap");
+        let frames = read_frames(&input).unwrap();
+        assert!(!frames.is_empty());
+        {
+            let mut p = open(&PcapConfig {
+                port: 0,
+                rx_file: Some(input.clone()),
+                tx_file: Some(out.clone()),
+                loops: 2,
+                pool_size: 256,
+            })
+            .unwrap();
+            let mut b = Batch::new(32);
+            let mut total = 0;
+            loop {
+                let n = p.rx[0].rx_burst(&mut b);
+                if n == 0 {
+                    break;
+                }
+                total += n;
+                p.tx[0].tx_burst(&mut b);
+            }
+            assert_eq!(total, 2 * frames.len(), "two loops of the capture");
+            assert_eq!(p.control.stats().opackets, total as u64);
+        }
+        let written = read_frames(&out).unwrap();
+        assert_eq!(written.len(), 2 * frames.len());
+        assert_eq!(&written[..frames.len()], &frames[..], "bytes unchanged");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn raw_ip_gets_ethernet_and_empty_file_is_empty() {
+        let Some(raw) = data("LINKTYPE_RAW_ipv6.pcap") else { return };
+        let f = read_frames(&raw).unwrap();
+        assert!(!f.is_empty());
+        assert!(f.iter().all(|fr| fr[12..14] == [0x86, 0xdd]));
+        let Some(empty) = data("empty.pcap") else { return };
+        assert!(read_frames(&empty).unwrap().is_empty());
+    }
+}
