@@ -90,9 +90,13 @@ impl HistWriter {
         }
     }
 
-    /// Ends writing; returns what was not yet published.
-    pub fn finish(self) -> Histogram<u64> {
-        self.active
+    /// Ends writing and hands over what was not yet published. Cannot
+    /// fail while the reader exists: at most two histograms circulate and
+    /// the channel holds two.
+    pub fn close(self) {
+        if !self.active.is_empty() {
+            let _ = self.full.try_send(self.active);
+        }
     }
 }
 
@@ -106,7 +110,7 @@ impl HistReader {
         }
     }
 
-    /// Merges a histogram (such as [`HistWriter::finish`]'s).
+    /// Merges a histogram.
     pub fn absorb(&mut self, h: &Histogram<u64>) {
         // Same bounds, so these cannot fail.
         let _ = self.period.add(h);
@@ -136,8 +140,8 @@ mod tests {
             }
         }
         w.record_n(5, 10);
+        w.close();
         r.collect();
-        r.absorb(&w.finish());
         assert_eq!(r.total.len(), 1010);
         assert_eq!(r.total.max(), 1000);
     }

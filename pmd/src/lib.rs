@@ -46,7 +46,7 @@ pub mod hist;
 pub mod mbuf;
 pub mod null;
 pub mod pcap;
-//pub mod softnic;
+pub mod softnic;
 pub mod sys;
 
 use std::os::fd::RawFd;
@@ -164,6 +164,10 @@ pub trait PortControl: Send + Sync {
     fn stats(&self) -> PortStats;
     /// What the port can do.
     fn caps(&self) -> Caps;
+    /// Driver-specific counters as name/value pairs, like `rte_eth_xstats`.
+    fn xstats(&self) -> Vec<(&'static str, u64)> {
+        Vec::new()
+    }
 }
 
 /// Boxed queues of the native buffer family.

@@ -1,0 +1,325 @@
+//! The software NIC: an in-process NIC model that behaves like hardware.
+//!
+//! Each port has RX and TX descriptor rings of a fixed size (`rxd`, `txd`;
+//! lock-free single-producer single-consumer rings). A traffic generator
+//! thread ([`Generator`]) plays the wire: it fills the RX rings at a
+//! configured rate and flow mix, drops and counts `imissed` when a ring is
+//! full and `rx_nombuf` when the pool is empty, and, as the sink on the other
+//! side, drains the TX rings, checks every packet and records end-to-end
+//! latency from the TSC timestamp it wrote into the payload (against the TX
+//! time the TX queue stamps, like a tester's RX timestamp).
+//!
+//! Each RX queue has an interrupt line: an eventfd that the generator raises
+//! while the queue's interrupt is enabled and packets wait, with coalescing
+//! like `ethtool -C rx-usecs/rx-frames`: it fires once `rx_frames` packets
+//! wait or the first waiting packet has waited `rx_usecs`, whichever comes
+//! first, then disarms itself until the driver enables it again.
+//!
+//! RSS: a flow's RX queue is a symmetric hash of its addresses and ports
+//! (both directions of a flow land on the same queue), modulo the queue
+//! count; the hash is stored in the buffer.
+
+mod gen;
+
+pub use gen::{GenHandle, Generator};
+
+use crate::mbuf::Mbuf;
+use crate::sys::{rdtsc, EventFd};
+use crate::{
+    Batch, Caps, Counter, PacketBuf, PortControl, PortStats, QueueCounters, RxInterrupt, RxQueue,
+    TxQueue, MAX_BURST,
+};
+use pipeline::wire::MacAddr;
+use std::net::{Ipv4Addr, Ipv6Addr};
+use std::os::fd::{AsRawFd, RawFd};
+use std::sync::atomic::{fence, AtomicBool, Ordering};
+use std::sync::Arc;
+
+/// Offered load.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Rate {
+    /// Packets per second.
+    Pps(f64),
+    /// As fast as the generator can go; what does not fit the ring is missed.
+    Max,
+}
+
+/// Inter-arrival pattern.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Pattern {
+    /// Evenly spaced packets.
+    Constant,
+    /// Exponential gaps (Poisson arrivals) with the same mean rate.
+    Poisson,
+}
+
+/// An inclusive range of values.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Span<T> {
+    /// First value.
+    pub first: T,
+    /// Last value (inclusive).
+    pub last: T,
+}
+
+/// What the generator sends on one port.
+#[derive(Clone, Debug)]
+pub struct GenConfig {
+    /// Offered load.
+    pub rate: Rate,
+    /// Frame length in bytes without FCS (raised to the minimum that holds
+    /// the headers and the 16-byte signature: 58 for IPv4/UDP, 70 for
+    /// IPv4/TCP, 78 for IPv6/UDP, 90 for IPv6/TCP).
+    pub size: usize,
+    /// Number of distinct flows (5-tuples), sent round-robin.
+    pub flows: u32,
+    /// Share of flows that are TCP (the rest UDP).
+    pub tcp_share: f64,
+    /// Share of flows that are IPv6 (the rest IPv4).
+    pub ipv6_share: f64,
+    /// Inter-arrival pattern.
+    pub pattern: Pattern,
+    /// IPv4 source addresses.
+    pub src_ip: Span<Ipv4Addr>,
+    /// IPv4 destination addresses.
+    pub dst_ip: Span<Ipv4Addr>,
+    /// IPv6 source addresses.
+    pub src_ip6: Span<Ipv6Addr>,
+    /// IPv6 destination addresses.
+    pub dst_ip6: Span<Ipv6Addr>,
+    /// Source ports.
+    pub src_port: Span<u16>,
+    /// Destination ports.
+    pub dst_port: Span<u16>,
+    /// Source MAC of generated frames (the tester's).
+    pub src_mac: MacAddr,
+    /// Destination MAC of generated frames (the port's).
+    pub dst_mac: MacAddr,
+    /// Seed for flow fields and Poisson gaps (runs are reproducible).
+    pub seed: u64,
+}
+
+impl Default for GenConfig {
+    fn default() -> Self {
+        GenConfig {
+            rate: Rate::Pps(100_000.0),
+            size: 64,
+            flows: 1024,
+            tcp_share: 0.0,
+            ipv6_share: 0.0,
+            pattern: Pattern::Constant,
+            src_ip: Span {
+                first: Ipv4Addr::new(198, 18, 0, 1),
+                last: Ipv4Addr::new(198, 18, 0, 254),
+            },
+            dst_ip: Span {
+                first: Ipv4Addr::new(198, 19, 0, 1),
+                last: Ipv4Addr::new(198, 19, 0, 254),
+            },
+            src_ip6: Span {
+                first: "2001:db8:18::1".parse().expect("literal"),
+                last: "2001:db8:18::ffff".parse().expect("literal"),
+            },
+            dst_ip6: Span {
+                first: "2001:db8:19::1".parse().expect("literal"),
+                last: "2001:db8:19::ffff".parse().expect("literal"),
+            },
+            src_port: Span {
+                first: 1024,
+                last: 65535,
+            },
+            dst_port: Span { first: 9, last: 9 },
+            src_mac: MacAddr([0x02, 0x5e, 0, 0, 0, 0x01]),
+            dst_mac: MacAddr([0x02, 0x51, 0, 0, 0, 0x01]),
+            seed: 1,
+        }
+    }
+}
+
+/// Interrupt coalescing, as `ethtool -C`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Coalesce {
+    /// Raise the interrupt once the first waiting packet has waited this
+    /// long (µs; 0 = at once).
+    pub rx_usecs: u32,
+    /// Raise the interrupt once this many packets wait (0 or 1 = at once).
+    pub rx_frames: u32,
+}
+
+impl Default for Coalesce {
+    fn default() -> Self {
+        Coalesce {
+            rx_usecs: 50,
+            rx_frames: 32,
+        }
+    }
+}
+
+/// Settings of one softnic port.
+#[derive(Clone, Debug)]
+pub struct SoftnicConfig {
+    /// Port index in the appliance.
+    pub port: u16,
+    /// RX queues.
+    pub rxq: u16,
+    /// TX queues.
+    pub txq: u16,
+    /// RX ring size (descriptors).
+    pub rxd: usize,
+    /// TX ring size (descriptors).
+    pub txd: usize,
+    /// Interrupt coalescing.
+    pub coalesce: Coalesce,
+    /// Traffic the generator offers to this port.
+    pub gen: GenConfig,
+}
+
+/// Interrupt line state of one RX queue.
+struct Intr {
+    armed: AtomicBool,
+    efd: EventFd,
+    /// Interrupts raised (written by the generator thread).
+    raised: Counter,
+}
+
+/// Counters shared between the generator thread and the control path.
+#[derive(Default)]
+struct SinkCounters {
+    /// Packets the generator offered (delivered + missed + no buffer).
+    generated: Counter,
+    /// Packets the sink received that failed its checks.
+    bad: Counter,
+}
+
+struct Shared {
+    rx: Vec<QueueCounters>,
+    tx: Vec<QueueCounters>,
+    intr: Vec<Intr>,
+    sink: SinkCounters,
+}
+
+struct Control(Arc<Shared>);
+
+impl PortControl for Control {
+    fn driver(&self) -> &'static str {
+        "softnic"
+    }
+
+    fn stats(&self) -> PortStats {
+        let s = &self.0;
+        let mut st = PortStats::default();
+        for q in &s.rx {
+            st.ipackets += q.packets.get();
+            st.ibytes += q.bytes.get();
+            st.imissed += q.missed.get();
+            st.rx_nombuf += q.nombuf.get();
+        }
+        for q in &s.tx {
+            st.opackets += q.packets.get();
+            st.obytes += q.bytes.get();
+        }
+        st
+    }
+
+    fn caps(&self) -> Caps {
+        Caps {
+            max_burst: MAX_BURST,
+            rx_interrupt: true,
+            max_frame: crate::mbuf::DEFAULT_DATA_ROOM,
+        }
+    }
+
+    fn xstats(&self) -> Vec<(&'static str, u64)> {
+        let s = &self.0;
+        vec![
+            ("generated", s.sink.generated.get()),
+            ("sink_rx", s.tx.iter().map(|q| q.packets.get()).sum()),
+            ("sink_bad", s.sink.bad.get()),
+            ("rx_interrupts", s.intr.iter().map(|i| i.raised.get()).sum()),
+        ]
+    }
+}
+
+struct SoftRx {
+    ring: rtrb::Consumer<Mbuf>,
+    shared: Arc<Shared>,
+    queue: usize,
+}
+
+impl RxQueue for SoftRx {
+    type Buf = Mbuf;
+
+    #[inline]
+    fn rx_burst(&mut self, out: &mut Batch<Mbuf>) -> usize {
+        let n = out.room().min(self.ring.slots());
+        if n == 0 {
+            return 0;
+        }
+        let now = rdtsc();
+        let Ok(chunk) = self.ring.read_chunk(n) else {
+            return 0;
+        };
+        for mut m in chunk {
+            // The generator wrote port, queue and RSS hash; stamp RX time.
+            let (p, q, h) = (m.port(), m.queue(), m.rss_hash());
+            m.set_rx_meta(p, q, now, h);
+            // Cannot fail: n <= out.room().
+            let _ = out.push(m);
+        }
+        n
+    }
+
+    fn interrupt(&self) -> Option<&dyn RxInterrupt> {
+        Some(&self.shared.intr[self.queue] as &dyn RxInterrupt)
+    }
+}
+
+impl RxInterrupt for Intr {
+    fn fd(&self) -> RawFd {
+        self.efd.as_raw_fd()
+    }
+
+    fn enable(&self) {
+        self.armed.store(true, Ordering::SeqCst);
+        // Pairs with the generator's fence between publishing packets and
+        // reading `armed`: either it sees the interrupt armed, or the
+        // driver's re-check after enabling sees its packets.
+        fence(Ordering::SeqCst);
+    }
+
+    fn disable(&self) {
+        self.armed.store(false, Ordering::SeqCst);
+    }
+
+    fn ack(&self) {
+        self.efd.clear();
+    }
+}
+
+struct SoftTx {
+    ring: rtrb::Producer<Mbuf>,
+}
+
+impl TxQueue for SoftTx {
+    type Buf = Mbuf;
+
+    #[inline]
+    fn tx_burst(&mut self, pkts: &mut Batch<Mbuf>) -> usize {
+        let n = pkts.len().min(self.ring.slots());
+        if n == 0 {
+            return 0;
+        }
+        let now = rdtsc();
+        match self.ring.write_chunk_uninit(n) {
+            Ok(chunk) => chunk.fill_from_iter(pkts.drain_front(n).map(|mut m| {
+                // The wire time the sink measures end-to-end latency against.
+                m.set_aux(now);
+                m
+            })),
+            Err(_) => 0,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;
