@@ -33,11 +33,7 @@ impl Peers {
     /// testpmd's `paired` topology over `n` ports: 0↔1, 2↔3, …; with an odd
     /// count the last port forwards to itself.
     pub fn paired(n: u16) -> Self {
-        Peers(
-            (0..n)
-                .map(|p| if p ^ 1 < n { p ^ 1 } else { p })
-                .collect(),
-        )
+        Peers((0..n).map(|p| if p ^ 1 < n { p ^ 1 } else { p }).collect())
     }
 
     /// Output port of `in_port` (itself when out of range).
@@ -207,12 +203,18 @@ mod tests {
     fn mac_rewrites_from_config() {
         let own: MacAddr = "02:aa:00:00:00:01".parse().unwrap();
         let peer: MacAddr = "02:bb:00:00:00:01".parse().unwrap();
-        let m = Mac::new(Peers::paired(2), vec![(MacAddr::default(), MacAddr::default()), (own, peer)]);
+        let m = Mac::new(
+            Peers::paired(2),
+            vec![(MacAddr::default(), MacAddr::default()), (own, peer)],
+        );
         let mut f = udp4();
         assert_eq!(m.process(&mut f, 0), Verdict::Forward(1));
         assert_eq!(&f[0..6], &peer.0);
         assert_eq!(&f[6..12], &own.0);
-        assert_eq!(m.process(&mut [0u8; 13], 0), Verdict::Drop(DropReason::Truncated));
+        assert_eq!(
+            m.process(&mut [0u8; 13], 0),
+            Verdict::Drop(DropReason::Truncated)
+        );
     }
 
     #[test]

@@ -412,7 +412,10 @@ impl PacketBuf for Mbuf {
 
     #[inline(always)]
     fn data_mut(&mut self) -> &mut [u8] {
-        let (off, len) = (usize::from(self.h().data_off), usize::from(self.h().data_len));
+        let (off, len) = (
+            usize::from(self.h().data_off),
+            usize::from(self.h().data_len),
+        );
         // SAFETY: as in data(); &mut self makes the access exclusive.
         unsafe { std::slice::from_raw_parts_mut(self.room_ptr().add(off), len) }
     }
@@ -531,7 +534,10 @@ mod tests {
         assert!(m.append(64 + HEADROOM).is_none());
         assert!(!m.copy_from(&[0; 65 + HEADROOM]));
         m.set_rx_meta(3, 1, 77, 0xabcd);
-        assert_eq!((m.port(), m.queue(), m.rx_tsc(), m.rss_hash()), (3, 1, 77, 0xabcd));
+        assert_eq!(
+            (m.port(), m.queue(), m.rx_tsc(), m.rss_hash()),
+            (3, 1, 77, 0xabcd)
+        );
     }
 
     #[test]

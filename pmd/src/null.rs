@@ -106,9 +106,17 @@ impl TxQueue for NullTx {
 
 /// Opens a null port.
 pub fn open(cfg: &NullConfig) -> Result<OpenPort, PortError> {
-    let pool = Pool::new(&format!("null{}", cfg.port), cfg.pool_size, cfg.size.max(64))?;
-    let rxc: Vec<_> = (0..cfg.rxq).map(|_| Arc::new(QueueCounters::default())).collect();
-    let txc: Vec<_> = (0..cfg.txq).map(|_| Arc::new(QueueCounters::default())).collect();
+    let pool = Pool::new(
+        &format!("null{}", cfg.port),
+        cfg.pool_size,
+        cfg.size.max(64),
+    )?;
+    let rxc: Vec<_> = (0..cfg.rxq)
+        .map(|_| Arc::new(QueueCounters::default()))
+        .collect();
+    let txc: Vec<_> = (0..cfg.txq)
+        .map(|_| Arc::new(QueueCounters::default()))
+        .collect();
     let rx = rxc
         .iter()
         .enumerate()

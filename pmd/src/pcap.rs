@@ -104,7 +104,9 @@ fn to_ethernet(link: DataLink, data: &[u8]) -> Result<Vec<u8>, String> {
             f.extend_from_slice(data);
             Ok(f)
         }
-        other => Err(format!("link type {other:?} is not supported (Ethernet or raw IP only)")),
+        other => Err(format!(
+            "link type {other:?} is not supported (Ethernet or raw IP only)"
+        )),
     }
 }
 
@@ -190,7 +192,9 @@ impl TxQueue for PcapTx {
 
     fn tx_burst(&mut self, pkts: &mut Batch<Mbuf>) -> usize {
         let n = pkts.len();
-        let ts = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default();
+        let ts = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap_or_default();
         for m in pkts.drain() {
             self.c.bytes.add(m.len() as u64);
             if let Some(w) = &mut self.w {
@@ -211,7 +215,12 @@ pub fn open(cfg: &PcapConfig) -> Result<OpenPort, PortError> {
         Some(p) => read_frames(p)?,
         None => Vec::new(),
     };
-    let room = frames.iter().map(Vec::len).max().unwrap_or(0).max(DEFAULT_DATA_ROOM);
+    let room = frames
+        .iter()
+        .map(Vec::len)
+        .max()
+        .unwrap_or(0)
+        .max(DEFAULT_DATA_ROOM);
     let pool = Pool::new(&format!("pcap{}", cfg.port), cfg.pool_size, room)?;
     let w = match &cfg.tx_file {
         Some(p) => {
@@ -224,12 +233,12 @@ pub fn open(cfg: &PcapConfig) -> Result<OpenPort, PortError> {
                 snaplen: u32::from(u16::MAX),
                 ..PcapHeader::default()
             };
-            Some(PcapWriter::with_header(BufWriter::new(f), hdr).map_err(|e| {
-                PortError::Pcap {
+            Some(
+                PcapWriter::with_header(BufWriter::new(f), hdr).map_err(|e| PortError::Pcap {
                     path: p.display().to_string(),
                     msg: e.to_string(),
-                }
-            })?)
+                })?,
+            )
         }
         None => None,
     };
@@ -274,7 +283,9 @@ mod tests {
 
     #[test]
     fn replay_and_write_round_trip() {
-        let Some(input) = data("dns_udp.pcap") else { return };
+        let Some(input) = data("dns_udp.pcap") else {
+            return;
+        };
         let dir = std::env::temp_dir().join(format!("sluice-pcap-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let out = dir.join("out.pcap");
@@ -310,11 +321,15 @@ mod tests {
 
     #[test]
     fn raw_ip_gets_ethernet_and_empty_file_is_empty() {
-        let Some(raw) = data("LINKTYPE_RAW_ipv6.pcap") else { return };
+        let Some(raw) = data("LINKTYPE_RAW_ipv6.pcap") else {
+            return;
+        };
         let f = read_frames(&raw).unwrap();
         assert!(!f.is_empty());
         assert!(f.iter().all(|fr| fr[12..14] == [0x86, 0xdd]));
-        let Some(empty) = data("empty.pcap") else { return };
+        let Some(empty) = data("empty.pcap") else {
+            return;
+        };
         assert!(read_frames(&empty).unwrap().is_empty());
     }
 }

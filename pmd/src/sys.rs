@@ -45,7 +45,7 @@ impl Tsc {
 
     /// Cycles in a duration.
     pub fn cycles(&self, d: Duration) -> u64 {
-        (d.as_nanos() as u128 * self.hz as u128 / 1_000_000_000) as u64
+        (d.as_nanos() * self.hz as u128 / 1_000_000_000) as u64
     }
 
     /// Nanoseconds in a number of cycles.

@@ -394,7 +394,11 @@ mod tests {
         assert_eq!(p.ttl(), 64);
         assert_eq!(p.protocol(), IpProto::UDP);
         assert_eq!(p.src(), [198, 18, 0, 1]);
-        assert_eq!(p.payload().len(), 12, "payload stops at total length, not padding");
+        assert_eq!(
+            p.payload().len(),
+            12,
+            "payload stops at total length, not padding"
+        );
         p.swap_addrs();
         assert!(p.verify_checksum(), "swap is checksum-neutral");
         assert_eq!(p.dst(), [198, 18, 0, 1]);

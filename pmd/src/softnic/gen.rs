@@ -13,7 +13,9 @@ use crate::mbuf::{Mbuf, Pool, CACHE_SIZE, DEFAULT_DATA_ROOM};
 use crate::sys::{rdtsc, set_timer_slack, EventFd, Tsc};
 use crate::{BoxRx, BoxTx, Counter, OpenPort, PacketBuf, PortError, QueueCounters};
 use pipeline::checksum;
-use pipeline::wire::{EtherType, EthernetFrame, IpProto, Ipv4Packet, Ipv6Packet, ETHERNET_HEADER_LEN};
+use pipeline::wire::{
+    EtherType, EthernetFrame, IpProto, Ipv4Packet, Ipv6Packet, ETHERNET_HEADER_LEN,
+};
 use rand::rngs::SmallRng;
 use rand::{RngExt, SeedableRng};
 use rand_distr::{Distribution, Exp};
@@ -129,8 +131,8 @@ fn build_flow(cfg: &GenConfig, rng: &mut SmallRng, nrxq: u16) -> Flow {
     let proto = if tcp { IpProto::TCP } else { IpProto::UDP };
     let (pseudo, rss) = if v6 {
         eth.set_ethertype(EtherType::IPV6);
-        let src = u128::from(pick(rng, cfg.src_ip6.map(u128::from))).to_be_bytes();
-        let dst = u128::from(pick(rng, cfg.dst_ip6.map(u128::from))).to_be_bytes();
+        let src = pick(rng, cfg.src_ip6.map(u128::from)).to_be_bytes();
+        let dst = pick(rng, cfg.dst_ip6.map(u128::from)).to_be_bytes();
         let mut ip = Ipv6Packet::new_unchecked(&mut f[ETHERNET_HEADER_LEN..]);
         ip.set_version();
         ip.set_payload_len(l4_total as u16);
@@ -208,12 +210,18 @@ fn check(frame: &[u8]) -> Option<u64> {
                 return None;
             }
             let l3 = eth.payload();
-            (ip.protocol(), &l3[ip.header_len()..usize::from(ip.total_len())])
+            (
+                ip.protocol(),
+                &l3[ip.header_len()..usize::from(ip.total_len())],
+            )
         }
         EtherType::IPV6 => {
             let ip = Ipv6Packet::new_checked(eth.payload()).ok()?;
             let l3 = eth.payload();
-            (ip.next_header(), &l3[40..40 + usize::from(ip.payload_len())])
+            (
+                ip.next_header(),
+                &l3[40..40 + usize::from(ip.payload_len())],
+            )
         }
         _ => return None,
     };
@@ -255,13 +263,22 @@ impl Generator {
         }
         let g = &cfg.gen;
         if g.flows == 0 {
-            return Err(PortError::Config("softnic generator needs at least one flow".into()));
+            return Err(PortError::Config(
+                "softnic generator needs at least one flow".into(),
+            ));
         }
         // Rings, plus what workers hold in TX buffers and per-thread caches.
-        let pool_size = cfg.rxd * usize::from(cfg.rxq) + cfg.txd * usize::from(cfg.txq) + 16 * CACHE_SIZE;
-        let pool = Pool::new(&format!("softnic{}", cfg.port), pool_size, DEFAULT_DATA_ROOM)?;
+        let pool_size =
+            cfg.rxd * usize::from(cfg.rxq) + cfg.txd * usize::from(cfg.txq) + 16 * CACHE_SIZE;
+        let pool = Pool::new(
+            &format!("softnic{}", cfg.port),
+            pool_size,
+            DEFAULT_DATA_ROOM,
+        )?;
         let mut rng = SmallRng::seed_from_u64(g.seed ^ u64::from(cfg.port) << 32);
-        let flows = (0..g.flows).map(|_| build_flow(g, &mut rng, cfg.rxq)).collect();
+        let flows = (0..g.flows)
+            .map(|_| build_flow(g, &mut rng, cfg.rxq))
+            .collect();
         let intr = (0..cfg.rxq)
             .map(|_| {
                 Ok(Intr {
@@ -299,14 +316,19 @@ impl Generator {
         let (gap, exp) = match g.rate {
             Rate::Pps(pps) if pps > 0.0 => {
                 let gap = self.tsc.hz as f64 / pps;
-                let exp = (g.pattern == Pattern::Poisson).then(|| Exp::new(1.0 / gap).ok()).flatten();
+                let exp = (g.pattern == Pattern::Poisson)
+                    .then(|| Exp::new(1.0 / gap).ok())
+                    .flatten();
                 (gap, exp)
             }
             Rate::Pps(_) => (f64::INFINITY, None),
             Rate::Max => (0.0, None),
         };
         let (hist_w, hist_r) = hist_pair();
-        let Coalesce { rx_usecs, rx_frames } = cfg.coalesce;
+        let Coalesce {
+            rx_usecs,
+            rx_frames,
+        } = cfg.coalesce;
         self.ports.push(GenPort {
             port: cfg.port,
             shared: shared.clone(),
@@ -454,7 +476,11 @@ impl GenPort {
         let c = &self.shared.rx[q];
         self.shared.sink.generated.add(1);
         let fi = self.next_flow;
-        self.next_flow = if fi + 1 == self.flows.len() { 0 } else { fi + 1 };
+        self.next_flow = if fi + 1 == self.flows.len() {
+            0
+        } else {
+            fi + 1
+        };
         if self.rx[q].is_full() {
             c.missed.add(1);
             return;
@@ -561,7 +587,10 @@ impl GenHandle {
     /// Stops offering packets and waits until the generator has stopped;
     /// the sink keeps draining.
     pub fn stop_generating(&self) {
-        let _ = self.ctl.phase.compare_exchange(RUN, STOP_GEN, Ordering::AcqRel, Ordering::Acquire);
+        let _ = self
+            .ctl
+            .phase
+            .compare_exchange(RUN, STOP_GEN, Ordering::AcqRel, Ordering::Acquire);
         while !self.ctl.gen_stopped.load(Ordering::Acquire) && !self.thread.is_finished() {
             std::thread::sleep(Duration::from_micros(200));
         }

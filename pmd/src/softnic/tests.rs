@@ -1,6 +1,6 @@
 use super::*;
-use crate::OpenPort;
 use crate::sys::{wait_readable, Tsc};
+use crate::OpenPort;
 use std::time::{Duration, Instant};
 
 fn tsc() -> Tsc {
@@ -64,12 +64,19 @@ fn forwards_everything_below_capacity() {
     h.finish();
     let s = port.control.stats();
     let generated = xstat(&port, "generated");
-    assert!(generated > 3_000, "about 6000 offered in 300 ms, got {generated}");
+    assert!(
+        generated > 3_000,
+        "about 6000 offered in 300 ms, got {generated}"
+    );
     assert_eq!(s.imissed + s.rx_nombuf, 0);
     assert_eq!(s.ipackets, generated);
     assert_eq!(fwd as u64, generated);
     assert_eq!(xstat(&port, "sink_rx"), generated, "sink got every packet");
-    assert_eq!(xstat(&port, "sink_bad"), 0, "every packet passed the checks");
+    assert_eq!(
+        xstat(&port, "sink_bad"),
+        0,
+        "every packet passed the checks"
+    );
     lat.collect();
     assert_eq!(lat.total.len(), generated, "one latency sample per packet");
     assert!(lat.total.value_at_quantile(0.99) > 0);
@@ -86,7 +93,10 @@ fn full_ring_counts_missed() {
     let s = port.control.stats();
     assert_eq!(s.ipackets, 64, "ring holds rxd packets");
     assert!(s.imissed > 1000);
-    assert_eq!(xstat(&port, "generated"), s.ipackets + s.imissed + s.rx_nombuf);
+    assert_eq!(
+        xstat(&port, "generated"),
+        s.ipackets + s.imissed + s.rx_nombuf
+    );
 }
 
 /// The interrupt line fires only while armed, after rx_frames packets
@@ -112,12 +122,21 @@ fn interrupt_coalesces_by_frames() {
         b.clear();
         let t = Instant::now();
         let intr = port.rx[0].interrupt().unwrap();
-        assert!(wait_readable(intr.fd(), Some(Duration::from_secs(2))), "round {round}: woke");
+        assert!(
+            wait_readable(intr.fd(), Some(Duration::from_secs(2))),
+            "round {round}: woke"
+        );
         intr.ack();
         let n = port.rx[0].rx_burst(&mut b);
         b.clear();
-        assert!(n >= 16, "round {round}: woke with {n} waiting, rx_frames is 16");
-        assert!(t.elapsed() < Duration::from_millis(400), "by frames, not by rx_usecs");
+        assert!(
+            n >= 16,
+            "round {round}: woke with {n} waiting, rx_frames is 16"
+        );
+        assert!(
+            t.elapsed() < Duration::from_millis(400),
+            "by frames, not by rx_usecs"
+        );
     }
     // Not re-armed: no more interrupts.
     let fd = port.rx[0].interrupt().unwrap().fd();
