@@ -54,7 +54,7 @@ use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
 
 pub use batch::{Batch, MAX_BURST};
-pub use mbuf::{Mbuf, Pool, PoolError};
+pub use mbuf::{free_bulk, Mbuf, Pool, PoolError};
 
 /// A packet buffer as the worker loop and the pipeline see it.
 pub trait PacketBuf: Send + 'static {

@@ -1,0 +1,962 @@
+//! The TOML configuration: serde structs with `deny_unknown_fields` and typed
+//! fields, then [`validate`] producing a checked [`Config`] that rejects
+//! cross-field conflicts. Every error names the file, line, column and key.
+
+use pipeline::wire::MacAddr;
+use pmd::softnic::{Coalesce, GenConfig, Pattern, Rate, Span};
+use serde::Deserialize;
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt;
+use std::net::{Ipv4Addr, Ipv6Addr};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+use toml::Spanned;
+
+/// The embedded default configuration (`sluice run` with no file).
+pub const QUICKSTART: &str = include_str!("../../../configs/quickstart.toml");
+/// Name the embedded default is reported under.
+pub const QUICKSTART_NAME: &str = "<embedded>/configs/quickstart.toml";
+
+/// A configuration error, located in its file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConfigError {
+    /// The file.
+    pub file: String,
+    /// 1-based line (0 when the whole file is at fault).
+    pub line: usize,
+    /// 1-based column.
+    pub col: usize,
+    /// Dotted key path, such as `worker[1].core`.
+    pub key: String,
+    /// What is wrong.
+    pub msg: String,
+}
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{}:{}:{}: key `{}`: {}",
+            self.file, self.line, self.col, self.key, self.msg
+        )
+    }
+}
+
+impl std::error::Error for ConfigError {}
+
+/// All errors found in one file (validation reports every conflict, not
+/// just the first).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConfigErrors(pub Vec<ConfigError>);
+
+impl fmt::Display for ConfigErrors {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (i, e) in self.0.iter().enumerate() {
+            if i > 0 {
+                writeln!(f)?;
+            }
+            write!(f, "{e}")?;
+        }
+        Ok(())
+    }
+}
+
+impl std::error::Error for ConfigErrors {}
+
+// ---------------------------------------------------------------- raw schema
+
+/// A value parsed from a string with `FromStr` (MACs, CIDRs, ranges).
+#[derive(Debug, Clone, Copy)]
+pub struct Str<T>(pub T);
+
+impl<'de, T: std::str::FromStr> Deserialize<'de> for Str<T>
+where
+    T::Err: fmt::Display,
+{
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        s.parse().map(Str).map_err(serde::de::Error::custom)
+    }
+}
+
+/// An IPv4 or IPv6 prefix (`198.18.0.0/24`), or one address.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Prefix<A> {
+    /// Network address.
+    pub addr: A,
+    /// Prefix length.
+    pub len: u8,
+}
+
+macro_rules! prefix_fromstr {
+    ($a:ty, $bits:expr, $int:ty) => {
+        impl std::str::FromStr for Prefix<$a> {
+            type Err = String;
+            fn from_str(s: &str) -> Result<Self, String> {
+                let (a, l) = s.split_once('/').unwrap_or((s, stringify!($bits)));
+                let addr: $a = a
+                    .parse()
+                    .map_err(|_| format!("`{s}` is not an address or prefix"))?;
+                let len: u8 = l
+                    .parse()
+                    .ok()
+                    .filter(|&l| l <= $bits)
+                    .ok_or_else(|| format!("`{s}`: prefix length must be 0..={}", $bits))?;
+                Ok(Prefix { addr, len })
+            }
+        }
+        impl Prefix<$a> {
+            /// First and last address (whole prefix; for IPv4 prefixes
+            /// shorter than /31 the network and broadcast addresses are
+            /// left out).
+            pub fn span(&self) -> Span<$a> {
+                let host_bits = $bits - u32::from(self.len);
+                let mask: $int = if host_bits >= $bits {
+                    0
+                } else {
+                    !0 << host_bits
+                };
+                let first = <$int>::from(self.addr) & mask;
+                let last = first | !mask;
+                let (f, l) = if $bits == 32 && host_bits >= 2 {
+                    (first + 1, last - 1)
+                } else {
+                    (first, last)
+                };
+                Span {
+                    first: <$a>::from(f),
+                    last: <$a>::from(l),
+                }
+            }
+        }
+    };
+}
+prefix_fromstr!(Ipv4Addr, 32, u32);
+prefix_fromstr!(Ipv6Addr, 128, u128);
+
+/// A port range `1024-65535` or a single port `53`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PortRange(pub u16, pub u16);
+
+impl std::str::FromStr for PortRange {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        let bad = || format!("`{s}` is not a port or port range such as 1024-65535");
+        let (a, b) = s.split_once('-').unwrap_or((s, s));
+        let a: u16 = a.trim().parse().map_err(|_| bad())?;
+        let b: u16 = b.trim().parse().map_err(|_| bad())?;
+        if a > b {
+            return Err(bad());
+        }
+        Ok(PortRange(a, b))
+    }
+}
+
+/// An RX queue reference `port:queue` (`p0:1`), or `port` for queue 0.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct QueueRef {
+    /// Port name.
+    pub port: String,
+    /// Queue index.
+    pub queue: u16,
+}
+
+impl std::str::FromStr for QueueRef {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        let (p, q) = s.rsplit_once(':').unwrap_or((s, "0"));
+        let queue = q
+            .parse()
+            .map_err(|_| format!("`{s}`: expected port:queue such as p0:1"))?;
+        Ok(QueueRef {
+            port: p.to_string(),
+            queue,
+        })
+    }
+}
+
+/// Offered load: packets per second, or `"max"`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(untagged)]
+enum RawRate {
+    Pps(f64),
+    Word(String),
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawFile {
+    #[serde(default)]
+    run: RawRun,
+    #[serde(default)]
+    generator: RawGenerator,
+    #[serde(default)]
+    port: Vec<RawPort>,
+    #[serde(default)]
+    worker: Vec<RawWorker>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawRun {
+    #[serde(default = "d_duration")]
+    duration: Spanned<f64>,
+    #[serde(default = "d_period")]
+    stats_period: Spanned<f64>,
+    #[serde(default = "d_burst")]
+    burst: Spanned<usize>,
+    #[serde(default = "d_drain")]
+    drain_us: Spanned<u64>,
+}
+
+impl Default for RawRun {
+    fn default() -> Self {
+        RawRun {
+            duration: d_duration(),
+            stats_period: d_period(),
+            burst: d_burst(),
+            drain_us: d_drain(),
+        }
+    }
+}
+
+fn d_duration() -> Spanned<f64> {
+    Spanned::new(0..0, 10.0)
+}
+fn d_period() -> Spanned<f64> {
+    Spanned::new(0..0, 1.0)
+}
+fn d_burst() -> Spanned<usize> {
+    Spanned::new(0..0, 32)
+}
+fn d_drain() -> Spanned<u64> {
+    Spanned::new(0..0, 100)
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawGenerator {
+    core: Option<Spanned<usize>>,
+}
+
+#[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+enum Driver {
+    Softnic,
+    Null,
+    Pcap,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawPort {
+    name: Spanned<String>,
+    driver: Spanned<Driver>,
+    #[serde(default = "one")]
+    rxq: Spanned<u16>,
+    #[serde(default = "one")]
+    txq: Spanned<u16>,
+    #[serde(default = "d_ring")]
+    rxd: Spanned<usize>,
+    #[serde(default = "d_ring")]
+    txd: Spanned<usize>,
+    mac: Option<Str<MacAddr>>,
+    peer_mac: Option<Str<MacAddr>>,
+    peer: Option<Spanned<String>>,
+    softnic: Option<Spanned<RawSoftnic>>,
+    null: Option<Spanned<RawNull>>,
+    pcap: Option<Spanned<RawPcap>>,
+}
+
+fn one() -> Spanned<u16> {
+    Spanned::new(0..0, 1)
+}
+fn d_ring() -> Spanned<usize> {
+    Spanned::new(0..0, 1024)
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawSoftnic {
+    rate: Spanned<RawRate>,
+    size: Option<Spanned<usize>>,
+    flows: Option<Spanned<u32>>,
+    tcp_share: Option<Spanned<f64>>,
+    ipv6_share: Option<Spanned<f64>>,
+    pattern: Option<RawPattern>,
+    src_ip: Option<Str<Prefix<Ipv4Addr>>>,
+    dst_ip: Option<Str<Prefix<Ipv4Addr>>>,
+    src_ip6: Option<Str<Prefix<Ipv6Addr>>>,
+    dst_ip6: Option<Str<Prefix<Ipv6Addr>>>,
+    src_port: Option<Str<PortRange>>,
+    dst_port: Option<Str<PortRange>>,
+    seed: Option<u64>,
+    rx_usecs: Option<u32>,
+    rx_frames: Option<u32>,
+}
+
+#[derive(Debug, Clone, Copy, Deserialize)]
+#[serde(rename_all = "lowercase")]
+enum RawPattern {
+    Constant,
+    Poisson,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawNull {
+    #[serde(default = "d_size")]
+    size: Spanned<usize>,
+}
+
+fn d_size() -> Spanned<usize> {
+    Spanned::new(0..0, 64)
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawPcap {
+    rx_file: Option<String>,
+    tx_file: Option<String>,
+    #[serde(default)]
+    loops: u64,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawWorker {
+    core: Spanned<usize>,
+    mode: Spanned<FwdMode>,
+    rx: Spanned<Vec<Spanned<Str<QueueRef>>>>,
+}
+
+// ---------------------------------------------------------------- checked
+
+/// Forwarding mode, with testpmd's meaning.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+pub enum FwdMode {
+    /// Forward untouched.
+    #[serde(rename = "io")]
+    Io,
+    /// Rewrite source MAC (port's) and destination MAC (port's peer_mac).
+    #[serde(rename = "mac")]
+    Mac,
+    /// Swap source and destination MAC.
+    #[serde(rename = "macswap")]
+    MacSwap,
+    /// Swap MACs, IP addresses and L4 ports.
+    #[serde(rename = "5tswap")]
+    FiveTupleSwap,
+}
+
+impl FwdMode {
+    /// testpmd's name.
+    pub fn name(self) -> &'static str {
+        match self {
+            FwdMode::Io => "io",
+            FwdMode::Mac => "mac",
+            FwdMode::MacSwap => "macswap",
+            FwdMode::FiveTupleSwap => "5tswap",
+        }
+    }
+}
+
+/// Run-wide settings.
+#[derive(Debug, Clone)]
+pub struct RunConfig {
+    /// Run length (`None`: until Ctrl-C).
+    pub duration: Option<Duration>,
+    /// Stats period.
+    pub stats_period: Duration,
+    /// Burst size.
+    pub burst: usize,
+    /// TX drain timer.
+    pub drain: Duration,
+}
+
+/// A port's backend settings.
+#[derive(Debug, Clone)]
+pub enum PortKind {
+    /// Software NIC fed by the generator.
+    Softnic {
+        /// Generated traffic.
+        gen: GenConfig,
+        /// Interrupt coalescing.
+        coalesce: Coalesce,
+    },
+    /// net_null-like port.
+    Null {
+        /// Packet size.
+        size: usize,
+    },
+    /// pcap replay / capture.
+    Pcap {
+        /// Capture to replay.
+        rx_file: Option<PathBuf>,
+        /// Capture to write.
+        tx_file: Option<PathBuf>,
+        /// Replays (0 = forever).
+        loops: u64,
+    },
+}
+
+/// A checked port.
+#[derive(Debug, Clone)]
+pub struct PortConfig {
+    /// Name.
+    pub name: String,
+    /// Backend.
+    pub kind: PortKind,
+    /// RX queues.
+    pub rxq: u16,
+    /// TX queues.
+    pub txq: u16,
+    /// RX ring size.
+    pub rxd: usize,
+    /// TX ring size.
+    pub txd: usize,
+    /// The port's MAC.
+    pub mac: MacAddr,
+    /// MAC of the neighbour on this port (destination in `mac` mode).
+    pub peer_mac: MacAddr,
+    /// Output port of packets received here.
+    pub peer: u16,
+}
+
+/// A checked worker.
+#[derive(Debug, Clone)]
+pub struct WorkerConfig {
+    /// CPU core it is pinned to.
+    pub core: usize,
+    /// Forwarding mode.
+    pub mode: FwdMode,
+    /// RX queues it polls: (port index, queue).
+    pub rx: Vec<(u16, u16)>,
+    /// TX queue it owns on each port it transmits on: (port index, queue).
+    pub tx: Vec<(u16, u16)>,
+}
+
+/// A validated configuration.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// Where it came from.
+    pub source: String,
+    /// Run-wide settings.
+    pub run: RunConfig,
+    /// Core for the softnic generator thread (unpinned if `None`).
+    pub generator_core: Option<usize>,
+    /// Ports, index = port id.
+    pub ports: Vec<PortConfig>,
+    /// Workers.
+    pub workers: Vec<WorkerConfig>,
+}
+
+// ---------------------------------------------------------------- loading
+
+/// Line and column (1-based) of a byte offset.
+fn line_col(text: &str, offset: usize) -> (usize, usize) {
+    let before = &text[..offset.min(text.len())];
+    let line = before.matches('\n').count() + 1;
+    let col = before.len() - before.rfind('\n').map_or(0, |i| i + 1) + 1;
+    (line, col)
+}
+
+/// The key named on a line (`key = value` or a `[table]` header).
+fn key_on_line(text: &str, line: usize) -> String {
+    let l = text
+        .lines()
+        .nth(line.saturating_sub(1))
+        .unwrap_or("")
+        .trim();
+    if let Some((k, _)) = l.split_once('=') {
+        k.trim().to_string()
+    } else {
+        l.trim_matches(|c| c == '[' || c == ']').to_string()
+    }
+}
+
+struct Ctx<'a> {
+    file: &'a str,
+    text: &'a str,
+    errs: Vec<ConfigError>,
+}
+
+impl Ctx<'_> {
+    fn err<T>(&mut self, v: &Spanned<T>, key: impl Into<String>, msg: impl Into<String>) {
+        let (line, col) = if v.span().is_empty() && v.span().start == 0 {
+            (0, 0) // a default value: no place in the file
+        } else {
+            line_col(self.text, v.span().start)
+        };
+        self.errs.push(ConfigError {
+            file: self.file.to_string(),
+            line,
+            col,
+            key: key.into(),
+            msg: msg.into(),
+        });
+    }
+}
+
+/// Loads and validates a file.
+pub fn load_file(path: &Path) -> Result<Config, ConfigErrors> {
+    let file = path.display().to_string();
+    let text = std::fs::read_to_string(path).map_err(|e| {
+        ConfigErrors(vec![ConfigError {
+            file: file.clone(),
+            line: 0,
+            col: 0,
+            key: String::new(),
+            msg: format!("cannot read: {e}"),
+        }])
+    })?;
+    parse(&text, &file, path.parent())
+}
+
+/// Parses and validates `text`; `file` names it in errors, `base` resolves
+/// relative paths in it (pcap files).
+pub fn parse(text: &str, file: &str, base: Option<&Path>) -> Result<Config, ConfigErrors> {
+    let raw: RawFile = toml::from_str(text).map_err(|e| {
+        let (line, col) = e.span().map_or((0, 0), |s| line_col(text, s.start));
+        let key = e
+            .span()
+            .map(|_| key_on_line(text, line))
+            .unwrap_or_default();
+        ConfigErrors(vec![ConfigError {
+            file: file.to_string(),
+            line,
+            col,
+            key,
+            msg: e.message().trim().to_string(),
+        }])
+    })?;
+    let mut cx = Ctx {
+        file,
+        text,
+        errs: Vec::new(),
+    };
+    let cfg = validate(&mut cx, raw, base);
+    if cx.errs.is_empty() {
+        Ok(cfg)
+    } else {
+        Err(ConfigErrors(cx.errs))
+    }
+}
+
+fn validate(cx: &mut Ctx<'_>, raw: RawFile, base: Option<&Path>) -> Config {
+    let machine: BTreeSet<usize> = core_affinity::get_core_ids()
+        .unwrap_or_default()
+        .into_iter()
+        .map(|c| c.id)
+        .collect();
+    let r = &raw.run;
+    if !(r.duration.get_ref().is_finite() && *r.duration.get_ref() >= 0.0) {
+        cx.err(
+            &r.duration,
+            "run.duration",
+            "must be seconds >= 0 (0 runs until Ctrl-C)",
+        );
+    }
+    if !(*r.stats_period.get_ref() >= 0.01 && *r.stats_period.get_ref() <= 3600.0) {
+        cx.err(
+            &r.stats_period,
+            "run.stats_period",
+            "must be between 0.01 and 3600 seconds",
+        );
+    }
+    if !(1..=pmd::MAX_BURST).contains(r.burst.get_ref()) {
+        cx.err(
+            &r.burst,
+            "run.burst",
+            format!("must be 1..={}", pmd::MAX_BURST),
+        );
+    }
+    if *r.drain_us.get_ref() > 1_000_000 {
+        cx.err(&r.drain_us, "run.drain_us", "must be at most 1000000 µs");
+    }
+    let run = RunConfig {
+        duration: Some(Duration::from_secs_f64(r.duration.get_ref().max(0.0)))
+            .filter(|d| !d.is_zero()),
+        stats_period: Duration::from_secs_f64(r.stats_period.get_ref().clamp(0.01, 3600.0)),
+        burst: *r.burst.get_ref(),
+        drain: Duration::from_micros(*r.drain_us.get_ref()),
+    };
+    if let Some(c) = &raw.generator.core {
+        if !machine.contains(c.get_ref()) {
+            cx.err(
+                c,
+                "generator.core",
+                format!(
+                    "core {} does not exist on this machine (cores: {machine:?})",
+                    c.get_ref()
+                ),
+            );
+        }
+    }
+
+    // Ports.
+    if raw.port.is_empty() {
+        cx.errs.push(ConfigError {
+            file: cx.file.to_string(),
+            line: 0,
+            col: 0,
+            key: "port".into(),
+            msg: "no [[port]] defined".into(),
+        });
+    }
+    let mut names: BTreeMap<String, u16> = BTreeMap::new();
+    for (i, p) in raw.port.iter().enumerate() {
+        let k = format!("port[{i}].name");
+        if names.insert(p.name.get_ref().clone(), i as u16).is_some() {
+            cx.err(
+                &p.name,
+                k,
+                format!("port name `{}` is used twice", p.name.get_ref()),
+            );
+        }
+    }
+    let n = raw.port.len() as u16;
+    let mut ports = Vec::new();
+    for (i, p) in raw.port.iter().enumerate() {
+        ports.push(check_port(cx, i, p, &names, n, base));
+    }
+
+    // Workers.
+    if raw.worker.is_empty() {
+        cx.errs.push(ConfigError {
+            file: cx.file.to_string(),
+            line: 0,
+            col: 0,
+            key: "worker".into(),
+            msg: "no [[worker]] defined".into(),
+        });
+    }
+    let mut cores: BTreeMap<usize, usize> = BTreeMap::new();
+    let mut owner: BTreeMap<(u16, u16), usize> = BTreeMap::new();
+    let mut tx_next: Vec<u16> = vec![0; ports.len()];
+    let mut workers = Vec::new();
+    for (wi, w) in raw.worker.iter().enumerate() {
+        let core = *w.core.get_ref();
+        if let Some(prev) = cores.insert(core, wi) {
+            cx.err(
+                &w.core,
+                format!("worker[{wi}].core"),
+                format!("core {core} is already used by worker[{prev}]"),
+            );
+        } else if !machine.contains(&core) {
+            cx.err(
+                &w.core,
+                format!("worker[{wi}].core"),
+                format!("core {core} does not exist on this machine (cores: {machine:?})"),
+            );
+        }
+        if w.rx.get_ref().is_empty() {
+            cx.err(
+                &w.rx,
+                format!("worker[{wi}].rx"),
+                "a worker needs at least one RX queue",
+            );
+        }
+        let mut rx = Vec::new();
+        for q in w.rx.get_ref() {
+            let QueueRef { port, queue } = &q.get_ref().0;
+            let key = format!("worker[{wi}].rx");
+            let Some(&pi) = names.get(port) else {
+                cx.err(
+                    q,
+                    key,
+                    format!(
+                        "port `{port}` does not exist (ports: {:?})",
+                        names.keys().collect::<Vec<_>>()
+                    ),
+                );
+                continue;
+            };
+            let rxq = ports[usize::from(pi)].rxq;
+            if *queue >= rxq {
+                cx.err(
+                    q,
+                    key,
+                    format!("port `{port}` has {rxq} RX queue(s); queue {queue} does not exist"),
+                );
+                continue;
+            }
+            if let Some(prev) = owner.insert((pi, *queue), wi) {
+                cx.err(
+                    q,
+                    key,
+                    format!("RX queue {port}:{queue} is already polled by worker[{prev}]"),
+                );
+                continue;
+            }
+            rx.push((pi, *queue));
+        }
+        // One TX queue on every port this worker's packets leave on.
+        let mut tx = Vec::new();
+        let outs: BTreeSet<u16> = rx
+            .iter()
+            .map(|&(p, _)| ports[usize::from(p)].peer)
+            .collect();
+        for out in outs {
+            let pc = &ports[usize::from(out)];
+            let q = tx_next[usize::from(out)];
+            tx_next[usize::from(out)] += 1;
+            if q >= pc.txq {
+                cx.err(&w.rx, format!("worker[{wi}].rx"), format!("port `{}` needs a TX queue per worker sending on it, and has only {} (set txq)", pc.name, pc.txq));
+            }
+            tx.push((out, q));
+        }
+        workers.push(WorkerConfig {
+            core,
+            mode: *w.mode.get_ref(),
+            rx,
+            tx,
+        });
+    }
+    for (pi, p) in ports.iter().enumerate() {
+        for q in 0..p.rxq {
+            if !owner.contains_key(&(pi as u16, q)) {
+                let rp = &raw.port[pi];
+                cx.err(
+                    &rp.rxq,
+                    format!("port[{pi}].rxq"),
+                    format!("RX queue {}:{q} is not polled by any worker", p.name),
+                );
+            }
+        }
+    }
+    Config {
+        source: cx.file.to_string(),
+        run,
+        generator_core: raw.generator.core.map(|c| *c.get_ref()),
+        ports,
+        workers,
+    }
+}
+
+fn check_port(
+    cx: &mut Ctx<'_>,
+    i: usize,
+    p: &RawPort,
+    names: &BTreeMap<String, u16>,
+    n: u16,
+    base: Option<&Path>,
+) -> PortConfig {
+    let k = |f: &str| format!("port[{i}].{f}");
+    let driver = *p.driver.get_ref();
+    if *p.rxq.get_ref() == 0 || *p.rxq.get_ref() > 64 {
+        cx.err(&p.rxq, k("rxq"), "must be 1..=64");
+    }
+    if *p.txq.get_ref() == 0 || *p.txq.get_ref() > 64 {
+        cx.err(&p.txq, k("txq"), "must be 1..=64");
+    }
+    for (v, f) in [(&p.rxd, "rxd"), (&p.txd, "txd")] {
+        if !(1..=65536).contains(v.get_ref()) {
+            cx.err(v, k(f), "must be 1..=65536 descriptors");
+        }
+    }
+    let sections = [
+        (
+            p.softnic.as_ref().map(|s| s.span()),
+            Driver::Softnic,
+            "softnic",
+        ),
+        (p.null.as_ref().map(|s| s.span()), Driver::Null, "null"),
+        (p.pcap.as_ref().map(|s| s.span()), Driver::Pcap, "pcap"),
+    ];
+    for (span, d, name) in sections {
+        if let Some(span) = span {
+            if d != driver {
+                cx.err(
+                    &Spanned::new(span, ()),
+                    k(name),
+                    format!(
+                        "section [port.{name}] does not apply to driver `{}`",
+                        driver_name(driver)
+                    ),
+                );
+            }
+        }
+    }
+    let peer = match &p.peer {
+        Some(s) => match names.get(s.get_ref()) {
+            Some(&pi) => pi,
+            None => {
+                cx.err(
+                    s,
+                    k("peer"),
+                    format!("port `{}` does not exist", s.get_ref()),
+                );
+                i as u16
+            }
+        },
+        None => {
+            let i = i as u16;
+            if i ^ 1 < n {
+                i ^ 1
+            } else {
+                i
+            }
+        }
+    };
+    let mac = p
+        .mac
+        .map(|m| m.0)
+        .unwrap_or(MacAddr([0x02, 0x51, 0, 0, 0, i as u8]));
+    let peer_mac = p
+        .peer_mac
+        .map(|m| m.0)
+        .unwrap_or(MacAddr([0x02, 0x5e, 0, 0, 0, i as u8]));
+    let kind = match driver {
+        Driver::Softnic => match &p.softnic {
+            Some(s) => check_softnic(cx, i, s.get_ref(), mac),
+            None => {
+                cx.err(
+                    &p.driver,
+                    k("driver"),
+                    "driver `softnic` needs a [port.softnic] section (at least `rate`)",
+                );
+                PortKind::Null { size: 64 }
+            }
+        },
+        Driver::Null => {
+            let size = p.null.as_ref().map_or(64, |s| *s.get_ref().size.get_ref());
+            if let Some(s) = &p.null {
+                if !(14..=9000).contains(&size) {
+                    cx.err(&s.get_ref().size, k("null.size"), "must be 14..=9000 bytes");
+                }
+            }
+            PortKind::Null { size }
+        }
+        Driver::Pcap => {
+            if *p.rxq.get_ref() != 1 || *p.txq.get_ref() != 1 {
+                cx.err(
+                    &p.rxq,
+                    k("rxq"),
+                    "a pcap port has exactly one RX and one TX queue",
+                );
+            }
+            let resolve = |f: &Option<String>| {
+                f.as_ref().map(|f| match base {
+                    Some(b) if Path::new(f).is_relative() => b.join(f),
+                    _ => PathBuf::from(f),
+                })
+            };
+            let (rx_file, tx_file, loops) = p.pcap.as_ref().map_or((None, None, 1), |s| {
+                let s = s.get_ref();
+                (resolve(&s.rx_file), resolve(&s.tx_file), s.loops)
+            });
+            PortKind::Pcap {
+                rx_file,
+                tx_file,
+                loops,
+            }
+        }
+    };
+    PortConfig {
+        name: p.name.get_ref().clone(),
+        kind,
+        rxq: *p.rxq.get_ref(),
+        txq: *p.txq.get_ref(),
+        rxd: *p.rxd.get_ref(),
+        txd: *p.txd.get_ref(),
+        mac,
+        peer_mac,
+        peer,
+    }
+}
+
+fn driver_name(d: Driver) -> &'static str {
+    match d {
+        Driver::Softnic => "softnic",
+        Driver::Null => "null",
+        Driver::Pcap => "pcap",
+    }
+}
+
+fn check_softnic(cx: &mut Ctx<'_>, i: usize, s: &RawSoftnic, mac: MacAddr) -> PortKind {
+    let k = |f: &str| format!("port[{i}].softnic.{f}");
+    let mut g = GenConfig {
+        dst_mac: mac,
+        ..GenConfig::default()
+    };
+    g.rate = match s.rate.get_ref() {
+        RawRate::Pps(p) if p.is_finite() && *p > 0.0 && *p <= 1e9 => Rate::Pps(*p),
+        RawRate::Word(w) if w == "max" => Rate::Max,
+        _ => {
+            cx.err(
+                &s.rate,
+                k("rate"),
+                "must be packets per second (> 0, up to 1e9) or \"max\"",
+            );
+            Rate::Max
+        }
+    };
+    if let Some(v) = &s.size {
+        if !(58..=2048).contains(v.get_ref()) {
+            cx.err(v, k("size"), "must be 58..=2048 bytes (frame without FCS)");
+        }
+        g.size = *v.get_ref();
+    }
+    if let Some(v) = &s.flows {
+        if !(1..=65536).contains(v.get_ref()) {
+            cx.err(v, k("flows"), "must be 1..=65536");
+        }
+        g.flows = *v.get_ref();
+    }
+    for (v, f, slot) in [
+        (&s.tcp_share, "tcp_share", &mut g.tcp_share),
+        (&s.ipv6_share, "ipv6_share", &mut g.ipv6_share),
+    ] {
+        if let Some(v) = v {
+            if !(0.0..=1.0).contains(v.get_ref()) {
+                cx.err(v, k(f), "must be a share between 0 and 1");
+            }
+            *slot = *v.get_ref();
+        }
+    }
+    if let Some(p) = s.pattern {
+        g.pattern = match p {
+            RawPattern::Constant => Pattern::Constant,
+            RawPattern::Poisson => Pattern::Poisson,
+        };
+    }
+    if let Some(p) = s.src_ip {
+        g.src_ip = p.0.span();
+    }
+    if let Some(p) = s.dst_ip {
+        g.dst_ip = p.0.span();
+    }
+    if let Some(p) = s.src_ip6 {
+        g.src_ip6 = p.0.span();
+    }
+    if let Some(p) = s.dst_ip6 {
+        g.dst_ip6 = p.0.span();
+    }
+    if let Some(r) = s.src_port {
+        g.src_port = Span {
+            first: r.0 .0,
+            last: r.0 .1,
+        };
+    }
+    if let Some(r) = s.dst_port {
+        g.dst_port = Span {
+            first: r.0 .0,
+            last: r.0 .1,
+        };
+    }
+    if let Some(seed) = s.seed {
+        g.seed = seed;
+    }
+    let d = Coalesce::default();
+    PortKind::Softnic {
+        gen: g,
+        coalesce: Coalesce {
+            rx_usecs: s.rx_usecs.unwrap_or(d.rx_usecs),
+            rx_frames: s.rx_frames.unwrap_or(d.rx_frames),
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,161 @@
+use super::*;
+
+fn errs(text: &str) -> Vec<ConfigError> {
+    parse(text, "t.toml", None).unwrap_err().0
+}
+
+const GOOD: &str = r#"
+[run]
+duration = 1
+
+[[port]]
+name = "a"
+driver = "null"
+
+[[port]]
+name = "b"
+driver = "null"
+
+[[worker]]
+core = 0
+mode = "macswap"
+rx = ["a:0", "b"]
+"#;
+
+#[test]
+fn good_config_resolves_ports_and_queues() {
+    let c = parse(GOOD, "t.toml", None).unwrap();
+    assert_eq!(c.ports.len(), 2);
+    assert_eq!(
+        (c.ports[0].peer, c.ports[1].peer),
+        (1, 0),
+        "paired topology"
+    );
+    assert_eq!(c.workers[0].rx, vec![(0, 0), (1, 0)]);
+    assert_eq!(c.workers[0].tx, vec![(0, 0), (1, 0)]);
+    assert_eq!(c.workers[0].mode, FwdMode::MacSwap);
+    assert_eq!(c.run.duration, Some(Duration::from_secs(1)));
+    assert_eq!(c.run.burst, 32);
+}
+
+#[test]
+fn quickstart_is_valid() {
+    let c = parse(QUICKSTART, QUICKSTART_NAME, None).unwrap();
+    assert!(matches!(c.ports[0].kind, PortKind::Softnic { .. }));
+    assert_eq!(c.workers.len(), 1);
+}
+
+#[test]
+fn every_shipped_config_is_valid() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../configs");
+    let mut n = 0;
+    for e in std::fs::read_dir(dir).unwrap() {
+        let p = e.unwrap().path();
+        if p.extension().is_some_and(|x| x == "toml") {
+            load_file(&p).unwrap_or_else(|e| panic!("{}", e));
+            n += 1;
+        }
+    }
+    assert!(n >= 2);
+}
+
+/// The three errors the issue names: a bad key, an unknown port, two
+/// workers on one core; each with its line and key.
+#[test]
+fn three_distinct_errors_name_line_and_key() {
+    let bad_key = GOOD.replace(
+        "driver = \"null\"\n\n[[port]]",
+        "driver = \"null\"\nrxqq = 2\n\n[[port]]",
+    );
+    let e = errs(&bad_key);
+    assert_eq!(e.len(), 1);
+    assert_eq!(e[0].line, 8);
+    assert_eq!(e[0].key, "rxqq");
+    assert!(e[0].msg.contains("unknown field `rxqq`"), "{}", e[0]);
+    assert!(
+        e[0].to_string().starts_with("t.toml:8:1: key `rxqq`"),
+        "{}",
+        e[0]
+    );
+
+    let unknown_port = GOOD.replace("\"b\"]", "\"c:0\"]");
+    let e = errs(&unknown_port);
+    assert_eq!(e.len(), 2, "{e:?}"); // unknown port, and b:0 then unpolled
+    assert_eq!(e[0].key, "worker[0].rx");
+    assert_eq!(e[0].line, 16);
+    assert!(e[0].msg.contains("port `c` does not exist"), "{}", e[0]);
+    assert_eq!(e[1].key, "port[1].rxq");
+    assert!(e[1].msg.contains("b:0 is not polled"));
+
+    let two_on_one = GOOD.replace(
+        "rx = [\"a:0\", \"b\"]",
+        "rx = [\"a:0\"]\n\n[[worker]]\ncore = 0\nmode = \"io\"\nrx = [\"b:0\"]",
+    );
+    let e = errs(&two_on_one);
+    assert_eq!(e.len(), 1, "{e:?}");
+    assert_eq!(e[0].key, "worker[1].core");
+    assert_eq!(e[0].line, 19);
+    assert!(e[0].msg.contains("core 0 is already used by worker[0]"));
+}
+
+#[test]
+fn type_and_value_errors_are_located() {
+    let e = errs(&GOOD.replace("duration = 1", "duration = \"long\""));
+    assert_eq!((e[0].line, e[0].key.as_str()), (3, "duration"));
+    let e = errs(&GOOD.replace("mode = \"macswap\"", "mode = \"warp\""));
+    assert_eq!((e[0].line, e[0].key.as_str()), (15, "mode"));
+    assert!(e[0].msg.contains("unknown variant `warp`"));
+    let e = errs(&GOOD.replace("core = 0", "core = 4096"));
+    assert!(e[0].msg.contains("core 4096 does not exist"));
+    let e = errs(&GOOD.replace("duration = 1", "duration = 1\nburst = 0"));
+    assert_eq!((e[0].line, e[0].key.as_str()), (4, "run.burst"));
+}
+
+#[test]
+fn queue_conflicts() {
+    let e = errs(&GOOD.replace("\"a:0\", \"b\"", "\"a:0\", \"a:0\", \"b\""));
+    assert!(
+        e[0].msg.contains("a:0 is already polled by worker[0]"),
+        "{e:?}"
+    );
+    let e = errs(&GOOD.replace("\"a:0\", \"b\"", "\"a:3\", \"b\""));
+    assert!(e[0].msg.contains("queue 3 does not exist"), "{e:?}");
+    let e = errs(&GOOD.replace(
+        "driver = \"null\"\n\n[[port]]",
+        "driver = \"null\"\n[port.pcap]\n\n[[port]]",
+    ));
+    assert!(
+        e[0].msg.contains("does not apply to driver `null`"),
+        "{e:?}"
+    );
+}
+
+#[test]
+fn typed_values() {
+    assert_eq!(
+        "198.18.0.0/24".parse::<Prefix<Ipv4Addr>>().unwrap().span(),
+        Span {
+            first: Ipv4Addr::new(198, 18, 0, 1),
+            last: Ipv4Addr::new(198, 18, 0, 254)
+        }
+    );
+    assert_eq!(
+        "198.18.0.7"
+            .parse::<Prefix<Ipv4Addr>>()
+            .unwrap()
+            .span()
+            .first,
+        Ipv4Addr::new(198, 18, 0, 7)
+    );
+    assert!("198.18.0.0/33".parse::<Prefix<Ipv4Addr>>().is_err());
+    let p6 = "2001:db8::/126".parse::<Prefix<Ipv6Addr>>().unwrap().span();
+    assert_eq!(p6.last, "2001:db8::3".parse::<Ipv6Addr>().unwrap());
+    assert_eq!("80".parse::<PortRange>().unwrap(), PortRange(80, 80));
+    assert!("90-80".parse::<PortRange>().is_err());
+    let e = errs(&GOOD.replace(
+        "driver = \"null\"\n\n[[port]]",
+        "driver = \"null\"\nmac = \"02:00:00:00:00\"\n\n[[port]]",
+    ));
+    assert_eq!(e[0].key, "mac");
+    assert!(e[0].msg.contains("MAC address"), "{}", e[0]);
+}
