@@ -1,1 +1,14 @@
+//! Sluice: a poll-mode packet forwarding appliance.
+//!
+//! The binary `sluice` is a thin CLI over this library: [`config`] loads and
+//! validates the TOML configuration, [`app::run`] starts the ports, workers
+//! and generator and runs the management loop, [`worker`] is the
+//! run-to-completion data-plane loop, [`telemetry`] turns counters into
+//! reports. This crate has no `unsafe`: that lives in `pmd`.
+#![forbid(unsafe_code)]
+
+pub mod app;
 pub mod config;
+pub mod counters;
+pub mod telemetry;
+pub mod worker;

@@ -1,1 +1,162 @@
-fn main() {}
+//! `sluice`: run the appliance, or check a configuration.
+
+use anyhow::{Context, Result};
+use appliance::config::{self, Config, PortKind};
+use clap::{Parser, Subcommand};
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Sluice, a poll-mode packet forwarding appliance.
+#[derive(Parser)]
+#[command(version, about)]
+struct Cli {
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Run the appliance (with no FILE: the embedded quickstart config).
+    Run {
+        /// Configuration file.
+        file: Option<PathBuf>,
+        /// Run for this many seconds (0: until Ctrl-C); overrides run.duration.
+        #[arg(long)]
+        duration: Option<f64>,
+        /// Seconds between stats reports; overrides run.stats_period.
+        #[arg(long)]
+        stats_period: Option<f64>,
+        /// Print reports as JSON lines.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Validate a configuration file without running it.
+    Check {
+        /// Configuration file.
+        file: PathBuf,
+    },
+}
+
+fn load(file: Option<&PathBuf>) -> Result<Config, config::ConfigErrors> {
+    match file {
+        Some(f) => config::load_file(f),
+        None => config::parse(config::QUICKSTART, config::QUICKSTART_NAME, None),
+    }
+}
+
+fn describe(c: &Config) -> String {
+    let mut s = format!("{}: ok\n", c.source);
+    for p in &c.ports {
+        let kind = match &p.kind {
+            PortKind::Softnic { gen, .. } => format!(
+                "softnic rate {:?} size {} flows {}",
+                gen.rate, gen.size, gen.flows
+            ),
+            PortKind::Null { size } => format!("null size {size}"),
+            PortKind::Pcap {
+                rx_file, tx_file, ..
+            } => format!("pcap rx {rx_file:?} tx {tx_file:?}"),
+        };
+        s += &format!(
+            "  port {:<6} {kind}; rxq {} txq {} rxd {} txd {}; peer {}\n",
+            p.name,
+            p.rxq,
+            p.txq,
+            p.rxd,
+            p.txd,
+            c.ports[usize::from(p.peer)].name
+        );
+    }
+    for w in &c.workers {
+        let q = |v: &[(u16, u16)]| {
+            v.iter()
+                .map(|&(p, q)| format!("{}:{q}", c.ports[usize::from(p)].name))
+                .collect::<Vec<_>>()
+                .join(" ")
+        };
+        s += &format!(
+            "  worker core {} mode {}: rx [{}] tx [{}]\n",
+            w.core,
+            w.mode.name(),
+            q(&w.rx),
+            q(&w.tx)
+        );
+    }
+    s
+}
+
+fn main() -> ExitCode {
+    match real_main() {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("sluice: {e:#}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+fn real_main() -> Result<ExitCode> {
+    let cli = Cli::parse();
+    match cli.cmd {
+        Cmd::Check { file } => match config::load_file(&file) {
+            Ok(c) => {
+                print!("{}", describe(&c));
+                Ok(ExitCode::SUCCESS)
+            }
+            Err(e) => {
+                eprintln!("{e}");
+                Ok(ExitCode::from(1))
+            }
+        },
+        Cmd::Run {
+            file,
+            duration,
+            stats_period,
+            json,
+        } => {
+            let mut cfg = match load(file.as_ref()) {
+                Ok(c) => c,
+                Err(e) => {
+                    eprintln!("{e}");
+                    return Ok(ExitCode::from(1));
+                }
+            };
+            if let Some(d) = duration {
+                anyhow::ensure!(d >= 0.0 && d.is_finite(), "--duration must be >= 0");
+                cfg.run.duration = (d > 0.0).then(|| Duration::from_secs_f64(d));
+            }
+            if let Some(p) = stats_period {
+                anyhow::ensure!(
+                    (0.01..=3600.0).contains(&p),
+                    "--stats-period must be 0.01..=3600"
+                );
+                cfg.run.stats_period = Duration::from_secs_f64(p);
+            }
+            let stop = Arc::new(AtomicBool::new(false));
+            let s = stop.clone();
+            ctrlc::set_handler(move || s.store(true, Ordering::Release))
+                .context("installing the Ctrl-C handler")?;
+            if !json {
+                print!("{}", describe(&cfg));
+            }
+            let mut emit = |r: &appliance::telemetry::Report| {
+                if json {
+                    println!("{}", r.json());
+                } else {
+                    print!("{}", r.text());
+                }
+            };
+            let summary = appliance::app::run(&cfg, &stop, &mut emit)?;
+            emit(&summary);
+            let balanced = summary.balance.as_ref().is_some_and(|b| b.balanced);
+            Ok(if balanced {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::from(3)
+            })
+        }
+    }
+}

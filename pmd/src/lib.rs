@@ -164,6 +164,9 @@ pub trait PortControl: Send + Sync {
     fn stats(&self) -> PortStats;
     /// What the port can do.
     fn caps(&self) -> Caps;
+    /// Stops delivering packets to the RX queues (like `rte_eth_dev_stop` on
+    /// the receive side), so that workers can drain them at shutdown.
+    fn stop_rx(&self) {}
     /// Driver-specific counters as name/value pairs, like `rte_eth_xstats`.
     fn xstats(&self) -> Vec<(&'static str, u64)> {
         Vec::new()

@@ -8,6 +8,7 @@ use crate::{
     Batch, BoxRx, BoxTx, Caps, OpenPort, PacketBuf, PortControl, PortError, PortStats,
     QueueCounters, RxQueue, TxQueue, MAX_BURST,
 };
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 /// Settings of a null port.
@@ -28,6 +29,7 @@ pub struct NullConfig {
 struct Control {
     rx: Vec<Arc<QueueCounters>>,
     tx: Vec<Arc<QueueCounters>>,
+    stopped: Arc<AtomicBool>,
 }
 
 impl PortControl for Control {
@@ -54,6 +56,9 @@ impl PortControl for Control {
             max_frame: 9000,
         }
     }
+    fn stop_rx(&self) {
+        self.stopped.store(true, Ordering::Relaxed);
+    }
 }
 
 struct NullRx {
@@ -62,6 +67,7 @@ struct NullRx {
     queue: u16,
     size: usize,
     c: Arc<QueueCounters>,
+    stopped: Arc<AtomicBool>,
 }
 
 impl RxQueue for NullRx {
@@ -69,6 +75,9 @@ impl RxQueue for NullRx {
 
     #[inline]
     fn rx_burst(&mut self, out: &mut Batch<Mbuf>) -> usize {
+        if self.stopped.load(Ordering::Relaxed) {
+            return 0;
+        }
         let start = out.len();
         let want = out.room();
         let got = self.pool.alloc_bulk(out, want);
@@ -117,6 +126,7 @@ pub fn open(cfg: &NullConfig) -> Result<OpenPort, PortError> {
     let txc: Vec<_> = (0..cfg.txq)
         .map(|_| Arc::new(QueueCounters::default()))
         .collect();
+    let stopped = Arc::new(AtomicBool::new(false));
     let rx = rxc
         .iter()
         .enumerate()
@@ -127,6 +137,7 @@ pub fn open(cfg: &NullConfig) -> Result<OpenPort, PortError> {
                 queue: q as u16,
                 size: cfg.size,
                 c: c.clone(),
+                stopped: stopped.clone(),
             }) as BoxRx
         })
         .collect();
@@ -135,7 +146,11 @@ pub fn open(cfg: &NullConfig) -> Result<OpenPort, PortError> {
         .map(|c| Box::new(NullTx { c: c.clone() }) as BoxTx)
         .collect();
     Ok(OpenPort {
-        control: Arc::new(Control { rx: rxc, tx: txc }),
+        control: Arc::new(Control {
+            rx: rxc,
+            tx: txc,
+            stopped,
+        }),
         rx,
         tx,
     })
@@ -165,5 +180,7 @@ mod tests {
         let s = p.control.stats();
         assert_eq!((s.ipackets, s.opackets, s.obytes), (3200, 3200, 3200 * 64));
         assert_eq!(s.rx_nombuf, 0);
+        p.control.stop_rx();
+        assert_eq!(p.rx[0].rx_burst(&mut b), 0, "stopped");
     }
 }

@@ -19,6 +19,7 @@ use pcap_file::DataLink;
 use std::fs::File;
 use std::io::{BufReader, BufWriter, Read};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -113,6 +114,7 @@ fn to_ethernet(link: DataLink, data: &[u8]) -> Result<Vec<u8>, String> {
 struct Control {
     rx: Arc<QueueCounters>,
     tx: Arc<QueueCounters>,
+    stopped: Arc<AtomicBool>,
 }
 
 impl PortControl for Control {
@@ -136,6 +138,9 @@ impl PortControl for Control {
             max_frame: usize::from(u16::MAX),
         }
     }
+    fn stop_rx(&self) {
+        self.stopped.store(true, Ordering::Relaxed);
+    }
 }
 
 struct PcapRx {
@@ -146,12 +151,16 @@ struct PcapRx {
     pool: Pool,
     port: u16,
     c: Arc<QueueCounters>,
+    stopped: Arc<AtomicBool>,
 }
 
 impl RxQueue for PcapRx {
     type Buf = Mbuf;
 
     fn rx_burst(&mut self, out: &mut Batch<Mbuf>) -> usize {
+        if self.stopped.load(Ordering::Relaxed) {
+            return 0;
+        }
         let now = rdtsc();
         let mut n = 0;
         while out.room() > 0 && !self.frames.is_empty() {
@@ -244,6 +253,7 @@ pub fn open(cfg: &PcapConfig) -> Result<OpenPort, PortError> {
     };
     let rxc = Arc::new(QueueCounters::default());
     let txc = Arc::new(QueueCounters::default());
+    let stopped = Arc::new(AtomicBool::new(false));
     let rx = Box::new(PcapRx {
         frames,
         next: 0,
@@ -252,10 +262,15 @@ pub fn open(cfg: &PcapConfig) -> Result<OpenPort, PortError> {
         pool,
         port: cfg.port,
         c: rxc.clone(),
+        stopped: stopped.clone(),
     }) as BoxRx;
     let tx = Box::new(PcapTx { w, c: txc.clone() }) as BoxTx;
     Ok(OpenPort {
-        control: Arc::new(Control { rx: rxc, tx: txc }),
+        control: Arc::new(Control {
+            rx: rxc,
+            tx: txc,
+            stopped,
+        }),
         rx: vec![rx],
         tx: vec![tx],
     })

@@ -1,0 +1,241 @@
+//! Start-up, the management loop and shutdown: opens the ports, hands each
+//! queue to exactly one worker, spawns the pinned workers and the softnic
+//! generator, reports every stats period, and stops in an order that leaves
+//! nothing uncounted.
+
+use crate::config::{Config, FwdMode, PortKind};
+use crate::counters::WorkerCounters;
+use crate::telemetry::{PortView, Report, Snapshot, Telemetry, WorkerView};
+use crate::worker::{self, RxSlot, TxSlot, WorkerSetup};
+use anyhow::{anyhow, Context, Result};
+use pipeline::fwd::{FiveTupleSwap, ForwardMode, Io, Mac, MacSwap, Peers};
+use pmd::hist::hist_pair;
+use pmd::softnic::{Generator, SoftnicConfig};
+use pmd::sys::Tsc;
+use pmd::{BoxRx, BoxTx, Mbuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+/// Buffers in each null / pcap port's pool.
+const POOL_SIZE: usize = 8192;
+
+fn pin(core: usize, who: &str) {
+    if !core_affinity::set_for_current(core_affinity::CoreId { id: core }) {
+        eprintln!("warning: could not pin {who} to core {core}; running unpinned");
+    }
+}
+
+fn spawn_worker<F: ForwardMode>(
+    core: usize,
+    setup: WorkerSetup<Mbuf>,
+    fwd: F,
+    stop: Arc<AtomicBool>,
+) -> Result<JoinHandle<()>> {
+    std::thread::Builder::new()
+        .name(format!("worker-{core}"))
+        .spawn(move || {
+            pin(core, "worker");
+            worker::run(setup, fwd, &stop);
+        })
+        .context("spawning a worker thread")
+}
+
+/// Runs the appliance until the configured duration passes or `stop` is
+/// set; calls `emit` with each period's report and returns the summary.
+pub fn run(cfg: &Config, stop: &AtomicBool, emit: &mut dyn FnMut(&Report)) -> Result<Report> {
+    let tsc = Tsc::calibrate(Duration::from_millis(50));
+    let nports = cfg.ports.len();
+
+    // Ports.
+    let mut gen = Generator::new(tsc);
+    let mut rx: Vec<Vec<Option<BoxRx>>> = Vec::new();
+    let mut tx: Vec<Vec<Option<BoxTx>>> = Vec::new();
+    let mut views = Vec::new();
+    for (i, p) in cfg.ports.iter().enumerate() {
+        let port = i as u16;
+        let (open, e2e) = match &p.kind {
+            PortKind::Softnic { gen: g, coalesce } => {
+                let (o, h) = gen
+                    .add_port(&SoftnicConfig {
+                        port,
+                        rxq: p.rxq,
+                        txq: p.txq,
+                        rxd: p.rxd,
+                        txd: p.txd,
+                        coalesce: *coalesce,
+                        gen: g.clone(),
+                    })
+                    .with_context(|| format!("port {}", p.name))?;
+                (o, Some(h))
+            }
+            PortKind::Null { size } => (
+                pmd::null::open(&pmd::null::NullConfig {
+                    port,
+                    size: *size,
+                    rxq: p.rxq,
+                    txq: p.txq,
+                    pool_size: POOL_SIZE,
+                })
+                .with_context(|| format!("port {}", p.name))?,
+                None,
+            ),
+            PortKind::Pcap {
+                rx_file,
+                tx_file,
+                loops,
+            } => (
+                pmd::pcap::open(&pmd::pcap::PcapConfig {
+                    port,
+                    rx_file: rx_file.clone(),
+                    tx_file: tx_file.clone(),
+                    loops: *loops,
+                    pool_size: POOL_SIZE,
+                })
+                .with_context(|| format!("port {}", p.name))?,
+                None,
+            ),
+        };
+        rx.push(open.rx.into_iter().map(Some).collect());
+        tx.push(open.tx.into_iter().map(Some).collect());
+        views.push(PortView {
+            name: p.name.clone(),
+            control: open.control,
+            e2e,
+            resid: Vec::new(),
+        });
+    }
+
+    // Hand each queue to its worker.
+    let worker_stop = Arc::new(AtomicBool::new(false));
+    let peers = Peers::new(cfg.ports.iter().map(|p| p.peer).collect());
+    let macs: Vec<_> = cfg.ports.iter().map(|p| (p.mac, p.peer_mac)).collect();
+    let mut setups = Vec::new();
+    let mut wviews = Vec::new();
+    for w in &cfg.workers {
+        let counters = Arc::new(WorkerCounters::new(nports));
+        let mut rxs = Vec::new();
+        for &(p, q) in &w.rx {
+            let queue = rx[usize::from(p)][usize::from(q)]
+                .take()
+                .ok_or_else(|| anyhow!("RX queue {p}:{q} handed out twice"))?;
+            rxs.push(RxSlot { port: p, q: queue });
+        }
+        let mut txs = Vec::new();
+        for &(p, q) in &w.tx {
+            let queue = tx[usize::from(p)][usize::from(q)]
+                .take()
+                .ok_or_else(|| anyhow!("TX queue {p}:{q} handed out twice"))?;
+            let (hw, hr) = hist_pair();
+            views[usize::from(p)].resid.push(hr);
+            txs.push(TxSlot {
+                port: p,
+                q: queue,
+                hist: hw,
+            });
+        }
+        wviews.push(WorkerView {
+            core: w.core,
+            mode: w.mode.name(),
+            counters: counters.clone(),
+        });
+        setups.push(WorkerSetup {
+            rx: rxs,
+            tx: txs,
+            counters,
+            burst: cfg.run.burst,
+            drain: cfg.run.drain,
+            tsc,
+        });
+    }
+
+    let mut tel = Telemetry::new(views, wviews, tsc);
+    let zero = Snapshot::zero(pmd::sys::rdtsc(), nports, cfg.workers.len());
+
+    // Threads: the generator first, so that packets wait for the workers.
+    let gen_handle = if gen.is_empty() {
+        None
+    } else {
+        let core = cfg.generator_core;
+        Some(
+            gen.spawn(move || {
+                if let Some(c) = core {
+                    pin(c, "the softnic generator");
+                }
+            })
+            .context("spawning the generator thread")?,
+        )
+    };
+    let mut handles = Vec::new();
+    for (w, setup) in cfg.workers.iter().zip(setups) {
+        let s = worker_stop.clone();
+        let h = match w.mode {
+            FwdMode::Io => spawn_worker(w.core, setup, Io(peers.clone()), s),
+            FwdMode::Mac => spawn_worker(w.core, setup, Mac::new(peers.clone(), macs.clone()), s),
+            FwdMode::MacSwap => spawn_worker(w.core, setup, MacSwap(peers.clone()), s),
+            FwdMode::FiveTupleSwap => spawn_worker(w.core, setup, FiveTupleSwap(peers.clone()), s),
+        };
+        match h {
+            Ok(h) => handles.push(h),
+            Err(e) => {
+                worker_stop.store(true, Ordering::Release);
+                return Err(e);
+            }
+        }
+    }
+
+    // Management loop.
+    let started = Instant::now();
+    let mut prev = tel.snapshot();
+    let mut next = started + cfg.run.stats_period;
+    loop {
+        let now = Instant::now();
+        let done = cfg.run.duration.is_some_and(|d| now >= started + d);
+        if stop.load(Ordering::Acquire) || done {
+            break;
+        }
+        if now >= next {
+            let cur = tel.snapshot();
+            emit(&tel.report(&prev, &cur, false));
+            prev = cur;
+            next += cfg.run.stats_period;
+            if next < now {
+                next = now + cfg.run.stats_period;
+            }
+        }
+        let mut wake = next;
+        if let Some(d) = cfg.run.duration {
+            wake = wake.min(started + d);
+        }
+        let nap = wake.saturating_duration_since(Instant::now());
+        std::thread::sleep(nap.min(Duration::from_millis(50)));
+    }
+
+    // Shutdown: stop the wire, drain the workers, drain the sink.
+    if let Some(g) = &gen_handle {
+        g.stop_generating();
+    }
+    for p in &tel.ports {
+        p.control.stop_rx();
+    }
+    worker_stop.store(true, Ordering::Release);
+    let mut panicked = 0;
+    for h in handles {
+        if h.join().is_err() {
+            panicked += 1;
+        }
+    }
+    if let Some(g) = gen_handle {
+        g.finish();
+    }
+    let last = tel.snapshot();
+    if last.tsc() > prev.tsc() + tsc.cycles(cfg.run.stats_period / 10) {
+        emit(&tel.report(&prev, &last, false));
+    }
+    let summary = tel.report(&zero, &last, true);
+    if panicked > 0 {
+        return Err(anyhow!("{panicked} worker thread(s) panicked"));
+    }
+    Ok(summary)
+}

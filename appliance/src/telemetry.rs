@@ -1,0 +1,553 @@
+//! The management thread's view: reads the workers' and ports' counters,
+//! merges histograms, and turns two snapshots into a report (per period or
+//! for the whole run), printed as a compact text block or as JSON lines.
+
+use crate::counters::WorkerCounters;
+use hdrhistogram::Histogram;
+use pipeline::DropReason;
+use pmd::hist::HistReader;
+use pmd::sys::Tsc;
+use pmd::{PortControl, PortStats};
+use serde::Serialize;
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::sync::Arc;
+
+/// A port as the management thread sees it.
+pub struct PortView {
+    /// Name.
+    pub name: String,
+    /// Driver counters.
+    pub control: Arc<dyn PortControl>,
+    /// End-to-end latency from the softnic sink.
+    pub e2e: Option<HistReader>,
+    /// RX→TX residency of packets sent on this port, one reader per worker.
+    pub resid: Vec<HistReader>,
+}
+
+/// A worker as the management thread sees it.
+pub struct WorkerView {
+    /// Core it is pinned to.
+    pub core: usize,
+    /// Forwarding mode name.
+    pub mode: &'static str,
+    /// Its counters.
+    pub counters: Arc<WorkerCounters>,
+}
+
+/// Raw counter totals at one instant.
+#[derive(Clone, Debug, Default)]
+pub struct Snapshot {
+    tsc: u64,
+    ports: Vec<PortSnap>,
+    cores: Vec<CoreSnap>,
+}
+
+impl Snapshot {
+    /// All counters zero at TSC `tsc` (the start of a run).
+    pub fn zero(tsc: u64, nports: usize, ncores: usize) -> Self {
+        Snapshot {
+            tsc,
+            ports: vec![PortSnap::default(); nports],
+            cores: vec![CoreSnap::default(); ncores],
+        }
+    }
+
+    /// When it was taken.
+    pub fn tsc(&self) -> u64 {
+        self.tsc
+    }
+}
+
+#[derive(Clone, Debug, Default)]
+struct PortSnap {
+    dev: PortStats,
+    xstats: BTreeMap<&'static str, u64>,
+    rx_pkts: u64,
+    rx_bytes: u64,
+    tx_pkts: u64,
+    tx_bytes: u64,
+    tx_full: u64,
+    unroutable: u64,
+    drops: [u64; DropReason::COUNT],
+}
+
+#[derive(Clone, Debug, Default)]
+struct CoreSnap {
+    polls: u64,
+    empty_polls: u64,
+    busy: u64,
+    idle: u64,
+    rx: u64,
+    cpu_ns: u64,
+}
+
+/// Latency percentiles in nanoseconds.
+#[derive(Clone, Debug, Serialize)]
+pub struct Latency {
+    /// Samples.
+    pub count: u64,
+    /// Median.
+    pub p50: f64,
+    /// 90th percentile.
+    pub p90: f64,
+    /// 99th percentile.
+    pub p99: f64,
+    /// 99.9th percentile.
+    pub p999: f64,
+    /// Maximum.
+    pub max: f64,
+}
+
+/// Drops of one port, by reason.
+#[derive(Clone, Debug, Serialize, Default)]
+pub struct Drops {
+    /// RX ring full (NIC imissed).
+    pub rx_missed: u64,
+    /// No buffer for a received packet.
+    pub rx_nombuf: u64,
+    /// TX ring full.
+    pub tx_full: u64,
+    /// No TX queue for the output port.
+    pub unroutable: u64,
+    /// Stage drops by reason.
+    pub stage: BTreeMap<&'static str, u64>,
+}
+
+/// One port's figures over an interval.
+#[derive(Clone, Debug, Serialize)]
+pub struct PortReport {
+    /// Port name.
+    pub name: String,
+    /// Driver.
+    pub driver: &'static str,
+    /// Packets the workers received.
+    pub rx_pkts: u64,
+    /// Packets the workers sent.
+    pub tx_pkts: u64,
+    /// Received packets per second.
+    pub rx_pps: f64,
+    /// Received bits per second (frame bytes × 8).
+    pub rx_bps: f64,
+    /// Sent packets per second.
+    pub tx_pps: f64,
+    /// Sent bits per second (frame bytes × 8).
+    pub tx_bps: f64,
+    /// Drops.
+    pub drops: Drops,
+    /// Driver-specific counters over the interval.
+    pub xstats: BTreeMap<&'static str, u64>,
+    /// RX→TX residency of packets sent on this port (ns).
+    pub residency_ns: Option<Latency>,
+    /// End-to-end latency measured by the softnic sink (ns).
+    pub e2e_ns: Option<Latency>,
+}
+
+/// One worker's figures over an interval.
+#[derive(Clone, Debug, Serialize)]
+pub struct CoreReport {
+    /// Core id.
+    pub core: usize,
+    /// Forwarding mode.
+    pub mode: &'static str,
+    /// Share of loop cycles in iterations that received packets.
+    pub busy: f64,
+    /// Share of loop cycles in iterations that received nothing.
+    pub idle: f64,
+    /// Busy cycles per received packet.
+    pub cycles_per_pkt: Option<f64>,
+    /// Worker thread CPU time / wall time (1.0 = one whole core).
+    pub cpu: f64,
+    /// Poll-loop iterations per second.
+    pub polls_per_s: f64,
+    /// Share of polls that received nothing.
+    pub empty_poll_ratio: f64,
+    /// Packets per non-empty poll.
+    pub pkts_per_poll: f64,
+    /// Packets received per second.
+    pub rx_pps: f64,
+}
+
+/// The accounting identity over a whole run.
+#[derive(Clone, Debug, Serialize)]
+pub struct Balance {
+    /// Packets offered to the ports (softnic: generated; other drivers:
+    /// delivered + missed + no buffer).
+    pub offered: u64,
+    /// Packets that left the appliance (softnic: received by the sink).
+    pub delivered: u64,
+    /// NIC drops: RX ring full.
+    pub rx_missed: u64,
+    /// NIC drops: no buffer.
+    pub rx_nombuf: u64,
+    /// TX ring full.
+    pub tx_full: u64,
+    /// Stage drops (all reasons).
+    pub stage_drops: u64,
+    /// No TX queue for the output port.
+    pub unroutable: u64,
+    /// Still in RX rings, TX buffers or TX rings (0 after a clean stop).
+    pub in_flight: i64,
+    /// offered == delivered + every drop + in flight, and in flight is 0.
+    pub balanced: bool,
+}
+
+/// A report over an interval (`kind` = "period" or "summary").
+#[derive(Clone, Debug, Serialize)]
+pub struct Report {
+    /// "period" or "summary".
+    pub kind: &'static str,
+    /// Seconds since start at the end of the interval.
+    pub t: f64,
+    /// Interval length in seconds.
+    pub interval: f64,
+    /// Ports.
+    pub ports: Vec<PortReport>,
+    /// Workers.
+    pub cores: Vec<CoreReport>,
+    /// Only in the summary.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub balance: Option<Balance>,
+}
+
+/// The management thread's state.
+pub struct Telemetry {
+    /// Ports.
+    pub ports: Vec<PortView>,
+    /// Workers.
+    pub workers: Vec<WorkerView>,
+    tsc: Tsc,
+    start: u64,
+}
+
+fn lat(h: &Histogram<u64>, tsc: &Tsc) -> Option<Latency> {
+    if h.is_empty() {
+        return None;
+    }
+    Some(Latency {
+        count: h.len(),
+        p50: tsc.ns(h.value_at_quantile(0.50)),
+        p90: tsc.ns(h.value_at_quantile(0.90)),
+        p99: tsc.ns(h.value_at_quantile(0.99)),
+        p999: tsc.ns(h.value_at_quantile(0.999)),
+        max: tsc.ns(h.max()),
+    })
+}
+
+fn merged<'a>(hs: impl Iterator<Item = &'a Histogram<u64>>) -> Option<Histogram<u64>> {
+    let mut out: Option<Histogram<u64>> = None;
+    for h in hs {
+        match &mut out {
+            None => out = Some(h.clone()),
+            Some(o) => {
+                let _ = o.add(h);
+            }
+        }
+    }
+    out
+}
+
+impl Telemetry {
+    /// Starts measuring now.
+    pub fn new(ports: Vec<PortView>, workers: Vec<WorkerView>, tsc: Tsc) -> Self {
+        Telemetry {
+            ports,
+            workers,
+            tsc,
+            start: pmd::sys::rdtsc(),
+        }
+    }
+
+    /// Reads every counter and merges published histograms.
+    pub fn snapshot(&mut self) -> Snapshot {
+        for p in &mut self.ports {
+            if let Some(h) = &mut p.e2e {
+                h.collect();
+            }
+            for h in &mut p.resid {
+                h.collect();
+            }
+        }
+        let mut ports: Vec<PortSnap> = self
+            .ports
+            .iter()
+            .map(|p| PortSnap {
+                dev: p.control.stats(),
+                xstats: p.control.xstats().into_iter().collect(),
+                ..PortSnap::default()
+            })
+            .collect();
+        let mut cores = Vec::new();
+        for w in &self.workers {
+            let c = &w.counters;
+            for (i, pc) in c.ports.iter().enumerate() {
+                let s = &mut ports[i];
+                s.rx_pkts += pc.rx_pkts.get();
+                s.rx_bytes += pc.rx_bytes.get();
+                s.tx_pkts += pc.tx_pkts.get();
+                s.tx_bytes += pc.tx_bytes.get();
+                s.tx_full += pc.tx_full.get();
+                s.unroutable += pc.unroutable.get();
+                for (d, v) in s.drops.iter_mut().zip(pc.drops.iter()) {
+                    *d += v.get();
+                }
+            }
+            let k = &c.core;
+            cores.push(CoreSnap {
+                polls: k.polls.get(),
+                empty_polls: k.empty_polls.get(),
+                busy: k.busy_cycles.get(),
+                idle: k.idle_cycles.get(),
+                rx: k.rx_pkts.get(),
+                cpu_ns: k.cpu_ns.get(),
+            });
+        }
+        Snapshot {
+            tsc: pmd::sys::rdtsc(),
+            ports,
+            cores,
+        }
+    }
+
+    /// The report between two snapshots; `summary` uses whole-run
+    /// histograms and adds the balance.
+    pub fn report(&mut self, a: &Snapshot, b: &Snapshot, summary: bool) -> Report {
+        let tsc = self.tsc;
+        let dt = (tsc.ns(b.tsc.saturating_sub(a.tsc)) / 1e9).max(1e-9);
+        let mut ports = Vec::new();
+        for (i, p) in self.ports.iter_mut().enumerate() {
+            let (x, y) = (&a.ports.get(i).cloned().unwrap_or_default(), &b.ports[i]);
+            let d = |f: fn(&PortSnap) -> u64| f(y).saturating_sub(f(x));
+            let resid = if summary {
+                merged(p.resid.iter().map(|h| &h.total))
+            } else {
+                merged(p.resid.iter().map(|h| &h.period))
+            };
+            let e2e = p
+                .e2e
+                .as_ref()
+                .map(|h| if summary { &h.total } else { &h.period });
+            let mut stage = BTreeMap::new();
+            for r in DropReason::ALL {
+                stage.insert(
+                    r.name(),
+                    y.drops[r as usize].saturating_sub(x.drops[r as usize]),
+                );
+            }
+            ports.push(PortReport {
+                name: p.name.clone(),
+                driver: p.control.driver(),
+                rx_pkts: d(|s| s.rx_pkts),
+                tx_pkts: d(|s| s.tx_pkts),
+                rx_pps: d(|s| s.rx_pkts) as f64 / dt,
+                rx_bps: d(|s| s.rx_bytes) as f64 * 8.0 / dt,
+                tx_pps: d(|s| s.tx_pkts) as f64 / dt,
+                tx_bps: d(|s| s.tx_bytes) as f64 * 8.0 / dt,
+                drops: Drops {
+                    rx_missed: d(|s| s.dev.imissed),
+                    rx_nombuf: d(|s| s.dev.rx_nombuf),
+                    tx_full: d(|s| s.tx_full),
+                    unroutable: d(|s| s.unroutable),
+                    stage,
+                },
+                xstats: y
+                    .xstats
+                    .iter()
+                    .map(|(k, v)| (*k, v.saturating_sub(x.xstats.get(k).copied().unwrap_or(0))))
+                    .collect(),
+                residency_ns: resid.as_ref().and_then(|h| lat(h, &tsc)),
+                e2e_ns: e2e.and_then(|h| lat(h, &tsc)),
+            });
+            if !summary {
+                for h in &mut p.resid {
+                    h.reset_period();
+                }
+                if let Some(h) = &mut p.e2e {
+                    h.reset_period();
+                }
+            }
+        }
+        let mut cores = Vec::new();
+        for (i, w) in self.workers.iter().enumerate() {
+            let (x, y) = (&a.cores.get(i).cloned().unwrap_or_default(), &b.cores[i]);
+            let busy = y.busy.saturating_sub(x.busy) as f64;
+            let idle = y.idle.saturating_sub(x.idle) as f64;
+            let polls = y.polls.saturating_sub(x.polls) as f64;
+            let empty = y.empty_polls.saturating_sub(x.empty_polls) as f64;
+            let rx = y.rx.saturating_sub(x.rx) as f64;
+            let loop_cycles = (busy + idle).max(1.0);
+            cores.push(CoreReport {
+                core: w.core,
+                mode: w.mode,
+                busy: busy / loop_cycles,
+                idle: idle / loop_cycles,
+                cycles_per_pkt: (rx > 0.0).then(|| busy / rx),
+                cpu: y.cpu_ns.saturating_sub(x.cpu_ns) as f64 / 1e9 / dt,
+                polls_per_s: polls / dt,
+                empty_poll_ratio: if polls > 0.0 { empty / polls } else { 0.0 },
+                pkts_per_poll: if polls > empty {
+                    rx / (polls - empty)
+                } else {
+                    0.0
+                },
+                rx_pps: rx / dt,
+            });
+        }
+        let balance = summary.then(|| balance(b));
+        Report {
+            kind: if summary { "summary" } else { "period" },
+            t: tsc.ns(b.tsc.saturating_sub(self.start)) / 1e9,
+            interval: dt,
+            ports,
+            cores,
+            balance,
+        }
+    }
+}
+
+fn balance(s: &Snapshot) -> Balance {
+    let mut b = Balance {
+        offered: 0,
+        delivered: 0,
+        rx_missed: 0,
+        rx_nombuf: 0,
+        tx_full: 0,
+        stage_drops: 0,
+        unroutable: 0,
+        in_flight: 0,
+        balanced: false,
+    };
+    for p in &s.ports {
+        b.offered += p
+            .xstats
+            .get("generated")
+            .copied()
+            .unwrap_or(p.dev.ipackets + p.dev.imissed + p.dev.rx_nombuf);
+        b.delivered += p.dev.opackets;
+        b.rx_missed += p.dev.imissed;
+        b.rx_nombuf += p.dev.rx_nombuf;
+        b.tx_full += p.tx_full;
+        b.unroutable += p.unroutable;
+        b.stage_drops += p.drops.iter().sum::<u64>();
+    }
+    let accounted =
+        b.delivered + b.rx_missed + b.rx_nombuf + b.tx_full + b.stage_drops + b.unroutable;
+    b.in_flight = b.offered as i64 - accounted as i64;
+    b.balanced = b.in_flight == 0;
+    b
+}
+
+fn si(v: f64) -> String {
+    if v >= 1e9 {
+        format!("{:.2}G", v / 1e9)
+    } else if v >= 1e6 {
+        format!("{:.2}M", v / 1e6)
+    } else if v >= 1e3 {
+        format!("{:.1}k", v / 1e3)
+    } else {
+        format!("{v:.0}")
+    }
+}
+
+fn us(ns: f64) -> String {
+    let u = ns / 1e3;
+    if u >= 100.0 {
+        format!("{u:.0}")
+    } else if u >= 10.0 {
+        format!("{u:.1}")
+    } else {
+        format!("{u:.2}")
+    }
+}
+
+fn lat_text(name: &str, l: &Option<Latency>) -> String {
+    match l {
+        Some(l) => format!(
+            "{name} p50 {} p90 {} p99 {} p99.9 {} max {} µs",
+            us(l.p50),
+            us(l.p90),
+            us(l.p99),
+            us(l.p999),
+            us(l.max)
+        ),
+        None => format!("{name} -"),
+    }
+}
+
+impl Report {
+    /// The compact text block.
+    pub fn text(&self) -> String {
+        let mut s = String::new();
+        let head = if self.kind == "summary" {
+            format!("== summary: {:.1} s ==", self.interval)
+        } else {
+            format!("[{:7.1} s]", self.t)
+        };
+        let _ = writeln!(s, "{head}");
+        for p in &self.ports {
+            let d = &p.drops;
+            let stage: u64 = d.stage.values().sum();
+            let _ = writeln!(
+                s,
+                "  port {:<6} rx {:>8}pps {:>8}bps  tx {:>8}pps {:>8}bps  drops: missed {} nombuf {} tx_full {} stage {} unroutable {}",
+                p.name,
+                si(p.rx_pps),
+                si(p.rx_bps),
+                si(p.tx_pps),
+                si(p.tx_bps),
+                d.rx_missed,
+                d.rx_nombuf,
+                d.tx_full,
+                stage,
+                d.unroutable
+            );
+            if p.residency_ns.is_some() || p.e2e_ns.is_some() {
+                let _ = writeln!(
+                    s,
+                    "              {}  |  {}",
+                    lat_text("residency", &p.residency_ns),
+                    lat_text("e2e", &p.e2e_ns)
+                );
+            }
+        }
+        for c in &self.cores {
+            let cpp = c
+                .cycles_per_pkt
+                .map_or("-".to_string(), |v| format!("{v:.1}"));
+            let _ = writeln!(
+                s,
+                "  core {:<3} {:<7} busy {:5.1}% idle {:5.1}%  {} cyc/pkt  cpu {:5.1}%  polls {}/s ({:.0}% empty, {:.1} pkt/poll)",
+                c.core,
+                c.mode,
+                c.busy * 100.0,
+                c.idle * 100.0,
+                cpp,
+                c.cpu * 100.0,
+                si(c.polls_per_s),
+                c.empty_poll_ratio * 100.0,
+                c.pkts_per_poll
+            );
+        }
+        if let Some(b) = &self.balance {
+            let _ = writeln!(
+                s,
+                "  balance: offered {} = delivered {} + rx_missed {} + rx_nombuf {} + tx_full {} + stage {} + unroutable {} + in flight {}  [{}]",
+                b.offered,
+                b.delivered,
+                b.rx_missed,
+                b.rx_nombuf,
+                b.tx_full,
+                b.stage_drops,
+                b.unroutable,
+                b.in_flight,
+                if b.balanced { "balanced" } else { "NOT BALANCED" }
+            );
+        }
+        s
+    }
+
+    /// One JSON line.
+    pub fn json(&self) -> String {
+        serde_json::to_string(self).unwrap_or_else(|e| format!("{{\"error\":\"{e}\"}}"))
+    }
+}

@@ -1,0 +1,77 @@
+//! The `sluice` binary: `check` errors and a JSON run.
+
+use std::process::Command;
+
+fn sluice() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_sluice"))
+}
+
+#[test]
+fn check_reports_three_distinct_errors() {
+    let dir = std::env::temp_dir().join(format!("sluice-cli-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let cases = [
+        ("badkey.toml", "[run]\nduration = 1\nburts = 32\n", "badkey.toml:3:1: key `burts`: unknown field `burts`"),
+        (
+            "unknown-port.toml",
+            "[[port]]\nname = \"a\"\ndriver = \"null\"\n\n[[worker]]\ncore = 0\nmode = \"io\"\nrx = [\"a\", \"zz:0\"]\n",
+            "unknown-port.toml:8:12: key `worker[0].rx`: port `zz` does not exist",
+        ),
+        (
+            "two-on-one.toml",
+            "[[port]]\nname = \"a\"\ndriver = \"null\"\nrxq = 2\ntxq = 2\n\n[[worker]]\ncore = 0\nmode = \"io\"\nrx = [\"a:0\"]\n\n[[worker]]\ncore = 0\nmode = \"io\"\nrx = [\"a:1\"]\n",
+            "two-on-one.toml:13:8: key `worker[1].core`: core 0 is already used by worker[0]",
+        ),
+    ];
+    for (name, text, want) in cases {
+        let p = dir.join(name);
+        std::fs::write(&p, text).unwrap();
+        let out = sluice().arg("check").arg(&p).output().unwrap();
+        assert_eq!(out.status.code(), Some(1), "{name}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(want), "{name}: got {err}");
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn check_accepts_quickstart() {
+    let p = concat!(env!("CARGO_MANIFEST_DIR"), "/../configs/quickstart.toml");
+    let out = sluice().arg("check").arg(p).output().unwrap();
+    assert!(out.status.success());
+    assert!(String::from_utf8_lossy(&out.stdout).contains("worker core 1 mode io"));
+}
+
+/// The embedded default runs from any directory and prints JSON lines
+/// whose summary balances.
+#[test]
+fn embedded_default_runs_with_json() {
+    let out = sluice()
+        .args([
+            "run",
+            "--duration",
+            "1.2",
+            "--stats-period",
+            "0.5",
+            "--json",
+        ])
+        .current_dir(std::env::temp_dir())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let lines: Vec<serde_json::Value> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert!(lines.len() >= 3);
+    let s = lines.last().unwrap();
+    assert_eq!(s["kind"], "summary");
+    assert_eq!(s["balance"]["balanced"], true);
+    assert!(s["ports"][0]["rx_pps"].as_f64().unwrap() > 100_000.0);
+    assert!(s["ports"][0]["e2e_ns"]["p99"].as_f64().unwrap() > 0.0);
+    assert!(lines[0]["cores"][0]["idle"].as_f64().is_some());
+}
