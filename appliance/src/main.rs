@@ -29,6 +29,9 @@ enum Cmd {
         /// Seconds between stats reports; overrides run.stats_period.
         #[arg(long)]
         stats_period: Option<f64>,
+        /// Packets per burst (1..=512); overrides run.burst.
+        #[arg(long)]
+        burst: Option<usize>,
         /// Print reports as JSON lines.
         #[arg(long)]
         json: bool,
@@ -115,6 +118,7 @@ fn real_main() -> Result<ExitCode> {
             file,
             duration,
             stats_period,
+            burst,
             json,
         } => {
             let mut cfg = match load(file.as_ref()) {
@@ -134,6 +138,10 @@ fn real_main() -> Result<ExitCode> {
                     "--stats-period must be 0.01..=3600"
                 );
                 cfg.run.stats_period = Duration::from_secs_f64(p);
+            }
+            if let Some(b) = burst {
+                anyhow::ensure!((1..=pmd::MAX_BURST).contains(&b), "--burst must be 1..=512");
+                cfg.run.burst = b;
             }
             let stop = Arc::new(AtomicBool::new(false));
             let s = stop.clone();

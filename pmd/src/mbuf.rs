@@ -114,13 +114,17 @@ impl Pool {
             return Err(bad());
         }
         let bytes = slot_size.checked_mul(n).ok_or_else(bad)?;
-        let layout = Layout::from_size_align(bytes, 4096).map_err(|_| bad())?;
+        // 2 MiB alignment lets transparent huge pages back the arena.
+        let layout = Layout::from_size_align(bytes, 2 << 20).map_err(|_| bad())?;
         // SAFETY: the layout has a non-zero size (n > 0, slot_size >= 64).
         let base = unsafe { alloc_zeroed(layout) };
         let base = NonNull::new(base).ok_or_else(|| PoolError::Alloc {
             name: name.to_string(),
             bytes,
         })?;
+        // SAFETY: `base` is a fresh, zeroed allocation of `bytes` bytes that
+        // nothing else references yet.
+        crate::sys::advise_hugepages(unsafe { std::slice::from_raw_parts_mut(base.as_ptr(), bytes) });
         let addr = base.as_ptr() as usize;
         // Highest address first so that allocation starts at the bottom.
         let free: Vec<usize> = (0..n).rev().map(|i| addr + i * slot_size).collect();
