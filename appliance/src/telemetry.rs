@@ -516,7 +516,7 @@ impl Report {
                 .map_or("-".to_string(), |v| format!("{v:.1}"));
             let _ = writeln!(
                 s,
-                "  core {:<3} {:<7} busy {:5.1}% idle {:5.1}%  {} cyc/pkt  cpu {:5.1}%  polls {}/s ({:.0}% empty, {:.1} pkt/poll)",
+                "  core {:<3} {:<7} busy {:5.1}% idle {:5.1}%  {} cyc/pkt  cpu {:5.1}%  polls {}/s ({:.2}% empty, {:.1} pkt/poll)",
                 c.core,
                 c.mode,
                 c.busy * 100.0,

@@ -152,7 +152,11 @@ rx = ["a", "b"]
     assert!(b.balanced, "{}", s.text());
     assert!(b.offered > 1_000_000, "{}", s.text());
     assert_eq!(s.ports[0].rx_pkts, s.ports[1].tx_pkts);
-    assert!(s.cores[0].busy > 0.9, "null RX is never empty: {}", s.text());
+    assert!(
+        s.cores[0].busy > 0.9,
+        "null RX is never empty: {}",
+        s.text()
+    );
 }
 
 fn pcap_data(name: &str) -> Option<PathBuf> {

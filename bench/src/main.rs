@@ -69,7 +69,13 @@ fn sluice_run(a: &NullIo) -> Result<(f64, f64)> {
     let out = Command::new(&a.sluice)
         .arg("run")
         .arg(&a.config)
-        .args(["--json", "--duration", &a.seconds.to_string(), "--burst", &a.burst.to_string()])
+        .args([
+            "--json",
+            "--duration",
+            &a.seconds.to_string(),
+            "--burst",
+            &a.burst.to_string(),
+        ])
         .stderr(Stdio::inherit())
         .output()
         .with_context(|| format!("running {}", a.sluice.display()))?;
@@ -157,7 +163,14 @@ fn testpmd_run(a: &NullIo, huge: bool, run: usize) -> Result<f64> {
     let mut cmd = Command::new("timeout");
     cmd.args(["-s", "INT", &(a.seconds + 2).to_string(), "dpdk-testpmd"])
         .args(["-l", &format!("0,{}", a.core), "--no-pci"])
-        .args(["--vdev", "net_null0", "--vdev", "net_null1", "--file-prefix", &prefix]);
+        .args([
+            "--vdev",
+            "net_null0",
+            "--vdev",
+            "net_null1",
+            "--file-prefix",
+            &prefix,
+        ]);
     if !huge {
         cmd.args(["--no-huge", "-m", "1024"]);
     }
@@ -167,7 +180,10 @@ fn testpmd_run(a: &NullIo, huge: bool, run: usize) -> Result<f64> {
         &format!("--burst={}", a.burst),
         "--stats-period=1",
     ]);
-    let out = cmd.stdin(Stdio::null()).output().context("running dpdk-testpmd")?;
+    let out = cmd
+        .stdin(Stdio::null())
+        .output()
+        .context("running dpdk-testpmd")?;
     let text = String::from_utf8_lossy(&out.stdout);
     // Each stats period prints one "Rx-pps:" line per port (2 ports).
     let per_port: Vec<f64> = text

@@ -124,7 +124,9 @@ impl Pool {
         })?;
         // SAFETY: `base` is a fresh, zeroed allocation of `bytes` bytes that
         // nothing else references yet.
-        crate::sys::advise_hugepages(unsafe { std::slice::from_raw_parts_mut(base.as_ptr(), bytes) });
+        crate::sys::advise_hugepages(unsafe {
+            std::slice::from_raw_parts_mut(base.as_ptr(), bytes)
+        });
         let addr = base.as_ptr() as usize;
         // Highest address first so that allocation starts at the bottom.
         let free: Vec<usize> = (0..n).rev().map(|i| addr + i * slot_size).collect();
