@@ -160,19 +160,7 @@ rx = ["a", "b"]
 }
 
 fn pcap_data(name: &str) -> Option<PathBuf> {
-    let p = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../shared/data/pcaps/tcpdump_tests")
-        .join(name);
-    if p.exists() {
-        return Some(p);
-    }
-    assert!(
-        std::env::var_os("CI").is_none(),
-        "{} missing in CI",
-        p.display()
-    );
-    eprintln!("skipping: {} not present", p.display());
-    None
+    pmd::testdata::shared(&format!("pcaps/tcpdump_tests/{name}"))
 }
 
 fn pcap_run(input: &Path, mode: &str, out: &Path) -> Report {

@@ -281,19 +281,7 @@ mod tests {
     use super::*;
 
     fn data(name: &str) -> Option<PathBuf> {
-        let p = Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("../../shared/data/pcaps/tcpdump_tests")
-            .join(name);
-        if p.exists() {
-            return Some(p);
-        }
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "{} is missing, and CI must have ../shared/data",
-            p.display()
-        );
-        eprintln!("skipping: {} not present", p.display());
-        None
+        crate::testdata::shared(&format!("pcaps/tcpdump_tests/{name}"))
     }
 
     #[test]
