@@ -322,6 +322,48 @@ mod tests {
         std::fs::remove_dir_all(&dir).unwrap();
     }
 
+    /// pcapng with two interfaces of different link types: Ethernet frames
+    /// replay as they are, raw IPv4 gets an Ethernet header.
+    #[test]
+    fn reads_pcapng() {
+        use pcap_file::pcapng::blocks::enhanced_packet::EnhancedPacketBlock;
+        use pcap_file::pcapng::blocks::interface_description::InterfaceDescriptionBlock;
+        use pcap_file::pcapng::PcapNgWriter;
+        use std::borrow::Cow;
+        use std::time::Duration;
+        let path = std::env::temp_dir().join(format!("sluice-ng-{}.pcapng", std::process::id()));
+        let eth: Vec<u8> = (0..60).collect();
+        let raw = vec![0x45u8; 20];
+        {
+            let f = File::create(&path).unwrap();
+            let mut w = PcapNgWriter::new(f).unwrap();
+            for link in [DataLink::ETHERNET, DataLink::RAW] {
+                w.write_pcapng_block(InterfaceDescriptionBlock {
+                    linktype: link,
+                    snaplen: 65535,
+                    options: vec![],
+                })
+                .unwrap();
+            }
+            for (iface, data) in [(0, &eth), (1, &raw)] {
+                w.write_pcapng_block(EnhancedPacketBlock {
+                    interface_id: iface,
+                    timestamp: Duration::from_secs(1),
+                    original_len: data.len() as u32,
+                    data: Cow::Borrowed(data),
+                    options: vec![],
+                })
+                .unwrap();
+            }
+        }
+        let frames = read_frames(&path).unwrap();
+        std::fs::remove_file(&path).unwrap();
+        assert_eq!(frames.len(), 2);
+        assert_eq!(frames[0], eth);
+        assert_eq!(&frames[1][12..14], &[0x08, 0x00]);
+        assert_eq!(&frames[1][14..], &raw[..]);
+    }
+
     #[test]
     fn raw_ip_gets_ethernet_and_empty_file_is_empty() {
         let Some(raw) = data("LINKTYPE_RAW_ipv6.pcap") else {
