@@ -4,7 +4,8 @@
 //! The capture is read into memory when the port opens, so RX does no file
 //! I/O. Ethernet captures replay as they are; raw-IP captures (link types
 //! RAW, IPV4, IPV6) get an Ethernet header (02:00:00:00:00:02 →
-//! 02:00:00:00:00:01, EtherType from the IP version) so the pipeline sees
+//! 02:00:00:00:00:01, EtherType from the IP version) and Linux cooked
+//! captures (LINUX_SLL) one built from their header, so the pipeline sees
 //! Ethernet frames. Other link types are refused with an error.
 
 use crate::mbuf::{Mbuf, Pool, DEFAULT_DATA_ROOM};
