@@ -5,6 +5,7 @@
 
 use crate::config::{Config, FwdMode, PortKind};
 use crate::counters::WorkerCounters;
+use crate::poll::Switch;
 use crate::telemetry::{PortView, Report, Snapshot, Telemetry, WorkerView};
 use crate::worker::{self, RxSlot, TxSlot, WorkerSetup};
 use anyhow::{anyhow, Context, Result};
@@ -37,9 +38,26 @@ fn spawn_worker<F: ForwardMode>(
         .name(format!("worker-{core}"))
         .spawn(move || {
             pin(core, "worker");
+            // Sleeps of the poll-mode policies end when asked, not up to
+            // 50 µs later.
+            pmd::sys::set_timer_slack(1_000);
             worker::run(setup, fwd, &stop);
         })
         .context("spawning a worker thread")
+}
+
+/// A core for the management thread that no worker uses: the generator's
+/// if it has one, else the first free core; `None` if every core has a
+/// worker.
+pub fn management_core(cfg: &Config) -> Option<usize> {
+    let busy: Vec<usize> = cfg.workers.iter().map(|w| w.core).collect();
+    if let Some(c) = cfg.generator_core.filter(|c| !busy.contains(c)) {
+        return Some(c);
+    }
+    core_affinity::get_core_ids()?
+        .into_iter()
+        .map(|c| c.id)
+        .find(|c| !busy.contains(c))
 }
 
 /// Runs the appliance until the configured duration passes or `stop` is
@@ -113,6 +131,7 @@ pub fn run(cfg: &Config, stop: &AtomicBool, emit: &mut dyn FnMut(&Report)) -> Re
     let macs: Vec<_> = cfg.ports.iter().map(|p| (p.mac, p.peer_mac)).collect();
     let mut setups = Vec::new();
     let mut wviews = Vec::new();
+    let (switch_tx, switch_rx) = crossbeam_channel::bounded::<Switch>(256);
     for w in &cfg.workers {
         let counters = Arc::new(WorkerCounters::new(nports));
         let mut rxs = Vec::new();
@@ -138,9 +157,13 @@ pub fn run(cfg: &Config, stop: &AtomicBool, emit: &mut dyn FnMut(&Report)) -> Re
         wviews.push(WorkerView {
             core: w.core,
             mode: w.mode.name(),
+            policy: w.poll.name(),
             counters: counters.clone(),
         });
         setups.push(WorkerSetup {
+            core: w.core,
+            policy: w.poll.clone(),
+            switches: Some(switch_tx.clone()),
             rx: rxs,
             tx: txs,
             counters,
@@ -189,7 +212,20 @@ pub fn run(cfg: &Config, stop: &AtomicBool, emit: &mut dyn FnMut(&Report)) -> Re
     let started = Instant::now();
     let mut prev = tel.snapshot();
     let mut next = started + cfg.run.stats_period;
+    let start_tsc = pmd::sys::rdtsc();
+    let log_switches = |rx: &crossbeam_channel::Receiver<Switch>| {
+        for s in rx.try_iter() {
+            eprintln!(
+                "[{:7.3} s] core {}: auto switched to {} at {:.0} pps",
+                tsc.ns(s.tsc.saturating_sub(start_tsc)) / 1e9,
+                s.core,
+                if s.to_busy { "busy" } else { "interrupt" },
+                s.pps
+            );
+        }
+    };
     loop {
+        log_switches(&switch_rx);
         let now = Instant::now();
         let done = cfg.run.duration.is_some_and(|d| now >= started + d);
         if stop.load(Ordering::Acquire) || done {
@@ -229,6 +265,7 @@ pub fn run(cfg: &Config, stop: &AtomicBool, emit: &mut dyn FnMut(&Report)) -> Re
     if let Some(g) = gen_handle {
         g.finish();
     }
+    log_switches(&switch_rx);
     let last = tel.snapshot();
     if last.tsc() > prev.tsc() + tsc.cycles(cfg.run.stats_period / 10) {
         emit(&tel.report(&prev, &last, false));

@@ -45,6 +45,27 @@ pub struct CoreCounters {
     pub cpu_ns: Counter,
     /// 1 while the loop runs.
     pub running: Counter,
+    /// Times the worker armed its interrupts and blocked.
+    pub blocks: Counter,
+    /// Blocks that ended because an interrupt fired.
+    pub wakeups: Counter,
+    /// Sleeps (adaptive back-off, timer ticks, fallback for queues without
+    /// an interrupt line).
+    pub sleeps: Counter,
+    /// Current state (`poll::State` as a number).
+    pub state: Counter,
+    /// 1 when the policy wanted interrupts but a queue has none, so it sleeps.
+    pub fallback: Counter,
+    /// `auto`: 1 while in busy mode.
+    pub auto_busy: Counter,
+    /// `auto`: policy switches.
+    pub switches: Counter,
+    /// `timer`: ticks run.
+    pub ticks: Counter,
+    /// `timer`: ticks that started late (the previous one overran).
+    pub late_ticks: Counter,
+    /// `timer`: current per-queue quota.
+    pub burst: Counter,
 }
 
 /// All counters of one worker.

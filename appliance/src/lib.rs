@@ -10,5 +10,6 @@
 pub mod app;
 pub mod config;
 pub mod counters;
+pub mod poll;
 pub mod telemetry;
 pub mod worker;

@@ -157,6 +157,10 @@ fn real_main() -> Result<ExitCode> {
                     print!("{}", r.text());
                 }
             };
+            // The management thread stays off the workers' cores.
+            if let Some(core) = appliance::app::management_core(&cfg) {
+                core_affinity::set_for_current(core_affinity::CoreId { id: core });
+            }
             let summary = appliance::app::run(&cfg, &stop, &mut emit)?;
             emit(&summary);
             let balanced = summary.balance.as_ref().is_some_and(|b| b.balanced);

@@ -31,6 +31,8 @@ pub struct WorkerView {
     pub core: usize,
     /// Forwarding mode name.
     pub mode: &'static str,
+    /// Poll-mode policy name.
+    pub policy: &'static str,
     /// Its counters.
     pub counters: Arc<WorkerCounters>,
 }
@@ -80,6 +82,16 @@ struct CoreSnap {
     idle: u64,
     rx: u64,
     cpu_ns: u64,
+    blocks: u64,
+    wakeups: u64,
+    sleeps: u64,
+    switches: u64,
+    ticks: u64,
+    late_ticks: u64,
+    state: u64,
+    fallback: u64,
+    auto_busy: u64,
+    burst: u64,
 }
 
 /// Latency percentiles in nanoseconds.
@@ -150,6 +162,28 @@ pub struct CoreReport {
     pub core: usize,
     /// Forwarding mode.
     pub mode: &'static str,
+    /// Poll-mode policy.
+    pub policy: &'static str,
+    /// What the worker was doing at the end of the interval (spin, pause,
+    /// sleep, intr, tick; for auto: busy or interrupt).
+    pub state: &'static str,
+    /// The policy wanted interrupts but a queue has no interrupt line, so
+    /// it sleeps instead.
+    pub fallback_sleep: bool,
+    /// Times it armed interrupts and blocked, per second.
+    pub blocks_per_s: f64,
+    /// Blocks ended by an interrupt, per second.
+    pub wakeups_per_s: f64,
+    /// Sleeps per second.
+    pub sleeps_per_s: f64,
+    /// `auto` policy switches in the interval.
+    pub switches: u64,
+    /// `timer`: ticks per second, ticks that started late, current quota.
+    pub ticks_per_s: f64,
+    /// `timer`: ticks that started late in the interval.
+    pub late_ticks: u64,
+    /// `timer`: per-queue quota at the end of the interval.
+    pub timer_burst: u64,
     /// Share of loop cycles in iterations that received packets.
     pub busy: f64,
     /// Share of loop cycles in iterations that received nothing.
@@ -300,6 +334,16 @@ impl Telemetry {
                 idle: k.idle_cycles.get(),
                 rx: k.rx_pkts.get(),
                 cpu_ns: k.cpu_ns.get(),
+                blocks: k.blocks.get(),
+                wakeups: k.wakeups.get(),
+                sleeps: k.sleeps.get(),
+                switches: k.switches.get(),
+                ticks: k.ticks.get(),
+                late_ticks: k.late_ticks.get(),
+                state: k.state.get(),
+                fallback: k.fallback.get(),
+                auto_busy: k.auto_busy.get(),
+                burst: k.burst.get(),
             });
         }
         Snapshot {
@@ -376,9 +420,29 @@ impl Telemetry {
             let empty = y.empty_polls.saturating_sub(x.empty_polls) as f64;
             let rx = y.rx.saturating_sub(x.rx) as f64;
             let loop_cycles = (busy + idle).max(1.0);
+            let state = if w.policy == "auto" {
+                if y.auto_busy == 1 {
+                    "busy"
+                } else {
+                    "interrupt"
+                }
+            } else {
+                crate::poll::State::name(y.state)
+            };
+            let per_s = |f: fn(&CoreSnap) -> u64| f(y).saturating_sub(f(x)) as f64 / dt;
             cores.push(CoreReport {
                 core: w.core,
                 mode: w.mode,
+                policy: w.policy,
+                state,
+                fallback_sleep: y.fallback == 1,
+                blocks_per_s: per_s(|c| c.blocks),
+                wakeups_per_s: per_s(|c| c.wakeups),
+                sleeps_per_s: per_s(|c| c.sleeps),
+                switches: y.switches.saturating_sub(x.switches),
+                ticks_per_s: per_s(|c| c.ticks),
+                late_ticks: y.late_ticks.saturating_sub(x.late_ticks),
+                timer_burst: y.burst,
                 busy: busy / loop_cycles,
                 idle: idle / loop_cycles,
                 cycles_per_pkt: (rx > 0.0).then(|| busy / rx),
@@ -516,9 +580,11 @@ impl Report {
                 .map_or("-".to_string(), |v| format!("{v:.1}"));
             let _ = writeln!(
                 s,
-                "  core {:<3} {:<7} busy {:5.1}% idle {:5.1}%  {} cyc/pkt  cpu {:5.1}%  polls {}/s ({:.2}% empty, {:.1} pkt/poll)",
+                "  core {:<3} {:<7} {}:{}  busy {:5.1}% idle {:5.1}%  {} cyc/pkt  cpu {:5.1}%  polls {}/s ({:.2}% empty, {:.1} pkt/poll)",
                 c.core,
                 c.mode,
+                c.policy,
+                c.state,
                 c.busy * 100.0,
                 c.idle * 100.0,
                 cpp,
@@ -527,6 +593,34 @@ impl Report {
                 c.empty_poll_ratio * 100.0,
                 c.pkts_per_poll
             );
+            let mut extra = String::new();
+            if c.blocks_per_s > 0.0 || c.wakeups_per_s > 0.0 {
+                extra += &format!(
+                    "  blocks {}/s wakeups {}/s",
+                    si(c.blocks_per_s),
+                    si(c.wakeups_per_s)
+                );
+            }
+            if c.sleeps_per_s > 0.0 {
+                extra += &format!("  sleeps {}/s", si(c.sleeps_per_s));
+            }
+            if c.fallback_sleep {
+                extra += "  (no interrupt line: sleeping instead)";
+            }
+            if c.switches > 0 {
+                extra += &format!("  switches {}", c.switches);
+            }
+            if c.ticks_per_s > 0.0 {
+                extra += &format!(
+                    "  ticks {}/s late {} quota {}",
+                    si(c.ticks_per_s),
+                    c.late_ticks,
+                    c.timer_burst
+                );
+            }
+            if !extra.is_empty() {
+                let _ = writeln!(s, "          {}", extra.trim_start());
+            }
         }
         if let Some(b) = &self.balance {
             let _ = writeln!(

@@ -1,27 +1,33 @@
-//! The run-to-completion worker loop.
+//! The run-to-completion worker loop and its poll-mode policies.
 //!
 //! One worker per data-plane core, pinned, owning its RX queues and one TX
-//! queue on each port its packets leave on (DPDK l3fwd's `lcore_conf`). Each
-//! iteration: `rx_burst` on every RX queue, the forwarding stage on the
-//! burst, packets appended to the output port's TX buffer, which is flushed
-//! when it holds a whole burst or when the drain timer (TSC) expires.
-//! Nothing in the loop allocates, locks or makes a syscall; every 10 ms the
-//! worker samples its CPU time and hands its latency histograms over.
+//! queue on each port its packets leave on (DPDK l3fwd's `lcore_conf`). A
+//! poll round calls `rx_burst` on every RX queue, runs the forwarding stage
+//! on each burst and appends packets to the output port's TX buffer, which
+//! is flushed when it holds a whole burst, when the drain timer (TSC)
+//! expires, and always before the worker sleeps or blocks. The policy
+//! ([`crate::poll`]) decides what happens between rounds. Nothing in the
+//! loop allocates, locks or makes a syscall per packet; every 10 ms the
+//! worker samples its CPU time, hands its latency histograms over and checks
+//! for stop.
 //!
 //! The loop is generic over the buffer type and the forwarding mode, so it
 //! is monomorphised per mode: the per-packet call is a direct, inlined call.
 
 use crate::counters::{PortCounters, WorkerCounters};
+use crate::poll::{Adaptive, Auto, Napi, Policy, State, Switch, Timer};
+use crossbeam_channel::Sender;
 use pipeline::fwd::ForwardMode;
 use pipeline::Verdict;
 use pmd::hist::HistWriter;
-use pmd::sys::{rdtsc, thread_cpu_ns, Tsc};
+use pmd::sys::{cpu_relax, rdtsc, thread_cpu_ns, Epoll, Tsc};
 use pmd::{Batch, PacketBuf, RxQueue, TxQueue};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-/// How often a worker publishes CPU time and histograms and checks for stop.
+/// How often a worker publishes CPU time and histograms and checks for stop;
+/// also the longest it blocks on interrupts.
 const PUBLISH: Duration = Duration::from_millis(10);
 
 /// An RX queue a worker polls.
@@ -44,6 +50,8 @@ pub struct TxSlot<B> {
 
 /// Everything a worker owns.
 pub struct WorkerSetup<B> {
+    /// Core it runs on (for logs).
+    pub core: usize,
     /// RX queues.
     pub rx: Vec<RxSlot<B>>,
     /// TX queues.
@@ -56,6 +64,10 @@ pub struct WorkerSetup<B> {
     pub drain: Duration,
     /// TSC frequency.
     pub tsc: Tsc,
+    /// Poll-mode policy.
+    pub policy: Policy,
+    /// Where `auto` reports its switches.
+    pub switches: Option<Sender<Switch>>,
 }
 
 struct Tx<B> {
@@ -97,21 +109,39 @@ fn flush<B: PacketBuf>(tx: &mut Tx<B>, now: u64, pc: &PortCounters) {
     pc.tx_bytes.add(bytes as u64);
 }
 
+struct Worker<'a, B, F> {
+    fwd: F,
+    rx: Vec<RxSlot<B>>,
+    tx: Vec<Option<Tx<B>>>,
+    rxb: Batch<B>,
+    c: &'a WorkerCounters,
+    stop: &'a AtomicBool,
+    burst: usize,
+    drain_cycles: u64,
+    publish_cycles: u64,
+    last_drain: u64,
+    last_publish: u64,
+    /// All RX queues have interrupt lines, registered here.
+    epoll: Option<Epoll>,
+}
+
 /// Runs the worker until `stop` is set, then drains its RX queues (the
 /// ports have stopped receiving by then) and flushes its TX buffers, so that
 /// every packet it received is sent or counted as dropped.
 pub fn run<B: PacketBuf, F: ForwardMode>(setup: WorkerSetup<B>, fwd: F, stop: &AtomicBool) {
     let WorkerSetup {
-        mut rx,
+        core,
+        rx,
         tx: tx_slots,
         counters,
         burst,
         drain,
         tsc,
+        policy,
+        switches,
     } = setup;
     let c = &*counters;
-    let nports = c.ports.len();
-    let mut tx: Vec<Option<Tx<B>>> = (0..nports).map(|_| None).collect();
+    let mut tx: Vec<Option<Tx<B>>> = (0..c.ports.len()).map(|_| None).collect();
     for s in tx_slots {
         tx[usize::from(s.port)] = Some(Tx {
             q: s.q,
@@ -119,86 +149,441 @@ pub fn run<B: PacketBuf, F: ForwardMode>(setup: WorkerSetup<B>, fwd: F, stop: &A
             hist: s.hist,
         });
     }
-    let mut rxb: Batch<B> = Batch::new(burst);
-    let drain_cycles = tsc.cycles(drain);
-    let publish_cycles = tsc.cycles(PUBLISH);
-    let mut last_drain = rdtsc();
-    let mut last_publish = last_drain;
-    c.core.running.set(1);
-    let mut stopping = false;
-    let mut quiet_rounds = 0;
-    loop {
-        let t0 = rdtsc();
-        let mut got = 0usize;
-        for slot in rx.iter_mut() {
-            let n = slot.q.rx_burst(&mut rxb);
-            if n == 0 {
-                continue;
-            }
-            got += n;
-            let in_port = slot.port;
-            let pc = &c.ports[usize::from(in_port)];
-            let mut bytes = 0usize;
-            for mut m in rxb.drain() {
-                bytes += m.len();
-                match fwd.process(m.data_mut(), in_port) {
-                    Verdict::Forward(out) => match tx.get_mut(usize::from(out)) {
-                        Some(Some(t)) => {
-                            // Cannot fail: the buffer is flushed when full.
-                            let _ = t.buf.push(m);
-                            if t.buf.is_full() {
-                                flush(t, rdtsc(), &c.ports[usize::from(out)]);
-                            }
-                        }
-                        _ => pc.unroutable.add(1),
-                    },
-                    Verdict::Drop(r) => pc.drops[r as usize].add(1),
-                }
-            }
-            pc.rx_pkts.add(n as u64);
-            pc.rx_bytes.add(bytes as u64);
-        }
-        let t1 = rdtsc();
-        if t1.wrapping_sub(last_drain) >= drain_cycles || stopping {
-            for (p, t) in tx.iter_mut().enumerate() {
-                if let Some(t) = t {
-                    flush(t, t1, &c.ports[p]);
-                }
-            }
-            last_drain = t1;
-        }
-        let t2 = rdtsc();
-        let core = &c.core;
-        core.polls.add(1);
-        if got > 0 {
-            core.busy_cycles.add(t2.wrapping_sub(t0));
-            core.rx_pkts.add(got as u64);
-        } else {
-            core.empty_polls.add(1);
-            core.idle_cycles.add(t2.wrapping_sub(t0));
-        }
-        if stopping {
-            // Two rounds in a row with nothing received: drained.
-            quiet_rounds = if got == 0 { quiet_rounds + 1 } else { 0 };
-            if quiet_rounds >= 2 {
-                break;
-            }
-        } else if t2.wrapping_sub(last_publish) >= publish_cycles {
-            last_publish = t2;
-            core.cpu_ns.set(thread_cpu_ns());
-            for t in tx.iter_mut().flatten() {
-                t.hist.publish();
-            }
-            stopping = stop.load(Ordering::Acquire);
-        }
+    let wants_intr = !matches!(policy, Policy::Busy | Policy::Timer(_));
+    let epoll = if wants_intr { intr_set(&rx) } else { None };
+    if wants_intr && epoll.is_none() {
+        c.core.fallback.set(1);
     }
-    core_done(c, tx);
+    let now = rdtsc();
+    let mut w = Worker {
+        fwd,
+        rx,
+        tx,
+        rxb: Batch::new(burst),
+        c,
+        stop,
+        burst,
+        drain_cycles: tsc.cycles(drain),
+        publish_cycles: tsc.cycles(PUBLISH),
+        last_drain: now,
+        last_publish: now,
+        epoll,
+    };
+    c.core.running.set(1);
+    match policy {
+        Policy::Busy => w.run_busy(),
+        Policy::Interrupt(n) => w.run_interrupt(&n),
+        Policy::Adaptive(a) => w.run_adaptive(&a),
+        Policy::Timer(t) => w.run_timer(&t, &tsc),
+        Policy::Auto(a) => w.run_auto(&a, &tsc, core, switches.as_ref()),
+    }
+    w.drain_and_close();
 }
 
-fn core_done<B>(c: &WorkerCounters, tx: Vec<Option<Tx<B>>>) {
-    c.core.cpu_ns.set(thread_cpu_ns());
-    for t in tx.into_iter().flatten() {
-        t.hist.close();
+/// An epoll set over the queues' interrupt lines, or `None` if a queue has
+/// none (or epoll fails).
+fn intr_set<B: PacketBuf>(rx: &[RxSlot<B>]) -> Option<Epoll> {
+    let ep = Epoll::new(rx.len()).ok()?;
+    for (i, s) in rx.iter().enumerate() {
+        ep.add(s.q.interrupt()?.fd(), i as u64).ok()?;
     }
-    c.core.running.set(0);
+    Some(ep)
+}
+
+impl<B: PacketBuf, F: ForwardMode> Worker<'_, B, F> {
+    /// Polls every RX queue once: up to `quota` packets per queue, in
+    /// rx_burst calls of at most `chunk`, stopping early at `deadline`
+    /// (TSC; `u64::MAX` for none). Returns the packets received and whether
+    /// some queue may still hold packets (quota or deadline hit on a full
+    /// chunk).
+    #[inline]
+    fn poll_round(&mut self, quota: usize, chunk: usize, deadline: u64) -> (usize, bool) {
+        let Worker {
+            fwd,
+            rx,
+            tx,
+            rxb,
+            c,
+            ..
+        } = self;
+        let mut got = 0usize;
+        let mut more = false;
+        rxb.set_burst(chunk);
+        for slot in rx.iter_mut() {
+            let in_port = slot.port;
+            let pc = &c.ports[usize::from(in_port)];
+            let mut taken = 0usize;
+            loop {
+                let n = slot.q.rx_burst(rxb);
+                if n == 0 {
+                    break;
+                }
+                taken += n;
+                let mut bytes = 0usize;
+                for mut m in rxb.drain() {
+                    bytes += m.len();
+                    match fwd.process(m.data_mut(), in_port) {
+                        Verdict::Forward(out) => match tx.get_mut(usize::from(out)) {
+                            Some(Some(t)) => {
+                                // Cannot fail: the buffer is flushed when full.
+                                let _ = t.buf.push(m);
+                                if t.buf.is_full() {
+                                    flush(t, rdtsc(), &c.ports[usize::from(out)]);
+                                }
+                            }
+                            _ => pc.unroutable.add(1),
+                        },
+                        Verdict::Drop(r) => pc.drops[r as usize].add(1),
+                    }
+                }
+                pc.rx_pkts.add(n as u64);
+                pc.rx_bytes.add(bytes as u64);
+                if n < chunk {
+                    break; // drained
+                }
+                if taken >= quota || (deadline != u64::MAX && rdtsc() >= deadline) {
+                    more = true;
+                    break;
+                }
+            }
+            got += taken;
+        }
+        (got, more)
+    }
+
+    fn flush_all(&mut self, now: u64) {
+        for (p, t) in self.tx.iter_mut().enumerate() {
+            if let Some(t) = t {
+                flush(t, now, &self.c.ports[p]);
+            }
+        }
+        self.last_drain = now;
+    }
+
+    #[inline]
+    fn maybe_drain(&mut self, now: u64) {
+        if now.wrapping_sub(self.last_drain) >= self.drain_cycles {
+            self.flush_all(now);
+        }
+    }
+
+    /// Accounts one poll round from `t0` to `t1` that received `got`.
+    #[inline]
+    fn account(&self, t0: u64, t1: u64, got: usize) {
+        let k = &self.c.core;
+        k.polls.add(1);
+        if got > 0 {
+            k.busy_cycles.add(t1.wrapping_sub(t0));
+            k.rx_pkts.add(got as u64);
+        } else {
+            k.empty_polls.add(1);
+            k.idle_cycles.add(t1.wrapping_sub(t0));
+        }
+    }
+
+    /// Every `PUBLISH`: CPU time, histograms, stop flag. True when asked to
+    /// stop.
+    #[inline]
+    fn tick(&mut self, now: u64) -> bool {
+        if now.wrapping_sub(self.last_publish) < self.publish_cycles {
+            return false;
+        }
+        self.last_publish = now;
+        self.c.core.cpu_ns.set(thread_cpu_ns());
+        for t in self.tx.iter_mut().flatten() {
+            t.hist.publish();
+        }
+        self.stop.load(Ordering::Acquire)
+    }
+
+    /// One busy iteration: poll, drain timer, account. Returns packets.
+    #[inline]
+    fn busy_round(&mut self, quota: usize) -> usize {
+        let t0 = rdtsc();
+        let (got, _) = self.poll_round(quota, self.burst, u64::MAX);
+        let t1 = rdtsc();
+        self.maybe_drain(t1);
+        self.account(t0, t1, got);
+        got
+    }
+
+    /// Sleeps `d` (TX flushed first); the time counts as idle.
+    fn sleep(&mut self, d: Duration) {
+        let t0 = rdtsc();
+        self.flush_all(t0);
+        std::thread::sleep(d);
+        self.c.core.sleeps.add(1);
+        self.c.core.idle_cycles.add(rdtsc().wrapping_sub(t0));
+    }
+
+    /// Arms every queue's interrupt, polls once more, and if that finds
+    /// nothing blocks until a line fires (at most `PUBLISH`). Without
+    /// interrupt lines it sleeps `fallback` instead. Returns packets the
+    /// re-poll received.
+    fn block(&mut self, fallback: Duration) -> usize {
+        if self.epoll.is_none() {
+            self.sleep(fallback);
+            return 0;
+        }
+        let t0 = rdtsc();
+        self.flush_all(t0);
+        for s in &self.rx {
+            if let Some(i) = s.q.interrupt() {
+                i.enable();
+            }
+        }
+        let (got, _) = self.poll_round(self.burst, self.burst, u64::MAX);
+        let t1 = rdtsc();
+        self.account(t0, t1, got);
+        if got == 0 {
+            self.flush_all(t1);
+            self.c.core.blocks.add(1);
+            let ms = PUBLISH.as_millis() as i32;
+            let mut fired = 0u64;
+            if let Some(ep) = self.epoll.as_mut() {
+                for tok in ep.wait(ms) {
+                    fired |= 1 << (tok % 64);
+                }
+            }
+            if fired != 0 {
+                self.c.core.wakeups.add(1);
+            }
+            for (i, s) in self.rx.iter().enumerate() {
+                if let Some(l) = s.q.interrupt() {
+                    if fired & (1 << (i % 64)) != 0 {
+                        l.ack();
+                    }
+                }
+            }
+            self.c.core.idle_cycles.add(rdtsc().wrapping_sub(t1));
+        }
+        for s in &self.rx {
+            if let Some(i) = s.q.interrupt() {
+                i.disable();
+            }
+        }
+        got
+    }
+
+    fn run_busy(&mut self) {
+        self.c.core.state.set(State::Spin as u64);
+        loop {
+            self.busy_round(self.burst);
+            if self.tick(rdtsc()) {
+                return;
+            }
+        }
+    }
+
+    /// One NAPI step: a round with a budget; block when it drained every
+    /// queue.
+    #[inline]
+    fn napi_step(&mut self, n: &Napi) -> usize {
+        let t0 = rdtsc();
+        let (got, more) = self.poll_round(n.budget, self.burst, u64::MAX);
+        let t1 = rdtsc();
+        self.maybe_drain(t1);
+        self.account(t0, t1, got);
+        if more {
+            self.c.core.state.set(State::Spin as u64);
+            return got;
+        }
+        self.c.core.state.set(State::Intr as u64);
+        got + self.block(n.fallback_sleep)
+    }
+
+    fn run_interrupt(&mut self, n: &Napi) {
+        loop {
+            self.napi_step(n);
+            if self.tick(rdtsc()) {
+                return;
+            }
+        }
+    }
+
+    fn run_adaptive(&mut self, a: &Adaptive) {
+        let mut empty: u32 = 0;
+        let mut sleep = a.sleep_min;
+        let pause_until = a.spin_polls.saturating_add(a.pause_polls);
+        let sleep_until = pause_until.saturating_add(a.sleep_polls);
+        // Prediction, in TSC cycles: the mean gap between packets, measured
+        // over windows as elapsed time / packets (blocking delays packets
+        // but does not change how many arrive, so the estimate does not feed
+        // on the policy's own waiting), and the mean length of the ladder.
+        let window = self.publish_cycles;
+        let mut win_start = rdtsc();
+        let mut win_pkts = 0u64;
+        let mut avg_gap = 0f64;
+        let mut idle_since = 0u64;
+        let mut avg_ladder = 0f64;
+        loop {
+            let got = if empty < sleep_until {
+                self.busy_round(a.napi.budget)
+            } else {
+                self.napi_step(&a.napi)
+            };
+            let now = rdtsc();
+            win_pkts += got as u64;
+            let span = now.wrapping_sub(win_start);
+            if span >= window {
+                let gap = span as f64 / win_pkts.max(1) as f64;
+                avg_gap = if avg_gap == 0.0 {
+                    gap
+                } else {
+                    avg_gap + (gap - avg_gap) / 4.0
+                };
+                win_start = now;
+                win_pkts = 0;
+            }
+            if got > 0 {
+                empty = 0;
+                sleep = a.sleep_min;
+                self.c.core.state.set(State::Spin as u64);
+            } else {
+                empty = empty.saturating_add(1);
+                if empty == 1 {
+                    idle_since = now;
+                    if a.predict > 0.0 && avg_ladder > 0.0 && avg_gap > a.predict * avg_ladder {
+                        // Past the ladder: block at the next step.
+                        empty = sleep_until.saturating_add(1);
+                    }
+                }
+                if empty <= a.spin_polls {
+                    self.c.core.state.set(State::Spin as u64);
+                } else if empty <= pause_until {
+                    self.c.core.state.set(State::Pause as u64);
+                    for _ in 0..a.pause_spins {
+                        cpu_relax();
+                    }
+                } else if empty <= sleep_until {
+                    self.c.core.state.set(State::Sleep as u64);
+                    self.sleep(sleep);
+                    sleep = (sleep * 2).min(a.sleep_max);
+                    if empty == sleep_until {
+                        let ladder = rdtsc().wrapping_sub(idle_since) as f64;
+                        avg_ladder += (ladder - avg_ladder) / 4.0;
+                    }
+                }
+                // Past sleep_until: napi_step blocks on interrupts.
+            }
+            if self.tick(now) {
+                return;
+            }
+        }
+    }
+
+    fn run_timer(&mut self, t: &Timer, tsc: &Tsc) {
+        let tick = tsc.hz / u64::from(t.hz.max(1));
+        let cap = tick * u64::from(100 - t.user_frac.min(99)) / 100;
+        let each = (t.each_burst.max(1) as usize).min(pmd::MAX_BURST);
+        let burst_max = t.burst_max.max(1);
+        let mut burst = t.burst.clamp(1, burst_max);
+        let mut next = rdtsc() + tick;
+        loop {
+            // Wait for the tick.
+            self.c.core.state.set(State::Tick as u64);
+            if t.idle_poll {
+                while rdtsc() < next {
+                    self.busy_round(self.burst);
+                }
+            } else {
+                let now = rdtsc();
+                self.flush_all(now);
+                let wait = next.saturating_sub(now);
+                if wait > 0 {
+                    let t0 = rdtsc();
+                    std::thread::sleep(Duration::from_nanos(tsc.ns(wait) as u64));
+                    self.c.core.sleeps.add(1);
+                    self.c.core.idle_cycles.add(rdtsc().wrapping_sub(t0));
+                }
+            }
+            // The tick: poll every queue up to the quota, within the cap.
+            self.c.core.state.set(State::Spin as u64);
+            let t0 = rdtsc();
+            let (got, more) = self.poll_round(burst as usize, each, t0 + cap);
+            burst = if more {
+                burst.saturating_mul(2).min(burst_max)
+            } else {
+                (burst - burst / 8).max(1)
+            };
+            let t1 = rdtsc();
+            self.flush_all(t1);
+            self.account(t0, t1, got);
+            self.c.core.ticks.add(1);
+            self.c.core.burst.set(u64::from(burst));
+            next += tick;
+            if next <= t1 {
+                self.c.core.late_ticks.add(1);
+                next = t1 + tick;
+            }
+            if self.tick(t1) {
+                return;
+            }
+        }
+    }
+
+    fn run_auto(&mut self, a: &Auto, tsc: &Tsc, core: usize, log: Option<&Sender<Switch>>) {
+        let window = tsc.cycles(a.window).max(1);
+        let mut busy = false;
+        let mut start = rdtsc();
+        let mut pkts = 0u64;
+        let mut streak = 0u32;
+        loop {
+            let got = if busy {
+                self.c.core.state.set(State::Spin as u64);
+                self.busy_round(self.burst)
+            } else {
+                self.napi_step(&a.napi)
+            };
+            pkts += got as u64;
+            let now = rdtsc();
+            if now.wrapping_sub(start) >= window {
+                let pps = pkts as f64 * tsc.hz as f64 / now.wrapping_sub(start) as f64;
+                let past = if busy {
+                    pps < a.down_pps
+                } else {
+                    pps >= a.up_pps
+                };
+                streak = if past { streak + 1 } else { 0 };
+                if streak >= a.hold {
+                    busy = !busy;
+                    streak = 0;
+                    self.c.core.auto_busy.set(u64::from(busy));
+                    self.c.core.switches.add(1);
+                    if let Some(tx) = log {
+                        // Never blocks: a full log drops the message, the
+                        // switch counter still counts it.
+                        let _ = tx.try_send(Switch {
+                            core,
+                            tsc: now,
+                            to_busy: busy,
+                            pps,
+                        });
+                    }
+                }
+                start = now;
+                pkts = 0;
+            }
+            if self.tick(now) {
+                return;
+            }
+        }
+    }
+
+    /// Polls until the RX queues are empty twice in a row, flushes the TX
+    /// buffers, hands over the histograms.
+    fn drain_and_close(mut self) {
+        self.c.core.state.set(State::Spin as u64);
+        let mut quiet = 0;
+        while quiet < 2 {
+            let got = self.busy_round(self.burst);
+            self.flush_all(rdtsc());
+            quiet = if got == 0 { quiet + 1 } else { 0 };
+        }
+        self.c.core.cpu_ns.set(thread_cpu_ns());
+        for t in self.tx.into_iter().flatten() {
+            t.hist.close();
+        }
+        self.c.core.running.set(0);
+    }
 }

@@ -1,62 +1,36 @@
-//! `sluice-bench`: side-by-side benchmarks of Sluice against DPDK.
+//! `sluice-bench`: Sluice's benchmarks.
 //!
-//! `null-io` measures io forwarding between two null ports on one worker
-//! core (Mpps, cycles per packet) and, when `dpdk-testpmd` is installed, the
-//! same with `dpdk-testpmd --forward-mode=io` between two `net_null` vdevs
-//! with the same burst and forwarding core, alternating runs, and prints the
-//! medians and their ratio as a Markdown table. Run it through
-//! `bench/run-null-io.sh`, which builds Sluice and records the table.
+//! - `null-io`: io forwarding between two null ports on one worker core
+//!   (Mpps, cycles per packet) and, when `dpdk-testpmd` is installed, the
+//!   same with `dpdk-testpmd --forward-mode=io` between two `net_null`
+//!   vdevs, same burst and forwarding core, alternating runs, medians and
+//!   their ratio (`bench/run-null-io.sh`).
+//! - `poll-sweep`: the polling-versus-interrupts study: an offered-load
+//!   sweep × every poll-mode policy on the softnic, with a Markdown table
+//!   and SVG plots (`bench/run-poll-sweep.sh`).
 
-use anyhow::{bail, Context, Result};
-use clap::{Parser, ValueEnum};
-use pmd::sys::Tsc;
-use std::path::{Path, PathBuf};
+mod null_io;
+mod sweep;
+
+use anyhow::Result;
+use clap::Parser;
 use std::process::{Command, Stdio};
-use std::time::Duration;
 
 #[derive(Parser)]
-#[command(about = "Side-by-side benchmarks of Sluice against DPDK")]
+#[command(about = "Sluice's benchmarks")]
 enum Cli {
     /// io forwarding on two null ports: Sluice vs dpdk-testpmd.
-    NullIo(NullIo),
+    NullIo(null_io::NullIo),
+    /// Offered-load sweep × poll-mode policy on the softnic.
+    PollSweep(sweep::Sweep),
 }
 
-#[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
-enum Huge {
-    /// Use hugepages if present or if they can be set up (as root).
-    Auto,
-    /// Only --no-huge.
-    Off,
-}
-
-#[derive(Parser)]
-struct NullIo {
-    /// The sluice binary.
-    #[arg(long, default_value = "target/release/sluice")]
-    sluice: PathBuf,
-    /// The config to run (two null ports, one worker).
-    #[arg(long, default_value = "configs/null-io.toml")]
-    config: PathBuf,
-    /// Runs of each side (the median is reported).
-    #[arg(long, default_value_t = 3)]
-    runs: usize,
-    /// Seconds per run.
-    #[arg(long, default_value_t = 5)]
-    seconds: u64,
-    /// Packets per burst, both sides.
-    #[arg(long, default_value_t = 32)]
-    burst: usize,
-    /// Forwarding core for both sides (testpmd gets `-l 0,CORE`).
-    #[arg(long, default_value_t = 1)]
-    core: usize,
-    /// Hugepages for testpmd.
-    #[arg(long, value_enum, default_value_t = Huge::Auto)]
-    hugepages: Huge,
-}
-
-fn median(v: &mut [f64]) -> f64 {
+pub(crate) fn median(v: &mut [f64]) -> f64 {
     v.sort_by(|a, b| a.total_cmp(b));
     let n = v.len();
+    if n == 0 {
+        return f64::NAN;
+    }
     if n % 2 == 1 {
         v[n / 2]
     } else {
@@ -64,55 +38,11 @@ fn median(v: &mut [f64]) -> f64 {
     }
 }
 
-/// One Sluice run: (forwarded Mpps, cycles per packet).
-fn sluice_run(a: &NullIo) -> Result<(f64, f64)> {
-    let out = Command::new(&a.sluice)
-        .arg("run")
-        .arg(&a.config)
-        .args([
-            "--json",
-            "--duration",
-            &a.seconds.to_string(),
-            "--burst",
-            &a.burst.to_string(),
-        ])
-        .stderr(Stdio::inherit())
-        .output()
-        .with_context(|| format!("running {}", a.sluice.display()))?;
-    if !out.status.success() {
-        bail!("sluice exited with {}", out.status);
-    }
-    let text = String::from_utf8_lossy(&out.stdout);
-    let last = text.lines().last().context("sluice printed nothing")?;
-    let r: serde_json::Value = serde_json::from_str(last)?;
-    // Skip the first second (start-up) by using the period reports.
-    let periods: Vec<serde_json::Value> = text
-        .lines()
-        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
-        .filter(|v| v["kind"] == "period")
-        .skip(1)
-        .collect();
-    let src = if periods.is_empty() { vec![r] } else { periods };
-    let mut pps = Vec::new();
-    let mut cpp = Vec::new();
-    for v in &src {
-        let p: f64 = v["ports"]
-            .as_array()
-            .context("ports")?
-            .iter()
-            .map(|p| p["tx_pps"].as_f64().unwrap_or(0.0))
-            .sum();
-        pps.push(p / 1e6);
-        cpp.push(v["cores"][0]["cycles_per_pkt"].as_f64().unwrap_or(f64::NAN));
-    }
-    Ok((mean(&pps), mean(&cpp)))
-}
-
-fn mean(v: &[f64]) -> f64 {
+pub(crate) fn mean(v: &[f64]) -> f64 {
     v.iter().sum::<f64>() / v.len().max(1) as f64
 }
 
-fn have(cmd: &str) -> bool {
+pub(crate) fn have(cmd: &str) -> bool {
     Command::new("sh")
         .args(["-c", &format!("command -v {cmd}")])
         .stdout(Stdio::null())
@@ -120,148 +50,9 @@ fn have(cmd: &str) -> bool {
         .is_ok_and(|s| s.success())
 }
 
-/// Makes sure 2 MiB hugepages are available; returns whether they are.
-fn setup_hugepages() -> bool {
-    let nr = Path::new("/proc/sys/vm/nr_hugepages");
-    let free = |_: ()| {
-        std::fs::read_to_string("/proc/meminfo")
-            .ok()
-            .and_then(|m| {
-                m.lines()
-                    .find(|l| l.starts_with("HugePages_Free:"))
-                    .and_then(|l| l.split_whitespace().nth(1)?.parse::<u64>().ok())
-            })
-            .unwrap_or(0)
-    };
-    if free(()) < 512 {
-        eprintln!("bench: reserving 512 hugepages (needs root)");
-        let _ = std::fs::write(nr, "1024");
-    }
-    let mounted = std::fs::read_to_string("/proc/mounts")
-        .map(|m| m.lines().any(|l| l.contains("hugetlbfs")))
-        .unwrap_or(false);
-    if !mounted {
-        let _ = std::fs::create_dir_all("/mnt/huge");
-        let _ = Command::new("mount")
-            .args(["-t", "hugetlbfs", "nodev", "/mnt/huge"])
-            .status();
-    }
-    let ok = free(()) >= 512
-        && std::fs::read_to_string("/proc/mounts")
-            .map(|m| m.lines().any(|l| l.contains("hugetlbfs")))
-            .unwrap_or(false);
-    if !ok {
-        eprintln!("bench: no hugepages (not root, or none free); testpmd runs with --no-huge");
-    }
-    ok
-}
-
-/// One testpmd run: forwarded Mpps over all ports, after the first
-/// non-zero stats period.
-fn testpmd_run(a: &NullIo, huge: bool, run: usize) -> Result<f64> {
-    let prefix = format!("sluice-bench-{}-{run}", std::process::id());
-    let mut cmd = Command::new("timeout");
-    cmd.args(["-s", "INT", &(a.seconds + 2).to_string(), "dpdk-testpmd"])
-        .args(["-l", &format!("0,{}", a.core), "--no-pci"])
-        .args([
-            "--vdev",
-            "net_null0",
-            "--vdev",
-            "net_null1",
-            "--file-prefix",
-            &prefix,
-        ]);
-    if !huge {
-        cmd.args(["--no-huge", "-m", "1024"]);
-    }
-    cmd.args([
-        "--",
-        "--forward-mode=io",
-        &format!("--burst={}", a.burst),
-        "--stats-period=1",
-    ]);
-    let out = cmd
-        .stdin(Stdio::null())
-        .output()
-        .context("running dpdk-testpmd")?;
-    let text = String::from_utf8_lossy(&out.stdout);
-    // Each stats period prints one "Rx-pps:" line per port (2 ports).
-    let per_port: Vec<f64> = text
-        .lines()
-        .filter_map(|l| l.trim().strip_prefix("Rx-pps:"))
-        .filter_map(|l| l.split_whitespace().next()?.parse().ok())
-        .collect();
-    let periods: Vec<f64> = per_port.chunks_exact(2).map(|c| c[0] + c[1]).collect();
-    let busy: Vec<f64> = periods
-        .iter()
-        .copied()
-        .skip_while(|&p| p == 0.0)
-        .skip(1)
-        .filter(|&p| p > 0.0)
-        .collect();
-    if busy.is_empty() {
-        bail!(
-            "dpdk-testpmd printed no throughput (exit {}):\n{}",
-            out.status,
-            String::from_utf8_lossy(&out.stderr)
-        );
-    }
-    Ok(mean(&busy) / 1e6)
-}
-
-fn null_io(a: NullIo) -> Result<()> {
-    let tsc = Tsc::calibrate(Duration::from_millis(100));
-    let ghz = tsc.hz as f64 / 1e9;
-    let testpmd = have("dpdk-testpmd");
-    let huge = testpmd && a.hugepages == Huge::Auto && setup_hugepages();
-    let mut modes = vec![];
-    if testpmd {
-        if huge {
-            modes.push(true);
-        }
-        modes.push(false);
-    } else {
-        eprintln!("bench: dpdk-testpmd not installed (apt-get install dpdk); Sluice only");
-    }
-    let (mut s_pps, mut s_cpp) = (Vec::new(), Vec::new());
-    let mut t_pps: Vec<Vec<f64>> = vec![Vec::new(); modes.len()];
-    for run in 0..a.runs {
-        let (p, c) = sluice_run(&a)?;
-        eprintln!("run {run}: sluice {p:.1} Mpps {c:.1} cyc/pkt");
-        s_pps.push(p);
-        s_cpp.push(c);
-        for (i, &h) in modes.iter().enumerate() {
-            let p = testpmd_run(&a, h, run)?;
-            eprintln!(
-                "run {run}: testpmd ({}) {p:.1} Mpps",
-                if h { "hugepages" } else { "--no-huge" }
-            );
-            t_pps[i].push(p);
-        }
-    }
-    let sp = median(&mut s_pps);
-    let sc = median(&mut s_cpp);
-    println!(
-        "io forwarding, 2 null ports, 1 core (core {}), burst {}, {} s × {} runs alternating, median; TSC {ghz:.2} GHz\n",
-        a.core, a.burst, a.seconds, a.runs
-    );
-    println!("| forwarder | Mpps (all ports) | cycles/packet | Sluice ÷ it |");
-    println!("|---|---|---|---|");
-    println!("| Sluice (null ports) | {sp:.1} | {sc:.1} | 1.00 |");
-    for (i, &h) in modes.iter().enumerate() {
-        let tp = median(&mut t_pps[i]);
-        println!(
-            "| dpdk-testpmd io, net_null, {} | {tp:.1} | {:.1} | {:.2} |",
-            if h { "hugepages" } else { "--no-huge -m 1024" },
-            tsc.hz as f64 / (tp * 1e6),
-            sp / tp
-        );
-    }
-    Ok(())
-}
-
 fn main() -> Result<()> {
     match Cli::parse() {
-        Cli::NullIo(a) => null_io(a),
+        Cli::NullIo(a) => null_io::null_io(a),
+        Cli::PollSweep(a) => sweep::sweep(a),
     }
 }

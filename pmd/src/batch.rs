@@ -22,6 +22,13 @@ impl<B> Batch<B> {
         }
     }
 
+    /// Changes the burst size (clamped to 1..=512); packets already in the
+    /// batch stay.
+    #[inline]
+    pub fn set_burst(&mut self, burst: usize) {
+        self.burst = burst.clamp(1, MAX_BURST);
+    }
+
     /// The configured burst size.
     #[inline]
     pub fn burst(&self) -> usize {

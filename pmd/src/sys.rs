@@ -112,6 +112,63 @@ pub fn wait_readable(fd: RawFd, timeout: Option<Duration>) -> bool {
     n > 0 && pfd.revents & libc::POLLIN != 0
 }
 
+/// An epoll set: a worker blocks on the interrupt lines of all its queues
+/// at once (NAPI's wait).
+#[derive(Debug)]
+pub struct Epoll {
+    fd: OwnedFd,
+    events: Vec<libc::epoll_event>,
+}
+
+impl Epoll {
+    /// An empty set that reports up to `max_events` ready descriptors per
+    /// wait (allocates once, here).
+    pub fn new(max_events: usize) -> io::Result<Self> {
+        // SAFETY: epoll_create1 takes only flags; a negative return is an error.
+        let fd = unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) };
+        if fd < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(Epoll {
+            // SAFETY: fd is a fresh descriptor we own exclusively.
+            fd: unsafe { OwnedFd::from_raw_fd(fd) },
+            events: vec![libc::epoll_event { events: 0, u64: 0 }; max_events.max(1)],
+        })
+    }
+
+    /// Watches `fd` for readability, reporting `token` when it is.
+    pub fn add(&self, fd: RawFd, token: u64) -> io::Result<()> {
+        let mut ev = libc::epoll_event {
+            events: libc::EPOLLIN as u32,
+            u64: token,
+        };
+        // SAFETY: valid epoll fd, a descriptor the caller keeps open while it
+        // is in the set, and a pointer to a live epoll_event.
+        let r = unsafe { libc::epoll_ctl(self.fd.as_raw_fd(), libc::EPOLL_CTL_ADD, fd, &mut ev) };
+        if r < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(())
+    }
+
+    /// Blocks until a watched descriptor is readable or `timeout_ms` passes
+    /// (-1: forever); returns the tokens of the ready ones.
+    pub fn wait(&mut self, timeout_ms: i32) -> impl Iterator<Item = u64> + '_ {
+        // SAFETY: the events buffer is live and its length is passed as the
+        // maximum; the kernel writes at most that many entries.
+        let n = unsafe {
+            libc::epoll_wait(
+                self.fd.as_raw_fd(),
+                self.events.as_mut_ptr(),
+                self.events.len() as i32,
+                timeout_ms,
+            )
+        };
+        let n = n.max(0) as usize;
+        self.events[..n].iter().map(|e| e.u64)
+    }
+}
+
 /// CPU time consumed by the calling thread, in nanoseconds.
 pub fn thread_cpu_ns() -> u64 {
     let mut ts = libc::timespec {
@@ -157,6 +214,20 @@ mod tests {
         assert!(wait_readable(e.as_raw_fd(), Some(Duration::ZERO)));
         assert_eq!(e.clear(), 2);
         assert_eq!(e.clear(), 0);
+    }
+
+    #[test]
+    fn epoll_reports_ready_tokens() {
+        let a = EventFd::new().unwrap();
+        let b = EventFd::new().unwrap();
+        let mut ep = Epoll::new(4).unwrap();
+        ep.add(a.as_raw_fd(), 10).unwrap();
+        ep.add(b.as_raw_fd(), 20).unwrap();
+        assert_eq!(ep.wait(0).count(), 0);
+        b.signal();
+        assert_eq!(ep.wait(1000).collect::<Vec<_>>(), vec![20]);
+        b.clear();
+        assert_eq!(ep.wait(0).count(), 0);
     }
 
     #[test]
