@@ -154,7 +154,7 @@ impl Default for Timer {
     fn default() -> Self {
         Timer {
             hz: 1000,
-            burst: 5,
+            burst: 32,
             each_burst: 32,
             burst_max: 1024,
             user_frac: 50,

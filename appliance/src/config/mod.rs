@@ -310,6 +310,10 @@ struct RawNull {
     size: Spanned<usize>,
 }
 
+fn one_u64() -> u64 {
+    1
+}
+
 fn d_size() -> Spanned<usize> {
     Spanned::new(0..0, 64)
 }
@@ -319,7 +323,7 @@ fn d_size() -> Spanned<usize> {
 struct RawPcap {
     rx_file: Option<String>,
     tx_file: Option<String>,
-    #[serde(default)]
+    #[serde(default = "one_u64")]
     loops: u64,
 }
 

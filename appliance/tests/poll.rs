@@ -1,0 +1,194 @@
+//! The poll-mode policies, run end to end on the softnic.
+
+use appliance::config;
+use appliance::telemetry::Report;
+use std::sync::atomic::AtomicBool;
+use std::sync::Mutex;
+
+/// Runs share the machine's two cores: one at a time.
+static SERIAL: Mutex<()> = Mutex::new(());
+
+fn run(text: &str) -> Report {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let cfg = config::parse(text, "test.toml", None).unwrap_or_else(|e| panic!("{e}"));
+    let stop = AtomicBool::new(false);
+    appliance::app::run(&cfg, &stop, &mut |_| {}).unwrap()
+}
+
+/// The quickstart config with a poll policy and a shorter run.
+fn quickstart(poll: &str) -> String {
+    config::QUICKSTART
+        .replace("duration = 10 ", "duration = 1.5 ")
+        .replace(
+            "rx = [\"p0:0\", \"p1:0\"]",
+            &format!("rx = [\"p0:0\", \"p1:0\"]\n\n[worker.poll]\n{poll}\n"),
+        )
+}
+
+fn one_port(rate: &str, poll: &str) -> String {
+    format!(
+        r#"
+[run]
+duration = 1.5
+stats_period = 0.5
+drain_us = 0
+[generator]
+core = 0
+[[port]]
+name = "p0"
+driver = "softnic"
+rxd = 4096
+txd = 4096
+[port.softnic]
+rate = {rate}
+pattern = "poisson"
+[[worker]]
+core = 1
+mode = "io"
+rx = ["p0"]
+[worker.poll]
+{poll}
+"#
+    )
+}
+
+/// Every policy forwards the quickstart load (2 × 200 kpps) without loss.
+#[test]
+fn every_policy_runs_quickstart_without_loss() {
+    for mode in ["busy", "interrupt", "adaptive", "timer", "auto"] {
+        let s = run(&quickstart(&format!("mode = \"{mode}\"")));
+        let b = s.balance.as_ref().unwrap();
+        assert!(b.balanced, "{mode}: {}", s.text());
+        assert!(b.offered > 400_000, "{mode}: {}", s.text());
+        assert_eq!(b.delivered, b.offered, "{mode} lost packets: {}", s.text());
+        assert_eq!(s.cores[0].policy, mode);
+    }
+}
+
+/// NAPI at a low rate blocks on the interrupt line: interrupts wake it, and
+/// its thread CPU stays far below a busy poller's.
+#[test]
+fn interrupt_blocks_and_wakes() {
+    let s = run(&one_port("2000", "mode = \"interrupt\""));
+    let c = &s.cores[0];
+    assert!(s.balance.as_ref().unwrap().balanced, "{}", s.text());
+    assert_eq!(
+        s.balance.as_ref().unwrap().delivered,
+        s.balance.as_ref().unwrap().offered
+    );
+    assert!(c.wakeups_per_s > 100.0, "{}", s.text());
+    assert!(c.blocks_per_s >= c.wakeups_per_s);
+    assert!(
+        c.cpu < 0.5,
+        "a blocked worker is not spinning: {}",
+        s.text()
+    );
+    assert!(!c.fallback_sleep);
+}
+
+/// Adaptive spins under load and backs off to interrupts when idle.
+#[test]
+fn adaptive_spins_under_load_blocks_when_idle() {
+    let s = run(&one_port("500000", "mode = \"adaptive\""));
+    assert!(s.cores[0].cpu > 0.8, "spinning under load: {}", s.text());
+    assert_eq!(
+        s.balance.as_ref().unwrap().delivered,
+        s.balance.as_ref().unwrap().offered
+    );
+    let s = run(&one_port("500", "mode = \"adaptive\""));
+    assert!(s.cores[0].cpu < 0.5, "idle: {}", s.text());
+    assert!(s.cores[0].wakeups_per_s > 50.0, "{}", s.text());
+}
+
+/// polling(4): ticks at hz, the quota grows with the load.
+#[test]
+fn timer_ticks_and_adapts_its_quota() {
+    let s = run(&one_port(
+        "300000",
+        "mode = \"timer\"\nhz = 500\nburst = 32\neach_burst = 16\nburst_max = 4096",
+    ));
+    let c = &s.cores[0];
+    assert!((300.0..=600.0).contains(&c.ticks_per_s), "{}", s.text());
+    // 300 kpps at 500 Hz is 600 packets a tick: the quota grew from 32.
+    assert!(c.timer_burst >= 300, "{}", s.text());
+    assert!(s.balance.as_ref().unwrap().balanced);
+    assert_eq!(
+        s.balance.as_ref().unwrap().delivered,
+        s.balance.as_ref().unwrap().offered,
+        "{}",
+        s.text()
+    );
+}
+
+/// auto switches to busy when the load crosses up_pps and stays in
+/// interrupt mode below it.
+#[test]
+fn auto_switches_with_load() {
+    let knobs = "mode = \"auto\"\nup_pps = 50000\ndown_pps = 10000\nwindow_ms = 10\nhold = 3";
+    let s = run(&one_port("200000", knobs));
+    assert!(s.cores[0].switches >= 1, "{}", s.text());
+    assert_eq!(s.cores[0].state, "busy", "{}", s.text());
+    let s = run(&one_port("1000", knobs));
+    assert_eq!(s.cores[0].switches, 0, "{}", s.text());
+    assert_eq!(s.cores[0].state, "interrupt");
+}
+
+/// Queues without an interrupt line: the policy sleeps instead and the
+/// report says so; nothing is lost.
+#[test]
+fn no_interrupt_line_falls_back_to_sleeping() {
+    let Some(pcap) = pmd::testdata::shared("pcaps/tcpdump_tests/dns_udp.pcap") else {
+        return;
+    };
+    let cfg = format!(
+        r#"
+[run]
+duration = 0.5
+[[port]]
+name = "in"
+driver = "pcap"
+[port.pcap]
+rx_file = "{}"
+[[worker]]
+core = 1
+mode = "io"
+rx = ["in"]
+[worker.poll]
+mode = "interrupt"
+fallback_sleep_us = 200
+"#,
+        pcap.display()
+    );
+    let s = run(&cfg);
+    let c = &s.cores[0];
+    assert!(c.fallback_sleep, "{}", s.text());
+    assert!(c.sleeps_per_s > 100.0, "{}", s.text());
+    assert_eq!(c.blocks_per_s, 0.0);
+    assert!(s.balance.as_ref().unwrap().balanced, "{}", s.text());
+}
+
+#[test]
+fn knobs_of_another_mode_are_errors() {
+    let e = config::parse(
+        &one_port("1000", "mode = \"busy\"\nhz = 100"),
+        "t.toml",
+        None,
+    )
+    .unwrap_err();
+    assert_eq!(e.0[0].key, "worker[0].poll.hz");
+    assert!(
+        e.0[0]
+            .msg
+            .contains("applies to poll mode timer, not `busy`"),
+        "{e}"
+    );
+    let e = config::parse(
+        &one_port("1000", "mode = \"auto\"\nup_pps = 10\ndown_pps = 20"),
+        "t.toml",
+        None,
+    )
+    .unwrap_err();
+    assert_eq!(e.0[0].key, "worker[0].poll.down_pps");
+    let e = config::parse(&one_port("1000", "mode = \"spin\""), "t.toml", None).unwrap_err();
+    assert!(e.0[0].msg.contains("unknown variant `spin`"), "{e}");
+}
