@@ -139,7 +139,7 @@ impl Default for Adaptive {
     fn default() -> Self {
         Adaptive {
             napi: Napi::default(),
-            spin_polls: 2000,
+            spin_polls: 5000,
             pause_polls: 32,
             pause_spins: 16,
             sleep_polls: 3,

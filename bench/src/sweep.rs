@@ -44,6 +44,10 @@ pub struct Sweep {
     /// Core of the softnic generator.
     #[arg(long, default_value_t = 0)]
     gen_core: usize,
+    /// Runs per point (policies alternate within each round); the table
+    /// shows the median of each figure.
+    #[arg(long, default_value_t = 3)]
+    repeat: usize,
     /// Where the table and plots go.
     #[arg(long, default_value = "bench/results")]
     out: PathBuf,
@@ -55,6 +59,8 @@ struct Point {
     offered: f64,
     achieved: f64,
     loss: f64,
+    missed: f64,
+    tx_full: f64,
     cpu: f64,
     cpu_ns_per_pkt: f64,
     p50: f64,
@@ -143,6 +149,8 @@ fn run_point(a: &Sweep, load: &str, policy: &str, dir: &Path) -> Result<Point> {
         policy: policy.to_string(),
         offered: offered / dt,
         achieved: delivered / dt,
+        missed: f(&b["rx_missed"]) / offered.max(1.0),
+        tx_full: f(&b["tx_full"]) / offered.max(1.0),
         loss: if offered > 0.0 {
             1.0 - delivered / offered
         } else {
@@ -162,6 +170,30 @@ fn run_point(a: &Sweep, load: &str, policy: &str, dir: &Path) -> Result<Point> {
     })
 }
 
+/// The median of each figure over several runs of one point.
+fn median_point(runs: Vec<Point>) -> Point {
+    let m = |f: fn(&Point) -> f64| {
+        let mut v: Vec<f64> = runs.iter().map(f).collect();
+        crate::median(&mut v)
+    };
+    Point {
+        load: runs[0].load.clone(),
+        policy: runs[0].policy.clone(),
+        offered: m(|p| p.offered),
+        achieved: m(|p| p.achieved),
+        loss: m(|p| p.loss),
+        missed: m(|p| p.missed),
+        tx_full: m(|p| p.tx_full),
+        cpu: m(|p| p.cpu),
+        cpu_ns_per_pkt: m(|p| p.cpu_ns_per_pkt),
+        p50: m(|p| p.p50),
+        p99: m(|p| p.p99),
+        max: m(|p| p.max),
+        wakeups: m(|p| p.wakeups),
+        sleeps: m(|p| p.sleeps),
+    }
+}
+
 fn si(v: f64) -> String {
     if v >= 1e6 {
         format!("{:.2}M", v / 1e6)
@@ -176,15 +208,15 @@ fn table(points: &[Point], a: &Sweep) -> String {
     let mut t = String::new();
     let _ = writeln!(
         t,
-        "Softnic, 1 port, 64-byte IPv4/UDP, 1024 flows, Poisson arrivals, io forwarding back to the sink; worker on core {}, generator on core {}; {} s per point; coalescing rx_usecs 50, rx_frames 32; policies at their defaults.\n",
-        a.worker_core, a.gen_core, a.seconds
+        "Softnic, 1 port, 64-byte IPv4/UDP, 1024 flows, Poisson arrivals, io forwarding back to the sink; worker on core {}, generator on core {}; {} s per run, median of {} runs per point (policies alternating); coalescing rx_usecs 50, rx_frames 32; policies at their defaults. `max`: the generator offers as fast as it can (a packet that does not fit the RX ring is built and counted as missed), so there the generator, not the worker, sets the rate.\n",
+        a.worker_core, a.gen_core, a.seconds, a.repeat
     );
-    t += "| offered | policy | achieved pps | loss | worker CPU | CPU ns/pkt | e2e p50 µs | e2e p99 µs | e2e max µs | wake-ups/s | sleeps/s |\n";
+    t += "| offered pps | policy | achieved pps | loss (RX ring full + TX ring full) | worker CPU | CPU ns/pkt | e2e p50 µs | e2e p99 µs | e2e max µs | wake-ups/s | sleeps/s |\n";
     t += "|---|---|---|---|---|---|---|---|---|---|---|\n";
     for p in points {
         let _ = writeln!(
             t,
-            "| {} | {} | {} | {:.2}% | {:.1}% | {:.0} | {:.1} | {:.1} | {:.0} | {} | {} |",
+            "| {} | {} | {} | {:.2}% ({:.2}% + {:.2}%) | {:.1}% | {:.0} | {:.1} | {:.1} | {:.0} | {} | {} |",
             if p.load == "max" {
                 format!("max ({})", si(p.offered))
             } else {
@@ -193,6 +225,8 @@ fn table(points: &[Point], a: &Sweep) -> String {
             p.policy,
             si(p.achieved),
             p.loss * 100.0,
+            p.missed * 100.0,
+            p.tx_full * 100.0,
             p.cpu * 100.0,
             p.cpu_ns_per_pkt,
             p.p50,
@@ -298,16 +332,22 @@ pub fn sweep(a: Sweep) -> Result<()> {
     std::fs::create_dir_all(&dir)?;
     let mut points = Vec::new();
     for load in &a.loads {
-        for pol in &a.policies {
-            let p = run_point(&a, load, pol, &dir)?;
-            eprintln!(
-                "{load:>8} {pol:<9} achieved {:>8} loss {:.2}% cpu {:5.1}% p99 {:.1} µs",
-                si(p.achieved),
-                p.loss * 100.0,
-                p.cpu * 100.0,
-                p.p99
-            );
-            points.push(p);
+        let mut runs: Vec<Vec<Point>> = a.policies.iter().map(|_| Vec::new()).collect();
+        for round in 0..a.repeat.max(1) {
+            for (i, pol) in a.policies.iter().enumerate() {
+                let p = run_point(&a, load, pol, &dir)?;
+                eprintln!(
+                    "{load:>8} {pol:<9} run {round}: achieved {:>8} loss {:.2}% cpu {:5.1}% p99 {:.1} µs",
+                    si(p.achieved),
+                    p.loss * 100.0,
+                    p.cpu * 100.0,
+                    p.p99
+                );
+                runs[i].push(p);
+            }
+        }
+        for r in runs {
+            points.push(median_point(r));
         }
     }
     std::fs::remove_dir_all(&dir)?;
