@@ -418,7 +418,8 @@ impl<B: PacketBuf, F: ForwardMode> Worker<'_, B, F> {
         let mut avg_ladder = 0f64;
         loop {
             let got = if empty < sleep_until {
-                self.busy_round(a.napi.budget)
+                // Spinning is exactly busy polling.
+                self.busy_round(self.burst)
             } else {
                 self.napi_step(&a.napi)
             };
