@@ -89,7 +89,7 @@ fn interrupt_blocks_and_wakes() {
 /// Adaptive spins under load and backs off to interrupts when idle.
 #[test]
 fn adaptive_spins_under_load_blocks_when_idle() {
-    let s = run(&one_port("500000", "mode = \"adaptive\""));
+    let s = run(&one_port("200000", "mode = \"adaptive\""));
     assert!(s.cores[0].cpu > 0.8, "spinning under load: {}", s.text());
     assert_eq!(
         s.balance.as_ref().unwrap().delivered,
@@ -104,13 +104,13 @@ fn adaptive_spins_under_load_blocks_when_idle() {
 #[test]
 fn timer_ticks_and_adapts_its_quota() {
     let s = run(&one_port(
-        "300000",
+        "150000",
         "mode = \"timer\"\nhz = 500\nburst = 32\neach_burst = 16\nburst_max = 4096",
     ));
     let c = &s.cores[0];
     assert!((300.0..=600.0).contains(&c.ticks_per_s), "{}", s.text());
-    // 300 kpps at 500 Hz is 600 packets a tick: the quota grew from 32.
-    assert!(c.timer_burst >= 300, "{}", s.text());
+    // 150 kpps at 500 Hz is 300 packets a tick: the quota grew from 32.
+    assert!(c.timer_burst >= 128, "{}", s.text());
     assert!(s.balance.as_ref().unwrap().balanced);
     assert_eq!(
         s.balance.as_ref().unwrap().delivered,
