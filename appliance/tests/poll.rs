@@ -1,18 +1,12 @@
 //! The poll-mode policies, run end to end on the softnic.
 
+mod common;
+
 use appliance::config;
 use appliance::telemetry::Report;
-use std::sync::atomic::AtomicBool;
-use std::sync::Mutex;
-
-/// Runs share the machine's two cores: one at a time.
-static SERIAL: Mutex<()> = Mutex::new(());
 
 fn run(text: &str) -> Report {
-    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let cfg = config::parse(text, "test.toml", None).unwrap_or_else(|e| panic!("{e}"));
-    let stop = AtomicBool::new(false);
-    appliance::app::run(&cfg, &stop, &mut |_| {}).unwrap()
+    common::run(text).1
 }
 
 /// The quickstart config with a poll policy and a shorter run.

@@ -1,23 +1,11 @@
 //! End-to-end runs of the appliance on softnic, null and pcap ports.
 
-use appliance::config::{self, Config};
+mod common;
+
 use appliance::telemetry::Report;
+use common::run;
 use pipeline::fwd::{FiveTupleSwap, ForwardMode, Peers};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::AtomicBool;
-use std::sync::Mutex;
-
-/// Runs share the machine's two cores: one at a time.
-static SERIAL: Mutex<()> = Mutex::new(());
-
-fn run(text: &str) -> (Vec<Report>, Report) {
-    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let cfg: Config = config::parse(text, "test.toml", None).unwrap_or_else(|e| panic!("{e}"));
-    let stop = AtomicBool::new(false);
-    let mut periods = Vec::new();
-    let summary = appliance::app::run(&cfg, &stop, &mut |r| periods.push(r.clone())).unwrap();
-    (periods, summary)
-}
 
 fn softnic(rate: &str, rxd: usize, mode: &str, extra: &str) -> String {
     format!(
