@@ -131,7 +131,7 @@ fn auto_switches_with_load() {
 /// report says so; nothing is lost.
 #[test]
 fn no_interrupt_line_falls_back_to_sleeping() {
-    let Some(pcap) = pmd::testdata::shared("pcaps/tcpdump_tests/dns_udp.pcap") else {
+    let Some(pcap) = testdata::shared("pcaps/tcpdump_tests/dns_udp.pcap") else {
         return;
     };
     let cfg = format!(

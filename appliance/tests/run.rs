@@ -148,7 +148,7 @@ rx = ["a", "b"]
 }
 
 fn pcap_data(name: &str) -> Option<PathBuf> {
-    pmd::testdata::shared(&format!("pcaps/tcpdump_tests/{name}"))
+    testdata::shared(&format!("pcaps/tcpdump_tests/{name}"))
 }
 
 fn pcap_run(input: &Path, mode: &str, out: &Path) -> Report {

@@ -48,7 +48,6 @@ pub mod null;
 pub mod pcap;
 pub mod softnic;
 pub mod sys;
-pub mod testdata;
 
 use std::os::fd::RawFd;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};

@@ -304,7 +304,7 @@ mod tests {
     use super::*;
 
     fn data(name: &str) -> Option<PathBuf> {
-        crate::testdata::shared(&format!("pcaps/tcpdump_tests/{name}"))
+        testdata::shared(&format!("pcaps/tcpdump_tests/{name}"))
     }
 
     #[test]
@@ -419,7 +419,7 @@ mod tests {
     /// the pipeline's business, not the reader's).
     #[test]
     fn every_shared_capture_loads() {
-        let Some(dir) = crate::testdata::shared("pcaps/tcpdump_tests") else {
+        let Some(dir) = testdata::shared("pcaps/tcpdump_tests") else {
             return;
         };
         let mut n = 0;

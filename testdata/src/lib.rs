@@ -1,6 +1,7 @@
 //! Locating the shared data sets (`../shared/data` beside the repository)
-//! for tests and benchmarks.
+//! for tests and benchmarks, and reading them.
 
+use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
 
 /// The path of `rel` under `../shared/data`, or `None` (with a message)
@@ -21,4 +22,17 @@ pub fn shared(rel: &str) -> Option<PathBuf> {
     );
     eprintln!("skipping: {} is not present", p.display());
     None
+}
+
+/// The lines of a gzip-compressed text file under `../shared/data`, or
+/// `None` as for [`shared`].
+pub fn gz_lines(rel: &str) -> Option<Vec<String>> {
+    let p = shared(rel)?;
+    let f = std::fs::File::open(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
+    let r = BufReader::new(flate2::read::GzDecoder::new(f));
+    Some(
+        r.lines()
+            .map(|l| l.unwrap_or_else(|e| panic!("{}: {e}", p.display())))
+            .collect(),
+    )
 }
