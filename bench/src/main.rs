@@ -8,7 +8,11 @@
 //! - `poll-sweep`: the polling-versus-interrupts study: an offered-load
 //!   sweep × every poll-mode policy on the softnic, with a Markdown table
 //!   and SVG plots (`bench/run-poll-sweep.sh`).
+//! - `lpm`: the full Internet table in the LPM tables: build time, memory,
+//!   lookups per second (`bench/run-lpm.sh`; criterion micro-benchmarks in
+//!   `benches/lpm.rs`).
 
+mod lpm;
 mod null_io;
 mod sweep;
 
@@ -23,6 +27,8 @@ enum Cli {
     NullIo(null_io::NullIo),
     /// Offered-load sweep × poll-mode policy on the softnic.
     PollSweep(sweep::Sweep),
+    /// LPM on the full Internet table: build time, memory, lookups/s.
+    Lpm(lpm::LpmArgs),
 }
 
 pub(crate) fn median(v: &mut [f64]) -> f64 {
@@ -54,5 +60,6 @@ fn main() -> Result<()> {
     match Cli::parse() {
         Cli::NullIo(a) => null_io::null_io(a),
         Cli::PollSweep(a) => sweep::sweep(a),
+        Cli::Lpm(a) => lpm::lpm(a),
     }
 }

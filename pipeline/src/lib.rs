@@ -11,6 +11,7 @@
 
 pub mod checksum;
 pub mod fwd;
+pub mod lpm;
 pub mod verdict;
 pub mod wire;
 

@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# LPM on the full Internet table (../shared/data/routes): build time,
+# memory, lookups per second on one core. Writes bench/results/lpm.md.
+#   bench/run-lpm.sh [--addrs N] [--runs R]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+cargo build --release -q -p bench
+mkdir -p bench/results
+{
+  echo "# LPM on the full Internet table"
+  echo
+  echo "Command: \`bench/run-lpm.sh $*\` on $(date -u +%Y-%m-%d), $(nproc) CPUs ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs))."
+  echo
+  target/release/sluice-bench lpm "$@"
+} | tee bench/results/lpm.md.tmp
+mv bench/results/lpm.md.tmp bench/results/lpm.md
