@@ -75,6 +75,9 @@ pub struct WorkerCounters {
     pub core: CoreCounters,
     /// Per port, index = port id.
     pub ports: Box<[PortCounters]>,
+    /// The forwarding stage's slow-path events (`pipeline::router::Event`),
+    /// copied from the stage every publish.
+    pub events: [Counter; pipeline::router::Event::COUNT],
 }
 
 impl WorkerCounters {
@@ -83,6 +86,7 @@ impl WorkerCounters {
         WorkerCounters {
             core: CoreCounters::default(),
             ports: (0..nports).map(|_| PortCounters::default()).collect(),
+            events: Default::default(),
         }
     }
 }

@@ -123,6 +123,7 @@ struct Worker<'a, B, F> {
     last_publish: u64,
     /// All RX queues have interrupt lines, registered here.
     epoll: Option<Epoll>,
+    tsc: Tsc,
 }
 
 /// Runs the worker until `stop` is set, then drains its RX queues (the
@@ -168,6 +169,7 @@ pub fn run<B: PacketBuf, F: ForwardMode>(setup: WorkerSetup<B>, fwd: F, stop: &A
         last_drain: now,
         last_publish: now,
         epoll,
+        tsc,
     };
     c.core.running.set(1);
     match policy {
@@ -222,7 +224,7 @@ impl<B: PacketBuf, F: ForwardMode> Worker<'_, B, F> {
                 let mut bytes = 0usize;
                 for mut m in rxb.drain() {
                     bytes += m.len();
-                    match fwd.process(m.data_mut(), in_port) {
+                    match fwd.process(&mut m, in_port) {
                         Verdict::Forward(out) => match tx.get_mut(usize::from(out)) {
                             Some(Some(t)) => {
                                 // Cannot fail: the buffer is flushed when full.
@@ -290,6 +292,10 @@ impl<B: PacketBuf, F: ForwardMode> Worker<'_, B, F> {
         }
         self.last_publish = now;
         self.c.core.cpu_ns.set(thread_cpu_ns());
+        self.fwd.tick(self.tsc.ns(now) as u64);
+        for (c, v) in self.c.events.iter().zip(self.fwd.events()) {
+            c.set(*v);
+        }
         for t in self.tx.iter_mut().flatten() {
             t.hist.publish();
         }
@@ -582,6 +588,9 @@ impl<B: PacketBuf, F: ForwardMode> Worker<'_, B, F> {
             quiet = if got == 0 { quiet + 1 } else { 0 };
         }
         self.c.core.cpu_ns.set(thread_cpu_ns());
+        for (c, v) in self.c.events.iter().zip(self.fwd.events()) {
+            c.set(*v);
+        }
         for t in self.tx.into_iter().flatten() {
             t.hist.close();
         }

@@ -11,13 +11,51 @@ use crate::wire::{
     ETHERNET_HEADER_LEN,
 };
 
+/// A packet as a forwarding stage sees it: bytes it may rewrite, and a
+/// length it may change (to turn a packet into an ICMP error or an ARP
+/// reply in place). `pmd`'s buffers implement it; so does `Vec<u8>` for
+/// tests.
+pub trait Frame {
+    /// The packet bytes.
+    fn bytes(&self) -> &[u8];
+    /// The packet bytes, mutable.
+    fn bytes_mut(&mut self) -> &mut [u8];
+    /// Sets the length (new bytes at the end are unspecified); false, and
+    /// unchanged, when the buffer is too small.
+    fn set_len(&mut self, len: usize) -> bool;
+}
+
+impl Frame for Vec<u8> {
+    fn bytes(&self) -> &[u8] {
+        self
+    }
+    fn bytes_mut(&mut self) -> &mut [u8] {
+        self
+    }
+    fn set_len(&mut self, len: usize) -> bool {
+        self.resize(len, 0);
+        true
+    }
+}
+
 /// A forwarding mode: transforms one packet in place and names its output.
+/// Each worker owns its own instance (per-core state needs no locks).
 pub trait ForwardMode: Clone + Send + 'static {
     /// The mode's name as in testpmd's `--forward-mode`.
     const NAME: &'static str;
 
     /// Processes one packet received on `in_port`.
-    fn process(&self, pkt: &mut [u8], in_port: u16) -> Verdict;
+    fn process<P: Frame>(&mut self, pkt: &mut P, in_port: u16) -> Verdict;
+
+    /// Called once per poll round with the current time (ns, monotonic).
+    #[inline]
+    fn tick(&mut self, _now_ns: u64) {}
+
+    /// Event counters (slow-path work done), indexed by
+    /// [`crate::router::Event`]; empty for modes without any.
+    fn events(&self) -> &[u64] {
+        &[]
+    }
 }
 
 /// For each input port, the port its packets leave on.
@@ -50,7 +88,7 @@ pub struct Io(pub Peers);
 impl ForwardMode for Io {
     const NAME: &'static str = "io";
     #[inline]
-    fn process(&self, _pkt: &mut [u8], in_port: u16) -> Verdict {
+    fn process<P: Frame>(&mut self, _pkt: &mut P, in_port: u16) -> Verdict {
         Verdict::Forward(self.0.of(in_port))
     }
 }
@@ -78,9 +116,9 @@ impl Mac {
 impl ForwardMode for Mac {
     const NAME: &'static str = "mac";
     #[inline]
-    fn process(&self, pkt: &mut [u8], in_port: u16) -> Verdict {
+    fn process<P: Frame>(&mut self, pkt: &mut P, in_port: u16) -> Verdict {
         let out = self.peers.of(in_port);
-        let Ok(mut eth) = EthernetFrame::new_checked(pkt) else {
+        let Ok(mut eth) = EthernetFrame::new_checked(pkt.bytes_mut()) else {
             return Verdict::Drop(DropReason::Truncated);
         };
         if let Some(&(src, dst)) = self.addrs.get(usize::from(out)) {
@@ -98,8 +136,8 @@ pub struct MacSwap(pub Peers);
 impl ForwardMode for MacSwap {
     const NAME: &'static str = "macswap";
     #[inline]
-    fn process(&self, pkt: &mut [u8], in_port: u16) -> Verdict {
-        let Ok(mut eth) = EthernetFrame::new_checked(pkt) else {
+    fn process<P: Frame>(&mut self, pkt: &mut P, in_port: u16) -> Verdict {
+        let Ok(mut eth) = EthernetFrame::new_checked(pkt.bytes_mut()) else {
             return Verdict::Drop(DropReason::Truncated);
         };
         eth.swap_addrs();
@@ -117,8 +155,8 @@ pub struct FiveTupleSwap(pub Peers);
 impl ForwardMode for FiveTupleSwap {
     const NAME: &'static str = "5tswap";
     #[inline]
-    fn process(&self, pkt: &mut [u8], in_port: u16) -> Verdict {
-        match five_tuple_swap(pkt) {
+    fn process<P: Frame>(&mut self, pkt: &mut P, in_port: u16) -> Verdict {
+        match five_tuple_swap(pkt.bytes_mut()) {
             Ok(()) => Verdict::Forward(self.0.of(in_port)),
             Err(r) => Verdict::Drop(r),
         }
@@ -203,7 +241,7 @@ mod tests {
     fn mac_rewrites_from_config() {
         let own: MacAddr = "02:aa:00:00:00:01".parse().unwrap();
         let peer: MacAddr = "02:bb:00:00:00:01".parse().unwrap();
-        let m = Mac::new(
+        let mut m = Mac::new(
             Peers::paired(2),
             vec![(MacAddr::default(), MacAddr::default()), (own, peer)],
         );
@@ -212,7 +250,7 @@ mod tests {
         assert_eq!(&f[0..6], &peer.0);
         assert_eq!(&f[6..12], &own.0);
         assert_eq!(
-            m.process(&mut [0u8; 13], 0),
+            m.process(&mut vec![0u8; 13], 0),
             Verdict::Drop(DropReason::Truncated)
         );
     }
@@ -229,7 +267,7 @@ mod tests {
     fn five_tuple_swap_keeps_checksums() {
         let mut f = udp4();
         assert!(udp_ok(&f));
-        let m = FiveTupleSwap(Peers::paired(2));
+        let mut m = FiveTupleSwap(Peers::paired(2));
         assert_eq!(m.process(&mut f, 1), Verdict::Forward(0));
         assert_eq!(&f[26..30], &[198, 19, 0, 7], "src is the old dst");
         assert_eq!(&f[30..34], &[198, 18, 0, 1]);

@@ -12,6 +12,7 @@
 pub mod checksum;
 pub mod fwd;
 pub mod lpm;
+pub mod router;
 pub mod verdict;
 pub mod wire;
 

@@ -217,6 +217,15 @@ pub struct Lpm4 {
     routes: usize,
 }
 
+impl std::fmt::Debug for Lpm4 {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Lpm4")
+            .field("routes", &self.routes)
+            .field("groups", &self.groups())
+            .finish()
+    }
+}
+
 impl Lpm4 {
     /// The next hop of the longest prefix covering `a`.
     #[inline(always)]
@@ -296,6 +305,15 @@ impl Lpm6Builder {
 pub struct Lpm6 {
     t: Trie,
     routes: usize,
+}
+
+impl std::fmt::Debug for Lpm6 {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Lpm6")
+            .field("routes", &self.routes)
+            .field("groups", &self.groups())
+            .finish()
+    }
 }
 
 impl Lpm6 {

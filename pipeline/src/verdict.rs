@@ -9,19 +9,60 @@ pub enum DropReason {
     Truncated = 0,
     /// A header field is invalid (bad version, bad header length, bad length).
     Malformed = 1,
+    /// The IPv4 header checksum does not verify.
+    BadChecksum = 2,
+    /// Neither IPv4, IPv6 nor ARP.
+    NotIp = 3,
+    /// An IP frame not addressed to the receiving port's MAC.
+    NotForUs = 4,
+    /// A destination a router never forwards to (0/8, 127/8, multicast,
+    /// broadcast), or IPv6 multicast (not supported yet).
+    NotRoutable = 5,
+    /// TTL or hop limit expired (and no ICMP error could be sent).
+    TtlExceeded = 6,
+    /// No route (and no ICMP error could be sent).
+    NoRoute = 7,
+    /// The next hop's MAC is unknown (dropped while resolving).
+    NoNeighbor = 8,
+    /// Larger than the output MTU (fragmentation is not implemented).
+    MtuExceeded = 9,
+    /// For the router itself and consumed (ARP replies, local traffic
+    /// other than echo requests).
+    ToRouter = 10,
 }
 
 impl DropReason {
     /// Number of reasons (array size for per-reason counters).
-    pub const COUNT: usize = 2;
+    pub const COUNT: usize = 11;
     /// Every reason, in counter order.
-    pub const ALL: [DropReason; Self::COUNT] = [DropReason::Truncated, DropReason::Malformed];
+    pub const ALL: [DropReason; Self::COUNT] = [
+        DropReason::Truncated,
+        DropReason::Malformed,
+        DropReason::BadChecksum,
+        DropReason::NotIp,
+        DropReason::NotForUs,
+        DropReason::NotRoutable,
+        DropReason::TtlExceeded,
+        DropReason::NoRoute,
+        DropReason::NoNeighbor,
+        DropReason::MtuExceeded,
+        DropReason::ToRouter,
+    ];
 
     /// Short name used in stats output and JSON.
     pub fn name(self) -> &'static str {
         match self {
             DropReason::Truncated => "truncated",
             DropReason::Malformed => "malformed",
+            DropReason::BadChecksum => "bad_checksum",
+            DropReason::NotIp => "not_ip",
+            DropReason::NotForUs => "not_for_us",
+            DropReason::NotRoutable => "not_routable",
+            DropReason::TtlExceeded => "ttl_exceeded",
+            DropReason::NoRoute => "no_route",
+            DropReason::NoNeighbor => "no_neighbor",
+            DropReason::MtuExceeded => "mtu_exceeded",
+            DropReason::ToRouter => "to_router",
         }
     }
 }

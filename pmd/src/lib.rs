@@ -56,8 +56,9 @@ use std::sync::Arc;
 pub use batch::{Batch, MAX_BURST};
 pub use mbuf::{free_bulk, Mbuf, Pool, PoolError};
 
-/// A packet buffer as the worker loop and the pipeline see it.
-pub trait PacketBuf: Send + 'static {
+/// A packet buffer as the worker loop and the pipeline see it (the
+/// pipeline sees it through its `Frame` trait).
+pub trait PacketBuf: Send + 'static + pipeline::fwd::Frame {
     /// The packet bytes.
     fn data(&self) -> &[u8];
     /// The packet bytes, mutable.

@@ -434,6 +434,26 @@ impl std::fmt::Debug for Mbuf {
     }
 }
 
+impl pipeline::fwd::Frame for Mbuf {
+    #[inline(always)]
+    fn bytes(&self) -> &[u8] {
+        self.data()
+    }
+    #[inline(always)]
+    fn bytes_mut(&mut self) -> &mut [u8] {
+        self.data_mut()
+    }
+    fn set_len(&mut self, len: usize) -> bool {
+        let room = self.h().pool.room;
+        let h = self.h_mut();
+        if usize::from(h.data_off) + len > room {
+            return false;
+        }
+        h.data_len = len as u16;
+        true
+    }
+}
+
 impl PacketBuf for Mbuf {
     #[inline(always)]
     fn data(&self) -> &[u8] {

@@ -1,0 +1,576 @@
+//! The router stage (`l3fwd` mode): RFC 1812 IPv4 forwarding and IPv6
+//! forwarding through the LPM tables, ARP, and the ICMP messages a router
+//! owes its hosts.
+//!
+//! Per packet, IPv4: the frame must be addressed to the port's MAC; the
+//! header is validated (version, IHL, total length against the frame,
+//! header checksum); packets for the router's own addresses are answered
+//! (ICMP echo) or consumed; a TTL of 1 or less turns the packet into an
+//! ICMP Time Exceeded from the receiving interface's address, no route into
+//! Destination Unreachable, a packet over the output MTU with DF set into
+//! Fragmentation Needed (all rate-limited per core by a token bucket, and
+//! never sent about ICMP errors, non-first fragments or martian sources);
+//! otherwise the TTL is decremented with an RFC 1624 checksum update, the
+//! MACs rewritten from the neighbour table and the packet sent. A neighbour
+//! miss turns the packet into an ARP request for the next hop (the packet
+//! itself is dropped and counted). ARP requests for the router's addresses
+//! are answered in place, and senders on connected subnets are learned.
+//!
+//! IPv6: validated, hop limit decremented, routed through the LPM6 table to
+//! static neighbours; echo requests to the router are answered. ICMPv6
+//! errors and Neighbor Discovery are not implemented yet: those packets are
+//! dropped with a reason.
+//!
+//! Every packet gets a [`Verdict`]; the slow-path work is counted in
+//! [`Event`]s. Per-core state (neighbours learned, the ICMP token bucket)
+//! lives in each worker's own `Router`; the route tables are shared
+//! read-only (`Arc`).
+
+use crate::checksum;
+use crate::fwd::{ForwardMode, Frame};
+use crate::lpm::{Lpm4, Lpm6};
+use crate::verdict::{DropReason, Verdict};
+use crate::wire::{EtherType, IpProto, Ipv4Packet, Ipv6Packet, MacAddr, ETHERNET_HEADER_LEN};
+use std::collections::HashMap;
+use std::net::{Ipv4Addr, Ipv6Addr};
+use std::sync::Arc;
+
+/// Slow-path work the router did, counted per core.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u8)]
+pub enum Event {
+    /// ICMP (v4 or v6) echo replies sent.
+    EchoReply = 0,
+    /// ICMP Time Exceeded sent.
+    TimeExceeded = 1,
+    /// ICMP Destination Unreachable (no route) sent.
+    Unreachable = 2,
+    /// ICMP Fragmentation Needed sent.
+    FragNeeded = 3,
+    /// ICMP errors not sent because of the rate limit.
+    IcmpRateLimited = 4,
+    /// ARP replies sent for the router's addresses.
+    ArpReply = 5,
+    /// ARP requests sent to resolve next hops.
+    ArpRequest = 6,
+    /// Neighbours learned from ARP.
+    ArpLearned = 7,
+}
+
+impl Event {
+    /// Number of events.
+    pub const COUNT: usize = 8;
+    /// All events, in counter order.
+    pub const ALL: [Event; Event::COUNT] = [
+        Event::EchoReply,
+        Event::TimeExceeded,
+        Event::Unreachable,
+        Event::FragNeeded,
+        Event::IcmpRateLimited,
+        Event::ArpReply,
+        Event::ArpRequest,
+        Event::ArpLearned,
+    ];
+
+    /// Name in reports.
+    pub fn name(self) -> &'static str {
+        match self {
+            Event::EchoReply => "echo_reply",
+            Event::TimeExceeded => "icmp_time_exceeded",
+            Event::Unreachable => "icmp_unreachable",
+            Event::FragNeeded => "icmp_frag_needed",
+            Event::IcmpRateLimited => "icmp_rate_limited",
+            Event::ArpReply => "arp_reply",
+            Event::ArpRequest => "arp_request",
+            Event::ArpLearned => "arp_learned",
+        }
+    }
+}
+
+/// A router interface (one per port).
+#[derive(Clone, Debug, Default)]
+pub struct Interface {
+    /// The port's MAC.
+    pub mac: MacAddr,
+    /// IPv4 addresses with prefix lengths.
+    pub ipv4: Vec<(Ipv4Addr, u8)>,
+    /// IPv6 addresses with prefix lengths.
+    pub ipv6: Vec<(Ipv6Addr, u8)>,
+    /// Largest IP packet (bytes, without Ethernet header) it sends.
+    pub mtu: u16,
+}
+
+/// Where a route leads.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct NextHop {
+    /// Output port.
+    pub port: u16,
+    /// Gateway; `None` for a connected route (the destination is the
+    /// neighbour).
+    pub via: Option<std::net::IpAddr>,
+}
+
+/// What the router is built from (control path).
+#[derive(Clone, Debug)]
+pub struct RouterConfig {
+    /// Interfaces, index = port.
+    pub interfaces: Vec<Interface>,
+    /// Next hops, index = the LPM tables' next-hop values.
+    pub next_hops: Vec<NextHop>,
+    /// IPv4 routes.
+    pub lpm4: Arc<Lpm4>,
+    /// IPv6 routes.
+    pub lpm6: Arc<Lpm6>,
+    /// Static IPv4 neighbours: (port, address, MAC).
+    pub neighbors4: Vec<(u16, Ipv4Addr, MacAddr)>,
+    /// Static IPv6 neighbours: (port, address, MAC).
+    pub neighbors6: Vec<(u16, Ipv6Addr, MacAddr)>,
+    /// ICMP errors and ARP requests per second per core.
+    pub icmp_rate: u32,
+}
+
+/// The router stage; clone one per worker.
+#[derive(Clone)]
+pub struct Router {
+    cfg: Arc<RouterConfig>,
+    neigh4: HashMap<(u16, u32), MacAddr>,
+    neigh6: HashMap<(u16, u128), MacAddr>,
+    tokens: f64,
+    last_ns: u64,
+    events: [u64; Event::COUNT],
+}
+
+const BROADCAST: MacAddr = MacAddr([0xff; 6]);
+/// Longest IPv4 header plus 8 bytes: what an ICMP error quotes.
+const QUOTE_MAX: usize = 60 + 8;
+
+impl Router {
+    /// A router over `cfg` with its static neighbours.
+    pub fn new(cfg: RouterConfig) -> Self {
+        let mut neigh4 = HashMap::with_capacity(4096);
+        for &(p, a, m) in &cfg.neighbors4 {
+            neigh4.insert((p, u32::from(a)), m);
+        }
+        let mut neigh6 = HashMap::with_capacity(1024);
+        for &(p, a, m) in &cfg.neighbors6 {
+            neigh6.insert((p, u128::from(a)), m);
+        }
+        let tokens = Self::burst(cfg.icmp_rate);
+        Router {
+            cfg: Arc::new(cfg),
+            neigh4,
+            neigh6,
+            tokens,
+            last_ns: 0,
+            events: [0; Event::COUNT],
+        }
+    }
+
+    fn burst(rate: u32) -> f64 {
+        f64::from(rate / 10).max(1.0)
+    }
+
+    /// The neighbour MAC for `addr` on `port`, if known.
+    pub fn neighbor4(&self, port: u16, addr: Ipv4Addr) -> Option<MacAddr> {
+        self.neigh4.get(&(port, u32::from(addr))).copied()
+    }
+
+    fn count(&mut self, e: Event) {
+        self.events[e as usize] += 1;
+    }
+
+    fn take_token(&mut self) -> bool {
+        if self.tokens >= 1.0 {
+            self.tokens -= 1.0;
+            true
+        } else {
+            self.count(Event::IcmpRateLimited);
+            false
+        }
+    }
+
+    fn iface(&self, port: u16) -> Option<&Interface> {
+        self.cfg.interfaces.get(usize::from(port))
+    }
+
+    fn is_local4(&self, a: u32) -> bool {
+        self.cfg
+            .interfaces
+            .iter()
+            .any(|i| i.ipv4.iter().any(|(x, _)| u32::from(*x) == a))
+    }
+
+    fn is_local6(&self, a: u128) -> bool {
+        self.cfg
+            .interfaces
+            .iter()
+            .any(|i| i.ipv6.iter().any(|(x, _)| u128::from(*x) == a))
+    }
+
+    fn ipv4(&mut self, pkt: &mut impl Frame, in_port: u16) -> Verdict {
+        let b = pkt.bytes_mut();
+        let ip = match Ipv4Packet::new_checked(&b[ETHERNET_HEADER_LEN..]) {
+            Ok(ip) => ip,
+            Err(e) => return Verdict::Drop(e.into()),
+        };
+        if !ip.verify_checksum() {
+            return Verdict::Drop(DropReason::BadChecksum);
+        }
+        let dst = u32::from_be_bytes(ip.dst());
+        let (ttl, total) = (ip.ttl(), ip.total_len());
+        let df = ip.flags_frag() & 0x4000 != 0;
+        if martian(dst) {
+            return Verdict::Drop(DropReason::NotRoutable);
+        }
+        if self.is_local4(dst) {
+            return self.local4(pkt, in_port);
+        }
+        if ttl <= 1 {
+            return self.icmp4_error(pkt, in_port, 11, 0, 0, DropReason::TtlExceeded);
+        }
+        let Some(nh) = self.cfg.lpm4.lookup(dst) else {
+            return self.icmp4_error(pkt, in_port, 3, 0, 0, DropReason::NoRoute);
+        };
+        let Some(&hop) = self.cfg.next_hops.get(nh as usize) else {
+            return Verdict::Drop(DropReason::NoRoute);
+        };
+        let out = hop.port;
+        let Some(oif) = self.iface(out) else {
+            return Verdict::Drop(DropReason::NoRoute);
+        };
+        let (out_mac, mtu) = (oif.mac, oif.mtu);
+        if total > mtu {
+            if df {
+                return self.icmp4_error(
+                    pkt,
+                    in_port,
+                    3,
+                    4,
+                    u32::from(mtu),
+                    DropReason::MtuExceeded,
+                );
+            }
+            return Verdict::Drop(DropReason::MtuExceeded);
+        }
+        let gw = match hop.via {
+            Some(std::net::IpAddr::V4(g)) => u32::from(g),
+            _ => dst,
+        };
+        let Some(&mac) = self.neigh4.get(&(out, gw)) else {
+            return self.arp_request(pkt, out, gw);
+        };
+        let b = pkt.bytes_mut();
+        let l3 = &mut b[ETHERNET_HEADER_LEN..];
+        // TTL is the high byte of the TTL/protocol word (RFC 1624 update).
+        let old = u16::from_be_bytes([l3[8], l3[9]]);
+        l3[8] = ttl - 1;
+        let new = u16::from_be_bytes([l3[8], l3[9]]);
+        let c = u16::from_be_bytes([l3[10], l3[11]]);
+        l3[10..12].copy_from_slice(&checksum::update16(c, old, new).to_be_bytes());
+        b[0..6].copy_from_slice(&mac.0);
+        b[6..12].copy_from_slice(&out_mac.0);
+        Verdict::Forward(out)
+    }
+
+    /// Packets for the router itself: answer echo requests, consume the rest.
+    fn local4(&mut self, pkt: &mut impl Frame, in_port: u16) -> Verdict {
+        let Some(mac) = self.iface(in_port).map(|i| i.mac) else {
+            return Verdict::Drop(DropReason::ToRouter);
+        };
+        let b = pkt.bytes_mut();
+        let mut ip = Ipv4Packet::new_unchecked(&mut b[ETHERNET_HEADER_LEN..]);
+        let h = ip.header_len();
+        let is_echo = ip.protocol() == IpProto::ICMP
+            && ip.flags_frag() & 0x3fff == 0
+            && ip.payload().len() >= 8
+            && ip.payload()[0] == 8
+            && ip.payload()[1] == 0;
+        if !is_echo {
+            return Verdict::Drop(DropReason::ToRouter);
+        }
+        ip.swap_addrs();
+        ip.set_ttl(64);
+        ip.fill_checksum();
+        let icmp = &mut b[ETHERNET_HEADER_LEN + h..];
+        icmp[0] = 0; // echo reply
+        let c = u16::from_be_bytes([icmp[2], icmp[3]]);
+        icmp[2..4].copy_from_slice(&checksum::update16(c, 0x0800, 0x0000).to_be_bytes());
+        b.copy_within(6..12, 0);
+        b[6..12].copy_from_slice(&mac.0);
+        self.count(Event::EchoReply);
+        Verdict::Forward(in_port)
+    }
+
+    /// Turns the packet into an ICMPv4 error back to its source, or drops it
+    /// with `reason` when no error may be sent (RFC 1812 4.3.2.7) or the
+    /// rate limit is spent.
+    fn icmp4_error(
+        &mut self,
+        pkt: &mut impl Frame,
+        in_port: u16,
+        ty: u8,
+        code: u8,
+        extra: u32,
+        reason: DropReason,
+    ) -> Verdict {
+        let Some(iface) = self.iface(in_port) else {
+            return Verdict::Drop(reason);
+        };
+        let Some(&(our, _)) = iface.ipv4.first() else {
+            return Verdict::Drop(reason);
+        };
+        let our_mac = iface.mac;
+        let b = pkt.bytes();
+        let ip = Ipv4Packet::new_unchecked(&b[ETHERNET_HEADER_LEN..]);
+        let src = u32::from_be_bytes(ip.src());
+        let h = ip.header_len();
+        let payload = ip.payload();
+        let is_icmp_error = ip.protocol() == IpProto::ICMP
+            && payload
+                .first()
+                .is_some_and(|t| matches!(t, 3 | 4 | 5 | 11 | 12));
+        if ip.flags_frag() & 0x1fff != 0 || is_icmp_error || martian(src) || src == 0 {
+            return Verdict::Drop(reason);
+        }
+        if !self.take_token() {
+            return Verdict::Drop(reason);
+        }
+        let qlen = h + payload.len().min(8);
+        let mut quote = [0u8; QUOTE_MAX];
+        quote[..qlen].copy_from_slice(&b[ETHERNET_HEADER_LEN..ETHERNET_HEADER_LEN + qlen]);
+        let mut src_mac = [0u8; 6];
+        src_mac.copy_from_slice(&b[6..12]);
+        let len = ETHERNET_HEADER_LEN + 20 + 8 + qlen;
+        if !pkt.set_len(len) {
+            return Verdict::Drop(reason);
+        }
+        let b = pkt.bytes_mut();
+        b[0..6].copy_from_slice(&src_mac);
+        b[6..12].copy_from_slice(&our_mac.0);
+        b[12..14].copy_from_slice(&EtherType::IPV4.to_be_bytes());
+        b[ETHERNET_HEADER_LEN + 1] = 0; // TOS
+        {
+            let mut ip =
+                Ipv4Packet::new_unchecked(&mut b[ETHERNET_HEADER_LEN..ETHERNET_HEADER_LEN + 20]);
+            ip.set_version_ihl(20);
+            ip.set_total_len((20 + 8 + qlen) as u16);
+            ip.set_ident(0);
+            ip.set_flags_frag(0);
+            ip.set_ttl(64);
+            ip.set_protocol(IpProto::ICMP);
+            ip.set_src(our.octets());
+            ip.set_dst(src.to_be_bytes());
+            ip.fill_checksum();
+        }
+        let icmp = &mut b[ETHERNET_HEADER_LEN + 20..];
+        icmp[0] = ty;
+        icmp[1] = code;
+        icmp[2..4].copy_from_slice(&[0, 0]);
+        icmp[4..8].copy_from_slice(&extra.to_be_bytes());
+        icmp[8..8 + qlen].copy_from_slice(&quote[..qlen]);
+        let c = checksum::checksum(&icmp[..8 + qlen]);
+        icmp[2..4].copy_from_slice(&c.to_be_bytes());
+        self.count(match ty {
+            11 => Event::TimeExceeded,
+            _ if code == 4 => Event::FragNeeded,
+            _ => Event::Unreachable,
+        });
+        Verdict::Forward(in_port)
+    }
+
+    /// Turns the packet (dropped, waiting for resolution) into an ARP
+    /// request for `target` on `port`.
+    fn arp_request(&mut self, pkt: &mut impl Frame, port: u16, target: u32) -> Verdict {
+        let Some(iface) = self.iface(port) else {
+            return Verdict::Drop(DropReason::NoNeighbor);
+        };
+        let Some(&(our, _)) = iface.ipv4.first() else {
+            return Verdict::Drop(DropReason::NoNeighbor);
+        };
+        let mac = iface.mac;
+        if !self.take_token() || !pkt.set_len(ETHERNET_HEADER_LEN + 28) {
+            return Verdict::Drop(DropReason::NoNeighbor);
+        }
+        let b = pkt.bytes_mut();
+        b[0..6].copy_from_slice(&BROADCAST.0);
+        b[6..12].copy_from_slice(&mac.0);
+        b[12..14].copy_from_slice(&EtherType::ARP.to_be_bytes());
+        let a = &mut b[ETHERNET_HEADER_LEN..];
+        a[0..8].copy_from_slice(&[0, 1, 0x08, 0x00, 6, 4, 0, 1]);
+        a[8..14].copy_from_slice(&mac.0);
+        a[14..18].copy_from_slice(&our.octets());
+        a[18..24].copy_from_slice(&[0; 6]);
+        a[24..28].copy_from_slice(&target.to_be_bytes());
+        self.count(Event::ArpRequest);
+        Verdict::Forward(port)
+    }
+
+    fn arp(&mut self, pkt: &mut impl Frame, in_port: u16) -> Verdict {
+        let Some(iface) = self.iface(in_port) else {
+            return Verdict::Drop(DropReason::ToRouter);
+        };
+        let mac = iface.mac;
+        let b = pkt.bytes_mut();
+        let Some(a) = b.get(ETHERNET_HEADER_LEN..ETHERNET_HEADER_LEN + 28) else {
+            return Verdict::Drop(DropReason::Truncated);
+        };
+        if a[0..6] != [0, 1, 0x08, 0x00, 6, 4] {
+            return Verdict::Drop(DropReason::Malformed);
+        }
+        let op = u16::from_be_bytes([a[6], a[7]]);
+        let mut sha = [0u8; 6];
+        sha.copy_from_slice(&a[8..14]);
+        let spa = u32::from_be_bytes([a[14], a[15], a[16], a[17]]);
+        let tpa = u32::from_be_bytes([a[24], a[25], a[26], a[27]]);
+        let on_link = iface
+            .ipv4
+            .iter()
+            .any(|(x, l)| same_subnet(u32::from(*x), spa, *l));
+        let ours = iface.ipv4.iter().any(|(x, _)| u32::from(*x) == tpa);
+        if on_link
+            && spa != 0
+            && self.neigh4.insert((in_port, spa), MacAddr(sha)) != Some(MacAddr(sha))
+        {
+            self.count(Event::ArpLearned);
+        }
+        if op == 1 && ours {
+            let a = &mut b[ETHERNET_HEADER_LEN..ETHERNET_HEADER_LEN + 28];
+            a[7] = 2;
+            a[18..24].copy_from_slice(&sha);
+            a[24..28].copy_from_slice(&spa.to_be_bytes());
+            a[8..14].copy_from_slice(&mac.0);
+            a[14..18].copy_from_slice(&tpa.to_be_bytes());
+            b[0..6].copy_from_slice(&sha);
+            b[6..12].copy_from_slice(&mac.0);
+            self.count(Event::ArpReply);
+            return Verdict::Forward(in_port);
+        }
+        Verdict::Drop(DropReason::ToRouter)
+    }
+
+    fn ipv6(&mut self, pkt: &mut impl Frame, in_port: u16) -> Verdict {
+        let b = pkt.bytes_mut();
+        let ip = match Ipv6Packet::new_checked(&b[ETHERNET_HEADER_LEN..]) {
+            Ok(ip) => ip,
+            Err(e) => return Verdict::Drop(e.into()),
+        };
+        let dst = u128::from_be_bytes(ip.dst());
+        let (hop, next, plen) = (ip.hop_limit(), ip.next_header(), ip.payload_len());
+        if dst >> 120 == 0xff {
+            return Verdict::Drop(DropReason::NotRoutable); // multicast (ND): not yet
+        }
+        if self.is_local6(dst) {
+            return self.local6(pkt, in_port, next);
+        }
+        if hop <= 1 {
+            return Verdict::Drop(DropReason::TtlExceeded);
+        }
+        let Some(nh) = self.cfg.lpm6.lookup(dst) else {
+            return Verdict::Drop(DropReason::NoRoute);
+        };
+        let Some(&h) = self.cfg.next_hops.get(nh as usize) else {
+            return Verdict::Drop(DropReason::NoRoute);
+        };
+        let Some(oif) = self.iface(h.port) else {
+            return Verdict::Drop(DropReason::NoRoute);
+        };
+        if 40 + plen > oif.mtu {
+            return Verdict::Drop(DropReason::MtuExceeded);
+        }
+        let out_mac = oif.mac;
+        let gw = match h.via {
+            Some(std::net::IpAddr::V6(g)) => u128::from(g),
+            _ => dst,
+        };
+        let Some(&mac) = self.neigh6.get(&(h.port, gw)) else {
+            return Verdict::Drop(DropReason::NoNeighbor);
+        };
+        let b = pkt.bytes_mut();
+        b[ETHERNET_HEADER_LEN + 7] = hop - 1;
+        b[0..6].copy_from_slice(&mac.0);
+        b[6..12].copy_from_slice(&out_mac.0);
+        Verdict::Forward(h.port)
+    }
+
+    fn local6(&mut self, pkt: &mut impl Frame, in_port: u16, next: u8) -> Verdict {
+        let Some(mac) = self.iface(in_port).map(|i| i.mac) else {
+            return Verdict::Drop(DropReason::ToRouter);
+        };
+        let b = pkt.bytes_mut();
+        let l4 = ETHERNET_HEADER_LEN + 40;
+        if next != IpProto::ICMPV6 || b.len() < l4 + 8 || b[l4] != 128 {
+            return Verdict::Drop(DropReason::ToRouter);
+        }
+        // Swapping the addresses leaves the pseudo-header sum unchanged;
+        // type 128 → 129 changes one word.
+        let mut ip = Ipv6Packet::new_unchecked(&mut b[ETHERNET_HEADER_LEN..]);
+        ip.swap_addrs();
+        ip.set_hop_limit(64);
+        b[l4] = 129;
+        let c = u16::from_be_bytes([b[l4 + 2], b[l4 + 3]]);
+        b[l4 + 2..l4 + 4].copy_from_slice(&checksum::update16(c, 0x8000, 0x8100).to_be_bytes());
+        b.copy_within(6..12, 0);
+        b[6..12].copy_from_slice(&mac.0);
+        self.count(Event::EchoReply);
+        Verdict::Forward(in_port)
+    }
+}
+
+/// Destinations and sources a router never forwards for (RFC 1812 5.3.7):
+/// 0/8, 127/8, multicast and reserved 224/3, limited broadcast.
+fn martian(a: u32) -> bool {
+    let first = a >> 24;
+    first == 0 || first == 127 || first >= 224
+}
+
+fn same_subnet(a: u32, b: u32, len: u8) -> bool {
+    let m = if len == 0 {
+        0
+    } else {
+        !0u32 << (32 - u32::from(len.min(32)))
+    };
+    a & m == b & m
+}
+
+impl ForwardMode for Router {
+    const NAME: &'static str = "l3fwd";
+
+    #[inline]
+    fn process<P: Frame>(&mut self, pkt: &mut P, in_port: u16) -> Verdict {
+        let b = pkt.bytes();
+        if b.len() < ETHERNET_HEADER_LEN {
+            return Verdict::Drop(DropReason::Truncated);
+        }
+        let dst = MacAddr([b[0], b[1], b[2], b[3], b[4], b[5]]);
+        let ethertype = u16::from_be_bytes([b[12], b[13]]);
+        let Some(iface) = self.iface(in_port) else {
+            return Verdict::Drop(DropReason::NotForUs);
+        };
+        let for_us = dst == iface.mac;
+        match ethertype {
+            EtherType::IPV4 if for_us => self.ipv4(pkt, in_port),
+            EtherType::IPV6 if for_us => self.ipv6(pkt, in_port),
+            EtherType::ARP if for_us || dst == BROADCAST => self.arp(pkt, in_port),
+            EtherType::IPV4 | EtherType::IPV6 | EtherType::ARP => {
+                Verdict::Drop(DropReason::NotForUs)
+            }
+            _ => Verdict::Drop(DropReason::NotIp),
+        }
+    }
+
+    fn tick(&mut self, now_ns: u64) {
+        if self.last_ns != 0 {
+            let dt = now_ns.saturating_sub(self.last_ns) as f64 / 1e9;
+            let rate = f64::from(self.cfg.icmp_rate);
+            self.tokens = (self.tokens + dt * rate).min(Self::burst(self.cfg.icmp_rate));
+        }
+        self.last_ns = now_ns;
+    }
+
+    fn events(&self) -> &[u64] {
+        &self.events
+    }
+}
+
+#[cfg(test)]
+mod tests;

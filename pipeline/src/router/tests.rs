@@ -1,0 +1,298 @@
+use super::*;
+use crate::lpm::{Lpm4Builder, Lpm6Builder};
+
+const R0: MacAddr = MacAddr([2, 0x51, 0, 0, 0, 0]);
+const R1: MacAddr = MacAddr([2, 0x51, 0, 0, 0, 1]);
+const HOST: MacAddr = MacAddr([2, 0xaa, 0, 0, 0, 1]);
+const GW: MacAddr = MacAddr([2, 0xbb, 0, 0, 0, 1]);
+
+/// Port 0: 198.18.0.1/24 (clients), port 1: 198.19.0.1/24 with gateway
+/// 198.19.0.2 (static neighbour) for 203.0.113.0/24 and a default route.
+fn router() -> Router {
+    let mut b = Lpm4Builder::new();
+    b.add("198.18.0.0".parse().unwrap(), 24, 0)
+        .add("198.19.0.0".parse().unwrap(), 24, 1)
+        .add("203.0.113.0".parse().unwrap(), 24, 2);
+    let mut b6 = Lpm6Builder::new();
+    b6.add("2001:db8:19::".parse().unwrap(), 48, 3);
+    Router::new(RouterConfig {
+        interfaces: vec![
+            Interface {
+                mac: R0,
+                ipv4: vec![("198.18.0.1".parse().unwrap(), 24)],
+                ipv6: vec![("2001:db8:18::1".parse().unwrap(), 64)],
+                mtu: 1500,
+            },
+            Interface {
+                mac: R1,
+                ipv4: vec![("198.19.0.1".parse().unwrap(), 24)],
+                ipv6: vec![],
+                mtu: 1400,
+            },
+        ],
+        next_hops: vec![
+            NextHop { port: 0, via: None },
+            NextHop { port: 1, via: None },
+            NextHop {
+                port: 1,
+                via: Some("198.19.0.2".parse().unwrap()),
+            },
+            NextHop {
+                port: 1,
+                via: Some("2001:db8:19::2".parse().unwrap()),
+            },
+        ],
+        lpm4: Arc::new(b.build().unwrap()),
+        lpm6: Arc::new(b6.build().unwrap()),
+        neighbors4: vec![(1, "198.19.0.2".parse().unwrap(), GW)],
+        neighbors6: vec![(1, "2001:db8:19::2".parse().unwrap(), GW)],
+        icmp_rate: 1000,
+    })
+}
+
+/// Ethernet + IPv4 + UDP (8 bytes of payload) with valid checksums.
+fn udp4(src: &str, dst: &str, ttl: u8, total_extra: usize) -> Vec<u8> {
+    let l4 = 8 + 8 + total_extra;
+    let mut f = vec![0u8; 14 + 20 + l4];
+    f[0..6].copy_from_slice(&R0.0);
+    f[6..12].copy_from_slice(&HOST.0);
+    f[12..14].copy_from_slice(&[0x08, 0x00]);
+    let mut ip = Ipv4Packet::new_unchecked(&mut f[14..34]);
+    ip.set_version_ihl(20);
+    ip.set_total_len((20 + l4) as u16);
+    ip.set_flags_frag(0x4000);
+    ip.set_ttl(ttl);
+    ip.set_protocol(IpProto::UDP);
+    ip.set_src(src.parse::<Ipv4Addr>().unwrap().octets());
+    ip.set_dst(dst.parse::<Ipv4Addr>().unwrap().octets());
+    ip.fill_checksum();
+    f[34..38].copy_from_slice(&[0x30, 0x39, 0x00, 0x35]);
+    f[38..40].copy_from_slice(&(l4 as u16).to_be_bytes());
+    f
+}
+
+fn ip_ok(f: &[u8]) -> bool {
+    Ipv4Packet::new_checked(&f[14..]).unwrap().verify_checksum()
+}
+
+#[test]
+fn forwards_with_ttl_decrement_and_valid_checksum() {
+    let mut r = router();
+    let mut f = udp4("198.18.0.10", "203.0.113.7", 64, 0);
+    assert_eq!(r.process(&mut f, 0), Verdict::Forward(1));
+    assert_eq!(f[14 + 8], 63, "TTL - 1");
+    assert!(ip_ok(&f), "checksum updated");
+    assert_eq!(&f[0..6], &GW.0, "next hop's MAC");
+    assert_eq!(&f[6..12], &R1.0, "output port's MAC");
+}
+
+/// TTL 1: an ICMP Time Exceeded from the receiving interface, checksums
+/// valid, quoting the original header and 8 bytes.
+#[test]
+fn ttl_one_gets_time_exceeded() {
+    let mut r = router();
+    let orig = udp4("198.18.0.10", "203.0.113.7", 1, 0);
+    let mut f = orig.clone();
+    assert_eq!(r.process(&mut f, 0), Verdict::Forward(0));
+    assert_eq!(f.len(), 14 + 20 + 8 + 28);
+    assert_eq!(&f[0..6], &HOST.0);
+    assert_eq!(&f[6..12], &R0.0);
+    let ip = Ipv4Packet::new_checked(&f[14..]).unwrap();
+    assert!(ip.verify_checksum());
+    assert_eq!(ip.protocol(), IpProto::ICMP);
+    assert_eq!(ip.src(), [198, 18, 0, 1], "from the router's address");
+    assert_eq!(ip.dst(), [198, 18, 0, 10]);
+    let icmp = ip.payload();
+    assert_eq!((icmp[0], icmp[1]), (11, 0));
+    assert_eq!(checksum::checksum(icmp), 0, "ICMP checksum valid");
+    assert_eq!(&icmp[8..], &orig[14..14 + 28], "quotes header + 8 bytes");
+    assert_eq!(r.events()[Event::TimeExceeded as usize], 1);
+}
+
+#[test]
+fn no_route_gets_unreachable_and_errors_are_rate_limited() {
+    let mut r = router();
+    let mut sent = 0;
+    for _ in 0..500 {
+        let mut f = udp4("198.18.0.10", "192.0.2.1", 64, 0);
+        match r.process(&mut f, 0) {
+            Verdict::Forward(0) => {
+                let ip = Ipv4Packet::new_checked(&f[14..]).unwrap();
+                assert_eq!((ip.payload()[0], ip.payload()[1]), (3, 0));
+                sent += 1;
+            }
+            Verdict::Drop(DropReason::NoRoute) => {}
+            v => panic!("{v:?}"),
+        }
+    }
+    assert_eq!(
+        sent, 100,
+        "a burst of icmp_rate / 10, then the bucket is empty"
+    );
+    assert_eq!(r.events()[Event::IcmpRateLimited as usize], 400);
+    r.tick(1_000_000_000);
+    r.tick(1_050_000_000); // 50 ms: 50 tokens
+    let mut f = udp4("198.18.0.10", "192.0.2.1", 64, 0);
+    assert_eq!(r.process(&mut f, 0), Verdict::Forward(0));
+}
+
+#[test]
+fn df_over_mtu_gets_frag_needed_with_mtu() {
+    let mut r = router();
+    let mut f = udp4("198.18.0.10", "203.0.113.7", 64, 1400);
+    assert_eq!(r.process(&mut f, 0), Verdict::Forward(0));
+    let ip = Ipv4Packet::new_checked(&f[14..]).unwrap();
+    let icmp = ip.payload();
+    assert_eq!((icmp[0], icmp[1]), (3, 4));
+    assert_eq!(u16::from_be_bytes([icmp[6], icmp[7]]), 1400, "next-hop MTU");
+    let mut f = udp4("198.18.0.10", "203.0.113.7", 64, 1400);
+    f[14 + 6] = 0; // clear DF
+    Ipv4Packet::new_unchecked(&mut f[14..]).fill_checksum();
+    assert_eq!(r.process(&mut f, 0), Verdict::Drop(DropReason::MtuExceeded));
+}
+
+#[test]
+fn echo_to_router_is_answered() {
+    let mut r = router();
+    let mut f = udp4("198.18.0.10", "198.19.0.1", 64, 0);
+    f[14 + 9] = IpProto::ICMP;
+    Ipv4Packet::new_unchecked(&mut f[14..34]).fill_checksum();
+    f[34..42].copy_from_slice(&[8, 0, 0, 0, 0x12, 0x34, 0, 1]);
+    let c = checksum::checksum(&f[34..]);
+    f[36..38].copy_from_slice(&c.to_be_bytes());
+    assert_eq!(r.process(&mut f, 0), Verdict::Forward(0));
+    let ip = Ipv4Packet::new_checked(&f[14..]).unwrap();
+    assert!(ip.verify_checksum());
+    assert_eq!(ip.src(), [198, 19, 0, 1]);
+    assert_eq!(ip.dst(), [198, 18, 0, 10]);
+    assert_eq!(ip.payload()[0], 0, "echo reply");
+    assert_eq!(checksum::checksum(ip.payload()), 0);
+    assert_eq!(&f[0..6], &HOST.0);
+}
+
+fn arp(op: u16, sha: MacAddr, spa: &str, tpa: &str, dst: MacAddr) -> Vec<u8> {
+    let mut f = vec![0u8; 60];
+    f[0..6].copy_from_slice(&dst.0);
+    f[6..12].copy_from_slice(&sha.0);
+    f[12..14].copy_from_slice(&[0x08, 0x06]);
+    f[14..20].copy_from_slice(&[0, 1, 8, 0, 6, 4]);
+    f[20..22].copy_from_slice(&op.to_be_bytes());
+    f[22..28].copy_from_slice(&sha.0);
+    f[28..32].copy_from_slice(&spa.parse::<Ipv4Addr>().unwrap().octets());
+    f[38..42].copy_from_slice(&tpa.parse::<Ipv4Addr>().unwrap().octets());
+    f
+}
+
+#[test]
+fn arp_request_for_router_is_answered_and_sender_learned() {
+    let mut r = router();
+    let mut f = arp(1, HOST, "198.18.0.10", "198.18.0.1", BROADCAST);
+    assert_eq!(r.process(&mut f, 0), Verdict::Forward(0));
+    assert_eq!(u16::from_be_bytes([f[20], f[21]]), 2);
+    assert_eq!(&f[22..28], &R0.0, "sender is the router");
+    assert_eq!(&f[28..32], &[198, 18, 0, 1]);
+    assert_eq!(&f[32..38], &HOST.0);
+    assert_eq!(&f[0..6], &HOST.0);
+    assert_eq!(r.neighbor4(0, "198.18.0.10".parse().unwrap()), Some(HOST));
+    // Requests for other hosts are consumed (learning still happens).
+    let mut f = arp(1, GW, "198.18.0.20", "198.18.0.30", BROADCAST);
+    assert_eq!(r.process(&mut f, 0), Verdict::Drop(DropReason::ToRouter));
+}
+
+/// A neighbour miss sends an ARP request; the reply teaches the router, and
+/// the next packet is forwarded.
+#[test]
+fn resolves_next_hop_by_arp() {
+    let mut r = router();
+    let mut f = udp4("198.19.0.50", "198.18.0.10", 64, 0);
+    f[0..6].copy_from_slice(&R1.0);
+    assert_eq!(r.process(&mut f, 1), Verdict::Forward(0));
+    assert_eq!(&f[12..14], &[0x08, 0x06], "became an ARP request");
+    assert_eq!(&f[0..6], &[0xff; 6]);
+    assert_eq!(&f[38..42], &[198, 18, 0, 10], "for the destination");
+    assert_eq!(r.events()[Event::ArpRequest as usize], 1);
+    let mut reply = arp(2, HOST, "198.18.0.10", "198.18.0.1", R0);
+    assert_eq!(
+        r.process(&mut reply, 0),
+        Verdict::Drop(DropReason::ToRouter)
+    );
+    let mut f = udp4("198.19.0.50", "198.18.0.10", 64, 0);
+    f[0..6].copy_from_slice(&R1.0);
+    assert_eq!(r.process(&mut f, 1), Verdict::Forward(0));
+    assert_eq!(&f[0..6], &HOST.0);
+}
+
+#[test]
+fn bad_packets_are_dropped_by_reason() {
+    let mut r = router();
+    let mut f = udp4("198.18.0.10", "203.0.113.7", 64, 0);
+    f[14 + 10] ^= 1;
+    assert_eq!(r.process(&mut f, 0), Verdict::Drop(DropReason::BadChecksum));
+    let mut f = udp4("198.18.0.10", "203.0.113.7", 64, 0);
+    f[14] = 0x46; // IHL 6 but no options: checksum/length mismatch
+    assert!(matches!(r.process(&mut f, 0), Verdict::Drop(_)));
+    let mut f = udp4("198.18.0.10", "203.0.113.7", 64, 0);
+    f.truncate(30);
+    assert_eq!(r.process(&mut f, 0), Verdict::Drop(DropReason::Truncated));
+    let mut f = udp4("198.18.0.10", "127.0.0.1", 64, 0);
+    assert_eq!(r.process(&mut f, 0), Verdict::Drop(DropReason::NotRoutable));
+    let mut f = udp4("198.18.0.10", "203.0.113.7", 64, 0);
+    f[0] = 0x02;
+    f[5] = 0x99;
+    assert_eq!(r.process(&mut f, 0), Verdict::Drop(DropReason::NotForUs));
+    let mut f = udp4("198.18.0.10", "203.0.113.7", 64, 0);
+    f[12..14].copy_from_slice(&[0x88, 0xcc]);
+    assert_eq!(r.process(&mut f, 0), Verdict::Drop(DropReason::NotIp));
+    // An ICMP error is never answered with an ICMP error.
+    let mut f = udp4("198.18.0.10", "203.0.113.7", 1, 0);
+    f[14 + 9] = IpProto::ICMP;
+    f[34] = 11;
+    Ipv4Packet::new_unchecked(&mut f[14..34]).fill_checksum();
+    assert_eq!(r.process(&mut f, 0), Verdict::Drop(DropReason::TtlExceeded));
+}
+
+#[test]
+fn ipv6_forwards_and_answers_echo() {
+    let mut r = router();
+    let mut f = vec![0u8; 14 + 40 + 8];
+    f[0..6].copy_from_slice(&R0.0);
+    f[6..12].copy_from_slice(&HOST.0);
+    f[12..14].copy_from_slice(&[0x86, 0xdd]);
+    {
+        let mut ip = Ipv6Packet::new_unchecked(&mut f[14..]);
+        ip.set_version();
+        ip.set_payload_len(8);
+        ip.set_next_header(IpProto::UDP);
+        ip.set_hop_limit(64);
+        ip.set_src("2001:db8:18::10".parse::<Ipv6Addr>().unwrap().octets());
+        ip.set_dst("2001:db8:19::77".parse::<Ipv6Addr>().unwrap().octets());
+    }
+    let mut g = f.clone();
+    assert_eq!(r.process(&mut g, 0), Verdict::Forward(1));
+    assert_eq!(g[14 + 7], 63);
+    assert_eq!(&g[0..6], &GW.0);
+    // Echo request to the router's address.
+    let mut e = f.clone();
+    e[14 + 6] = IpProto::ICMPV6;
+    e[14 + 24..14 + 40].copy_from_slice(&"2001:db8:18::1".parse::<Ipv6Addr>().unwrap().octets());
+    e[54] = 128;
+    let ph = checksum::pseudo_v6(
+        "2001:db8:18::10".parse::<Ipv6Addr>().unwrap().octets(),
+        "2001:db8:18::1".parse::<Ipv6Addr>().unwrap().octets(),
+        58,
+        8,
+    );
+    let c = !checksum::fold(checksum::sum(&e[54..62], ph));
+    e[56..58].copy_from_slice(&c.to_be_bytes());
+    assert_eq!(r.process(&mut e, 0), Verdict::Forward(0));
+    assert_eq!(e[54], 129);
+    assert_eq!(
+        checksum::fold(checksum::sum(&e[54..62], ph)),
+        0xffff,
+        "checksum still valid"
+    );
+    // Hop limit 1 and no route are dropped with reasons.
+    let mut h = f.clone();
+    h[14 + 7] = 1;
+    assert_eq!(r.process(&mut h, 0), Verdict::Drop(DropReason::TtlExceeded));
+}
