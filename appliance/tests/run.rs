@@ -204,7 +204,7 @@ fn pcap_golden() {
         let frames = pmd::pcap::read_frames(&input).unwrap();
         let out = dir.join("5t.pcap");
         let s = pcap_run(&input, "5tswap", &out);
-        let m = FiveTupleSwap(Peers::paired(2));
+        let mut m = FiveTupleSwap(Peers::paired(2));
         let mut expect = Vec::new();
         let mut dropped = 0;
         for f in &frames {
