@@ -10,6 +10,8 @@ use crate::telemetry::{PortView, Report, Snapshot, Telemetry, WorkerView};
 use crate::worker::{self, RxSlot, TxSlot, WorkerSetup};
 use anyhow::{anyhow, Context, Result};
 use pipeline::fwd::{FiveTupleSwap, ForwardMode, Io, Mac, MacSwap, Peers};
+use pipeline::lpm::{Lpm4Builder, Lpm6Builder};
+use pipeline::router::{Router, RouterConfig};
 use pmd::hist::hist_pair;
 use pmd::softnic::{Generator, SoftnicConfig};
 use pmd::sys::Tsc;
@@ -44,6 +46,91 @@ fn spawn_worker<F: ForwardMode>(
             worker::run(setup, fwd, &stop);
         })
         .context("spawning a worker thread")
+}
+
+/// Reads a route file: one prefix per line (`#` comments and blank lines
+/// skipped), plain or gzip-compressed (`.gz`).
+fn read_route_file(path: &std::path::Path) -> Result<Vec<(std::net::IpAddr, u8)>> {
+    use std::io::{BufRead, BufReader, Read};
+    let f = std::fs::File::open(path).with_context(|| format!("route file {}", path.display()))?;
+    let r: Box<dyn Read> = if path.extension().is_some_and(|e| e == "gz") {
+        Box::new(flate2::read::GzDecoder::new(f))
+    } else {
+        Box::new(f)
+    };
+    let mut out = Vec::new();
+    for (i, l) in BufReader::new(r).lines().enumerate() {
+        let l = l.with_context(|| format!("route file {}", path.display()))?;
+        let t = l.trim();
+        if t.is_empty() || t.starts_with('#') {
+            continue;
+        }
+        let p = pipeline::lpm::parse_prefix(t)
+            .ok_or_else(|| anyhow!("{}:{}: `{t}` is not a prefix", path.display(), i + 1))?;
+        out.push(p);
+    }
+    Ok(out)
+}
+
+/// Builds the route tables and the router stage (control path).
+pub fn build_router(cfg: &Config) -> Result<Router> {
+    use pipeline::router::NextHop;
+    use std::collections::HashMap;
+    use std::net::IpAddr;
+    let rs = &cfg.router;
+    let mut hops: Vec<NextHop> = Vec::new();
+    let mut index: HashMap<(u16, Option<IpAddr>), u32> = HashMap::new();
+    let mut hop = |nh: NextHop| -> u32 {
+        *index.entry((nh.port, nh.via)).or_insert_with(|| {
+            hops.push(nh);
+            (hops.len() - 1) as u32
+        })
+    };
+    let (mut b4, mut b6) = (Lpm4Builder::new(), Lpm6Builder::new());
+    // The route file first, so that static routes for the same prefix win.
+    if let Some((path, via4, via6)) = &rs.route_file {
+        let (mut i4, mut i6) = (0usize, 0usize);
+        for (a, len) in read_route_file(path)? {
+            match a {
+                IpAddr::V4(a) if !via4.is_empty() => {
+                    b4.add(a, len, hop(via4[i4 % via4.len()]));
+                    i4 += 1;
+                }
+                IpAddr::V6(a) if !via6.is_empty() => {
+                    b6.add(a, len, hop(via6[i6 % via6.len()]));
+                    i6 += 1;
+                }
+                _ => {}
+            }
+        }
+    }
+    for r in &rs.routes {
+        let nh = hop(r.next_hop);
+        match r.addr {
+            IpAddr::V4(a) => {
+                b4.add(a, r.len, nh);
+            }
+            IpAddr::V6(a) => {
+                b6.add(a, r.len, nh);
+            }
+        }
+    }
+    let (mut n4, mut n6) = (Vec::new(), Vec::new());
+    for &(p, a, m) in &rs.neighbors {
+        match a {
+            IpAddr::V4(a) => n4.push((p, a, m)),
+            IpAddr::V6(a) => n6.push((p, a, m)),
+        }
+    }
+    Ok(Router::new(RouterConfig {
+        interfaces: rs.interfaces.clone(),
+        next_hops: hops,
+        lpm4: Arc::new(b4.build().context("IPv4 routes")?),
+        lpm6: Arc::new(b6.build().context("IPv6 routes")?),
+        neighbors4: n4,
+        neighbors6: n6,
+        icmp_rate: rs.icmp_rate,
+    }))
 }
 
 /// A core for the management thread that no worker uses: the generator's
@@ -173,6 +260,11 @@ pub fn run(cfg: &Config, stop: &AtomicBool, emit: &mut dyn FnMut(&Report)) -> Re
         });
     }
 
+    let router = if cfg.workers.iter().any(|w| w.mode == FwdMode::L3fwd) {
+        Some(build_router(cfg)?)
+    } else {
+        None
+    };
     let mut tel = Telemetry::new(views, wviews, tsc);
     let zero = Snapshot::zero(pmd::sys::rdtsc(), nports, cfg.workers.len());
 
@@ -198,6 +290,10 @@ pub fn run(cfg: &Config, stop: &AtomicBool, emit: &mut dyn FnMut(&Report)) -> Re
             FwdMode::Mac => spawn_worker(w.core, setup, Mac::new(peers.clone(), macs.clone()), s),
             FwdMode::MacSwap => spawn_worker(w.core, setup, MacSwap(peers.clone()), s),
             FwdMode::FiveTupleSwap => spawn_worker(w.core, setup, FiveTupleSwap(peers.clone()), s),
+            FwdMode::L3fwd => match &router {
+                Some(r) => spawn_worker(w.core, setup, r.clone(), s),
+                None => Err(anyhow!("l3fwd worker without a router")),
+            },
         };
         match h {
             Ok(h) => handles.push(h),

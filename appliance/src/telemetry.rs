@@ -92,6 +92,7 @@ struct CoreSnap {
     fallback: u64,
     auto_busy: u64,
     burst: u64,
+    events: [u64; pipeline::router::Event::COUNT],
 }
 
 /// Latency percentiles in nanoseconds.
@@ -184,6 +185,8 @@ pub struct CoreReport {
     pub late_ticks: u64,
     /// `timer`: per-queue quota at the end of the interval.
     pub timer_burst: u64,
+    /// Router slow-path events in the interval (non-zero ones).
+    pub events: BTreeMap<&'static str, u64>,
     /// Share of loop cycles in iterations that received packets.
     pub busy: f64,
     /// Share of loop cycles in iterations that received nothing.
@@ -344,6 +347,7 @@ impl Telemetry {
                 fallback: k.fallback.get(),
                 auto_busy: k.auto_busy.get(),
                 burst: k.burst.get(),
+                events: std::array::from_fn(|i| c.events[i].get()),
             });
         }
         Snapshot {
@@ -443,6 +447,16 @@ impl Telemetry {
                 ticks_per_s: per_s(|c| c.ticks),
                 late_ticks: y.late_ticks.saturating_sub(x.late_ticks),
                 timer_burst: y.burst,
+                events: pipeline::router::Event::ALL
+                    .iter()
+                    .map(|e| {
+                        (
+                            e.name(),
+                            y.events[*e as usize].saturating_sub(x.events[*e as usize]),
+                        )
+                    })
+                    .filter(|(_, v)| *v > 0)
+                    .collect(),
                 busy: busy / loop_cycles,
                 idle: idle / loop_cycles,
                 cycles_per_pkt: (rx > 0.0).then(|| busy / rx),
@@ -617,6 +631,9 @@ impl Report {
                     c.late_ticks,
                     c.timer_burst
                 );
+            }
+            for (k, v) in &c.events {
+                extra += &format!("  {k} {v}");
             }
             if !extra.is_empty() {
                 let _ = writeln!(s, "          {}", extra.trim_start());

@@ -31,7 +31,7 @@ use crate::fwd::{ForwardMode, Frame};
 use crate::lpm::{Lpm4, Lpm6};
 use crate::verdict::{DropReason, Verdict};
 use crate::wire::{EtherType, IpProto, Ipv4Packet, Ipv6Packet, MacAddr, ETHERNET_HEADER_LEN};
-use std::collections::HashMap;
+use rustc_hash::FxHashMap as HashMap;
 use std::net::{Ipv4Addr, Ipv6Addr};
 use std::sync::Arc;
 
@@ -147,11 +147,11 @@ const QUOTE_MAX: usize = 60 + 8;
 impl Router {
     /// A router over `cfg` with its static neighbours.
     pub fn new(cfg: RouterConfig) -> Self {
-        let mut neigh4 = HashMap::with_capacity(4096);
+        let mut neigh4 = HashMap::with_capacity_and_hasher(4096, Default::default());
         for &(p, a, m) in &cfg.neighbors4 {
             neigh4.insert((p, u32::from(a)), m);
         }
-        let mut neigh6 = HashMap::with_capacity(1024);
+        let mut neigh6 = HashMap::with_capacity_and_hasher(1024, Default::default());
         for &(p, a, m) in &cfg.neighbors6 {
             neigh6.insert((p, u128::from(a)), m);
         }

@@ -2,6 +2,10 @@
 //! fields, then [`validate`] producing a checked [`Config`] that rejects
 //! cross-field conflicts. Every error names the file, line, column and key.
 
+mod router;
+
+pub use router::{Route, RouterSetup};
+
 use crate::poll::{self, Policy};
 use pipeline::wire::MacAddr;
 use pmd::softnic::{Coalesce, GenConfig, Pattern, Rate, Span};
@@ -195,6 +199,12 @@ struct RawFile {
     port: Vec<RawPort>,
     #[serde(default)]
     worker: Vec<RawWorker>,
+    #[serde(default)]
+    router: router::RawRouter,
+    #[serde(default)]
+    route: Vec<router::RawRoute>,
+    #[serde(default)]
+    neighbor: Vec<router::RawNeighbor>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -267,6 +277,11 @@ struct RawPort {
     softnic: Option<Spanned<RawSoftnic>>,
     null: Option<Spanned<RawNull>>,
     pcap: Option<Spanned<RawPcap>>,
+    #[serde(default)]
+    ipv4: Vec<Str<Prefix<Ipv4Addr>>>,
+    #[serde(default)]
+    ipv6: Vec<Str<Prefix<Ipv6Addr>>>,
+    mtu: Option<Spanned<u16>>,
 }
 
 fn one() -> Spanned<u16> {
@@ -388,6 +403,9 @@ pub enum FwdMode {
     /// Swap MACs, IP addresses and L4 ports.
     #[serde(rename = "5tswap")]
     FiveTupleSwap,
+    /// The router: IPv4/IPv6 forwarding through the route tables.
+    #[serde(rename = "l3fwd")]
+    L3fwd,
 }
 
 impl FwdMode {
@@ -398,6 +416,7 @@ impl FwdMode {
             FwdMode::Mac => "mac",
             FwdMode::MacSwap => "macswap",
             FwdMode::FiveTupleSwap => "5tswap",
+            FwdMode::L3fwd => "l3fwd",
         }
     }
 }
@@ -492,6 +511,8 @@ pub struct Config {
     pub ports: Vec<PortConfig>,
     /// Workers.
     pub workers: Vec<WorkerConfig>,
+    /// Router settings (used by `l3fwd` workers).
+    pub router: RouterSetup,
 }
 
 // ---------------------------------------------------------------- loading
@@ -765,12 +786,40 @@ fn validate(cx: &mut Ctx<'_>, raw: RawFile, base: Option<&Path>) -> Config {
         for q in 0..p.rxq {
             if !owner.contains_key(&(pi as u16, q)) {
                 let rp = &raw.port[pi];
+                // Point at rxq if it was written, else at the port's name.
+                let at = if rp.rxq.span().is_empty() {
+                    rp.name.span()
+                } else {
+                    rp.rxq.span()
+                };
                 cx.err(
-                    &rp.rxq,
+                    &Spanned::new(at, ()),
                     format!("port[{pi}].rxq"),
                     format!("RX queue {}:{q} is not polled by any worker", p.name),
                 );
             }
+        }
+    }
+    let addrs: Vec<router::PortAddrs<'_>> = raw
+        .port
+        .iter()
+        .zip(&ports)
+        .map(|(rp, pc)| router::PortAddrs {
+            name: rp.name.get_ref(),
+            mac: pc.mac,
+            ipv4: &rp.ipv4,
+            ipv6: &rp.ipv6,
+            mtu: rp.mtu.as_ref(),
+        })
+        .collect();
+    let router = router::check(cx, &raw.router, &raw.route, &raw.neighbor, &addrs, base);
+    for (wi, w) in raw.worker.iter().enumerate() {
+        if *w.mode.get_ref() == FwdMode::L3fwd && !router.has_addresses() {
+            cx.err(
+                &w.mode,
+                format!("worker[{wi}].mode"),
+                "l3fwd needs interface addresses: set `ipv4`/`ipv6` on the ports",
+            );
         }
     }
     Config {
@@ -779,6 +828,7 @@ fn validate(cx: &mut Ctx<'_>, raw: RawFile, base: Option<&Path>) -> Config {
         generator_core: raw.generator.core.map(|c| *c.get_ref()),
         ports,
         workers,
+        router,
     }
 }
 

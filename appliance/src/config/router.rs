@@ -1,0 +1,274 @@
+//! Router settings: interface addresses (on `[[port]]`), static routes,
+//! static neighbours, and an optional route file.
+
+use super::{Ctx, Prefix, Str};
+use pipeline::router::{Interface, NextHop};
+use pipeline::wire::MacAddr;
+use serde::Deserialize;
+use std::collections::BTreeMap;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+use std::path::{Path, PathBuf};
+use toml::Spanned;
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawRouter {
+    /// Prefixes, one per line (plain or .gz); next hops from `route_file_via`.
+    route_file: Option<Spanned<String>>,
+    /// Gateways the route file's prefixes are spread over (round-robin per
+    /// family).
+    #[serde(default)]
+    route_file_via: Vec<Spanned<IpAddr>>,
+    /// ICMP errors and ARP requests per second per core.
+    icmp_rate: Option<Spanned<u32>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawRoute {
+    prefix: Spanned<String>,
+    via: Option<Spanned<IpAddr>>,
+    port: Option<Spanned<String>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawNeighbor {
+    ip: Spanned<IpAddr>,
+    mac: Str<MacAddr>,
+    port: Spanned<String>,
+}
+
+/// What the router needs of one `[[port]]`.
+pub(super) struct PortAddrs<'a> {
+    pub name: &'a str,
+    pub mac: MacAddr,
+    pub ipv4: &'a [Str<Prefix<Ipv4Addr>>],
+    pub ipv6: &'a [Str<Prefix<Ipv6Addr>>],
+    pub mtu: Option<&'a Spanned<u16>>,
+}
+
+/// A route: prefix and next hop.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Route {
+    /// Network address.
+    pub addr: IpAddr,
+    /// Prefix length.
+    pub len: u8,
+    /// Where it leads.
+    pub next_hop: NextHop,
+}
+
+/// Checked router settings.
+#[derive(Debug, Clone, Default)]
+pub struct RouterSetup {
+    /// Interfaces, index = port.
+    pub interfaces: Vec<Interface>,
+    /// Connected and static routes.
+    pub routes: Vec<Route>,
+    /// Static neighbours: (port, address, MAC).
+    pub neighbors: Vec<(u16, IpAddr, MacAddr)>,
+    /// Route file and the next hops its prefixes are spread over.
+    pub route_file: Option<(PathBuf, Vec<NextHop>, Vec<NextHop>)>,
+    /// ICMP errors and ARP requests per second per core.
+    pub icmp_rate: u32,
+}
+
+impl RouterSetup {
+    /// True when some interface has an address (the router can run).
+    pub fn has_addresses(&self) -> bool {
+        self.interfaces
+            .iter()
+            .any(|i| !i.ipv4.is_empty() || !i.ipv6.is_empty())
+    }
+
+    /// The port whose connected subnet holds `a`.
+    fn port_of(&self, a: IpAddr) -> Option<u16> {
+        self.interfaces
+            .iter()
+            .position(|i| match a {
+                IpAddr::V4(a) => i.ipv4.iter().any(|(x, l)| in_prefix4(*x, *l, a)),
+                IpAddr::V6(a) => i.ipv6.iter().any(|(x, l)| in_prefix6(*x, *l, a)),
+            })
+            .map(|p| p as u16)
+    }
+}
+
+fn in_prefix4(net: Ipv4Addr, len: u8, a: Ipv4Addr) -> bool {
+    let m = if len == 0 {
+        0
+    } else {
+        !0u32 << (32 - u32::from(len))
+    };
+    u32::from(net) & m == u32::from(a) & m
+}
+
+fn in_prefix6(net: Ipv6Addr, len: u8, a: Ipv6Addr) -> bool {
+    let m = if len == 0 {
+        0
+    } else {
+        !0u128 << (128 - u32::from(len))
+    };
+    u128::from(net) & m == u128::from(a) & m
+}
+
+/// Checks the router settings; `ports[i]` is port i's.
+pub(super) fn check(
+    cx: &mut Ctx<'_>,
+    raw: &RawRouter,
+    routes: &[RawRoute],
+    neighbors: &[RawNeighbor],
+    ports: &[PortAddrs<'_>],
+    base: Option<&Path>,
+) -> RouterSetup {
+    let names: BTreeMap<&str, u16> = ports
+        .iter()
+        .enumerate()
+        .map(|(i, p)| (p.name, i as u16))
+        .collect();
+    let mut s = RouterSetup {
+        icmp_rate: raw.icmp_rate.as_ref().map_or(1000, |r| *r.get_ref()),
+        ..RouterSetup::default()
+    };
+    for (i, a) in ports.iter().enumerate() {
+        let mtu = a.mtu.map_or(1500, |m| *m.get_ref());
+        if let Some(m) = a.mtu {
+            if !(68..=9000).contains(m.get_ref()) {
+                cx.err(m, format!("port[{i}].mtu"), "must be 68..=9000 bytes");
+            }
+        }
+        let ipv4: Vec<(Ipv4Addr, u8)> = a.ipv4.iter().map(|p| (p.0.addr, p.0.len)).collect();
+        let ipv6: Vec<(Ipv6Addr, u8)> = a.ipv6.iter().map(|p| (p.0.addr, p.0.len)).collect();
+        for &(x, l) in &ipv4 {
+            s.routes.push(Route {
+                addr: IpAddr::V4(x),
+                len: l,
+                next_hop: NextHop {
+                    port: i as u16,
+                    via: None,
+                },
+            });
+        }
+        for &(x, l) in &ipv6 {
+            s.routes.push(Route {
+                addr: IpAddr::V6(x),
+                len: l,
+                next_hop: NextHop {
+                    port: i as u16,
+                    via: None,
+                },
+            });
+        }
+        s.interfaces.push(Interface {
+            mac: a.mac,
+            ipv4,
+            ipv6,
+            mtu,
+        });
+    }
+    for (ri, r) in routes.iter().enumerate() {
+        let k = |f: &str| format!("route[{ri}].{f}");
+        let Some((addr, len)) = pipeline::lpm::parse_prefix(r.prefix.get_ref()) else {
+            cx.err(
+                &r.prefix,
+                k("prefix"),
+                format!(
+                    "`{}` is not a prefix such as 203.0.113.0/24",
+                    r.prefix.get_ref()
+                ),
+            );
+            continue;
+        };
+        let via = r.via.as_ref().map(|v| *v.get_ref());
+        if let Some(v) = &r.via {
+            if v.get_ref().is_ipv4() != addr.is_ipv4() {
+                cx.err(
+                    v,
+                    k("via"),
+                    "gateway and prefix must be the same IP version",
+                );
+                continue;
+            }
+        }
+        let port = match (&r.port, via) {
+            (Some(p), _) => match names.get(p.get_ref().as_str()) {
+                Some(&i) => i,
+                None => {
+                    cx.err(
+                        p,
+                        k("port"),
+                        format!("port `{}` does not exist", p.get_ref()),
+                    );
+                    continue;
+                }
+            },
+            (None, Some(v)) => match s.port_of(v) {
+                Some(i) => i,
+                None => {
+                    let at = r.via.as_ref().map_or(r.prefix.span(), |s| s.span());
+                    cx.err(
+                        &Spanned::new(at, ()),
+                        k("via"),
+                        format!("gateway {v} is on no interface's subnet; set `port`"),
+                    );
+                    continue;
+                }
+            },
+            (None, None) => {
+                cx.err(&r.prefix, k("prefix"), "a route needs `via` or `port`");
+                continue;
+            }
+        };
+        s.routes.push(Route {
+            addr,
+            len,
+            next_hop: NextHop { port, via },
+        });
+    }
+    for (ni, n) in neighbors.iter().enumerate() {
+        match names.get(n.port.get_ref().as_str()) {
+            Some(&p) => s.neighbors.push((p, *n.ip.get_ref(), n.mac.0)),
+            None => cx.err(
+                &n.port,
+                format!("neighbor[{ni}].port"),
+                format!("port `{}` does not exist", n.port.get_ref()),
+            ),
+        }
+    }
+    if let Some(f) = &raw.route_file {
+        let path = match base {
+            Some(b) if Path::new(f.get_ref()).is_relative() => b.join(f.get_ref()),
+            _ => PathBuf::from(f.get_ref()),
+        };
+        let (mut v4, mut v6) = (Vec::new(), Vec::new());
+        for v in &raw.route_file_via {
+            match s.port_of(*v.get_ref()) {
+                Some(port) => {
+                    let nh = NextHop {
+                        port,
+                        via: Some(*v.get_ref()),
+                    };
+                    if v.get_ref().is_ipv4() {
+                        v4.push(nh);
+                    } else {
+                        v6.push(nh);
+                    }
+                }
+                None => cx.err(
+                    v,
+                    "router.route_file_via",
+                    format!("gateway {} is on no interface's subnet", v.get_ref()),
+                ),
+            }
+        }
+        if v4.is_empty() && v6.is_empty() {
+            cx.err(
+                f,
+                "router.route_file",
+                "needs `route_file_via`: gateways to spread its prefixes over",
+            );
+        }
+        s.route_file = Some((path, v4, v6));
+    }
+    s
+}
