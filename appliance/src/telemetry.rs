@@ -565,6 +565,17 @@ impl Report {
         for p in &self.ports {
             let d = &p.drops;
             let stage: u64 = d.stage.values().sum();
+            let reasons: Vec<String> = d
+                .stage
+                .iter()
+                .filter(|(_, v)| **v > 0)
+                .map(|(k, v)| format!("{k} {v}"))
+                .collect();
+            let stage = if reasons.is_empty() {
+                stage.to_string()
+            } else {
+                format!("{stage} ({})", reasons.join(", "))
+            };
             let _ = writeln!(
                 s,
                 "  port {:<6} rx {:>8}pps {:>8}bps  tx {:>8}pps {:>8}bps  drops: missed {} nombuf {} tx_full {} stage {} unroutable {}",

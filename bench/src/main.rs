@@ -11,9 +11,12 @@
 //! - `lpm`: the full Internet table in the LPM tables: build time, memory,
 //!   lookups per second (`bench/run-lpm.sh`; criterion micro-benchmarks in
 //!   `benches/lpm.rs`).
+//! - `router`: the router with the full table against io forwarding of the
+//!   same traffic, side by side (`bench/run-router.sh`).
 
 mod lpm;
 mod null_io;
+mod router;
 mod sweep;
 
 use anyhow::Result;
@@ -29,6 +32,8 @@ enum Cli {
     PollSweep(sweep::Sweep),
     /// LPM on the full Internet table: build time, memory, lookups/s.
     Lpm(lpm::LpmArgs),
+    /// The router with the full table vs io forwarding, side by side.
+    Router(router::RouterArgs),
 }
 
 pub(crate) fn median(v: &mut [f64]) -> f64 {
@@ -61,5 +66,6 @@ fn main() -> Result<()> {
         Cli::NullIo(a) => null_io::null_io(a),
         Cli::PollSweep(a) => sweep::sweep(a),
         Cli::Lpm(a) => lpm::lpm(a),
+        Cli::Router(a) => router::router(a),
     }
 }
