@@ -130,6 +130,7 @@ pub fn build_router(cfg: &Config) -> Result<Router> {
         neighbors4: n4,
         neighbors6: n6,
         icmp_rate: rs.icmp_rate,
+        neighbor_timeout_ns: rs.neighbor_timeout.as_nanos() as u64,
     }))
 }
 

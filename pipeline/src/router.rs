@@ -16,10 +16,13 @@
 //! itself is dropped and counted). ARP requests for the router's addresses
 //! are answered in place, and senders on connected subnets are learned.
 //!
-//! IPv6: validated, hop limit decremented, routed through the LPM6 table to
-//! static neighbours; echo requests to the router are answered. ICMPv6
-//! errors and Neighbor Discovery are not implemented yet: those packets are
-//! dropped with a reason.
+//! IPv6: validated, hop limit decremented, routed through the LPM6 table;
+//! echo requests to the router are answered; hop-limit expiry, no route and
+//! packets over the MTU get ICMPv6 Time Exceeded, Destination Unreachable
+//! and Packet Too Big (RFC 4443, same rate limit); Neighbor Discovery
+//! (RFC 4861) answers solicitations for the router's addresses, learns from
+//! solicitations and advertisements, and a neighbour miss becomes a
+//! Neighbor Solicitation to the solicited-node address.
 //!
 //! Every packet gets a [`Verdict`]; the slow-path work is counted in
 //! [`Event`]s. Per-core state (neighbours learned, the ICMP token bucket)
@@ -55,11 +58,17 @@ pub enum Event {
     ArpRequest = 6,
     /// Neighbours learned from ARP.
     ArpLearned = 7,
+    /// Neighbor Advertisements sent for the router's IPv6 addresses.
+    NdAdvert = 8,
+    /// Neighbor Solicitations sent to resolve IPv6 next hops.
+    NdSolicit = 9,
+    /// IPv6 neighbours learned from ND.
+    NdLearned = 10,
 }
 
 impl Event {
     /// Number of events.
-    pub const COUNT: usize = 8;
+    pub const COUNT: usize = 11;
     /// All events, in counter order.
     pub const ALL: [Event; Event::COUNT] = [
         Event::EchoReply,
@@ -70,6 +79,9 @@ impl Event {
         Event::ArpReply,
         Event::ArpRequest,
         Event::ArpLearned,
+        Event::NdAdvert,
+        Event::NdSolicit,
+        Event::NdLearned,
     ];
 
     /// Name in reports.
@@ -83,6 +95,9 @@ impl Event {
             Event::ArpReply => "arp_reply",
             Event::ArpRequest => "arp_request",
             Event::ArpLearned => "arp_learned",
+            Event::NdAdvert => "nd_advert",
+            Event::NdSolicit => "nd_solicit",
+            Event::NdLearned => "nd_learned",
         }
     }
 }
@@ -127,20 +142,26 @@ pub struct RouterConfig {
     pub neighbors6: Vec<(u16, Ipv6Addr, MacAddr)>,
     /// ICMP errors and ARP requests per second per core.
     pub icmp_rate: u32,
+    /// Learned neighbours older than this (ns) are resolved again; static
+    /// ones never age.
+    pub neighbor_timeout_ns: u64,
 }
 
 /// The router stage; clone one per worker.
 #[derive(Clone)]
 pub struct Router {
     cfg: Arc<RouterConfig>,
-    neigh4: HashMap<(u16, u32), MacAddr>,
-    neigh6: HashMap<(u16, u128), MacAddr>,
+    /// Neighbours: MAC and when learned (ns; `STATIC` for configured ones).
+    neigh4: HashMap<(u16, u32), (MacAddr, u64)>,
+    neigh6: HashMap<(u16, u128), (MacAddr, u64)>,
+    now_ns: u64,
     tokens: f64,
     last_ns: u64,
     events: [u64; Event::COUNT],
 }
 
 const BROADCAST: MacAddr = MacAddr([0xff; 6]);
+const STATIC: u64 = u64::MAX;
 /// Longest IPv4 header plus 8 bytes: what an ICMP error quotes.
 const QUOTE_MAX: usize = 60 + 8;
 
@@ -149,17 +170,18 @@ impl Router {
     pub fn new(cfg: RouterConfig) -> Self {
         let mut neigh4 = HashMap::with_capacity_and_hasher(4096, Default::default());
         for &(p, a, m) in &cfg.neighbors4 {
-            neigh4.insert((p, u32::from(a)), m);
+            neigh4.insert((p, u32::from(a)), (m, STATIC));
         }
         let mut neigh6 = HashMap::with_capacity_and_hasher(1024, Default::default());
         for &(p, a, m) in &cfg.neighbors6 {
-            neigh6.insert((p, u128::from(a)), m);
+            neigh6.insert((p, u128::from(a)), (m, STATIC));
         }
         let tokens = Self::burst(cfg.icmp_rate);
         Router {
             cfg: Arc::new(cfg),
             neigh4,
             neigh6,
+            now_ns: 0,
             tokens,
             last_ns: 0,
             events: [0; Event::COUNT],
@@ -170,9 +192,50 @@ impl Router {
         f64::from(rate / 10).max(1.0)
     }
 
-    /// The neighbour MAC for `addr` on `port`, if known.
+    /// The neighbour MAC for `addr` on `port`, if known and fresh.
     pub fn neighbor4(&self, port: u16, addr: Ipv4Addr) -> Option<MacAddr> {
-        self.neigh4.get(&(port, u32::from(addr))).copied()
+        self.fresh(self.neigh4.get(&(port, u32::from(addr))))
+    }
+
+    #[inline]
+    fn fresh(&self, e: Option<&(MacAddr, u64)>) -> Option<MacAddr> {
+        let &(m, at) = e?;
+        (at == STATIC || self.now_ns.saturating_sub(at) <= self.cfg.neighbor_timeout_ns)
+            .then_some(m)
+    }
+
+    /// Learns a neighbour (static entries are kept); true when it is new or
+    /// changed.
+    fn learn4(&mut self, port: u16, a: u32, m: MacAddr) -> bool {
+        let now = self.now_ns;
+        match self.neigh4.get_mut(&(port, a)) {
+            Some((_, STATIC)) => false,
+            Some(e) => {
+                let changed = e.0 != m;
+                *e = (m, now);
+                changed
+            }
+            None => {
+                self.neigh4.insert((port, a), (m, now));
+                true
+            }
+        }
+    }
+
+    fn learn6(&mut self, port: u16, a: u128, m: MacAddr) -> bool {
+        let now = self.now_ns;
+        match self.neigh6.get_mut(&(port, a)) {
+            Some((_, STATIC)) => false,
+            Some(e) => {
+                let changed = e.0 != m;
+                *e = (m, now);
+                changed
+            }
+            None => {
+                self.neigh6.insert((port, a), (m, now));
+                true
+            }
+        }
     }
 
     fn count(&mut self, e: Event) {
@@ -256,7 +319,7 @@ impl Router {
             Some(std::net::IpAddr::V4(g)) => u32::from(g),
             _ => dst,
         };
-        let Some(&mac) = self.neigh4.get(&(out, gw)) else {
+        let Some(mac) = self.fresh(self.neigh4.get(&(out, gw))) else {
             return self.arp_request(pkt, out, gw);
         };
         let b = pkt.bytes_mut();
@@ -427,10 +490,7 @@ impl Router {
             .iter()
             .any(|(x, l)| same_subnet(u32::from(*x), spa, *l));
         let ours = iface.ipv4.iter().any(|(x, _)| u32::from(*x) == tpa);
-        if on_link
-            && spa != 0
-            && self.neigh4.insert((in_port, spa), MacAddr(sha)) != Some(MacAddr(sha))
-        {
+        if on_link && spa != 0 && self.learn4(in_port, spa, MacAddr(sha)) {
             self.count(Event::ArpLearned);
         }
         if op == 1 && ours {
@@ -456,17 +516,26 @@ impl Router {
         };
         let dst = u128::from_be_bytes(ip.dst());
         let (hop, next, plen) = (ip.hop_limit(), ip.next_header(), ip.payload_len());
+        if next == IpProto::ICMPV6 && plen >= 24 {
+            let ty = b[ETHERNET_HEADER_LEN + 40];
+            if ty == 135 || ty == 136 {
+                return self.nd(pkt, in_port);
+            }
+        }
         if dst >> 120 == 0xff {
-            return Verdict::Drop(DropReason::NotRoutable); // multicast (ND): not yet
+            return Verdict::Drop(DropReason::NotRoutable); // other multicast
+        }
+        if !self.for_us6(pkt.bytes()) {
+            return Verdict::Drop(DropReason::NotForUs);
         }
         if self.is_local6(dst) {
             return self.local6(pkt, in_port, next);
         }
         if hop <= 1 {
-            return Verdict::Drop(DropReason::TtlExceeded);
+            return self.icmp6_error(pkt, in_port, 3, 0, 0, DropReason::TtlExceeded);
         }
         let Some(nh) = self.cfg.lpm6.lookup(dst) else {
-            return Verdict::Drop(DropReason::NoRoute);
+            return self.icmp6_error(pkt, in_port, 1, 0, 0, DropReason::NoRoute);
         };
         let Some(&h) = self.cfg.next_hops.get(nh as usize) else {
             return Verdict::Drop(DropReason::NoRoute);
@@ -474,22 +543,241 @@ impl Router {
         let Some(oif) = self.iface(h.port) else {
             return Verdict::Drop(DropReason::NoRoute);
         };
-        if 40 + plen > oif.mtu {
-            return Verdict::Drop(DropReason::MtuExceeded);
+        let mtu = oif.mtu;
+        if 40 + plen > mtu {
+            return self.icmp6_error(pkt, in_port, 2, 0, u32::from(mtu), DropReason::MtuExceeded);
         }
         let out_mac = oif.mac;
         let gw = match h.via {
             Some(std::net::IpAddr::V6(g)) => u128::from(g),
             _ => dst,
         };
-        let Some(&mac) = self.neigh6.get(&(h.port, gw)) else {
-            return Verdict::Drop(DropReason::NoNeighbor);
+        let Some(mac) = self.fresh(self.neigh6.get(&(h.port, gw))) else {
+            return self.solicit(pkt, h.port, gw);
         };
         let b = pkt.bytes_mut();
         b[ETHERNET_HEADER_LEN + 7] = hop - 1;
         b[0..6].copy_from_slice(&mac.0);
         b[6..12].copy_from_slice(&out_mac.0);
         Verdict::Forward(h.port)
+    }
+
+    /// Unicast IPv6 frames must be addressed to the port (multicast frames
+    /// are let through for ND only).
+    fn for_us6(&self, b: &[u8]) -> bool {
+        b[0] & 1 == 0
+    }
+
+    /// Turns the packet into an ICMPv6 error back to its source (RFC 4443:
+    /// as much of the invoking packet as fits in 1280 bytes), or drops it
+    /// with `reason`.
+    fn icmp6_error(
+        &mut self,
+        pkt: &mut impl Frame,
+        in_port: u16,
+        ty: u8,
+        code: u8,
+        extra: u32,
+        reason: DropReason,
+    ) -> Verdict {
+        let Some(iface) = self.iface(in_port) else {
+            return Verdict::Drop(reason);
+        };
+        let Some(&(our, _)) = iface.ipv6.first() else {
+            return Verdict::Drop(reason);
+        };
+        let our_mac = iface.mac;
+        let b = pkt.bytes();
+        let ip = Ipv6Packet::new_unchecked(&b[ETHERNET_HEADER_LEN..]);
+        let src = u128::from_be_bytes(ip.src());
+        let l4 = ETHERNET_HEADER_LEN + 40;
+        let is_error = ip.next_header() == IpProto::ICMPV6 && b.get(l4).is_some_and(|t| *t < 128);
+        if src == 0 || src >> 120 == 0xff || is_error {
+            return Verdict::Drop(reason);
+        }
+        if !self.take_token() {
+            return Verdict::Drop(reason);
+        }
+        let orig_len = (40 + usize::from(ip.payload_len())).min(b.len() - ETHERNET_HEADER_LEN);
+        let q = orig_len.min(1280 - 48);
+        let mut src_mac = [0u8; 6];
+        src_mac.copy_from_slice(&b[6..12]);
+        if !pkt.set_len(ETHERNET_HEADER_LEN + 48 + q) {
+            return Verdict::Drop(reason);
+        }
+        let b = pkt.bytes_mut();
+        b.copy_within(
+            ETHERNET_HEADER_LEN..ETHERNET_HEADER_LEN + q,
+            ETHERNET_HEADER_LEN + 48,
+        );
+        b[0..6].copy_from_slice(&src_mac);
+        b[6..12].copy_from_slice(&our_mac.0);
+        b[12..14].copy_from_slice(&EtherType::IPV6.to_be_bytes());
+        let (s6, d6) = (our.octets(), src.to_be_bytes());
+        {
+            let mut ip = Ipv6Packet::new_unchecked(&mut b[ETHERNET_HEADER_LEN..]);
+            ip.set_version();
+            ip.set_payload_len((8 + q) as u16);
+            ip.set_next_header(IpProto::ICMPV6);
+            ip.set_hop_limit(64);
+            ip.set_src(s6);
+            ip.set_dst(d6);
+        }
+        let icmp = &mut b[l4..l4 + 8 + q];
+        icmp[0] = ty;
+        icmp[1] = code;
+        icmp[2..4].copy_from_slice(&[0, 0]);
+        icmp[4..8].copy_from_slice(&extra.to_be_bytes());
+        let c = !checksum::fold(checksum::sum(
+            icmp,
+            checksum::pseudo_v6(s6, d6, 58, (8 + q) as u32),
+        ));
+        icmp[2..4].copy_from_slice(&c.to_be_bytes());
+        self.count(match ty {
+            3 => Event::TimeExceeded,
+            2 => Event::FragNeeded,
+            _ => Event::Unreachable,
+        });
+        Verdict::Forward(in_port)
+    }
+
+    /// Neighbor Discovery (RFC 4861): answer solicitations for the
+    /// router's addresses, learn from solicitations and advertisements.
+    fn nd(&mut self, pkt: &mut impl Frame, in_port: u16) -> Verdict {
+        let Some(iface) = self.iface(in_port) else {
+            return Verdict::Drop(DropReason::ToRouter);
+        };
+        let mac = iface.mac;
+        let b = pkt.bytes();
+        let ip = Ipv6Packet::new_unchecked(&b[ETHERNET_HEADER_LEN..]);
+        if ip.hop_limit() != 255 {
+            return Verdict::Drop(DropReason::Malformed); // not from a neighbour
+        }
+        let src = u128::from_be_bytes(ip.src());
+        let l4 = ETHERNET_HEADER_LEN + 40;
+        let end = l4 + usize::from(ip.payload_len());
+        let ty = b[l4];
+        let mut target = [0u8; 16];
+        target.copy_from_slice(&b[l4 + 8..l4 + 24]);
+        let target_u = u128::from_be_bytes(target);
+        // The link-layer address option (source for NS, target for NA).
+        let mut lla = None;
+        let mut o = l4 + 24;
+        while o + 8 <= end {
+            let (t, len) = (b[o], usize::from(b[o + 1]) * 8);
+            if len == 0 || o + len > end {
+                return Verdict::Drop(DropReason::Malformed);
+            }
+            if (t == 1 && ty == 135) || (t == 2 && ty == 136) {
+                lla = Some(MacAddr([
+                    b[o + 2],
+                    b[o + 3],
+                    b[o + 4],
+                    b[o + 5],
+                    b[o + 6],
+                    b[o + 7],
+                ]));
+            }
+            o += len;
+        }
+        let ours = iface.ipv6.iter().any(|(a, _)| u128::from(*a) == target_u);
+        let (learn_ip, learn_mac) = if ty == 135 {
+            (src, lla)
+        } else {
+            (
+                target_u,
+                lla.or(Some(MacAddr([b[6], b[7], b[8], b[9], b[10], b[11]]))),
+            )
+        };
+        if learn_ip != 0 {
+            if let Some(m) = learn_mac {
+                if self.learn6(in_port, learn_ip, m) {
+                    self.count(Event::NdLearned);
+                }
+            }
+        }
+        if ty != 135 || !ours {
+            return Verdict::Drop(DropReason::ToRouter);
+        }
+        // Answer with a Neighbor Advertisement (router, solicited, override).
+        let mut src_mac = [0u8; 6];
+        src_mac.copy_from_slice(&b[6..12]);
+        let dst: [u8; 16] = if src == 0 {
+            [0xff, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1]
+        } else {
+            src.to_be_bytes()
+        };
+        let flags = if src == 0 { 0xa0 } else { 0xe0 };
+        if !pkt.set_len(l4 + 32) {
+            return Verdict::Drop(DropReason::ToRouter);
+        }
+        let b = pkt.bytes_mut();
+        b[0..6].copy_from_slice(&src_mac);
+        b[6..12].copy_from_slice(&mac.0);
+        {
+            let mut ip = Ipv6Packet::new_unchecked(&mut b[ETHERNET_HEADER_LEN..]);
+            ip.set_version();
+            ip.set_payload_len(32);
+            ip.set_next_header(IpProto::ICMPV6);
+            ip.set_hop_limit(255);
+            ip.set_src(target);
+            ip.set_dst(dst);
+        }
+        let icmp = &mut b[l4..l4 + 32];
+        icmp[0..8].copy_from_slice(&[136, 0, 0, 0, flags, 0, 0, 0]);
+        icmp[8..24].copy_from_slice(&target);
+        icmp[24..26].copy_from_slice(&[2, 1]);
+        icmp[26..32].copy_from_slice(&mac.0);
+        let c = !checksum::fold(checksum::sum(
+            icmp,
+            checksum::pseudo_v6(target, dst, 58, 32),
+        ));
+        icmp[2..4].copy_from_slice(&c.to_be_bytes());
+        self.count(Event::NdAdvert);
+        Verdict::Forward(in_port)
+    }
+
+    /// Turns the packet (dropped, waiting for resolution) into a Neighbor
+    /// Solicitation for `target` on `port`.
+    fn solicit(&mut self, pkt: &mut impl Frame, port: u16, target: u128) -> Verdict {
+        let Some(iface) = self.iface(port) else {
+            return Verdict::Drop(DropReason::NoNeighbor);
+        };
+        let Some(&(our, _)) = iface.ipv6.first() else {
+            return Verdict::Drop(DropReason::NoNeighbor);
+        };
+        let mac = iface.mac;
+        let l4 = ETHERNET_HEADER_LEN + 40;
+        if !self.take_token() || !pkt.set_len(l4 + 32) {
+            return Verdict::Drop(DropReason::NoNeighbor);
+        }
+        let t = target.to_be_bytes();
+        // Solicited-node multicast ff02::1:ffXX:XXXX and its MAC 33:33:ff:XX:XX:XX.
+        let mut snm = [0xff, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0xff, 0, 0, 0];
+        snm[13..16].copy_from_slice(&t[13..16]);
+        let b = pkt.bytes_mut();
+        b[0..6].copy_from_slice(&[0x33, 0x33, 0xff, t[13], t[14], t[15]]);
+        b[6..12].copy_from_slice(&mac.0);
+        b[12..14].copy_from_slice(&EtherType::IPV6.to_be_bytes());
+        let s6 = our.octets();
+        {
+            let mut ip = Ipv6Packet::new_unchecked(&mut b[ETHERNET_HEADER_LEN..]);
+            ip.set_version();
+            ip.set_payload_len(32);
+            ip.set_next_header(IpProto::ICMPV6);
+            ip.set_hop_limit(255);
+            ip.set_src(s6);
+            ip.set_dst(snm);
+        }
+        let icmp = &mut b[l4..l4 + 32];
+        icmp[0..8].copy_from_slice(&[135, 0, 0, 0, 0, 0, 0, 0]);
+        icmp[8..24].copy_from_slice(&t);
+        icmp[24..26].copy_from_slice(&[1, 1]);
+        icmp[26..32].copy_from_slice(&mac.0);
+        let c = !checksum::fold(checksum::sum(icmp, checksum::pseudo_v6(s6, snm, 58, 32)));
+        icmp[2..4].copy_from_slice(&c.to_be_bytes());
+        self.count(Event::NdSolicit);
+        Verdict::Forward(port)
     }
 
     fn local6(&mut self, pkt: &mut impl Frame, in_port: u16, next: u8) -> Verdict {
@@ -549,7 +837,7 @@ impl ForwardMode for Router {
         let for_us = dst == iface.mac;
         match ethertype {
             EtherType::IPV4 if for_us => self.ipv4(pkt, in_port),
-            EtherType::IPV6 if for_us => self.ipv6(pkt, in_port),
+            EtherType::IPV6 if for_us || dst.0[0] & 1 == 1 => self.ipv6(pkt, in_port),
             EtherType::ARP if for_us || dst == BROADCAST => self.arp(pkt, in_port),
             EtherType::IPV4 | EtherType::IPV6 | EtherType::ARP => {
                 Verdict::Drop(DropReason::NotForUs)
@@ -559,6 +847,7 @@ impl ForwardMode for Router {
     }
 
     fn tick(&mut self, now_ns: u64) {
+        self.now_ns = now_ns;
         if self.last_ns != 0 {
             let dt = now_ns.saturating_sub(self.last_ns) as f64 / 1e9;
             let rate = f64::from(self.cfg.icmp_rate);

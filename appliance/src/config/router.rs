@@ -21,6 +21,8 @@ pub(super) struct RawRouter {
     route_file_via: Vec<Spanned<IpAddr>>,
     /// ICMP errors and ARP requests per second per core.
     icmp_rate: Option<Spanned<u32>>,
+    /// Seconds before a learned neighbour is resolved again.
+    neighbor_timeout_s: Option<Spanned<u64>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -72,6 +74,8 @@ pub struct RouterSetup {
     pub route_file: Option<(PathBuf, Vec<NextHop>, Vec<NextHop>)>,
     /// ICMP errors and ARP requests per second per core.
     pub icmp_rate: u32,
+    /// Learned neighbours older than this are resolved again.
+    pub neighbor_timeout: std::time::Duration,
 }
 
 impl RouterSetup {
@@ -128,8 +132,18 @@ pub(super) fn check(
         .collect();
     let mut s = RouterSetup {
         icmp_rate: raw.icmp_rate.as_ref().map_or(1000, |r| *r.get_ref()),
+        neighbor_timeout: std::time::Duration::from_secs(
+            raw.neighbor_timeout_s
+                .as_ref()
+                .map_or(300, |t| *t.get_ref()),
+        ),
         ..RouterSetup::default()
     };
+    if let Some(t) = &raw.neighbor_timeout_s {
+        if *t.get_ref() == 0 {
+            cx.err(t, "router.neighbor_timeout_s", "must be at least 1 second");
+        }
+    }
     for (i, a) in ports.iter().enumerate() {
         let mtu = a.mtu.map_or(1500, |m| *m.get_ref());
         if let Some(m) = a.mtu {

@@ -47,6 +47,7 @@ fn router() -> Router {
         neighbors4: vec![(1, "198.19.0.2".parse().unwrap(), GW)],
         neighbors6: vec![(1, "2001:db8:19::2".parse().unwrap(), GW)],
         icmp_rate: 1000,
+        neighbor_timeout_ns: 300_000_000_000,
     })
 }
 
@@ -220,6 +221,16 @@ fn resolves_next_hop_by_arp() {
     f[0..6].copy_from_slice(&R1.0);
     assert_eq!(r.process(&mut f, 1), Verdict::Forward(0));
     assert_eq!(&f[0..6], &HOST.0);
+    // After the timeout the learned entry is resolved again; the static
+    // gateway never ages.
+    r.tick(400_000_000_000);
+    let mut f = udp4("198.19.0.50", "198.18.0.10", 64, 0);
+    f[0..6].copy_from_slice(&R1.0);
+    assert_eq!(r.process(&mut f, 1), Verdict::Forward(0));
+    assert_eq!(&f[12..14], &[0x08, 0x06], "aged out: ARP again");
+    let mut f = udp4("198.18.0.10", "203.0.113.7", 64, 0);
+    assert_eq!(r.process(&mut f, 0), Verdict::Forward(1));
+    assert_eq!(&f[0..6], &GW.0);
 }
 
 #[test]
@@ -291,8 +302,137 @@ fn ipv6_forwards_and_answers_echo() {
         0xffff,
         "checksum still valid"
     );
-    // Hop limit 1 and no route are dropped with reasons.
+    // Hop limit 1: an ICMPv6 Time Exceeded quoting the packet.
     let mut h = f.clone();
     h[14 + 7] = 1;
-    assert_eq!(r.process(&mut h, 0), Verdict::Drop(DropReason::TtlExceeded));
+    let orig = h.clone();
+    assert_eq!(r.process(&mut h, 0), Verdict::Forward(0));
+    assert_eq!(h.len(), 14 + 48 + 48);
+    let ip = Ipv6Packet::new_checked(&h[14..]).unwrap();
+    assert_eq!(ip.next_header(), IpProto::ICMPV6);
+    assert_eq!(
+        ip.src(),
+        "2001:db8:18::1".parse::<Ipv6Addr>().unwrap().octets()
+    );
+    assert_eq!(
+        ip.dst(),
+        "2001:db8:18::10".parse::<Ipv6Addr>().unwrap().octets()
+    );
+    let ph = checksum::pseudo_v6(ip.src(), ip.dst(), 58, u32::from(ip.payload_len()));
+    assert_eq!(
+        checksum::fold(checksum::sum(ip.payload(), ph)),
+        0xffff,
+        "ICMPv6 checksum valid"
+    );
+    assert_eq!((ip.payload()[0], ip.payload()[1]), (3, 0));
+    assert_eq!(
+        &ip.payload()[8..],
+        &orig[14..],
+        "quotes the invoking packet"
+    );
+}
+
+fn v6addr(s: &str) -> [u8; 16] {
+    s.parse::<Ipv6Addr>().unwrap().octets()
+}
+
+/// An ICMPv6 ND message with a link-layer address option.
+fn nd(
+    ty: u8,
+    src: &str,
+    dst: &str,
+    target: &str,
+    opt: u8,
+    mac: MacAddr,
+    eth_dst: [u8; 6],
+) -> Vec<u8> {
+    let mut f = vec![0u8; 14 + 40 + 32];
+    f[0..6].copy_from_slice(&eth_dst);
+    f[6..12].copy_from_slice(&mac.0);
+    f[12..14].copy_from_slice(&[0x86, 0xdd]);
+    {
+        let mut ip = Ipv6Packet::new_unchecked(&mut f[14..]);
+        ip.set_version();
+        ip.set_payload_len(32);
+        ip.set_next_header(IpProto::ICMPV6);
+        ip.set_hop_limit(255);
+        ip.set_src(v6addr(src));
+        ip.set_dst(v6addr(dst));
+    }
+    f[54] = ty;
+    f[62..78].copy_from_slice(&v6addr(target));
+    f[78..80].copy_from_slice(&[opt, 1]);
+    f[80..86].copy_from_slice(&mac.0);
+    let ph = checksum::pseudo_v6(v6addr(src), v6addr(dst), 58, 32);
+    let c = !checksum::fold(checksum::sum(&f[54..], ph));
+    f[56..58].copy_from_slice(&c.to_be_bytes());
+    f
+}
+
+#[test]
+fn neighbor_discovery() {
+    let mut r = router();
+    // NS for the router's address → NA with its MAC; the sender is learned.
+    let mut f = nd(
+        135,
+        "2001:db8:18::10",
+        "ff02::1:ff00:1",
+        "2001:db8:18::1",
+        1,
+        HOST,
+        [0x33, 0x33, 0xff, 0, 0, 1],
+    );
+    assert_eq!(r.process(&mut f, 0), Verdict::Forward(0));
+    let ip = Ipv6Packet::new_checked(&f[14..]).unwrap();
+    assert_eq!(ip.payload()[0], 136);
+    assert_eq!(ip.payload()[4], 0xe0, "router, solicited, override");
+    assert_eq!(&ip.payload()[8..24], &v6addr("2001:db8:18::1"));
+    assert_eq!(&ip.payload()[26..32], &R0.0);
+    assert_eq!(ip.dst(), v6addr("2001:db8:18::10"));
+    let ph = checksum::pseudo_v6(ip.src(), ip.dst(), 58, 32);
+    assert_eq!(checksum::fold(checksum::sum(ip.payload(), ph)), 0xffff);
+    assert_eq!(&f[0..6], &HOST.0);
+    assert_eq!(r.events()[Event::NdLearned as usize], 1);
+    // A miss for a connected IPv6 destination becomes an NS; the NA teaches
+    // the router, and the next packet goes out.
+    let mut p = nd(128, "2001:db8:19::5", "2001:db8:18::10", "::", 0, GW, R0.0);
+    p[14 + 6] = IpProto::UDP;
+    p[14 + 7] = 64;
+    let mut b6 = Lpm6Builder::new();
+    b6.add("2001:db8:18::".parse().unwrap(), 64, 0);
+    let mut cfg = (*r.cfg).clone();
+    cfg.lpm6 = Arc::new(b6.build().unwrap());
+    let mut r = Router::new(cfg);
+    let mut q = p.clone();
+    assert_eq!(r.process(&mut q, 0), Verdict::Forward(0));
+    let ip = Ipv6Packet::new_checked(&q[14..]).unwrap();
+    assert_eq!(ip.payload()[0], 135, "a Neighbor Solicitation");
+    assert_eq!(&ip.payload()[8..24], &v6addr("2001:db8:18::10"));
+    assert_eq!(ip.dst(), v6addr("ff02::1:ff00:10"));
+    assert_eq!(&q[0..6], &[0x33, 0x33, 0xff, 0, 0, 0x10]);
+    let mut na = nd(
+        136,
+        "2001:db8:18::10",
+        "2001:db8:18::1",
+        "2001:db8:18::10",
+        2,
+        HOST,
+        R0.0,
+    );
+    assert_eq!(r.process(&mut na, 0), Verdict::Drop(DropReason::ToRouter));
+    let mut q = p.clone();
+    assert_eq!(r.process(&mut q, 0), Verdict::Forward(0));
+    assert_eq!(&q[0..6], &HOST.0, "forwarded to the learned MAC");
+    // ND from a non-neighbour (hop limit below 255) is refused.
+    let mut bad = nd(
+        135,
+        "2001:db8:18::10",
+        "ff02::1:ff00:1",
+        "2001:db8:18::1",
+        1,
+        HOST,
+        [0x33, 0x33, 0xff, 0, 0, 1],
+    );
+    bad[14 + 7] = 64;
+    assert_eq!(r.process(&mut bad, 0), Verdict::Drop(DropReason::Malformed));
 }
