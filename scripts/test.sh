@@ -26,3 +26,5 @@ fi
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets -q -- -D warnings
 cargo test --workspace -q
+# The fuzz targets (run them with cargo-fuzz, see README) must keep compiling.
+cargo check -q --manifest-path fuzz/Cargo.toml
