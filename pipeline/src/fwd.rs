@@ -181,7 +181,8 @@ fn five_tuple_swap(pkt: &mut [u8]) -> Result<(), DropReason> {
         EtherType::IPV6 => {
             let mut ip = Ipv6Packet::new_checked(&mut *l3)?;
             ip.swap_addrs();
-            (ip.next_header(), &mut l3[crate::wire::IPV6_HEADER_LEN..])
+            let (proto, off) = ip.upper_layer()?;
+            (proto, &mut l3[off..])
         }
         _ => return Ok(()),
     };

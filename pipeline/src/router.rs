@@ -33,7 +33,10 @@ use crate::checksum;
 use crate::fwd::{ForwardMode, Frame};
 use crate::lpm::{Lpm4, Lpm6};
 use crate::verdict::{DropReason, Verdict};
-use crate::wire::{EtherType, IpProto, Ipv4Packet, Ipv6Packet, MacAddr, ETHERNET_HEADER_LEN};
+use crate::wire::{
+    ArpPacket, EtherType, IcmpPacket, IpProto, Ipv4Packet, Ipv6Packet, MacAddr, ARP_REPLY,
+    ARP_REQUEST, ETHERNET_HEADER_LEN,
+};
 use rustc_hash::FxHashMap as HashMap;
 use std::net::{Ipv4Addr, Ipv6Addr};
 use std::sync::Arc;
@@ -345,9 +348,8 @@ impl Router {
         let h = ip.header_len();
         let is_echo = ip.protocol() == IpProto::ICMP
             && ip.flags_frag() & 0x3fff == 0
-            && ip.payload().len() >= 8
-            && ip.payload()[0] == 8
-            && ip.payload()[1] == 0;
+            && IcmpPacket::new_checked(ip.payload())
+                .is_ok_and(|i| (i.msg_type(), i.code()) == (8, 0));
         if !is_echo {
             return Verdict::Drop(DropReason::ToRouter);
         }
@@ -389,9 +391,7 @@ impl Router {
         let h = ip.header_len();
         let payload = ip.payload();
         let is_icmp_error = ip.protocol() == IpProto::ICMP
-            && payload
-                .first()
-                .is_some_and(|t| matches!(t, 3 | 4 | 5 | 11 | 12));
+            && IcmpPacket::new_checked(payload).is_ok_and(|i| i.is_v4_error());
         if ip.flags_frag() & 0x1fff != 0 || is_icmp_error || martian(src) || src == 0 {
             return Verdict::Drop(reason);
         }
@@ -425,14 +425,11 @@ impl Router {
             ip.set_dst(src.to_be_bytes());
             ip.fill_checksum();
         }
-        let icmp = &mut b[ETHERNET_HEADER_LEN + 20..];
-        icmp[0] = ty;
-        icmp[1] = code;
-        icmp[2..4].copy_from_slice(&[0, 0]);
-        icmp[4..8].copy_from_slice(&extra.to_be_bytes());
-        icmp[8..8 + qlen].copy_from_slice(&quote[..qlen]);
-        let c = checksum::checksum(&icmp[..8 + qlen]);
-        icmp[2..4].copy_from_slice(&c.to_be_bytes());
+        let mut icmp = IcmpPacket::new_unchecked(&mut b[ETHERNET_HEADER_LEN + 20..len]);
+        icmp.set_type_code(ty, code);
+        icmp.set_rest(extra);
+        icmp.body_mut().copy_from_slice(&quote[..qlen]);
+        icmp.fill_v4();
         self.count(match ty {
             11 => Event::TimeExceeded,
             _ if code == 4 => Event::FragNeeded,
@@ -458,12 +455,11 @@ impl Router {
         b[0..6].copy_from_slice(&BROADCAST.0);
         b[6..12].copy_from_slice(&mac.0);
         b[12..14].copy_from_slice(&EtherType::ARP.to_be_bytes());
-        let a = &mut b[ETHERNET_HEADER_LEN..];
-        a[0..8].copy_from_slice(&[0, 1, 0x08, 0x00, 6, 4, 0, 1]);
-        a[8..14].copy_from_slice(&mac.0);
-        a[14..18].copy_from_slice(&our.octets());
-        a[18..24].copy_from_slice(&[0; 6]);
-        a[24..28].copy_from_slice(&target.to_be_bytes());
+        let mut a = ArpPacket::new_unchecked(&mut b[ETHERNET_HEADER_LEN..]);
+        a.set_fixed();
+        a.set_oper(ARP_REQUEST);
+        a.set_sender(mac, our.octets());
+        a.set_target(MacAddr::default(), target.to_be_bytes());
         self.count(Event::ArpRequest);
         Verdict::Forward(port)
     }
@@ -474,33 +470,27 @@ impl Router {
         };
         let mac = iface.mac;
         let b = pkt.bytes_mut();
-        let Some(a) = b.get(ETHERNET_HEADER_LEN..ETHERNET_HEADER_LEN + 28) else {
-            return Verdict::Drop(DropReason::Truncated);
+        let a = match ArpPacket::new_checked(&b[ETHERNET_HEADER_LEN..]) {
+            Ok(a) => a,
+            Err(e) => return Verdict::Drop(e.into()),
         };
-        if a[0..6] != [0, 1, 0x08, 0x00, 6, 4] {
-            return Verdict::Drop(DropReason::Malformed);
-        }
-        let op = u16::from_be_bytes([a[6], a[7]]);
-        let mut sha = [0u8; 6];
-        sha.copy_from_slice(&a[8..14]);
-        let spa = u32::from_be_bytes([a[14], a[15], a[16], a[17]]);
-        let tpa = u32::from_be_bytes([a[24], a[25], a[26], a[27]]);
+        let (op, sha) = (a.oper(), a.sha());
+        let (spa, tpa) = (a.spa(), a.tpa());
+        let spa_u = u32::from_be_bytes(spa);
         let on_link = iface
             .ipv4
             .iter()
-            .any(|(x, l)| same_subnet(u32::from(*x), spa, *l));
-        let ours = iface.ipv4.iter().any(|(x, _)| u32::from(*x) == tpa);
-        if on_link && spa != 0 && self.learn4(in_port, spa, MacAddr(sha)) {
+            .any(|(x, l)| same_subnet(u32::from(*x), spa_u, *l));
+        let ours = iface.ipv4.iter().any(|(x, _)| x.octets() == tpa);
+        if on_link && spa_u != 0 && self.learn4(in_port, spa_u, sha) {
             self.count(Event::ArpLearned);
         }
-        if op == 1 && ours {
-            let a = &mut b[ETHERNET_HEADER_LEN..ETHERNET_HEADER_LEN + 28];
-            a[7] = 2;
-            a[18..24].copy_from_slice(&sha);
-            a[24..28].copy_from_slice(&spa.to_be_bytes());
-            a[8..14].copy_from_slice(&mac.0);
-            a[14..18].copy_from_slice(&tpa.to_be_bytes());
-            b[0..6].copy_from_slice(&sha);
+        if op == ARP_REQUEST && ours {
+            let mut r = ArpPacket::new_unchecked(&mut b[ETHERNET_HEADER_LEN..]);
+            r.set_oper(ARP_REPLY);
+            r.set_target(sha, spa);
+            r.set_sender(mac, tpa);
+            b[0..6].copy_from_slice(&sha.0);
             b[6..12].copy_from_slice(&mac.0);
             self.count(Event::ArpReply);
             return Verdict::Forward(in_port);
@@ -515,12 +505,19 @@ impl Router {
             Err(e) => return Verdict::Drop(e.into()),
         };
         let dst = u128::from_be_bytes(ip.dst());
-        let (hop, next, plen) = (ip.hop_limit(), ip.next_header(), ip.payload_len());
-        if next == IpProto::ICMPV6 && plen >= 24 {
-            let ty = b[ETHERNET_HEADER_LEN + 40];
-            if ty == 135 || ty == 136 {
-                return self.nd(pkt, in_port);
+        let (hop, plen) = (ip.hop_limit(), ip.payload_len());
+        let (proto, off) = match ip.upper_layer() {
+            Ok(x) => x,
+            Err(e) => return Verdict::Drop(e.into()),
+        };
+        let icmp_type = (proto == IpProto::ICMPV6)
+            .then(|| b.get(ETHERNET_HEADER_LEN + off).copied())
+            .flatten();
+        if let Some(135 | 136) = icmp_type {
+            if off != 40 || plen < 24 {
+                return Verdict::Drop(DropReason::Malformed);
             }
+            return self.nd(pkt, in_port);
         }
         if dst >> 120 == 0xff {
             return Verdict::Drop(DropReason::NotRoutable); // other multicast
@@ -529,7 +526,7 @@ impl Router {
             return Verdict::Drop(DropReason::NotForUs);
         }
         if self.is_local6(dst) {
-            return self.local6(pkt, in_port, next);
+            return self.local6(pkt, in_port, icmp_type, off);
         }
         if hop <= 1 {
             return self.icmp6_error(pkt, in_port, 3, 0, 0, DropReason::TtlExceeded);
@@ -591,7 +588,12 @@ impl Router {
         let ip = Ipv6Packet::new_unchecked(&b[ETHERNET_HEADER_LEN..]);
         let src = u128::from_be_bytes(ip.src());
         let l4 = ETHERNET_HEADER_LEN + 40;
-        let is_error = ip.next_header() == IpProto::ICMPV6 && b.get(l4).is_some_and(|t| *t < 128);
+        let is_error = match ip.upper_layer() {
+            Ok((IpProto::ICMPV6, off)) => {
+                b.get(ETHERNET_HEADER_LEN + off).is_some_and(|t| *t < 128)
+            }
+            _ => false,
+        };
         if src == 0 || src >> 120 == 0xff || is_error {
             return Verdict::Drop(reason);
         }
@@ -780,13 +782,22 @@ impl Router {
         Verdict::Forward(port)
     }
 
-    fn local6(&mut self, pkt: &mut impl Frame, in_port: u16, next: u8) -> Verdict {
+    /// Packets for the router's IPv6 addresses: answer echo requests
+    /// (`icmp_type` 128, ICMPv6 at `off` from the IPv6 header), consume the
+    /// rest.
+    fn local6(
+        &mut self,
+        pkt: &mut impl Frame,
+        in_port: u16,
+        icmp_type: Option<u8>,
+        off: usize,
+    ) -> Verdict {
         let Some(mac) = self.iface(in_port).map(|i| i.mac) else {
             return Verdict::Drop(DropReason::ToRouter);
         };
         let b = pkt.bytes_mut();
-        let l4 = ETHERNET_HEADER_LEN + 40;
-        if next != IpProto::ICMPV6 || b.len() < l4 + 8 || b[l4] != 128 {
+        let l4 = ETHERNET_HEADER_LEN + off;
+        if icmp_type != Some(128) || b.len() < l4 + 8 {
             return Verdict::Drop(DropReason::ToRouter);
         }
         // Swapping the addresses leaves the pseudo-header sum unchanged;

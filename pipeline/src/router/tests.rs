@@ -436,3 +436,33 @@ fn neighbor_discovery() {
     bad[14 + 7] = 64;
     assert_eq!(r.process(&mut bad, 0), Verdict::Drop(DropReason::Malformed));
 }
+
+/// An echo request behind a hop-by-hop options header is still answered
+/// (the extension-header walk finds the ICMPv6 header).
+#[test]
+fn ipv6_echo_behind_extension_header() {
+    let mut r = router();
+    let (src, dst) = (v6addr("2001:db8:18::10"), v6addr("2001:db8:18::1"));
+    let mut f = vec![0u8; 14 + 40 + 8 + 8];
+    f[0..6].copy_from_slice(&R0.0);
+    f[6..12].copy_from_slice(&HOST.0);
+    f[12..14].copy_from_slice(&[0x86, 0xdd]);
+    {
+        let mut ip = Ipv6Packet::new_unchecked(&mut f[14..]);
+        ip.set_version();
+        ip.set_payload_len(16);
+        ip.set_next_header(0);
+        ip.set_hop_limit(64);
+        ip.set_src(src);
+        ip.set_dst(dst);
+    }
+    f[54] = IpProto::ICMPV6; // hop-by-hop: next ICMPv6, 8 bytes, PadN
+    f[56..58].copy_from_slice(&[1, 4]);
+    f[62..70].copy_from_slice(&[128, 0, 0, 0, 0, 7, 0, 1]);
+    let ph = checksum::pseudo_v6(src, dst, 58, 8);
+    let c = !checksum::fold(checksum::sum(&f[62..70], ph));
+    f[64..66].copy_from_slice(&c.to_be_bytes());
+    assert_eq!(r.process(&mut f, 0), Verdict::Forward(0));
+    assert_eq!(f[62], 129);
+    assert_eq!(checksum::fold(checksum::sum(&f[62..70], ph)), 0xffff);
+}

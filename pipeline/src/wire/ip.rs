@@ -281,6 +281,45 @@ impl<T: AsRef<[u8]>> Ipv6Packet<T> {
     pub fn payload(&self) -> &[u8] {
         &self.buf.as_ref()[IPV6_HEADER_LEN..IPV6_HEADER_LEN + usize::from(self.payload_len())]
     }
+
+    /// Walks the extension headers (hop-by-hop, routing, fragment,
+    /// destination options, AH) to the upper-layer header: its protocol and
+    /// its offset from the start of the IPv6 header. A non-first fragment
+    /// has no upper-layer header: it yields protocol 44 (fragment) and the
+    /// fragment header's offset. More than 8 extension headers, or one that
+    /// runs past the payload, is an error.
+    pub fn upper_layer(&self) -> Result<(u8, usize), WireError> {
+        let b = self.buf.as_ref();
+        let end = IPV6_HEADER_LEN + usize::from(self.payload_len());
+        let mut next = self.next_header();
+        let mut off = IPV6_HEADER_LEN;
+        for _ in 0..8 {
+            let len = match next {
+                0 | 43 | 60 => {
+                    let l = b.get(off + 1).ok_or(WireError::Truncated)?;
+                    (usize::from(*l) + 1) * 8
+                }
+                51 => {
+                    let l = b.get(off + 1).ok_or(WireError::Truncated)?;
+                    (usize::from(*l) + 2) * 4
+                }
+                44 => {
+                    let f = b.get(off..off + 8).ok_or(WireError::Truncated)?;
+                    if u16::from_be_bytes([f[2], f[3]]) >> 3 != 0 {
+                        return Ok((44, off));
+                    }
+                    8
+                }
+                _ => return Ok((next, off)),
+            };
+            if off + len > end {
+                return Err(WireError::Truncated);
+            }
+            next = b[off];
+            off += len;
+        }
+        Err(WireError::Malformed)
+    }
 }
 
 impl<T: AsRef<[u8]> + AsMut<[u8]>> Ipv6Packet<T> {
@@ -437,6 +476,30 @@ mod tests {
             Ipv4Packet::new_checked(&V4_UDP[..19]).unwrap_err(),
             WireError::Truncated
         );
+    }
+
+    /// IPv6 with hop-by-hop (8 bytes) and a first fragment header before
+    /// UDP; then a non-first fragment.
+    #[test]
+    fn ipv6_extension_walk() {
+        let mut b = [0u8; 40 + 8 + 8 + 8];
+        {
+            let mut p = Ipv6Packet::new_unchecked(&mut b[..]);
+            p.set_version();
+            p.set_payload_len(24);
+            p.set_next_header(0); // hop-by-hop
+        }
+        b[40] = 44; // next: fragment
+        b[41] = 0; // 8 bytes
+        b[48] = IpProto::UDP; // fragment header: next UDP, offset 0
+        let p = Ipv6Packet::new_checked(&b[..]).unwrap();
+        assert_eq!(p.upper_layer().unwrap(), (IpProto::UDP, 56));
+        b[50] = 0x01; // fragment offset 32 (non-first)
+        let p = Ipv6Packet::new_checked(&b[..]).unwrap();
+        assert_eq!(p.upper_layer().unwrap(), (44, 48));
+        b[41] = 9; // hop-by-hop claims 80 bytes
+        let p = Ipv6Packet::new_checked(&b[..]).unwrap();
+        assert_eq!(p.upper_layer().unwrap_err(), WireError::Truncated);
     }
 
     #[test]
