@@ -51,21 +51,39 @@ fn replays_tcpdump_captures() {
         .collect();
     files.sort();
     let mut total = 0;
+    let mut by_file: BTreeMap<String, BTreeMap<&str, usize>> = BTreeMap::new();
     for f in &files {
+        let per_file = by_file
+            .entry(f.file_name().unwrap().to_string_lossy().into_owned())
+            .or_default();
         for mut frame in pmd::pcap::read_frames(f).unwrap() {
             if frame.len() >= 6 {
                 frame[0..6].copy_from_slice(&mac.0);
             }
             total += 1;
-            match r.process(&mut frame, 0) {
-                Verdict::Forward(p) => {
-                    *reasons
-                        .entry(if p == 0 { "back" } else { "forwarded" })
-                        .or_default() += 1
-                }
-                Verdict::Drop(d) => *reasons.entry(d.name()).or_default() += 1,
-            }
+            let what = match r.process(&mut frame, 0) {
+                Verdict::Forward(0) => "back",
+                Verdict::Forward(_) => "forwarded",
+                Verdict::Drop(d) => d.name(),
+            };
+            *reasons.entry(what).or_default() += 1;
+            *per_file.entry(what).or_default() += 1;
         }
+    }
+    // The malformed captures are dropped for what is wrong with them.
+    for (file, want) in [
+        ("ipv4_invalid_hdr_length.pcap", "malformed"),
+        ("ipv4_invalid_length.pcap", "truncated"),
+        ("ipv4_invalid_total_length.pcap", "truncated"),
+        ("ipv6-bad-version.pcap", "malformed"),
+        ("ipv6_invalid_length.pcap", "truncated"),
+    ] {
+        eprintln!("{file}: {:?}", by_file[file]);
+        assert!(
+            by_file[file].contains_key(want),
+            "{file}: {:?}",
+            by_file[file]
+        );
     }
     assert!(total > 400, "{total} frames");
     assert_eq!(reasons.values().sum::<usize>(), total);

@@ -38,12 +38,22 @@ fn router() -> Router {
             ],
             next_hops: vec![
                 NextHop { port: 0, via: None },
-                NextHop { port: 1, via: Some("198.19.0.2".parse().unwrap()) },
-                NextHop { port: 1, via: Some("2001:db8:19::2".parse().unwrap()) },
+                NextHop {
+                    port: 1,
+                    via: Some("198.19.0.2".parse().unwrap()),
+                },
+                NextHop {
+                    port: 1,
+                    via: Some("2001:db8:19::2".parse().unwrap()),
+                },
             ],
             lpm4: Arc::new(b.build().unwrap()),
             lpm6: Arc::new(b6.build().unwrap()),
-            neighbors4: vec![(1, "198.19.0.2".parse().unwrap(), MacAddr([2, 0x5e, 0, 0, 0, 1]))],
+            neighbors4: vec![(
+                1,
+                "198.19.0.2".parse().unwrap(),
+                MacAddr([2, 0x5e, 0, 0, 0, 1]),
+            )],
             neighbors6: vec![],
             icmp_rate: 1_000_000,
             neighbor_timeout_ns: u64::MAX,
