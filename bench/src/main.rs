@@ -13,7 +13,10 @@
 //!   `benches/lpm.rs`).
 //! - `router`: the router with the full table against io forwarding of the
 //!   same traffic, side by side (`bench/run-router.sh`).
+//! - `acl`: the rule classifier against a linear scan on the ClassBench
+//!   sets (`bench/run-acl.sh`).
 
+mod acl;
 mod lpm;
 mod null_io;
 mod router;
@@ -34,6 +37,8 @@ enum Cli {
     Lpm(lpm::LpmArgs),
     /// The router with the full table vs io forwarding, side by side.
     Router(router::RouterArgs),
+    /// The rule classifier vs a linear scan on the ClassBench sets.
+    Acl(acl::AclArgs),
 }
 
 pub(crate) fn median(v: &mut [f64]) -> f64 {
@@ -67,5 +72,6 @@ fn main() -> Result<()> {
         Cli::PollSweep(a) => sweep::sweep(a),
         Cli::Lpm(a) => lpm::lpm(a),
         Cli::Router(a) => router::router(a),
+        Cli::Acl(a) => acl::acl(a),
     }
 }

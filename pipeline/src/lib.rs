@@ -9,6 +9,7 @@
 #![deny(unsafe_code)]
 #![warn(missing_docs)]
 
+pub mod acl;
 pub mod checksum;
 pub mod fwd;
 pub mod lpm;

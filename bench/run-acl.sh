@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# The rule classifier vs a linear scan on every ClassBench set in
+# ../shared/data/classbench. Writes bench/results/acl.md.
+#   bench/run-acl.sh [--runs N]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+cargo build --release -q -p bench
+mkdir -p bench/results
+{
+  echo "# Rule classification"
+  echo
+  echo "Command: \`bench/run-acl.sh $*\` on $(date -u +%Y-%m-%d), $(nproc) CPUs ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs))."
+  echo
+  target/release/sluice-bench acl "$@"
+} | tee bench/results/acl.md.tmp
+mv bench/results/acl.md.tmp bench/results/acl.md

@@ -1,0 +1,89 @@
+//! `acl`: the classifier against a linear scan on every ClassBench rule set
+//! here: build time, tuples, memory, and lookups per second on the set's
+//! trace, measured side by side in one run.
+
+use anyhow::{Context, Result};
+use clap::Parser;
+use pipeline::acl::{linear, parse_classbench, parse_trace, Classifier, Key};
+use std::hint::black_box;
+use std::time::Instant;
+
+/// Arguments of `acl`.
+#[derive(Parser)]
+pub struct AclArgs {
+    /// Passes over each trace (median reported).
+    #[arg(long, default_value_t = 5)]
+    runs: usize,
+}
+
+fn lines(rel: &str) -> Result<Vec<String>> {
+    if rel.ends_with(".gz") {
+        testdata::gz_lines(rel).with_context(|| format!("../shared/data/{rel} is missing"))
+    } else {
+        let p =
+            testdata::shared(rel).with_context(|| format!("../shared/data/{rel} is missing"))?;
+        Ok(std::fs::read_to_string(p)?
+            .lines()
+            .map(String::from)
+            .collect())
+    }
+}
+
+fn rate(runs: usize, n: usize, mut f: impl FnMut()) -> f64 {
+    let mut v: Vec<f64> = (0..runs)
+        .map(|_| {
+            let t = Instant::now();
+            f();
+            n as f64 / t.elapsed().as_secs_f64() / 1e6
+        })
+        .collect();
+    crate::median(&mut v)
+}
+
+/// Runs the comparison and prints a Markdown table.
+pub fn acl(a: AclArgs) -> Result<()> {
+    let sets = [
+        ("acl1_1k", "acl1_1k_trace"),
+        ("fw1_1k", "fw1_1k_trace"),
+        ("ipc1_1k", "ipc1_1k_trace"),
+        ("acl1_10k", "acl1_1k_trace"),
+        ("fw1_10k", "fw1_10k_trace.gz"),
+        ("ipc1_10k", "ipc1_10k_trace.gz"),
+    ];
+    println!("ClassBench rule sets and traces from ../shared/data/classbench (acl1_10k has no trace here: the 1k trace's headers are used); one core; median of {} passes over each trace.\n", a.runs);
+    println!("| rules | count | build | tuples | memory | classifier M lookups/s | linear scan M lookups/s | speed-up |");
+    println!("|---|---|---|---|---|---|---|---|");
+    for (rf, tf) in sets {
+        let rules: Vec<_> = lines(&format!("classbench/{rf}"))?
+            .iter()
+            .filter(|l| !l.trim().is_empty())
+            .map(|l| parse_classbench(l).with_context(|| format!("{rf}: {l}")))
+            .collect::<Result<_>>()?;
+        let trace: Vec<Key> = lines(&format!("classbench/{tf}"))?
+            .iter()
+            .filter_map(|l| parse_trace(l).map(|(k, _)| k))
+            .collect();
+        let t0 = Instant::now();
+        let c = Classifier::build(rules.clone());
+        let build = t0.elapsed();
+        let fast = rate(a.runs, trace.len(), || {
+            for k in &trace {
+                black_box(c.classify(k));
+            }
+        });
+        let slow = rate(a.runs.min(3), trace.len(), || {
+            for k in &trace {
+                black_box(linear(&rules, k));
+            }
+        });
+        println!(
+            "| {rf} | {} | {:.1} ms | {} | {:.1} MiB | {fast:.2} | {slow:.3} | {:.0}× |",
+            rules.len(),
+            build.as_secs_f64() * 1e3,
+            c.tuples(),
+            c.memory() as f64 / (1 << 20) as f64,
+            fast / slow
+        );
+    }
+    Ok(())
+}

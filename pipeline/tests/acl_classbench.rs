@@ -1,0 +1,74 @@
+//! The classifier against a linear scan on every ClassBench rule set and
+//! trace in `../shared/data/classbench`: exact first-match semantics, with
+//! the rules' TCP-flag constraints as written and with them cleared. The
+//! traces' flags column is not usable (0 or 0xffffffff; the data's own
+//! verification ignores flags), so the trace's rule id — a rule the header
+//! was generated from, which must match and cannot come before the first
+//! match — is checked with flags cleared.
+
+use pipeline::acl::{linear, parse_classbench, parse_trace, Classifier, Key};
+
+fn lines(rel: &str) -> Option<Vec<String>> {
+    if rel.ends_with(".gz") {
+        testdata::gz_lines(rel)
+    } else {
+        let p = testdata::shared(rel)?;
+        Some(
+            std::fs::read_to_string(p)
+                .unwrap()
+                .lines()
+                .map(String::from)
+                .collect(),
+        )
+    }
+}
+
+#[test]
+fn every_set_matches_linear_scan() {
+    let sets = [
+        ("acl1_1k", "acl1_1k_trace"),
+        ("fw1_1k", "fw1_1k_trace"),
+        ("ipc1_1k", "ipc1_1k_trace"),
+        ("fw1_10k", "fw1_10k_trace.gz"),
+        ("ipc1_10k", "ipc1_10k_trace.gz"),
+        ("acl1_10k", "acl1_1k_trace"), // no 10k trace for acl1: reuse headers
+    ];
+    let mut checked = 0;
+    for (rules_f, trace_f) in sets {
+        let Some(rl) = lines(&format!("classbench/{rules_f}")) else {
+            return;
+        };
+        let rules: Vec<_> = rl
+            .iter()
+            .filter(|l| !l.trim().is_empty())
+            .map(|l| parse_classbench(l).unwrap_or_else(|| panic!("{rules_f}: {l}")))
+            .collect();
+        let c = Classifier::build(rules.clone());
+        let no_flags: Vec<_> = rules
+            .iter()
+            .map(|r| pipeline::acl::Rule {
+                flags: (0, 0),
+                ..*r
+            })
+            .collect();
+        let c2 = Classifier::build(no_flags.clone());
+        let trace: Vec<(Key, u32)> = lines(&format!("classbench/{trace_f}"))
+            .unwrap()
+            .iter()
+            .filter_map(|l| parse_trace(l))
+            .collect();
+        assert!(!trace.is_empty());
+        for (k, id) in &trace {
+            assert_eq!(c.classify(k), linear(&rules, k), "{rules_f}: {k:?}");
+            let want = linear(&no_flags, k);
+            assert_eq!(c2.classify(k), want, "{rules_f} without flags: {k:?}");
+            if trace_f.starts_with(rules_f) {
+                let first = want.expect("the trace header matches its rule");
+                assert!(first <= *id, "{rules_f}");
+                assert!(no_flags[*id as usize].matches(k), "{rules_f}: rule {id}");
+            }
+            checked += 1;
+        }
+    }
+    assert!(checked > 150_000, "{checked}");
+}
