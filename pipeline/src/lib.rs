@@ -11,6 +11,7 @@
 
 pub mod acl;
 pub mod checksum;
+pub mod conntrack;
 pub mod fwd;
 pub mod lpm;
 pub mod router;

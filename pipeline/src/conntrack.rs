@@ -1,0 +1,545 @@
+//! Connection tracking: a per-core flow table (one per worker, so no locks),
+//! both directions of a flow found by one lookup, a TCP state machine, UDP
+//! and ICMP pseudo-states, per-state timeouts, a capacity limit with early
+//! drop, and counters. Part of the firewall (issue 4); the firewall and NAT
+//! stages that use it are not built yet.
+//!
+//! # Keys
+//!
+//! A flow is (zone, protocol, endpoint A, endpoint B) with the endpoints in
+//! a canonical order (the smaller address/port first), so a packet and its
+//! reply produce the same key; the entry remembers which endpoint opened
+//! the flow, which gives each packet its direction. ICMP echo uses the
+//! identifier as both ports. Addresses are `u128` (IPv4 mapped, as in
+//! [`crate::acl`]).
+//!
+//! # Eviction
+//!
+//! Expired entries are removed lazily (a lookup that finds one starts over)
+//! and by an incremental sweep of [`SWEEP_PER_TICK`] slots per
+//! [`ConnTrack::tick`]. When the table is full, a new flow may take the slot
+//! of an entry that has not seen a reply (Linux's "early drop"), searched
+//! for among the next [`EARLY_DROP_PROBES`] entries of the sweep order;
+//! established flows are never evicted, and if none can be, the new flow is
+//! refused and counted as `table_full`.
+
+use crate::acl::Key;
+use rustc_hash::FxHashMap;
+
+/// Slots examined by each [`ConnTrack::tick`] sweep.
+pub const SWEEP_PER_TICK: usize = 64;
+/// Entries examined for early drop when the table is full.
+pub const EARLY_DROP_PROBES: usize = 16;
+
+/// A flow's state.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum State {
+    /// TCP: SYN seen from the originator.
+    SynSent,
+    /// TCP: SYN+ACK seen from the responder.
+    SynRecv,
+    /// TCP: handshake complete.
+    Established,
+    /// TCP: one side sent FIN.
+    FinWait,
+    /// TCP: both sides sent FIN.
+    TimeWait,
+    /// TCP: reset.
+    Closed,
+    /// UDP/ICMP/other: only the originator has spoken.
+    Unreplied,
+    /// UDP/ICMP/other: the responder answered.
+    Replied,
+}
+
+/// Per-state timeouts in nanoseconds.
+#[derive(Clone, Copy, Debug)]
+pub struct Timeouts {
+    /// TCP SYN_SENT and SYN_RECV.
+    pub tcp_handshake: u64,
+    /// TCP ESTABLISHED.
+    pub tcp_established: u64,
+    /// TCP FIN_WAIT and TIME_WAIT.
+    pub tcp_closing: u64,
+    /// TCP after RST.
+    pub tcp_closed: u64,
+    /// UDP/ICMP/other without a reply.
+    pub unreplied: u64,
+    /// UDP/ICMP/other with a reply.
+    pub replied: u64,
+}
+
+const S: u64 = 1_000_000_000;
+
+impl Default for Timeouts {
+    /// Linux's defaults, except 2 hours (not 5 days) for established TCP.
+    fn default() -> Self {
+        Timeouts {
+            tcp_handshake: 60 * S,
+            tcp_established: 7200 * S,
+            tcp_closing: 120 * S,
+            tcp_closed: 10 * S,
+            unreplied: 30 * S,
+            replied: 180 * S,
+        }
+    }
+}
+
+impl Timeouts {
+    fn of(&self, s: State) -> u64 {
+        match s {
+            State::SynSent | State::SynRecv => self.tcp_handshake,
+            State::Established => self.tcp_established,
+            State::FinWait | State::TimeWait => self.tcp_closing,
+            State::Closed => self.tcp_closed,
+            State::Unreplied => self.unreplied,
+            State::Replied => self.replied,
+        }
+    }
+}
+
+/// What the firewall learns about a packet.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Conn {
+    /// The first packet of a flow (created in the table).
+    New,
+    /// A packet of a known flow; `reply` is true in the responder's
+    /// direction.
+    Established {
+        /// Responder-to-originator direction.
+        reply: bool,
+    },
+    /// An ICMP error about a known flow.
+    Related,
+    /// Not acceptable: a TCP packet other than SYN with no flow, a
+    /// state-machine violation, or a new flow the full table refused.
+    Invalid,
+}
+
+/// Counters of one table.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Counters {
+    /// Flows created.
+    pub created: u64,
+    /// Flows removed after their timeout.
+    pub expired: u64,
+    /// Unreplied flows dropped to make room.
+    pub evicted: u64,
+    /// New flows refused because the table was full.
+    pub table_full: u64,
+    /// Packets classified invalid.
+    pub invalid: u64,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+struct FlowKey {
+    zone: u16,
+    proto: u8,
+    a: (u128, u16),
+    b: (u128, u16),
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Entry {
+    key: FlowKey,
+    state: State,
+    /// Endpoint `a` of the key opened the flow.
+    a_opened: bool,
+    last_ns: u64,
+    live: bool,
+}
+
+const TCP: u8 = 6;
+const SYN: u16 = 0x02;
+const ACK: u16 = 0x10;
+const FIN: u16 = 0x01;
+const RST: u16 = 0x04;
+
+fn canonical(zone: u16, k: &Key) -> (FlowKey, bool) {
+    let x = (k.src, k.sport);
+    let y = (k.dst, k.dport);
+    if x <= y {
+        (
+            FlowKey {
+                zone,
+                proto: k.proto,
+                a: x,
+                b: y,
+            },
+            true,
+        )
+    } else {
+        (
+            FlowKey {
+                zone,
+                proto: k.proto,
+                a: y,
+                b: x,
+            },
+            false,
+        )
+    }
+}
+
+/// A per-core connection table.
+pub struct ConnTrack {
+    map: FxHashMap<FlowKey, u32>,
+    slots: Vec<Entry>,
+    free: Vec<u32>,
+    capacity: usize,
+    timeouts: Timeouts,
+    cursor: usize,
+    now_ns: u64,
+    counters: Counters,
+}
+
+impl ConnTrack {
+    /// A table for at most `capacity` flows (allocated up front).
+    pub fn new(capacity: usize, timeouts: Timeouts) -> Self {
+        ConnTrack {
+            map: FxHashMap::with_capacity_and_hasher(capacity, Default::default()),
+            slots: Vec::with_capacity(capacity),
+            free: Vec::with_capacity(capacity),
+            capacity: capacity.max(1),
+            timeouts,
+            cursor: 0,
+            now_ns: 0,
+            counters: Counters::default(),
+        }
+    }
+
+    /// Flows in the table.
+    pub fn len(&self) -> usize {
+        self.map.len()
+    }
+
+    /// True when empty.
+    pub fn is_empty(&self) -> bool {
+        self.map.is_empty()
+    }
+
+    /// The counters.
+    pub fn counters(&self) -> Counters {
+        self.counters
+    }
+
+    fn expired(&self, e: &Entry) -> bool {
+        self.now_ns.saturating_sub(e.last_ns) > self.timeouts.of(e.state)
+    }
+
+    fn remove(&mut self, i: u32) {
+        let e = &mut self.slots[i as usize];
+        if e.live {
+            e.live = false;
+            self.map.remove(&e.key);
+            self.free.push(i);
+        }
+    }
+
+    /// Advances the clock and sweeps a few slots for expired flows.
+    pub fn tick(&mut self, now_ns: u64) {
+        self.now_ns = now_ns;
+        let n = self.slots.len();
+        for _ in 0..SWEEP_PER_TICK.min(n) {
+            self.cursor = (self.cursor + 1) % n;
+            let e = self.slots[self.cursor];
+            if e.live && self.expired(&e) {
+                self.remove(self.cursor as u32);
+                self.counters.expired += 1;
+            }
+        }
+    }
+
+    /// A slot for a new flow, evicting an unreplied one if the table is
+    /// full.
+    fn slot(&mut self) -> Option<u32> {
+        if let Some(i) = self.free.pop() {
+            return Some(i);
+        }
+        if self.slots.len() < self.capacity {
+            self.slots.push(Entry {
+                key: FlowKey {
+                    zone: 0,
+                    proto: 0,
+                    a: (0, 0),
+                    b: (0, 0),
+                },
+                state: State::Closed,
+                a_opened: true,
+                last_ns: 0,
+                live: false,
+            });
+            return Some((self.slots.len() - 1) as u32);
+        }
+        let n = self.slots.len();
+        for _ in 0..EARLY_DROP_PROBES.min(n) {
+            self.cursor = (self.cursor + 1) % n;
+            let e = self.slots[self.cursor];
+            let expired = self.expired(&e);
+            let early = matches!(e.state, State::Unreplied | State::SynSent | State::Closed);
+            if e.live && (expired || early) {
+                self.remove(self.cursor as u32);
+                if expired {
+                    self.counters.expired += 1;
+                } else {
+                    self.counters.evicted += 1;
+                }
+                return self.free.pop();
+            }
+        }
+        None
+    }
+
+    /// Tracks one packet; `k.flags` are the TCP flags (ignored for other
+    /// protocols).
+    pub fn track(&mut self, zone: u16, k: &Key) -> Conn {
+        let (key, from_a) = canonical(zone, k);
+        if let Some(&i) = self.map.get(&key) {
+            let e = self.slots[i as usize];
+            if self.expired(&e) {
+                self.remove(i);
+                self.counters.expired += 1;
+            } else {
+                let reply = from_a != e.a_opened;
+                let next = if k.proto == TCP {
+                    match tcp_next(e.state, reply, k.flags) {
+                        Some(s) => s,
+                        None => {
+                            self.counters.invalid += 1;
+                            return Conn::Invalid;
+                        }
+                    }
+                } else if reply {
+                    State::Replied
+                } else {
+                    e.state
+                };
+                let now = self.now_ns;
+                let s = &mut self.slots[i as usize];
+                s.state = next;
+                s.last_ns = now;
+                return Conn::Established { reply };
+            }
+        }
+        // A new flow: TCP must open with a bare SYN.
+        let state = if k.proto == TCP {
+            if k.flags & (SYN | ACK | RST | FIN) != SYN {
+                self.counters.invalid += 1;
+                return Conn::Invalid;
+            }
+            State::SynSent
+        } else {
+            State::Unreplied
+        };
+        let Some(i) = self.slot() else {
+            self.counters.table_full += 1;
+            self.counters.invalid += 1;
+            return Conn::Invalid;
+        };
+        self.slots[i as usize] = Entry {
+            key,
+            state,
+            a_opened: from_a,
+            last_ns: self.now_ns,
+            live: true,
+        };
+        self.map.insert(key, i);
+        self.counters.created += 1;
+        Conn::New
+    }
+
+    /// Classifies an ICMP error quoting the packet `quoted` (as it was sent
+    /// by the flow's endpoint): `Related` if that flow is tracked.
+    pub fn related(&self, zone: u16, quoted: &Key) -> Conn {
+        let (key, _) = canonical(zone, quoted);
+        match self.map.get(&key) {
+            Some(&i) if !self.expired(&self.slots[i as usize]) => Conn::Related,
+            _ => Conn::Invalid,
+        }
+    }
+
+    /// The state of the flow of `k`, if tracked.
+    pub fn state(&self, zone: u16, k: &Key) -> Option<State> {
+        let (key, _) = canonical(zone, k);
+        self.map.get(&key).map(|&i| self.slots[i as usize].state)
+    }
+}
+
+/// The TCP state after a packet with `flags` in direction `reply`, or
+/// `None` when the packet is not acceptable in `s`.
+fn tcp_next(s: State, reply: bool, flags: u16) -> Option<State> {
+    if flags & RST != 0 {
+        return Some(State::Closed);
+    }
+    let syn = flags & SYN != 0;
+    let ack = flags & ACK != 0;
+    let fin = flags & FIN != 0;
+    Some(match s {
+        State::SynSent => match (reply, syn, ack) {
+            (false, true, false) => State::SynSent, // retransmitted SYN
+            (true, true, true) => State::SynRecv,
+            _ => return None,
+        },
+        State::SynRecv => match (reply, syn, ack) {
+            (true, true, true) => State::SynRecv, // retransmitted SYN+ACK
+            (false, false, true) if fin => State::FinWait,
+            (false, false, true) => State::Established,
+            _ => return None,
+        },
+        State::Established if syn => return None,
+        State::Established if fin => State::FinWait,
+        State::Established => State::Established,
+        State::FinWait if fin => State::TimeWait,
+        State::FinWait => State::FinWait,
+        State::TimeWait if syn && !ack && !reply => State::SynSent, // reuse
+        State::TimeWait => State::TimeWait,
+        State::Closed if syn && !ack && !reply => State::SynSent,
+        State::Closed => return None,
+        State::Unreplied | State::Replied => return None,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::acl::v4;
+
+    fn k(src: u32, sp: u16, dst: u32, dp: u16, proto: u8, flags: u16) -> Key {
+        Key {
+            src: v4(src),
+            dst: v4(dst),
+            sport: sp,
+            dport: dp,
+            proto,
+            flags,
+        }
+    }
+
+    const C: u32 = 0xc612_000a; // 198.18.0.10
+    const SV: u32 = 0xc613_0005; // 198.19.0.5
+
+    #[test]
+    fn tcp_handshake_data_and_close() {
+        let mut t = ConnTrack::new(16, Timeouts::default());
+        assert_eq!(t.track(0, &k(C, 40000, SV, 80, 6, SYN)), Conn::New);
+        assert_eq!(
+            t.track(0, &k(SV, 80, C, 40000, 6, SYN | ACK)),
+            Conn::Established { reply: true }
+        );
+        assert_eq!(t.state(0, &k(C, 40000, SV, 80, 6, 0)), Some(State::SynRecv));
+        assert_eq!(
+            t.track(0, &k(C, 40000, SV, 80, 6, ACK)),
+            Conn::Established { reply: false }
+        );
+        assert_eq!(
+            t.state(0, &k(C, 40000, SV, 80, 6, 0)),
+            Some(State::Established)
+        );
+        assert_eq!(
+            t.track(0, &k(SV, 80, C, 40000, 6, ACK | FIN)),
+            Conn::Established { reply: true }
+        );
+        assert_eq!(t.state(0, &k(C, 40000, SV, 80, 6, 0)), Some(State::FinWait));
+        t.track(0, &k(C, 40000, SV, 80, 6, ACK | FIN));
+        assert_eq!(
+            t.state(0, &k(C, 40000, SV, 80, 6, 0)),
+            Some(State::TimeWait)
+        );
+        assert_eq!(t.counters().created, 1);
+        assert_eq!(t.len(), 1, "one entry for both directions");
+    }
+
+    #[test]
+    fn tcp_invalid_packets() {
+        let mut t = ConnTrack::new(16, Timeouts::default());
+        // No flow and not a SYN.
+        assert_eq!(t.track(0, &k(C, 1, SV, 80, 6, ACK)), Conn::Invalid);
+        // SYN, then a second SYN from the responder instead of SYN+ACK.
+        t.track(0, &k(C, 2, SV, 80, 6, SYN));
+        assert_eq!(t.track(0, &k(SV, 80, C, 2, 6, SYN)), Conn::Invalid);
+        // RST closes; after RST only a new SYN reopens.
+        t.track(0, &k(C, 3, SV, 80, 6, SYN));
+        t.track(0, &k(SV, 80, C, 3, 6, RST | ACK));
+        assert_eq!(t.state(0, &k(C, 3, SV, 80, 6, 0)), Some(State::Closed));
+        assert_eq!(t.track(0, &k(C, 3, SV, 80, 6, ACK)), Conn::Invalid);
+        assert_eq!(t.counters().invalid, 3);
+    }
+
+    #[test]
+    fn udp_and_icmp_pseudo_states_and_zones() {
+        let mut t = ConnTrack::new(16, Timeouts::default());
+        assert_eq!(t.track(0, &k(C, 5353, SV, 53, 17, 0)), Conn::New);
+        assert_eq!(
+            t.state(0, &k(C, 5353, SV, 53, 17, 0)),
+            Some(State::Unreplied)
+        );
+        assert_eq!(
+            t.track(0, &k(SV, 53, C, 5353, 17, 0)),
+            Conn::Established { reply: true }
+        );
+        assert_eq!(t.state(0, &k(C, 5353, SV, 53, 17, 0)), Some(State::Replied));
+        // The same 5-tuple in another zone is another flow.
+        assert_eq!(t.track(1, &k(C, 5353, SV, 53, 17, 0)), Conn::New);
+        // An ICMP error quoting the tracked UDP packet is related.
+        assert_eq!(t.related(0, &k(C, 5353, SV, 53, 17, 0)), Conn::Related);
+        assert_eq!(t.related(0, &k(C, 5354, SV, 53, 17, 0)), Conn::Invalid);
+        // ICMP echo: identifier as ports.
+        assert_eq!(t.track(0, &k(C, 0x1234, SV, 0x1234, 1, 0)), Conn::New);
+        assert_eq!(
+            t.track(0, &k(SV, 0x1234, C, 0x1234, 1, 0)),
+            Conn::Established { reply: true }
+        );
+    }
+
+    #[test]
+    fn timeouts_expire_lazily_and_by_sweep() {
+        let to = Timeouts {
+            unreplied: 30 * S,
+            ..Timeouts::default()
+        };
+        let mut t = ConnTrack::new(16, to);
+        t.tick(1);
+        t.track(0, &k(C, 1, SV, 53, 17, 0));
+        t.track(0, &k(C, 2, SV, 53, 17, 0));
+        t.tick(31 * S + 2);
+        // Lazy: the next packet of flow 1 finds it expired and starts over.
+        assert_eq!(t.track(0, &k(C, 1, SV, 53, 17, 0)), Conn::New);
+        // Sweep: flow 2 goes on the next ticks.
+        t.tick(31 * S + 3);
+        t.tick(31 * S + 4);
+        assert_eq!(t.state(0, &k(C, 2, SV, 53, 17, 0)), None);
+        assert_eq!(t.counters().expired, 2);
+    }
+
+    #[test]
+    fn full_table_evicts_unreplied_never_established() {
+        let mut t = ConnTrack::new(4, Timeouts::default());
+        // Two established TCP flows and two unreplied UDP flows.
+        for p in [1, 2] {
+            t.track(0, &k(C, p, SV, 80, 6, SYN));
+            t.track(0, &k(SV, 80, C, p, 6, SYN | ACK));
+            t.track(0, &k(C, p, SV, 80, 6, ACK));
+        }
+        t.track(0, &k(C, 3, SV, 53, 17, 0));
+        t.track(0, &k(C, 4, SV, 53, 17, 0));
+        assert_eq!(
+            t.track(0, &k(C, 5, SV, 53, 17, 0)),
+            Conn::New,
+            "evicts an unreplied flow"
+        );
+        assert_eq!(t.track(0, &k(C, 6, SV, 53, 17, 0)), Conn::New);
+        assert_eq!(t.counters().evicted, 2);
+        // Now: two established + two unreplied (5, 6). Make them replied.
+        t.track(0, &k(SV, 53, C, 5, 17, 0));
+        t.track(0, &k(SV, 53, C, 6, 17, 0));
+        assert_eq!(
+            t.track(0, &k(C, 7, SV, 53, 17, 0)),
+            Conn::Invalid,
+            "nothing evictable"
+        );
+        assert_eq!(t.counters().table_full, 1);
+        for p in [1, 2] {
+            assert_eq!(t.state(0, &k(C, p, SV, 80, 6, 0)), Some(State::Established));
+        }
+    }
+}
