@@ -207,38 +207,12 @@ impl Router {
             .then_some(m)
     }
 
-    /// Learns a neighbour (static entries are kept); true when it is new or
-    /// changed.
     fn learn4(&mut self, port: u16, a: u32, m: MacAddr) -> bool {
-        let now = self.now_ns;
-        match self.neigh4.get_mut(&(port, a)) {
-            Some((_, STATIC)) => false,
-            Some(e) => {
-                let changed = e.0 != m;
-                *e = (m, now);
-                changed
-            }
-            None => {
-                self.neigh4.insert((port, a), (m, now));
-                true
-            }
-        }
+        learn(&mut self.neigh4, self.now_ns, (port, a), m)
     }
 
     fn learn6(&mut self, port: u16, a: u128, m: MacAddr) -> bool {
-        let now = self.now_ns;
-        match self.neigh6.get_mut(&(port, a)) {
-            Some((_, STATIC)) => false,
-            Some(e) => {
-                let changed = e.0 != m;
-                *e = (m, now);
-                changed
-            }
-            None => {
-                self.neigh6.insert((port, a), (m, now));
-                true
-            }
-        }
+        learn(&mut self.neigh6, self.now_ns, (port, a), m)
     }
 
     fn count(&mut self, e: Event) {
@@ -812,6 +786,28 @@ impl Router {
         b[6..12].copy_from_slice(&mac.0);
         self.count(Event::EchoReply);
         Verdict::Forward(in_port)
+    }
+}
+
+/// Learns a neighbour at time `now` (static entries are kept); true when it
+/// is new or its MAC changed.
+fn learn<K: std::hash::Hash + Eq>(
+    map: &mut HashMap<K, (MacAddr, u64)>,
+    now: u64,
+    key: K,
+    m: MacAddr,
+) -> bool {
+    match map.get_mut(&key) {
+        Some((_, STATIC)) => false,
+        Some(e) => {
+            let changed = e.0 != m;
+            *e = (m, now);
+            changed
+        }
+        None => {
+            map.insert(key, (m, now));
+            true
+        }
     }
 }
 
