@@ -37,11 +37,14 @@
 //!
 //! # Safety
 //!
-//! `unsafe` lives in two modules: [`mbuf`] (the buffer arena: raw slots
-//! handed out with unique ownership) and [`sys`] (FFI for the TSC, eventfd,
-//! poll, thread CPU time). Each block states why it is sound.
+//! `unsafe` lives in three modules: [`mbuf`] (the buffer arena: raw slots
+//! handed out with unique ownership), [`sys`] (FFI for the TSC, eventfd,
+//! epoll, thread CPU time) and, with the `dpdk` feature, `dpdk` (calls into
+//! DPDK through `dpdk-sys`). Each block states why it is sound.
 
 pub mod batch;
+#[cfg(feature = "dpdk")]
+pub mod dpdk;
 pub mod hist;
 pub mod mbuf;
 pub mod null;
@@ -174,20 +177,20 @@ pub trait PortControl: Send + Sync {
     }
 }
 
-/// Boxed queues of the native buffer family.
-pub type BoxRx = Box<dyn RxQueue<Buf = Mbuf>>;
-/// Boxed queues of the native buffer family.
-pub type BoxTx = Box<dyn TxQueue<Buf = Mbuf>>;
+/// A boxed RX queue of a buffer family (native by default).
+pub type BoxRx<B = Mbuf> = Box<dyn RxQueue<Buf = B>>;
+/// A boxed TX queue of a buffer family (native by default).
+pub type BoxTx<B = Mbuf> = Box<dyn TxQueue<Buf = B>>;
 
 /// A port opened by a backend: its control handle and its queues, which the
 /// appliance hands out to workers (each queue to exactly one).
-pub struct OpenPort {
+pub struct OpenPort<B: PacketBuf = Mbuf> {
     /// Counters and capabilities.
     pub control: Arc<dyn PortControl>,
     /// RX queues, index = queue id.
-    pub rx: Vec<BoxRx>,
+    pub rx: Vec<BoxRx<B>>,
     /// TX queues, index = queue id.
-    pub tx: Vec<BoxTx>,
+    pub tx: Vec<BoxTx<B>>,
 }
 
 /// Errors opening a port.

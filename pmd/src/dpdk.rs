@@ -1,0 +1,390 @@
+//! The DPDK backend (feature `dpdk`): EAL, mempools and ethdev ports of any
+//! PMD (vdevs such as `net_null`, `net_ring`, `net_tap`, or PCI devices),
+//! with `rte_mbuf`s as the worker's buffers — zero copy: [`DpdkMbuf`] is a
+//! pointer to the mbuf, its bytes are the mbuf's data room.
+//!
+//! Every `unsafe` block calls into DPDK through `dpdk-sys`; the invariants
+//! are stated at each one. The RX timestamp lives in DPDK's registered
+//! rx-timestamp dynamic field; the queue an mbuf came from is not recorded
+//! (`queue()` is 0).
+//!
+//! Not yet: multi-queue RSS configuration, rx interrupts, xstats, and the
+//! appliance's `driver = "dpdk"` ports (issue 5).
+
+use crate::sys::rdtsc;
+use crate::{
+    Batch, BoxRx, BoxTx, Caps, OpenPort, PacketBuf, PortControl, PortError, PortStats, RxQueue,
+    TxQueue, MAX_BURST,
+};
+use dpdk_sys as ffi;
+use std::ffi::{CStr, CString};
+use std::os::raw::{c_char, c_int};
+use std::ptr::NonNull;
+use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
+use std::sync::Arc;
+
+fn err(what: &str) -> PortError {
+    // SAFETY: sluice_errno reads the calling thread's rte_errno;
+    // rte_strerror returns a pointer to a static or thread-local string.
+    let msg = unsafe {
+        let e = ffi::sluice_errno();
+        CStr::from_ptr(ffi::rte_strerror(e))
+            .to_string_lossy()
+            .into_owned()
+    };
+    PortError::Config(format!("{what}: {msg}"))
+}
+
+static EAL_UP: AtomicBool = AtomicBool::new(false);
+static TS_OFFSET: AtomicI32 = AtomicI32::new(-1);
+
+/// The initialised Environment Abstraction Layer (once per process).
+#[derive(Debug)]
+pub struct Eal(());
+
+impl Eal {
+    /// Initialises EAL with `args` (argv[0] included). Fails if EAL was
+    /// already initialised in this process.
+    pub fn init(args: &[&str]) -> Result<Eal, PortError> {
+        if EAL_UP.swap(true, Ordering::AcqRel) {
+            return Err(PortError::Config("EAL is already initialised".into()));
+        }
+        let cargs: Vec<CString> = args
+            .iter()
+            .map(|a| {
+                CString::new(*a).map_err(|_| PortError::Config(format!("bad EAL argument {a:?}")))
+            })
+            .collect::<Result<_, _>>()?;
+        // EAL may permute argv and keep pointers into it: leak the strings.
+        let mut argv: Vec<*mut c_char> = cargs.into_iter().map(|c| c.into_raw()).collect();
+        // SAFETY: argv holds argc valid NUL-terminated strings that live for
+        // the rest of the process.
+        let r = unsafe { ffi::rte_eal_init(argv.len() as c_int, argv.as_mut_ptr()) };
+        std::mem::forget(argv);
+        if r < 0 {
+            EAL_UP.store(false, Ordering::Release);
+            return Err(err("rte_eal_init"));
+        }
+        let mut off: c_int = -1;
+        // SAFETY: registers DPDK's rx-timestamp dynamic field after EAL init;
+        // writes the field's offset into `off`; no flag is requested.
+        let r = unsafe { ffi::rte_mbuf_dyn_rx_timestamp_register(&mut off, std::ptr::null_mut()) };
+        if r == 0 {
+            TS_OFFSET.store(off, Ordering::Release);
+        }
+        Ok(Eal(()))
+    }
+}
+
+/// An mbuf pool.
+#[derive(Clone, Copy, Debug)]
+pub struct Mempool(NonNull<ffi::rte_mempool>);
+
+// SAFETY: DPDK mempools are thread-safe (lock-free ring plus per-lcore
+// caches); the pointer stays valid for the process (never freed here).
+unsafe impl Send for Mempool {}
+// SAFETY: as above.
+unsafe impl Sync for Mempool {}
+
+impl Mempool {
+    /// Creates a pool of `n` mbufs with `data_room` bytes each (headroom
+    /// included), with a per-lcore cache of `cache`.
+    pub fn create(
+        _eal: &Eal,
+        name: &str,
+        n: u32,
+        cache: u32,
+        data_room: u16,
+    ) -> Result<Self, PortError> {
+        let cname = CString::new(name).map_err(|_| PortError::Config("bad pool name".into()))?;
+        // SAFETY: EAL is initialised (we hold an `Eal`); the name is a valid
+        // C string; DPDK copies it.
+        let p = unsafe {
+            ffi::rte_pktmbuf_pool_create(
+                cname.as_ptr(),
+                n,
+                cache,
+                0,
+                data_room,
+                ffi::rte_socket_id() as c_int,
+            )
+        };
+        NonNull::new(p)
+            .map(Mempool)
+            .ok_or_else(|| err("rte_pktmbuf_pool_create"))
+    }
+
+    /// Allocates one mbuf with an empty packet.
+    pub fn alloc(&self) -> Option<DpdkMbuf> {
+        // SAFETY: the pool pointer is valid; a null return means exhausted.
+        NonNull::new(unsafe { ffi::sluice_pktmbuf_alloc(self.0.as_ptr()) }).map(DpdkMbuf)
+    }
+}
+
+/// An `rte_mbuf` owned by Sluice (single segment). Dropping it frees it.
+#[repr(transparent)]
+pub struct DpdkMbuf(NonNull<ffi::rte_mbuf>);
+
+// SAFETY: unique ownership of the mbuf, like Box; DPDK mbufs may be freed
+// from any thread (the mempool is thread-safe).
+unsafe impl Send for DpdkMbuf {}
+
+impl Drop for DpdkMbuf {
+    fn drop(&mut self) {
+        // SAFETY: we own the mbuf; it is not used after this.
+        unsafe { ffi::sluice_pktmbuf_free(self.0.as_ptr()) }
+    }
+}
+
+impl DpdkMbuf {
+    fn raw(&self) -> *mut ffi::rte_mbuf {
+        self.0.as_ptr()
+    }
+}
+
+impl pipeline::fwd::Frame for DpdkMbuf {
+    #[inline]
+    fn bytes(&self) -> &[u8] {
+        // SAFETY: mtod points at data_len valid bytes of the mbuf we own.
+        unsafe {
+            let p = ffi::sluice_mtod(self.raw()).cast::<u8>();
+            std::slice::from_raw_parts(p, usize::from(ffi::sluice_data_len(self.raw())))
+        }
+    }
+    #[inline]
+    fn bytes_mut(&mut self) -> &mut [u8] {
+        // SAFETY: as in bytes(); &mut self makes the access exclusive.
+        unsafe {
+            let p = ffi::sluice_mtod(self.raw()).cast::<u8>();
+            std::slice::from_raw_parts_mut(p, usize::from(ffi::sluice_data_len(self.raw())))
+        }
+    }
+    fn set_len(&mut self, len: usize) -> bool {
+        let Ok(len) = u16::try_from(len) else {
+            return false;
+        };
+        // SAFETY: the shim checks the length against the buffer.
+        unsafe { ffi::sluice_set_data_len(self.raw(), len) == 0 }
+    }
+}
+
+impl PacketBuf for DpdkMbuf {
+    #[inline]
+    fn data(&self) -> &[u8] {
+        pipeline::fwd::Frame::bytes(self)
+    }
+    #[inline]
+    fn data_mut(&mut self) -> &mut [u8] {
+        pipeline::fwd::Frame::bytes_mut(self)
+    }
+    fn port(&self) -> u16 {
+        // SAFETY: reads a field of the mbuf we own.
+        unsafe { ffi::sluice_mbuf_port(self.raw()) }
+    }
+    fn queue(&self) -> u16 {
+        0
+    }
+    fn rx_tsc(&self) -> u64 {
+        let off = TS_OFFSET.load(Ordering::Relaxed);
+        if off < 0 {
+            return 0;
+        }
+        // SAFETY: `off` is the registered rx-timestamp dynfield of every mbuf.
+        unsafe { ffi::sluice_get_u64(self.raw(), off) }
+    }
+    fn rss_hash(&self) -> u32 {
+        // SAFETY: reads a field of the mbuf we own.
+        unsafe { ffi::sluice_mbuf_rss(self.raw()) }
+    }
+    fn prepend(&mut self, n: usize) -> Option<&mut [u8]> {
+        let n16 = u16::try_from(n).ok()?;
+        // SAFETY: rte_pktmbuf_prepend returns null when the headroom is too
+        // small, else a pointer to the n new front bytes of our mbuf.
+        let p = unsafe { ffi::sluice_prepend(self.raw(), n16) };
+        // SAFETY: non-null p points at n bytes we own exclusively.
+        NonNull::new(p)
+            .map(|p| unsafe { std::slice::from_raw_parts_mut(p.as_ptr().cast::<u8>(), n) })
+    }
+    fn append(&mut self, n: usize) -> Option<&mut [u8]> {
+        let n16 = u16::try_from(n).ok()?;
+        // SAFETY: as prepend, at the tail.
+        let p = unsafe { ffi::sluice_append(self.raw(), n16) };
+        // SAFETY: non-null p points at n bytes we own exclusively.
+        NonNull::new(p)
+            .map(|p| unsafe { std::slice::from_raw_parts_mut(p.as_ptr().cast::<u8>(), n) })
+    }
+    fn adj(&mut self, n: usize) -> bool {
+        // SAFETY: the shim returns -1 (no change) when n > data_len.
+        u16::try_from(n).is_ok_and(|n| unsafe { ffi::sluice_adj(self.raw(), n) } == 0)
+    }
+    fn trim(&mut self, n: usize) -> bool {
+        // SAFETY: as adj, at the tail.
+        u16::try_from(n).is_ok_and(|n| unsafe { ffi::sluice_trim(self.raw(), n) } == 0)
+    }
+}
+
+struct Control {
+    port: u16,
+    caps: Caps,
+}
+
+impl PortControl for Control {
+    fn driver(&self) -> &'static str {
+        "dpdk"
+    }
+    fn stats(&self) -> PortStats {
+        let mut s = ffi::rte_eth_stats::default();
+        // SAFETY: valid port id and a pointer to a live rte_eth_stats.
+        unsafe { ffi::rte_eth_stats_get(self.port, &mut s) };
+        PortStats {
+            ipackets: s.ipackets,
+            ibytes: s.ibytes,
+            imissed: s.imissed,
+            rx_nombuf: s.rx_nombuf,
+            opackets: s.opackets,
+            obytes: s.obytes,
+        }
+    }
+    fn caps(&self) -> Caps {
+        self.caps
+    }
+}
+
+struct DpdkRx {
+    port: u16,
+    queue: u16,
+}
+
+impl RxQueue for DpdkRx {
+    type Buf = DpdkMbuf;
+
+    #[inline]
+    fn rx_burst(&mut self, out: &mut Batch<DpdkMbuf>) -> usize {
+        let mut raw = [std::ptr::null_mut::<ffi::rte_mbuf>(); MAX_BURST];
+        let room = out.room().min(MAX_BURST) as u16;
+        // SAFETY: this worker owns (port, queue) exclusively; raw has room
+        // for `room` pointers.
+        let n = unsafe { ffi::sluice_rx_burst(self.port, self.queue, raw.as_mut_ptr(), room) };
+        let now = rdtsc();
+        let off = TS_OFFSET.load(Ordering::Relaxed);
+        for &m in &raw[..usize::from(n)] {
+            if off >= 0 {
+                // SAFETY: m is a fresh mbuf from the driver; off is the
+                // registered timestamp dynfield.
+                unsafe { ffi::sluice_set_u64(m, off, now) };
+            }
+            // SAFETY: the driver returned n non-null mbufs we now own.
+            let b = DpdkMbuf(unsafe { NonNull::new_unchecked(m) });
+            // Cannot fail: n <= out.room().
+            let _ = out.push(b);
+        }
+        usize::from(n)
+    }
+}
+
+struct DpdkTx {
+    port: u16,
+    queue: u16,
+}
+
+impl TxQueue for DpdkTx {
+    type Buf = DpdkMbuf;
+
+    #[inline]
+    fn tx_burst(&mut self, pkts: &mut Batch<DpdkMbuf>) -> usize {
+        let mut raw = [std::ptr::null_mut::<ffi::rte_mbuf>(); MAX_BURST];
+        let n = pkts.len().min(MAX_BURST);
+        for (r, m) in raw.iter_mut().zip(pkts.iter()) {
+            *r = m.raw();
+        }
+        // SAFETY: this worker owns (port, queue); raw holds n mbufs we own.
+        let sent = usize::from(unsafe {
+            ffi::sluice_tx_burst(self.port, self.queue, raw.as_mut_ptr(), n as u16)
+        });
+        // The driver owns the sent mbufs now: forget our handles to them.
+        pkts.drain_front(sent).for_each(std::mem::forget);
+        sent
+    }
+}
+
+/// Settings of a DPDK port.
+#[derive(Clone, Debug)]
+pub struct DpdkPortConfig {
+    /// Device name (`net_null0`, a PCI address, ...).
+    pub device: String,
+    /// RX queues.
+    pub rxq: u16,
+    /// TX queues.
+    pub txq: u16,
+    /// RX descriptors per queue.
+    pub rxd: u16,
+    /// TX descriptors per queue.
+    pub txd: u16,
+}
+
+/// Configures and starts an ethdev port.
+pub fn open(
+    _eal: &Eal,
+    cfg: &DpdkPortConfig,
+    pool: &Mempool,
+) -> Result<OpenPort<DpdkMbuf>, PortError> {
+    let name = CString::new(cfg.device.as_str())
+        .map_err(|_| PortError::Config("bad device name".into()))?;
+    let mut port: u16 = 0;
+    // SAFETY: valid C string and out pointer.
+    if unsafe { ffi::rte_eth_dev_get_port_by_name(name.as_ptr(), &mut port) } != 0 {
+        return Err(PortError::Config(format!(
+            "no DPDK port named {}",
+            cfg.device
+        )));
+    }
+    let conf = ffi::rte_eth_conf::default();
+    // SAFETY: valid port id and a live, zeroed (default) configuration.
+    let r = unsafe { ffi::rte_eth_dev_configure(port, cfg.rxq, cfg.txq, &conf) };
+    if r < 0 {
+        return Err(err("rte_eth_dev_configure"));
+    }
+    // SAFETY: valid port id.
+    let socket = unsafe { ffi::rte_eth_dev_socket_id(port) }.max(0) as u32;
+    for q in 0..cfg.rxq {
+        // SAFETY: valid port and queue ids, default queue config (null),
+        // and a live mempool.
+        let r = unsafe {
+            ffi::rte_eth_rx_queue_setup(port, q, cfg.rxd, socket, std::ptr::null(), pool.0.as_ptr())
+        };
+        if r < 0 {
+            return Err(err("rte_eth_rx_queue_setup"));
+        }
+    }
+    for q in 0..cfg.txq {
+        // SAFETY: as above, TX side.
+        let r = unsafe { ffi::rte_eth_tx_queue_setup(port, q, cfg.txd, socket, std::ptr::null()) };
+        if r < 0 {
+            return Err(err("rte_eth_tx_queue_setup"));
+        }
+    }
+    // SAFETY: a configured port.
+    if unsafe { ffi::rte_eth_dev_start(port) } < 0 {
+        return Err(err("rte_eth_dev_start"));
+    }
+    // SAFETY: a started port; failure (not supported) is harmless.
+    unsafe { ffi::rte_eth_promiscuous_enable(port) };
+    let rx = (0..cfg.rxq)
+        .map(|q| Box::new(DpdkRx { port, queue: q }) as BoxRx<DpdkMbuf>)
+        .collect();
+    let tx = (0..cfg.txq)
+        .map(|q| Box::new(DpdkTx { port, queue: q }) as BoxTx<DpdkMbuf>)
+        .collect();
+    Ok(OpenPort {
+        control: Arc::new(Control {
+            port,
+            caps: Caps {
+                max_burst: MAX_BURST,
+                rx_interrupt: false,
+                max_frame: 9000,
+            },
+        }),
+        rx,
+        tx,
+    })
+}
