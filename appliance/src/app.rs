@@ -15,7 +15,7 @@ use pipeline::router::{Router, RouterConfig};
 use pmd::hist::hist_pair;
 use pmd::softnic::{Generator, SoftnicConfig};
 use pmd::sys::Tsc;
-use pmd::{BoxRx, BoxTx, Mbuf};
+use pmd::{BoxRx, BoxTx, PacketBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
@@ -30,16 +30,18 @@ fn pin(core: usize, who: &str) {
     }
 }
 
-fn spawn_worker<F: ForwardMode>(
+fn spawn_worker<B: PacketBuf, F: ForwardMode>(
     core: usize,
-    setup: WorkerSetup<Mbuf>,
+    setup: WorkerSetup<B>,
     fwd: F,
     stop: Arc<AtomicBool>,
+    on_start: fn(),
 ) -> Result<JoinHandle<()>> {
     std::thread::Builder::new()
         .name(format!("worker-{core}"))
         .spawn(move || {
             pin(core, "worker");
+            on_start();
             // Sleeps of the poll-mode policies end when asked, not up to
             // 50 µs later.
             pmd::sys::set_timer_slack(1_000);
@@ -152,13 +154,20 @@ pub fn management_core(cfg: &Config) -> Option<usize> {
 /// set; calls `emit` with each period's report and returns the summary.
 pub fn run(cfg: &Config, stop: &AtomicBool, emit: &mut dyn FnMut(&Report)) -> Result<Report> {
     let tsc = Tsc::calibrate(Duration::from_millis(50));
-    let nports = cfg.ports.len();
+    if cfg
+        .ports
+        .iter()
+        .any(|p| matches!(p.kind, PortKind::Dpdk { .. }))
+    {
+        #[cfg(feature = "dpdk")]
+        return crate::dpdk::run(cfg, tsc, stop, emit);
+        #[cfg(not(feature = "dpdk"))]
+        anyhow::bail!("DPDK ports need a build with `--features dpdk`");
+    }
 
     // Ports.
     let mut gen = Generator::new(tsc);
-    let mut rx: Vec<Vec<Option<BoxRx>>> = Vec::new();
-    let mut tx: Vec<Vec<Option<BoxTx>>> = Vec::new();
-    let mut views = Vec::new();
+    let mut opened = Vec::new();
     for (i, p) in cfg.ports.iter().enumerate() {
         let port = i as u16;
         let (open, e2e) = match &p.kind {
@@ -202,7 +211,31 @@ pub fn run(cfg: &Config, stop: &AtomicBool, emit: &mut dyn FnMut(&Report)) -> Re
                 .with_context(|| format!("port {}", p.name))?,
                 None,
             ),
+            PortKind::Dpdk { .. } => unreachable!("handled above"),
         };
+        opened.push((open, e2e));
+    }
+    let gen = (!gen.is_empty()).then_some(gen);
+    run_ports(cfg, tsc, opened, gen, || {}, stop, emit)
+}
+
+/// Runs the appliance on opened ports of one buffer family: hands each
+/// queue to its worker, spawns the workers (each calls `on_start` first,
+/// after pinning) and the generator, runs the management loop, and stops.
+pub(crate) fn run_ports<B: PacketBuf>(
+    cfg: &Config,
+    tsc: Tsc,
+    opened: Vec<(pmd::OpenPort<B>, Option<pmd::hist::HistReader>)>,
+    gen: Option<Generator>,
+    on_start: fn(),
+    stop: &AtomicBool,
+    emit: &mut dyn FnMut(&Report),
+) -> Result<Report> {
+    let nports = cfg.ports.len();
+    let mut rx: Vec<Vec<Option<BoxRx<B>>>> = Vec::new();
+    let mut tx: Vec<Vec<Option<BoxTx<B>>>> = Vec::new();
+    let mut views = Vec::new();
+    for ((open, e2e), p) in opened.into_iter().zip(&cfg.ports) {
         rx.push(open.rx.into_iter().map(Some).collect());
         tx.push(open.tx.into_iter().map(Some).collect());
         views.push(PortView {
@@ -270,29 +303,38 @@ pub fn run(cfg: &Config, stop: &AtomicBool, emit: &mut dyn FnMut(&Report)) -> Re
     let zero = Snapshot::zero(pmd::sys::rdtsc(), nports, cfg.workers.len());
 
     // Threads: the generator first, so that packets wait for the workers.
-    let gen_handle = if gen.is_empty() {
-        None
-    } else {
-        let core = cfg.generator_core;
-        Some(
-            gen.spawn(move || {
-                if let Some(c) = core {
-                    pin(c, "the softnic generator");
-                }
-            })
-            .context("spawning the generator thread")?,
-        )
+    let gen_handle = match gen {
+        None => None,
+        Some(gen) => {
+            let core = cfg.generator_core;
+            Some(
+                gen.spawn(move || {
+                    if let Some(c) = core {
+                        pin(c, "the softnic generator");
+                    }
+                })
+                .context("spawning the generator thread")?,
+            )
+        }
     };
     let mut handles = Vec::new();
     for (w, setup) in cfg.workers.iter().zip(setups) {
         let s = worker_stop.clone();
         let h = match w.mode {
-            FwdMode::Io => spawn_worker(w.core, setup, Io(peers.clone()), s),
-            FwdMode::Mac => spawn_worker(w.core, setup, Mac::new(peers.clone(), macs.clone()), s),
-            FwdMode::MacSwap => spawn_worker(w.core, setup, MacSwap(peers.clone()), s),
-            FwdMode::FiveTupleSwap => spawn_worker(w.core, setup, FiveTupleSwap(peers.clone()), s),
+            FwdMode::Io => spawn_worker(w.core, setup, Io(peers.clone()), s, on_start),
+            FwdMode::Mac => spawn_worker(
+                w.core,
+                setup,
+                Mac::new(peers.clone(), macs.clone()),
+                s,
+                on_start,
+            ),
+            FwdMode::MacSwap => spawn_worker(w.core, setup, MacSwap(peers.clone()), s, on_start),
+            FwdMode::FiveTupleSwap => {
+                spawn_worker(w.core, setup, FiveTupleSwap(peers.clone()), s, on_start)
+            }
             FwdMode::L3fwd => match &router {
-                Some(r) => spawn_worker(w.core, setup, r.clone(), s),
+                Some(r) => spawn_worker(w.core, setup, r.clone(), s, on_start),
                 None => Err(anyhow!("l3fwd worker without a router")),
             },
         };

@@ -10,6 +10,8 @@
 pub mod app;
 pub mod config;
 pub mod counters;
+#[cfg(feature = "dpdk")]
+pub mod dpdk;
 pub mod poll;
 pub mod telemetry;
 pub mod worker;

@@ -59,6 +59,7 @@ fn describe(c: &Config) -> String {
                 gen.rate, gen.size, gen.flows
             ),
             PortKind::Null { size } => format!("null size {size}"),
+            PortKind::Dpdk { device } => format!("dpdk {device}"),
             PortKind::Pcap {
                 rx_file, tx_file, ..
             } => format!("pcap rx {rx_file:?} tx {tx_file:?}"),

@@ -73,6 +73,10 @@ pub struct WorkerSetup<B> {
 struct Tx<B> {
     q: Box<dyn TxQueue<Buf = B>>,
     buf: Batch<B>,
+    /// When each buffered packet was received (TSC), parallel to `buf`:
+    /// kept here, in a hot array, rather than in the buffer (for an
+    /// `rte_mbuf` that would be a second cache line per packet).
+    rx_at: Box<[u64; pmd::MAX_BURST]>,
     hist: HistWriter,
 }
 
@@ -84,20 +88,19 @@ fn flush<B: PacketBuf>(tx: &mut Tx<B>, now: u64, pc: &PortCounters) {
         return;
     }
     // Packets of one RX burst share a timestamp: record runs, not packets.
-    let mut cur = buf.as_slice()[0].rx_tsc();
+    let stamps = &tx.rx_at[..buf.len()];
+    let mut cur = stamps[0];
     let mut run = 0u64;
-    let mut bytes = 0usize;
-    for m in buf.iter() {
-        let t = m.rx_tsc();
+    for &t in stamps {
         if t != cur {
             tx.hist.record_n(now.saturating_sub(cur), run);
             cur = t;
             run = 0;
         }
         run += 1;
-        bytes += m.len();
     }
     tx.hist.record_n(now.saturating_sub(cur), run);
+    let mut bytes: usize = buf.iter().map(|m| m.len()).sum();
     let sent = tx.q.tx_burst(buf);
     let left = buf.len();
     if left > 0 {
@@ -147,6 +150,7 @@ pub fn run<B: PacketBuf, F: ForwardMode>(setup: WorkerSetup<B>, fwd: F, stop: &A
         tx[usize::from(s.port)] = Some(Tx {
             q: s.q,
             buf: Batch::new(burst),
+            rx_at: Box::new([0; pmd::MAX_BURST]),
             hist: s.hist,
         });
     }
@@ -220,6 +224,7 @@ impl<B: PacketBuf, F: ForwardMode> Worker<'_, B, F> {
                 if n == 0 {
                     break;
                 }
+                let rx_at = rdtsc();
                 taken += n;
                 let mut bytes = 0usize;
                 for mut m in rxb.drain() {
@@ -227,6 +232,7 @@ impl<B: PacketBuf, F: ForwardMode> Worker<'_, B, F> {
                     match fwd.process(&mut m, in_port) {
                         Verdict::Forward(out) => match tx.get_mut(usize::from(out)) {
                             Some(Some(t)) => {
+                                t.rx_at[t.buf.len()] = rx_at;
                                 // Cannot fail: the buffer is flushed when full.
                                 let _ = t.buf.push(m);
                                 if t.buf.is_full() {

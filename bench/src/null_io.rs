@@ -39,13 +39,21 @@ pub struct NullIo {
     /// Hugepages for testpmd.
     #[arg(long, value_enum, default_value_t = Huge::Auto)]
     hugepages: Huge,
+    /// Forwarding mode on both sides (io, mac, macswap, 5tswap).
+    #[arg(long, default_value = "io")]
+    forward_mode: String,
 }
 
 /// One Sluice run: (forwarded Mpps, cycles per packet).
 fn sluice_run(a: &NullIo) -> Result<(f64, f64)> {
+    let text = std::fs::read_to_string(&a.config)
+        .with_context(|| format!("reading {}", a.config.display()))?
+        .replace("mode = \"io\"", &format!("mode = \"{}\"", a.forward_mode));
+    let path = std::env::temp_dir().join(format!("sluice-bench-{}.toml", std::process::id()));
+    std::fs::write(&path, text)?;
     let out = Command::new(&a.sluice)
         .arg("run")
-        .arg(&a.config)
+        .arg(&path)
         .args([
             "--json",
             "--duration",
@@ -139,9 +147,10 @@ fn testpmd_run(a: &NullIo, huge: bool, run: usize) -> Result<f64> {
     if !huge {
         cmd.args(["--no-huge", "-m", "1024"]);
     }
+    let fm = format!("--forward-mode={}", a.forward_mode);
     cmd.args([
         "--",
-        "--forward-mode=io",
+        fm.as_str(),
         &format!("--burst={}", a.burst),
         "--stats-period=1",
     ]);
@@ -207,16 +216,25 @@ pub fn null_io(a: NullIo) -> Result<()> {
     let sp = median(&mut s_pps);
     let sc = median(&mut s_cpp);
     println!(
-        "io forwarding, 2 null ports, 1 core (core {}), burst {}, {} s × {} runs alternating, median; TSC {ghz:.2} GHz\n",
-        a.core, a.burst, a.seconds, a.runs
+        "{} forwarding, config {}, 1 core (core {}), burst {}, {} s × {} runs alternating, median; TSC {ghz:.2} GHz\n",
+        a.forward_mode,
+        a.config.display(),
+        a.core,
+        a.burst,
+        a.seconds,
+        a.runs
     );
     println!("| forwarder | Mpps (all ports) | cycles/packet | Sluice ÷ it |");
     println!("|---|---|---|---|");
-    println!("| Sluice (null ports) | {sp:.1} | {sc:.1} | 1.00 |");
+    println!(
+        "| Sluice ({}) | {sp:.1} | {sc:.1} | 1.00 |",
+        a.config.display()
+    );
     for (i, &h) in modes.iter().enumerate() {
         let tp = median(&mut t_pps[i]);
         println!(
-            "| dpdk-testpmd io, net_null, {} | {tp:.1} | {:.1} | {:.2} |",
+            "| dpdk-testpmd {}, net_null, {} | {tp:.1} | {:.1} | {:.2} |",
+            a.forward_mode,
             if h { "hugepages" } else { "--no-huge -m 1024" },
             tsc.hz as f64 / (tp * 1e6),
             sp / tp

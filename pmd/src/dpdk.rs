@@ -4,9 +4,10 @@
 //! pointer to the mbuf, its bytes are the mbuf's data room.
 //!
 //! Every `unsafe` block calls into DPDK through `dpdk-sys`; the invariants
-//! are stated at each one. The RX timestamp lives in DPDK's registered
-//! rx-timestamp dynamic field; the queue an mbuf came from is not recorded
-//! (`queue()` is 0).
+//! are stated at each one. With `stamp_rx`, the RX timestamp goes into
+//! DPDK's registered rx-timestamp dynamic field (otherwise `rx_tsc()` is 0;
+//! the worker keeps its own RX times); the queue an mbuf came from is not
+//! recorded (`queue()` is 0).
 //!
 //! Not yet: multi-queue RSS configuration, rx interrupts, xstats, and the
 //! appliance's `driver = "dpdk"` ports (issue 5).
@@ -76,6 +77,16 @@ impl Eal {
     }
 }
 
+/// Registers the calling (non-EAL) thread with EAL, giving it an lcore id
+/// so that mempool per-lcore caches serve it; call at the start of each
+/// worker thread. Failure (no free lcore id) leaves it working without a
+/// cache.
+pub fn register_thread() {
+    // SAFETY: EAL is initialised before workers start; registering a thread
+    // has no other precondition.
+    unsafe { ffi::rte_thread_register() };
+}
+
 /// An mbuf pool.
 #[derive(Clone, Copy, Debug)]
 pub struct Mempool(NonNull<ffi::rte_mempool>);
@@ -140,24 +151,48 @@ impl DpdkMbuf {
     fn raw(&self) -> *mut ffi::rte_mbuf {
         self.0.as_ptr()
     }
+
+    #[inline(always)]
+    fn m(&self) -> &ffi::rte_mbuf {
+        // SAFETY: we own a valid mbuf; its header is plain data (the struct
+        // layout comes from bindgen on the same headers DPDK was built with).
+        unsafe { self.0.as_ref() }
+    }
+}
+
+/// Writes the rx-timestamp dynamic field (`RTE_MBUF_DYNFIELD`).
+///
+/// # Safety
+/// `m` must be a valid mbuf and `off` the registered field's offset.
+#[inline(always)]
+unsafe fn set_ts(m: *mut ffi::rte_mbuf, off: i32, ts: u64) {
+    // SAFETY: per the contract the 8 bytes at `off` are the timestamp field.
+    unsafe {
+        m.cast::<u8>()
+            .add(off as usize)
+            .cast::<u64>()
+            .write_unaligned(ts)
+    }
 }
 
 impl pipeline::fwd::Frame for DpdkMbuf {
     #[inline]
     fn bytes(&self) -> &[u8] {
-        // SAFETY: mtod points at data_len valid bytes of the mbuf we own.
+        let m = self.m();
+        // SAFETY: buf_addr + data_off is rte_pktmbuf_mtod; data_len bytes
+        // there belong to the single-segment mbuf we own.
         unsafe {
-            let p = ffi::sluice_mtod(self.raw()).cast::<u8>();
-            std::slice::from_raw_parts(p, usize::from(ffi::sluice_data_len(self.raw())))
+            let p = m.buf_addr.cast::<u8>().add(usize::from(m.data_off));
+            std::slice::from_raw_parts(p, usize::from(m.data_len))
         }
     }
     #[inline]
     fn bytes_mut(&mut self) -> &mut [u8] {
+        let m = self.m();
+        let (p, len) = (m.buf_addr.cast::<u8>(), usize::from(m.data_len));
+        let off = usize::from(m.data_off);
         // SAFETY: as in bytes(); &mut self makes the access exclusive.
-        unsafe {
-            let p = ffi::sluice_mtod(self.raw()).cast::<u8>();
-            std::slice::from_raw_parts_mut(p, usize::from(ffi::sluice_data_len(self.raw())))
-        }
+        unsafe { std::slice::from_raw_parts_mut(p.add(off), len) }
     }
     fn set_len(&mut self, len: usize) -> bool {
         let Ok(len) = u16::try_from(len) else {
@@ -177,20 +212,32 @@ impl PacketBuf for DpdkMbuf {
     fn data_mut(&mut self) -> &mut [u8] {
         pipeline::fwd::Frame::bytes_mut(self)
     }
+    #[inline]
     fn port(&self) -> u16 {
-        // SAFETY: reads a field of the mbuf we own.
-        unsafe { ffi::sluice_mbuf_port(self.raw()) }
+        self.m().port
+    }
+    #[inline]
+    fn len(&self) -> usize {
+        usize::from(self.m().data_len)
     }
     fn queue(&self) -> u16 {
         0
     }
+    #[inline]
     fn rx_tsc(&self) -> u64 {
         let off = TS_OFFSET.load(Ordering::Relaxed);
         if off < 0 {
             return 0;
         }
-        // SAFETY: `off` is the registered rx-timestamp dynfield of every mbuf.
-        unsafe { ffi::sluice_get_u64(self.raw(), off) }
+        // SAFETY: `off` is the registered rx-timestamp dynfield of every
+        // mbuf, 8 bytes inside the mbuf we own.
+        unsafe {
+            self.raw()
+                .cast::<u8>()
+                .add(off as usize)
+                .cast::<u64>()
+                .read_unaligned()
+        }
     }
     fn rss_hash(&self) -> u32 {
         // SAFETY: reads a field of the mbuf we own.
@@ -226,6 +273,7 @@ impl PacketBuf for DpdkMbuf {
 struct Control {
     port: u16,
     caps: Caps,
+    stopped: Arc<AtomicBool>,
 }
 
 impl PortControl for Control {
@@ -248,11 +296,20 @@ impl PortControl for Control {
     fn caps(&self) -> Caps {
         self.caps
     }
+    fn stop_rx(&self) {
+        // The device keeps running (stopping it under a polling worker is
+        // not allowed); the queues stop handing out packets.
+        self.stopped.store(true, Ordering::Relaxed);
+    }
 }
 
 struct DpdkRx {
     port: u16,
     queue: u16,
+    stopped: Arc<AtomicBool>,
+    /// Write the RX timestamp dynfield (it is on the mbuf's second cache
+    /// line; the worker keeps its own RX times, so it is off there).
+    stamp: bool,
 }
 
 impl RxQueue for DpdkRx {
@@ -260,18 +317,21 @@ impl RxQueue for DpdkRx {
 
     #[inline]
     fn rx_burst(&mut self, out: &mut Batch<DpdkMbuf>) -> usize {
+        if self.stopped.load(Ordering::Relaxed) {
+            return 0;
+        }
         let mut raw = [std::ptr::null_mut::<ffi::rte_mbuf>(); MAX_BURST];
         let room = out.room().min(MAX_BURST) as u16;
         // SAFETY: this worker owns (port, queue) exclusively; raw has room
         // for `room` pointers.
         let n = unsafe { ffi::sluice_rx_burst(self.port, self.queue, raw.as_mut_ptr(), room) };
-        let now = rdtsc();
         let off = TS_OFFSET.load(Ordering::Relaxed);
+        let now = if self.stamp && off >= 0 { rdtsc() } else { 0 };
         for &m in &raw[..usize::from(n)] {
-            if off >= 0 {
+            if now != 0 {
                 // SAFETY: m is a fresh mbuf from the driver; off is the
                 // registered timestamp dynfield.
-                unsafe { ffi::sluice_set_u64(m, off, now) };
+                unsafe { set_ts(m, off, now) };
             }
             // SAFETY: the driver returned n non-null mbufs we now own.
             let b = DpdkMbuf(unsafe { NonNull::new_unchecked(m) });
@@ -320,6 +380,9 @@ pub struct DpdkPortConfig {
     pub rxd: u16,
     /// TX descriptors per queue.
     pub txd: u16,
+    /// Stamp each received mbuf's rx-timestamp dynamic field (costs a
+    /// second cache line per packet).
+    pub stamp_rx: bool,
 }
 
 /// Configures and starts an ethdev port.
@@ -369,8 +432,16 @@ pub fn open(
     }
     // SAFETY: a started port; failure (not supported) is harmless.
     unsafe { ffi::rte_eth_promiscuous_enable(port) };
+    let stopped = Arc::new(AtomicBool::new(false));
     let rx = (0..cfg.rxq)
-        .map(|q| Box::new(DpdkRx { port, queue: q }) as BoxRx<DpdkMbuf>)
+        .map(|q| {
+            Box::new(DpdkRx {
+                port,
+                queue: q,
+                stopped: stopped.clone(),
+                stamp: cfg.stamp_rx,
+            }) as BoxRx<DpdkMbuf>
+        })
         .collect();
     let tx = (0..cfg.txq)
         .map(|q| Box::new(DpdkTx { port, queue: q }) as BoxTx<DpdkMbuf>)
@@ -378,6 +449,7 @@ pub fn open(
     Ok(OpenPort {
         control: Arc::new(Control {
             port,
+            stopped,
             caps: Caps {
                 max_burst: MAX_BURST,
                 rx_interrupt: false,

@@ -53,6 +53,7 @@ fn null_and_ring_vdevs() {
         txq: 1,
         rxd: 512,
         txd: 512,
+        stamp_rx: true,
     };
 
     // net_null: RX hands out packets, TX takes them, the counters agree.

@@ -205,6 +205,8 @@ struct RawFile {
     route: Vec<router::RawRoute>,
     #[serde(default)]
     neighbor: Vec<router::RawNeighbor>,
+    #[serde(default)]
+    dpdk: RawDpdk,
 }
 
 #[derive(Debug, Deserialize)]
@@ -256,6 +258,22 @@ enum Driver {
     Softnic,
     Null,
     Pcap,
+    Dpdk,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawDpdkPort {
+    /// A vdev string (`net_null0`, `net_af_packet0,iface=veth0`) or a PCI
+    /// address.
+    device: Spanned<String>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawDpdk {
+    #[serde(default)]
+    eal_args: Vec<String>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -277,6 +295,7 @@ struct RawPort {
     softnic: Option<Spanned<RawSoftnic>>,
     null: Option<Spanned<RawNull>>,
     pcap: Option<Spanned<RawPcap>>,
+    dpdk: Option<Spanned<RawDpdkPort>>,
     #[serde(default)]
     ipv4: Vec<Str<Prefix<Ipv4Addr>>>,
     #[serde(default)]
@@ -449,6 +468,11 @@ pub enum PortKind {
         /// Packet size.
         size: usize,
     },
+    /// A DPDK ethdev port (build with `--features dpdk`).
+    Dpdk {
+        /// vdev string or PCI address.
+        device: String,
+    },
     /// pcap replay / capture.
     Pcap {
         /// Capture to replay.
@@ -513,6 +537,8 @@ pub struct Config {
     pub workers: Vec<WorkerConfig>,
     /// Router settings (used by `l3fwd` workers).
     pub router: RouterSetup,
+    /// Extra EAL arguments (`[dpdk] eal_args`).
+    pub eal_args: Vec<String>,
 }
 
 // ---------------------------------------------------------------- loading
@@ -813,6 +839,26 @@ fn validate(cx: &mut Ctx<'_>, raw: RawFile, base: Option<&Path>) -> Config {
         })
         .collect();
     let router = router::check(cx, &raw.router, &raw.route, &raw.neighbor, &addrs, base);
+    // One buffer family per process: DPDK ports cannot mix with the others.
+    let dpdk_ports = raw
+        .port
+        .iter()
+        .filter(|p| *p.driver.get_ref() == Driver::Dpdk)
+        .count();
+    if dpdk_ports > 0 && dpdk_ports < raw.port.len() {
+        if let Some((i, p)) = raw
+            .port
+            .iter()
+            .enumerate()
+            .find(|(_, p)| *p.driver.get_ref() != Driver::Dpdk)
+        {
+            cx.err(
+                &p.driver,
+                format!("port[{i}].driver"),
+                "DPDK ports cannot be mixed with other drivers in one process",
+            );
+        }
+    }
     for (wi, w) in raw.worker.iter().enumerate() {
         if *w.mode.get_ref() == FwdMode::L3fwd && !router.has_addresses() {
             cx.err(
@@ -829,6 +875,7 @@ fn validate(cx: &mut Ctx<'_>, raw: RawFile, base: Option<&Path>) -> Config {
         ports,
         workers,
         router,
+        eal_args: raw.dpdk.eal_args,
     }
 }
 
@@ -861,6 +908,7 @@ fn check_port(
         ),
         (p.null.as_ref().map(|s| s.span()), Driver::Null, "null"),
         (p.pcap.as_ref().map(|s| s.span()), Driver::Pcap, "pcap"),
+        (p.dpdk.as_ref().map(|s| s.span()), Driver::Dpdk, "dpdk"),
     ];
     for (span, d, name) in sections {
         if let Some(span) = span {
@@ -926,6 +974,24 @@ fn check_port(
             }
             PortKind::Null { size }
         }
+        Driver::Dpdk => match &p.dpdk {
+            Some(d) => {
+                if d.get_ref().device.get_ref().is_empty() {
+                    cx.err(&d.get_ref().device, k("dpdk.device"), "must name a device");
+                }
+                PortKind::Dpdk {
+                    device: d.get_ref().device.get_ref().clone(),
+                }
+            }
+            None => {
+                cx.err(
+                    &p.driver,
+                    k("driver"),
+                    "driver `dpdk` needs a [port.dpdk] section with `device`",
+                );
+                PortKind::Null { size: 64 }
+            }
+        },
         Driver::Pcap => {
             if *p.rxq.get_ref() != 1 || *p.txq.get_ref() != 1 {
                 cx.err(
@@ -969,6 +1035,7 @@ fn driver_name(d: Driver) -> &'static str {
         Driver::Softnic => "softnic",
         Driver::Null => "null",
         Driver::Pcap => "pcap",
+        Driver::Dpdk => "dpdk",
     }
 }
 

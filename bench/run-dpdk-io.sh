@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# Sluice on DPDK (two net_null vdevs, one worker) vs dpdk-testpmd on the same
+# vdevs, io and macswap, side by side, alternating, median of 3. As root it
+# reserves hugepages when missing; Sluice's EAL then uses them too (it falls
+# back to --no-huge only when none are free). Writes
+# bench/results/dpdk-null.md. Needs Debian's dpdk, dpdk-dev, libdpdk-dev and
+# libclang-dev.
+#   bench/run-dpdk-io.sh [--runs N] [--seconds S]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+cargo build --release -q -p appliance --features dpdk
+cargo build --release -q -p bench
+mkdir -p bench/results
+{
+  echo "# Sluice on DPDK vs dpdk-testpmd"
+  echo
+  echo "Command: \`bench/run-dpdk-io.sh $*\` on $(date -u +%Y-%m-%d), $(nproc) CPUs ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)). Sluice runs configs/dpdk-null-io.toml; its EAL uses hugepages when free (the bench reserves them as root)."
+  for mode in io macswap; do
+    echo
+    target/release/sluice-bench null-io --config configs/dpdk-null-io.toml --forward-mode "$mode" "$@"
+  done
+} | tee bench/results/dpdk-null.md.tmp
+mv bench/results/dpdk-null.md.tmp bench/results/dpdk-null.md
