@@ -320,14 +320,19 @@ impl RxQueue for DpdkRx {
         if self.stopped.load(Ordering::Relaxed) {
             return 0;
         }
-        let mut raw = [std::ptr::null_mut::<ffi::rte_mbuf>(); MAX_BURST];
+        // Not zeroed: the driver writes the first n entries, and only those
+        // are read.
+        let mut raw = [const { std::mem::MaybeUninit::<*mut ffi::rte_mbuf>::uninit() }; MAX_BURST];
         let room = out.room().min(MAX_BURST) as u16;
         // SAFETY: this worker owns (port, queue) exclusively; raw has room
         // for `room` pointers.
-        let n = unsafe { ffi::sluice_rx_burst(self.port, self.queue, raw.as_mut_ptr(), room) };
+        let n =
+            unsafe { ffi::sluice_rx_burst(self.port, self.queue, raw.as_mut_ptr().cast(), room) };
         let off = TS_OFFSET.load(Ordering::Relaxed);
         let now = if self.stamp && off >= 0 { rdtsc() } else { 0 };
-        for &m in &raw[..usize::from(n)] {
+        for m in &raw[..usize::from(n)] {
+            // SAFETY: the driver initialised the first n entries.
+            let m = unsafe { m.assume_init() };
             if now != 0 {
                 // SAFETY: m is a fresh mbuf from the driver; off is the
                 // registered timestamp dynfield.
@@ -352,15 +357,17 @@ impl TxQueue for DpdkTx {
 
     #[inline]
     fn tx_burst(&mut self, pkts: &mut Batch<DpdkMbuf>) -> usize {
-        let mut raw = [std::ptr::null_mut::<ffi::rte_mbuf>(); MAX_BURST];
         let n = pkts.len().min(MAX_BURST);
-        for (r, m) in raw.iter_mut().zip(pkts.iter()) {
-            *r = m.raw();
-        }
-        // SAFETY: this worker owns (port, queue); raw holds n mbufs we own.
-        let sent = usize::from(unsafe {
-            ffi::sluice_tx_burst(self.port, self.queue, raw.as_mut_ptr(), n as u16)
-        });
+        // The batch is an array of `DpdkMbuf`, each `repr(transparent)` over
+        // a non-null `*mut rte_mbuf`: hand it to the driver as it is.
+        let raw = pkts
+            .as_mut_slice()
+            .as_mut_ptr()
+            .cast::<*mut ffi::rte_mbuf>();
+        // SAFETY: this worker owns (port, queue); raw points at n valid mbuf
+        // pointers we own, laid out as `struct rte_mbuf **`.
+        let sent =
+            usize::from(unsafe { ffi::sluice_tx_burst(self.port, self.queue, raw, n as u16) });
         // The driver owns the sent mbufs now: forget our handles to them.
         pkts.drain_front(sent).for_each(std::mem::forget);
         sent
