@@ -9,8 +9,8 @@
 //! the worker keeps its own RX times); the queue an mbuf came from is not
 //! recorded (`queue()` is 0).
 //!
-//! Not yet: multi-queue RSS configuration, rx interrupts, xstats, and the
-//! appliance's `driver = "dpdk"` ports (issue 5).
+//! Not yet: multi-queue RSS configuration, rx interrupts and xstats
+//! (issue 5).
 
 use crate::sys::rdtsc;
 use crate::{
@@ -300,6 +300,20 @@ impl PortControl for Control {
         // The device keeps running (stopping it under a polling worker is
         // not allowed); the queues stop handing out packets.
         self.stopped.store(true, Ordering::Relaxed);
+    }
+}
+
+impl Drop for Control {
+    /// The last handle to the port goes when the appliance stops (workers
+    /// joined): stop and close the device.
+    fn drop(&mut self) {
+        // SAFETY: no queue of this port is polled any more (the workers
+        // that owned them have exited); stop then close is the documented
+        // teardown, and their errors leave nothing to undo.
+        unsafe {
+            ffi::rte_eth_dev_stop(self.port);
+            ffi::rte_eth_dev_close(self.port);
+        }
     }
 }
 
