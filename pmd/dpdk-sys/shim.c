@@ -20,21 +20,6 @@ void sluice_pktmbuf_free(struct rte_mbuf *m)
 	rte_pktmbuf_free(m);
 }
 
-void sluice_pktmbuf_free_bulk(struct rte_mbuf **m, unsigned int n)
-{
-	rte_pktmbuf_free_bulk(m, n);
-}
-
-char *sluice_mtod(struct rte_mbuf *m)
-{
-	return rte_pktmbuf_mtod(m, char *);
-}
-
-uint16_t sluice_data_len(const struct rte_mbuf *m)
-{
-	return m->data_len;
-}
-
 /* Sets the length of a single-segment mbuf; -1 if it does not fit. */
 int sluice_set_data_len(struct rte_mbuf *m, uint16_t len)
 {
@@ -43,11 +28,6 @@ int sluice_set_data_len(struct rte_mbuf *m, uint16_t len)
 	m->data_len = len;
 	m->pkt_len = len;
 	return 0;
-}
-
-uint16_t sluice_mbuf_port(const struct rte_mbuf *m)
-{
-	return m->port;
 }
 
 uint32_t sluice_mbuf_rss(const struct rte_mbuf *m)
@@ -80,13 +60,3 @@ int sluice_errno(void)
 	return rte_errno;
 }
 
-/* A registered dynamic field (RTE_MBUF_DYNFIELD) holding a u64. */
-void sluice_set_u64(struct rte_mbuf *m, int offset, uint64_t v)
-{
-	*RTE_MBUF_DYNFIELD(m, offset, uint64_t *) = v;
-}
-
-uint64_t sluice_get_u64(const struct rte_mbuf *m, int offset)
-{
-	return *RTE_MBUF_DYNFIELD(m, offset, const uint64_t *);
-}

@@ -12,16 +12,10 @@ uint16_t sluice_rx_burst(uint16_t port, uint16_t queue, struct rte_mbuf **pkts, 
 uint16_t sluice_tx_burst(uint16_t port, uint16_t queue, struct rte_mbuf **pkts, uint16_t n);
 struct rte_mbuf *sluice_pktmbuf_alloc(struct rte_mempool *mp);
 void sluice_pktmbuf_free(struct rte_mbuf *m);
-void sluice_pktmbuf_free_bulk(struct rte_mbuf **m, unsigned int n);
-char *sluice_mtod(struct rte_mbuf *m);
-uint16_t sluice_data_len(const struct rte_mbuf *m);
 int sluice_set_data_len(struct rte_mbuf *m, uint16_t len);
-uint16_t sluice_mbuf_port(const struct rte_mbuf *m);
 uint32_t sluice_mbuf_rss(const struct rte_mbuf *m);
 char *sluice_prepend(struct rte_mbuf *m, uint16_t len);
 char *sluice_append(struct rte_mbuf *m, uint16_t len);
 int sluice_adj(struct rte_mbuf *m, uint16_t len);
 int sluice_trim(struct rte_mbuf *m, uint16_t len);
 int sluice_errno(void);
-void sluice_set_u64(struct rte_mbuf *m, int offset, uint64_t v);
-uint64_t sluice_get_u64(const struct rte_mbuf *m, int offset);
