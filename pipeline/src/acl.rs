@@ -45,6 +45,10 @@ pub struct Rule {
     pub proto: (u8, u8),
     /// TCP flags value and mask.
     pub flags: (u16, u16),
+    /// Metadata value and mask: what the firewall knows besides the headers
+    /// (ingress and egress port, connection state; see
+    /// [`crate::firewall`]). ClassBench rules leave it unmasked.
+    pub meta: (u32, u32),
 }
 
 /// A packet's classification key.
@@ -62,6 +66,8 @@ pub struct Key {
     pub proto: u8,
     /// TCP flags.
     pub flags: u16,
+    /// Metadata (see [`Rule::meta`]).
+    pub meta: u32,
 }
 
 const V4_MAPPED: u128 = 0xffff << 32;
@@ -103,6 +109,7 @@ impl Rule {
             && (self.dport.0..=self.dport.1).contains(&k.dport)
             && k.proto & self.proto.1 == self.proto.0 & self.proto.1
             && k.flags & self.flags.1 == self.flags.0 & self.flags.1
+            && k.meta & self.meta.1 == self.meta.0 & self.meta.1
     }
 }
 
@@ -247,6 +254,7 @@ pub fn parse_classbench(line: &str) -> Option<Rule> {
         dport: range(f[3])?,
         proto: (u8::try_from(pv).ok()?, u8::try_from(pm).ok()?),
         flags: (u16::try_from(fv).ok()?, u16::try_from(fm).ok()?),
+        meta: (0, 0),
     })
 }
 
@@ -268,6 +276,7 @@ pub fn parse_trace(line: &str) -> Option<(Key, u32)> {
             dport: f[3] as u16,
             proto: f[4] as u8,
             flags: f[5] as u16,
+            meta: 0,
         },
         f[6] as u32,
     ))
@@ -314,6 +323,7 @@ mod tests {
             dport: dp,
             proto: p,
             flags: 0,
+            meta: 0,
         };
         for (key, want) in [
             (k("10.1.2.3", "198.18.0.1", 22, 6), Some(0)),

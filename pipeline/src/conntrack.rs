@@ -1,17 +1,18 @@
 //! Connection tracking: a per-core flow table (one per worker, so no locks),
 //! both directions of a flow found by one lookup, a TCP state machine, UDP
 //! and ICMP pseudo-states, per-state timeouts, a capacity limit with early
-//! drop, and counters. Part of the firewall (issue 4); the firewall and NAT
-//! stages that use it are not built yet.
+//! drop, and counters. The gateway stage ([`crate::gateway`]) runs it
+//! before the firewall and NAT.
 //!
 //! # Keys
 //!
-//! A flow is (zone, protocol, endpoint A, endpoint B) with the endpoints in
-//! a canonical order (the smaller address/port first), so a packet and its
-//! reply produce the same key; the entry remembers which endpoint opened
-//! the flow, which gives each packet its direction. ICMP echo uses the
-//! identifier as both ports. Addresses are `u128` (IPv4 mapped, as in
-//! [`crate::acl`]).
+//! A flow is entered under both of its [`Tuple`]s (addresses, ports,
+//! protocol, zone) as received: the originator's and the reply's. One hash
+//! lookup of a packet's tuple finds its flow and its direction. With NAT
+//! the reply tuple is the translated one, so the same lookup serves the
+//! return traffic of a mapping, and the two tuples say how to translate.
+//! ICMP queries use the identifier as both ports. Addresses are `u128`
+//! (IPv4 mapped, as in [`crate::acl`]).
 //!
 //! # Eviction
 //!
@@ -131,22 +132,106 @@ pub struct Counters {
     pub invalid: u64,
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-struct FlowKey {
-    zone: u16,
-    proto: u8,
-    a: (u128, u16),
-    b: (u128, u16),
+/// One direction of a flow as it appears on the wire: addresses, ports
+/// (the identifier, twice, for ICMP queries), protocol and zone.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+pub struct Tuple {
+    /// Source address (IPv4 mapped).
+    pub src: u128,
+    /// Destination address.
+    pub dst: u128,
+    /// Source port.
+    pub sport: u16,
+    /// Destination port.
+    pub dport: u16,
+    /// Protocol.
+    pub proto: u8,
+    /// Zone (flows in different zones never match).
+    pub zone: u16,
 }
 
+impl Tuple {
+    /// The tuple of `k` in `zone`.
+    pub fn of(zone: u16, k: &Key) -> Tuple {
+        Tuple {
+            src: k.src,
+            dst: k.dst,
+            sport: k.sport,
+            dport: k.dport,
+            proto: k.proto,
+            zone,
+        }
+    }
+
+    /// The classification key of the tuple (flags and metadata zero).
+    pub fn key(&self) -> Key {
+        Key {
+            src: self.src,
+            dst: self.dst,
+            sport: self.sport,
+            dport: self.dport,
+            proto: self.proto,
+            flags: 0,
+            meta: 0,
+        }
+    }
+
+    /// The same flow seen from the other end.
+    #[inline]
+    pub fn reverse(&self) -> Tuple {
+        Tuple {
+            src: self.dst,
+            dst: self.src,
+            sport: self.dport,
+            dport: self.sport,
+            ..*self
+        }
+    }
+}
+
+/// A tracked flow: the tuple its originator sent and the tuple the reply
+/// is expected with. Without NAT the reply tuple is the original reversed;
+/// with NAT it is what the translated packet's reply looks like, so the two
+/// tuples also say how to translate (as in Linux's conntrack).
 #[derive(Clone, Copy, Debug)]
-struct Entry {
-    key: FlowKey,
-    state: State,
-    /// Endpoint `a` of the key opened the flow.
-    a_opened: bool,
+pub struct Flow {
+    /// The originator's direction, as received.
+    pub orig: Tuple,
+    /// The responder's direction, as received.
+    pub reply: Tuple,
+    /// State.
+    pub state: State,
     last_ns: u64,
     live: bool,
+}
+
+impl Flow {
+    /// Whether packets of the flow are translated.
+    #[inline]
+    pub fn nat(&self) -> bool {
+        self.reply != self.orig.reverse()
+    }
+
+    /// The tuple a packet received in direction `reply` leaves with.
+    #[inline]
+    pub fn translated(&self, reply: bool) -> Tuple {
+        if reply {
+            self.orig.reverse()
+        } else {
+            self.reply.reverse()
+        }
+    }
+}
+
+/// Why [`ConnTrack::open`] refused a flow.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Refused {
+    /// A TCP flow must open with a bare SYN.
+    NotSyn,
+    /// The table is full and nothing could be evicted.
+    Full,
+    /// One of the tuples is already tracked.
+    Exists,
 }
 
 const TCP: u8 = 6;
@@ -155,36 +240,14 @@ const ACK: u16 = 0x10;
 const FIN: u16 = 0x01;
 const RST: u16 = 0x04;
 
-fn canonical(zone: u16, k: &Key) -> (FlowKey, bool) {
-    let x = (k.src, k.sport);
-    let y = (k.dst, k.dport);
-    if x <= y {
-        (
-            FlowKey {
-                zone,
-                proto: k.proto,
-                a: x,
-                b: y,
-            },
-            true,
-        )
-    } else {
-        (
-            FlowKey {
-                zone,
-                proto: k.proto,
-                a: y,
-                b: x,
-            },
-            false,
-        )
-    }
-}
+/// A flow handle: slot index and direction (`reply`).
+type Hit = (u32, bool);
 
 /// A per-core connection table.
 pub struct ConnTrack {
-    map: FxHashMap<FlowKey, u32>,
-    slots: Vec<Entry>,
+    /// Both tuples of every flow → slot << 1 | reply.
+    map: FxHashMap<Tuple, u32>,
+    slots: Vec<Flow>,
     free: Vec<u32>,
     capacity: usize,
     timeouts: Timeouts,
@@ -196,11 +259,12 @@ pub struct ConnTrack {
 impl ConnTrack {
     /// A table for at most `capacity` flows (allocated up front).
     pub fn new(capacity: usize, timeouts: Timeouts) -> Self {
+        let capacity = capacity.max(1);
         ConnTrack {
-            map: FxHashMap::with_capacity_and_hasher(capacity, Default::default()),
+            map: FxHashMap::with_capacity_and_hasher(2 * capacity, Default::default()),
             slots: Vec::with_capacity(capacity),
             free: Vec::with_capacity(capacity),
-            capacity: capacity.max(1),
+            capacity,
             timeouts,
             cursor: 0,
             now_ns: 0,
@@ -208,9 +272,14 @@ impl ConnTrack {
         }
     }
 
+    /// An empty table with the same capacity and timeouts.
+    pub fn empty_like(&self) -> Self {
+        ConnTrack::new(self.capacity, self.timeouts)
+    }
+
     /// Flows in the table.
     pub fn len(&self) -> usize {
-        self.map.len()
+        self.map.len() / 2
     }
 
     /// True when empty.
@@ -218,12 +287,27 @@ impl ConnTrack {
         self.map.is_empty()
     }
 
+    /// Most flows it holds.
+    pub fn capacity(&self) -> usize {
+        self.capacity
+    }
+
     /// The counters.
     pub fn counters(&self) -> Counters {
         self.counters
     }
 
-    fn expired(&self, e: &Entry) -> bool {
+    /// Counts a packet found invalid by the caller.
+    pub fn count_invalid(&mut self) {
+        self.counters.invalid += 1;
+    }
+
+    /// The current time (ns) as last given to [`ConnTrack::tick`].
+    pub fn now(&self) -> u64 {
+        self.now_ns
+    }
+
+    fn expired(&self, e: &Flow) -> bool {
         self.now_ns.saturating_sub(e.last_ns) > self.timeouts.of(e.state)
     }
 
@@ -231,7 +315,9 @@ impl ConnTrack {
         let e = &mut self.slots[i as usize];
         if e.live {
             e.live = false;
-            self.map.remove(&e.key);
+            let (o, r) = (e.orig, e.reply);
+            self.map.remove(&o);
+            self.map.remove(&r);
             self.free.push(i);
         }
     }
@@ -257,15 +343,10 @@ impl ConnTrack {
             return Some(i);
         }
         if self.slots.len() < self.capacity {
-            self.slots.push(Entry {
-                key: FlowKey {
-                    zone: 0,
-                    proto: 0,
-                    a: (0, 0),
-                    b: (0, 0),
-                },
+            self.slots.push(Flow {
+                orig: Tuple::default(),
+                reply: Tuple::default(),
                 state: State::Closed,
-                a_opened: true,
                 last_ns: 0,
                 live: false,
             });
@@ -290,78 +371,119 @@ impl ConnTrack {
         None
     }
 
-    /// Tracks one packet; `k.flags` are the TCP flags (ignored for other
-    /// protocols).
-    pub fn track(&mut self, zone: u16, k: &Key) -> Conn {
-        let (key, from_a) = canonical(zone, k);
-        if let Some(&i) = self.map.get(&key) {
-            let e = self.slots[i as usize];
-            if self.expired(&e) {
-                self.remove(i);
-                self.counters.expired += 1;
-            } else {
-                let reply = from_a != e.a_opened;
-                let next = if k.proto == TCP {
-                    match tcp_next(e.state, reply, k.flags) {
-                        Some(s) => s,
-                        None => {
-                            self.counters.invalid += 1;
-                            return Conn::Invalid;
-                        }
-                    }
-                } else if reply {
-                    State::Replied
-                } else {
-                    e.state
-                };
-                let now = self.now_ns;
-                let s = &mut self.slots[i as usize];
-                s.state = next;
-                s.last_ns = now;
-                return Conn::Established { reply };
-            }
+    /// The live flow a packet with tuple `t` belongs to, and whether it
+    /// travels in the reply direction; an expired flow is removed.
+    #[inline]
+    pub fn find(&mut self, t: &Tuple) -> Option<Hit> {
+        let v = *self.map.get(t)?;
+        let (i, reply) = (v >> 1, v & 1 == 1);
+        if self.expired(&self.slots[i as usize]) {
+            self.remove(i);
+            self.counters.expired += 1;
+            return None;
         }
-        // A new flow: TCP must open with a bare SYN.
-        let state = if k.proto == TCP {
-            if k.flags & (SYN | ACK | RST | FIN) != SYN {
+        Some((i, reply))
+    }
+
+    /// Whether `t` is either tuple of a tracked flow (expired or not).
+    #[inline]
+    pub fn contains(&self, t: &Tuple) -> bool {
+        self.map.contains_key(t)
+    }
+
+    /// The flow in slot `i`.
+    #[inline]
+    pub fn flow(&self, i: u32) -> &Flow {
+        &self.slots[i as usize]
+    }
+
+    /// Moves flow `i` on by a packet in direction `reply` with TCP `flags`:
+    /// `Established` or, for a TCP packet the state machine refuses,
+    /// `Invalid` (the flow is left as it was).
+    #[inline]
+    pub fn advance(&mut self, i: u32, reply: bool, flags: u16) -> Conn {
+        let now = self.now_ns;
+        let e = &mut self.slots[i as usize];
+        let next = if e.orig.proto == TCP {
+            match tcp_next(e.state, reply, flags) {
+                Some(s) => s,
+                None => {
+                    self.counters.invalid += 1;
+                    return Conn::Invalid;
+                }
+            }
+        } else if reply {
+            State::Replied
+        } else {
+            e.state
+        };
+        e.state = next;
+        e.last_ns = now;
+        Conn::Established { reply }
+    }
+
+    /// Starts tracking a flow whose first packet had tuple `orig` (and TCP
+    /// `flags`) and whose replies will carry `reply`.
+    pub fn open(&mut self, orig: Tuple, reply: Tuple, flags: u16) -> Result<u32, Refused> {
+        let state = if orig.proto == TCP {
+            if flags & (SYN | ACK | RST | FIN) != SYN {
                 self.counters.invalid += 1;
-                return Conn::Invalid;
+                return Err(Refused::NotSyn);
             }
             State::SynSent
         } else {
             State::Unreplied
         };
+        if self.map.contains_key(&orig) || self.map.contains_key(&reply) || orig == reply {
+            self.counters.invalid += 1;
+            return Err(Refused::Exists);
+        }
         let Some(i) = self.slot() else {
             self.counters.table_full += 1;
-            self.counters.invalid += 1;
-            return Conn::Invalid;
+            return Err(Refused::Full);
         };
-        self.slots[i as usize] = Entry {
-            key,
+        self.slots[i as usize] = Flow {
+            orig,
+            reply,
             state,
-            a_opened: from_a,
             last_ns: self.now_ns,
             live: true,
         };
-        self.map.insert(key, i);
+        self.map.insert(orig, i << 1);
+        self.map.insert(reply, i << 1 | 1);
         self.counters.created += 1;
-        Conn::New
+        Ok(i)
+    }
+
+    /// Tracks one packet of an untranslated flow (lookup, then advance or
+    /// open); `k.flags` are the TCP flags.
+    pub fn track(&mut self, zone: u16, k: &Key) -> Conn {
+        let t = Tuple::of(zone, k);
+        if let Some((i, reply)) = self.find(&t) {
+            return self.advance(i, reply, k.flags);
+        }
+        match self.open(t, t.reverse(), k.flags) {
+            Ok(_) => Conn::New,
+            Err(_) => Conn::Invalid,
+        }
     }
 
     /// Classifies an ICMP error quoting the packet `quoted` (as it was sent
     /// by the flow's endpoint): `Related` if that flow is tracked.
     pub fn related(&self, zone: u16, quoted: &Key) -> Conn {
-        let (key, _) = canonical(zone, quoted);
-        match self.map.get(&key) {
-            Some(&i) if !self.expired(&self.slots[i as usize]) => Conn::Related,
+        let t = Tuple::of(zone, quoted);
+        match self.map.get(&t) {
+            Some(&v) if !self.expired(&self.slots[(v >> 1) as usize]) => Conn::Related,
             _ => Conn::Invalid,
         }
     }
 
     /// The state of the flow of `k`, if tracked.
     pub fn state(&self, zone: u16, k: &Key) -> Option<State> {
-        let (key, _) = canonical(zone, k);
-        self.map.get(&key).map(|&i| self.slots[i as usize].state)
+        let t = Tuple::of(zone, k);
+        self.map
+            .get(&t)
+            .map(|&v| self.slots[(v >> 1) as usize].state)
     }
 }
 
@@ -412,6 +534,7 @@ mod tests {
             dport: dp,
             proto,
             flags,
+            meta: 0,
         }
     }
 

@@ -12,8 +12,11 @@
 pub mod acl;
 pub mod checksum;
 pub mod conntrack;
+pub mod firewall;
 pub mod fwd;
+pub mod gateway;
 pub mod lpm;
+pub mod nat;
 pub mod router;
 pub mod verdict;
 pub mod wire;

@@ -41,7 +41,8 @@ use rustc_hash::FxHashMap as HashMap;
 use std::net::{Ipv4Addr, Ipv6Addr};
 use std::sync::Arc;
 
-/// Slow-path work the router did, counted per core.
+/// Slow-path work the router (and the gateway's firewall, conntrack and
+/// NAT) did, counted per core.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[repr(u8)]
 pub enum Event {
@@ -67,11 +68,29 @@ pub enum Event {
     NdSolicit = 9,
     /// IPv6 neighbours learned from ND.
     NdLearned = 10,
+    /// Firewall rejects answered (TCP RST or ICMP).
+    FwReject = 11,
+    /// Flows opened by conntrack (gateway).
+    CtCreated = 12,
+    /// Flows timed out.
+    CtExpired = 13,
+    /// Unreplied flows evicted from a full table.
+    CtEvicted = 14,
+    /// New flows refused by a full table.
+    CtTableFull = 15,
+    /// Packets conntrack found invalid.
+    CtInvalid = 16,
+    /// NAT mappings created.
+    NatMapped = 17,
+    /// New flows refused because the NAT port range was exhausted.
+    NatExhausted = 18,
+    /// ICMP errors matched to a tracked flow (`related`).
+    CtRelated = 19,
 }
 
 impl Event {
     /// Number of events.
-    pub const COUNT: usize = 11;
+    pub const COUNT: usize = 20;
     /// All events, in counter order.
     pub const ALL: [Event; Event::COUNT] = [
         Event::EchoReply,
@@ -85,6 +104,15 @@ impl Event {
         Event::NdAdvert,
         Event::NdSolicit,
         Event::NdLearned,
+        Event::FwReject,
+        Event::CtCreated,
+        Event::CtExpired,
+        Event::CtEvicted,
+        Event::CtTableFull,
+        Event::CtInvalid,
+        Event::NatMapped,
+        Event::NatExhausted,
+        Event::CtRelated,
     ];
 
     /// Name in reports.
@@ -101,6 +129,15 @@ impl Event {
             Event::NdAdvert => "nd_advert",
             Event::NdSolicit => "nd_solicit",
             Event::NdLearned => "nd_learned",
+            Event::FwReject => "fw_reject",
+            Event::CtCreated => "ct_created",
+            Event::CtExpired => "ct_expired",
+            Event::CtEvicted => "ct_evicted",
+            Event::CtTableFull => "ct_table_full",
+            Event::CtInvalid => "ct_invalid",
+            Event::NatMapped => "nat_mapped",
+            Event::NatExhausted => "nat_exhausted",
+            Event::CtRelated => "ct_related",
         }
     }
 }
@@ -219,7 +256,7 @@ impl Router {
         self.events[e as usize] += 1;
     }
 
-    fn take_token(&mut self) -> bool {
+    pub(crate) fn take_token(&mut self) -> bool {
         if self.tokens >= 1.0 {
             self.tokens -= 1.0;
             true
@@ -229,22 +266,44 @@ impl Router {
         }
     }
 
-    fn iface(&self, port: u16) -> Option<&Interface> {
+    /// The interface of `port`.
+    pub fn iface(&self, port: u16) -> Option<&Interface> {
         self.cfg.interfaces.get(usize::from(port))
     }
 
-    fn is_local4(&self, a: u32) -> bool {
+    /// Whether `a` is one of the router's IPv4 addresses.
+    pub fn is_local4(&self, a: u32) -> bool {
         self.cfg
             .interfaces
             .iter()
             .any(|i| i.ipv4.iter().any(|(x, _)| u32::from(*x) == a))
     }
 
-    fn is_local6(&self, a: u128) -> bool {
+    /// Whether `a` is one of the router's IPv6 addresses.
+    pub fn is_local6(&self, a: u128) -> bool {
         self.cfg
             .interfaces
             .iter()
             .any(|i| i.ipv6.iter().any(|(x, _)| u128::from(*x) == a))
+    }
+
+    /// The output port of the IPv4 route to `dst`.
+    #[inline]
+    pub fn route4(&self, dst: u32) -> Option<u16> {
+        let nh = self.cfg.lpm4.lookup(dst)?;
+        self.cfg.next_hops.get(nh as usize).map(|h| h.port)
+    }
+
+    /// The output port of the IPv6 route to `dst`.
+    #[inline]
+    pub fn route6(&self, dst: u128) -> Option<u16> {
+        let nh = self.cfg.lpm6.lookup(dst)?;
+        self.cfg.next_hops.get(nh as usize).map(|h| h.port)
+    }
+
+    /// Counts a slow-path event.
+    pub(crate) fn count_event(&mut self, e: Event) {
+        self.count(e);
     }
 
     fn ipv4(&mut self, pkt: &mut impl Frame, in_port: u16) -> Verdict {
@@ -343,7 +402,7 @@ impl Router {
     /// Turns the packet into an ICMPv4 error back to its source, or drops it
     /// with `reason` when no error may be sent (RFC 1812 4.3.2.7) or the
     /// rate limit is spent.
-    fn icmp4_error(
+    pub(crate) fn icmp4_error(
         &mut self,
         pkt: &mut impl Frame,
         in_port: u16,
@@ -542,7 +601,7 @@ impl Router {
     /// Turns the packet into an ICMPv6 error back to its source (RFC 4443:
     /// as much of the invoking packet as fits in 1280 bytes), or drops it
     /// with `reason`.
-    fn icmp6_error(
+    pub(crate) fn icmp6_error(
         &mut self,
         pkt: &mut impl Frame,
         in_port: u16,

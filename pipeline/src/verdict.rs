@@ -29,11 +29,22 @@ pub enum DropReason {
     /// For the router itself and consumed (ARP replies, local traffic
     /// other than echo requests).
     ToRouter = 10,
+    /// Dropped or rejected by a firewall rule or the default policy.
+    Filtered = 11,
+    /// An IP fragment (the gateway does not reassemble, so cannot track
+    /// or translate fragments).
+    Fragment = 12,
+    /// A new flow the full conntrack table refused.
+    CtFull = 13,
+    /// A new flow needing a NAT port when none was free.
+    NatExhausted = 14,
+    /// A new flow whose tuple collides with a tracked one.
+    CtClash = 15,
 }
 
 impl DropReason {
     /// Number of reasons (array size for per-reason counters).
-    pub const COUNT: usize = 11;
+    pub const COUNT: usize = 16;
     /// Every reason, in counter order.
     pub const ALL: [DropReason; Self::COUNT] = [
         DropReason::Truncated,
@@ -47,6 +58,11 @@ impl DropReason {
         DropReason::NoNeighbor,
         DropReason::MtuExceeded,
         DropReason::ToRouter,
+        DropReason::Filtered,
+        DropReason::Fragment,
+        DropReason::CtFull,
+        DropReason::NatExhausted,
+        DropReason::CtClash,
     ];
 
     /// Short name used in stats output and JSON.
@@ -63,6 +79,11 @@ impl DropReason {
             DropReason::NoNeighbor => "no_neighbor",
             DropReason::MtuExceeded => "mtu_exceeded",
             DropReason::ToRouter => "to_router",
+            DropReason::Filtered => "filtered",
+            DropReason::Fragment => "fragment",
+            DropReason::CtFull => "ct_full",
+            DropReason::NatExhausted => "nat_exhausted",
+            DropReason::CtClash => "ct_clash",
         }
     }
 }

@@ -1,0 +1,755 @@
+//! The gateway stage: parse → conntrack → firewall → NAT → route, the
+//! `l3fwd` mode when the config has firewall rules or NAT.
+//!
+//! Per IPv4 packet addressed to the port's MAC:
+//!
+//! 1. Validate the header (as the router does) and build the tuple:
+//!    TCP/UDP ports, the ICMP query identifier as both ports, the quoted
+//!    packet's tuple for ICMP errors. Fragments are dropped (`fragment`):
+//!    nothing is reassembled, so they could be neither tracked nor
+//!    translated. TTL ≤ 1 and packets for the router itself go straight to
+//!    the router (Time Exceeded, echo, ARP).
+//! 2. Conntrack: one lookup finds the flow and the direction. A packet of
+//!    a tracked flow moves its state machine on and skips the rule lookup;
+//!    if the flow is translated the packet is rewritten to
+//!    [`Flow::translated`]. An ICMP error whose quote belongs to a tracked
+//!    flow is `related`: it goes through the rules as such, and its quoted
+//!    header is translated back too.
+//! 3. A new flow: destination NAT (port forwards, 1:1) first, then the
+//!    route lookup gives the egress port, then the firewall decides on the
+//!    post-DNAT header with ingress/egress port and state `new` (a TCP
+//!    packet that is not a bare SYN is `invalid` instead and opens
+//!    nothing). Accepted: source NAT picks the address (egress interface,
+//!    pool, or 1:1) and a port from this worker's slice of the range such
+//!    that the reply tuple is unused; a DNAT flow that leaves on the port
+//!    it came in is masqueraded to that interface (hairpinning); the flow
+//!    is opened with both tuples; the packet is translated.
+//! 4. The router forwards the (translated) packet: TTL, checksum, MACs.
+//!
+//! IPv6 goes through the same conntrack and firewall, without NAT;
+//! Neighbor Discovery and packets for the router bypass both.
+//!
+//! Rejects answer with a TCP RST (built in place) or an ICMP/ICMPv6
+//! unreachable, through the router's per-core ICMP token bucket.
+//!
+//! [`Flow::translated`]: crate::conntrack::Flow::translated
+
+use crate::acl::{v4, Key};
+use crate::checksum;
+use crate::conntrack::{ConnTrack, Refused, Timeouts, Tuple};
+use crate::firewall::{meta, state, Action, RejectWith, RuleSet};
+use crate::fwd::{ForwardMode, Frame};
+use crate::nat::{self, addr4, has_ports, NatConfig, PortRange, SnatTo};
+use crate::router::{Event, Router};
+use crate::verdict::{DropReason, Verdict};
+use crate::wire::{EtherType, IpProto, Ipv4Packet, Ipv6Packet, ETHERNET_HEADER_LEN as ETH};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+const SYN: u16 = 0x02;
+const ACK: u16 = 0x10;
+const FIN: u16 = 0x01;
+const RST: u16 = 0x04;
+/// Ports tried for a new source NAT mapping before giving up.
+pub const NAT_PROBES: u32 = 256;
+
+/// What the gateway is built from (control path).
+#[derive(Clone)]
+pub struct GatewayConfig {
+    /// Firewall rules and default policy.
+    pub rules: Arc<RuleSet>,
+    /// NAT rules.
+    pub nat: Arc<NatConfig>,
+    /// Flows per worker.
+    pub ct_capacity: usize,
+    /// Conntrack timeouts.
+    pub timeouts: Timeouts,
+    /// Workers (the NAT port range is split among them).
+    pub workers: u16,
+}
+
+/// Per-rule hit counters of one worker, published on each tick.
+pub type RuleHits = Arc<[AtomicU64]>;
+
+/// The gateway stage of one worker.
+pub struct Gateway {
+    router: Router,
+    rules: Arc<RuleSet>,
+    nat: Arc<NatConfig>,
+    ct: ConnTrack,
+    ports: Option<PortRange>,
+    next_port: u32,
+    hits: Vec<u64>,
+    hits_out: Option<RuleHits>,
+    events: [u64; Event::COUNT],
+    /// The smallest interface MTU (packets below it skip the MTU check).
+    min_mtu: u16,
+}
+
+impl Clone for Gateway {
+    /// A fresh worker instance: same rules, an empty table.
+    fn clone(&self) -> Self {
+        Gateway {
+            router: self.router.clone(),
+            rules: self.rules.clone(),
+            nat: self.nat.clone(),
+            ct: self.ct.empty_like(),
+            ports: self.ports,
+            next_port: self.next_port,
+            hits: vec![0; self.hits.len()],
+            hits_out: None,
+            events: [0; Event::COUNT],
+            min_mtu: self.min_mtu,
+        }
+    }
+}
+
+/// A tuple from IPv4 addresses.
+fn tuple4(src: u32, dst: u32, sport: u16, dport: u16, proto: u8) -> Tuple {
+    Tuple {
+        src: v4(src),
+        dst: v4(dst),
+        sport,
+        dport,
+        proto,
+        zone: 0,
+    }
+}
+
+/// The ports (or ICMP query identifier) and TCP flags of an L4 header;
+/// `Err` when too short, `Ok(None)` for an ICMP error.
+#[allow(clippy::type_complexity)]
+fn ports(proto: u8, l4: &[u8], v6: bool) -> Result<Option<(u16, u16, u16)>, DropReason> {
+    let be = |i: usize| u16::from_be_bytes([l4[i], l4[i + 1]]);
+    match proto {
+        IpProto::TCP => {
+            if l4.len() < 20 {
+                return Err(DropReason::Truncated);
+            }
+            let flags = u16::from(l4[13]) | u16::from(l4[12] & 1) << 8;
+            Ok(Some((be(0), be(2), flags)))
+        }
+        IpProto::UDP => {
+            if l4.len() < 8 {
+                return Err(DropReason::Truncated);
+            }
+            Ok(Some((be(0), be(2), 0)))
+        }
+        IpProto::ICMP if !v6 => {
+            if l4.len() < 8 {
+                return Err(DropReason::Truncated);
+            }
+            match l4[0] {
+                0 | 8 | 13 | 14 => Ok(Some((be(4), be(4), 0))),
+                3 | 4 | 5 | 11 | 12 => Ok(None),
+                _ => Ok(Some((0, 0, 0))),
+            }
+        }
+        IpProto::ICMPV6 if v6 => {
+            if l4.len() < 8 {
+                return Err(DropReason::Truncated);
+            }
+            match l4[0] {
+                128 | 129 => Ok(Some((be(4), be(4), 0))),
+                1..=4 => Ok(None),
+                _ => Ok(Some((0, 0, 0))),
+            }
+        }
+        _ => Ok(Some((0, 0, 0))),
+    }
+}
+
+impl Gateway {
+    /// A gateway over `router` for worker `worker` of `cfg.workers`.
+    pub fn new(router: Router, cfg: &GatewayConfig, worker: u16) -> Self {
+        let ports = cfg.nat.ports.slice(worker, cfg.workers);
+        let min_mtu = (0..u16::MAX)
+            .map_while(|p| router.iface(p))
+            .map(|i| i.mtu)
+            .min()
+            .unwrap_or(1500);
+        Gateway {
+            min_mtu,
+            router,
+            rules: cfg.rules.clone(),
+            nat: cfg.nat.clone(),
+            ct: ConnTrack::new(cfg.ct_capacity, cfg.timeouts),
+            ports,
+            next_port: 0,
+            hits: vec![0; cfg.rules.rules().len()],
+            hits_out: None,
+            events: [0; Event::COUNT],
+        }
+    }
+
+    /// Publishes the per-rule hit counts into `out` (one per rule) on each
+    /// tick.
+    pub fn publish_hits(&mut self, out: RuleHits) {
+        self.hits_out = Some(out);
+    }
+
+    /// The conntrack table.
+    pub fn conntrack(&self) -> &ConnTrack {
+        &self.ct
+    }
+
+    /// Hits per rule.
+    pub fn hits(&self) -> &[u64] {
+        &self.hits
+    }
+
+    /// This worker's source-NAT ports.
+    pub fn port_range(&self) -> Option<PortRange> {
+        self.ports
+    }
+
+    /// The firewall's verdict on a new, related or invalid packet.
+    #[inline]
+    fn decide(&mut self, k: &Key) -> Action {
+        let (a, rule) = self.rules.decide(k);
+        if let Some(r) = rule {
+            self.hits[r as usize] += 1;
+        }
+        a
+    }
+
+    /// Applies a non-accept action.
+    fn refuse<P: Frame>(&mut self, pkt: &mut P, in_port: u16, a: Action, tcp: bool) -> Verdict {
+        let v6 = pkt.bytes()[12..14] == EtherType::IPV6.to_be_bytes();
+        let v = match a {
+            Action::Reject(RejectWith::Auto | RejectWith::TcpReset) if tcp => {
+                self.tcp_reset(pkt, in_port, v6)
+            }
+            Action::Reject(w) => {
+                let admin = w == RejectWith::AdminProhibited;
+                if v6 {
+                    let code = if admin { 1 } else { 4 };
+                    self.router
+                        .icmp6_error(pkt, in_port, 1, code, 0, DropReason::Filtered)
+                } else {
+                    let code = if admin { 13 } else { 3 };
+                    self.router
+                        .icmp4_error(pkt, in_port, 3, code, 0, DropReason::Filtered)
+                }
+            }
+            _ => Verdict::Drop(DropReason::Filtered),
+        };
+        if matches!(v, Verdict::Forward(_)) {
+            self.router.count_event(Event::FwReject);
+        }
+        v
+    }
+
+    fn ipv4<P: Frame>(&mut self, pkt: &mut P, in_port: u16) -> Verdict {
+        let b = pkt.bytes();
+        let ip = match Ipv4Packet::new_checked(&b[ETH..]) {
+            Ok(ip) => ip,
+            Err(e) => return Verdict::Drop(e.into()),
+        };
+        if !ip.verify_checksum() {
+            return Verdict::Drop(DropReason::BadChecksum);
+        }
+        if ip.ttl() <= 1 {
+            return self.router.process(pkt, in_port);
+        }
+        let src = u32::from_be_bytes(ip.src());
+        let dst = u32::from_be_bytes(ip.dst());
+        let proto = ip.protocol();
+        let h = ip.header_len();
+        if ip.flags_frag() & 0x3fff != 0 {
+            if self.router.is_local4(dst) {
+                return self.router.process(pkt, in_port);
+            }
+            return Verdict::Drop(DropReason::Fragment);
+        }
+        let l4 = &b[ETH + h..ETH + usize::from(ip.total_len())];
+        let (sport, dport, flags) = match ports(proto, l4, false) {
+            Ok(Some(p)) => p,
+            Ok(None) => return self.icmp_error4(pkt, in_port, h),
+            Err(r) => return Verdict::Drop(r),
+        };
+        let t = tuple4(src, dst, sport, dport, proto);
+        if let Some((i, reply)) = self.ct.find(&t) {
+            if self.ct.advance(i, reply, flags) == crate::conntrack::Conn::Invalid {
+                return self.invalid(pkt, in_port, &t, flags, self.router.route4(dst));
+            }
+            let f = self.ct.flow(i);
+            if f.nat() && !self.too_big4(ip.total_len(), ip.flags_frag(), f.translated(reply)) {
+                let to = f.translated(reply);
+                nat::rewrite4(&mut pkt.bytes_mut()[ETH..], &to);
+            }
+            return self.router.process(pkt, in_port);
+        }
+        self.new4(pkt, in_port, t, flags)
+    }
+
+    /// A packet that no flow accounts for (or that its flow's state
+    /// machine refused): the rules decide with state `invalid`; accepted,
+    /// it is forwarded as it is and opens nothing.
+    fn invalid<P: Frame>(
+        &mut self,
+        pkt: &mut P,
+        in_port: u16,
+        t: &Tuple,
+        flags: u16,
+        out: Option<u16>,
+    ) -> Verdict {
+        let k = Key {
+            src: t.src,
+            dst: t.dst,
+            sport: t.sport,
+            dport: t.dport,
+            proto: t.proto,
+            flags,
+            meta: meta(in_port, out, state::INVALID),
+        };
+        match self.decide(&k) {
+            Action::Accept => self.router.process(pkt, in_port),
+            a => self.refuse(pkt, in_port, a, false),
+        }
+    }
+
+    fn new4<P: Frame>(&mut self, pkt: &mut P, in_port: u16, t: Tuple, flags: u16) -> Verdict {
+        let (src, proto) = (addr4(t.src), t.proto);
+        let tcp = proto == IpProto::TCP;
+        if tcp && flags & (SYN | ACK | RST | FIN) != SYN {
+            self.ct.count_invalid();
+            if self.router.is_local4(addr4(t.dst)) {
+                return self.router.process(pkt, in_port);
+            }
+            return self.invalid(pkt, in_port, &t, flags, self.router.route4(addr4(t.dst)));
+        }
+        // Destination NAT.
+        let (mut dst, mut dport) = (addr4(t.dst), t.dport);
+        let mut dnat = false;
+        if !self.nat.is_empty() {
+            if let Some((a, p)) = self.nat.dnat(in_port, proto, dst, dport) {
+                (dst, dport, dnat) = (a, if has_ports(proto) { p } else { dport }, true);
+                if proto == IpProto::ICMP {
+                    dport = t.dport; // the identifier stays
+                }
+            }
+        }
+        if !dnat && self.router.is_local4(dst) {
+            return self.router.process(pkt, in_port);
+        }
+        let Some(out) = self.router.route4(dst) else {
+            if dnat {
+                return Verdict::Drop(DropReason::NoRoute);
+            }
+            return self.router.process(pkt, in_port); // ICMP unreachable
+        };
+        // Firewall.
+        let k = Key {
+            src: t.src,
+            dst: v4(dst),
+            sport: t.sport,
+            dport,
+            proto,
+            flags,
+            meta: meta(in_port, Some(out), state::NEW),
+        };
+        match self.decide(&k) {
+            Action::Accept => {}
+            a => return self.refuse(pkt, in_port, a, tcp),
+        }
+        // Source NAT: the reply tuple.
+        let mut reply = tuple4(dst, src, dport, t.sport, proto);
+        let snat_addr = if dnat && out == in_port {
+            self.router
+                .iface(out)
+                .and_then(|i| i.ipv4.first())
+                .map(|(a, _)| u32::from(*a))
+        } else if let Some(o) = self.nat.static_out(src) {
+            reply.dst = v4(o);
+            None
+        } else {
+            match self.nat.snat(out, src) {
+                Some(r) => match &r.to {
+                    SnatTo::Masquerade => self
+                        .router
+                        .iface(out)
+                        .and_then(|i| i.ipv4.first())
+                        .map(|(a, _)| u32::from(*a)),
+                    SnatTo::Pool(p) if !p.is_empty() => {
+                        let hsh = src.wrapping_mul(0x9e37_79b1) >> 16;
+                        Some(p[hsh as usize % p.len()])
+                    }
+                    SnatTo::Pool(_) => None,
+                },
+                None => None,
+            }
+        };
+        if let Some(a) = snat_addr {
+            reply.dst = v4(a);
+            if has_ports(proto) && !self.pick_port(&mut reply) {
+                self.router.count_event(Event::NatExhausted);
+                return Verdict::Drop(DropReason::NatExhausted);
+            }
+        }
+        match self.ct.open(t, reply, flags) {
+            Ok(i) => {
+                let f = self.ct.flow(i);
+                if f.nat() {
+                    let to = f.translated(false);
+                    self.router.count_event(Event::NatMapped);
+                    let ip = Ipv4Packet::new_unchecked(&pkt.bytes()[ETH..]);
+                    if !self.too_big4(ip.total_len(), ip.flags_frag(), to) {
+                        nat::rewrite4(&mut pkt.bytes_mut()[ETH..], &to);
+                    }
+                }
+                self.router.process(pkt, in_port)
+            }
+            Err(Refused::Full) => Verdict::Drop(DropReason::CtFull),
+            Err(_) => Verdict::Drop(DropReason::CtClash),
+        }
+    }
+
+    /// Whether a packet of `total` bytes with DF set will not fit the MTU
+    /// of the route to `to`: it is then left untranslated so that the
+    /// router's Fragmentation Needed reaches its real sender.
+    #[inline]
+    fn too_big4(&self, total: u16, flags_frag: u16, to: Tuple) -> bool {
+        total > self.min_mtu
+            && flags_frag & 0x4000 != 0
+            && self
+                .router
+                .route4(addr4(to.dst))
+                .and_then(|p| self.router.iface(p))
+                .is_some_and(|i| total > i.mtu)
+    }
+
+    /// Chooses this worker's next free port for the reply tuple `r` (its
+    /// destination port; for ICMP both ports): false when
+    /// [`NAT_PROBES`] tries found none.
+    fn pick_port(&mut self, r: &mut Tuple) -> bool {
+        let Some(range) = self.ports else {
+            return false;
+        };
+        let n = range.len();
+        for _ in 0..n.min(NAT_PROBES) {
+            let p = (u32::from(range.lo) + self.next_port % n) as u16;
+            self.next_port = (self.next_port + 1) % n;
+            r.dport = p;
+            if r.proto == IpProto::ICMP {
+                r.sport = p;
+            }
+            if !self.ct.contains(r) {
+                return true;
+            }
+        }
+        false
+    }
+
+    /// An ICMPv4 error (IPv4 header of `h` bytes): related if its quote
+    /// belongs to a tracked flow (translated back if the flow is).
+    fn icmp_error4<P: Frame>(&mut self, pkt: &mut P, in_port: u16, h: usize) -> Verdict {
+        let b = pkt.bytes();
+        let l3 = &b[ETH..];
+        let total = usize::from(u16::from_be_bytes([l3[2], l3[3]]));
+        let outer_src = u32::from_be_bytes([l3[12], l3[13], l3[14], l3[15]]);
+        let outer_dst = u32::from_be_bytes([l3[16], l3[17], l3[18], l3[19]]);
+        let quote = &l3[h + 8..total];
+        let q = Ipv4Packet::new_unchecked(quote);
+        let ok = quote.len() >= 20 && q.version() == 4 && q.header_len() >= 20;
+        let qh = q.header_len();
+        let inner = if ok && quote.len() >= qh + 8 {
+            match ports(q.protocol(), &quote[qh..], false) {
+                Ok(Some((sp, dp, _))) => Some(tuple4(
+                    u32::from_be_bytes(q.src()),
+                    u32::from_be_bytes(q.dst()),
+                    sp,
+                    dp,
+                    q.protocol(),
+                )),
+                _ => None,
+            }
+        } else {
+            None
+        };
+        let outer = tuple4(outer_src, outer_dst, 0, 0, IpProto::ICMP);
+        let hit = inner.and_then(|t| self.ct.find(&t.reverse()));
+        let Some((i, reply)) = hit else {
+            if self.router.is_local4(outer_dst) {
+                return self.router.process(pkt, in_port);
+            }
+            self.ct.count_invalid();
+            return self.invalid(pkt, in_port, &outer, 0, self.router.route4(outer_dst));
+        };
+        self.router.count_event(Event::CtRelated);
+        let f = *self.ct.flow(i);
+        let to_inner = if reply { f.orig } else { f.reply };
+        let new_dst = if f.nat() {
+            addr4(to_inner.src)
+        } else {
+            outer_dst
+        };
+        let k = Key {
+            meta: meta(in_port, self.router.route4(new_dst), state::RELATED),
+            ..outer.key()
+        };
+        match self.decide(&k) {
+            Action::Accept => {}
+            a => return self.refuse(pkt, in_port, a, false),
+        }
+        if f.nat() {
+            nat::rewrite_icmp_error4(&mut pkt.bytes_mut()[ETH..], &to_inner);
+        }
+        self.router.process(pkt, in_port)
+    }
+
+    fn ipv6<P: Frame>(&mut self, pkt: &mut P, in_port: u16) -> Verdict {
+        let b = pkt.bytes();
+        let ip = match Ipv6Packet::new_checked(&b[ETH..]) {
+            Ok(ip) => ip,
+            Err(_) => return self.router.process(pkt, in_port),
+        };
+        let dst = u128::from_be_bytes(ip.dst());
+        let src = u128::from_be_bytes(ip.src());
+        let (proto, off) = match ip.upper_layer() {
+            Ok(x) => x,
+            Err(_) => return self.router.process(pkt, in_port),
+        };
+        let end = ETH + 40 + usize::from(ip.payload_len());
+        if ip.hop_limit() <= 1 || dst >> 120 == 0xff || self.router.is_local6(dst) {
+            return self.router.process(pkt, in_port);
+        }
+        if proto == 44 {
+            return Verdict::Drop(DropReason::Fragment);
+        }
+        let l4 = &b[ETH + off..end];
+        if proto == IpProto::ICMPV6 && l4.first().is_some_and(|t| (133..=137).contains(t)) {
+            return self.router.process(pkt, in_port);
+        }
+        let out = self.router.route6(dst);
+        let (sport, dport, flags) = match ports(proto, l4, true) {
+            Ok(Some(p)) => p,
+            Ok(None) => {
+                // ICMPv6 error: related if the quoted packet's flow is
+                // tracked.
+                let related = Ipv6Packet::new_unchecked(&l4[8.min(l4.len())..]);
+                let q = &l4[8.min(l4.len())..];
+                let inner = (q.len() >= 48 && related.version() == 6).then(|| {
+                    let mut s = [0u8; 16];
+                    let mut d = [0u8; 16];
+                    s.copy_from_slice(&q[8..24]);
+                    d.copy_from_slice(&q[24..40]);
+                    let p = q[6];
+                    let (sp, dp) = match ports(p, &q[40..], true) {
+                        Ok(Some((a, b, _))) => (a, b),
+                        _ => (0, 0),
+                    };
+                    Tuple {
+                        src: u128::from_be_bytes(s),
+                        dst: u128::from_be_bytes(d),
+                        sport: sp,
+                        dport: dp,
+                        proto: p,
+                        zone: 0,
+                    }
+                });
+                let st = if inner.is_some_and(|t| self.ct.find(&t.reverse()).is_some()) {
+                    self.router.count_event(Event::CtRelated);
+                    state::RELATED
+                } else {
+                    self.ct.count_invalid();
+                    state::INVALID
+                };
+                let k = Key {
+                    src,
+                    dst,
+                    sport: 0,
+                    dport: 0,
+                    proto,
+                    flags: 0,
+                    meta: meta(in_port, out, st),
+                };
+                return match self.decide(&k) {
+                    Action::Accept => self.router.process(pkt, in_port),
+                    a => self.refuse(pkt, in_port, a, false),
+                };
+            }
+            Err(r) => return Verdict::Drop(r),
+        };
+        let t = Tuple {
+            src,
+            dst,
+            sport,
+            dport,
+            proto,
+            zone: 0,
+        };
+        if let Some((i, reply)) = self.ct.find(&t) {
+            if self.ct.advance(i, reply, flags) == crate::conntrack::Conn::Invalid {
+                return self.invalid(pkt, in_port, &t, flags, out);
+            }
+            return self.router.process(pkt, in_port);
+        }
+        let tcp = proto == IpProto::TCP;
+        if tcp && flags & (SYN | ACK | RST | FIN) != SYN {
+            self.ct.count_invalid();
+            return self.invalid(pkt, in_port, &t, flags, out);
+        }
+        let Some(out) = out else {
+            return self.router.process(pkt, in_port);
+        };
+        let k = Key {
+            flags,
+            meta: meta(in_port, Some(out), state::NEW),
+            ..t.key()
+        };
+        match self.decide(&k) {
+            Action::Accept => {}
+            a => return self.refuse(pkt, in_port, a, tcp),
+        }
+        match self.ct.open(t, t.reverse(), flags) {
+            Ok(_) => self.router.process(pkt, in_port),
+            Err(Refused::Full) => Verdict::Drop(DropReason::CtFull),
+            Err(_) => Verdict::Drop(DropReason::CtClash),
+        }
+    }
+
+    /// Turns a TCP segment into the RST that refuses it (RFC 793 "Reset
+    /// Generation"), sent back out of `in_port`.
+    fn tcp_reset<P: Frame>(&mut self, pkt: &mut P, in_port: u16, v6: bool) -> Verdict {
+        let Some(mac) = self.router.iface(in_port).map(|i| i.mac) else {
+            return Verdict::Drop(DropReason::Filtered);
+        };
+        let b = pkt.bytes();
+        let (hl, total) = if v6 {
+            let ip = Ipv6Packet::new_unchecked(&b[ETH..]);
+            match ip.upper_layer() {
+                Ok((IpProto::TCP, off)) => (off, 40 + usize::from(ip.payload_len())),
+                _ => return Verdict::Drop(DropReason::Filtered),
+            }
+        } else {
+            let ip = Ipv4Packet::new_unchecked(&b[ETH..]);
+            (ip.header_len(), usize::from(ip.total_len()))
+        };
+        let tcp = &b[ETH + hl..ETH + total];
+        let flags = u16::from(tcp[13]);
+        if flags & RST != 0 || !self.router.take_token() {
+            return Verdict::Drop(DropReason::Filtered);
+        }
+        let be32 = |i: usize| u32::from_be_bytes([tcp[i], tcp[i + 1], tcp[i + 2], tcp[i + 3]]);
+        let (their_seq, their_ack) = (be32(4), be32(8));
+        let seg = (total - hl).saturating_sub(usize::from(tcp[12] >> 4) * 4) as u32
+            + u32::from(flags & SYN != 0)
+            + u32::from(flags & FIN != 0);
+        let (seq, ack, out_flags) = if flags & ACK != 0 {
+            (their_ack, 0, RST as u8)
+        } else {
+            (0, their_seq.wrapping_add(seg), (RST | ACK) as u8)
+        };
+        let (sport, dport) = (
+            u16::from_be_bytes([tcp[0], tcp[1]]),
+            u16::from_be_bytes([tcp[2], tcp[3]]),
+        );
+        let mut peer = [0u8; 6];
+        peer.copy_from_slice(&b[6..12]);
+        let mut addrs = [0u8; 32];
+        let al = if v6 { 16 } else { 4 };
+        let (so, dof) = if v6 { (8, 24) } else { (12, 16) };
+        addrs[..al].copy_from_slice(&b[ETH + so..ETH + so + al]);
+        addrs[16..16 + al].copy_from_slice(&b[ETH + dof..ETH + dof + al]);
+        let ihl = if v6 { 40 } else { 20 };
+        if !pkt.set_len(ETH + ihl + 20) {
+            return Verdict::Drop(DropReason::Filtered);
+        }
+        let b = pkt.bytes_mut();
+        b[0..6].copy_from_slice(&peer);
+        b[6..12].copy_from_slice(&mac.0);
+        let (src, dst) = (&addrs[16..16 + al], &addrs[..al]); // swapped
+        let pseudo = if v6 {
+            b[12..14].copy_from_slice(&EtherType::IPV6.to_be_bytes());
+            let mut ip = Ipv6Packet::new_unchecked(&mut b[ETH..ETH + 40]);
+            ip.set_version();
+            ip.set_payload_len(20);
+            ip.set_next_header(IpProto::TCP);
+            ip.set_hop_limit(64);
+            let (mut s, mut d) = ([0u8; 16], [0u8; 16]);
+            s.copy_from_slice(src);
+            d.copy_from_slice(dst);
+            ip.set_src(s);
+            ip.set_dst(d);
+            checksum::pseudo_v6(s, d, IpProto::TCP, 20)
+        } else {
+            b[12..14].copy_from_slice(&EtherType::IPV4.to_be_bytes());
+            b[ETH + 1] = 0;
+            let mut ip = Ipv4Packet::new_unchecked(&mut b[ETH..ETH + 20]);
+            ip.set_version_ihl(20);
+            ip.set_total_len(40);
+            ip.set_ident(0);
+            ip.set_flags_frag(0x4000);
+            ip.set_ttl(64);
+            ip.set_protocol(IpProto::TCP);
+            let (mut s, mut d) = ([0u8; 4], [0u8; 4]);
+            s.copy_from_slice(src);
+            d.copy_from_slice(dst);
+            ip.set_src(s);
+            ip.set_dst(d);
+            ip.fill_checksum();
+            checksum::pseudo_v4(s, d, IpProto::TCP, 20)
+        };
+        let t = &mut b[ETH + ihl..ETH + ihl + 20];
+        t[0..2].copy_from_slice(&dport.to_be_bytes());
+        t[2..4].copy_from_slice(&sport.to_be_bytes());
+        t[4..8].copy_from_slice(&seq.to_be_bytes());
+        t[8..12].copy_from_slice(&ack.to_be_bytes());
+        t[12] = 5 << 4;
+        t[13] = out_flags;
+        t[14..20].copy_from_slice(&[0; 6]);
+        let c = !checksum::fold(checksum::sum(t, pseudo));
+        t[16..18].copy_from_slice(&c.to_be_bytes());
+        Verdict::Forward(in_port)
+    }
+
+    fn refresh_events(&mut self) {
+        self.events.copy_from_slice(self.router.events());
+        let c = self.ct.counters();
+        self.events[Event::CtCreated as usize] = c.created;
+        self.events[Event::CtExpired as usize] = c.expired;
+        self.events[Event::CtEvicted as usize] = c.evicted;
+        self.events[Event::CtTableFull as usize] = c.table_full;
+        self.events[Event::CtInvalid as usize] = c.invalid;
+        if let Some(out) = &self.hits_out {
+            for (o, h) in out.iter().zip(&self.hits) {
+                o.store(*h, Ordering::Relaxed);
+            }
+        }
+    }
+}
+
+impl ForwardMode for Gateway {
+    const NAME: &'static str = "l3fwd";
+
+    #[inline]
+    fn process<P: Frame>(&mut self, pkt: &mut P, in_port: u16) -> Verdict {
+        let b = pkt.bytes();
+        if b.len() < ETH {
+            return Verdict::Drop(DropReason::Truncated);
+        }
+        let Some(mac) = self.router.iface(in_port).map(|i| i.mac) else {
+            return Verdict::Drop(DropReason::NotForUs);
+        };
+        let for_us = b[0..6] == mac.0;
+        match u16::from_be_bytes([b[12], b[13]]) {
+            EtherType::IPV4 if for_us => self.ipv4(pkt, in_port),
+            EtherType::IPV6 if for_us => self.ipv6(pkt, in_port),
+            _ => self.router.process(pkt, in_port),
+        }
+    }
+
+    fn tick(&mut self, now_ns: u64) {
+        self.router.tick(now_ns);
+        self.ct.tick(now_ns);
+        self.refresh_events();
+    }
+
+    fn events(&self) -> &[u64] {
+        &self.events
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,385 @@
+//! NAT44: the rules (source NAT to an interface address or a pool,
+//! destination NAT port forwards, 1:1 static NAT), per-worker port ranges,
+//! and the in-place packet rewrites with incremental checksum updates
+//! (RFC 1624) for IPv4, TCP, UDP and ICMP, including ICMP errors whose
+//! quoted header is translated too (so traceroute and PMTU discovery work
+//! through the NAT).
+//!
+//! A mapping is a conntrack flow whose reply tuple is not its original
+//! reversed ([`crate::conntrack::Flow`]); the gateway stage
+//! ([`crate::gateway`]) chooses the tuples here when a flow opens and the
+//! rewrite functions make each packet carry [`Flow::translated`].
+//!
+//! # Port ranges and return traffic
+//!
+//! The source-NAT port range (default 1024–65535) is cut into one disjoint
+//! slice per worker ([`PortRange::slice`]), so no two cores can hand out
+//! the same mapping and the owner of a translated port is a division
+//! ([`PortRange::owner`]). Replies to a mapping carry its port as their
+//! destination port; that is how they are steered to the owning core (see
+//! the README, "NAT and multiple cores").
+//!
+//! [`Flow::translated`]: crate::conntrack::Flow::translated
+
+use crate::checksum;
+use crate::conntrack::Tuple;
+use crate::wire::IpProto;
+
+/// Where source NAT takes its addresses from.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum SnatTo {
+    /// The first IPv4 address of the egress interface.
+    Masquerade,
+    /// A pool; an inside host always gets the same address (chosen by a
+    /// hash of its address), as RFC 4787 "paired" pooling asks.
+    Pool(Vec<u32>),
+}
+
+/// A source NAT rule: flows leaving through `out_port` from `src` get a
+/// new source address and port.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Snat {
+    /// Egress port.
+    pub out_port: u16,
+    /// Source prefix (address, length) the rule applies to.
+    pub src: (u32, u8),
+    /// Addresses.
+    pub to: SnatTo,
+}
+
+/// A destination NAT rule (port forward, or a whole address when `dport`
+/// is `None`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Dnat {
+    /// Only for packets received on this port.
+    pub in_port: Option<u16>,
+    /// Protocol (required with a port).
+    pub proto: Option<u8>,
+    /// External address.
+    pub dst: u32,
+    /// External port.
+    pub dport: Option<u16>,
+    /// Internal address.
+    pub to: u32,
+    /// Internal port (`None` keeps the port).
+    pub to_port: Option<u16>,
+}
+
+/// 1:1 NAT: `inside` appears as `outside` in both directions, ports kept.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct StaticNat {
+    /// Inside address.
+    pub inside: u32,
+    /// Outside address.
+    pub outside: u32,
+}
+
+/// An inclusive port range.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PortRange {
+    /// First port.
+    pub lo: u16,
+    /// Last port.
+    pub hi: u16,
+}
+
+impl Default for PortRange {
+    fn default() -> Self {
+        PortRange {
+            lo: 1024,
+            hi: 65535,
+        }
+    }
+}
+
+impl PortRange {
+    /// Ports in the range.
+    pub fn len(&self) -> u32 {
+        u32::from(self.hi) - u32::from(self.lo) + 1
+    }
+
+    /// Never empty (`lo <= hi` by construction); for clippy.
+    pub fn is_empty(&self) -> bool {
+        self.hi < self.lo
+    }
+
+    fn per_worker(&self, workers: u16) -> u32 {
+        (self.len() / u32::from(workers.max(1))).max(1)
+    }
+
+    /// Worker `i`'s slice of the range among `workers` (the last one takes
+    /// the remainder); `None` when the range has fewer ports than workers.
+    pub fn slice(&self, i: u16, workers: u16) -> Option<PortRange> {
+        let per = self.per_worker(workers);
+        let lo = u32::from(self.lo) + u32::from(i) * per;
+        let hi = if i + 1 == workers.max(1) {
+            u32::from(self.hi)
+        } else {
+            lo + per - 1
+        };
+        (hi <= u32::from(self.hi) && lo <= hi).then_some(PortRange {
+            lo: lo as u16,
+            hi: hi as u16,
+        })
+    }
+
+    /// The worker whose slice holds `port`, if it is in the range.
+    pub fn owner(&self, port: u16, workers: u16) -> Option<u16> {
+        if port < self.lo || port > self.hi {
+            return None;
+        }
+        let w = (u32::from(port) - u32::from(self.lo)) / self.per_worker(workers);
+        Some((w as u16).min(workers.max(1) - 1))
+    }
+}
+
+/// All NAT rules (control path; shared read-only by the workers).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct NatConfig {
+    /// Source NAT, first match wins.
+    pub snat: Vec<Snat>,
+    /// Destination NAT, first match wins.
+    pub dnat: Vec<Dnat>,
+    /// 1:1 NAT.
+    pub statics: Vec<StaticNat>,
+    /// Source ports handed out (split over the workers).
+    pub ports: PortRange,
+}
+
+impl NatConfig {
+    /// True with no rules.
+    pub fn is_empty(&self) -> bool {
+        self.snat.is_empty() && self.dnat.is_empty() && self.statics.is_empty()
+    }
+
+    /// The destination NAT of a new flow: new (address, port) for a packet
+    /// to `dst:dport` received on `in_port`.
+    pub fn dnat(&self, in_port: u16, proto: u8, dst: u32, dport: u16) -> Option<(u32, u16)> {
+        for d in &self.dnat {
+            if d.dst != dst || d.in_port.is_some_and(|p| p != in_port) {
+                continue;
+            }
+            if d.proto.is_some_and(|p| p != proto) {
+                continue;
+            }
+            match d.dport {
+                Some(p) if p != dport || !has_ports(proto) => continue,
+                _ => {}
+            }
+            return Some((d.to, d.to_port.unwrap_or(dport)));
+        }
+        self.statics
+            .iter()
+            .find(|s| s.outside == dst)
+            .map(|s| (s.inside, dport))
+    }
+
+    /// The 1:1 outside address of inside host `src`.
+    pub fn static_out(&self, src: u32) -> Option<u32> {
+        self.statics
+            .iter()
+            .find(|s| s.inside == src)
+            .map(|s| s.outside)
+    }
+
+    /// The source NAT rule for a flow from `src` leaving on `out_port`.
+    pub fn snat(&self, out_port: u16, src: u32) -> Option<&Snat> {
+        self.snat
+            .iter()
+            .find(|s| s.out_port == out_port && in_prefix(src, s.src))
+    }
+}
+
+/// Whether `a` is inside `prefix`.
+pub fn in_prefix(a: u32, (p, len): (u32, u8)) -> bool {
+    let m = if len == 0 {
+        0
+    } else {
+        !0u32 << (32 - u32::from(len.min(32)))
+    };
+    a & m == p & m
+}
+
+/// Protocols whose tuples carry ports (or an ICMP query identifier).
+pub fn has_ports(proto: u8) -> bool {
+    matches!(proto, IpProto::TCP | IpProto::UDP | IpProto::ICMP)
+}
+
+/// The IPv4 address in a conntrack `u128`.
+#[inline]
+pub fn addr4(a: u128) -> u32 {
+    a as u32
+}
+
+/// Offset of the checksum in a TCP or UDP header, if the protocol has one
+/// that covers the pseudo-header.
+fn l4_csum_at(proto: u8) -> Option<usize> {
+    match proto {
+        IpProto::TCP => Some(16),
+        IpProto::UDP => Some(6),
+        _ => None,
+    }
+}
+
+/// Rewrites the addresses and ports of the IPv4 packet `l3` (header
+/// validated, first fragment) to those of `to`, updating the IP checksum
+/// and the TCP/UDP checksum, or for ICMP queries the identifier and the
+/// ICMP checksum. The L4 header must be present in full (the gateway
+/// checked it when it built the key).
+pub fn rewrite4(l3: &mut [u8], to: &Tuple) {
+    let h = usize::from(l3[0] & 0x0f) * 4;
+    let proto = l3[9];
+    let new = [addr4(to.src).to_be_bytes(), addr4(to.dst).to_be_bytes()];
+    let old_sum = checksum::sum(&l3[12..20], 0);
+    l3[12..16].copy_from_slice(&new[0]);
+    l3[16..20].copy_from_slice(&new[1]);
+    let new_sum = checksum::sum(&l3[12..20], 0);
+    let c = u16::from_be_bytes([l3[10], l3[11]]);
+    l3[10..12].copy_from_slice(&checksum::update_sums(c, old_sum, new_sum).to_be_bytes());
+    let l4 = &mut l3[h..];
+    rewrite_l4(l4, proto, old_sum, new_sum, to.sport, to.dport);
+}
+
+/// Rewrites the ports (or ICMP identifier) of the L4 header `l4` (possibly
+/// cut short, as in a quote) to `sport`/`dport` and updates its checksum by
+/// the address change `old_sum` → `new_sum` (TCP/UDP)
+/// and the port change. Fields past the end of `l4` are left alone.
+fn rewrite_l4(
+    l4: &mut [u8],
+    proto: u8,
+    mut old_sum: u64,
+    mut new_sum: u64,
+    sport: u16,
+    dport: u16,
+) {
+    match proto {
+        IpProto::TCP | IpProto::UDP if l4.len() >= 4 => {
+            old_sum = checksum::sum(&l4[0..4], old_sum);
+            l4[0..2].copy_from_slice(&sport.to_be_bytes());
+            l4[2..4].copy_from_slice(&dport.to_be_bytes());
+            new_sum = checksum::sum(&l4[0..4], new_sum);
+            let Some(at) = l4_csum_at(proto) else { return };
+            if l4.len() < at + 2 {
+                return;
+            }
+            let c = u16::from_be_bytes([l4[at], l4[at + 1]]);
+            if proto == IpProto::UDP && c == 0 {
+                return; // no checksum
+            }
+            let mut n = checksum::update_sums(c, old_sum, new_sum);
+            if proto == IpProto::UDP && n == 0 {
+                n = 0xffff;
+            }
+            l4[at..at + 2].copy_from_slice(&n.to_be_bytes());
+        }
+        IpProto::ICMP if l4.len() >= 6 && matches!(l4[0], 0 | 8 | 13 | 14) => {
+            let old = u16::from_be_bytes([l4[4], l4[5]]);
+            l4[4..6].copy_from_slice(&sport.to_be_bytes());
+            let c = u16::from_be_bytes([l4[2], l4[3]]);
+            l4[2..4].copy_from_slice(&checksum::update16(c, old, sport).to_be_bytes());
+        }
+        _ => {}
+    }
+}
+
+/// Translates an ICMPv4 error (`l3`: outer IPv4 header, ICMP error, quoted
+/// IPv4 header and at least 8 bytes of its payload) about a translated
+/// flow: the quoted packet gets the addresses and ports of `inner_to` (its
+/// own checksums updated as far as the quote holds them), the outer
+/// destination becomes the quoted packet's new source, and the outer source
+/// becomes the quoted packet's new destination when the error came from
+/// that endpoint itself. The ICMP checksum is recomputed.
+pub fn rewrite_icmp_error4(l3: &mut [u8], inner_to: &Tuple) {
+    let h = usize::from(l3[0] & 0x0f) * 4;
+    let total = usize::from(u16::from_be_bytes([l3[2], l3[3]])).min(l3.len());
+    let old_inner_dst = [
+        l3[h + 8 + 16],
+        l3[h + 8 + 17],
+        l3[h + 8 + 18],
+        l3[h + 8 + 19],
+    ];
+    {
+        let inner = &mut l3[h + 8..total];
+        let ih = usize::from(inner[0] & 0x0f) * 4;
+        let proto = inner[9];
+        let old_sum = checksum::sum(&inner[12..20], 0);
+        inner[12..16].copy_from_slice(&addr4(inner_to.src).to_be_bytes());
+        inner[16..20].copy_from_slice(&addr4(inner_to.dst).to_be_bytes());
+        let new_sum = checksum::sum(&inner[12..20], 0);
+        let c = u16::from_be_bytes([inner[10], inner[11]]);
+        inner[10..12].copy_from_slice(&checksum::update_sums(c, old_sum, new_sum).to_be_bytes());
+        let end = inner.len();
+        let l4 = &mut inner[ih.min(end)..];
+        rewrite_l4(l4, proto, old_sum, new_sum, inner_to.sport, inner_to.dport);
+    }
+    // Outer header.
+    let old_sum = checksum::sum(&l3[12..20], 0);
+    if l3[12..16] == old_inner_dst {
+        l3[12..16].copy_from_slice(&addr4(inner_to.dst).to_be_bytes());
+    }
+    l3[16..20].copy_from_slice(&addr4(inner_to.src).to_be_bytes());
+    let new_sum = checksum::sum(&l3[12..20], 0);
+    let c = u16::from_be_bytes([l3[10], l3[11]]);
+    l3[10..12].copy_from_slice(&checksum::update_sums(c, old_sum, new_sum).to_be_bytes());
+    let icmp = &mut l3[h..total];
+    icmp[2..4].copy_from_slice(&[0, 0]);
+    let c = checksum::checksum(icmp);
+    icmp[2..4].copy_from_slice(&c.to_be_bytes());
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn port_slices_are_disjoint_and_cover_the_range() {
+        let r = PortRange::default();
+        for workers in [1u16, 2, 3, 7, 16] {
+            let mut next = r.lo;
+            for i in 0..workers {
+                let s = r.slice(i, workers).unwrap();
+                assert_eq!(s.lo, next, "contiguous");
+                assert_eq!(r.owner(s.lo, workers), Some(i));
+                assert_eq!(r.owner(s.hi, workers), Some(i));
+                next = s.hi.wrapping_add(1);
+            }
+            assert_eq!(next, 0, "ends at 65535");
+            assert_eq!(r.owner(80, workers), None);
+        }
+        assert!(PortRange { lo: 5000, hi: 5001 }.slice(2, 3).is_none());
+    }
+
+    #[test]
+    fn dnat_rules_and_statics() {
+        let n = NatConfig {
+            dnat: vec![Dnat {
+                in_port: Some(1),
+                proto: Some(IpProto::TCP),
+                dst: 0xc613_0001,
+                dport: Some(8080),
+                to: 0xc612_000a,
+                to_port: Some(80),
+            }],
+            statics: vec![StaticNat {
+                inside: 0xc612_0005,
+                outside: 0xc613_0005,
+            }],
+            ..NatConfig::default()
+        };
+        assert_eq!(
+            n.dnat(1, IpProto::TCP, 0xc613_0001, 8080),
+            Some((0xc612_000a, 80))
+        );
+        assert_eq!(n.dnat(0, IpProto::TCP, 0xc613_0001, 8080), None, "port");
+        assert_eq!(n.dnat(1, IpProto::UDP, 0xc613_0001, 8080), None, "proto");
+        assert_eq!(n.dnat(1, IpProto::TCP, 0xc613_0001, 8081), None);
+        assert_eq!(
+            n.dnat(0, IpProto::UDP, 0xc613_0005, 53),
+            Some((0xc612_0005, 53))
+        );
+        assert_eq!(n.static_out(0xc612_0005), Some(0xc613_0005));
+        assert!(in_prefix(0xc612_0042, (0xc612_0000, 24)));
+        assert!(!in_prefix(0xc613_0042, (0xc612_0000, 24)));
+        assert!(in_prefix(1, (0, 0)));
+    }
+}
