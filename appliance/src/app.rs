@@ -9,14 +9,16 @@ use crate::poll::Switch;
 use crate::telemetry::{PortView, Report, Snapshot, Telemetry, WorkerView};
 use crate::worker::{self, RxSlot, TxSlot, WorkerSetup};
 use anyhow::{anyhow, Context, Result};
+use pipeline::firewall::RuleSet;
 use pipeline::fwd::{FiveTupleSwap, ForwardMode, Io, Mac, MacSwap, Peers};
+use pipeline::gateway::{Gateway, GatewayConfig, RuleHits};
 use pipeline::lpm::{Lpm4Builder, Lpm6Builder};
 use pipeline::router::{Router, RouterConfig};
 use pmd::hist::hist_pair;
 use pmd::softnic::{Generator, SoftnicConfig};
 use pmd::sys::Tsc;
 use pmd::{BoxRx, BoxTx, PacketBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -134,6 +136,18 @@ pub fn build_router(cfg: &Config) -> Result<Router> {
         icmp_rate: rs.icmp_rate,
         neighbor_timeout_ns: rs.neighbor_timeout.as_nanos() as u64,
     }))
+}
+
+/// Builds the firewall rule set and the gateway settings (control path).
+pub fn build_gateway(cfg: &Config, workers: u16) -> GatewayConfig {
+    let g = &cfg.gateway;
+    GatewayConfig {
+        rules: Arc::new(RuleSet::build(g.rules.clone(), g.default)),
+        nat: Arc::new(g.nat.clone()),
+        ct_capacity: g.ct_capacity,
+        timeouts: g.timeouts,
+        workers: workers.max(1),
+    }
 }
 
 /// A core for the management thread that no worker uses: the generator's
@@ -299,6 +313,18 @@ pub(crate) fn run_ports<B: PacketBuf>(
     } else {
         None
     };
+    let l3_workers = cfg
+        .workers
+        .iter()
+        .filter(|w| w.mode == FwdMode::L3fwd)
+        .count() as u16;
+    let gateway = match &router {
+        Some(_) if cfg.gateway.enabled => Some(build_gateway(cfg, l3_workers)),
+        _ => None,
+    };
+    let nrules = cfg.gateway.rules.len();
+    let mut hit_sinks: Vec<RuleHits> = Vec::new();
+    let mut l3_index = 0u16;
     let mut tel = Telemetry::new(views, wviews, tsc);
     let zero = Snapshot::zero(pmd::sys::rdtsc(), nports, cfg.workers.len());
 
@@ -333,9 +359,17 @@ pub(crate) fn run_ports<B: PacketBuf>(
             FwdMode::FiveTupleSwap => {
                 spawn_worker(w.core, setup, FiveTupleSwap(peers.clone()), s, on_start)
             }
-            FwdMode::L3fwd => match &router {
-                Some(r) => spawn_worker(w.core, setup, r.clone(), s, on_start),
-                None => Err(anyhow!("l3fwd worker without a router")),
+            FwdMode::L3fwd => match (&router, &gateway) {
+                (Some(r), Some(g)) => {
+                    let mut gw = Gateway::new(r.clone(), g, l3_index);
+                    l3_index += 1;
+                    let sink: RuleHits = (0..nrules).map(|_| AtomicU64::new(0)).collect();
+                    gw.publish_hits(sink.clone());
+                    hit_sinks.push(sink);
+                    spawn_worker(w.core, setup, gw, s, on_start)
+                }
+                (Some(r), None) => spawn_worker(w.core, setup, r.clone(), s, on_start),
+                (None, _) => Err(anyhow!("l3fwd worker without a router")),
             },
         };
         match h {
@@ -409,7 +443,15 @@ pub(crate) fn run_ports<B: PacketBuf>(
     if last.tsc() > prev.tsc() + tsc.cycles(cfg.run.stats_period / 10) {
         emit(&tel.report(&prev, &last, false));
     }
-    let summary = tel.report(&zero, &last, true);
+    let mut summary = tel.report(&zero, &last, true);
+    if let Some(g) = &gateway {
+        for (i, r) in g.rules.rules().iter().enumerate() {
+            if r.counter {
+                let n = hit_sinks.iter().map(|h| h[i].load(Ordering::Relaxed)).sum();
+                summary.rule_hits.push((r.origin.clone(), n));
+            }
+        }
+    }
     if panicked > 0 {
         return Err(anyhow!("{panicked} worker thread(s) panicked"));
     }

@@ -89,6 +89,36 @@ fn describe(c: &Config) -> String {
             q(&w.tx)
         );
     }
+    let g = &c.gateway;
+    if g.enabled {
+        let set = pipeline::firewall::RuleSet::build(g.rules.clone(), g.default);
+        s += &format!(
+            "  firewall: {} rules ({} after port/state expansion, {} tuples), default {:?}; classifier built in {:.2} ms, {:.1} KiB\n",
+            set.rules().len(),
+            set.expanded(),
+            set.tuples(),
+            g.default,
+            set.build_ns() as f64 / 1e6,
+            set.memory() as f64 / 1024.0
+        );
+        let workers = c
+            .workers
+            .iter()
+            .filter(|w| w.mode == appliance::config::FwdMode::L3fwd)
+            .count()
+            .max(1) as u16;
+        let per = g.nat.ports.slice(0, workers).map_or(0, |r| r.len());
+        s += &format!(
+            "  conntrack: {} flows per worker; nat: {} snat, {} dnat, {} static; ports {}-{} ({} per worker)\n",
+            g.ct_capacity,
+            g.nat.snat.len(),
+            g.nat.dnat.len(),
+            g.nat.statics.len(),
+            g.nat.ports.lo,
+            g.nat.ports.hi,
+            per
+        );
+    }
     s
 }
 

@@ -245,6 +245,10 @@ pub struct Report {
     /// Only in the summary.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub balance: Option<Balance>,
+    /// Firewall rules with `counter = true`: where the rule is, and the
+    /// packets it matched (all workers, whole run). Only in the summary.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub rule_hits: Vec<(String, u64)>,
 }
 
 /// The management thread's state.
@@ -479,6 +483,7 @@ impl Telemetry {
             ports,
             cores,
             balance,
+            rule_hits: Vec::new(),
         }
     }
 }
@@ -649,6 +654,9 @@ impl Report {
             if !extra.is_empty() {
                 let _ = writeln!(s, "          {}", extra.trim_start());
             }
+        }
+        for (origin, n) in &self.rule_hits {
+            let _ = writeln!(s, "  rule {origin}: {n} packets");
         }
         if let Some(b) = &self.balance {
             let _ = writeln!(

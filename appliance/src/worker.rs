@@ -160,6 +160,9 @@ pub fn run<B: PacketBuf, F: ForwardMode>(setup: WorkerSetup<B>, fwd: F, stop: &A
         c.core.fallback.set(1);
     }
     let now = rdtsc();
+    let mut fwd = fwd;
+    // The stage's clock starts before the first packet.
+    fwd.tick(tsc.ns(now) as u64);
     let mut w = Worker {
         fwd,
         rx,

@@ -28,7 +28,7 @@ use crate::acl::Key;
 use rustc_hash::FxHashMap;
 
 /// Slots examined by each [`ConnTrack::tick`] sweep.
-pub const SWEEP_PER_TICK: usize = 64;
+pub const SWEEP_PER_TICK: usize = 1024;
 /// Entries examined for early drop when the table is full.
 pub const EARLY_DROP_PROBES: usize = 16;
 

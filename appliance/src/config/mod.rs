@@ -2,8 +2,10 @@
 //! fields, then [`validate`] producing a checked [`Config`] that rejects
 //! cross-field conflicts. Every error names the file, line, column and key.
 
+mod firewall;
 mod router;
 
+pub use firewall::GatewaySetup;
 pub use router::{Route, RouterSetup};
 
 use crate::poll::{self, Policy};
@@ -207,6 +209,9 @@ struct RawFile {
     neighbor: Vec<router::RawNeighbor>,
     #[serde(default)]
     dpdk: RawDpdk,
+    firewall: Option<firewall::RawFirewall>,
+    conntrack: Option<firewall::RawConntrack>,
+    nat: Option<firewall::RawNat>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -537,6 +542,8 @@ pub struct Config {
     pub workers: Vec<WorkerConfig>,
     /// Router settings (used by `l3fwd` workers).
     pub router: RouterSetup,
+    /// Firewall, conntrack and NAT (the gateway stage of `l3fwd` workers).
+    pub gateway: GatewaySetup,
     /// Extra EAL arguments (`[dpdk] eal_args`).
     pub eal_args: Vec<String>,
 }
@@ -839,6 +846,20 @@ fn validate(cx: &mut Ctx<'_>, raw: RawFile, base: Option<&Path>) -> Config {
         })
         .collect();
     let router = router::check(cx, &raw.router, &raw.route, &raw.neighbor, &addrs, base);
+    let names: std::collections::BTreeMap<&str, u16> = raw
+        .port
+        .iter()
+        .enumerate()
+        .map(|(i, p)| (p.name.get_ref().as_str(), i as u16))
+        .collect();
+    let gateway = firewall::check(
+        cx,
+        raw.firewall.as_ref(),
+        raw.conntrack.as_ref(),
+        raw.nat.as_ref(),
+        &names,
+        base,
+    );
     // One buffer family per process: DPDK ports cannot mix with the others.
     let dpdk_ports = raw
         .port
@@ -875,6 +896,7 @@ fn validate(cx: &mut Ctx<'_>, raw: RawFile, base: Option<&Path>) -> Config {
         ports,
         workers,
         router,
+        gateway,
         eal_args: raw.dpdk.eal_args,
     }
 }

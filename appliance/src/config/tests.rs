@@ -159,3 +159,170 @@ fn typed_values() {
     assert_eq!(e[0].key, "mac");
     assert!(e[0].msg.contains("MAC address"), "{}", e[0]);
 }
+
+const GW: &str = r#"
+[[port]]
+name = "lan"
+driver = "null"
+ipv4 = ["198.18.0.1/24"]
+
+[[port]]
+name = "wan"
+driver = "null"
+ipv4 = ["198.19.0.1/24"]
+
+[[worker]]
+core = 0
+mode = "l3fwd"
+rx = ["lan", "wan"]
+"#;
+
+#[test]
+fn firewall_and_nat_sections_resolve() {
+    let text = format!(
+        "{GW}{}",
+        r#"
+[firewall]
+default = "drop"
+zones = { inside = ["lan"] }
+
+[[firewall.rule]]
+action = "reject"
+reject_with = "admin-prohibited"
+proto = "tcp"
+dport = "20-23"
+tcp_flags = "syn/syn,ack"
+in = "inside"
+out = ["wan"]
+state = ["new", "invalid"]
+counter = true
+
+[[firewall.rule]]
+action = "accept"
+src = "2001:db8::/32"
+
+[conntrack]
+capacity = 1000
+replied_s = 60
+
+[nat]
+ports = "20000-29999"
+
+[[nat.snat]]
+out = "wan"
+to = ["198.19.0.10", "198.19.0.11"]
+
+[[nat.dnat]]
+proto = "udp"
+dst = "198.19.0.1"
+dport = 53
+to = "198.18.0.53"
+"#
+    );
+    let c = parse(&text, "t.toml", None).unwrap();
+    let g = &c.gateway;
+    assert!(g.enabled);
+    assert_eq!(g.default, pipeline::firewall::Action::Drop);
+    let r = &g.rules[0];
+    assert_eq!(
+        r.action,
+        pipeline::firewall::Action::Reject(pipeline::firewall::RejectWith::AdminProhibited)
+    );
+    assert_eq!(
+        (r.hdr.dport, r.hdr.proto, r.hdr.flags),
+        ((20, 23), (6, 0xff), (2, 0x12))
+    );
+    assert_eq!(
+        (r.in_ports.clone(), r.out_ports.clone()),
+        (vec![0], vec![1])
+    );
+    assert_eq!(r.states, 1 | 8);
+    assert!(r.counter);
+    assert_eq!(r.origin, "t.toml:21");
+    assert_eq!(g.rules[1].hdr.src.1, 32);
+    assert_eq!(g.ct_capacity, 1000);
+    assert_eq!(g.timeouts.replied, 60_000_000_000);
+    assert_eq!(
+        g.nat.ports,
+        pipeline::nat::PortRange {
+            lo: 20000,
+            hi: 29999
+        }
+    );
+    assert_eq!(g.nat.snat[0].out_port, 1);
+    assert_eq!(g.nat.dnat[0].to_port, None, "port kept");
+}
+
+#[test]
+fn firewall_errors_name_line_and_key() {
+    for (extra, key, line, msg) in [
+        (
+            "[[firewall.rule]]\naction = \"allow\"\n",
+            "firewall.rule[0].action",
+            18,
+            "accept, drop or reject",
+        ),
+        (
+            "[[firewall.rule]]\naction = \"drop\"\ndport = 22\n",
+            "firewall.rule[0].dport",
+            19,
+            "proto",
+        ),
+        (
+            "[[firewall.rule]]\naction = \"drop\"\nin = \"dmz\"\n",
+            "firewall.rule[0].in",
+            19,
+            "neither a port nor a zone",
+        ),
+        (
+            "[[firewall.rule]]\naction = \"drop\"\nsrc = \"10.0.0.0/8\"\ndst = \"::/0\"\n",
+            "firewall.rule[0].dst",
+            20,
+            "same IP version",
+        ),
+        (
+            "[[nat.snat]]\nout = \"dmz\"\nto = \"masquerade\"\n",
+            "nat.snat[0].out",
+            18,
+            "does not exist",
+        ),
+        (
+            "[[nat.dnat]]\ndst = \"198.19.0.1\"\nto = \"198.18.0.5:80\"\n",
+            "nat.dnat[0].to",
+            19,
+            "needs `dport`",
+        ),
+        (
+            "[firewall]\nclassbench_file = \"/nonexistent/fw1\"\n",
+            "firewall.classbench_file",
+            18,
+            "cannot read",
+        ),
+    ] {
+        let e = errs(&format!("{GW}\n{extra}"));
+        assert_eq!(e.len(), 1, "{extra}: {e:?}");
+        assert_eq!(e[0].key, key, "{extra}");
+        assert_eq!(e[0].line, line, "{extra}: {}", e[0]);
+        assert!(e[0].msg.contains(msg), "{extra}: {}", e[0].msg);
+    }
+}
+
+#[test]
+fn classbench_file_rules_load() {
+    let Some(f) = testdata::shared("classbench/fw1_1k") else {
+        eprintln!("skipped: no shared data");
+        return;
+    };
+
+    let text = format!(
+        "{GW}\n[firewall]\nclassbench_file = \"{}\"\nclassbench_action = \"drop\"\n",
+        f.display()
+    );
+    let c = parse(&text, "t.toml", None).unwrap();
+    assert_eq!(c.gateway.rules.len(), 761, "every line of fw1_1k");
+    assert!(c
+        .gateway
+        .rules
+        .iter()
+        .all(|r| r.action == pipeline::firewall::Action::Drop));
+}

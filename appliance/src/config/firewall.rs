@@ -1,0 +1,657 @@
+//! Firewall, conntrack and NAT settings: `[firewall]` with
+//! `[[firewall.rule]]`s, zones and a ClassBench rule file, `[conntrack]`,
+//! and `[nat]` with `[[nat.snat]]`, `[[nat.dnat]]` and `[[nat.static]]`.
+
+use super::Ctx;
+use pipeline::acl::{parse_classbench, v4_prefix, Rule};
+use pipeline::conntrack::Timeouts;
+use pipeline::firewall::{state, Action, FwRule, RejectWith};
+use pipeline::nat::{Dnat, NatConfig, PortRange, Snat, SnatTo, StaticNat};
+use serde::Deserialize;
+use std::collections::BTreeMap;
+use std::net::{IpAddr, Ipv4Addr};
+use std::path::{Path, PathBuf};
+use toml::Spanned;
+
+/// One name or a list of names.
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+pub(super) enum OneOrMany {
+    One(String),
+    Many(Vec<String>),
+}
+
+impl OneOrMany {
+    fn names(&self) -> Vec<&str> {
+        match self {
+            OneOrMany::One(s) => vec![s.as_str()],
+            OneOrMany::Many(v) => v.iter().map(String::as_str).collect(),
+        }
+    }
+}
+
+/// A port number or a range string.
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+pub(super) enum PortSpec {
+    Num(i64),
+    Text(String),
+}
+
+/// A protocol number or name.
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+pub(super) enum ProtoSpec {
+    Num(i64),
+    Name(String),
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawFirewall {
+    /// Policy for packets no rule matches: accept, drop or reject.
+    default: Option<Spanned<String>>,
+    /// Zones: name → port names.
+    #[serde(default)]
+    zones: BTreeMap<String, Spanned<Vec<String>>>,
+    /// A ClassBench rule file appended after the rules.
+    classbench_file: Option<Spanned<String>>,
+    /// Action of the ClassBench rules.
+    classbench_action: Option<Spanned<String>>,
+    #[serde(default)]
+    rule: Vec<Spanned<RawRule>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawRule {
+    action: Spanned<String>,
+    reject_with: Option<Spanned<String>>,
+    src: Option<Spanned<String>>,
+    dst: Option<Spanned<String>>,
+    proto: Option<Spanned<ProtoSpec>>,
+    sport: Option<Spanned<PortSpec>>,
+    dport: Option<Spanned<PortSpec>>,
+    tcp_flags: Option<Spanned<String>>,
+    #[serde(rename = "in")]
+    in_: Option<Spanned<OneOrMany>>,
+    out: Option<Spanned<OneOrMany>>,
+    state: Option<Spanned<OneOrMany>>,
+    #[serde(default)]
+    counter: bool,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawConntrack {
+    /// Flows per worker.
+    capacity: Option<Spanned<i64>>,
+    tcp_handshake_s: Option<Spanned<u64>>,
+    tcp_established_s: Option<Spanned<u64>>,
+    tcp_closing_s: Option<Spanned<u64>>,
+    tcp_closed_s: Option<Spanned<u64>>,
+    unreplied_s: Option<Spanned<u64>>,
+    replied_s: Option<Spanned<u64>>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawNat {
+    /// Source ports handed out, split over the workers.
+    ports: Option<Spanned<String>>,
+    #[serde(default)]
+    snat: Vec<RawSnat>,
+    #[serde(default)]
+    dnat: Vec<RawDnat>,
+    #[serde(default, rename = "static")]
+    statics: Vec<RawStatic>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawSnat {
+    out: Spanned<String>,
+    src: Option<Spanned<String>>,
+    /// "masquerade" or a list of addresses.
+    to: Spanned<OneOrMany>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawDnat {
+    #[serde(rename = "in")]
+    in_: Option<Spanned<String>>,
+    proto: Option<Spanned<ProtoSpec>>,
+    dst: Spanned<String>,
+    dport: Option<Spanned<i64>>,
+    /// `address` or `address:port`.
+    to: Spanned<String>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawStatic {
+    inside: Spanned<Ipv4Addr>,
+    outside: Spanned<Ipv4Addr>,
+}
+
+/// Checked firewall, conntrack and NAT settings.
+#[derive(Debug, Clone)]
+pub struct GatewaySetup {
+    /// Whether the config asks for the gateway stage at all.
+    pub enabled: bool,
+    /// Rules (TOML rules, then the ClassBench file's).
+    pub rules: Vec<FwRule>,
+    /// Default policy.
+    pub default: Action,
+    /// NAT rules.
+    pub nat: NatConfig,
+    /// Flows per worker.
+    pub ct_capacity: usize,
+    /// Conntrack timeouts.
+    pub timeouts: Timeouts,
+}
+
+impl Default for GatewaySetup {
+    fn default() -> Self {
+        GatewaySetup {
+            enabled: false,
+            rules: Vec::new(),
+            default: Action::Accept,
+            nat: NatConfig::default(),
+            ct_capacity: 1 << 18,
+            timeouts: Timeouts::default(),
+        }
+    }
+}
+
+fn action(s: &str, with: Option<&str>) -> Result<Action, String> {
+    let w = match with {
+        None => RejectWith::Auto,
+        Some("tcp-reset") => RejectWith::TcpReset,
+        Some("port-unreachable") => RejectWith::PortUnreachable,
+        Some("admin-prohibited") => RejectWith::AdminProhibited,
+        Some(o) => {
+            return Err(format!(
+                "`{o}`: expected tcp-reset, port-unreachable or admin-prohibited"
+            ))
+        }
+    };
+    match s {
+        "accept" => Ok(Action::Accept),
+        "drop" => Ok(Action::Drop),
+        "reject" => Ok(Action::Reject(w)),
+        o => Err(format!("`{o}`: expected accept, drop or reject")),
+    }
+}
+
+fn proto_num(p: &ProtoSpec) -> Result<u8, String> {
+    match p {
+        ProtoSpec::Num(n) => u8::try_from(*n).map_err(|_| format!("{n}: must be 0..=255")),
+        ProtoSpec::Name(s) => match s.as_str() {
+            "tcp" => Ok(6),
+            "udp" => Ok(17),
+            "icmp" => Ok(1),
+            "icmpv6" => Ok(58),
+            o => Err(format!(
+                "`{o}`: expected tcp, udp, icmp, icmpv6 or a number"
+            )),
+        },
+    }
+}
+
+fn port_range(p: &PortSpec) -> Result<(u16, u16), String> {
+    match p {
+        PortSpec::Num(n) => u16::try_from(*n)
+            .map(|p| (p, p))
+            .map_err(|_| format!("{n}: must be 0..=65535")),
+        PortSpec::Text(s) => s.parse::<super::PortRange>().map(|r| (r.0, r.1)),
+    }
+}
+
+fn prefix(s: &str) -> Result<(u128, u8, bool), String> {
+    let (a, l) = pipeline::lpm::parse_prefix(s)
+        .ok_or_else(|| format!("`{s}` is not a prefix such as 198.18.0.0/24"))?;
+    Ok(match a {
+        IpAddr::V4(a) => {
+            let (x, l) = v4_prefix(a, l);
+            (x, l, true)
+        }
+        IpAddr::V6(a) => {
+            let m = if l == 0 {
+                0
+            } else {
+                !0u128 << (128 - u32::from(l))
+            };
+            (u128::from(a) & m, l, false)
+        }
+    })
+}
+
+const FLAGS: [(&str, u16); 9] = [
+    ("fin", 0x01),
+    ("syn", 0x02),
+    ("rst", 0x04),
+    ("psh", 0x08),
+    ("ack", 0x10),
+    ("urg", 0x20),
+    ("ece", 0x40),
+    ("cwr", 0x80),
+    ("ns", 0x100),
+];
+
+/// `syn/syn,ack`: flags set / flags examined (mask defaults to the set).
+fn tcp_flags(s: &str) -> Result<(u16, u16), String> {
+    let bits = |x: &str| -> Result<u16, String> {
+        x.split(',')
+            .map(str::trim)
+            .filter(|f| !f.is_empty())
+            .map(|f| {
+                FLAGS
+                    .iter()
+                    .find(|(n, _)| *n == f)
+                    .map(|(_, b)| *b)
+                    .ok_or_else(|| {
+                        format!("`{f}` is not a TCP flag (fin syn rst psh ack urg ece cwr ns)")
+                    })
+            })
+            .try_fold(0, |a, b| b.map(|b| a | b))
+    };
+    let (v, m) = s.split_once('/').unwrap_or((s, s));
+    Ok((bits(v)?, bits(m)?))
+}
+
+/// Checks the sections; `names` maps port names to indexes.
+pub(super) fn check(
+    cx: &mut Ctx<'_>,
+    fw: Option<&RawFirewall>,
+    ct: Option<&RawConntrack>,
+    nat: Option<&RawNat>,
+    names: &BTreeMap<&str, u16>,
+    base: Option<&Path>,
+) -> GatewaySetup {
+    let mut g = GatewaySetup {
+        enabled: fw.is_some() || nat.is_some() || ct.is_some(),
+        ..GatewaySetup::default()
+    };
+    if let Some(ct) = ct {
+        if let Some(c) = &ct.capacity {
+            match usize::try_from(*c.get_ref()) {
+                Ok(n) if (1..=1 << 26).contains(&n) => g.ct_capacity = n,
+                _ => cx.err(c, "conntrack.capacity", "must be 1..=67108864 flows"),
+            }
+        }
+        let t = &mut g.timeouts;
+        for (v, key, slot) in [
+            (&ct.tcp_handshake_s, "tcp_handshake_s", &mut t.tcp_handshake),
+            (
+                &ct.tcp_established_s,
+                "tcp_established_s",
+                &mut t.tcp_established,
+            ),
+            (&ct.tcp_closing_s, "tcp_closing_s", &mut t.tcp_closing),
+            (&ct.tcp_closed_s, "tcp_closed_s", &mut t.tcp_closed),
+            (&ct.unreplied_s, "unreplied_s", &mut t.unreplied),
+            (&ct.replied_s, "replied_s", &mut t.replied),
+        ] {
+            if let Some(v) = v {
+                if *v.get_ref() == 0 {
+                    cx.err(v, format!("conntrack.{key}"), "must be at least 1 second");
+                }
+                *slot = v.get_ref().saturating_mul(1_000_000_000);
+            }
+        }
+    }
+    if let Some(fw) = fw {
+        check_firewall(cx, fw, names, base, &mut g);
+    }
+    if let Some(nat) = nat {
+        check_nat(cx, nat, names, &mut g.nat);
+    }
+    g
+}
+
+fn check_firewall(
+    cx: &mut Ctx<'_>,
+    fw: &RawFirewall,
+    names: &BTreeMap<&str, u16>,
+    base: Option<&Path>,
+    g: &mut GatewaySetup,
+) {
+    if let Some(d) = &fw.default {
+        match action(d.get_ref(), None) {
+            Ok(a) => g.default = a,
+            Err(e) => cx.err(d, "firewall.default", e),
+        }
+    }
+    let mut zones: BTreeMap<&str, Vec<u16>> = BTreeMap::new();
+    for (z, ports) in &fw.zones {
+        let mut v = Vec::new();
+        for p in ports.get_ref() {
+            match names.get(p.as_str()) {
+                Some(&i) => v.push(i),
+                None => cx.err(
+                    ports,
+                    format!("firewall.zones.{z}"),
+                    format!("port `{p}` does not exist"),
+                ),
+            }
+        }
+        zones.insert(z.as_str(), v);
+    }
+    let resolve = |cx: &mut Ctx<'_>, v: &Spanned<OneOrMany>, key: String| -> Vec<u16> {
+        let mut out = Vec::new();
+        for n in v.get_ref().names() {
+            if let Some(&p) = names.get(n) {
+                out.push(p);
+            } else if let Some(z) = zones.get(n) {
+                out.extend(z);
+            } else {
+                cx.err(
+                    v,
+                    key.clone(),
+                    format!("`{n}` is neither a port nor a zone"),
+                );
+            }
+        }
+        out.sort_unstable();
+        out.dedup();
+        out
+    };
+    for (ri, r) in fw.rule.iter().enumerate() {
+        let k = |f: &str| format!("firewall.rule[{ri}].{f}");
+        let rs = r.get_ref();
+        let act = match action(
+            rs.action.get_ref(),
+            rs.reject_with.as_ref().map(|w| w.get_ref().as_str()),
+        ) {
+            Ok(a) => a,
+            Err(e) => {
+                let at = match &rs.reject_with {
+                    Some(w) if e.contains("tcp-reset") => w.span(),
+                    _ => rs.action.span(),
+                };
+                cx.err(&Spanned::new(at, ()), k("action"), e);
+                continue;
+            }
+        };
+        if let Some(w) = &rs.reject_with {
+            if !matches!(act, Action::Reject(_)) {
+                cx.err(w, k("reject_with"), "only with action = \"reject\"");
+            }
+        }
+        let mut hdr = Rule {
+            src: (0, 0),
+            dst: (0, 0),
+            sport: (0, 65535),
+            dport: (0, 65535),
+            proto: (0, 0),
+            flags: (0, 0),
+            meta: (0, 0),
+        };
+        let mut family = None;
+        for (v, key, slot) in [
+            (&rs.src, "src", &mut hdr.src),
+            (&rs.dst, "dst", &mut hdr.dst),
+        ] {
+            if let Some(v) = v {
+                match prefix(v.get_ref()) {
+                    Ok((a, l, is4)) => {
+                        if family.is_some_and(|f| f != is4) {
+                            cx.err(v, k(key), "src and dst must be the same IP version");
+                        }
+                        family = Some(is4);
+                        *slot = (a, l);
+                    }
+                    Err(e) => cx.err(v, k(key), e),
+                }
+            }
+        }
+        // Without any address, a rule matches both families.
+        if let Some(p) = &rs.proto {
+            match proto_num(p.get_ref()) {
+                Ok(n) => hdr.proto = (n, 0xff),
+                Err(e) => cx.err(p, k("proto"), e),
+            }
+        }
+        for (v, key, slot) in [
+            (&rs.sport, "sport", &mut hdr.sport),
+            (&rs.dport, "dport", &mut hdr.dport),
+        ] {
+            if let Some(v) = v {
+                if !matches!(hdr.proto, (6 | 17, 0xff)) {
+                    cx.err(v, k(key), "ports need proto = \"tcp\" or \"udp\"");
+                }
+                match port_range(v.get_ref()) {
+                    Ok(r) => *slot = r,
+                    Err(e) => cx.err(v, k(key), e),
+                }
+            }
+        }
+        if let Some(f) = &rs.tcp_flags {
+            if hdr.proto != (6, 0xff) {
+                cx.err(f, k("tcp_flags"), "tcp_flags need proto = \"tcp\"");
+            }
+            match tcp_flags(f.get_ref()) {
+                Ok(v) => hdr.flags = v,
+                Err(e) => cx.err(f, k("tcp_flags"), e),
+            }
+        }
+        let in_ports = rs
+            .in_
+            .as_ref()
+            .map_or(Vec::new(), |v| resolve(cx, v, k("in")));
+        let out_ports = rs
+            .out
+            .as_ref()
+            .map_or(Vec::new(), |v| resolve(cx, v, k("out")));
+        let mut states = 0u8;
+        if let Some(st) = &rs.state {
+            for n in st.get_ref().names() {
+                match state::NAMES.iter().find(|(s, _)| *s == n) {
+                    Some((_, b)) => states |= b,
+                    None => cx.err(
+                        st,
+                        k("state"),
+                        format!("`{n}`: expected new, established, related or invalid"),
+                    ),
+                }
+            }
+        }
+        let (line, _) = super::line_col(cx.text, r.span().start);
+        g.rules.push(FwRule {
+            hdr,
+            in_ports,
+            out_ports,
+            states,
+            action: act,
+            counter: rs.counter,
+            origin: format!("{}:{line}", cx.file),
+        });
+    }
+    if let Some(f) = &fw.classbench_file {
+        let act = match &fw.classbench_action {
+            Some(a) => match action(a.get_ref(), None) {
+                Ok(x) => x,
+                Err(e) => {
+                    cx.err(a, "firewall.classbench_action", e);
+                    Action::Accept
+                }
+            },
+            None => Action::Accept,
+        };
+        let path = match base {
+            Some(b) if Path::new(f.get_ref()).is_relative() => b.join(f.get_ref()),
+            _ => PathBuf::from(f.get_ref()),
+        };
+        match std::fs::read_to_string(&path) {
+            Err(e) => cx.err(
+                f,
+                "firewall.classbench_file",
+                format!("cannot read {}: {e}", path.display()),
+            ),
+            Ok(text) => {
+                for (n, l) in text.lines().enumerate() {
+                    if l.trim().is_empty() {
+                        continue;
+                    }
+                    match parse_classbench(l) {
+                        Some(hdr) => g.rules.push(FwRule {
+                            hdr,
+                            in_ports: Vec::new(),
+                            out_ports: Vec::new(),
+                            states: 0,
+                            action: act,
+                            counter: false,
+                            origin: format!("{}:{}", path.display(), n + 1),
+                        }),
+                        None => {
+                            cx.err(
+                                f,
+                                "firewall.classbench_file",
+                                format!("{}:{}: not a ClassBench rule line", path.display(), n + 1),
+                            );
+                            break;
+                        }
+                    }
+                }
+            }
+        }
+    } else if let Some(a) = &fw.classbench_action {
+        cx.err(a, "firewall.classbench_action", "needs `classbench_file`");
+    }
+}
+
+fn check_nat(cx: &mut Ctx<'_>, nat: &RawNat, names: &BTreeMap<&str, u16>, out: &mut NatConfig) {
+    if let Some(p) = &nat.ports {
+        match p.get_ref().parse::<super::PortRange>() {
+            Ok(r) if r.0 >= 1 => out.ports = PortRange { lo: r.0, hi: r.1 },
+            Ok(_) => cx.err(p, "nat.ports", "port 0 cannot be handed out"),
+            Err(e) => cx.err(p, "nat.ports", e),
+        }
+    }
+    let port = |cx: &mut Ctx<'_>, v: &Spanned<String>, key: String| -> Option<u16> {
+        let p = names.get(v.get_ref().as_str()).copied();
+        if p.is_none() {
+            cx.err(v, key, format!("port `{}` does not exist", v.get_ref()));
+        }
+        p
+    };
+    for (i, s) in nat.snat.iter().enumerate() {
+        let k = |f: &str| format!("nat.snat[{i}].{f}");
+        let Some(out_port) = port(cx, &s.out, k("out")) else {
+            continue;
+        };
+        let mut src = (0u32, 0u8);
+        if let Some(v) = &s.src {
+            match pipeline::lpm::parse_prefix(v.get_ref()) {
+                Some((IpAddr::V4(a), l)) => src = (u32::from(a), l),
+                _ => cx.err(v, k("src"), "must be an IPv4 prefix (NAT44)"),
+            }
+        }
+        let to = match s.to.get_ref() {
+            OneOrMany::One(m) if m == "masquerade" => SnatTo::Masquerade,
+            other => {
+                let mut pool = Vec::new();
+                for a in other.names() {
+                    match a.parse::<Ipv4Addr>() {
+                        Ok(a) => pool.push(u32::from(a)),
+                        Err(_) => cx.err(
+                            &s.to,
+                            k("to"),
+                            format!("`{a}`: expected \"masquerade\" or IPv4 addresses"),
+                        ),
+                    }
+                }
+                SnatTo::Pool(pool)
+            }
+        };
+        out.snat.push(Snat { out_port, src, to });
+    }
+    for (i, d) in nat.dnat.iter().enumerate() {
+        let k = |f: &str| format!("nat.dnat[{i}].{f}");
+        let in_port = match &d.in_ {
+            Some(v) => match port(cx, v, k("in")) {
+                Some(p) => Some(p),
+                None => continue,
+            },
+            None => None,
+        };
+        let proto = match &d.proto {
+            Some(p) => match proto_num(p.get_ref()) {
+                Ok(n) => Some(n),
+                Err(e) => {
+                    cx.err(p, k("proto"), e);
+                    continue;
+                }
+            },
+            None => None,
+        };
+        let Ok(dst) = d.dst.get_ref().parse::<Ipv4Addr>() else {
+            cx.err(&d.dst, k("dst"), "must be an IPv4 address");
+            continue;
+        };
+        let dport = match &d.dport {
+            Some(p) => match u16::try_from(*p.get_ref()) {
+                Ok(n) if matches!(proto, Some(6 | 17)) => Some(n),
+                Ok(_) => {
+                    cx.err(p, k("dport"), "needs proto = \"tcp\" or \"udp\"");
+                    continue;
+                }
+                Err(_) => {
+                    cx.err(p, k("dport"), "must be 0..=65535");
+                    continue;
+                }
+            },
+            None => None,
+        };
+        let (to, to_port) = match d.to.get_ref().split_once(':') {
+            Some((a, p)) => (a.parse::<Ipv4Addr>().ok(), p.parse::<u16>().ok().map(Some)),
+            None => (d.to.get_ref().parse::<Ipv4Addr>().ok(), Some(None)),
+        };
+        let (Some(to), Some(to_port)) = (to, to_port) else {
+            cx.err(&d.to, k("to"), "expected address or address:port");
+            continue;
+        };
+        if to_port.is_some() && dport.is_none() {
+            cx.err(&d.to, k("to"), "a port needs `dport` and `proto`");
+            continue;
+        }
+        out.dnat.push(Dnat {
+            in_port,
+            proto,
+            dst: u32::from(dst),
+            dport,
+            to: u32::from(to),
+            to_port,
+        });
+    }
+    for s in &nat.statics {
+        out.statics.push(StaticNat {
+            inside: u32::from(*s.inside.get_ref()),
+            outside: u32::from(*s.outside.get_ref()),
+        });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_flags_ports_and_protocols() {
+        assert_eq!(tcp_flags("syn/syn,ack").unwrap(), (0x02, 0x12));
+        assert_eq!(tcp_flags("rst").unwrap(), (0x04, 0x04));
+        assert!(tcp_flags("syn,bogus").unwrap_err().contains("bogus"));
+        assert_eq!(port_range(&PortSpec::Num(53)).unwrap(), (53, 53));
+        assert_eq!(
+            port_range(&PortSpec::Text("1024-2048".into())).unwrap(),
+            (1024, 2048)
+        );
+        assert!(port_range(&PortSpec::Num(70000)).is_err());
+        assert_eq!(proto_num(&ProtoSpec::Name("udp".into())).unwrap(), 17);
+        assert!(proto_num(&ProtoSpec::Name("sctp".into())).is_err());
+        let (a, l, is4) = prefix("198.18.0.0/15").unwrap();
+        assert!(is4 && l == 111 && a == v4_prefix("198.18.0.0".parse().unwrap(), 15).0);
+    }
+}

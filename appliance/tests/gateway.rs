@@ -1,0 +1,139 @@
+//! The gateway (conntrack, firewall, NAT) end to end: the shipped gateway
+//! config on softnic ports, and the TCP state machine driven by the tcpdump
+//! test captures.
+
+mod common;
+
+use pipeline::acl::{ip, Key};
+use pipeline::conntrack::{Conn, ConnTrack, State, Timeouts};
+use pipeline::wire::{EtherType, Ipv4Packet, Ipv6Packet, ETHERNET_HEADER_LEN};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+
+/// The TCP key of an Ethernet frame (IPv4 or IPv6), if it is TCP.
+fn tcp_key(f: &[u8]) -> Option<Key> {
+    let et = u16::from_be_bytes([*f.get(12)?, *f.get(13)?]);
+    let l3 = &f[ETHERNET_HEADER_LEN..];
+    let (src, dst, l4) = match et {
+        EtherType::IPV4 => {
+            let p = Ipv4Packet::new_checked(l3).ok()?;
+            if p.protocol() != 6 {
+                return None;
+            }
+            (
+                IpAddr::V4(Ipv4Addr::from(p.src())),
+                IpAddr::V4(Ipv4Addr::from(p.dst())),
+                &l3[p.header_len()..usize::from(p.total_len())],
+            )
+        }
+        EtherType::IPV6 => {
+            let p = Ipv6Packet::new_checked(l3).ok()?;
+            let (proto, off) = p.upper_layer().ok()?;
+            if proto != 6 {
+                return None;
+            }
+            (
+                IpAddr::V6(Ipv6Addr::from(p.src())),
+                IpAddr::V6(Ipv6Addr::from(p.dst())),
+                &l3[off..40 + usize::from(p.payload_len())],
+            )
+        }
+        _ => return None,
+    };
+    if l4.len() < 14 {
+        return None;
+    }
+    Some(Key {
+        src: ip(src),
+        dst: ip(dst),
+        sport: u16::from_be_bytes([l4[0], l4[1]]),
+        dport: u16::from_be_bytes([l4[2], l4[3]]),
+        proto: 6,
+        flags: u16::from(l4[13]),
+        meta: 0,
+    })
+}
+
+/// Tracks every TCP packet of a capture; returns the verdicts and the
+/// final state of the first flow.
+fn track(name: &str) -> Option<(Vec<Conn>, Option<State>)> {
+    let path = testdata::shared(&format!("pcaps/tcpdump_tests/{name}"))?;
+    let mut ct = ConnTrack::new(64, Timeouts::default());
+    let mut first = None;
+    let mut seen = Vec::new();
+    for f in pmd::pcap::read_frames(&path).unwrap() {
+        let Some(k) = tcp_key(&f) else { continue };
+        first.get_or_insert(k);
+        seen.push(ct.track(0, &k));
+    }
+    let state = first.and_then(|k| ct.state(0, &k));
+    Some((seen, state))
+}
+
+/// Conntrack driven by real TCP conversations: handshakes open flows,
+/// both directions are found, FINs on both sides end in TIME_WAIT, a lone
+/// RST with no flow is invalid.
+#[test]
+fn tcp_state_machine_follows_captures() {
+    let est = |reply| Conn::Established { reply };
+    let Some((seen, state)) = track("tcp-handshake-nano.pcap") else {
+        eprintln!("skipped: no shared data");
+        return;
+    };
+    assert_eq!(seen, vec![Conn::New, est(true), est(false)]);
+    assert_eq!(state, Some(State::Established));
+    for name in ["dns_tcp.pcap", "ssh.pcap"] {
+        let (seen, state) = track(name).unwrap();
+        assert_eq!(seen[0], Conn::New, "{name}");
+        assert!(seen.len() > 10, "{name}");
+        assert!(
+            seen[1..]
+                .iter()
+                .all(|c| matches!(c, Conn::Established { .. })),
+            "{name}: {seen:?}"
+        );
+        assert!(seen.contains(&est(true)) && seen.contains(&est(false)));
+        assert_eq!(state, Some(State::TimeWait), "{name}: both sides sent FIN");
+    }
+    let (seen, state) = track("tcp_rst_data.pcap").unwrap();
+    assert_eq!((seen, state), (vec![Conn::Invalid], None));
+}
+
+fn gateway_config(duration: &str) -> String {
+    std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../configs/gateway.toml"
+    ))
+    .unwrap()
+    .replace("duration = 10", &format!("duration = {duration}"))
+}
+
+/// The shipped gateway config: every LAN packet leaves NATed (the sink
+/// validates each one), one mapping per flow, the unsolicited WAN traffic
+/// is dropped by the default policy, and the totals balance.
+#[test]
+fn gateway_config_nats_and_filters_softnic_traffic() {
+    let (_, s) = common::run(&gateway_config("1.5"));
+    let b = s.balance.as_ref().unwrap();
+    assert!(b.balanced, "{}", s.text());
+    let (lan, wan) = (&s.ports[0], &s.ports[1]);
+    let filtered = wan.drops.stage.get("filtered").copied().unwrap_or(0);
+    assert!(filtered > 5_000, "{}", s.text());
+    assert_eq!(
+        b.stage_drops,
+        filtered,
+        "nothing else dropped: {}",
+        s.text()
+    );
+    assert_eq!(wan.xstats["sink_bad"], 0, "{}", s.text());
+    assert_eq!(lan.drops.stage.values().sum::<u64>(), 0);
+    let ev = &s.cores[0].events;
+    assert_eq!(
+        ev["nat_mapped"],
+        10_000,
+        "one mapping per flow: {}",
+        s.text()
+    );
+    assert_eq!(ev["ct_created"], 10_000);
+    let hits: Vec<u64> = s.rule_hits.iter().map(|(_, n)| *n).collect();
+    assert_eq!(hits, vec![0, 0, 10_000], "{}", s.text());
+}
