@@ -93,10 +93,10 @@ fn describe(c: &Config) -> String {
     if g.enabled {
         let set = pipeline::firewall::RuleSet::build(g.rules.clone(), g.default);
         s += &format!(
-            "  firewall: {} rules ({} after port/state expansion, {} tuples), default {:?}; classifier built in {:.2} ms, {:.1} KiB\n",
+            "  firewall: {} rules ({} after port/state expansion, {} distinct bit vectors), default {:?}; classifier built in {:.2} ms, {:.1} KiB\n",
             set.rules().len(),
             set.expanded(),
-            set.tuples(),
+            set.vectors(),
             g.default,
             set.build_ns() as f64 / 1e6,
             set.memory() as f64 / 1024.0

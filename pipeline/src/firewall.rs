@@ -203,9 +203,9 @@ impl RuleSet {
         self.classifier.len()
     }
 
-    /// Tuples (hash tables) the classifier probes at most.
-    pub fn tuples(&self) -> usize {
-        self.classifier.tuples()
+    /// Distinct bit vectors in the classifier.
+    pub fn vectors(&self) -> usize {
+        self.classifier.vectors()
     }
 
     /// Bytes the classifier uses (approximate).
