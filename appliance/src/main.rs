@@ -1,5 +1,9 @@
 //! `sluice`: run the appliance, or check a configuration.
 
+/// Tables of tens of MiB (routes, rules, conntrack) get huge pages.
+#[global_allocator]
+static ALLOC: pmd::alloc::HugeAlloc = pmd::alloc::HugeAlloc;
+
 use anyhow::{Context, Result};
 use appliance::config::{self, Config, PortKind};
 use clap::{Parser, Subcommand};

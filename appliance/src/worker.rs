@@ -230,6 +230,7 @@ impl<B: PacketBuf, F: ForwardMode> Worker<'_, B, F> {
                 let rx_at = rdtsc();
                 taken += n;
                 let mut bytes = 0usize;
+                fwd.prefetch(rxb.as_slice(), pmd::sys::prefetch);
                 for mut m in rxb.drain() {
                     bytes += m.len();
                     match fwd.process(&mut m, in_port) {

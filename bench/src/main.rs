@@ -17,10 +17,16 @@
 //!   sets (`bench/run-acl.sh`).
 
 mod acl;
+mod gateway;
 mod lpm;
 mod null_io;
 mod router;
 mod sweep;
+
+/// Tables of tens of MiB (routes, rules, conntrack) get huge pages, as in
+/// the appliance.
+#[global_allocator]
+static ALLOC: pmd::alloc::HugeAlloc = pmd::alloc::HugeAlloc;
 
 use anyhow::Result;
 use clap::Parser;
@@ -39,6 +45,9 @@ enum Cli {
     Router(router::RouterArgs),
     /// The rule classifier vs a linear scan on the ClassBench sets.
     Acl(acl::AclArgs),
+    /// The full gateway pipeline (conntrack, firewall, NAT, routing) in one
+    /// core vs the router alone: new and established flows.
+    Gateway(gateway::GatewayArgs),
 }
 
 pub(crate) fn median(v: &mut [f64]) -> f64 {
@@ -73,5 +82,6 @@ fn main() -> Result<()> {
         Cli::Lpm(a) => lpm::lpm(a),
         Cli::Router(a) => router::router(a),
         Cli::Acl(a) => acl::acl(a),
+        Cli::Gateway(a) => gateway::gateway(a),
     }
 }

@@ -25,7 +25,6 @@
 //! refused and counted as `table_full`.
 
 use crate::acl::Key;
-use rustc_hash::FxHashMap;
 
 /// Slots examined by each [`ConnTrack::tick`] sweep.
 pub const SWEEP_PER_TICK: usize = 1024;
@@ -134,7 +133,7 @@ pub struct Counters {
 
 /// One direction of a flow as it appears on the wire: addresses, ports
 /// (the identifier, twice, for ICMP queries), protocol and zone.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+#[derive(Clone, Copy, Debug, Eq, Default)]
 pub struct Tuple {
     /// Source address (IPv4 mapped).
     pub src: u128,
@@ -148,6 +147,21 @@ pub struct Tuple {
     pub proto: u8,
     /// Zone (flows in different zones never match).
     pub zone: u16,
+}
+
+impl PartialEq for Tuple {
+    /// Field by field without branches (the derived comparison becomes a
+    /// `memcmp` call on this 48-byte struct).
+    #[inline(always)]
+    fn eq(&self, o: &Tuple) -> bool {
+        ((self.src ^ o.src)
+            | (self.dst ^ o.dst)
+            | u128::from(self.sport ^ o.sport)
+            | u128::from(self.dport ^ o.dport)
+            | u128::from(self.proto ^ o.proto)
+            | u128::from(self.zone ^ o.zone))
+            == 0
+    }
 }
 
 impl Tuple {
@@ -194,22 +208,26 @@ impl Tuple {
 /// with NAT it is what the translated packet's reply looks like, so the two
 /// tuples also say how to translate (as in Linux's conntrack).
 #[derive(Clone, Copy, Debug)]
+#[repr(C, align(64))]
 pub struct Flow {
+    // Two cache lines: what every packet touches first (time, state, the
+    // original tuple), the reply tuple in the second.
+    last_ns: u64,
+    /// State.
+    pub state: State,
+    live: bool,
+    nat: bool,
     /// The originator's direction, as received.
     pub orig: Tuple,
     /// The responder's direction, as received.
     pub reply: Tuple,
-    /// State.
-    pub state: State,
-    last_ns: u64,
-    live: bool,
 }
 
 impl Flow {
     /// Whether packets of the flow are translated.
     #[inline]
     pub fn nat(&self) -> bool {
-        self.reply != self.orig.reverse()
+        self.nat
     }
 
     /// The tuple a packet received in direction `reply` leaves with.
@@ -243,10 +261,112 @@ const RST: u16 = 0x04;
 /// A flow handle: slot index and direction (`reply`).
 type Hit = (u32, bool);
 
+/// Entries per bucket (one 64-byte cache line).
+const WAYS: usize = 8;
+
+/// A bucket: signatures (0 = free) and values (slot << 1 | reply).
+#[derive(Clone, Copy, Default)]
+#[repr(C, align(64))]
+struct Bucket {
+    sig: [u16; WAYS],
+    val: [u32; WAYS],
+}
+
+/// The tuple → flow index: two-choice hashing over 8-way buckets of one
+/// cache line each (as DPDK's rte_hash), sized for at most half of its
+/// entries in use, so a lookup reads one or two lines and the flow.
+#[derive(Clone)]
+struct Index {
+    buckets: Vec<Bucket>,
+    mask: usize,
+    len: usize,
+}
+
+/// The tuple's hash.
+#[inline(always)]
+fn hash(t: &Tuple) -> u64 {
+    let m = |x: u64, y: u64| {
+        let p = u128::from(x ^ 0x9e37_79b9_7f4a_7c15) * u128::from(y ^ 0xd6e8_feb8_6659_fd93);
+        (p as u64) ^ ((p >> 64) as u64)
+    };
+    let ports = u64::from(t.sport) << 48
+        | u64::from(t.dport) << 32
+        | u64::from(t.proto) << 16
+        | u64::from(t.zone);
+    let a = m(t.src as u64 ^ (t.src >> 64) as u64, t.dst as u64);
+    let b = m((t.dst >> 64) as u64, ports);
+    m(a, b)
+}
+
+impl Index {
+    fn new(entries: usize) -> Index {
+        let n = (2 * entries).div_ceil(WAYS).next_power_of_two().max(2);
+        Index {
+            buckets: vec![Bucket::default(); n],
+            mask: n - 1,
+            len: 0,
+        }
+    }
+
+    /// Buckets and signature of hash `h`.
+    #[inline(always)]
+    fn place(&self, h: u64) -> (usize, usize, u16) {
+        let b1 = h as usize & self.mask;
+        let mut b2 = (h >> 24) as usize & self.mask;
+        if b2 == b1 {
+            b2 ^= 1;
+        }
+        (b1, b2, (h >> 48) as u16 | 1)
+    }
+
+    /// Calls `eq` on each value whose signature matches, in both buckets;
+    /// returns the first value `eq` accepts, and where it is.
+    #[inline(always)]
+    fn find(&self, h: u64, mut eq: impl FnMut(u32) -> bool) -> Option<(usize, usize, u32)> {
+        let (b1, b2, sig) = self.place(h);
+        for b in [b1, b2] {
+            let bk = &self.buckets[b];
+            for w in 0..WAYS {
+                if bk.sig[w] == sig && eq(bk.val[w]) {
+                    return Some((b, w, bk.val[w]));
+                }
+            }
+        }
+        None
+    }
+
+    fn insert(&mut self, h: u64, v: u32) -> bool {
+        let (b1, b2, sig) = self.place(h);
+        for b in [b1, b2] {
+            let bk = &mut self.buckets[b];
+            if let Some(w) = bk.sig.iter().position(|&s| s == 0) {
+                bk.sig[w] = sig;
+                bk.val[w] = v;
+                self.len += 1;
+                return true;
+            }
+        }
+        false
+    }
+
+    fn remove_at(&mut self, b: usize, w: usize) {
+        self.buckets[b].sig[w] = 0;
+        self.len -= 1;
+    }
+
+    /// Whether both buckets of `h` have a free entry (an insert of two
+    /// tuples cannot then fail half-way).
+    fn room(&self, h: u64) -> bool {
+        let (b1, b2, _) = self.place(h);
+        [b1, b2].iter().any(|&b| self.buckets[b].sig.contains(&0))
+    }
+}
+
 /// A per-core connection table.
+#[derive(Clone)]
 pub struct ConnTrack {
     /// Both tuples of every flow → slot << 1 | reply.
-    map: FxHashMap<Tuple, u32>,
+    map: Index,
     slots: Vec<Flow>,
     free: Vec<u32>,
     capacity: usize,
@@ -261,7 +381,7 @@ impl ConnTrack {
     pub fn new(capacity: usize, timeouts: Timeouts) -> Self {
         let capacity = capacity.max(1);
         ConnTrack {
-            map: FxHashMap::with_capacity_and_hasher(2 * capacity, Default::default()),
+            map: Index::new(2 * capacity),
             slots: Vec::with_capacity(capacity),
             free: Vec::with_capacity(capacity),
             capacity,
@@ -279,12 +399,50 @@ impl ConnTrack {
 
     /// Flows in the table.
     pub fn len(&self) -> usize {
-        self.map.len() / 2
+        self.map.len / 2
     }
 
     /// True when empty.
     pub fn is_empty(&self) -> bool {
-        self.map.is_empty()
+        self.map.len == 0
+    }
+
+    /// Where the lookup of `t` will read: its two buckets (to prefetch).
+    #[inline]
+    pub fn buckets_of(&self, t: &Tuple) -> [*const u8; 2] {
+        let (b1, b2, _) = self.map.place(hash(t));
+        [
+            std::ptr::from_ref(&self.buckets_ref()[b1]).cast(),
+            std::ptr::from_ref(&self.buckets_ref()[b2]).cast(),
+        ]
+    }
+
+    /// Where the flow of `t` lives, if its signature is in the index (to
+    /// prefetch; not checked against the tuple).
+    #[inline]
+    pub fn flow_of(&self, t: &Tuple) -> Option<*const u8> {
+        let (_, _, v) = self.map.find(hash(t), |_| true)?;
+        self.slots
+            .get((v >> 1) as usize)
+            .map(|f| std::ptr::from_ref(f).cast())
+    }
+
+    fn buckets_ref(&self) -> &[Bucket] {
+        &self.map.buckets
+    }
+
+    /// The index position of tuple `t`.
+    #[inline(always)]
+    fn locate(&self, t: &Tuple) -> Option<(usize, usize, u32)> {
+        let slots = &self.slots;
+        self.map.find(hash(t), |v| {
+            let f = &slots[(v >> 1) as usize];
+            if v & 1 == 1 {
+                f.reply == *t
+            } else {
+                f.orig == *t
+            }
+        })
     }
 
     /// Most flows it holds.
@@ -312,12 +470,14 @@ impl ConnTrack {
     }
 
     fn remove(&mut self, i: u32) {
-        let e = &mut self.slots[i as usize];
+        let e = self.slots[i as usize];
         if e.live {
-            e.live = false;
-            let (o, r) = (e.orig, e.reply);
-            self.map.remove(&o);
-            self.map.remove(&r);
+            for t in [e.orig, e.reply] {
+                if let Some((b, w, _)) = self.locate(&t) {
+                    self.map.remove_at(b, w);
+                }
+            }
+            self.slots[i as usize].live = false;
             self.free.push(i);
         }
     }
@@ -349,6 +509,7 @@ impl ConnTrack {
                 state: State::Closed,
                 last_ns: 0,
                 live: false,
+                nat: false,
             });
             return Some((self.slots.len() - 1) as u32);
         }
@@ -375,7 +536,7 @@ impl ConnTrack {
     /// travels in the reply direction; an expired flow is removed.
     #[inline]
     pub fn find(&mut self, t: &Tuple) -> Option<Hit> {
-        let v = *self.map.get(t)?;
+        let (_, _, v) = self.locate(t)?;
         let (i, reply) = (v >> 1, v & 1 == 1);
         if self.expired(&self.slots[i as usize]) {
             self.remove(i);
@@ -388,7 +549,7 @@ impl ConnTrack {
     /// Whether `t` is either tuple of a tracked flow (expired or not).
     #[inline]
     pub fn contains(&self, t: &Tuple) -> bool {
-        self.map.contains_key(t)
+        self.locate(t).is_some()
     }
 
     /// The flow in slot `i`.
@@ -434,23 +595,32 @@ impl ConnTrack {
         } else {
             State::Unreplied
         };
-        if self.map.contains_key(&orig) || self.map.contains_key(&reply) || orig == reply {
+        if self.contains(&orig) || self.contains(&reply) || orig == reply {
             self.counters.invalid += 1;
             return Err(Refused::Exists);
         }
+        let (ho, hr) = (hash(&orig), hash(&reply));
         let Some(i) = self.slot() else {
             self.counters.table_full += 1;
             return Err(Refused::Full);
         };
+        if !self.map.room(ho) || !self.map.room(hr) {
+            // Both buckets full (rare below half load): refuse.
+            self.free.push(i);
+            self.counters.table_full += 1;
+            return Err(Refused::Full);
+        }
         self.slots[i as usize] = Flow {
             orig,
             reply,
             state,
             last_ns: self.now_ns,
             live: true,
+            nat: reply != orig.reverse(),
         };
-        self.map.insert(orig, i << 1);
-        self.map.insert(reply, i << 1 | 1);
+        let ok = self.map.insert(ho, i << 1);
+        let ok2 = self.map.insert(hr, i << 1 | 1);
+        debug_assert!(ok && ok2);
         self.counters.created += 1;
         Ok(i)
     }
@@ -472,8 +642,8 @@ impl ConnTrack {
     /// by the flow's endpoint): `Related` if that flow is tracked.
     pub fn related(&self, zone: u16, quoted: &Key) -> Conn {
         let t = Tuple::of(zone, quoted);
-        match self.map.get(&t) {
-            Some(&v) if !self.expired(&self.slots[(v >> 1) as usize]) => Conn::Related,
+        match self.locate(&t) {
+            Some((_, _, v)) if !self.expired(&self.slots[(v >> 1) as usize]) => Conn::Related,
             _ => Conn::Invalid,
         }
     }
@@ -481,9 +651,8 @@ impl ConnTrack {
     /// The state of the flow of `k`, if tracked.
     pub fn state(&self, zone: u16, k: &Key) -> Option<State> {
         let t = Tuple::of(zone, k);
-        self.map
-            .get(&t)
-            .map(|&v| self.slots[(v >> 1) as usize].state)
+        self.locate(&t)
+            .map(|(_, _, v)| self.slots[(v >> 1) as usize].state)
     }
 }
 

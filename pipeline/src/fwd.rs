@@ -47,6 +47,14 @@ pub trait ForwardMode: Clone + Send + 'static {
     /// Processes one packet received on `in_port`.
     fn process<P: Frame>(&mut self, pkt: &mut P, in_port: u16) -> Verdict;
 
+    /// Called with each received burst before any of its packets is
+    /// processed, so a stage with large tables can start the reads the
+    /// packets will need (`pf` prefetches an address; DPDK's l3fwd and
+    /// rte_hash_lookup_bulk do the same). A hint only: `process` must not
+    /// depend on it.
+    #[inline]
+    fn prefetch<P: Frame>(&mut self, _pkts: &[P], _pf: fn(*const u8)) {}
+
     /// Called once per poll round with the current time (ns, monotonic).
     #[inline]
     fn tick(&mut self, _now_ns: u64) {}

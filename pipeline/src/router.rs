@@ -315,6 +315,15 @@ impl Router {
         if !ip.verify_checksum() {
             return Verdict::Drop(DropReason::BadChecksum);
         }
+        self.ipv4_valid(pkt, in_port)
+    }
+
+    /// Routes an IPv4 packet addressed to `in_port`'s MAC whose header the
+    /// caller has validated (version, lengths, checksum): the gateway's
+    /// entry, which checks the header before conntrack.
+    #[inline]
+    pub(crate) fn ipv4_valid(&mut self, pkt: &mut impl Frame, in_port: u16) -> Verdict {
+        let ip = Ipv4Packet::new_unchecked(&pkt.bytes()[ETHERNET_HEADER_LEN..]);
         let dst = u32::from_be_bytes(ip.dst());
         let (ttl, total) = (ip.ttl(), ip.total_len());
         let df = ip.flags_frag() & 0x4000 != 0;

@@ -195,6 +195,20 @@ pub fn advise_hugepages(mem: &mut [u8]) {
     unsafe { libc::madvise(mem.as_mut_ptr().cast(), mem.len(), libc::MADV_HUGEPAGE) };
 }
 
+/// Starts loading the cache line at `p` (a hint: any address is fine,
+/// nothing is read architecturally and nothing faults).
+#[inline(always)]
+pub fn prefetch(p: *const u8) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: PREFETCHT0 is a hint that never faults or reads memory
+    // architecturally, whatever the address; SSE is baseline on x86_64.
+    unsafe {
+        std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(p.cast())
+    };
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = p;
+}
+
 /// Spin-loop hint (PAUSE on x86).
 #[inline(always)]
 pub fn cpu_relax() {
