@@ -7,7 +7,7 @@ use crate::config::{Config, FwdMode, PortKind};
 use crate::counters::WorkerCounters;
 use crate::poll::Switch;
 use crate::telemetry::{PortView, Report, Snapshot, Telemetry, WorkerView};
-use crate::worker::{self, RxSlot, TxSlot, WorkerSetup};
+use crate::worker::{self, Handed, Handoff, RxSlot, TxSlot, WorkerSetup};
 use anyhow::{anyhow, Context, Result};
 use pipeline::firewall::RuleSet;
 use pipeline::fwd::{FiveTupleSwap, ForwardMode, Io, Mac, MacSwap, Peers};
@@ -23,6 +23,9 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+/// Packets each handoff ring holds.
+const HANDOFF_RING: usize = 4096;
+
 /// Buffers in each null / pcap port's pool.
 const POOL_SIZE: usize = 8192;
 
@@ -32,13 +35,15 @@ fn pin(core: usize, who: &str) {
     }
 }
 
+type Leftovers<B> = Vec<rtrb::Consumer<Handed<B>>>;
+
 fn spawn_worker<B: PacketBuf, F: ForwardMode>(
     core: usize,
     setup: WorkerSetup<B>,
     fwd: F,
     stop: Arc<AtomicBool>,
     on_start: fn(),
-) -> Result<JoinHandle<()>> {
+) -> Result<JoinHandle<Leftovers<B>>> {
     std::thread::Builder::new()
         .name(format!("worker-{core}"))
         .spawn(move || {
@@ -47,7 +52,7 @@ fn spawn_worker<B: PacketBuf, F: ForwardMode>(
             // Sleeps of the poll-mode policies end when asked, not up to
             // 50 µs later.
             pmd::sys::set_timer_slack(1_000);
-            worker::run(setup, fwd, &stop);
+            worker::run(setup, fwd, &stop)
         })
         .context("spawning a worker thread")
 }
@@ -267,8 +272,28 @@ pub(crate) fn run_ports<B: PacketBuf>(
     let mut setups = Vec::new();
     let mut wviews = Vec::new();
     let (switch_tx, switch_rx) = crossbeam_channel::bounded::<Switch>(256);
+    // Handoff rings between the workers that run the gateway (NAT return
+    // traffic to the core that owns the mapping).
+    let gw_workers = cfg
+        .workers
+        .iter()
+        .filter(|w| w.mode == FwdMode::L3fwd)
+        .count();
+    let mut meshes = if cfg.gateway.enabled && gw_workers > 1 {
+        Handoff::mesh(gw_workers, HANDOFF_RING)
+    } else {
+        Vec::new()
+    }
+    .into_iter();
+    let mut all_counters = Vec::new();
     for w in &cfg.workers {
         let counters = Arc::new(WorkerCounters::new(nports));
+        all_counters.push(counters.clone());
+        let handoff = if w.mode == FwdMode::L3fwd {
+            meshes.next().unwrap_or_default()
+        } else {
+            Handoff::default()
+        };
         let mut rxs = Vec::new();
         for &(p, q) in &w.rx {
             let queue = rx[usize::from(p)][usize::from(q)]
@@ -305,6 +330,7 @@ pub(crate) fn run_ports<B: PacketBuf>(
             burst: cfg.run.burst,
             drain: cfg.run.drain,
             tsc,
+            handoff,
         });
     }
 
@@ -430,9 +456,23 @@ pub(crate) fn run_ports<B: PacketBuf>(
     }
     worker_stop.store(true, Ordering::Release);
     let mut panicked = 0;
-    for h in handles {
-        if h.join().is_err() {
-            panicked += 1;
+    let mut leftovers = Vec::new();
+    for (i, h) in handles.into_iter().enumerate() {
+        match h.join() {
+            Ok(l) => leftovers.push((i, l)),
+            Err(_) => panicked += 1,
+        }
+    }
+    // Packets handed to a worker after it had drained: dropped, counted on
+    // that worker (every worker has stopped, so nothing else writes its
+    // counters now).
+    for (i, rings) in leftovers {
+        let c = &all_counters[i];
+        for mut r in rings {
+            while let Ok((_, in_port)) = r.pop() {
+                c.ports[usize::from(in_port)].drops[pipeline::DropReason::HandoffFull as usize]
+                    .add(1);
+            }
         }
     }
     if let Some(g) = gen_handle {

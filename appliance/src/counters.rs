@@ -23,6 +23,9 @@ pub struct PortCounters {
     /// Packets received on this port whose output port has no TX queue on
     /// this worker.
     pub unroutable: Counter,
+    /// Packets received on this port that this worker handed to the
+    /// worker owning their state (forwarded or dropped there).
+    pub handed_off: Counter,
     /// Packets received on this port that a stage dropped, by reason.
     pub drops: [Counter; DropReason::COUNT],
 }

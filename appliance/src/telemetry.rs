@@ -71,6 +71,7 @@ struct PortSnap {
     tx_bytes: u64,
     tx_full: u64,
     unroutable: u64,
+    handed_off: u64,
     drops: [u64; DropReason::COUNT],
 }
 
@@ -125,6 +126,9 @@ pub struct Drops {
     pub unroutable: u64,
     /// Stage drops by reason.
     pub stage: BTreeMap<&'static str, u64>,
+    /// Not a drop: packets handed to the worker that owns their NAT state
+    /// (forwarded or dropped, and counted, there).
+    pub handed_off: u64,
 }
 
 /// One port's figures over an interval.
@@ -329,6 +333,7 @@ impl Telemetry {
                 s.tx_bytes += pc.tx_bytes.get();
                 s.tx_full += pc.tx_full.get();
                 s.unroutable += pc.unroutable.get();
+                s.handed_off += pc.handed_off.get();
                 for (d, v) in s.drops.iter_mut().zip(pc.drops.iter()) {
                     *d += v.get();
                 }
@@ -401,6 +406,7 @@ impl Telemetry {
                     tx_full: d(|s| s.tx_full),
                     unroutable: d(|s| s.unroutable),
                     stage,
+                    handed_off: d(|s| s.handed_off),
                 },
                 xstats: y
                     .xstats
@@ -595,6 +601,13 @@ impl Report {
                 stage,
                 d.unroutable
             );
+            if d.handed_off > 0 {
+                let _ = writeln!(
+                    s,
+                    "              handed off to the owning core: {}",
+                    d.handed_off
+                );
+            }
             if p.residency_ns.is_some() || p.e2e_ns.is_some() {
                 let _ = writeln!(
                     s,

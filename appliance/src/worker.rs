@@ -18,7 +18,7 @@ use crate::counters::{PortCounters, WorkerCounters};
 use crate::poll::{Adaptive, Auto, Napi, Policy, State, Switch, Timer};
 use crossbeam_channel::Sender;
 use pipeline::fwd::ForwardMode;
-use pipeline::Verdict;
+use pipeline::{DropReason, Verdict};
 use pmd::hist::HistWriter;
 use pmd::sys::{cpu_relax, rdtsc, thread_cpu_ns, Epoll, Tsc};
 use pmd::{Batch, PacketBuf, RxQueue, TxQueue};
@@ -48,6 +48,50 @@ pub struct TxSlot<B> {
     pub hist: HistWriter,
 }
 
+/// A packet handed from one worker to another, with its input port.
+pub type Handed<B> = (B, u16);
+
+/// A worker's handoff rings (SPSC, one per ordered pair of workers running
+/// the gateway): where it hands packets whose state another worker owns
+/// (`out`, indexed by that worker's index) and where it receives them.
+pub struct Handoff<B> {
+    /// To each worker (`None` for itself).
+    pub out: Vec<Option<rtrb::Producer<Handed<B>>>>,
+    /// From the others.
+    pub inp: Vec<rtrb::Consumer<Handed<B>>>,
+}
+
+impl<B> Default for Handoff<B> {
+    fn default() -> Self {
+        Handoff {
+            out: Vec::new(),
+            inp: Vec::new(),
+        }
+    }
+}
+
+impl<B> Handoff<B> {
+    /// Rings between `n` workers, `cap` packets each: `n` ends.
+    pub fn mesh(n: usize, cap: usize) -> Vec<Handoff<B>> {
+        let mut v: Vec<Handoff<B>> = (0..n)
+            .map(|_| Handoff {
+                out: (0..n).map(|_| None).collect(),
+                inp: Vec::new(),
+            })
+            .collect();
+        for from in 0..n {
+            for to in 0..n {
+                if from != to {
+                    let (p, c) = rtrb::RingBuffer::new(cap);
+                    v[from].out[to] = Some(p);
+                    v[to].inp.push(c);
+                }
+            }
+        }
+        v
+    }
+}
+
 /// Everything a worker owns.
 pub struct WorkerSetup<B> {
     /// Core it runs on (for logs).
@@ -68,6 +112,8 @@ pub struct WorkerSetup<B> {
     pub policy: Policy,
     /// Where `auto` reports its switches.
     pub switches: Option<Sender<Switch>>,
+    /// Handoff rings (empty unless several workers run the gateway).
+    pub handoff: Handoff<B>,
 }
 
 struct Tx<B> {
@@ -127,12 +173,20 @@ struct Worker<'a, B, F> {
     /// All RX queues have interrupt lines, registered here.
     epoll: Option<Epoll>,
     tsc: Tsc,
+    handoff: Handoff<B>,
 }
 
 /// Runs the worker until `stop` is set, then drains its RX queues (the
 /// ports have stopped receiving by then) and flushes its TX buffers, so that
 /// every packet it received is sent or counted as dropped.
-pub fn run<B: PacketBuf, F: ForwardMode>(setup: WorkerSetup<B>, fwd: F, stop: &AtomicBool) {
+///
+/// Returns its handoff rings' receiving ends: packets other workers handed
+/// it after it stopped are still in them, for the caller to count.
+pub fn run<B: PacketBuf, F: ForwardMode>(
+    setup: WorkerSetup<B>,
+    fwd: F,
+    stop: &AtomicBool,
+) -> Vec<rtrb::Consumer<Handed<B>>> {
     let WorkerSetup {
         core,
         rx,
@@ -143,6 +197,7 @@ pub fn run<B: PacketBuf, F: ForwardMode>(setup: WorkerSetup<B>, fwd: F, stop: &A
         tsc,
         policy,
         switches,
+        handoff,
     } = setup;
     let c = &*counters;
     let mut tx: Vec<Option<Tx<B>>> = (0..c.ports.len()).map(|_| None).collect();
@@ -177,6 +232,7 @@ pub fn run<B: PacketBuf, F: ForwardMode>(setup: WorkerSetup<B>, fwd: F, stop: &A
         last_publish: now,
         epoll,
         tsc,
+        handoff,
     };
     c.core.running.set(1);
     match policy {
@@ -186,7 +242,49 @@ pub fn run<B: PacketBuf, F: ForwardMode>(setup: WorkerSetup<B>, fwd: F, stop: &A
         Policy::Timer(t) => w.run_timer(&t, &tsc),
         Policy::Auto(a) => w.run_auto(&a, &tsc, core, switches.as_ref()),
     }
-    w.drain_and_close();
+    w.drain_and_close()
+}
+
+/// Sends one processed packet where its verdict says: the output port's
+/// TX buffer, the owning worker's handoff ring (not again if it was handed
+/// here already), or the drop counters of its input port.
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+fn dispatch<B: PacketBuf>(
+    v: Verdict,
+    m: B,
+    in_port: u16,
+    rx_at: u64,
+    tx: &mut [Option<Tx<B>>],
+    c: &WorkerCounters,
+    out: &mut [Option<rtrb::Producer<Handed<B>>>],
+    handed: bool,
+) {
+    let pc = &c.ports[usize::from(in_port)];
+    match v {
+        Verdict::Forward(o) => match tx.get_mut(usize::from(o)) {
+            Some(Some(t)) => {
+                t.rx_at[t.buf.len()] = rx_at;
+                // Cannot fail: the buffer is flushed when full.
+                let _ = t.buf.push(m);
+                if t.buf.is_full() {
+                    flush(t, rdtsc(), &c.ports[usize::from(o)]);
+                }
+            }
+            _ => pc.unroutable.add(1),
+        },
+        Verdict::Drop(r) => pc.drops[r as usize].add(1),
+        Verdict::Handoff(w) => match out.get_mut(usize::from(w)) {
+            Some(Some(p)) if !handed => {
+                if p.push((m, in_port)).is_err() {
+                    pc.drops[DropReason::HandoffFull as usize].add(1);
+                } else {
+                    pc.handed_off.add(1);
+                }
+            }
+            _ => pc.drops[DropReason::HandoffFull as usize].add(1),
+        },
+    }
 }
 
 /// An epoll set over the queues' interrupt lines, or `None` if a queue has
@@ -213,6 +311,7 @@ impl<B: PacketBuf, F: ForwardMode> Worker<'_, B, F> {
             tx,
             rxb,
             c,
+            handoff,
             ..
         } = self;
         let mut got = 0usize;
@@ -233,20 +332,8 @@ impl<B: PacketBuf, F: ForwardMode> Worker<'_, B, F> {
                 fwd.prefetch(rxb.as_slice(), pmd::sys::prefetch);
                 for mut m in rxb.drain() {
                     bytes += m.len();
-                    match fwd.process(&mut m, in_port) {
-                        Verdict::Forward(out) => match tx.get_mut(usize::from(out)) {
-                            Some(Some(t)) => {
-                                t.rx_at[t.buf.len()] = rx_at;
-                                // Cannot fail: the buffer is flushed when full.
-                                let _ = t.buf.push(m);
-                                if t.buf.is_full() {
-                                    flush(t, rdtsc(), &c.ports[usize::from(out)]);
-                                }
-                            }
-                            _ => pc.unroutable.add(1),
-                        },
-                        Verdict::Drop(r) => pc.drops[r as usize].add(1),
-                    }
+                    let v = fwd.process(&mut m, in_port);
+                    dispatch(v, m, in_port, rx_at, tx, c, &mut handoff.out, false);
                 }
                 pc.rx_pkts.add(n as u64);
                 pc.rx_bytes.add(bytes as u64);
@@ -259,6 +346,21 @@ impl<B: PacketBuf, F: ForwardMode> Worker<'_, B, F> {
                 }
             }
             got += taken;
+        }
+        // Packets other workers handed over (received and counted there).
+        for ring in handoff.inp.iter_mut() {
+            let n = ring.slots().min(chunk);
+            if n == 0 {
+                continue;
+            }
+            let rx_at = rdtsc();
+            if let Ok(items) = ring.read_chunk(n) {
+                for (mut m, in_port) in items {
+                    let v = fwd.process(&mut m, in_port);
+                    dispatch(v, m, in_port, rx_at, tx, c, &mut [], true);
+                }
+            }
+            got += n;
         }
         (got, more)
     }
@@ -587,9 +689,10 @@ impl<B: PacketBuf, F: ForwardMode> Worker<'_, B, F> {
         }
     }
 
-    /// Polls until the RX queues are empty twice in a row, flushes the TX
-    /// buffers, hands over the histograms.
-    fn drain_and_close(mut self) {
+    /// Polls until the RX queues and handoff rings are empty twice in a
+    /// row, flushes the TX buffers, hands over the histograms; returns the
+    /// handoff rings' receiving ends.
+    fn drain_and_close(mut self) -> Vec<rtrb::Consumer<Handed<B>>> {
         self.c.core.state.set(State::Spin as u64);
         let mut quiet = 0;
         while quiet < 2 {
@@ -605,5 +708,6 @@ impl<B: PacketBuf, F: ForwardMode> Worker<'_, B, F> {
             t.hist.close();
         }
         self.c.core.running.set(0);
+        self.handoff.inp
     }
 }

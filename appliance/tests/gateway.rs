@@ -137,3 +137,33 @@ fn gateway_config_nats_and_filters_softnic_traffic() {
     let hits: Vec<u64> = s.rule_hits.iter().map(|(_, n)| *n).collect();
     assert_eq!(hits, vec![0, 0, 10_000], "{}", s.text());
 }
+
+/// Two gateway workers, two RX queues per port: traffic from outside to
+/// the NAT address lands on both workers by RSS and is handed to the worker
+/// whose port slice holds its destination port; nothing is lost on the
+/// way (the owner finds no mapping and drops it as for the router).
+#[test]
+fn two_workers_hand_nat_traffic_to_the_owner() {
+    let text = gateway_config("1.5")
+        .replace("rxd = 4096", "rxd = 4096\nrxq = 2\ntxq = 2")
+        .replace("dst_ip = \"198.51.100.0/24\"", "dst_ip = \"198.19.0.1/32\"\ndst_port = \"1024-65535\"")
+        .replace(
+            "[[worker]]\ncore = 1\nmode = \"l3fwd\"\nrx = [\"p0\", \"p1\"]",
+            "[[worker]]\ncore = 1\nmode = \"l3fwd\"\nrx = [\"p0:0\", \"p1:0\"]\n\n[[worker]]\ncore = 0\nmode = \"l3fwd\"\nrx = [\"p0:1\", \"p1:1\"]",
+        );
+    let (_, s) = common::run(&text);
+    let b = s.balance.as_ref().unwrap();
+    assert!(b.balanced, "{}", s.text());
+    let wan = &s.ports[1];
+    assert!(wan.drops.handed_off > 1000, "{}", s.text());
+    let to_router = wan.drops.stage.get("to_router").copied().unwrap_or(0);
+    let full = wan.drops.stage.get("handoff_full").copied().unwrap_or(0);
+    assert!(to_router > 5000, "{}", s.text());
+    assert_eq!(full, 0, "{}", s.text());
+    assert_eq!(
+        s.ports[0].drops.stage.values().sum::<u64>(),
+        0,
+        "{}",
+        s.text()
+    );
+}

@@ -65,6 +65,7 @@ fn replays_tcpdump_captures() {
                 Verdict::Forward(0) => "back",
                 Verdict::Forward(_) => "forwarded",
                 Verdict::Drop(d) => d.name(),
+                Verdict::Handoff(_) => "handoff",
             };
             *reasons.entry(what).or_default() += 1;
             *per_file.entry(what).or_default() += 1;

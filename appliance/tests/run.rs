@@ -211,7 +211,7 @@ fn pcap_golden() {
             let mut f = f.clone();
             match m.process(&mut f, 0) {
                 pipeline::Verdict::Forward(_) => expect.push(f),
-                pipeline::Verdict::Drop(_) => dropped += 1,
+                pipeline::Verdict::Drop(_) | pipeline::Verdict::Handoff(_) => dropped += 1,
             }
         }
         assert_eq!(

@@ -84,6 +84,9 @@ pub struct Gateway {
     events: [u64; Event::COUNT],
     /// The smallest interface MTU (packets below it skip the MTU check).
     min_mtu: u16,
+    /// This worker's index among `workers` (for return-traffic steering).
+    worker: u16,
+    workers: u16,
 }
 
 impl Clone for Gateway {
@@ -100,6 +103,8 @@ impl Clone for Gateway {
             hits_out: None,
             events: [0; Event::COUNT],
             min_mtu: self.min_mtu,
+            worker: self.worker,
+            workers: self.workers,
         }
     }
 }
@@ -170,6 +175,8 @@ impl Gateway {
             .unwrap_or(1500);
         Gateway {
             min_mtu,
+            worker,
+            workers: cfg.workers.max(1),
             router,
             rules: cfg.rules.clone(),
             nat: cfg.nat.clone(),
@@ -301,6 +308,9 @@ impl Gateway {
             // Validated above; the rewrite kept the checksum right.
             return self.router.ipv4_valid(pkt, in_port);
         }
+        if let Some(o) = self.owner(in_port, &t) {
+            return Verdict::Handoff(o);
+        }
         self.new4(pkt, in_port, t, flags)
     }
 
@@ -426,6 +436,41 @@ impl Gateway {
         }
     }
 
+    /// The worker that owns the state a packet with no flow here belongs
+    /// to, when that is another worker: replies to a source-NAT mapping
+    /// (destination: a NAT address, destination port in another worker's
+    /// slice of the port range) and the flows of destination and 1:1 NAT
+    /// (new ones, and replies from the inside host), which worker 0 owns:
+    /// their two directions have different tuples, so symmetric RSS cannot
+    /// bring both to one core.
+    #[inline]
+    fn owner(&self, in_port: u16, t: &Tuple) -> Option<u16> {
+        if self.workers <= 1 || self.nat.is_empty() {
+            return None;
+        }
+        let (src, dst) = (addr4(t.src), addr4(t.dst));
+        let to_nat = self.router.is_local4(dst)
+            || self.nat.snat.iter().any(|r| match &r.to {
+                SnatTo::Pool(p) => p.contains(&dst),
+                SnatTo::Masquerade => false,
+            });
+        let o = if self
+            .nat
+            .dnat
+            .iter()
+            .any(|d| d.to == src && d.to_port.is_none_or(|p| p == t.sport))
+            || self.nat.dnat(in_port, t.proto, dst, t.dport).is_some()
+            || self.nat.statics.iter().any(|s| s.inside == src)
+        {
+            Some(0)
+        } else if to_nat && has_ports(t.proto) {
+            self.nat.ports.owner(t.dport, self.workers)
+        } else {
+            None
+        };
+        o.filter(|&o| o != self.worker)
+    }
+
     /// Whether a packet of `total` bytes with DF set will not fit the MTU
     /// of the route to `to`: it is then left untranslated so that the
     /// router's Fragmentation Needed reaches its real sender.
@@ -490,6 +535,11 @@ impl Gateway {
         };
         let outer = tuple4(outer_src, outer_dst, 0, 0, IpProto::ICMP);
         let hit = inner.and_then(|t| self.ct.find(&t.reverse()));
+        if hit.is_none() {
+            if let Some(o) = inner.and_then(|t| self.owner(in_port, &t.reverse())) {
+                return Verdict::Handoff(o);
+            }
+        }
         let Some((i, reply)) = hit else {
             if self.router.is_local4(outer_dst) {
                 return self.router.process(pkt, in_port);

@@ -40,11 +40,14 @@ pub enum DropReason {
     NatExhausted = 14,
     /// A new flow whose tuple collides with a tracked one.
     CtClash = 15,
+    /// Bound for the core that owns its NAT mapping, but that core's
+    /// handoff ring was full (or it had stopped).
+    HandoffFull = 16,
 }
 
 impl DropReason {
     /// Number of reasons (array size for per-reason counters).
-    pub const COUNT: usize = 16;
+    pub const COUNT: usize = 17;
     /// Every reason, in counter order.
     pub const ALL: [DropReason; Self::COUNT] = [
         DropReason::Truncated,
@@ -63,6 +66,7 @@ impl DropReason {
         DropReason::CtFull,
         DropReason::NatExhausted,
         DropReason::CtClash,
+        DropReason::HandoffFull,
     ];
 
     /// Short name used in stats output and JSON.
@@ -84,6 +88,7 @@ impl DropReason {
             DropReason::CtFull => "ct_full",
             DropReason::NatExhausted => "nat_exhausted",
             DropReason::CtClash => "ct_clash",
+            DropReason::HandoffFull => "handoff_full",
         }
     }
 }
@@ -95,4 +100,8 @@ pub enum Verdict {
     Forward(u16),
     /// Drop, counted under this reason.
     Drop(DropReason),
+    /// Hand the packet, unchanged, to the worker with this index (among
+    /// the workers running the stage): it holds the state the packet
+    /// needs (the gateway's NAT mappings).
+    Handoff(u16),
 }

@@ -607,3 +607,52 @@ proptest! {
         prop_assert_eq!(&r[26..], &want[26..], "the exact reply to the client");
     }
 }
+
+/// Two workers: a mapping made by worker 0 uses a port of its slice; its
+/// reply, received by worker 1, is handed to worker 0, which translates it.
+/// Port forwards belong to worker 0.
+#[test]
+fn return_traffic_is_steered_to_the_owning_worker() {
+    let cfg = GatewayConfig {
+        rules: Arc::new(RuleSet::build(vec![], Action::Accept)),
+        nat: Arc::new(nat_cfg(PortRange::default())),
+        ct_capacity: 64,
+        timeouts: Timeouts::default(),
+        workers: 2,
+    };
+    let mut w: Vec<Gateway> = (0..2).map(|i| Gateway::new(router(), &cfg, i)).collect();
+    for g in &mut w {
+        g.tick(S);
+    }
+    let (s0, s1) = (w[0].port_range().unwrap(), w[1].port_range().unwrap());
+    assert_eq!((s0.lo, s1.hi), (1024, 65535));
+    assert_eq!(s0.hi + 1, s1.lo, "disjoint slices");
+    for owner in [0usize, 1] {
+        let mut f = pkt(R0, CLIENT, 40000 + owner as u16, SERVER, 53, 17, 0, b"q");
+        assert_eq!(w[owner].process(&mut f, 0), Verdict::Forward(1));
+        let p = addrs(&f).1;
+        let slice = w[owner].port_range().unwrap();
+        assert!((slice.lo..=slice.hi).contains(&p));
+        let other = 1 - owner;
+        let mut r = reply_to(&f, R1, 0);
+        assert_eq!(w[other].process(&mut r, 1), Verdict::Handoff(owner as u16));
+        assert_eq!(w[owner].process(&mut r, 1), Verdict::Forward(0));
+        assert_eq!(addrs(&r).2, a(CLIENT));
+        // An ICMP error about the mapping is steered the same way.
+        let mut e = icmp_error(R1, SERVER, 3, 3, &f);
+        assert_eq!(w[other].process(&mut e, 1), Verdict::Handoff(owner as u16));
+    }
+    // A port forward opens on worker 0, whoever receives it.
+    let mut syn = pkt(R1, SERVER, 5555, OUTSIDE, 8080, 6, 0x02, &[]);
+    assert_eq!(w[1].process(&mut syn, 1), Verdict::Handoff(0));
+    assert_eq!(w[0].process(&mut syn, 1), Verdict::Forward(0));
+    let mut synack = reply_to(&syn, R0, 0x12);
+    assert_eq!(w[1].process(&mut synack, 0), Verdict::Handoff(0));
+    // Flows without NAT state stay where they are.
+    let mut ping = pkt(R1, SERVER, 7, INSIDE, 7, 1, 0, b"x");
+    assert_eq!(
+        w[1].process(&mut ping, 1),
+        Verdict::Forward(1),
+        "echo reply"
+    );
+}
