@@ -7,8 +7,10 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 # Debian packages the tests need: DPDK and libclang for the DPDK backend
-# (pmd's `dpdk` feature: bindgen and the C shim).
-PKGS=(dpdk dpdk-dev libdpdk-dev libclang-dev pkg-config)
+# (pmd's `dpdk` feature: bindgen and the C shim); the namespace lab's
+# peers and tools (scripts/lab.sh, run by appliance/tests/lab.rs).
+PKGS=(dpdk dpdk-dev libdpdk-dev libclang-dev pkg-config
+  iproute2 iputils-ping traceroute curl iperf3 python3 ethtool)
 missing=()
 for p in "${PKGS[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")

@@ -230,6 +230,23 @@ pub fn run(cfg: &Config, stop: &AtomicBool, emit: &mut dyn FnMut(&Report)) -> Re
                 .with_context(|| format!("port {}", p.name))?,
                 None,
             ),
+            PortKind::AfPacket {
+                iface,
+                blocks,
+                qdisc_bypass,
+            } => (
+                pmd::afpacket::open(&pmd::afpacket::AfPacketConfig {
+                    port,
+                    iface: iface.clone(),
+                    rxq: p.rxq,
+                    txq: p.txq,
+                    blocks: *blocks,
+                    qdisc_bypass: *qdisc_bypass,
+                    pool_size: POOL_SIZE.max(4 * usize::from(p.rxq) * 2048),
+                })
+                .with_context(|| format!("port {}", p.name))?,
+                None,
+            ),
             PortKind::Dpdk { .. } => unreachable!("handled above"),
         };
         opened.push((open, e2e));

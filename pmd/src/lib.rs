@@ -42,6 +42,7 @@
 //! epoll, thread CPU time) and, with the `dpdk` feature, `dpdk` (calls into
 //! DPDK through `dpdk-sys`). Each block states why it is sound.
 
+pub mod afpacket;
 pub mod alloc;
 pub mod batch;
 #[cfg(feature = "dpdk")]

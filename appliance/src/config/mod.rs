@@ -264,6 +264,23 @@ enum Driver {
     Null,
     Pcap,
     Dpdk,
+    Afpacket,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawAfPacket {
+    /// Interface name.
+    iface: Spanned<String>,
+    /// Ring blocks (256 KiB each) per RX queue.
+    blocks: Option<Spanned<u32>>,
+    /// Bypass the qdisc on TX.
+    #[serde(default = "yes")]
+    qdisc_bypass: bool,
+}
+
+fn yes() -> bool {
+    true
 }
 
 #[derive(Debug, Deserialize)]
@@ -298,6 +315,7 @@ struct RawPort {
     peer_mac: Option<Str<MacAddr>>,
     peer: Option<Spanned<String>>,
     softnic: Option<Spanned<RawSoftnic>>,
+    afpacket: Option<Spanned<RawAfPacket>>,
     null: Option<Spanned<RawNull>>,
     pcap: Option<Spanned<RawPcap>>,
     dpdk: Option<Spanned<RawDpdkPort>>,
@@ -477,6 +495,15 @@ pub enum PortKind {
     Dpdk {
         /// vdev string or PCI address.
         device: String,
+    },
+    /// A Linux interface through AF_PACKET.
+    AfPacket {
+        /// Interface name.
+        iface: String,
+        /// Ring blocks per RX queue.
+        blocks: u32,
+        /// Bypass the qdisc on TX.
+        qdisc_bypass: bool,
     },
     /// pcap replay / capture.
     Pcap {
@@ -931,6 +958,11 @@ fn check_port(
         (p.null.as_ref().map(|s| s.span()), Driver::Null, "null"),
         (p.pcap.as_ref().map(|s| s.span()), Driver::Pcap, "pcap"),
         (p.dpdk.as_ref().map(|s| s.span()), Driver::Dpdk, "dpdk"),
+        (
+            p.afpacket.as_ref().map(|s| s.span()),
+            Driver::Afpacket,
+            "afpacket",
+        ),
     ];
     for (span, d, name) in sections {
         if let Some(span) = span {
@@ -1014,6 +1046,37 @@ fn check_port(
                 PortKind::Null { size: 64 }
             }
         },
+        Driver::Afpacket => match &p.afpacket {
+            Some(a) => {
+                let a = a.get_ref();
+                if a.iface.get_ref().is_empty() || a.iface.get_ref().len() > 15 {
+                    cx.err(
+                        &a.iface,
+                        k("afpacket.iface"),
+                        "must name an interface (1-15 characters)",
+                    );
+                }
+                let blocks = a.blocks.as_ref().map_or(64, |b| *b.get_ref());
+                if let Some(b) = &a.blocks {
+                    if !(2..=4096).contains(b.get_ref()) {
+                        cx.err(b, k("afpacket.blocks"), "must be 2..=4096");
+                    }
+                }
+                PortKind::AfPacket {
+                    iface: a.iface.get_ref().clone(),
+                    blocks,
+                    qdisc_bypass: a.qdisc_bypass,
+                }
+            }
+            None => {
+                cx.err(
+                    &p.driver,
+                    k("driver"),
+                    "driver `afpacket` needs a [port.afpacket] section with `iface`",
+                );
+                PortKind::Null { size: 64 }
+            }
+        },
         Driver::Pcap => {
             if *p.rxq.get_ref() != 1 || *p.txq.get_ref() != 1 {
                 cx.err(
@@ -1058,6 +1121,7 @@ fn driver_name(d: Driver) -> &'static str {
         Driver::Null => "null",
         Driver::Pcap => "pcap",
         Driver::Dpdk => "dpdk",
+        Driver::Afpacket => "afpacket",
     }
 }
 

@@ -1,0 +1,72 @@
+//! The namespace lab (`scripts/lab.sh`) as a test: Sluice on two veths in
+//! a namespace over AF_PACKET, with the kernel's own stacks, ping,
+//! traceroute, curl, iperf3 and a UDP client on either side. Needs root
+//! and the tools `scripts/test.sh` installs; skipped without them unless
+//! `CI` is set, where that is a failure.
+
+use std::process::Command;
+
+fn can_run() -> Result<(), String> {
+    // Root: effective uid 0.
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    let root = status
+        .lines()
+        .find(|l| l.starts_with("Uid:"))
+        .is_some_and(|l| l.split_whitespace().nth(2) == Some("0"));
+    if !root {
+        return Err("not root".into());
+    }
+    for tool in [
+        "ip",
+        "ping",
+        "traceroute",
+        "curl",
+        "iperf3",
+        "python3",
+        "ethtool",
+    ] {
+        let ok = Command::new("sh")
+            .args(["-c", &format!("command -v {tool}")])
+            .output()
+            .is_ok_and(|o| o.status.success());
+        if !ok {
+            return Err(format!("{tool} is missing"));
+        }
+    }
+    Ok(())
+}
+
+#[test]
+fn namespace_lab_passes_every_check() {
+    if let Err(why) = can_run() {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "the lab must run in CI: {why}"
+        );
+        eprintln!("skipped: {why}");
+        return;
+    }
+    let root = concat!(env!("CARGO_MANIFEST_DIR"), "/..");
+    let out = Command::new("bash")
+        .arg(format!("{root}/scripts/lab.sh"))
+        .arg(env!("CARGO_BIN_EXE_sluice"))
+        .output()
+        .expect("running scripts/lab.sh");
+    let text = String::from_utf8_lossy(&out.stdout);
+    eprintln!("{text}{}", String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "lab failed:\n{text}");
+    for check in [
+        "PASS ping client -> 198.19.0.2",
+        "PASS traceroute",
+        "PASS curl through SNAT",
+        "PASS curl through the port forward",
+        "PASS TCP port 25 dropped",
+        "PASS TCP port 23 rejected",
+        "PASS iperf3",
+        "PASS UDP request/response",
+        "PASS accounting",
+    ] {
+        assert!(text.contains(check), "missing `{check}`:\n{text}");
+    }
+    assert!(!text.contains("FAIL"), "{text}");
+}

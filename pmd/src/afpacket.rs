@@ -1,0 +1,583 @@
+//! AF_PACKET ports: a Linux interface by name, through `PF_PACKET` sockets.
+//!
+//! - RX: a `TPACKET_V3` memory-mapped ring per queue (blocks of frames the
+//!   kernel fills and hands over whole, retired at the latest after
+//!   [`BLOCK_TIMEOUT_MS`]); frames are copied into pool buffers and the
+//!   block is given back when read. With several RX queues the sockets
+//!   join one `PACKET_FANOUT_HASH` group: the kernel spreads flows by its
+//!   flow hash, which orders addresses and ports, so both directions of a
+//!   flow reach one queue.
+//! - TX: one `sendmmsg` per burst on a socket bound to the interface
+//!   (protocol 0, so it receives nothing), `PACKET_QDISC_BYPASS` optional.
+//! - The interface is put in promiscuous mode (a membership, dropped with
+//!   the socket); the RX sockets ignore the frames the port sends
+//!   (`PACKET_IGNORE_OUTGOING`).
+//! - Interrupt line: the RX socket itself, readable while a block is ready
+//!   (the poll-mode policies block on it).
+//! - Counters: the kernel's `PACKET_STATISTICS` (packets and ring-full drops,
+//!   accumulated, as reading resets them) as `imissed`.
+//!
+//! All `unsafe` (socket options, the ring mapping and its shared headers,
+//! `sendmmsg`) is in this module, each block with its reason.
+
+use crate::mbuf::{Mbuf, Pool};
+use crate::sys::rdtsc;
+use crate::{
+    Batch, BoxRx, BoxTx, Caps, OpenPort, PacketBuf, PortControl, PortError, PortStats,
+    QueueCounters, RxInterrupt, RxQueue, TxQueue, MAX_BURST,
+};
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::Arc;
+
+const PACKET_ADD_MEMBERSHIP: libc::c_int = 1;
+const PACKET_RX_RING: libc::c_int = 5;
+const PACKET_STATISTICS: libc::c_int = 6;
+const PACKET_VERSION: libc::c_int = 10;
+const PACKET_FANOUT: libc::c_int = 18;
+const PACKET_QDISC_BYPASS: libc::c_int = 20;
+const PACKET_IGNORE_OUTGOING: libc::c_int = 23;
+const PACKET_MR_PROMISC: libc::c_ushort = 1;
+const PACKET_FANOUT_HASH: u32 = 0;
+const TPACKET_V3: libc::c_int = 2;
+const TP_STATUS_KERNEL: u32 = 0;
+const TP_STATUS_USER: u32 = 1;
+
+/// Bytes per ring block.
+pub const BLOCK_SIZE: usize = 1 << 18;
+/// Longest a partly filled block waits before the kernel hands it over.
+pub const BLOCK_TIMEOUT_MS: u32 = 1;
+const FRAME_SIZE: usize = 2048;
+
+#[repr(C)]
+struct TpacketReq3 {
+    tp_block_size: u32,
+    tp_block_nr: u32,
+    tp_frame_size: u32,
+    tp_frame_nr: u32,
+    tp_retire_blk_tov: u32,
+    tp_sizeof_priv: u32,
+    tp_feature_req_word: u32,
+}
+
+#[repr(C)]
+struct PacketMreq {
+    mr_ifindex: libc::c_int,
+    mr_type: libc::c_ushort,
+    mr_alen: libc::c_ushort,
+    mr_address: [u8; 8],
+}
+
+#[repr(C)]
+#[derive(Default)]
+struct TpacketStatsV3 {
+    tp_packets: u32,
+    tp_drops: u32,
+    tp_freeze_q_cnt: u32,
+}
+
+/// Settings of an AF_PACKET port.
+#[derive(Clone, Debug)]
+pub struct AfPacketConfig {
+    /// Port index in the appliance.
+    pub port: u16,
+    /// Interface name.
+    pub iface: String,
+    /// RX queues (sockets in one fanout group).
+    pub rxq: u16,
+    /// TX queues (sockets).
+    pub txq: u16,
+    /// Ring blocks per RX queue (of [`BLOCK_SIZE`] bytes).
+    pub blocks: u32,
+    /// Bypass the qdisc on TX.
+    pub qdisc_bypass: bool,
+    /// Buffers in the port's pool.
+    pub pool_size: usize,
+}
+
+fn err(what: &str, iface: &str) -> PortError {
+    PortError::Io {
+        path: format!("AF_PACKET {iface}: {what}"),
+        source: io::Error::last_os_error(),
+    }
+}
+
+fn setopt<T>(fd: RawFd, level: libc::c_int, name: libc::c_int, v: &T) -> bool {
+    // SAFETY: `v` is a live, initialised value of the size passed, which is
+    // what setsockopt reads.
+    unsafe {
+        libc::setsockopt(
+            fd,
+            level,
+            name,
+            std::ptr::from_ref(v).cast(),
+            std::mem::size_of::<T>() as libc::socklen_t,
+        ) == 0
+    }
+}
+
+fn ifindex(iface: &str) -> Result<i32, PortError> {
+    let c = std::ffi::CString::new(iface)
+        .map_err(|_| PortError::Config(format!("interface name {iface:?}")))?;
+    // SAFETY: `c` is a NUL-terminated string that outlives the call.
+    let i = unsafe { libc::if_nametoindex(c.as_ptr()) };
+    if i == 0 {
+        return Err(err("no such interface", iface));
+    }
+    Ok(i as i32)
+}
+
+/// A packet socket (receiving nothing until bound with a protocol).
+fn socket(iface: &str) -> Result<OwnedFd, PortError> {
+    // SAFETY: plain socket(2); the descriptor is owned right away.
+    let fd = unsafe { libc::socket(libc::AF_PACKET, libc::SOCK_RAW | libc::SOCK_CLOEXEC, 0) };
+    if fd < 0 {
+        return Err(err("socket (needs CAP_NET_RAW)", iface));
+    }
+    // SAFETY: `fd` was just returned by socket(2) and is owned by nobody else.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+fn bind(fd: RawFd, ifindex: i32, proto: u16, iface: &str) -> Result<(), PortError> {
+    // SAFETY: sockaddr_ll is plain data; all-zero is a valid value.
+    let mut sa: libc::sockaddr_ll = unsafe { std::mem::zeroed() };
+    sa.sll_family = libc::AF_PACKET as u16;
+    sa.sll_protocol = proto;
+    sa.sll_ifindex = ifindex;
+    // SAFETY: `sa` is a live sockaddr_ll of the size passed.
+    let r = unsafe {
+        libc::bind(
+            fd,
+            std::ptr::from_ref(&sa).cast(),
+            std::mem::size_of::<libc::sockaddr_ll>() as libc::socklen_t,
+        )
+    };
+    if r != 0 {
+        return Err(err("bind", iface));
+    }
+    Ok(())
+}
+
+/// The mapped ring of one RX socket.
+struct Ring {
+    base: *mut u8,
+    len: usize,
+    blocks: usize,
+}
+
+// SAFETY: the mapping is owned by the one queue that reads it; the kernel
+// is the only other party, synchronised through the block status words.
+unsafe impl Send for Ring {}
+
+impl Drop for Ring {
+    fn drop(&mut self) {
+        // SAFETY: `base`/`len` are the mapping made in `open_rx`, unmapped
+        // once.
+        unsafe { libc::munmap(self.base.cast(), self.len) };
+    }
+}
+
+impl Ring {
+    /// The status word of block `b` (shared with the kernel).
+    fn status(&self, b: usize) -> &AtomicU32 {
+        // SAFETY: block `b` < blocks lies in the mapping; its header starts
+        // with `version`, `offset_to_priv`, then `block_status` at byte 8,
+        // 4-aligned (blocks are page-aligned), which the kernel and we
+        // access as a 32-bit word.
+        unsafe { &*self.base.add(b * BLOCK_SIZE + 8).cast::<AtomicU32>() }
+    }
+
+    /// Block `b`'s bytes (valid to read while its status is USER).
+    fn block(&self, b: usize) -> &[u8] {
+        // SAFETY: block `b` lies in the mapping, which lives as long as
+        // `self`; while the status says USER the kernel does not write it.
+        unsafe { std::slice::from_raw_parts(self.base.add(b * BLOCK_SIZE), BLOCK_SIZE) }
+    }
+}
+
+struct RxQ {
+    intr: Intr,
+    ring: Ring,
+    pool: Pool,
+    port: u16,
+    queue: u16,
+    /// Block being read, packets left in it, offset of the next.
+    cur: usize,
+    left: u32,
+    off: usize,
+    c: Arc<QueueCounters>,
+    stopped: Arc<AtomicBool>,
+    too_big: u64,
+}
+
+fn rd32(b: &[u8], at: usize) -> u32 {
+    u32::from_ne_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]])
+}
+
+fn rd16(b: &[u8], at: usize) -> u16 {
+    u16::from_ne_bytes([b[at], b[at + 1]])
+}
+
+impl RxQueue for RxQ {
+    type Buf = Mbuf;
+
+    fn rx_burst(&mut self, out: &mut Batch<Mbuf>) -> usize {
+        if self.stopped.load(Ordering::Relaxed) {
+            return 0;
+        }
+        let mut got = 0;
+        let mut bytes = 0;
+        let now = rdtsc();
+        while out.room() > 0 {
+            if self.left == 0 {
+                let st = self.ring.status(self.cur);
+                if st.load(Ordering::Acquire) & TP_STATUS_USER == 0 {
+                    break;
+                }
+                let blk = self.ring.block(self.cur);
+                self.left = rd32(blk, 12);
+                self.off = rd32(blk, 16) as usize;
+                if self.left == 0 {
+                    self.release();
+                    continue;
+                }
+            }
+            let blk = self.ring.block(self.cur);
+            let h = self.off;
+            let next = rd32(blk, h) as usize;
+            let snap = rd32(blk, h + 12) as usize;
+            let mac = usize::from(rd16(blk, h + 24));
+            let frame = &blk[(h + mac).min(BLOCK_SIZE)..(h + mac + snap).min(BLOCK_SIZE)];
+            match self.pool.alloc() {
+                Some(mut m) => {
+                    if m.copy_from(frame) {
+                        m.set_rx_meta(self.port, self.queue, now, rd32(blk, h + 28));
+                        bytes += frame.len();
+                        let _ = out.push(m);
+                        got += 1;
+                    } else {
+                        self.too_big += 1;
+                        self.c.nombuf.add(1);
+                    }
+                }
+                None => self.c.nombuf.add(1),
+            }
+            self.left -= 1;
+            self.off = h + next;
+            if self.left == 0 {
+                self.release();
+            }
+        }
+        self.c.packets.add(got as u64);
+        self.c.bytes.add(bytes as u64);
+        got
+    }
+
+    fn interrupt(&self) -> Option<&dyn RxInterrupt> {
+        Some(&self.intr)
+    }
+}
+
+impl RxQ {
+    fn release(&mut self) {
+        self.ring
+            .status(self.cur)
+            .store(TP_STATUS_KERNEL, Ordering::Release);
+        self.cur = (self.cur + 1) % self.ring.blocks;
+        self.left = 0;
+    }
+}
+
+/// The interrupt line of an RX queue: its socket.
+struct Intr(Arc<OwnedFd>);
+
+impl RxInterrupt for Intr {
+    fn fd(&self) -> RawFd {
+        self.0.as_raw_fd()
+    }
+    // The socket is readable while a block is ready: nothing to arm.
+    fn enable(&self) {}
+    fn disable(&self) {}
+    fn ack(&self) {}
+}
+
+struct TxQ {
+    fd: OwnedFd,
+    c: Arc<QueueCounters>,
+    iov: Box<[libc::iovec; MAX_BURST]>,
+    msgs: Box<[libc::mmsghdr; MAX_BURST]>,
+}
+
+// SAFETY: the iovec/mmsghdr arrays hold pointers only while `tx_burst`
+// runs (into buffers it owns); between calls they are dead values.
+unsafe impl Send for TxQ {}
+
+impl TxQueue for TxQ {
+    type Buf = Mbuf;
+
+    fn tx_burst(&mut self, pkts: &mut Batch<Mbuf>) -> usize {
+        let n = pkts.len();
+        if n == 0 {
+            return 0;
+        }
+        for (i, m) in pkts.iter().enumerate() {
+            let d = m.data();
+            self.iov[i] = libc::iovec {
+                iov_base: d.as_ptr() as *mut libc::c_void,
+                iov_len: d.len(),
+            };
+            // SAFETY: msghdr is plain data; all-zero is valid (no name, no
+            // control).
+            let mut h: libc::msghdr = unsafe { std::mem::zeroed() };
+            h.msg_iov = std::ptr::from_mut(&mut self.iov[i]);
+            h.msg_iovlen = 1;
+            self.msgs[i] = libc::mmsghdr {
+                msg_hdr: h,
+                msg_len: 0,
+            };
+        }
+        // SAFETY: `msgs[..n]` point at `iov[..n]`, which point at the bytes
+        // of the `n` buffers in `pkts`; all live until the call returns.
+        let r = unsafe {
+            libc::sendmmsg(
+                self.fd.as_raw_fd(),
+                self.msgs.as_mut_ptr(),
+                n as libc::c_uint,
+                libc::MSG_DONTWAIT,
+            )
+        };
+        let sent = if r < 0 { 0 } else { r as usize };
+        let bytes: usize = pkts.iter().take(sent).map(|m| m.len()).sum();
+        crate::mbuf::free_bulk(pkts.drain_front(sent));
+        self.c.packets.add(sent as u64);
+        self.c.bytes.add(bytes as u64);
+        sent
+    }
+}
+
+struct Control {
+    iface: String,
+    rx: Vec<Arc<QueueCounters>>,
+    tx: Vec<Arc<QueueCounters>>,
+    /// RX sockets (for PACKET_STATISTICS), shared with the queues.
+    fds: Vec<Arc<OwnedFd>>,
+    kernel_packets: AtomicU64,
+    kernel_drops: AtomicU64,
+    stopped: Arc<AtomicBool>,
+}
+
+impl Control {
+    fn poll_kernel(&self) {
+        for fd in &self.fds {
+            let mut s = TpacketStatsV3::default();
+            let mut len = std::mem::size_of::<TpacketStatsV3>() as libc::socklen_t;
+            // SAFETY: `s` is a live tpacket_stats_v3 and `len` its size; the
+            // kernel writes at most `len` bytes; `fd` is open (shared).
+            let r = unsafe {
+                libc::getsockopt(
+                    fd.as_raw_fd(),
+                    libc::SOL_PACKET,
+                    PACKET_STATISTICS,
+                    std::ptr::from_mut(&mut s).cast(),
+                    &mut len,
+                )
+            };
+            if r == 0 {
+                self.kernel_packets
+                    .fetch_add(u64::from(s.tp_packets), Ordering::Relaxed);
+                self.kernel_drops
+                    .fetch_add(u64::from(s.tp_drops), Ordering::Relaxed);
+            }
+        }
+    }
+}
+
+impl PortControl for Control {
+    fn driver(&self) -> &'static str {
+        "afpacket"
+    }
+    fn stats(&self) -> PortStats {
+        self.poll_kernel();
+        let mut s = PortStats {
+            imissed: self.kernel_drops.load(Ordering::Relaxed),
+            ..PortStats::default()
+        };
+        for q in &self.rx {
+            s.ipackets += q.packets.get();
+            s.ibytes += q.bytes.get();
+            s.rx_nombuf += q.nombuf.get();
+        }
+        for q in &self.tx {
+            s.opackets += q.packets.get();
+            s.obytes += q.bytes.get();
+        }
+        s
+    }
+    fn caps(&self) -> Caps {
+        Caps {
+            max_burst: MAX_BURST,
+            rx_interrupt: true,
+            max_frame: FRAME_SIZE,
+        }
+    }
+    fn stop_rx(&self) {
+        self.stopped.store(true, Ordering::Relaxed);
+    }
+    fn xstats(&self) -> Vec<(&'static str, u64)> {
+        vec![(
+            "kernel_rx_packets",
+            self.kernel_packets.load(Ordering::Relaxed),
+        )]
+    }
+}
+
+fn open_rx(
+    cfg: &AfPacketConfig,
+    ifi: i32,
+    q: u16,
+    fanout: u32,
+    pool: Pool,
+    stopped: &Arc<AtomicBool>,
+) -> Result<(RxQ, Arc<QueueCounters>), PortError> {
+    let iface = &cfg.iface;
+    let proto = (libc::ETH_P_ALL as u16).to_be();
+    let fd = socket(iface)?;
+    let raw = fd.as_raw_fd();
+    if !setopt(raw, libc::SOL_PACKET, PACKET_VERSION, &TPACKET_V3) {
+        return Err(err("PACKET_VERSION 3", iface));
+    }
+    let blocks = cfg.blocks.max(2);
+    let req = TpacketReq3 {
+        tp_block_size: BLOCK_SIZE as u32,
+        tp_block_nr: blocks,
+        tp_frame_size: FRAME_SIZE as u32,
+        tp_frame_nr: (BLOCK_SIZE / FRAME_SIZE) as u32 * blocks,
+        tp_retire_blk_tov: BLOCK_TIMEOUT_MS,
+        tp_sizeof_priv: 0,
+        tp_feature_req_word: 0,
+    };
+    if !setopt(raw, libc::SOL_PACKET, PACKET_RX_RING, &req) {
+        return Err(err("PACKET_RX_RING", iface));
+    }
+    let len = BLOCK_SIZE * blocks as usize;
+    // SAFETY: maps the ring the kernel just allocated for this socket,
+    // shared, at the length it was configured with.
+    let base = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            len,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_SHARED,
+            raw,
+            0,
+        )
+    };
+    if base == libc::MAP_FAILED {
+        return Err(err("mmap of the RX ring", iface));
+    }
+    let ring = Ring {
+        base: base.cast(),
+        len,
+        blocks: blocks as usize,
+    };
+    // Our own transmissions are not input.
+    let one: libc::c_int = 1;
+    let _ = setopt(raw, libc::SOL_PACKET, PACKET_IGNORE_OUTGOING, &one);
+    let mreq = PacketMreq {
+        mr_ifindex: ifi,
+        mr_type: PACKET_MR_PROMISC,
+        mr_alen: 0,
+        mr_address: [0; 8],
+    };
+    if !setopt(raw, libc::SOL_PACKET, PACKET_ADD_MEMBERSHIP, &mreq) {
+        return Err(err("promiscuous mode", iface));
+    }
+    bind(raw, ifi, proto, iface)?;
+    if cfg.rxq > 1 {
+        let arg: u32 = fanout | PACKET_FANOUT_HASH << 16;
+        if !setopt(raw, libc::SOL_PACKET, PACKET_FANOUT, &arg) {
+            return Err(err("PACKET_FANOUT", iface));
+        }
+    }
+    let c = Arc::new(QueueCounters::default());
+    Ok((
+        RxQ {
+            intr: Intr(Arc::new(fd)),
+            ring,
+            pool,
+            port: cfg.port,
+            queue: q,
+            cur: 0,
+            left: 0,
+            off: 0,
+            c: c.clone(),
+            stopped: stopped.clone(),
+            too_big: 0,
+        },
+        c,
+    ))
+}
+
+/// Opens an AF_PACKET port (needs CAP_NET_RAW).
+pub fn open(cfg: &AfPacketConfig) -> Result<OpenPort, PortError> {
+    let ifi = ifindex(&cfg.iface)?;
+    let pool = Pool::new(&format!("afpacket{}", cfg.port), cfg.pool_size, FRAME_SIZE)?;
+    let stopped = Arc::new(AtomicBool::new(false));
+    let fanout = (std::process::id() ^ u32::from(cfg.port) << 8) & 0xffff;
+    let mut rx = Vec::new();
+    let mut rxc = Vec::new();
+    let mut fds = Vec::new();
+    for q in 0..cfg.rxq {
+        let (r, c) = open_rx(cfg, ifi, q, fanout, pool, &stopped)?;
+        fds.push(r.intr.0.clone());
+        rx.push(Box::new(r) as BoxRx);
+        rxc.push(c);
+    }
+    let mut tx = Vec::new();
+    let mut txc = Vec::new();
+    for _ in 0..cfg.txq {
+        let fd = socket(&cfg.iface)?;
+        if cfg.qdisc_bypass {
+            let one: libc::c_int = 1;
+            let _ = setopt(fd.as_raw_fd(), libc::SOL_PACKET, PACKET_QDISC_BYPASS, &one);
+        }
+        bind(fd.as_raw_fd(), ifi, 0, &cfg.iface)?;
+        let c = Arc::new(QueueCounters::default());
+        txc.push(c.clone());
+        // SAFETY: iovec and mmsghdr are plain data; all-zero values are
+        // valid and are overwritten before use.
+        let (iov, msgs) = unsafe { (Box::new(std::mem::zeroed()), Box::new(std::mem::zeroed())) };
+        tx.push(Box::new(TxQ { fd, c, iov, msgs }) as BoxTx);
+    }
+    Ok(OpenPort {
+        control: Arc::new(Control {
+            iface: cfg.iface.clone(),
+            rx: rxc,
+            tx: txc,
+            fds,
+            kernel_packets: AtomicU64::new(0),
+            kernel_drops: AtomicU64::new(0),
+            stopped,
+        }),
+        rx,
+        tx,
+    })
+}
+
+/// The interface's MAC address (from sysfs).
+pub fn iface_mac(iface: &str) -> Option<[u8; 6]> {
+    let s = std::fs::read_to_string(format!("/sys/class/net/{iface}/address")).ok()?;
+    let mut m = [0u8; 6];
+    let mut it = s.trim().split(':');
+    for b in &mut m {
+        *b = u8::from_str_radix(it.next()?, 16).ok()?;
+    }
+    Some(m)
+}
+
+impl std::fmt::Debug for Control {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "afpacket {}", self.iface)
+    }
+}

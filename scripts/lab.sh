@@ -1,0 +1,213 @@
+#!/usr/bin/env bash
+# The namespace lab: real Linux peers on either side of Sluice.
+#
+#   client (198.18.0.2) --c0==r0-- router: Sluice --r1==s0-- server (198.19.0.2)
+#
+# Namespaces sl-client, sl-router, sl-server joined by veth pairs (offloads
+# and IPv6 off, so every frame is a whole, countable IPv4/ARP frame); Sluice
+# runs in sl-router on r0/r1 over AF_PACKET with configs/router-nat.toml
+# (SNAT out of r1, a port forward 198.19.0.1:8080 -> 198.18.0.2:80,
+# firewall rules). Then real clients check it: ping, traceroute, curl
+# through SNAT (the server's log shows the router's address), curl through
+# the port forward, a dropped and a rejected TCP port, iperf3 TCP, UDP
+# request/response, and that Sluice accounted for every packet the kernel
+# peers sent. Everything is torn down on exit, also when a check fails.
+#
+#   scripts/lab.sh [path/to/sluice]      (as root; prints PASS/FAIL lines)
+set -uo pipefail
+cd "$(dirname "$0")/.."
+SLUICE=${1:-target/release/sluice}
+CONFIG=configs/router-nat.toml
+NS_C=sl-client NS_R=sl-router NS_S=sl-server
+WORK=$(mktemp -d /tmp/sluice-lab.XXXXXX)
+SLUICE_PID=
+FAILS=0
+
+pass() { echo "PASS $*"; }
+fail() { echo "FAIL $*"; FAILS=$((FAILS + 1)); }
+inns() { local ns=$1; shift; ip netns exec "$ns" "$@"; }
+
+cleanup() {
+  [ -n "$SLUICE_PID" ] && kill -INT "$SLUICE_PID" 2>/dev/null
+  for ns in $NS_C $NS_R $NS_S; do
+    # Kill what the lab started in the namespace, then the namespace.
+    for p in $(ip netns pids "$ns" 2>/dev/null); do kill -9 "$p" 2>/dev/null; done
+    ip netns del "$ns" 2>/dev/null
+  done
+  rm -rf "$WORK"
+}
+trap cleanup EXIT
+
+for tool in ip ping traceroute curl iperf3 python3 ethtool; do
+  command -v "$tool" >/dev/null || { echo "FAIL missing tool: $tool (scripts/test.sh installs it)"; exit 2; }
+done
+[ -x "$SLUICE" ] || { echo "FAIL no sluice binary at $SLUICE"; exit 2; }
+
+# ---------------------------------------------------------------- topology
+for ns in $NS_C $NS_R $NS_S; do ip netns del "$ns" 2>/dev/null; ip netns add "$ns"; done
+ip link add c0 netns $NS_C type veth peer name r0 netns $NS_R
+ip link add s0 netns $NS_S type veth peer name r1 netns $NS_R
+setup_if() { # ns dev mac
+  inns "$1" sysctl -qw "net.ipv6.conf.$2.disable_ipv6=1"
+  inns "$1" ip link set "$2" address "$3"
+  inns "$1" ethtool -K "$2" gro off gso off tso off tx off rx off >/dev/null 2>&1
+  inns "$1" ip link set "$2" up
+}
+for ns in $NS_C $NS_R $NS_S; do
+  inns "$ns" sysctl -qw net.ipv6.conf.all.disable_ipv6=1
+  inns "$ns" sysctl -qw net.ipv6.conf.default.disable_ipv6=1
+  inns "$ns" ip link set lo up
+done
+setup_if $NS_C c0 02:c1:00:00:00:02
+setup_if $NS_R r0 02:51:00:00:00:00
+setup_if $NS_R r1 02:51:00:00:00:01
+setup_if $NS_S s0 02:5e:00:00:00:02
+inns $NS_C ip addr add 198.18.0.2/24 dev c0
+inns $NS_C ip route add default via 198.18.0.1
+inns $NS_S ip addr add 198.19.0.2/24 dev s0
+# The server has no route back to 198.18.0.0/24: only SNAT reaches it.
+
+# ---------------------------------------------------------------- servers
+cat > "$WORK/udp_echo.py" <<'EOF'
+import socket, sys
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+s.bind((sys.argv[1], int(sys.argv[2])))
+while True:
+    data, peer = s.recvfrom(2048)
+    s.sendto(data, peer)
+EOF
+cat > "$WORK/udp_ask.py" <<'EOF'
+import socket, sys
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+s.settimeout(1.0)
+ok = 0
+for i in range(int(sys.argv[3])):
+    msg = b"request %d" % i
+    s.sendto(msg, (sys.argv[1], int(sys.argv[2])))
+    try:
+        if s.recvfrom(2048)[0] == msg:
+            ok += 1
+    except socket.timeout:
+        pass
+print(ok)
+EOF
+mkdir -p "$WORK/www-server" "$WORK/www-client"
+echo "hello from the server" > "$WORK/www-server/index.html"
+echo "hello from the client" > "$WORK/www-client/index.html"
+inns $NS_S python3 -m http.server 80 --bind 198.19.0.2 --directory "$WORK/www-server" \
+  > "$WORK/http-server.log" 2>&1 &
+inns $NS_C python3 -m http.server 80 --bind 198.18.0.2 --directory "$WORK/www-client" \
+  > "$WORK/http-client.log" 2>&1 &
+inns $NS_S python3 "$WORK/udp_echo.py" 198.19.0.2 5353 > /dev/null 2>&1 &
+inns $NS_S iperf3 -s -B 198.19.0.2 -1 > "$WORK/iperf-server.log" 2>&1 &
+sleep 1
+
+# ---------------------------------------------------------------- Sluice
+txp() { cat "/sys/class/net/$2/statistics/tx_packets" 2>/dev/null || inns "$1" cat "/sys/class/net/$2/statistics/tx_packets"; }
+C_TX0=$(inns $NS_C cat /sys/class/net/c0/statistics/tx_packets)
+S_TX0=$(inns $NS_S cat /sys/class/net/s0/statistics/tx_packets)
+# Not through `inns` (a function runs in a subshell): $! must be Sluice.
+ip netns exec $NS_R "$SLUICE" run "$CONFIG" --json > "$WORK/sluice.json" 2> "$WORK/sluice.err" &
+SLUICE_PID=$!
+for _ in $(seq 50); do
+  [ -s "$WORK/sluice.json" ] && break
+  sleep 0.1
+done
+if ! kill -0 "$SLUICE_PID" 2>/dev/null; then
+  echo "FAIL sluice did not start:"; cat "$WORK/sluice.err"; exit 1
+fi
+
+# ---------------------------------------------------------------- checks
+for dst in 198.19.0.2 198.18.0.1 198.19.0.1; do
+  if inns $NS_C ping -c 3 -i 0.2 -W 1 -q "$dst" > "$WORK/ping.log" 2>&1 &&
+     grep -q " 0% packet loss" "$WORK/ping.log"; then
+    pass "ping client -> $dst"
+  else
+    fail "ping client -> $dst: $(tail -2 "$WORK/ping.log" | head -1)"
+  fi
+done
+
+inns $NS_C traceroute -n -q 1 -w 1 -m 3 198.19.0.2 > "$WORK/trace.log" 2>&1
+hop1=$(awk '$1 == "1" {print $2}' "$WORK/trace.log")
+hop2=$(awk '$1 == "2" {print $2}' "$WORK/trace.log")
+if [ "$hop1" = 198.18.0.1 ] && [ "$hop2" = 198.19.0.2 ]; then
+  pass "traceroute -n: hop 1 $hop1 (the router), hop 2 $hop2 (ICMP errors translated back through NAT)"
+else
+  fail "traceroute: $(tr '\n' '|' < "$WORK/trace.log")"
+fi
+
+if inns $NS_C curl -s -m 5 http://198.19.0.2/ | grep -q "hello from the server"; then
+  if grep -q "^198.19.0.1 " "$WORK/http-server.log"; then
+    pass "curl through SNAT; the server saw $(awk '/^[0-9]/ {print $1}' "$WORK/http-server.log" | sort -u | tr '\n' ' ')"
+  else
+    fail "curl through SNAT: server log shows $(cut -d' ' -f1 "$WORK/http-server.log" | sort -u | tr '\n' ' ')"
+  fi
+else
+  fail "curl client -> server"
+fi
+
+if inns $NS_S curl -s -m 5 http://198.19.0.1:8080/ | grep -q "hello from the client"; then
+  pass "curl through the port forward 198.19.0.1:8080 -> 198.18.0.2:80 (client log: $(awk '/^[0-9]/ {print $1}' "$WORK/http-client.log" | sort -u | tr '\n' ' '))"
+else
+  fail "curl server -> port forward"
+fi
+
+inns $NS_C curl -s -m 3 --connect-timeout 2 http://198.19.0.2:25/ > /dev/null 2>&1
+rc=$?
+[ "$rc" = 28 ] && pass "TCP port 25 dropped: no connection (curl timed out)" || fail "TCP port 25: curl exit $rc, wanted 28 (timeout)"
+
+t0=$(date +%s%N)
+inns $NS_C curl -s -m 3 --connect-timeout 2 http://198.19.0.2:23/ > /dev/null 2>&1
+rc=$?
+ms=$(( ($(date +%s%N) - t0) / 1000000 ))
+[ "$rc" = 7 ] && pass "TCP port 23 rejected with a RST: connection refused in $ms ms" || fail "TCP port 23: curl exit $rc, wanted 7 (refused)"
+
+if inns $NS_C iperf3 -c 198.19.0.2 -t 3 -J > "$WORK/iperf.json" 2> "$WORK/iperf.err"; then
+  bps=$(python3 -c 'import json,sys; print(int(json.load(open(sys.argv[1]))["end"]["sum_received"]["bits_per_second"]))' "$WORK/iperf.json")
+  pass "iperf3 TCP 3 s through NAT: $((bps / 1000000)) Mbit/s"
+else
+  fail "iperf3: $(tail -1 "$WORK/iperf.err")"
+fi
+
+ok=$(inns $NS_C python3 "$WORK/udp_ask.py" 198.19.0.2 5353 200)
+[ "$ok" = 200 ] && pass "UDP request/response through NAT: 200 of 200 answered" || fail "UDP request/response: $ok of 200"
+
+# ---------------------------------------------------------------- accounting
+sleep 0.5
+kill -INT "$SLUICE_PID"
+wait "$SLUICE_PID"
+src=$?
+SLUICE_PID=
+C_TX=$(( $(inns $NS_C cat /sys/class/net/c0/statistics/tx_packets) - C_TX0 ))
+S_TX=$(( $(inns $NS_S cat /sys/class/net/s0/statistics/tx_packets) - S_TX0 ))
+summary=$(tail -1 "$WORK/sluice.json")
+read -r offered balanced handed <<< "$(python3 -c '
+import json, sys
+s = json.loads(sys.argv[1])
+b = s["balance"]
+print(b["offered"], b["balanced"], sum(p["drops"]["handed_off"] for p in s["ports"]))
+' "$summary")"
+sent=$((C_TX + S_TX))
+if [ "$src" = 0 ] && [ "$balanced" = True ] && [ "$offered" = "$sent" ]; then
+  pass "accounting: the peers sent $sent packets (client $C_TX, server $S_TX); Sluice received $offered, balanced"
+else
+  fail "accounting: peers sent $sent (client $C_TX, server $S_TX), Sluice offered $offered balanced $balanced exit $src"
+fi
+python3 -c '
+import json, sys
+s = json.loads(sys.argv[1])
+for p in s["ports"]:
+    d = p["drops"]
+    drops = {k: v for k, v in d["stage"].items() if v}
+    print("  port %s: stage drops %s" % (p["name"], drops or "none"))
+for o, n in s.get("rule_hits", []):
+    print("  rule %s: %d packets" % (o, n))
+print("  events:", {k: v for c in s["cores"] for k, v in c["events"].items()})
+' "$summary"
+
+if [ "$FAILS" -gt 0 ]; then
+  echo "lab: $FAILS check(s) failed"
+  echo "--- sluice stderr"; cat "$WORK/sluice.err"
+  exit 1
+fi
+echo "lab: all checks passed"
