@@ -518,7 +518,7 @@ impl Gateway {
         let quote = &l3[h + 8..total];
         let q = Ipv4Packet::new_unchecked(quote);
         let ok = quote.len() >= 20 && q.version() == 4 && q.header_len() >= 20;
-        let qh = q.header_len();
+        let qh = if ok { q.header_len() } else { 0 };
         let inner = if ok && quote.len() >= qh + 8 {
             match ports(q.protocol(), &quote[qh..], false) {
                 Ok(Some((sp, dp, _))) => Some(tuple4(

@@ -656,3 +656,23 @@ fn return_traffic_is_steered_to_the_owning_worker() {
         "echo reply"
     );
 }
+
+/// An ICMP error too short to quote anything (found by the fuzzer): no
+/// flow to relate it to, so it is invalid, and nothing panics.
+#[test]
+fn icmp_error_without_a_quote_is_invalid() {
+    let mut g = gateway_with(
+        vec![fw(any_rule(), &[], state::INVALID, Action::Drop)],
+        Action::Accept,
+        nat_cfg(PortRange::default()),
+        16,
+    );
+    let mut f = pkt(R1, SERVER, 0, CLIENT, 0, 1, 0, &[]);
+    f[34] = 3; // destination unreachable, 8 bytes, no quote
+    fill_l4(&mut f);
+    assert_eq!(g.process(&mut f, 1), Verdict::Drop(DropReason::Filtered));
+    let mut f = pkt(R1, SERVER, 0, CLIENT, 0, 1, 0, &[0x45, 0, 0]);
+    f[34] = 11;
+    fill_l4(&mut f);
+    assert_eq!(g.process(&mut f, 1), Verdict::Drop(DropReason::Filtered));
+}
