@@ -18,22 +18,16 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 SLUICE=${1:-target/release/sluice}
 CONFIG=configs/router-nat.toml
-NS_C=sl-client NS_R=sl-router NS_S=sl-server
+source scripts/lab-net.sh
 WORK=$(mktemp -d /tmp/sluice-lab.XXXXXX)
 SLUICE_PID=
 FAILS=0
 
 pass() { echo "PASS $*"; }
 fail() { echo "FAIL $*"; FAILS=$((FAILS + 1)); }
-inns() { local ns=$1; shift; ip netns exec "$ns" "$@"; }
-
 cleanup() {
   [ -n "$SLUICE_PID" ] && kill -INT "$SLUICE_PID" 2>/dev/null
-  for ns in $NS_C $NS_R $NS_S; do
-    # Kill what the lab started in the namespace, then the namespace.
-    for p in $(ip netns pids "$ns" 2>/dev/null); do kill -9 "$p" 2>/dev/null; done
-    ip netns del "$ns" 2>/dev/null
-  done
+  lab_down
   rm -rf "$WORK"
 }
 trap cleanup EXIT
@@ -44,29 +38,7 @@ done
 [ -x "$SLUICE" ] || { echo "FAIL no sluice binary at $SLUICE"; exit 2; }
 
 # ---------------------------------------------------------------- topology
-for ns in $NS_C $NS_R $NS_S; do ip netns del "$ns" 2>/dev/null; ip netns add "$ns"; done
-ip link add c0 netns $NS_C type veth peer name r0 netns $NS_R
-ip link add s0 netns $NS_S type veth peer name r1 netns $NS_R
-setup_if() { # ns dev mac
-  inns "$1" sysctl -qw "net.ipv6.conf.$2.disable_ipv6=1"
-  inns "$1" ip link set "$2" address "$3"
-  inns "$1" ethtool -K "$2" gro off gso off tso off tx off rx off >/dev/null 2>&1
-  inns "$1" ip link set "$2" up
-}
-for ns in $NS_C $NS_R $NS_S; do
-  inns "$ns" sysctl -qw net.ipv6.conf.all.disable_ipv6=1
-  inns "$ns" sysctl -qw net.ipv6.conf.default.disable_ipv6=1
-  inns "$ns" ip link set lo up
-done
-setup_if $NS_C c0 02:c1:00:00:00:02
-setup_if $NS_R r0 02:51:00:00:00:00
-setup_if $NS_R r1 02:51:00:00:00:01
-setup_if $NS_S s0 02:5e:00:00:00:02
-inns $NS_C ip addr add 198.18.0.2/24 dev c0
-inns $NS_C ip route add default via 198.18.0.1
-inns $NS_S ip addr add 198.19.0.2/24 dev s0
-# The server has no route back to 198.18.0.0/24: only SNAT reaches it.
-
+lab_up
 # ---------------------------------------------------------------- servers
 cat > "$WORK/udp_echo.py" <<'EOF'
 import socket, sys
@@ -103,9 +75,8 @@ inns $NS_S iperf3 -s -B 198.19.0.2 -1 > "$WORK/iperf-server.log" 2>&1 &
 sleep 1
 
 # ---------------------------------------------------------------- Sluice
-txp() { cat "/sys/class/net/$2/statistics/tx_packets" 2>/dev/null || inns "$1" cat "/sys/class/net/$2/statistics/tx_packets"; }
-C_TX0=$(inns $NS_C cat /sys/class/net/c0/statistics/tx_packets)
-S_TX0=$(inns $NS_S cat /sys/class/net/s0/statistics/tx_packets)
+C_TX0=$(lab_tx $NS_C c0)
+S_TX0=$(lab_tx $NS_S s0)
 # Not through `inns` (a function runs in a subshell): $! must be Sluice.
 ip netns exec $NS_R "$SLUICE" run "$CONFIG" --json > "$WORK/sluice.json" 2> "$WORK/sluice.err" &
 SLUICE_PID=$!
@@ -178,8 +149,8 @@ kill -INT "$SLUICE_PID"
 wait "$SLUICE_PID"
 src=$?
 SLUICE_PID=
-C_TX=$(( $(inns $NS_C cat /sys/class/net/c0/statistics/tx_packets) - C_TX0 ))
-S_TX=$(( $(inns $NS_S cat /sys/class/net/s0/statistics/tx_packets) - S_TX0 ))
+C_TX=$(( $(lab_tx $NS_C c0) - C_TX0 ))
+S_TX=$(( $(lab_tx $NS_S s0) - S_TX0 ))
 summary=$(tail -1 "$WORK/sluice.json")
 read -r offered balanced handed <<< "$(python3 -c '
 import json, sys

@@ -1,0 +1,55 @@
+# The namespace lab's topology, shared by scripts/lab.sh and
+# bench/run-lab.sh (source it):
+#
+#   sl-client: c0 198.18.0.2/24 (02:c1:00:00:00:02), default via 198.18.0.1
+#   sl-router: r0 (02:51:00:00:00:00) and r1 (02:51:00:00:00:01), no
+#              addresses: the router under test owns them
+#   sl-server: s0 198.19.0.2/24 (02:5e:00:00:00:02), no route to 198.18/24
+#
+# veth pairs c0=r0 and s0=r1, offloads and IPv6 off (every frame a whole,
+# countable IPv4/ARP frame).
+
+NS_C=sl-client NS_R=sl-router NS_S=sl-server
+
+inns() { local ns=$1; shift; ip netns exec "$ns" "$@"; }
+
+lab_down() {
+  local ns p
+  for ns in $NS_C $NS_R $NS_S; do
+    # Kill what runs in the namespace, then the namespace.
+    for p in $(ip netns pids "$ns" 2>/dev/null); do kill -9 "$p" 2>/dev/null; done
+    ip netns del "$ns" 2>/dev/null
+  done
+  return 0
+}
+
+lab_up() {
+  local ns
+  lab_down
+  for ns in $NS_C $NS_R $NS_S; do ip netns add "$ns"; done
+  ip link add c0 netns $NS_C type veth peer name r0 netns $NS_R
+  ip link add s0 netns $NS_S type veth peer name r1 netns $NS_R
+  for ns in $NS_C $NS_R $NS_S; do
+    inns "$ns" sysctl -qw net.ipv6.conf.all.disable_ipv6=1
+    inns "$ns" sysctl -qw net.ipv6.conf.default.disable_ipv6=1
+    inns "$ns" ip link set lo up
+  done
+  lab_if $NS_C c0 02:c1:00:00:00:02
+  lab_if $NS_R r0 02:51:00:00:00:00
+  lab_if $NS_R r1 02:51:00:00:00:01
+  lab_if $NS_S s0 02:5e:00:00:00:02
+  inns $NS_C ip addr add 198.18.0.2/24 dev c0
+  inns $NS_C ip route add default via 198.18.0.1
+  inns $NS_S ip addr add 198.19.0.2/24 dev s0
+}
+
+lab_if() { # ns dev mac
+  inns "$1" sysctl -qw "net.ipv6.conf.$2.disable_ipv6=1"
+  inns "$1" ip link set "$2" address "$3"
+  inns "$1" ethtool -K "$2" gro off gso off tso off tx off rx off >/dev/null 2>&1
+  inns "$1" ip link set "$2" up
+}
+
+# Packets an interface in a namespace has sent / received.
+lab_tx() { inns "$1" cat "/sys/class/net/$2/statistics/tx_packets"; }
+lab_rx() { inns "$1" cat "/sys/class/net/$2/statistics/rx_packets"; }
