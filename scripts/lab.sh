@@ -13,13 +13,33 @@
 # request/response, and that Sluice accounted for every packet the kernel
 # peers sent. Everything is torn down on exit, also when a check fails.
 #
-#   scripts/lab.sh [path/to/sluice]      (as root; prints PASS/FAIL lines)
+#   scripts/lab.sh [--dpdk] [path/to/sluice]   (as root; prints PASS/FAIL lines)
+#
+# With --dpdk the same checks run with the ports as DPDK net_af_packet
+# vdevs (a sluice built with `--features dpdk`); that PMD does not report
+# the frames its kernel rings dropped, so its port counters are not
+# compared with the peers'.
 set -uo pipefail
 cd "$(dirname "$0")/.."
+DPDK=0
+if [ "${1:-}" = --dpdk ]; then DPDK=1; shift; fi
 SLUICE=${1:-target/release/sluice}
 CONFIG=configs/router-nat.toml
 source scripts/lab-net.sh
 WORK=$(mktemp -d /tmp/sluice-lab.XXXXXX)
+if [ "$DPDK" = 1 ]; then
+  # The shipped config with its two AF_PACKET ports as DPDK vdevs.
+  python3 - "$CONFIG" "$WORK/router-nat-dpdk.toml" <<'EOF'
+import re, sys
+t = open(sys.argv[1]).read()
+for i, dev in enumerate(["r0", "r1"]):
+    t = t.replace('driver = "afpacket"', 'driver = "dpdk"', 1)
+    t = re.sub(r'\[port\.afpacket\]\niface = "%s"\nblocks = \d+' % dev,
+               '[port.dpdk]\ndevice = "net_af_packet%d,iface=%s"' % (i, dev), t)
+open(sys.argv[2], "w").write(t)
+EOF
+  CONFIG=$WORK/router-nat-dpdk.toml
+fi
 SLUICE_PID=
 FAILS=0
 
@@ -159,7 +179,13 @@ b = s["balance"]
 print(b["offered"], b["balanced"], sum(p["drops"]["handed_off"] for p in s["ports"]))
 ' "$summary")"
 sent=$((C_TX + S_TX))
-if [ "$src" = 0 ] && [ "$balanced" = True ] && [ "$offered" = "$sent" ]; then
+if [ "$DPDK" = 1 ]; then
+  if [ "$src" = 0 ] && [ "$balanced" = True ]; then
+    pass "accounting (DPDK): balanced over the PMD's counters: it counted $offered of the $sent frames the peers sent (net_af_packet does not report its ring drops)"
+  else
+    fail "accounting (DPDK): exit $src balanced $balanced"
+  fi
+elif [ "$src" = 0 ] && [ "$balanced" = True ] && [ "$offered" = "$sent" ]; then
   pass "accounting: the peers sent $sent packets (client $C_TX, server $S_TX); Sluice received $offered, balanced"
 else
   fail "accounting: peers sent $sent (client $C_TX, server $S_TX), Sluice offered $offered balanced $balanced exit $src"

@@ -33,5 +33,7 @@ cargo test --workspace -q
 # hugepages.
 cargo clippy -p pmd --features dpdk --all-targets -q -- -D warnings
 cargo test -p pmd --features dpdk -q
+# The namespace lab again, with DPDK net_af_packet ports as well.
+cargo test -p appliance --features dpdk --test lab -q
 # The fuzz targets (run them with cargo-fuzz, see README) must keep compiling.
 cargo check -q --manifest-path fuzz/Cargo.toml

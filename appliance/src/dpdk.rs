@@ -100,7 +100,15 @@ pub fn run(
     let n = (descs + 4096 * cfg.workers.len().max(1)).next_power_of_two() - 1;
     let pool = Mempool::create(&eal, "sluice", n as u32, 256, 2048 + 128).context("mbuf pool")?;
     let mut opened = Vec::new();
-    for p in &cfg.ports {
+    for (pi, p) in cfg.ports.iter().enumerate() {
+        // Rx interrupts when a worker polling this port may block.
+        let rx_intr = cfg.workers.iter().any(|w| {
+            w.rx.iter().any(|&(port, _)| usize::from(port) == pi)
+                && !matches!(
+                    w.poll,
+                    crate::poll::Policy::Busy | crate::poll::Policy::Timer(_)
+                )
+        });
         let PortKind::Dpdk { device } = &p.kind else {
             anyhow::bail!("port {} is not a DPDK port", p.name);
         };
@@ -113,6 +121,8 @@ pub fn run(
                 rxd: p.rxd.min(usize::from(u16::MAX)) as u16,
                 txd: p.txd.min(usize::from(u16::MAX)) as u16,
                 stamp_rx: false,
+                rss: true,
+                rx_intr,
             },
             &pool,
         )

@@ -36,25 +36,35 @@ fn can_run() -> Result<(), String> {
     Ok(())
 }
 
-#[test]
-fn namespace_lab_passes_every_check() {
+fn lab(args: &[&str]) -> Option<String> {
     if let Err(why) = can_run() {
         assert!(
             std::env::var_os("CI").is_none(),
             "the lab must run in CI: {why}"
         );
         eprintln!("skipped: {why}");
-        return;
+        return None;
     }
     let root = concat!(env!("CARGO_MANIFEST_DIR"), "/..");
     let out = Command::new("bash")
         .arg(format!("{root}/scripts/lab.sh"))
+        .args(args)
         .arg(env!("CARGO_BIN_EXE_sluice"))
         .output()
         .expect("running scripts/lab.sh");
-    let text = String::from_utf8_lossy(&out.stdout);
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
     eprintln!("{text}{}", String::from_utf8_lossy(&out.stderr));
     assert!(out.status.success(), "lab failed:\n{text}");
+    assert!(!text.contains("FAIL"), "{text}");
+    Some(text)
+}
+
+/// Sluice's own AF_PACKET ports; with the `dpdk` feature, then the same
+/// lab over DPDK's net_af_packet (one test: the labs share namespace
+/// names).
+#[test]
+fn namespace_lab_passes_every_check() {
+    let Some(text) = lab(&[]) else { return };
     for check in [
         "PASS ping client -> 198.19.0.2",
         "PASS traceroute",
@@ -68,5 +78,20 @@ fn namespace_lab_passes_every_check() {
     ] {
         assert!(text.contains(check), "missing `{check}`:\n{text}");
     }
-    assert!(!text.contains("FAIL"), "{text}");
+    #[cfg(feature = "dpdk")]
+    dpdk_af_packet();
+}
+
+/// The same checks with the ports as DPDK net_af_packet vdevs.
+#[cfg(feature = "dpdk")]
+fn dpdk_af_packet() {
+    let Some(text) = lab(&["--dpdk"]) else { return };
+    for check in [
+        "PASS ping client -> 198.19.0.2",
+        "PASS curl through SNAT",
+        "PASS iperf3",
+        "PASS accounting (DPDK)",
+    ] {
+        assert!(text.contains(check), "missing `{check}`:\n{text}");
+    }
 }

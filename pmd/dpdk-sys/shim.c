@@ -1,5 +1,10 @@
 #include "shim.h"
 
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <rte_thash.h>
+
 uint16_t sluice_rx_burst(uint16_t port, uint16_t queue, struct rte_mbuf **pkts, uint16_t n)
 {
 	return rte_eth_rx_burst(port, queue, pkts, n);
@@ -60,3 +65,77 @@ int sluice_errno(void)
 	return rte_errno;
 }
 
+
+/* 0x6d5a repeated: Toeplitz with this key hashes (a, b) and (b, a) alike
+ * (Woo and Park, "Scalable TCP Session Monitoring with Symmetric
+ * Receive-side Scaling"). */
+static uint8_t sym_key[40] = {
+	0x6d, 0x5a, 0x6d, 0x5a, 0x6d, 0x5a, 0x6d, 0x5a, 0x6d, 0x5a,
+	0x6d, 0x5a, 0x6d, 0x5a, 0x6d, 0x5a, 0x6d, 0x5a, 0x6d, 0x5a,
+	0x6d, 0x5a, 0x6d, 0x5a, 0x6d, 0x5a, 0x6d, 0x5a, 0x6d, 0x5a,
+	0x6d, 0x5a, 0x6d, 0x5a, 0x6d, 0x5a, 0x6d, 0x5a, 0x6d, 0x5a,
+};
+
+int sluice_configure(uint16_t port, uint16_t rxq, uint16_t txq, int rss, int rx_intr,
+		     uint64_t *rss_hf)
+{
+	struct rte_eth_conf conf;
+	struct rte_eth_dev_info info;
+	memset(&conf, 0, sizeof(conf));
+	*rss_hf = 0;
+	if (rte_eth_dev_info_get(port, &info) != 0)
+		return -1;
+	if (rss && rxq > 1) {
+		uint64_t want = RTE_ETH_RSS_IPV4 | RTE_ETH_RSS_NONFRAG_IPV4_TCP |
+				RTE_ETH_RSS_NONFRAG_IPV4_UDP | RTE_ETH_RSS_IPV6 |
+				RTE_ETH_RSS_NONFRAG_IPV6_TCP | RTE_ETH_RSS_NONFRAG_IPV6_UDP;
+		conf.rxmode.mq_mode = RTE_ETH_MQ_RX_RSS;
+		conf.rx_adv_conf.rss_conf.rss_key = sym_key;
+		conf.rx_adv_conf.rss_conf.rss_key_len = sizeof(sym_key);
+		conf.rx_adv_conf.rss_conf.rss_hf = want & info.flow_type_rss_offloads;
+		*rss_hf = conf.rx_adv_conf.rss_conf.rss_hf;
+	}
+	if (rx_intr)
+		conf.intr_conf.rxq = 1;
+	return rte_eth_dev_configure(port, rxq, txq, &conf);
+}
+
+uint32_t sluice_toeplitz_v4(uint32_t src, uint32_t dst, uint16_t sport, uint16_t dport)
+{
+	uint32_t tuple[3] = { rte_be_to_cpu_32(src), rte_be_to_cpu_32(dst),
+			      ((uint32_t)rte_be_to_cpu_16(sport) << 16) | rte_be_to_cpu_16(dport) };
+	return rte_softrss(tuple, 3, sym_key);
+}
+
+int sluice_xstats_count(uint16_t port)
+{
+	return rte_eth_xstats_get(port, NULL, 0);
+}
+
+int sluice_xstat_name(uint16_t port, unsigned idx, char *out, unsigned len)
+{
+	int n = rte_eth_xstats_get_names(port, NULL, 0);
+	if (n <= 0 || idx >= (unsigned)n || len == 0)
+		return -1;
+	struct rte_eth_xstat_name *names = calloc(n, sizeof(*names));
+	if (names == NULL)
+		return -1;
+	int r = rte_eth_xstats_get_names(port, names, n);
+	if (r > 0 && idx < (unsigned)r)
+		snprintf(out, len, "%s", names[idx].name);
+	free(names);
+	return r > 0 ? 0 : -1;
+}
+
+int sluice_xstats_values(uint16_t port, uint64_t *out, unsigned n)
+{
+	struct rte_eth_xstat xs[512];
+	if (n > 512)
+		n = 512;
+	int r = rte_eth_xstats_get(port, xs, n);
+	if (r < 0 || (unsigned)r > n)
+		return -1;
+	for (int i = 0; i < r; i++)
+		out[xs[i].id] = xs[i].value;
+	return r;
+}

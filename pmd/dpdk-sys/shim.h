@@ -1,5 +1,6 @@
 /* The DPDK API Sluice uses: real functions through bindgen, and the
  * static-inline functions and macros through the sluice_* shim in shim.c. */
+#include <rte_bus_vdev.h>
 #include <rte_eal.h>
 #include <rte_errno.h>
 #include <rte_ethdev.h>
@@ -19,3 +20,18 @@ char *sluice_append(struct rte_mbuf *m, uint16_t len);
 int sluice_adj(struct rte_mbuf *m, uint16_t len);
 int sluice_trim(struct rte_mbuf *m, uint16_t len);
 int sluice_errno(void);
+
+/* Configures `port` with `rxq`/`txq` queues; with `rss` and several RX
+ * queues, RSS over IPv4/IPv6 TCP/UDP (what the device supports of it) with
+ * the symmetric Toeplitz key (0x6d5a repeated), so both directions of a
+ * flow reach one queue; with `rx_intr`, per-queue rx interrupts. Returns
+ * rte_eth_dev_configure's result; *rss_hf gets the hash types in use. */
+int sluice_configure(uint16_t port, uint16_t rxq, uint16_t txq, int rss, int rx_intr,
+		     uint64_t *rss_hf);
+/* The RSS hash of a 5-tuple the way the symmetric key gives it (software
+ * Toeplitz, for tests): addresses and ports in network order. */
+uint32_t sluice_toeplitz_v4(uint32_t src, uint32_t dst, uint16_t sport, uint16_t dport);
+/* Extended statistics: count, names and values (up to n). */
+int sluice_xstats_count(uint16_t port);
+int sluice_xstat_name(uint16_t port, unsigned idx, char *out, unsigned len);
+int sluice_xstats_values(uint16_t port, uint64_t *out, unsigned n);

@@ -9,8 +9,14 @@
 //! the worker keeps its own RX times); the queue an mbuf came from is not
 //! recorded (`queue()` is 0).
 //!
-//! Not yet: multi-queue RSS configuration, rx interrupts and xstats
-//! (issue 5).
+//! With several RX queues the port is configured for RSS over IPv4/IPv6
+//! TCP/UDP with the symmetric Toeplitz key (0x6d5a repeated), so both
+//! directions of a flow reach one queue (and one worker's conntrack).
+//! With `rx_intr`, each queue's interrupt line is its
+//! `rte_eth_dev_rx_intr_ctl_q_get_fd` descriptor, armed and disarmed with
+//! `rte_eth_dev_rx_intr_enable/disable`; devices without rx interrupts
+//! (net_null, net_ring) have none, and the poll-mode policies sleep.
+//! `rte_eth_xstats` are the port's xstats.
 
 use crate::sys::rdtsc;
 use crate::{
@@ -274,6 +280,10 @@ struct Control {
     port: u16,
     caps: Caps,
     stopped: Arc<AtomicBool>,
+    /// xstat names (leaked once per port: the report wants `'static`).
+    xnames: Vec<&'static str>,
+    /// RSS hash types in use (0: no RSS).
+    rss_hf: u64,
 }
 
 impl PortControl for Control {
@@ -301,6 +311,56 @@ impl PortControl for Control {
         // not allowed); the queues stop handing out packets.
         self.stopped.store(true, Ordering::Relaxed);
     }
+    fn xstats(&self) -> Vec<(&'static str, u64)> {
+        let mut v = vec![0u64; self.xnames.len()];
+        // SAFETY: `v` has room for as many values as the port has xstats.
+        let n = unsafe { ffi::sluice_xstats_values(self.port, v.as_mut_ptr(), v.len() as u32) };
+        let mut out: Vec<(&'static str, u64)> = if n < 0 {
+            Vec::new()
+        } else {
+            self.xnames.iter().copied().zip(v).collect()
+        };
+        out.push(("rss_hash_types", self.rss_hf));
+        out
+    }
+}
+
+/// The interrupt line of an RX queue: DPDK's per-queue descriptor.
+struct DpdkIntr {
+    port: u16,
+    queue: u16,
+    fd: c_int,
+    /// An eventfd (VFIO MSI-X): reading it acknowledges; other kinds (the
+    /// tap PMD's queue fd) must not be read.
+    eventfd: bool,
+}
+
+impl crate::RxInterrupt for DpdkIntr {
+    fn fd(&self) -> std::os::fd::RawFd {
+        self.fd
+    }
+    fn enable(&self) {
+        // SAFETY: a started port and one of its queues; the device was
+        // configured with rx interrupts.
+        unsafe { ffi::rte_eth_dev_rx_intr_enable(self.port, self.queue) };
+    }
+    fn disable(&self) {
+        // SAFETY: as in `enable`.
+        unsafe { ffi::rte_eth_dev_rx_intr_disable(self.port, self.queue) };
+    }
+    fn ack(&self) {
+        if self.eventfd {
+            let mut v = 0u64;
+            // SAFETY: an 8-byte read of an eventfd into a live u64; the fd
+            // is non-blocking in DPDK's hands, and a failed read is fine.
+            unsafe { libc::read(self.fd, std::ptr::from_mut(&mut v).cast(), 8) };
+        }
+    }
+}
+
+fn is_eventfd(fd: c_int) -> bool {
+    std::fs::read_link(format!("/proc/self/fd/{fd}"))
+        .is_ok_and(|l| l.to_string_lossy().contains("eventfd"))
 }
 
 impl Drop for Control {
@@ -320,6 +380,7 @@ impl Drop for Control {
 struct DpdkRx {
     port: u16,
     queue: u16,
+    intr: Option<DpdkIntr>,
     stopped: Arc<AtomicBool>,
     /// Write the RX timestamp dynfield (it is on the mbuf's second cache
     /// line; the worker keeps its own RX times, so it is off there).
@@ -359,6 +420,10 @@ impl RxQueue for DpdkRx {
         }
         usize::from(n)
     }
+
+    fn interrupt(&self) -> Option<&dyn crate::RxInterrupt> {
+        self.intr.as_ref().map(|i| i as &dyn crate::RxInterrupt)
+    }
 }
 
 struct DpdkTx {
@@ -388,6 +453,26 @@ impl TxQueue for DpdkTx {
     }
 }
 
+/// The RSS hash DPDK's software Toeplitz gives an IPv4 5-tuple (addresses
+/// and ports as numbers) with the symmetric key the ports are configured
+/// with: equal for a flow's two directions.
+pub fn symmetric_rss_v4(src: u32, dst: u32, sport: u16, dport: u16) -> u32 {
+    // SAFETY: a pure computation on its arguments.
+    unsafe { ffi::sluice_toeplitz_v4(src.to_be(), dst.to_be(), sport.to_be(), dport.to_be()) }
+}
+
+/// Creates a virtual device after EAL init (`rte_vdev_init`), e.g.
+/// `("net_tap0", "iface=t0")`.
+pub fn vdev_init(_eal: &Eal, name: &str, args: &str) -> Result<(), PortError> {
+    let n = CString::new(name).map_err(|_| PortError::Config("bad vdev name".into()))?;
+    let a = CString::new(args).map_err(|_| PortError::Config("bad vdev args".into()))?;
+    // SAFETY: valid C strings; EAL is initialised (`_eal`).
+    if unsafe { ffi::rte_vdev_init(n.as_ptr(), a.as_ptr()) } != 0 {
+        return Err(err(&format!("rte_vdev_init {name}")));
+    }
+    Ok(())
+}
+
 /// Settings of a DPDK port.
 #[derive(Clone, Debug)]
 pub struct DpdkPortConfig {
@@ -404,6 +489,10 @@ pub struct DpdkPortConfig {
     /// Stamp each received mbuf's rx-timestamp dynamic field (costs a
     /// second cache line per packet).
     pub stamp_rx: bool,
+    /// RSS with the symmetric key when there are several RX queues.
+    pub rss: bool,
+    /// Ask for rx interrupts (falls back to none if the device has none).
+    pub rx_intr: bool,
 }
 
 /// Configures and starts an ethdev port.
@@ -422,9 +511,27 @@ pub fn open(
             cfg.device
         )));
     }
-    let conf = ffi::rte_eth_conf::default();
-    // SAFETY: valid port id and a live, zeroed (default) configuration.
-    let r = unsafe { ffi::rte_eth_dev_configure(port, cfg.rxq, cfg.txq, &conf) };
+    let mut rss_hf = 0u64;
+    let mut intr = cfg.rx_intr;
+    // SAFETY: valid port id; the shim builds the configuration.
+    let mut r = unsafe {
+        ffi::sluice_configure(
+            port,
+            cfg.rxq,
+            cfg.txq,
+            c_int::from(cfg.rss),
+            c_int::from(intr),
+            &mut rss_hf,
+        )
+    };
+    if r < 0 && intr {
+        // No rx interrupts on this device: configure without them.
+        intr = false;
+        // SAFETY: as above.
+        r = unsafe {
+            ffi::sluice_configure(port, cfg.rxq, cfg.txq, c_int::from(cfg.rss), 0, &mut rss_hf)
+        };
+    }
     if r < 0 {
         return Err(err("rte_eth_dev_configure"));
     }
@@ -454,14 +561,47 @@ pub fn open(
     // SAFETY: a started port; failure (not supported) is harmless.
     unsafe { ffi::rte_eth_promiscuous_enable(port) };
     let stopped = Arc::new(AtomicBool::new(false));
-    let rx = (0..cfg.rxq)
+    let intrs: Vec<Option<DpdkIntr>> = (0..cfg.rxq)
         .map(|q| {
-            Box::new(DpdkRx {
+            if !intr {
+                return None;
+            }
+            // SAFETY: a started port configured with rx interrupts.
+            let fd = unsafe { ffi::rte_eth_dev_rx_intr_ctl_q_get_fd(port, q) };
+            (fd >= 0).then(|| DpdkIntr {
                 port,
                 queue: q,
+                fd,
+                eventfd: is_eventfd(fd),
+            })
+        })
+        .collect();
+    let all_intr = intr && intrs.iter().all(Option::is_some);
+    let rx = intrs
+        .into_iter()
+        .enumerate()
+        .map(|(q, i)| {
+            Box::new(DpdkRx {
+                port,
+                queue: q as u16,
+                intr: i.filter(|_| all_intr),
                 stopped: stopped.clone(),
                 stamp: cfg.stamp_rx,
             }) as BoxRx<DpdkMbuf>
+        })
+        .collect();
+    // SAFETY: valid port id.
+    let nx = unsafe { ffi::sluice_xstats_count(port) }.max(0) as u32;
+    let xnames = (0..nx)
+        .map(|i| {
+            let mut buf = [0 as c_char; 64];
+            // SAFETY: `buf` has room for 64 bytes, the length passed.
+            unsafe { ffi::sluice_xstat_name(port, i, buf.as_mut_ptr(), 64) };
+            // SAFETY: the shim NUL-terminates within the buffer.
+            let name = unsafe { CStr::from_ptr(buf.as_ptr()) }
+                .to_string_lossy()
+                .into_owned();
+            &*Box::leak(name.into_boxed_str())
         })
         .collect();
     let tx = (0..cfg.txq)
@@ -473,9 +613,11 @@ pub fn open(
             stopped,
             caps: Caps {
                 max_burst: MAX_BURST,
-                rx_interrupt: false,
+                rx_interrupt: all_intr,
                 max_frame: 9000,
             },
+            xnames,
+            rss_hf,
         }),
         rx,
         tx,
