@@ -324,8 +324,14 @@ impl<A: Coord> Family<A> {
             while agg != 0 {
                 let wi = ai * 64 + agg.trailing_zeros() as usize;
                 agg &= agg - 1;
-                let mut bits = !0u64;
-                for &v in &ids {
+                // Addresses first: they are the selective fields, and when
+                // they share no rule the port and protocol words are not
+                // read.
+                let mut bits = s.words[ids[0] * w + wi] & s.words[ids[1] * w + wi];
+                if bits == 0 {
+                    continue;
+                }
+                for &v in &ids[2..] {
                     bits &= s.words[v * w + wi];
                 }
                 while bits != 0 {
