@@ -25,6 +25,7 @@
 //! refused and counted as `table_full`.
 
 use crate::acl::Key;
+use crate::router::RouteCache;
 
 /// Slots examined by each [`ConnTrack::tick`] sweep.
 pub const SWEEP_PER_TICK: usize = 1024;
@@ -132,8 +133,11 @@ pub struct Counters {
 }
 
 /// One direction of a flow as it appears on the wire: addresses, ports
-/// (the identifier, twice, for ICMP queries), protocol and zone.
+/// (the identifier, twice, for ICMP queries), protocol and zone. Packed to
+/// 8-byte alignment (40 bytes, not 48), so a flow and its cached next hops
+/// fit two cache lines.
 #[derive(Clone, Copy, Debug, Eq, Default)]
+#[repr(C, packed(8))]
 pub struct Tuple {
     /// Source address (IPv4 mapped).
     pub src: u128,
@@ -210,17 +214,22 @@ impl Tuple {
 #[derive(Clone, Copy, Debug)]
 #[repr(C, align(64))]
 pub struct Flow {
-    // Two cache lines: what every packet touches first (time, state, the
-    // original tuple), the reply tuple in the second.
+    // Two cache lines: the first holds what the originator's packets need
+    // (time, original tuple, state, their next hop), the second the reply
+    // tuple and the replies' next hop.
     last_ns: u64,
+    /// The originator's direction, as received.
+    pub orig: Tuple,
     /// State.
     pub state: State,
     live: bool,
     nat: bool,
-    /// The originator's direction, as received.
-    pub orig: Tuple,
+    /// Next hop of the originator's packets.
+    pub(crate) orig_hop: RouteCache,
     /// The responder's direction, as received.
     pub reply: Tuple,
+    /// Next hop of the replies.
+    pub(crate) reply_hop: RouteCache,
 }
 
 impl Flow {
@@ -510,6 +519,8 @@ impl ConnTrack {
                 last_ns: 0,
                 live: false,
                 nat: false,
+                orig_hop: RouteCache::default(),
+                reply_hop: RouteCache::default(),
             });
             return Some((self.slots.len() - 1) as u32);
         }
@@ -556,6 +567,17 @@ impl ConnTrack {
     #[inline]
     pub fn flow(&self, i: u32) -> &Flow {
         &self.slots[i as usize]
+    }
+
+    /// The cached next hop of flow `i`'s packets in direction `reply`.
+    #[inline]
+    pub(crate) fn hop_mut(&mut self, i: u32, reply: bool) -> &mut RouteCache {
+        let f = &mut self.slots[i as usize];
+        if reply {
+            &mut f.reply_hop
+        } else {
+            &mut f.orig_hop
+        }
     }
 
     /// Moves flow `i` on by a packet in direction `reply` with TCP `flags`:
@@ -617,6 +639,8 @@ impl ConnTrack {
             last_ns: self.now_ns,
             live: true,
             nat: reply != orig.reverse(),
+            orig_hop: RouteCache::default(),
+            reply_hop: RouteCache::default(),
         };
         let ok = self.map.insert(ho, i << 1);
         let ok2 = self.map.insert(hr, i << 1 | 1);

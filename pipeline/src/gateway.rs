@@ -305,8 +305,10 @@ impl Gateway {
                 let to = f.translated(reply);
                 nat::rewrite4(&mut pkt.bytes_mut()[ETH..], &to);
             }
-            // Validated above; the rewrite kept the checksum right.
-            return self.router.ipv4_valid(pkt, in_port);
+            // Validated above (the rewrite kept the checksum right); the
+            // flow caches its next hop.
+            let hop = self.ct.hop_mut(i, reply);
+            return self.router.forward4_cached(pkt, in_port, hop);
         }
         if let Some(o) = self.owner(in_port, &t) {
             return Verdict::Handoff(o);

@@ -198,6 +198,21 @@ pub struct Router {
     tokens: f64,
     last_ns: u64,
     events: [u64; Event::COUNT],
+    /// Changes when a neighbour is learned or changes, and every second
+    /// (so that aged entries are looked up again): next hops cached
+    /// elsewhere ([`RouteCache`]) are valid while it is unchanged.
+    generation: u32,
+    gen_at_ns: u64,
+}
+
+/// A next hop resolved for a flow: valid while the router's generation is
+/// the one recorded (0 = empty).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[repr(C)]
+pub struct RouteCache {
+    generation: u32,
+    port: u16,
+    mac: [u8; 6],
 }
 
 const BROADCAST: MacAddr = MacAddr([0xff; 6]);
@@ -225,6 +240,8 @@ impl Router {
             tokens,
             last_ns: 0,
             events: [0; Event::COUNT],
+            generation: 1,
+            gen_at_ns: 0,
         }
     }
 
@@ -245,11 +262,84 @@ impl Router {
     }
 
     fn learn4(&mut self, port: u16, a: u32, m: MacAddr) -> bool {
-        learn(&mut self.neigh4, self.now_ns, (port, a), m)
+        let changed = learn(&mut self.neigh4, self.now_ns, (port, a), m);
+        if changed {
+            self.bump();
+        }
+        changed
     }
 
     fn learn6(&mut self, port: u16, a: u128, m: MacAddr) -> bool {
-        learn(&mut self.neigh6, self.now_ns, (port, a), m)
+        let changed = learn(&mut self.neigh6, self.now_ns, (port, a), m);
+        if changed {
+            self.bump();
+        }
+        changed
+    }
+
+    fn bump(&mut self) {
+        self.generation = self.generation.wrapping_add(1).max(1);
+    }
+
+    /// Forwards an IPv4 packet whose header the caller validated (TTL > 1,
+    /// not for the router) through `cache`, filling it on a miss: TTL
+    /// decrement with its checksum update and MAC rewrite, without the
+    /// route and neighbour lookups while the cache holds. Anything else
+    /// (no route, no neighbour, over the MTU) goes the full way
+    /// ([`Router::ipv4_valid`]).
+    #[inline]
+    pub(crate) fn forward4_cached(
+        &mut self,
+        pkt: &mut impl Frame,
+        in_port: u16,
+        cache: &mut RouteCache,
+    ) -> Verdict {
+        let b = pkt.bytes_mut();
+        let l3 = &b[ETHERNET_HEADER_LEN..];
+        let total = u16::from_be_bytes([l3[2], l3[3]]);
+        if cache.generation != self.generation {
+            let dst = u32::from_be_bytes([l3[16], l3[17], l3[18], l3[19]]);
+            let Some((port, mac)) = self.resolve4(dst) else {
+                return self.ipv4_valid(pkt, in_port);
+            };
+            *cache = RouteCache {
+                generation: self.generation,
+                port,
+                mac: mac.0,
+            };
+        }
+        let Some(oif) = self.cfg.interfaces.get(usize::from(cache.port)) else {
+            return self.ipv4_valid(pkt, in_port);
+        };
+        if total > oif.mtu || martian(u32::from_be_bytes([l3[16], l3[17], l3[18], l3[19]])) {
+            return self.ipv4_valid(pkt, in_port);
+        }
+        let out_mac = oif.mac;
+        let l3 = &mut b[ETHERNET_HEADER_LEN..];
+        let old = u16::from_be_bytes([l3[8], l3[9]]);
+        l3[8] -= 1;
+        let new = u16::from_be_bytes([l3[8], l3[9]]);
+        let c = u16::from_be_bytes([l3[10], l3[11]]);
+        l3[10..12].copy_from_slice(&checksum::update16(c, old, new).to_be_bytes());
+        b[0..6].copy_from_slice(&cache.mac);
+        b[6..12].copy_from_slice(&out_mac.0);
+        Verdict::Forward(cache.port)
+    }
+
+    /// The output port and next hop's MAC for `dst`, if routed and the
+    /// neighbour is known and fresh (no side effects).
+    fn resolve4(&self, dst: u32) -> Option<(u16, MacAddr)> {
+        if self.is_local4(dst) {
+            return None;
+        }
+        let nh = self.cfg.lpm4.lookup(dst)?;
+        let hop = self.cfg.next_hops.get(nh as usize)?;
+        let gw = match hop.via {
+            Some(std::net::IpAddr::V4(g)) => u32::from(g),
+            _ => dst,
+        };
+        let mac = self.fresh(self.neigh4.get(&(hop.port, gw)))?;
+        Some((hop.port, mac))
     }
 
     fn count(&mut self, e: Event) {
@@ -923,6 +1013,10 @@ impl ForwardMode for Router {
 
     fn tick(&mut self, now_ns: u64) {
         self.now_ns = now_ns;
+        if now_ns.saturating_sub(self.gen_at_ns) >= 1_000_000_000 {
+            self.gen_at_ns = now_ns;
+            self.bump();
+        }
         if self.last_ns != 0 {
             let dt = now_ns.saturating_sub(self.last_ns) as f64 / 1e9;
             let rate = f64::from(self.cfg.icmp_rate);
