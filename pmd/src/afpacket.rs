@@ -45,7 +45,7 @@ const TP_STATUS_KERNEL: u32 = 0;
 const TP_STATUS_USER: u32 = 1;
 
 /// Bytes per ring block.
-pub const BLOCK_SIZE: usize = 1 << 18;
+pub const BLOCK_SIZE: usize = 1 << 16;
 /// Longest a partly filled block waits before the kernel hands it over.
 pub const BLOCK_TIMEOUT_MS: u32 = 1;
 const FRAME_SIZE: usize = 2048;

@@ -272,7 +272,7 @@ enum Driver {
 struct RawAfPacket {
     /// Interface name.
     iface: Spanned<String>,
-    /// Ring blocks (256 KiB each) per RX queue.
+    /// Ring blocks (64 KiB each) per RX queue.
     blocks: Option<Spanned<u32>>,
     /// Bypass the qdisc on TX.
     #[serde(default = "yes")]
@@ -1056,7 +1056,7 @@ fn check_port(
                         "must name an interface (1-15 characters)",
                     );
                 }
-                let blocks = a.blocks.as_ref().map_or(64, |b| *b.get_ref());
+                let blocks = a.blocks.as_ref().map_or(256, |b| *b.get_ref());
                 if let Some(b) = &a.blocks {
                     if !(2..=4096).contains(b.get_ref()) {
                         cx.err(b, k("afpacket.blocks"), "must be 2..=4096");
