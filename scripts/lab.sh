@@ -34,7 +34,7 @@ import re, sys
 t = open(sys.argv[1]).read()
 for i, dev in enumerate(["r0", "r1"]):
     t = t.replace('driver = "afpacket"', 'driver = "dpdk"', 1)
-    t = re.sub(r'\[port\.afpacket\]\niface = "%s"\nblocks = \d+' % dev,
+    t = re.sub(r'\[port\.afpacket\]\niface = "%s"(\nblocks = \d+)?' % dev,
                '[port.dpdk]\ndevice = "net_af_packet%d,iface=%s"' % (i, dev), t)
 open(sys.argv[2], "w").write(t)
 EOF

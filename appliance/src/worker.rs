@@ -174,6 +174,8 @@ struct Worker<'a, B, F> {
     epoll: Option<Epoll>,
     tsc: Tsc,
     handoff: Handoff<B>,
+    /// Verdicts of the burst being processed.
+    verdicts: Box<[Verdict; pmd::MAX_BURST]>,
 }
 
 /// Runs the worker until `stop` is set, then drains its RX queues (the
@@ -233,6 +235,7 @@ pub fn run<B: PacketBuf, F: ForwardMode>(
         epoll,
         tsc,
         handoff,
+        verdicts: Box::new([Verdict::Drop(DropReason::Truncated); pmd::MAX_BURST]),
     };
     c.core.running.set(1);
     match policy {
@@ -243,6 +246,32 @@ pub fn run<B: PacketBuf, F: ForwardMode>(
         Policy::Auto(a) => w.run_auto(&a, &tsc, core, switches.as_ref()),
     }
     w.drain_and_close()
+}
+
+/// Hands a whole received burst (`bytes` long, received at `rx_at`) to the
+/// empty TX buffer's queue; what the ring does not take is counted as
+/// `tx_full` and freed.
+#[inline]
+fn send_burst<B: PacketBuf>(
+    t: &mut Tx<B>,
+    burst: &mut Batch<B>,
+    rx_at: u64,
+    bytes: usize,
+    pc: &PortCounters,
+) {
+    let n = burst.len();
+    let sent = t.q.tx_burst(burst);
+    let now = rdtsc();
+    t.hist.record_n(now.saturating_sub(rx_at), n as u64);
+    let left = burst.len();
+    let mut bytes = bytes;
+    if left > 0 {
+        bytes -= burst.iter().map(|m| m.len()).sum::<usize>();
+        pc.tx_full.add(left as u64);
+        burst.clear();
+    }
+    pc.tx_pkts.add(sent as u64);
+    pc.tx_bytes.add(bytes as u64);
 }
 
 /// Sends one processed packet where its verdict says: the output port's
@@ -312,6 +341,8 @@ impl<B: PacketBuf, F: ForwardMode> Worker<'_, B, F> {
             rxb,
             c,
             handoff,
+            verdicts,
+            drain_cycles,
             ..
         } = self;
         let mut got = 0usize;
@@ -330,10 +361,37 @@ impl<B: PacketBuf, F: ForwardMode> Worker<'_, B, F> {
                 taken += n;
                 let mut bytes = 0usize;
                 fwd.prefetch(rxb.as_slice(), pmd::sys::prefetch);
-                for mut m in rxb.drain() {
+                // Process the burst in place; when every packet leaves on
+                // one port whose TX buffer is empty, and the burst is full
+                // (or TX is not buffered), the whole burst goes to that TX
+                // queue as it is — testpmd's array hand-off, no per-packet
+                // move.
+                let mut first: Option<u16> = None;
+                let mut uniform = true;
+                for (m, v) in rxb.iter_mut().zip(verdicts.iter_mut()) {
                     bytes += m.len();
-                    let v = fwd.process(&mut m, in_port);
-                    dispatch(v, m, in_port, rx_at, tx, c, &mut handoff.out, false);
+                    *v = fwd.process(m, in_port);
+                    match (*v, first) {
+                        (Verdict::Forward(o), None) => first = Some(o),
+                        (Verdict::Forward(o), Some(f)) if o == f => {}
+                        _ => uniform = false,
+                    }
+                }
+                let direct = match first {
+                    Some(o) if uniform && (n == chunk || *drain_cycles == 0) => {
+                        match tx.get_mut(usize::from(o)) {
+                            Some(Some(t)) if t.buf.is_empty() => Some((o, t)),
+                            _ => None,
+                        }
+                    }
+                    _ => None,
+                };
+                if let Some((o, t)) = direct {
+                    send_burst(t, rxb, rx_at, bytes, &c.ports[usize::from(o)]);
+                } else {
+                    for (m, v) in rxb.drain().zip(verdicts.iter()) {
+                        dispatch(*v, m, in_port, rx_at, tx, c, &mut handoff.out, false);
+                    }
                 }
                 pc.rx_pkts.add(n as u64);
                 pc.rx_bytes.add(bytes as u64);

@@ -118,6 +118,49 @@ impl<B> Batch<B> {
     pub fn clear(&mut self) {
         self.bufs.clear();
     }
+
+    /// Where the next packet goes (for a driver filling the batch in place).
+    #[inline]
+    #[cfg_attr(not(feature = "dpdk"), allow(dead_code))]
+    pub(crate) fn spare_ptr(&mut self) -> *mut B {
+        // SAFETY: `len <= MAX_BURST`, so the pointer is within (or one past)
+        // the inline storage.
+        unsafe { self.bufs.as_mut_ptr().add(self.bufs.len()) }
+    }
+
+    /// Marks `n` more packets as present.
+    ///
+    /// # Safety
+    ///
+    /// The `n` slots after the current length must hold initialised values
+    /// (written through [`Batch::spare_ptr`]), and `len + n` must not exceed
+    /// the burst.
+    #[inline]
+    #[cfg_attr(not(feature = "dpdk"), allow(dead_code))]
+    pub(crate) unsafe fn grow(&mut self, n: usize) {
+        let len = self.bufs.len();
+        debug_assert!(len + n <= self.burst);
+        // SAFETY: the caller initialised the slots and stays in capacity.
+        unsafe { self.bufs.set_len(len + n) };
+    }
+
+    /// Removes the first `n` packets without dropping them (the driver now
+    /// owns them); the rest move to the front.
+    #[inline]
+    #[cfg_attr(not(feature = "dpdk"), allow(dead_code))]
+    pub(crate) fn forget_front(&mut self, n: usize) {
+        let len = self.bufs.len();
+        let n = n.min(len);
+        let p = self.bufs.as_mut_ptr();
+        // SAFETY: moves the `len - n` initialised values after the first `n`
+        // to the front (regions may overlap: `copy`), then shortens the
+        // vector so that the moved-from slots are not dropped twice and the
+        // first `n` values are not dropped at all.
+        unsafe {
+            std::ptr::copy(p.add(n), p, len - n);
+            self.bufs.set_len(len - n);
+        }
+    }
 }
 
 impl<B> std::fmt::Debug for Batch<B> {
@@ -147,5 +190,31 @@ mod tests {
         assert_eq!(b.as_slice(), &[2]);
         assert_eq!(Batch::<u8>::new(0).burst(), 1);
         assert_eq!(Batch::<u8>::new(10_000).burst(), MAX_BURST);
+    }
+
+    /// In-place filling and forgetting keep every value accounted for: none
+    /// dropped twice, the forgotten ones not dropped at all.
+    #[test]
+    fn grow_and_forget_front() {
+        use std::rc::Rc;
+        let token = Rc::new(());
+        let mut b: Batch<Rc<()>> = Batch::new(8);
+        b.push(token.clone()).unwrap();
+        let p = b.spare_ptr();
+        // SAFETY: three slots after the current one, within the burst.
+        unsafe {
+            for i in 0..3 {
+                p.add(i).write(token.clone());
+            }
+            b.grow(3);
+        }
+        assert_eq!((b.len(), Rc::strong_count(&token)), (4, 5));
+        let forgotten: Vec<*const ()> = b.as_slice()[..2].iter().map(Rc::as_ptr).collect();
+        b.forget_front(2);
+        assert_eq!(b.len(), 2);
+        b.clear();
+        // Two dropped by clear, two forgotten (leaked on purpose here).
+        assert_eq!(Rc::strong_count(&token), 3);
+        assert_eq!(forgotten.len(), 2);
     }
 }

@@ -395,28 +395,25 @@ impl RxQueue for DpdkRx {
         if self.stopped.load(Ordering::Relaxed) {
             return 0;
         }
-        // Not zeroed: the driver writes the first n entries, and only those
-        // are read.
-        let mut raw = [const { std::mem::MaybeUninit::<*mut ffi::rte_mbuf>::uninit() }; MAX_BURST];
         let room = out.room().min(MAX_BURST) as u16;
-        // SAFETY: this worker owns (port, queue) exclusively; raw has room
-        // for `room` pointers.
-        let n =
-            unsafe { ffi::sluice_rx_burst(self.port, self.queue, raw.as_mut_ptr().cast(), room) };
+        // The driver writes the mbuf pointers straight into the batch:
+        // `DpdkMbuf` is `repr(transparent)` over a non-null `*mut rte_mbuf`.
+        let slots = out.spare_ptr().cast::<*mut ffi::rte_mbuf>();
+        // SAFETY: this worker owns (port, queue) exclusively; `slots` has
+        // room for `room` pointers in the batch's storage.
+        let n = unsafe { ffi::sluice_rx_burst(self.port, self.queue, slots, room) };
+        // SAFETY: the driver initialised the first n slots with non-null
+        // mbufs we now own, and n <= room.
+        unsafe { out.grow(usize::from(n)) };
         let off = TS_OFFSET.load(Ordering::Relaxed);
-        let now = if self.stamp && off >= 0 { rdtsc() } else { 0 };
-        for m in &raw[..usize::from(n)] {
-            // SAFETY: the driver initialised the first n entries.
-            let m = unsafe { m.assume_init() };
-            if now != 0 {
-                // SAFETY: m is a fresh mbuf from the driver; off is the
+        if self.stamp && off >= 0 && n > 0 {
+            let now = rdtsc();
+            let len = out.len();
+            for m in &out.as_slice()[len - usize::from(n)..] {
+                // SAFETY: a fresh mbuf from the driver; off is the
                 // registered timestamp dynfield.
-                unsafe { set_ts(m, off, now) };
+                unsafe { set_ts(m.raw(), off, now) };
             }
-            // SAFETY: the driver returned n non-null mbufs we now own.
-            let b = DpdkMbuf(unsafe { NonNull::new_unchecked(m) });
-            // Cannot fail: n <= out.room().
-            let _ = out.push(b);
         }
         usize::from(n)
     }
@@ -448,7 +445,7 @@ impl TxQueue for DpdkTx {
         let sent =
             usize::from(unsafe { ffi::sluice_tx_burst(self.port, self.queue, raw, n as u16) });
         // The driver owns the sent mbufs now: forget our handles to them.
-        pkts.drain_front(sent).for_each(std::mem::forget);
+        pkts.forget_front(sent);
         sent
     }
 }
