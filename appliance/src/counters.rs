@@ -12,12 +12,8 @@ use pmd::Counter;
 pub struct PortCounters {
     /// Packets received from this port's RX queues.
     pub rx_pkts: Counter,
-    /// Bytes received from this port's RX queues.
-    pub rx_bytes: Counter,
     /// Packets this port's TX queue took.
     pub tx_pkts: Counter,
-    /// Bytes this port's TX queue took.
-    pub tx_bytes: Counter,
     /// Packets dropped because this port's TX ring was full.
     pub tx_full: Counter,
     /// Packets received on this port whose output port has no TX queue on

@@ -66,9 +66,7 @@ struct PortSnap {
     dev: PortStats,
     xstats: BTreeMap<&'static str, u64>,
     rx_pkts: u64,
-    rx_bytes: u64,
     tx_pkts: u64,
-    tx_bytes: u64,
     tx_full: u64,
     unroutable: u64,
     handed_off: u64,
@@ -328,9 +326,7 @@ impl Telemetry {
             for (i, pc) in c.ports.iter().enumerate() {
                 let s = &mut ports[i];
                 s.rx_pkts += pc.rx_pkts.get();
-                s.rx_bytes += pc.rx_bytes.get();
                 s.tx_pkts += pc.tx_pkts.get();
-                s.tx_bytes += pc.tx_bytes.get();
                 s.tx_full += pc.tx_full.get();
                 s.unroutable += pc.unroutable.get();
                 s.handed_off += pc.handed_off.get();
@@ -397,9 +393,9 @@ impl Telemetry {
                 rx_pkts: d(|s| s.rx_pkts),
                 tx_pkts: d(|s| s.tx_pkts),
                 rx_pps: d(|s| s.rx_pkts) as f64 / dt,
-                rx_bps: d(|s| s.rx_bytes) as f64 * 8.0 / dt,
+                rx_bps: d(|s| s.dev.ibytes) as f64 * 8.0 / dt,
                 tx_pps: d(|s| s.tx_pkts) as f64 / dt,
-                tx_bps: d(|s| s.tx_bytes) as f64 * 8.0 / dt,
+                tx_bps: d(|s| s.dev.obytes) as f64 * 8.0 / dt,
                 drops: Drops {
                     rx_missed: d(|s| s.dev.imissed),
                     rx_nombuf: d(|s| s.dev.rx_nombuf),

@@ -55,6 +55,14 @@ pub trait ForwardMode: Clone + Send + 'static {
     #[inline]
     fn prefetch<P: Frame>(&mut self, _pkts: &[P], _pf: fn(*const u8)) {}
 
+    /// The verdict of every packet received on `in_port`, when it does not
+    /// depend on the packet (io): the worker then skips the per-packet
+    /// calls and hands whole bursts on.
+    #[inline]
+    fn burst_verdict(&self, _in_port: u16) -> Option<Verdict> {
+        None
+    }
+
     /// Called once per poll round with the current time (ns, monotonic).
     #[inline]
     fn tick(&mut self, _now_ns: u64) {}
@@ -98,6 +106,10 @@ impl ForwardMode for Io {
     #[inline]
     fn process<P: Frame>(&mut self, _pkt: &mut P, in_port: u16) -> Verdict {
         Verdict::Forward(self.0.of(in_port))
+    }
+    #[inline]
+    fn burst_verdict(&self, in_port: u16) -> Option<Verdict> {
+        Some(Verdict::Forward(self.0.of(in_port)))
     }
 }
 

@@ -151,6 +151,12 @@ impl<B> Batch<B> {
     pub(crate) fn forget_front(&mut self, n: usize) {
         let len = self.bufs.len();
         let n = n.min(len);
+        if n == len {
+            // SAFETY: shortening to zero without dropping: the values are
+            // forgotten, as documented.
+            unsafe { self.bufs.set_len(0) };
+            return;
+        }
         let p = self.bufs.as_mut_ptr();
         // SAFETY: moves the `len - n` initialised values after the first `n`
         // to the front (regions may overlap: `copy`), then shortens the
