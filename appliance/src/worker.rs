@@ -168,6 +168,8 @@ struct Worker<'a, B, F> {
     drain_cycles: u64,
     publish_cycles: u64,
     last_drain: u64,
+    /// End of the last busy round (0: something else ran since).
+    last_end: u64,
     last_publish: u64,
     /// All RX queues have interrupt lines, registered here.
     epoll: Option<Epoll>,
@@ -231,6 +233,7 @@ pub fn run<B: PacketBuf, F: ForwardMode>(
         drain_cycles: tsc.cycles(drain),
         publish_cycles: tsc.cycles(PUBLISH),
         last_drain: now,
+        last_end: 0,
         last_publish: now,
         epoll,
         tsc,
@@ -359,9 +362,9 @@ impl<B: PacketBuf, F: ForwardMode> Worker<'_, B, F> {
                 // move.
                 let mut first: Option<u16> = None;
                 let mut uniform = true;
-                if let Some(v) = fwd.burst_verdict(in_port) {
+                let same = fwd.burst_verdict(in_port);
+                if let Some(v) = same {
                     // The same for every packet (io): nothing to look at.
-                    verdicts[..n].fill(v);
                     match v {
                         Verdict::Forward(o) => first = Some(o),
                         _ => uniform = false,
@@ -388,6 +391,9 @@ impl<B: PacketBuf, F: ForwardMode> Worker<'_, B, F> {
                 if let Some((o, t)) = direct {
                     send_burst(t, rxb, &c.ports[usize::from(o)]);
                 } else {
+                    if let Some(v) = same {
+                        verdicts[..n].fill(v);
+                    }
                     for (m, v) in rxb.drain().zip(verdicts.iter()) {
                         dispatch(*v, m, in_port, rx_at, tx, c, &mut handoff.out, false);
                     }
@@ -479,9 +485,16 @@ impl<B: PacketBuf, F: ForwardMode> Worker<'_, B, F> {
     /// [`Worker::busy_round`], also returning the round's end (TSC).
     #[inline]
     fn busy_round_at(&mut self, quota: usize) -> (usize, u64) {
-        let t0 = rdtsc();
+        // Back-to-back rounds: this one starts where the last one ended
+        // (one clock read per round; the time between rounds counts too).
+        let t0 = if self.last_end != 0 {
+            self.last_end
+        } else {
+            rdtsc()
+        };
         let (got, _) = self.poll_round(quota, self.burst, u64::MAX, t0);
         let t1 = rdtsc();
+        self.last_end = t1;
         self.settle(t0, t1);
         self.maybe_drain(t1);
         self.account(t0, t1, got);
@@ -502,6 +515,7 @@ impl<B: PacketBuf, F: ForwardMode> Worker<'_, B, F> {
 
     /// Sleeps `d` (TX flushed first); the time counts as idle.
     fn sleep(&mut self, d: Duration) {
+        self.last_end = 0;
         let t0 = rdtsc();
         self.flush_all(t0);
         std::thread::sleep(d);
@@ -514,6 +528,7 @@ impl<B: PacketBuf, F: ForwardMode> Worker<'_, B, F> {
     /// interrupt lines it sleeps `fallback` instead. Returns packets the
     /// re-poll received.
     fn block(&mut self, fallback: Duration) -> usize {
+        self.last_end = 0;
         if self.epoll.is_none() {
             self.sleep(fallback);
             return 0;
@@ -695,6 +710,7 @@ impl<B: PacketBuf, F: ForwardMode> Worker<'_, B, F> {
             }
             // The tick: poll every queue up to the quota, within the cap.
             self.c.core.state.set(State::Spin as u64);
+            self.last_end = 0;
             let t0 = rdtsc();
             let (got, more) = self.poll_round(burst as usize, each, t0 + cap, t0);
             burst = if more {
