@@ -203,6 +203,9 @@ pub struct Router {
     /// elsewhere ([`RouteCache`]) are valid while it is unchanged.
     generation: u32,
     gen_at_ns: u64,
+    /// Per next hop (index as in the LPM tables): the gateway's MAC and the
+    /// generation it was resolved in.
+    hop_macs: Vec<(u32, MacAddr)>,
 }
 
 /// A next hop resolved for a flow: valid while the router's generation is
@@ -223,6 +226,7 @@ const QUOTE_MAX: usize = 60 + 8;
 impl Router {
     /// A router over `cfg` with its static neighbours.
     pub fn new(cfg: RouterConfig) -> Self {
+        let hops = cfg.next_hops.len();
         let mut neigh4 = HashMap::with_capacity_and_hasher(4096, Default::default());
         for &(p, a, m) in &cfg.neighbors4 {
             neigh4.insert((p, u32::from(a)), (m, STATIC));
@@ -242,6 +246,7 @@ impl Router {
             events: [0; Event::COUNT],
             generation: 1,
             gen_at_ns: 0,
+            hop_macs: vec![(0, MacAddr::default()); hops],
         }
     }
 
@@ -454,8 +459,26 @@ impl Router {
             Some(std::net::IpAddr::V4(g)) => u32::from(g),
             _ => dst,
         };
-        let Some(mac) = self.fresh(self.neigh4.get(&(out, gw))) else {
-            return self.arp_request(pkt, out, gw);
+        // A gateway's MAC is cached per next hop while the neighbour
+        // generation holds (no hash lookup per packet); connected
+        // destinations are looked up.
+        let cached = match (hop.via, self.hop_macs.get(nh as usize)) {
+            (Some(_), Some(&(g, m))) if g == self.generation => Some(m),
+            _ => None,
+        };
+        let mac = match cached {
+            Some(m) => m,
+            None => {
+                let Some(mac) = self.fresh(self.neigh4.get(&(out, gw))) else {
+                    return self.arp_request(pkt, out, gw);
+                };
+                if hop.via.is_some() {
+                    if let Some(e) = self.hop_macs.get_mut(nh as usize) {
+                        *e = (self.generation, mac);
+                    }
+                }
+                mac
+            }
         };
         let b = pkt.bytes_mut();
         let l3 = &mut b[ETHERNET_HEADER_LEN..];
