@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Sluice (AF_PACKET, configs/router-nat.toml) vs the Linux kernel doing the
+# Sluice (AF_PACKET and AF_XDP, configs/router-nat.toml) vs the Linux kernel doing the
 # same routing, source NAT and filtering with nftables, on the namespace
 # lab's veths (scripts/lab-net.sh): trafgen (netsniff-ng) in the client
 # namespace sends 64-byte UDP frames, 256 flows, to the server through the
@@ -20,11 +20,14 @@ RATES=("$@")
 for t in trafgen nft ip ethtool python3; do
   command -v $t >/dev/null || { echo "needs $t (apt-get install netsniff-ng nftables iproute2 ethtool python3)" >&2; exit 1; }
 done
-cargo build --release -q -p appliance
+cargo build --release -q -p appliance --features afxdp
 SLUICE=$PWD/target/release/sluice
 source scripts/lab-net.sh
 WORK=$(mktemp -d /tmp/sluice-labbench.XXXXXX)
 trap 'lab_down; rm -rf "$WORK"' EXIT
+# The same config with AF_XDP ports.
+sed 's/^driver = "afpacket"/driver = "afxdp"/; s/^\[port\.afpacket\]/[port.afxdp]/' \
+  configs/router-nat.toml > "$WORK/router-nat-afxdp.toml"
 
 # 64-byte frames (60 + FCS): client -> server UDP port 9, source ports
 # 1024-1279 (256 flows).
@@ -82,8 +85,10 @@ HZ=$(getconf CLK_TCK)
 run() { # router rate
   lab_up
   local pid=
-  if [ "$1" = sluice ]; then
-    ip netns exec $NS_R "$SLUICE" run configs/router-nat.toml --json > "$WORK/s.json" 2> "$WORK/s.err" &
+  if [ "$1" != kernel ]; then
+    local cfg=configs/router-nat.toml
+    [ "$1" = sluice-afxdp ] && cfg=$WORK/router-nat-afxdp.toml
+    ip netns exec $NS_R "$SLUICE" run "$cfg" --json > "$WORK/s.json" 2> "$WORK/s.err" &
     pid=$!
     for _ in $(seq 50); do [ -s "$WORK/s.json" ] && break; sleep 0.1; done
   else
@@ -121,26 +126,26 @@ print("%.0f %.0f %.1f %.1f" % ((c1 - c0) / s, (s1 - s0) / s, 100 * (j1 - j0) / h
   echo
   echo "Command: \`bench/run-lab.sh $RUNS $SECS ${RATES[*]}\` on $(date -u +%Y-%m-%d), $(nproc) CPUs ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)), $(uname -r)."
   echo
-  echo "trafgen (one process) in sl-client sends 64-byte UDP frames, 256 flows, to 198.19.0.2 through the router in sl-router: Sluice on AF_PACKET (configs/router-nat.toml: conntrack, firewall, SNAT; poll mode \`interrupt\`) or the kernel (ip_forward, the same policy in nftables, masquerade). ${SECS} s per run, median of ${RUNS} alternating runs. Machine CPU is all CPUs' busy time from /proc/stat (100% = one CPU), so it includes trafgen and the kernel's veth work for both; Sluice CPU is the Sluice process alone. Kernel-bound figures: the veth path limits both."
+  echo "trafgen (one process) in sl-client sends 64-byte UDP frames, 256 flows, to 198.19.0.2 through the router in sl-router: Sluice on AF_PACKET or AF_XDP (configs/router-nat.toml, the AF_XDP variant with its ports' driver changed: conntrack, firewall, SNAT; poll mode \`interrupt\`) or the kernel (ip_forward, the same policy in nftables, masquerade). ${SECS} s per run, median of ${RUNS} alternating runs. Machine CPU is all CPUs' busy time from /proc/stat (100% = one CPU), so it includes trafgen and the kernel's veth work for both; Sluice CPU is the Sluice process alone. Kernel-bound figures: the veth path limits both."
   echo
   echo "| offered (pps) | router | sent pps | forwarded pps | machine CPU % | Sluice CPU % | machine CPU ns per forwarded packet |"
   echo "|---|---|---|---|---|---|---|"
   for rate in "${RATES[@]}"; do
     declare -A res=()
     for i in $(seq "$RUNS"); do
-      for r in sluice kernel; do
+      for r in sluice-afpacket sluice-afxdp kernel; do
         out=$(run $r "$rate")
         echo "$rate $r run $i: $out" >&2
         res[$r]+="$out;"
       done
     done
-    for r in sluice kernel; do
+    for r in sluice-afpacket sluice-afxdp kernel; do
       python3 -c '
 import sys, statistics
 rows = [list(map(float, x.split())) for x in sys.argv[3].split(";") if x.strip()]
 m = [statistics.median(c) for c in zip(*rows)]
 ns = m[2] / 100 * 1e9 / m[1] if m[1] > 0 else float("nan")
-cpu = "%.1f" % m[3] if sys.argv[2] == "sluice" else "-"
+cpu = "%.1f" % m[3] if sys.argv[2].startswith("sluice") else "-"
 print("| %s | %s | %.0f | %.0f | %.1f | %s | %.0f |" % (sys.argv[1], sys.argv[2], m[0], m[1], m[2], cpu, ns))
 ' "$rate" "$r" "${res[$r]}"
     done

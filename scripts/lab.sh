@@ -13,16 +13,18 @@
 # request/response, and that Sluice accounted for every packet the kernel
 # peers sent. Everything is torn down on exit, also when a check fails.
 #
-#   scripts/lab.sh [--dpdk] [path/to/sluice]   (as root; prints PASS/FAIL lines)
+#   scripts/lab.sh [--dpdk|--afxdp] [path/to/sluice]   (as root; prints PASS/FAIL lines)
 #
 # With --dpdk the same checks run with the ports as DPDK net_af_packet
 # vdevs (a sluice built with `--features dpdk`); that PMD does not report
 # the frames its kernel rings dropped, so its port counters are not
-# compared with the peers'.
+# compared with the peers'. With --afxdp the ports are AF_XDP sockets (a
+# sluice built with `--features afxdp`).
 set -uo pipefail
 cd "$(dirname "$0")/.."
-DPDK=0
+DPDK=0 AFXDP=0
 if [ "${1:-}" = --dpdk ]; then DPDK=1; shift; fi
+if [ "${1:-}" = --afxdp ]; then AFXDP=1; shift; fi
 SLUICE=${1:-target/release/sluice}
 CONFIG=configs/router-nat.toml
 source scripts/lab-net.sh
@@ -39,6 +41,12 @@ for i, dev in enumerate(["r0", "r1"]):
 open(sys.argv[2], "w").write(t)
 EOF
   CONFIG=$WORK/router-nat-dpdk.toml
+fi
+if [ "$AFXDP" = 1 ]; then
+  # The shipped config with its two AF_PACKET ports as AF_XDP sockets.
+  sed 's/^driver = "afpacket"/driver = "afxdp"/; s/^\[port\.afpacket\]/[port.afxdp]/' \
+    "$CONFIG" > "$WORK/router-nat-afxdp.toml"
+  CONFIG=$WORK/router-nat-afxdp.toml
 fi
 SLUICE_PID=
 FAILS=0

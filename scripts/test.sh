@@ -8,9 +8,11 @@ cd "$(dirname "$0")/.."
 
 # Debian packages the tests need: DPDK and libclang for the DPDK backend
 # (pmd's `dpdk` feature: bindgen and the C shim); the namespace lab's
-# peers and tools (scripts/lab.sh, run by appliance/tests/lab.rs).
+# peers and tools (scripts/lab.sh, run by appliance/tests/lab.rs); libxdp
+# and libbpf for the AF_XDP backend (feature `afxdp`).
 PKGS=(dpdk dpdk-dev libdpdk-dev libclang-dev pkg-config
-  iproute2 iputils-ping traceroute curl iperf3 python3 ethtool)
+  iproute2 iputils-ping traceroute curl iperf3 python3 ethtool
+  libxdp-dev libbpf-dev)
 missing=()
 for p in "${PKGS[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
@@ -33,7 +35,10 @@ cargo test --workspace -q
 # hugepages.
 cargo clippy -p pmd --features dpdk --all-targets -q -- -D warnings
 cargo test -p pmd --features dpdk -q
-# The namespace lab again, with DPDK net_af_packet ports as well.
-cargo test -p appliance --features dpdk --test lab -q
+# The AF_XDP backend (libxdp), and the namespace lab again with DPDK
+# net_af_packet and AF_XDP ports as well.
+cargo fmt --manifest-path pmd/xdp-sys/Cargo.toml -- --check
+cargo clippy -p pmd -p appliance --features appliance/afxdp --all-targets -q -- -D warnings
+cargo test -p appliance --features dpdk,afxdp --test lab -q
 # The fuzz targets (run them with cargo-fuzz, see README) must keep compiling.
 cargo check -q --manifest-path fuzz/Cargo.toml

@@ -247,6 +247,31 @@ pub fn run(cfg: &Config, stop: &AtomicBool, emit: &mut dyn FnMut(&Report)) -> Re
                 .with_context(|| format!("port {}", p.name))?,
                 None,
             ),
+            #[cfg(feature = "afxdp")]
+            PortKind::AfXdp {
+                iface,
+                frames,
+                zerocopy,
+                skb_mode,
+            } => (
+                pmd::afxdp::open(&pmd::afxdp::AfXdpConfig {
+                    port,
+                    iface: iface.clone(),
+                    frames: *frames,
+                    zerocopy: *zerocopy,
+                    skb_mode: *skb_mode,
+                    pool_size: POOL_SIZE,
+                })
+                .with_context(|| format!("port {}", p.name))?,
+                None,
+            ),
+            #[cfg(not(feature = "afxdp"))]
+            PortKind::AfXdp { .. } => {
+                anyhow::bail!(
+                    "port {}: AF_XDP ports need a build with `--features afxdp`",
+                    p.name
+                )
+            }
             PortKind::Dpdk { .. } => unreachable!("handled above"),
         };
         opened.push((open, e2e));

@@ -65,6 +65,7 @@ fn describe(c: &Config) -> String {
             PortKind::Null { size } => format!("null size {size}"),
             PortKind::Dpdk { device } => format!("dpdk {device}"),
             PortKind::AfPacket { iface, .. } => format!("afpacket {iface}"),
+            PortKind::AfXdp { iface, .. } => format!("afxdp {iface}"),
             PortKind::Pcap {
                 rx_file, tx_file, ..
             } => format!("pcap rx {rx_file:?} tx {tx_file:?}"),

@@ -60,8 +60,8 @@ fn lab(args: &[&str]) -> Option<String> {
 }
 
 /// Sluice's own AF_PACKET ports; with the `dpdk` feature, then the same
-/// lab over DPDK's net_af_packet (one test: the labs share namespace
-/// names).
+/// lab over DPDK's net_af_packet, and with `afxdp` over AF_XDP sockets
+/// (one test: the labs share namespace names).
 #[test]
 fn namespace_lab_passes_every_check() {
     let Some(text) = lab(&[]) else { return };
@@ -80,6 +80,28 @@ fn namespace_lab_passes_every_check() {
     }
     #[cfg(feature = "dpdk")]
     dpdk_af_packet();
+    #[cfg(feature = "afxdp")]
+    af_xdp();
+}
+
+/// The same checks with the ports as AF_XDP sockets.
+#[cfg(feature = "afxdp")]
+fn af_xdp() {
+    let Some(text) = lab(&["--afxdp"]) else {
+        return;
+    };
+    for check in [
+        "PASS ping client -> 198.19.0.2",
+        "PASS traceroute",
+        "PASS curl through SNAT",
+        "PASS curl through the port forward",
+        "PASS TCP port 23 rejected",
+        "PASS iperf3",
+        "PASS UDP request/response",
+        "PASS accounting",
+    ] {
+        assert!(text.contains(check), "missing `{check}`:\n{text}");
+    }
 }
 
 /// The same checks with the ports as DPDK net_af_packet vdevs.

@@ -43,6 +43,8 @@
 //! DPDK through `dpdk-sys`). Each block states why it is sound.
 
 pub mod afpacket;
+#[cfg(feature = "afxdp")]
+pub mod afxdp;
 pub mod alloc;
 pub mod batch;
 #[cfg(feature = "dpdk")]

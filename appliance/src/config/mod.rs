@@ -265,6 +265,21 @@ enum Driver {
     Pcap,
     Dpdk,
     Afpacket,
+    Afxdp,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawAfXdp {
+    /// Interface name (queue 0).
+    iface: Spanned<String>,
+    /// UMEM frames of 2 KiB.
+    frames: Option<Spanned<u32>>,
+    /// Ask for zero-copy binding.
+    #[serde(default)]
+    zerocopy: bool,
+    /// `native` (driver) or `skb` (generic) XDP.
+    mode: Option<Spanned<String>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -316,6 +331,7 @@ struct RawPort {
     peer: Option<Spanned<String>>,
     softnic: Option<Spanned<RawSoftnic>>,
     afpacket: Option<Spanned<RawAfPacket>>,
+    afxdp: Option<Spanned<RawAfXdp>>,
     null: Option<Spanned<RawNull>>,
     pcap: Option<Spanned<RawPcap>>,
     dpdk: Option<Spanned<RawDpdkPort>>,
@@ -504,6 +520,17 @@ pub enum PortKind {
         blocks: u32,
         /// Bypass the qdisc on TX.
         qdisc_bypass: bool,
+    },
+    /// A Linux interface through AF_XDP (build with `--features afxdp`).
+    AfXdp {
+        /// Interface name.
+        iface: String,
+        /// UMEM frames.
+        frames: u32,
+        /// Zero-copy binding.
+        zerocopy: bool,
+        /// Generic (skb) XDP.
+        skb_mode: bool,
     },
     /// pcap replay / capture.
     Pcap {
@@ -963,6 +990,7 @@ fn check_port(
             Driver::Afpacket,
             "afpacket",
         ),
+        (p.afxdp.as_ref().map(|s| s.span()), Driver::Afxdp, "afxdp"),
     ];
     for (span, d, name) in sections {
         if let Some(span) = span {
@@ -1077,6 +1105,50 @@ fn check_port(
                 PortKind::Null { size: 64 }
             }
         },
+        Driver::Afxdp => match &p.afxdp {
+            Some(a) => {
+                let a = a.get_ref();
+                if *p.rxq.get_ref() != 1 || *p.txq.get_ref() != 1 {
+                    cx.err(
+                        &p.rxq,
+                        k("rxq"),
+                        "an AF_XDP port has one RX and one TX queue (queue 0)",
+                    );
+                }
+                let frames = a.frames.as_ref().map_or(16384, |f| *f.get_ref());
+                if let Some(f) = &a.frames {
+                    if !(64..=1 << 20).contains(f.get_ref()) || !f.get_ref().is_power_of_two() {
+                        cx.err(f, k("afxdp.frames"), "must be a power of two, 64..=1048576");
+                    }
+                }
+                let skb_mode = match a.mode.as_ref().map(|m| m.get_ref().as_str()) {
+                    None | Some("native") => false,
+                    Some("skb") => true,
+                    Some(o) => {
+                        cx.err(
+                            a.mode.as_ref().unwrap(),
+                            k("afxdp.mode"),
+                            format!("`{o}`: expected native or skb"),
+                        );
+                        false
+                    }
+                };
+                PortKind::AfXdp {
+                    iface: a.iface.get_ref().clone(),
+                    frames,
+                    zerocopy: a.zerocopy,
+                    skb_mode,
+                }
+            }
+            None => {
+                cx.err(
+                    &p.driver,
+                    k("driver"),
+                    "driver `afxdp` needs a [port.afxdp] section with `iface`",
+                );
+                PortKind::Null { size: 64 }
+            }
+        },
         Driver::Pcap => {
             if *p.rxq.get_ref() != 1 || *p.txq.get_ref() != 1 {
                 cx.err(
@@ -1122,6 +1194,7 @@ fn driver_name(d: Driver) -> &'static str {
         Driver::Pcap => "pcap",
         Driver::Dpdk => "dpdk",
         Driver::Afpacket => "afpacket",
+        Driver::Afxdp => "afxdp",
     }
 }
 
