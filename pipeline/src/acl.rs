@@ -93,6 +93,19 @@ fn mask(a: u128, len: u8) -> u128 {
 }
 
 impl Rule {
+    /// The rule that matches everything (a base to set fields on).
+    pub fn any() -> Rule {
+        Rule {
+            src: (0, 0),
+            dst: (0, 0),
+            sport: (0, 65535),
+            dport: (0, 65535),
+            proto: (0, 0),
+            flags: (0, 0),
+            meta: (0, 0),
+        }
+    }
+
     /// Whether the rule matches `k` (the reference semantics).
     #[inline]
     pub fn matches(&self, k: &Key) -> bool {

@@ -224,18 +224,6 @@ mod tests {
     use super::*;
     use crate::acl::{v4, v4_prefix};
 
-    fn any() -> Rule {
-        Rule {
-            src: (0, 0),
-            dst: (0, 0),
-            sport: (0, 65535),
-            dport: (0, 65535),
-            proto: (0, 0),
-            flags: (0, 0),
-            meta: (0, 0),
-        }
-    }
-
     fn rule(hdr: Rule, ins: &[u16], outs: &[u16], states: u8, action: Action) -> FwRule {
         FwRule {
             hdr,
@@ -253,17 +241,17 @@ mod tests {
         let ssh = Rule {
             dport: (22, 22),
             proto: (6, 0xff),
-            ..any()
+            ..Rule::any()
         };
         let lan = Rule {
             src: v4_prefix("198.18.0.0".parse().unwrap(), 24),
-            ..any()
+            ..Rule::any()
         };
         let rules = vec![
             rule(ssh, &[1], &[], 0, Action::Reject(RejectWith::Auto)),
-            rule(any(), &[], &[], state::INVALID, Action::Drop),
+            rule(Rule::any(), &[], &[], state::INVALID, Action::Drop),
             rule(lan, &[0], &[1], state::NEW | state::RELATED, Action::Accept),
-            rule(any(), &[1], &[0], state::RELATED, Action::Accept),
+            rule(Rule::any(), &[1], &[0], state::RELATED, Action::Accept),
         ];
         let set = RuleSet::build(rules.clone(), Action::Drop);
         assert_eq!(set.expanded(), 5, "rule 2 names two states");

@@ -399,20 +399,10 @@ impl PortControl for Control {
     }
     fn stats(&self) -> PortStats {
         self.poll_kernel();
-        let mut s = PortStats {
+        PortStats {
             imissed: self.kernel_drops.load(Ordering::Relaxed),
-            ..PortStats::default()
-        };
-        for q in &self.rx {
-            s.ipackets += q.packets.get();
-            s.ibytes += q.bytes.get();
-            s.rx_nombuf += q.nombuf.get();
+            ..PortStats::from_queues(self.rx.iter().map(|q| &**q), self.tx.iter().map(|q| &**q))
         }
-        for q in &self.tx {
-            s.opackets += q.packets.get();
-            s.obytes += q.bytes.get();
-        }
-        s
     }
     fn caps(&self) -> Caps {
         Caps {

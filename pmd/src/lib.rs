@@ -164,6 +164,28 @@ pub struct PortStats {
     pub obytes: u64,
 }
 
+impl PortStats {
+    /// The sums of a port's RX and TX queue counters (`imissed` from the
+    /// RX queues' `missed`).
+    pub fn from_queues<'a>(
+        rx: impl IntoIterator<Item = &'a QueueCounters>,
+        tx: impl IntoIterator<Item = &'a QueueCounters>,
+    ) -> PortStats {
+        let mut s = PortStats::default();
+        for q in rx {
+            s.ipackets += q.packets.get();
+            s.ibytes += q.bytes.get();
+            s.imissed += q.missed.get();
+            s.rx_nombuf += q.nombuf.get();
+        }
+        for q in tx {
+            s.opackets += q.packets.get();
+            s.obytes += q.bytes.get();
+        }
+        s
+    }
+}
+
 /// Control-path view of a port: its counters and capabilities.
 pub trait PortControl: Send + Sync {
     /// Driver name (`softnic`, `null`, `pcap`, ...).

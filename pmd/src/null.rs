@@ -37,17 +37,7 @@ impl PortControl for Control {
         "null"
     }
     fn stats(&self) -> PortStats {
-        let mut s = PortStats::default();
-        for q in &self.rx {
-            s.ipackets += q.packets.get();
-            s.ibytes += q.bytes.get();
-            s.rx_nombuf += q.nombuf.get();
-        }
-        for q in &self.tx {
-            s.opackets += q.packets.get();
-            s.obytes += q.bytes.get();
-        }
-        s
+        PortStats::from_queues(self.rx.iter().map(|q| &**q), self.tx.iter().map(|q| &**q))
     }
     fn caps(&self) -> Caps {
         Caps {

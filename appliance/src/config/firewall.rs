@@ -380,15 +380,7 @@ fn check_firewall(
                 cx.err(w, k("reject_with"), "only with action = \"reject\"");
             }
         }
-        let mut hdr = Rule {
-            src: (0, 0),
-            dst: (0, 0),
-            sport: (0, 65535),
-            dport: (0, 65535),
-            proto: (0, 0),
-            flags: (0, 0),
-            meta: (0, 0),
-        };
+        let mut hdr = Rule::any();
         let mut family = None;
         for (v, key, slot) in [
             (&rs.src, "src", &mut hdr.src),

@@ -74,18 +74,6 @@ fn router() -> Router {
     })
 }
 
-fn any_rule() -> Rule {
-    Rule {
-        src: (0, 0),
-        dst: (0, 0),
-        sport: (0, 65535),
-        dport: (0, 65535),
-        proto: (0, 0),
-        flags: (0, 0),
-        meta: (0, 0),
-    }
-}
-
 fn fw(hdr: Rule, ins: &[u16], states: u8, action: Action) -> FwRule {
     FwRule {
         hdr,
@@ -449,19 +437,19 @@ fn firewall_drop_reject_and_established_bypass() {
     let ssh = Rule {
         dport: (22, 22),
         proto: (6, 0xff),
-        ..any_rule()
+        ..Rule::any()
     };
     let dns = Rule {
         dport: (53, 53),
         proto: (17, 0xff),
-        ..any_rule()
+        ..Rule::any()
     };
     let rules = vec![
         fw(ssh, &[], 0, Action::Reject(RejectWith::Auto)),
         fw(dns, &[], 0, Action::Reject(RejectWith::AdminProhibited)),
-        fw(any_rule(), &[], state::INVALID, Action::Drop),
-        fw(any_rule(), &[0], state::NEW, Action::Accept),
-        fw(any_rule(), &[], state::RELATED, Action::Accept),
+        fw(Rule::any(), &[], state::INVALID, Action::Drop),
+        fw(Rule::any(), &[0], state::NEW, Action::Accept),
+        fw(Rule::any(), &[], state::RELATED, Action::Accept),
     ];
     let mut g = gateway_with(rules, Action::Drop, nat_cfg(PortRange::default()), 64);
     // TCP to 22: a RST back to the client.
@@ -662,7 +650,7 @@ fn return_traffic_is_steered_to_the_owning_worker() {
 #[test]
 fn icmp_error_without_a_quote_is_invalid() {
     let mut g = gateway_with(
-        vec![fw(any_rule(), &[], state::INVALID, Action::Drop)],
+        vec![fw(Rule::any(), &[], state::INVALID, Action::Drop)],
         Action::Accept,
         nat_cfg(PortRange::default()),
         16,

@@ -206,19 +206,7 @@ impl PortControl for Control {
     }
 
     fn stats(&self) -> PortStats {
-        let s = &self.0;
-        let mut st = PortStats::default();
-        for q in &s.rx {
-            st.ipackets += q.packets.get();
-            st.ibytes += q.bytes.get();
-            st.imissed += q.missed.get();
-            st.rx_nombuf += q.nombuf.get();
-        }
-        for q in &s.tx {
-            st.opackets += q.packets.get();
-            st.obytes += q.bytes.get();
-        }
-        st
+        PortStats::from_queues(&self.0.rx, &self.0.tx)
     }
 
     fn caps(&self) -> Caps {
