@@ -8,11 +8,11 @@
 //! search this module started with ([`TupleSpace`], coarse prefix-length
 //! tuples in the spirit of TupleMerge, kept as a benchmark reference) on
 //! measured figures: `bench/run-acl.sh` (`bench/results/acl.md`, one 2.6
-//! GHz EPYC core) gives, at about 10k rules, 34 M lookups/s on acl1, 10.7 M
-//! on fw1 and 16.8 M on ipc1 against the tuple space's 7.5, 1.8 and 4.6
-//! (fw1's wildcard-heavy rules collide in the tuple space's coarse buckets,
-//! which are then scanned), and 156–469× a linear scan. Builds take 3–18
-//! ms and 3–12 MiB at 10k rules.
+//! GHz EPYC core) gives, at about 10k rules, 38.5 M lookups/s on acl1,
+//! 12.4 M on fw1 and 17.3 M on ipc1 against the tuple space's 8.0, 1.8 and
+//! 4.6 (fw1's wildcard-heavy rules collide in the tuple space's coarse
+//! buckets, which are then scanned), and 124–531× a linear scan. Builds
+//! take 3–54 ms and 3–12 MiB at 10k rules.
 //!
 //! IPv4 and IPv6 rules share one format: addresses are `u128`, IPv4 mapped
 //! as `::ffff:a.b.c.d` (prefix length + 96).

@@ -311,9 +311,9 @@ impl<A: Coord> Family<A> {
         let ids = [
             self.src.find(src) as usize,
             self.dst.find(dst) as usize,
-            self.sport.find(k.sport) as usize,
             self.dport.find(k.dport) as usize,
             self.proto[usize::from(k.proto)] as usize,
+            self.sport.find(k.sport) as usize,
         ];
         let (w, a) = (s.w, s.a);
         for ai in 0..a {
