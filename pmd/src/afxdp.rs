@@ -205,11 +205,6 @@ impl PortControl for Control {
     }
     fn stats(&self) -> PortStats {
         PortStats {
-            ipackets: self.rx.packets.get(),
-            ibytes: self.rx.bytes.get(),
-            rx_nombuf: self.rx.nombuf.get(),
-            opackets: self.tx.packets.get(),
-            obytes: self.tx.bytes.get(),
             // Frames the kernel could not hand to the socket (its
             // rx_dropped already counts those that found the fill ring
             // empty).
@@ -217,6 +212,7 @@ impl PortControl for Control {
                 let k = self.kernel();
                 k[0] + k[1]
             },
+            ..PortStats::from_queues([&*self.rx], [&*self.tx])
         }
     }
     fn caps(&self) -> Caps {

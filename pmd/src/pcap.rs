@@ -145,14 +145,7 @@ impl PortControl for Control {
         "pcap"
     }
     fn stats(&self) -> PortStats {
-        PortStats {
-            ipackets: self.rx.packets.get(),
-            ibytes: self.rx.bytes.get(),
-            rx_nombuf: self.rx.nombuf.get(),
-            opackets: self.tx.packets.get(),
-            obytes: self.tx.bytes.get(),
-            ..PortStats::default()
-        }
+        PortStats::from_queues([&*self.rx], [&*self.tx])
     }
     fn caps(&self) -> Caps {
         Caps {
