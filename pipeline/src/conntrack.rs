@@ -262,10 +262,18 @@ pub enum Refused {
 }
 
 const TCP: u8 = 6;
-const SYN: u16 = 0x02;
-const ACK: u16 = 0x10;
-const FIN: u16 = 0x01;
-const RST: u16 = 0x04;
+/// TCP flag bits (as in the classifier key's `flags`).
+pub(crate) const SYN: u16 = 0x02;
+pub(crate) const ACK: u16 = 0x10;
+pub(crate) const FIN: u16 = 0x01;
+pub(crate) const RST: u16 = 0x04;
+
+/// Whether a first packet of protocol `proto` with TCP `flags` may open a
+/// flow: anything but TCP, and TCP only with a bare SYN.
+#[inline]
+pub fn opens_flow(proto: u8, flags: u16) -> bool {
+    proto != TCP || flags & (SYN | ACK | RST | FIN) == SYN
+}
 
 /// A flow handle: slot index and direction (`reply`).
 type Hit = (u32, bool);
@@ -608,11 +616,11 @@ impl ConnTrack {
     /// Starts tracking a flow whose first packet had tuple `orig` (and TCP
     /// `flags`) and whose replies will carry `reply`.
     pub fn open(&mut self, orig: Tuple, reply: Tuple, flags: u16) -> Result<u32, Refused> {
+        if !opens_flow(orig.proto, flags) {
+            self.counters.invalid += 1;
+            return Err(Refused::NotSyn);
+        }
         let state = if orig.proto == TCP {
-            if flags & (SYN | ACK | RST | FIN) != SYN {
-                self.counters.invalid += 1;
-                return Err(Refused::NotSyn);
-            }
             State::SynSent
         } else {
             State::Unreplied

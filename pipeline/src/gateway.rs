@@ -36,7 +36,7 @@
 
 use crate::acl::{v4, Key};
 use crate::checksum;
-use crate::conntrack::{ConnTrack, Refused, Timeouts, Tuple};
+use crate::conntrack::{opens_flow, ConnTrack, Refused, Timeouts, Tuple, ACK, FIN, RST, SYN};
 use crate::firewall::{meta, state, Action, RejectWith, RuleSet};
 use crate::fwd::{ForwardMode, Frame};
 use crate::nat::{self, addr4, has_ports, NatConfig, PortRange, SnatTo};
@@ -46,10 +46,6 @@ use crate::wire::{EtherType, IpProto, Ipv4Packet, Ipv6Packet, ETHERNET_HEADER_LE
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-const SYN: u16 = 0x02;
-const ACK: u16 = 0x10;
-const FIN: u16 = 0x01;
-const RST: u16 = 0x04;
 /// Ports tried for a new source NAT mapping before giving up.
 pub const NAT_PROBES: u32 = 256;
 
@@ -345,7 +341,7 @@ impl Gateway {
     fn new4<P: Frame>(&mut self, pkt: &mut P, in_port: u16, t: Tuple, flags: u16) -> Verdict {
         let (src, proto) = (addr4(t.src), t.proto);
         let tcp = proto == IpProto::TCP;
-        if tcp && flags & (SYN | ACK | RST | FIN) != SYN {
+        if !opens_flow(proto, flags) {
             self.ct.count_invalid();
             if self.router.is_local4(addr4(t.dst)) {
                 return self.router.process(pkt, in_port);
@@ -659,7 +655,7 @@ impl Gateway {
             return self.router.process(pkt, in_port);
         }
         let tcp = proto == IpProto::TCP;
-        if tcp && flags & (SYN | ACK | RST | FIN) != SYN {
+        if !opens_flow(proto, flags) {
             self.ct.count_invalid();
             return self.invalid(pkt, in_port, &t, flags, out);
         }
