@@ -316,13 +316,9 @@ pub(crate) fn run_ports<B: PacketBuf>(
     let (switch_tx, switch_rx) = crossbeam_channel::bounded::<Switch>(256);
     // Handoff rings between the workers that run the gateway (NAT return
     // traffic to the core that owns the mapping).
-    let gw_workers = cfg
-        .workers
-        .iter()
-        .filter(|w| w.mode == FwdMode::L3fwd)
-        .count();
-    let mut meshes = if cfg.gateway.enabled && gw_workers > 1 {
-        Handoff::mesh(gw_workers, HANDOFF_RING)
+    let l3_workers = cfg.l3fwd_workers();
+    let mut meshes = if cfg.gateway.enabled && l3_workers > 1 {
+        Handoff::mesh(usize::from(l3_workers), HANDOFF_RING)
     } else {
         Vec::new()
     }
@@ -376,16 +372,11 @@ pub(crate) fn run_ports<B: PacketBuf>(
         });
     }
 
-    let router = if cfg.workers.iter().any(|w| w.mode == FwdMode::L3fwd) {
+    let router = if l3_workers > 0 {
         Some(build_router(cfg)?)
     } else {
         None
     };
-    let l3_workers = cfg
-        .workers
-        .iter()
-        .filter(|w| w.mode == FwdMode::L3fwd)
-        .count() as u16;
     let gateway = match &router {
         Some(_) if cfg.gateway.enabled => Some(build_gateway(cfg, l3_workers)),
         _ => None,

@@ -107,12 +107,7 @@ fn describe(c: &Config) -> String {
             set.build_ns() as f64 / 1e6,
             set.memory() as f64 / 1024.0
         );
-        let workers = c
-            .workers
-            .iter()
-            .filter(|w| w.mode == appliance::config::FwdMode::L3fwd)
-            .count()
-            .max(1) as u16;
+        let workers = c.l3fwd_workers().max(1);
         let per = g.nat.ports.slice(0, workers).map_or(0, |r| r.len());
         s += &format!(
             "  conntrack: {} flows per worker; nat: {} snat, {} dnat, {} static; ports {}-{} ({} per worker)\n",

@@ -602,6 +602,18 @@ pub struct Config {
     pub eal_args: Vec<String>,
 }
 
+impl Config {
+    /// Workers in `l3fwd` mode: the ones that run the router, and the
+    /// gateway when it is configured (the NAT port range is split among
+    /// them).
+    pub fn l3fwd_workers(&self) -> u16 {
+        self.workers
+            .iter()
+            .filter(|w| w.mode == FwdMode::L3fwd)
+            .count() as u16
+    }
+}
+
 // ---------------------------------------------------------------- loading
 
 /// Line and column (1-based) of a byte offset.
