@@ -333,18 +333,40 @@ impl Router {
 
     /// The output port and next hop's MAC for `dst`, if routed and the
     /// neighbour is known and fresh (no side effects).
-    fn resolve4(&self, dst: u32) -> Option<(u16, MacAddr)> {
+    fn resolve4(&mut self, dst: u32) -> Option<(u16, MacAddr)> {
         if self.is_local4(dst) {
             return None;
         }
         let nh = self.cfg.lpm4.lookup(dst)?;
-        let hop = self.cfg.next_hops.get(nh as usize)?;
+        let hop = *self.cfg.next_hops.get(nh as usize)?;
+        let mac = self.hop_mac4(nh, hop, dst).ok()?;
+        Some((hop.port, mac))
+    }
+
+    /// The MAC of IPv4 next hop `nh` (`hop`) for `dst`, or the address to
+    /// resolve when it is not known and fresh. A gateway's MAC is cached
+    /// per next hop while the neighbour generation holds (no hash lookup
+    /// per packet); connected destinations are looked up.
+    #[inline]
+    fn hop_mac4(&mut self, nh: u32, hop: NextHop, dst: u32) -> Result<MacAddr, u32> {
+        if hop.via.is_some() {
+            if let Some(&(g, m)) = self.hop_macs.get(nh as usize) {
+                if g == self.generation {
+                    return Ok(m);
+                }
+            }
+        }
         let gw = match hop.via {
             Some(std::net::IpAddr::V4(g)) => u32::from(g),
             _ => dst,
         };
-        let mac = self.fresh(self.neigh4.get(&(hop.port, gw)))?;
-        Some((hop.port, mac))
+        let mac = self.fresh(self.neigh4.get(&(hop.port, gw))).ok_or(gw)?;
+        if hop.via.is_some() {
+            if let Some(e) = self.hop_macs.get_mut(nh as usize) {
+                *e = (self.generation, mac);
+            }
+        }
+        Ok(mac)
     }
 
     fn count(&mut self, e: Event) {
@@ -455,30 +477,9 @@ impl Router {
             }
             return Verdict::Drop(DropReason::MtuExceeded);
         }
-        let gw = match hop.via {
-            Some(std::net::IpAddr::V4(g)) => u32::from(g),
-            _ => dst,
-        };
-        // A gateway's MAC is cached per next hop while the neighbour
-        // generation holds (no hash lookup per packet); connected
-        // destinations are looked up.
-        let cached = match (hop.via, self.hop_macs.get(nh as usize)) {
-            (Some(_), Some(&(g, m))) if g == self.generation => Some(m),
-            _ => None,
-        };
-        let mac = match cached {
-            Some(m) => m,
-            None => {
-                let Some(mac) = self.fresh(self.neigh4.get(&(out, gw))) else {
-                    return self.arp_request(pkt, out, gw);
-                };
-                if hop.via.is_some() {
-                    if let Some(e) = self.hop_macs.get_mut(nh as usize) {
-                        *e = (self.generation, mac);
-                    }
-                }
-                mac
-            }
+        let mac = match self.hop_mac4(nh, hop, dst) {
+            Ok(m) => m,
+            Err(gw) => return self.arp_request(pkt, out, gw),
         };
         let b = pkt.bytes_mut();
         let l3 = &mut b[ETHERNET_HEADER_LEN..];
