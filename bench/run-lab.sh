@@ -26,8 +26,7 @@ source scripts/lab-net.sh
 WORK=$(mktemp -d /tmp/sluice-labbench.XXXXXX)
 trap 'lab_down; rm -rf "$WORK"' EXIT
 # The same config with AF_XDP ports.
-sed 's/^driver = "afpacket"/driver = "afxdp"/; s/^\[port\.afpacket\]/[port.afxdp]/' \
-  configs/router-nat.toml > "$WORK/router-nat-afxdp.toml"
+lab_afxdp_config configs/router-nat.toml "$WORK/router-nat-afxdp.toml"
 
 # 64-byte frames (60 + FCS): client -> server UDP port 9, source ports
 # 1024-1279 (256 flows).

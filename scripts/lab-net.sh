@@ -53,3 +53,8 @@ lab_if() { # ns dev mac
 # Packets an interface in a namespace has sent / received.
 lab_tx() { inns "$1" cat "/sys/class/net/$2/statistics/tx_packets"; }
 lab_rx() { inns "$1" cat "/sys/class/net/$2/statistics/rx_packets"; }
+
+# The lab config (AF_PACKET ports) with its ports as AF_XDP sockets.
+lab_afxdp_config() { # from to
+  sed 's/^driver = "afpacket"/driver = "afxdp"/; s/^\[port\.afpacket\]/[port.afxdp]/' "$1" > "$2"
+}

@@ -44,8 +44,7 @@ EOF
 fi
 if [ "$AFXDP" = 1 ]; then
   # The shipped config with its two AF_PACKET ports as AF_XDP sockets.
-  sed 's/^driver = "afpacket"/driver = "afxdp"/; s/^\[port\.afpacket\]/[port.afxdp]/' \
-    "$CONFIG" > "$WORK/router-nat-afxdp.toml"
+  lab_afxdp_config "$CONFIG" "$WORK/router-nat-afxdp.toml"
   CONFIG=$WORK/router-nat-afxdp.toml
 fi
 SLUICE_PID=
