@@ -636,7 +636,7 @@ impl Router {
         let on_link = iface
             .ipv4
             .iter()
-            .any(|(x, l)| same_subnet(u32::from(*x), spa_u, *l));
+            .any(|(x, l)| crate::nat::in_prefix(spa_u, (u32::from(*x), *l)));
         let ours = iface.ipv4.iter().any(|(x, _)| x.octets() == tpa);
         if on_link && spa_u != 0 && self.learn4(in_port, spa_u, sha) {
             self.count(Event::ArpLearned);
@@ -998,15 +998,6 @@ fn learn<K: std::hash::Hash + Eq>(
 fn martian(a: u32) -> bool {
     let first = a >> 24;
     first == 0 || first == 127 || first >= 224
-}
-
-fn same_subnet(a: u32, b: u32, len: u8) -> bool {
-    let m = if len == 0 {
-        0
-    } else {
-        !0u32 << (32 - u32::from(len.min(32)))
-    };
-    a & m == b & m
 }
 
 impl ForwardMode for Router {
