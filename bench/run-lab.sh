@@ -3,10 +3,12 @@
 # same routing, source NAT and filtering with nftables, on the namespace
 # lab's veths (scripts/lab-net.sh): trafgen (netsniff-ng) in the client
 # namespace sends 64-byte UDP frames, 256 flows, to the server through the
-# router at fixed rates and at its maximum. Per run: offered and forwarded
-# packets per second (the veths' counters), the machine's busy CPU
-# (/proc/stat, all CPUs: trafgen and the kernel's veth work are in it for
-# both routers), and Sluice's own CPU. Alternating runs, median of N.
+# router at fixed rates and at its maximum. trafgen runs on CPU 0, the
+# router on CPU 1 (Sluice's worker core; the kernel's forwarding through
+# RPS). Per run: offered and forwarded packets per second (the veths'
+# counters), CPU 1's busy time (the router CPU) and the machine's (all
+# CPUs: trafgen and the kernel's veth work are in it for every router).
+# Alternating runs; each row is the median run.
 # These are kernel-bound figures: the veth path limits both routers.
 # Writes bench/results/lab.md. As root.
 #   bench/run-lab.sh [runs] [seconds] [rates...]   (default: 3 3 10000 100000 300000 max)
@@ -24,9 +26,26 @@ cargo build --release -q -p appliance --features afxdp
 SLUICE=$PWD/target/release/sluice
 source scripts/lab-net.sh
 WORK=$(mktemp -d /tmp/sluice-labbench.XXXXXX)
-trap 'lab_down; rm -rf "$WORK"' EXIT
+# trafgen raises the system's socket send buffers itself, but cannot from
+# inside a namespace (read-only there); with the kernel router's work moved
+# off its CPU (RPS, below) its default 208 KiB runs out and it stops with
+# EAGAIN. Set what trafgen would (4 MiB default, 100 MiB max) here and put
+# the old values back on exit.
+# The kernel router's per-CPU backlog (where RPS queues frames for CPU 1)
+# gets 8,192 packets, the size of Sluice's AF_XDP RX ring, so trafgen's
+# bursts (below) find the same buffering on both.
+SYSCTLS="net.core.wmem_default net.core.wmem_max net.core.netdev_max_backlog"
+OLD=$(for k in $SYSCTLS; do echo -n "$k=$(sysctl -n $k) "; done)
+sysctl -qw net.core.wmem_default=4194304 net.core.wmem_max=104857600 net.core.netdev_max_backlog=8192
+trap 'lab_down; sysctl -qw $OLD; rm -rf "$WORK"' EXIT
+# The router works on CPU 1 and trafgen on CPU 0 (trafgen pins its one
+# process to CPU 0): Sluice's worker is moved to core 1, and the kernel's
+# forwarding is steered there with RPS on the router's interfaces.
+ROUTER_CPU=1
+[ "$(nproc)" -ge 2 ] || { echo "needs 2 CPUs" >&2; exit 1; }
+sed "s/^core = 0/core = $ROUTER_CPU/" configs/router-nat.toml > "$WORK/router-nat.toml"
 # The same config with AF_XDP ports.
-lab_afxdp_config configs/router-nat.toml "$WORK/router-nat-afxdp.toml"
+lab_afxdp_config "$WORK/router-nat.toml" "$WORK/router-nat-afxdp.toml"
 
 # 64-byte frames (60 + FCS): client -> server UDP port 9, source ports
 # 1024-1279 (256 flows).
@@ -49,6 +68,8 @@ kernel_router() {
   inns $NS_R ip neigh replace 198.18.0.2 lladdr 02:c1:00:00:00:02 dev r0
   inns $NS_R ip neigh replace 198.19.0.2 lladdr 02:5e:00:00:00:02 dev r1
   inns $NS_R sysctl -qw net.ipv4.ip_forward=1
+  local mask=$(printf %x $((1 << ROUTER_CPU))) d
+  for d in r0 r1; do echo "$mask" | inns $NS_R tee /sys/class/net/$d/queues/rx-0/rps_cpus > /dev/null; done
   # The same policy as configs/router-nat.toml.
   inns $NS_R nft -f - <<'EOF'
 table inet filter {
@@ -76,8 +97,12 @@ table ip nat {
 EOF
 }
 
-busy_jiffies() { awk '/^cpu / {print $2 + $3 + $4 + $7 + $8}' /proc/stat; }
-proc_jiffies() { awk '{print $14 + $15}' "/proc/$1/stat" 2>/dev/null || echo 0; }
+# Idle (+ iowait) time of all CPUs / of one CPU. Busy time is what is left of
+# the wall time: with a tickless idle the kernel measures idle time exactly,
+# while its busy fields are tick samples, which a router that wakes and
+# sleeps in step with the tick can dodge entirely.
+idle_jiffies() { awk '/^cpu / {print $5 + $6}' /proc/stat; }
+cpu_idle_jiffies() { awk -v c="cpu$1" '$1 == c {print $5 + $6}' /proc/stat; }
 HZ=$(getconf CLK_TCK)
 
 # One run: prints "offered_pps forwarded_pps machine_cpu_pct router_cpu_pct".
@@ -85,7 +110,7 @@ run() { # router rate
   lab_up
   local pid=
   if [ "$1" != kernel ]; then
-    local cfg=configs/router-nat.toml
+    local cfg=$WORK/router-nat.toml
     [ "$1" = sluice-afxdp ] && cfg=$WORK/router-nat-afxdp.toml
     ip netns exec $NS_R "$SLUICE" run "$cfg" --json > "$WORK/s.json" 2> "$WORK/s.err" &
     pid=$!
@@ -93,12 +118,21 @@ run() { # router rate
   else
     kernel_router
   fi
+  # The server drops the stream first thing (UDP port 9 is closed there, and
+  # answering it would cost every router's CPU the same ICMP work).
+  inns $NS_S nft -f - <<'EOF'
+table inet sink {
+  chain pre {
+    type filter hook prerouting priority -300;
+    udp dport 9 drop
+  }
+}
+EOF
   # Warm up: ARP on the client, the flows' conntrack entries.
   inns $NS_C ping -c 1 -W 1 198.19.0.2 > /dev/null 2>&1
   local n rate_opt=()
   if [ "$2" = max ]; then n=0; else n=$(( $2 * SECS )); rate_opt=(-b "${2}pps"); fi
-  local c0=$(lab_tx $NS_C c0) s0=$(lab_rx $NS_S s0) j0=$(busy_jiffies) p0=0
-  [ -n "$pid" ] && p0=$(proc_jiffies "$pid")
+  local c0=$(lab_tx $NS_C c0) s0=$(lab_rx $NS_S s0) j0=$(idle_jiffies) p0=$(cpu_idle_jiffies $ROUTER_CPU)
   local t0=$(date +%s%N)
   if [ "$2" = max ]; then
     timeout -s INT "$SECS" ip netns exec $NS_C trafgen -d c0 -c "$WORK/udp.cfg" -P 1 -q -C "${rate_opt[@]}" > /dev/null 2>&1
@@ -108,15 +142,19 @@ run() { # router rate
   sleep 0.2
   local t1=$(date +%s%N)
   local dt=$(( t1 - t0 ))
-  local c1=$(lab_tx $NS_C c0) s1=$(lab_rx $NS_S s0) j1=$(busy_jiffies) p1=0
-  [ -n "$pid" ] && p1=$(proc_jiffies "$pid")
+  local c1=$(lab_tx $NS_C c0) s1=$(lab_rx $NS_S s0) j1=$(idle_jiffies) p1=$(cpu_idle_jiffies $ROUTER_CPU)
   python3 -c '
 import sys
-c0, c1, s0, s1, j0, j1, p0, p1, dt, hz = map(float, sys.argv[1:])
+c0, c1, s0, s1, j0, j1, p0, p1, dt, hz, n = map(float, sys.argv[1:])
 s = dt / 1e9
-print("%.0f %.0f %.1f %.1f" % ((c1 - c0) / s, (s1 - s0) / s, 100 * (j1 - j0) / hz / s, 100 * (p1 - p0) / hz / s))
-' "$c0" "$c1" "$s0" "$s1" "$j0" "$j1" "$p0" "$p1" "$dt" "$HZ"
-  [ -n "$pid" ] && kill -INT "$pid" && wait "$pid" 2>/dev/null
+machine = 100 * (n - (j1 - j0) / hz / s)
+router = 100 * (1 - (p1 - p0) / hz / s)
+print("%.0f %.0f %.1f %.1f" % ((c1 - c0) / s, (s1 - s0) / s, max(machine, 0), max(router, 0)))
+' "$c0" "$c1" "$s0" "$s1" "$j0" "$j1" "$p0" "$p1" "$dt" "$HZ" "$(nproc)"
+  if [ -n "$pid" ]; then
+    kill -INT "$pid" && wait "$pid" 2>/dev/null
+    grep -i -E "warn|error" "$WORK/s.err" >&2
+  fi
   lab_down
 }
 
@@ -125,10 +163,10 @@ print("%.0f %.0f %.1f %.1f" % ((c1 - c0) / s, (s1 - s0) / s, 100 * (j1 - j0) / h
   echo
   echo "Command: \`bench/run-lab.sh $RUNS $SECS ${RATES[*]}\` on $(date -u +%Y-%m-%d), $(nproc) CPUs ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)), $(uname -r)."
   echo
-  echo "trafgen (one process) in sl-client sends 64-byte UDP frames, 256 flows, to 198.19.0.2 through the router in sl-router: Sluice on AF_PACKET or AF_XDP (configs/router-nat.toml, the AF_XDP variant with its ports' driver changed: conntrack, firewall, SNAT; poll mode \`interrupt\`) or the kernel (ip_forward, the same policy in nftables, masquerade). ${SECS} s per run, median of ${RUNS} alternating runs. Machine CPU is all CPUs' busy time from /proc/stat (100% = one CPU), so it includes trafgen and the kernel's veth work for both; Sluice CPU is the Sluice process alone. Kernel-bound figures: the veth path limits both."
+  echo "trafgen (one process, on CPU 0) in sl-client sends 64-byte UDP frames, 256 flows, to 198.19.0.2 through the router in sl-router: Sluice on AF_PACKET or AF_XDP (configs/router-nat.toml with its worker on core $ROUTER_CPU, and the AF_XDP variant with its ports' driver changed: conntrack, firewall, SNAT; poll mode \`interrupt\`) or the kernel (ip_forward, the same policy in nftables, masquerade; RPS steers the router interfaces' receive work to CPU $ROUTER_CPU). ${SECS} s per run, ${RUNS} alternating runs; each row is the run with the median forwarded rate. Router CPU is CPU $ROUTER_CPU's busy time (wall time less its idle time in /proc/stat, which a tickless kernel measures exactly; the busy fields are tick samples); machine CPU is all CPUs' (100% = one CPU), so it includes trafgen and the kernel's veth work on CPU 0 (for AF_XDP, the XDP program and the copy into the UMEM; for the kernel, the RPS hand-off). trafgen's rate shaper sends each second's packets at its full speed and then sleeps out the second, so a fixed rate is a burst per second that the router has to buffer; the kernel's backlog is raised to 8,192 packets, the size of Sluice's AF_XDP RX ring. The server drops the stream in its first netfilter hook, so that answering a closed port does not cost every router's CPU. Kernel-bound figures: the veth path limits every router."
   echo
-  echo "| offered (pps) | router | sent pps | forwarded pps | machine CPU % | Sluice CPU % | machine CPU ns per forwarded packet |"
-  echo "|---|---|---|---|---|---|---|"
+  echo "| offered (pps) | router | sent pps | forwarded pps | router CPU (CPU $ROUTER_CPU) % | router CPU ns per forwarded packet | machine CPU % | machine CPU ns per forwarded packet |"
+  echo "|---|---|---|---|---|---|---|---|"
   for rate in "${RATES[@]}"; do
     declare -A res=()
     for i in $(seq "$RUNS"); do
@@ -140,12 +178,12 @@ print("%.0f %.0f %.1f %.1f" % ((c1 - c0) / s, (s1 - s0) / s, 100 * (j1 - j0) / h
     done
     for r in sluice-afpacket sluice-afxdp kernel; do
       python3 -c '
-import sys, statistics
+import sys
 rows = [list(map(float, x.split())) for x in sys.argv[3].split(";") if x.strip()]
-m = [statistics.median(c) for c in zip(*rows)]
-ns = m[2] / 100 * 1e9 / m[1] if m[1] > 0 else float("nan")
-cpu = "%.1f" % m[3] if sys.argv[2].startswith("sluice") else "-"
-print("| %s | %s | %.0f | %.0f | %.1f | %s | %.0f |" % (sys.argv[1], sys.argv[2], m[0], m[1], m[2], cpu, ns))
+# The run with the median forwarded rate, whole (columns stay together).
+m = sorted(rows, key=lambda r: r[1])[(len(rows) - 1) // 2]
+ns = lambda pct: pct / 100 * 1e9 / m[1] if m[1] > 0 else float("nan")
+print("| %s | %s | %.0f | %.0f | %.1f | %.0f | %.1f | %.0f |" % (sys.argv[1], sys.argv[2], m[0], m[1], m[3], ns(m[3]), m[2], ns(m[2])))
 ' "$rate" "$r" "${res[$r]}"
     done
     unset res
