@@ -22,7 +22,7 @@ RATES=("$@")
 for t in trafgen nft ip ethtool python3; do
   command -v $t >/dev/null || { echo "needs $t (apt-get install netsniff-ng nftables iproute2 ethtool python3)" >&2; exit 1; }
 done
-cargo build --release -q -p appliance --features afxdp
+cargo build --release -q -p appliance --features afxdp || exit 1
 SLUICE=$PWD/target/release/sluice
 source scripts/lab-net.sh
 WORK=$(mktemp -d /tmp/sluice-labbench.XXXXXX)

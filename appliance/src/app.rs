@@ -184,7 +184,24 @@ pub fn run(cfg: &Config, stop: &AtomicBool, emit: &mut dyn FnMut(&Report)) -> Re
         anyhow::bail!("DPDK ports need a build with `--features dpdk`");
     }
 
-    // Ports.
+    // Ports. All AF_XDP ports share one UMEM (the sum of their frames;
+    // rings of half the smallest port's), so frames move between them
+    // without copies.
+    #[cfg(feature = "afxdp")]
+    let umem = {
+        let frames: Vec<u32> = cfg
+            .ports
+            .iter()
+            .filter_map(|p| match p.kind {
+                PortKind::AfXdp { frames, .. } => Some(frames),
+                _ => None,
+            })
+            .collect();
+        match frames.iter().min() {
+            Some(&min) => Some(pmd::afxdp::Umem::new(frames.iter().sum(), min / 2)?),
+            None => None,
+        }
+    };
     let mut gen = Generator::new(tsc);
     let mut opened = Vec::new();
     for (i, p) in cfg.ports.iter().enumerate() {
@@ -250,18 +267,19 @@ pub fn run(cfg: &Config, stop: &AtomicBool, emit: &mut dyn FnMut(&Report)) -> Re
             #[cfg(feature = "afxdp")]
             PortKind::AfXdp {
                 iface,
-                frames,
                 zerocopy,
                 skb_mode,
+                ..
             } => (
-                pmd::afxdp::open(&pmd::afxdp::AfXdpConfig {
-                    port,
-                    iface: iface.clone(),
-                    frames: *frames,
-                    zerocopy: *zerocopy,
-                    skb_mode: *skb_mode,
-                    pool_size: POOL_SIZE,
-                })
+                pmd::afxdp::open(
+                    &pmd::afxdp::AfXdpConfig {
+                        port,
+                        iface: iface.clone(),
+                        zerocopy: *zerocopy,
+                        skb_mode: *skb_mode,
+                    },
+                    umem.as_ref().expect("a UMEM for AF_XDP ports"),
+                )
                 .with_context(|| format!("port {}", p.name))?,
                 None,
             ),

@@ -3,16 +3,26 @@
 //! attaches its default XDP program (redirecting the queue's frames to the
 //! socket) and detaches it when the socket closes.
 //!
-//! The socket has its own UMEM (`frames` frames of 2 KiB): half feed the
-//! fill ring, half are TX frames. Frames are copied between the UMEM and
-//! the port's pool buffers (the worker's buffers stay `Mbuf`s, so AF_XDP
-//! ports mix with the others); the socket binds in XDP copy mode unless
-//! `zerocopy` is asked for, and uses `need_wakeup`. RX and TX share the
-//! socket but not its rings (RX: rx + fill; TX: tx + completion), so the
-//! two queues may live on different workers. The socket is the RX queue's
-//! interrupt line.
+//! The UMEM is a buffer pool ([`Umem`]): the pool's arena, 2 KiB slots, is
+//! registered with the kernel, and all the process's AF_XDP sockets share
+//! it (each with its own fill and completion rings). A slot is an [`Mbuf`]
+//! (its 64-byte header, then the room); the kernel writes a frame 256
+//! bytes into the slot, after the header and in the room. So receiving
+//! hands the worker the very buffer the kernel wrote, and sending a buffer
+//! that came from any AF_XDP port of the process puts that buffer on the
+//! TX ring: no copies in user space. Buffers from other drivers' pools are
+//! copied into a UMEM buffer to be sent.
+//!
+//! Buffer ownership follows the rings: a buffer posted on a fill or TX
+//! ring is given up ([`Mbuf::into_slot`]) and taken back
+//! ([`Mbuf::from_slot`]) from the RX or completion ring. The socket binds
+//! in XDP copy mode unless `zerocopy` is asked for (the kernel copies
+//! between the frame and the UMEM; a zero-copy driver does not), and uses
+//! `need_wakeup`. RX and TX share the socket but not its rings (RX: rx +
+//! fill; TX: tx + completion), so the two queues may live on different
+//! workers. The socket is the RX queue's interrupt line.
 
-use crate::mbuf::{Mbuf, Pool};
+use crate::mbuf::{Mbuf, Pool, HDR_LEN, HEADROOM};
 use crate::sys::rdtsc;
 use crate::{
     Batch, BoxRx, BoxTx, Caps, OpenPort, PacketBuf, PortControl, PortError, PortStats,
@@ -25,7 +35,17 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use xdp_sys as ffi;
 
-const FRAME_SIZE: u32 = 2048;
+/// UMEM chunk: one pool slot.
+pub const CHUNK: usize = 2048;
+/// Where the kernel puts a frame in its chunk (`XDP_PACKET_HEADROOM`).
+const XDP_HEADROOM: usize = 256;
+/// The largest frame a chunk takes.
+pub const MAX_FRAME: usize = CHUNK - XDP_HEADROOM;
+/// Fill-ring postings are batched at least this many.
+const FILL_BATCH: usize = 32;
+
+// A slot is exactly one chunk, and the kernel's frame lands in the room.
+const _: () = assert!(HDR_LEN + HEADROOM <= XDP_HEADROOM);
 
 /// Settings of an AF_XDP port.
 #[derive(Clone, Debug)]
@@ -34,31 +54,131 @@ pub struct AfXdpConfig {
     pub port: u16,
     /// Interface name.
     pub iface: String,
-    /// UMEM frames (a power of two, at least 64).
-    pub frames: u32,
     /// Ask for zero-copy binding (drivers that support it).
     pub zerocopy: bool,
     /// Generic (skb) XDP instead of native.
     pub skb_mode: bool,
-    /// Buffers in the port's pool.
-    pub pool_size: usize,
+}
+
+/// The process's UMEM: a buffer pool whose arena is registered with the
+/// kernel. Sockets opened on it keep it alive.
+pub struct Umem {
+    raw: *mut ffi::SlUmem,
+    pool: Pool,
+    base: usize,
+    len: usize,
+    ring: u32,
+}
+
+// SAFETY: the C object is used only to open sockets (at setup, from one
+// thread at a time: `open` takes `&Arc<Umem>` and libxdp's socket creation
+// is not called concurrently by this module's callers, who open ports in
+// sequence) and to delete it once, in Drop. The pool is Sync.
+unsafe impl Send for Umem {}
+// SAFETY: as above.
+unsafe impl Sync for Umem {}
+
+impl Umem {
+    /// A UMEM of `frames` 2 KiB frames whose sockets' rings (fill,
+    /// completion, RX, TX) have `ring` entries (a power of two).
+    pub fn new(frames: u32, ring: u32) -> Result<Arc<Umem>, PortError> {
+        let bad = |what: String| PortError::Config(format!("AF_XDP UMEM: {what}"));
+        if !ring.is_power_of_two() || ring > frames {
+            return Err(bad(format!("{frames} frames, rings of {ring}")));
+        }
+        let pool = Pool::new("afxdp-umem", frames as usize, CHUNK - HDR_LEN - HEADROOM)?;
+        let (base, len, slot) = pool.arena();
+        if slot != CHUNK {
+            return Err(bad(format!("pool slots of {slot} bytes, not {CHUNK}")));
+        }
+        let mut err = 0;
+        // SAFETY: the arena is page-aligned (2 MiB), `len` bytes long, a
+        // whole number of chunks, and lives for the rest of the process
+        // (pools are never freed), so the kernel may keep it registered as
+        // long as it likes.
+        let raw = unsafe {
+            ffi::sl_umem_create(base as *mut _, len as u64, CHUNK as u32, ring, &mut err)
+        };
+        if raw.is_null() {
+            return Err(PortError::Io {
+                path: "AF_XDP UMEM".into(),
+                source: std::io::Error::from_raw_os_error(-err),
+            });
+        }
+        Ok(Arc::new(Umem {
+            raw,
+            pool,
+            base,
+            len,
+            ring,
+        }))
+    }
+
+    /// The pool whose buffers are the UMEM's frames.
+    pub fn pool(&self) -> Pool {
+        self.pool
+    }
+
+    /// The buffer whose chunk holds UMEM address `addr`, with its packet
+    /// set to the `len` bytes at `addr`; `None` for an address that is not
+    /// a frame of this UMEM.
+    ///
+    /// # Safety
+    /// The chunk must be one this process gave the kernel and the kernel
+    /// has now given back (RX or completion ring).
+    #[inline(always)]
+    unsafe fn take(&self, addr: u64, len: usize) -> Option<Mbuf> {
+        let addr = addr as usize;
+        let off = addr % CHUNK;
+        if addr >= self.len || off < HDR_LEN {
+            return None;
+        }
+        // SAFETY: per the contract, a slot given up with into_slot whose
+        // header the kernel did not write (frames go 256 bytes in).
+        let mut m = unsafe { Mbuf::from_slot(self.base + addr - off) };
+        if m.set_data(off - HDR_LEN, len) {
+            Some(m)
+        } else {
+            // Longer than the slot's room: drop the frame, keep the buffer.
+            None
+        }
+    }
+
+    /// Gives `m` up and returns the UMEM address of its packet data.
+    #[inline(always)]
+    fn give(&self, m: Mbuf) -> u64 {
+        let off = m.data_offset_in_slot();
+        (m.into_slot() - self.base + off) as u64
+    }
+}
+
+impl Drop for Umem {
+    fn drop(&mut self) {
+        // SAFETY: every socket holds an Arc of the UMEM, so all of them
+        // are closed by now; deleted once. Buffers still posted to the
+        // kernel at the sockets' close stay out of the pool (given up).
+        unsafe { ffi::sl_umem_delete(self.raw) };
+    }
 }
 
 /// The socket, shared by the RX and TX queue.
-struct Xsk(*mut ffi::SlXsk);
+struct Xsk {
+    raw: *mut ffi::SlXsk,
+    umem: Arc<Umem>,
+}
 
 // SAFETY: the RX queue uses only the rx and fill rings and the TX queue
-// only the tx and completion rings and the free-frame stack; each queue is
-// owned by one worker, so no ring has two users. The handle is closed once,
-// when the last owner drops it.
+// only the tx and completion rings; each queue is owned by one worker, so
+// no ring has two users. The handle is closed once, when the last owner
+// drops it.
 unsafe impl Send for Xsk {}
-// SAFETY: as above; `fd` is read-only.
+// SAFETY: as above; `fd` and the statistics are read-only.
 unsafe impl Sync for Xsk {}
 
 impl Drop for Xsk {
     fn drop(&mut self) {
         // SAFETY: the handle came from sl_xsk_open and is closed once.
-        unsafe { ffi::sl_xsk_close(self.0) };
+        unsafe { ffi::sl_xsk_close(self.raw) };
     }
 }
 
@@ -77,10 +197,49 @@ impl RxInterrupt for Intr {
 struct XdpRx {
     xsk: Arc<Xsk>,
     intr: Intr,
-    pool: Pool,
     port: u16,
     c: Arc<QueueCounters>,
     stopped: Arc<AtomicBool>,
+    /// Chunks posted to the fill ring and not yet received back.
+    in_fill: usize,
+    /// Scratch for fill-ring allocations.
+    spare: Batch<Mbuf>,
+    /// Frames the kernel gave back that were not this UMEM's or too long.
+    bad: Arc<crate::Counter>,
+}
+
+impl XdpRx {
+    /// Tops the fill ring up from the pool, in batches of at least
+    /// FILL_BATCH chunks.
+    fn refill(&mut self) {
+        let umem = &*self.xsk.umem;
+        let mut addrs = [0u64; MAX_BURST];
+        while (umem.ring as usize) - self.in_fill >= FILL_BATCH {
+            let want = (umem.ring as usize - self.in_fill).min(MAX_BURST);
+            let got = umem.pool.alloc_bulk(&mut self.spare, want);
+            if got == 0 {
+                return;
+            }
+            for (a, m) in addrs.iter_mut().zip(self.spare.drain()) {
+                *a = umem.give(m);
+            }
+            // SAFETY: `got` addresses of chunks now given to the kernel;
+            // this queue is the socket's only fill-ring user.
+            let posted = unsafe { ffi::sl_xsk_fill(self.xsk.raw, addrs.as_ptr(), got as u32) };
+            if posted == 0 {
+                // No room after all: take the buffers back.
+                for &a in &addrs[..got] {
+                    // SAFETY: given up just above and never posted.
+                    drop(unsafe { umem.take(a, 0) });
+                }
+                return;
+            }
+            self.in_fill += got;
+            if got < want {
+                return;
+            }
+        }
+    }
 }
 
 impl RxQueue for XdpRx {
@@ -93,43 +252,45 @@ impl RxQueue for XdpRx {
         let room = out.room().min(MAX_BURST);
         // Not zeroed (zeroing both per poll cost 40% of a busy worker): the
         // shim writes the first n entries, and only those are read.
-        let mut data = [const { MaybeUninit::<*const u8>::uninit() }; MAX_BURST];
+        let mut addrs = [const { MaybeUninit::<u64>::uninit() }; MAX_BURST];
         let mut lens = [const { MaybeUninit::<u32>::uninit() }; MAX_BURST];
         // SAFETY: the arrays have room for `room` entries; this queue is
         // the socket's only RX user.
         let n = unsafe {
             ffi::sl_xsk_rx(
-                self.xsk.0,
-                data.as_mut_ptr().cast(),
+                self.xsk.raw,
+                addrs.as_mut_ptr().cast(),
                 lens.as_mut_ptr().cast(),
                 room as u32,
             )
         } as usize;
+        if n == 0 {
+            if self.in_fill < self.xsk.umem.ring as usize {
+                self.refill();
+            }
+            return 0;
+        }
+        self.in_fill -= n;
         let now = rdtsc();
-        let mut got = 0;
         let mut bytes = 0;
-        for (p, len) in data.iter().zip(&lens).take(n) {
-            // SAFETY: the shim initialised the first n entries with a
-            // pointer into the UMEM and the frame's length; the frame stays
-            // ours until sl_xsk_rx_done.
-            let frame =
-                unsafe { std::slice::from_raw_parts(p.assume_init(), len.assume_init() as usize) };
-            match self.pool.alloc() {
+        let mut got = 0;
+        for (a, len) in addrs.iter().zip(&lens).take(n) {
+            // SAFETY: the shim initialised the first n entries from RX
+            // descriptors: chunks this queue posted to the fill ring.
+            let (a, len) = unsafe { (a.assume_init(), len.assume_init() as usize) };
+            // SAFETY: a chunk the kernel has given back.
+            match unsafe { self.xsk.umem.take(a, len) } {
                 Some(mut m) => {
-                    if m.copy_from(frame) {
-                        m.set_rx_meta(self.port, 0, now, 0);
-                        bytes += frame.len();
-                        let _ = out.push(m);
-                        got += 1;
-                    } else {
-                        self.c.nombuf.add(1);
-                    }
+                    m.set_rx_meta(self.port, 0, now, 0);
+                    bytes += len;
+                    got += 1;
+                    // Cannot fail: n <= out.room().
+                    let _ = out.push(m);
                 }
-                None => self.c.nombuf.add(1),
+                None => self.bad.add(1),
             }
         }
-        // SAFETY: gives back exactly the frames of the last sl_xsk_rx.
-        unsafe { ffi::sl_xsk_rx_done(self.xsk.0, n as u32) };
+        self.refill();
         self.c.packets.add(got as u64);
         self.c.bytes.add(bytes as u64);
         got
@@ -143,41 +304,96 @@ impl RxQueue for XdpRx {
 struct XdpTx {
     xsk: Arc<Xsk>,
     c: Arc<QueueCounters>,
+    /// Frames taken but not sent (no UMEM buffer for a copy, too long).
+    dropped: Arc<crate::Counter>,
+    /// Frames on the TX ring or in flight, not yet completed.
+    outstanding: usize,
+}
+
+impl XdpTx {
+    /// Takes completed frames back into the pool.
+    fn complete(&mut self) {
+        let umem = &*self.xsk.umem;
+        let mut addrs = [const { MaybeUninit::<u64>::uninit() }; MAX_BURST];
+        while self.outstanding > 0 {
+            // SAFETY: room for MAX_BURST entries; this queue is the
+            // socket's only completion-ring user.
+            let k = unsafe {
+                ffi::sl_xsk_complete(self.xsk.raw, addrs.as_mut_ptr().cast(), MAX_BURST as u32)
+            } as usize;
+            self.outstanding -= k.min(self.outstanding);
+            crate::mbuf::free_bulk(addrs.iter().take(k).filter_map(|a| {
+                // SAFETY: the shim initialised the first k entries from the
+                // completion ring: frames this queue sent, now done.
+                unsafe { umem.take(a.assume_init(), 0) }
+            }));
+            if k < MAX_BURST {
+                break;
+            }
+        }
+    }
 }
 
 impl TxQueue for XdpTx {
     type Buf = Mbuf;
 
     fn tx_burst(&mut self, pkts: &mut Batch<Mbuf>) -> usize {
-        let n = pkts.len().min(MAX_BURST);
+        self.complete();
+        let umem = &*self.xsk.umem;
+        let n = pkts
+            .len()
+            .min(MAX_BURST)
+            .min(umem.ring as usize - self.outstanding);
         if n == 0 {
             return 0;
         }
-        let mut data = [const { MaybeUninit::<*const u8>::uninit() }; MAX_BURST];
-        let mut lens = [const { MaybeUninit::<u32>::uninit() }; MAX_BURST];
-        let mut bytes = 0usize;
-        for (i, m) in pkts.iter().take(n).enumerate() {
-            data[i].write(m.data().as_ptr());
-            lens[i].write(m.len() as u32);
-        }
-        // SAFETY: the first n entries describe n live buffers in `pkts`,
-        // which the shim copies into UMEM frames before returning; this
-        // queue is the socket's only TX user.
-        let sent = unsafe {
-            ffi::sl_xsk_tx(
-                self.xsk.0,
-                data.as_ptr().cast(),
-                lens.as_ptr().cast(),
-                n as u32,
-            )
-        } as usize;
-        for m in pkts.iter().take(sent) {
+        let taken = n;
+        let mut addrs = [0u64; MAX_BURST];
+        let mut lens = [0u32; MAX_BURST];
+        let mut bytes = 0;
+        let mut k = 0;
+        for m in pkts.drain_front(n) {
+            // A buffer from another pool is copied into a UMEM buffer (and
+            // freed); with the pool dry or the frame too long for a chunk
+            // it is dropped and counted.
+            let m = if umem.pool.owns(&m) {
+                m
+            } else {
+                match umem
+                    .pool
+                    .alloc()
+                    .and_then(|mut u| u.copy_from(m.data()).then_some(u))
+                {
+                    Some(u) => u,
+                    None => {
+                        self.dropped.add(1);
+                        continue;
+                    }
+                }
+            };
+            lens[k] = m.len() as u32;
             bytes += m.len();
+            addrs[k] = umem.give(m);
+            k += 1;
         }
-        crate::mbuf::free_bulk(pkts.drain_front(sent));
-        self.c.packets.add(sent as u64);
+        let n = k;
+        // SAFETY: n frames of this UMEM, given up above; the TX ring has
+        // room for them (at most `ring` outstanding), and this queue is
+        // the socket's only TX user.
+        let sent = unsafe { ffi::sl_xsk_tx(self.xsk.raw, addrs.as_ptr(), lens.as_ptr(), n as u32) };
+        if sent == 0 && n > 0 {
+            // Cannot happen with the room check above; free, do not leak.
+            for &a in &addrs[..n] {
+                // SAFETY: given up above and never posted.
+                drop(unsafe { umem.take(a, 0) });
+            }
+            self.dropped.add(n as u64);
+            return taken;
+        }
+        self.outstanding += n;
+        self.c.packets.add(n as u64);
         self.c.bytes.add(bytes as u64);
-        sent
+        taken
     }
 }
 
@@ -185,16 +401,19 @@ struct Control {
     xsk: Arc<Xsk>,
     rx: Arc<QueueCounters>,
     tx: Arc<QueueCounters>,
+    bad: Arc<crate::Counter>,
+    dropped: Arc<crate::Counter>,
     stopped: Arc<AtomicBool>,
 }
 
 impl Control {
-    /// rx_dropped, rx_ring_full, rx_fill_ring_empty_descs, rx_invalid_descs.
-    fn kernel(&self) -> [u64; 4] {
-        let mut v = [0u64; 4];
-        // SAFETY: a live socket and room for the four counters; reading
+    /// rx_dropped, rx_ring_full, rx_fill_ring_empty_descs,
+    /// rx_invalid_descs, tx_invalid_descs.
+    fn kernel(&self) -> [u64; 5] {
+        let mut v = [0u64; 5];
+        // SAFETY: a live socket and room for the five counters; reading
         // them (getsockopt) does not touch the rings.
-        unsafe { ffi::sl_xsk_stats(self.xsk.0, v.as_mut_ptr()) };
+        unsafe { ffi::sl_xsk_stats(self.xsk.raw, v.as_mut_ptr()) };
         v
     }
 }
@@ -204,14 +423,12 @@ impl PortControl for Control {
         "afxdp"
     }
     fn stats(&self) -> PortStats {
+        let k = self.kernel();
         PortStats {
             // Frames the kernel could not hand to the socket (its
             // rx_dropped already counts those that found the fill ring
-            // empty).
-            imissed: {
-                let k = self.kernel();
-                k[0] + k[1]
-            },
+            // empty), and any it handed back that were no frame of ours.
+            imissed: k[0] + k[1] + self.bad.get(),
             ..PortStats::from_queues([&*self.rx], [&*self.tx])
         }
     }
@@ -219,7 +436,7 @@ impl PortControl for Control {
         Caps {
             max_burst: MAX_BURST,
             rx_interrupt: true,
-            max_frame: FRAME_SIZE as usize,
+            max_frame: MAX_FRAME,
         }
     }
     fn stop_rx(&self) {
@@ -232,69 +449,82 @@ impl PortControl for Control {
             ("xdp_rx_ring_full", k[1]),
             ("xdp_rx_fill_ring_empty", k[2]),
             ("xdp_rx_invalid_descs", k[3]),
+            ("xdp_tx_invalid_descs", k[4]),
+            ("rx_bad_frames", self.bad.get()),
+            ("tx_dropped", self.dropped.get()),
+            ("umem_free", self.xsk.umem.pool.available_shared() as u64),
         ]
     }
 }
 
-/// Opens an AF_XDP port on queue 0 of the interface (needs CAP_NET_ADMIN
-/// and CAP_BPF or root).
-pub fn open(cfg: &AfXdpConfig) -> Result<OpenPort, PortError> {
+/// Opens an AF_XDP port on queue 0 of the interface, on `umem` (needs
+/// CAP_NET_ADMIN and CAP_BPF or root). Posts a ring's worth of the UMEM's
+/// buffers to the socket's fill ring.
+pub fn open(cfg: &AfXdpConfig, umem: &Arc<Umem>) -> Result<OpenPort, PortError> {
     let name = CString::new(cfg.iface.as_str())
         .map_err(|_| PortError::Config(format!("interface name {:?}", cfg.iface)))?;
     let mut err = 0;
-    let frames = cfg.frames.max(64).next_power_of_two();
-    // SAFETY: a valid C string and an out pointer for the error.
-    let x = unsafe {
+    // SAFETY: a live UMEM, a valid C string and an out pointer for the
+    // error.
+    let raw = unsafe {
         ffi::sl_xsk_open(
+            umem.raw,
             name.as_ptr(),
             0,
-            frames,
-            FRAME_SIZE,
+            umem.ring,
             i32::from(cfg.zerocopy),
             i32::from(cfg.skb_mode),
             &mut err,
         )
     };
-    if x.is_null() {
+    if raw.is_null() {
         return Err(PortError::Io {
             path: format!("AF_XDP {}", cfg.iface),
             source: std::io::Error::from_raw_os_error(-err),
         });
     }
-    let xsk = Arc::new(Xsk(x));
+    let xsk = Arc::new(Xsk {
+        raw,
+        umem: umem.clone(),
+    });
     // SAFETY: a live socket handle.
-    let fd = unsafe { ffi::sl_xsk_fd(xsk.0) };
-    let pool = Pool::new(
-        &format!("afxdp{}", cfg.port),
-        cfg.pool_size,
-        FRAME_SIZE as usize,
-    )?;
+    let fd = unsafe { ffi::sl_xsk_fd(xsk.raw) };
     let (rxc, txc) = (
         Arc::new(QueueCounters::default()),
         Arc::new(QueueCounters::default()),
     );
+    let bad = Arc::new(crate::Counter::default());
+    let dropped = Arc::new(crate::Counter::default());
     let stopped = Arc::new(AtomicBool::new(false));
-    let rx = Box::new(XdpRx {
+    let mut rx = XdpRx {
         xsk: xsk.clone(),
         intr: Intr(fd),
-        pool,
         port: cfg.port,
         c: rxc.clone(),
         stopped: stopped.clone(),
-    }) as BoxRx;
-    let xsk_ctl = xsk.clone();
+        in_fill: 0,
+        spare: Batch::new(MAX_BURST),
+        bad: bad.clone(),
+    };
+    rx.refill();
+    // The buffers left in this thread's cache go back for the workers.
+    umem.pool.flush_cache();
     let tx = Box::new(XdpTx {
-        xsk,
+        xsk: xsk.clone(),
         c: txc.clone(),
+        dropped: dropped.clone(),
+        outstanding: 0,
     }) as BoxTx;
     Ok(OpenPort {
         control: Arc::new(Control {
-            xsk: xsk_ctl,
+            xsk,
             rx: rxc,
             tx: txc,
+            bad,
+            dropped,
             stopped,
         }),
-        rx: vec![rx],
+        rx: vec![Box::new(rx) as BoxRx],
         tx: vec![tx],
     })
 }

@@ -27,7 +27,8 @@ pub const HEADROOM: usize = 128;
 pub const DEFAULT_DATA_ROOM: usize = 2048;
 /// Buffers a thread keeps cached per pool before flushing to the shared list.
 pub const CACHE_SIZE: usize = 256;
-const HDR_LEN: usize = 64;
+/// Bytes of the buffer header at the start of each slot.
+pub const HDR_LEN: usize = 64;
 
 /// The buffer header, at the start of each slot.
 #[repr(C, align(64))]
@@ -51,6 +52,10 @@ struct PoolInner {
     name: String,
     slots: usize,
     room: usize,
+    /// The arena: first slot's address, bytes, bytes per slot.
+    base: usize,
+    bytes: usize,
+    slot_size: usize,
     shared: Mutex<Vec<usize>>,
 }
 
@@ -135,6 +140,9 @@ impl Pool {
             name: name.to_string(),
             slots: n,
             room,
+            base: addr,
+            bytes,
+            slot_size,
             shared: Mutex::new(free),
         }));
         Ok(Pool(inner))
@@ -148,6 +156,18 @@ impl Pool {
     /// Total buffers.
     pub fn capacity(&self) -> usize {
         self.0.slots
+    }
+
+    /// The arena: its address, length in bytes, and bytes per slot (slots
+    /// are contiguous from the address). An AF_XDP UMEM registers it.
+    pub fn arena(&self) -> (usize, usize, usize) {
+        (self.0.base, self.0.bytes, self.0.slot_size)
+    }
+
+    /// Whether `m` is one of this pool's buffers.
+    #[inline(always)]
+    pub fn owns(&self, m: &Mbuf) -> bool {
+        std::ptr::eq(m.h().pool, self.0)
     }
 
     /// Buffers in the shared free list (not counting per-thread caches).
@@ -339,6 +359,51 @@ impl Mbuf {
                 hdr: NonNull::new_unchecked(hdr),
             }
         }
+    }
+
+    /// Gives up the buffer without freeing it and returns its slot's
+    /// address (for a device that takes ownership, like an AF_XDP fill or
+    /// TX ring). [`Mbuf::from_slot`] takes it back.
+    #[inline(always)]
+    pub fn into_slot(self) -> usize {
+        let addr = self.hdr.as_ptr() as usize;
+        std::mem::forget(self);
+        addr
+    }
+
+    /// Takes back a buffer given up with [`Mbuf::into_slot`].
+    ///
+    /// # Safety
+    /// `addr` must have come from `into_slot` and not been taken back
+    /// since, and nothing may write the slot's first [`HDR_LEN`] bytes in
+    /// between.
+    #[inline(always)]
+    pub unsafe fn from_slot(addr: usize) -> Mbuf {
+        // SAFETY: per the contract, a slot with a live header that the
+        // caller owns again; slots are never at address 0.
+        Mbuf {
+            hdr: unsafe { NonNull::new_unchecked(addr as *mut Hdr) },
+        }
+    }
+
+    /// Sets the packet to `len` bytes at `off` bytes into the room (what a
+    /// device that wrote the frame itself reports). False if it does not
+    /// fit.
+    #[inline(always)]
+    pub fn set_data(&mut self, off: usize, len: usize) -> bool {
+        if off + len > self.h().pool.room {
+            return false;
+        }
+        let h = self.h_mut();
+        h.data_off = off as u16;
+        h.data_len = len as u16;
+        true
+    }
+
+    /// Bytes from the start of the slot to the packet data.
+    #[inline(always)]
+    pub fn data_offset_in_slot(&self) -> usize {
+        HDR_LEN + usize::from(self.h().data_off)
     }
 
     #[inline(always)]
@@ -547,6 +612,35 @@ impl PacketBuf for Mbuf {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn slots_given_up_come_back_whole() {
+        // The AF_XDP UMEM's shape: 2 KiB slots, contiguous from the base.
+        let p = Pool::new("slots", 64, 2048 - HDR_LEN - HEADROOM).unwrap();
+        let (base, bytes, slot) = p.arena();
+        assert_eq!((slot, bytes), (2048, 64 * 2048));
+        assert_eq!(base % 4096, 0);
+        let mut m = p.alloc().unwrap();
+        assert!(m.copy_from(b"frame"));
+        assert!(p.owns(&m));
+        let addr = m.into_slot();
+        assert_eq!((addr - base) % slot, 0);
+        // A device wrote 60 bytes 256 bytes into the slot.
+        // SAFETY: given up just above; the test writes only the room.
+        unsafe { std::ptr::write_bytes((addr + 256) as *mut u8, 0xab, 60) };
+        // SAFETY: given up above, taken back once.
+        let mut m = unsafe { Mbuf::from_slot(addr) };
+        assert!(m.set_data(256 - HDR_LEN, 60));
+        assert_eq!(m.data_offset_in_slot(), 256);
+        assert_eq!(m.data(), &[0xab; 60][..]);
+        assert!(!m.set_data(256 - HDR_LEN, 2048));
+        let other = Pool::new("other", 1, 64).unwrap();
+        assert!(!other.owns(&m));
+        drop(m);
+        // Nothing lost: all 64 can be allocated again.
+        let all: Vec<Mbuf> = (0..64).map_while(|_| p.alloc()).collect();
+        assert_eq!(all.len(), 64);
+    }
 
     #[test]
     fn alloc_free_recycles_without_loss() {

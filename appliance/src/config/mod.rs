@@ -273,7 +273,7 @@ enum Driver {
 struct RawAfXdp {
     /// Interface name (queue 0).
     iface: Spanned<String>,
-    /// UMEM frames of 2 KiB.
+    /// The port's share of the shared UMEM, in 2 KiB frames.
     frames: Option<Spanned<u32>>,
     /// Ask for zero-copy binding.
     #[serde(default)]
@@ -525,7 +525,7 @@ pub enum PortKind {
     AfXdp {
         /// Interface name.
         iface: String,
-        /// UMEM frames.
+        /// The port's share of the shared UMEM, in 2 KiB frames.
         frames: u32,
         /// Zero-copy binding.
         zerocopy: bool,
