@@ -63,6 +63,36 @@ pub trait ForwardMode: Clone + Send + 'static {
         None
     }
 
+    /// Processes a burst received on `in_port`. Returns `Some(v)` when
+    /// every packet's verdict is `v` (then `verdicts` may be left
+    /// unwritten), else `None` with `verdicts[i]` the verdict of
+    /// `pkts[i]`. The default calls [`ForwardMode::process`] per packet; a
+    /// mode whose verdict rarely depends on the packet (macswap) can do
+    /// the burst in one tight loop.
+    #[inline]
+    fn process_burst<P: Frame>(
+        &mut self,
+        pkts: &mut [P],
+        in_port: u16,
+        verdicts: &mut [Verdict],
+    ) -> Option<Verdict> {
+        let mut first: Option<Verdict> = None;
+        let mut uniform = true;
+        for (m, v) in pkts.iter_mut().zip(verdicts.iter_mut()) {
+            *v = self.process(m, in_port);
+            match first {
+                None => first = Some(*v),
+                Some(f) if f == *v => {}
+                Some(_) => uniform = false,
+            }
+        }
+        if uniform {
+            first
+        } else {
+            None
+        }
+    }
+
     /// Called once per poll round with the current time (ns, monotonic).
     #[inline]
     fn tick(&mut self, _now_ns: u64) {}
@@ -162,6 +192,35 @@ impl ForwardMode for MacSwap {
         };
         eth.swap_addrs();
         Verdict::Forward(self.0.of(in_port))
+    }
+
+    #[inline]
+    fn process_burst<P: Frame>(
+        &mut self,
+        pkts: &mut [P],
+        in_port: u16,
+        verdicts: &mut [Verdict],
+    ) -> Option<Verdict> {
+        let fwd = Verdict::Forward(self.0.of(in_port));
+        let mut short = false;
+        for m in pkts.iter_mut() {
+            match EthernetFrame::new_checked(m.bytes_mut()) {
+                Ok(mut eth) => eth.swap_addrs(),
+                Err(_) => short = true,
+            }
+        }
+        if !short {
+            return Some(fwd);
+        }
+        // A runt in the burst (rare): per-packet verdicts.
+        for (m, v) in pkts.iter().zip(verdicts.iter_mut()) {
+            *v = if m.bytes().len() < ETHERNET_HEADER_LEN {
+                Verdict::Drop(DropReason::Truncated)
+            } else {
+                fwd
+            };
+        }
+        None
     }
 }
 
@@ -282,6 +341,42 @@ mod tests {
         MacSwap(Peers::paired(1)).process(&mut f, 0);
         assert_eq!(&f[0..6], &[2, 0, 0, 0, 0, 1]);
         assert_eq!(&f[6..12], &[2, 0, 0, 0, 0, 2]);
+    }
+
+    #[test]
+    fn burst_paths_agree_with_per_packet() {
+        // MacSwap's burst loop: a clean burst gives one verdict; a runt in
+        // it gives per-packet verdicts, and every packet is as `process`
+        // leaves it.
+        let runt = vec![1u8; 10];
+        for burst in [vec![udp4(), udp4()], vec![udp4(), runt.clone(), udp4()]] {
+            let mut one = burst.clone();
+            let mut m = MacSwap(Peers::paired(2));
+            let want: Vec<Verdict> = one.iter_mut().map(|f| m.process(f, 1)).collect();
+            let mut all = burst.clone();
+            let mut v = vec![Verdict::Drop(DropReason::NotIp); all.len()];
+            match m.process_burst(&mut all, 1, &mut v) {
+                Some(x) => assert!(want.iter().all(|w| *w == x)),
+                None => assert_eq!(v, want),
+            }
+            assert_eq!(all, one);
+            assert_eq!(
+                burst.len() == 2,
+                m.process_burst(&mut burst.clone(), 1, &mut v).is_some()
+            );
+        }
+        // The default (per-packet) burst: 5tswap drops the runt only.
+        let mut m = FiveTupleSwap(Peers::paired(2));
+        let mut pkts = vec![udp4(), runt];
+        let mut v = vec![Verdict::Forward(9); 2];
+        assert_eq!(m.process_burst(&mut pkts, 0, &mut v), None);
+        assert_eq!(v[0], Verdict::Forward(1));
+        assert!(matches!(v[1], Verdict::Drop(_)));
+        let mut pkts = vec![udp4(), udp4()];
+        assert_eq!(
+            m.process_burst(&mut pkts, 0, &mut v),
+            Some(Verdict::Forward(1))
+        );
     }
 
     #[test]

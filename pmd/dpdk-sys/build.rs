@@ -42,7 +42,7 @@ fn main() {
         .allowlist_function(
             "rte_(eal_init|eal_cleanup|strerror|socket_id|lcore_id|pktmbuf_pool_create|mempool_free|mempool_avail_count|eth_dev_configure|eth_rx_queue_setup|eth_tx_queue_setup|eth_dev_start|eth_dev_stop|eth_dev_close|eth_dev_count_avail|eth_dev_socket_id|eth_stats_get|eth_promiscuous_enable|eth_dev_info_get|eth_macaddr_get|eth_dev_get_port_by_name|mbuf_dyn_rx_timestamp_register|thread_register|eth_dev_rx_intr_enable|eth_dev_rx_intr_disable|eth_dev_rx_intr_ctl_q_get_fd|vdev_init)",
         )
-        .allowlist_type("rte_mbuf|rte_eth_conf|rte_eth_stats|rte_eth_dev_info|rte_ether_addr|rte_eth_rxconf|rte_eth_txconf")
+        .allowlist_type("rte_mbuf|rte_eth_fp_ops|rte_eth_conf|rte_eth_stats|rte_eth_dev_info|rte_ether_addr|rte_eth_rxconf|rte_eth_txconf")
         .opaque_type("rte_mempool|rte_arp_hdr|rte_l2tpv2_combined_msg_hdr")
         .blocklist_type("max_align_t")
         .layout_tests(false)

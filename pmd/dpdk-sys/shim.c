@@ -15,6 +15,11 @@ uint16_t sluice_tx_burst(uint16_t port, uint16_t queue, struct rte_mbuf **pkts, 
 	return rte_eth_tx_burst(port, queue, pkts, n);
 }
 
+struct rte_eth_fp_ops *sluice_fp_ops(uint16_t port)
+{
+	return &rte_eth_fp_ops[port];
+}
+
 struct rte_mbuf *sluice_pktmbuf_alloc(struct rte_mempool *mp)
 {
 	return rte_pktmbuf_alloc(mp);

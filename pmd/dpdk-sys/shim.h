@@ -11,6 +11,9 @@
 
 uint16_t sluice_rx_burst(uint16_t port, uint16_t queue, struct rte_mbuf **pkts, uint16_t n);
 uint16_t sluice_tx_burst(uint16_t port, uint16_t queue, struct rte_mbuf **pkts, uint16_t n);
+/* The port's fast-path entry (rte_eth_fp_ops[port], what rte_eth_rx_burst
+ * and rte_eth_tx_burst read): its address is fixed for the process. */
+struct rte_eth_fp_ops *sluice_fp_ops(uint16_t port);
 struct rte_mbuf *sluice_pktmbuf_alloc(struct rte_mempool *mp);
 void sluice_pktmbuf_free(struct rte_mbuf *m);
 int sluice_set_data_len(struct rte_mbuf *m, uint16_t len);

@@ -27,7 +27,7 @@ use dpdk_sys as ffi;
 use std::ffi::{CStr, CString};
 use std::os::raw::{c_char, c_int};
 use std::ptr::NonNull;
-use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicPtr, Ordering};
 use std::sync::Arc;
 
 fn err(what: &str) -> PortError {
@@ -377,7 +377,67 @@ impl Drop for Control {
     }
 }
 
+/// A port's fast-path entry, `rte_eth_fp_ops[port]`: the driver's burst
+/// functions and queue pointers, which DPDK's inline `rte_eth_rx_burst`
+/// and `rte_eth_tx_burst` read on every call. Reading it here saves the
+/// shim's call layer on each burst.
+#[derive(Clone, Copy)]
+struct FpOps(*const ffi::rte_eth_fp_ops);
+
+// SAFETY: the pointer is to an element of a global array that lives for the
+// process; DPDK writes it only at port start and stop, while no worker
+// polls the port.
+unsafe impl Send for FpOps {}
+
+impl FpOps {
+    fn of(port: u16) -> FpOps {
+        // SAFETY: the address of an element of a static array.
+        FpOps(unsafe { ffi::sluice_fp_ops(port) })
+    }
+
+    /// `rte_eth_rx_burst` (the shim's when the queue has an RX callback).
+    ///
+    /// # Safety
+    /// As `rte_eth_rx_burst`: a started port, a queue this thread owns,
+    /// room for `n` pointers at `pkts`.
+    #[inline(always)]
+    unsafe fn rx(self, port: u16, queue: u16, pkts: *mut *mut ffi::rte_mbuf, n: u16) -> u16 {
+        // SAFETY: per the contract; `queue` is below the configured count,
+        // for which DPDK sized the queue arrays. The callback slot is read
+        // with the relaxed atomic load DPDK's inline function uses.
+        unsafe {
+            let p = &*self.0;
+            let q = usize::from(queue);
+            let cb = AtomicPtr::from_ptr(p.rxq.clbk.add(q)).load(Ordering::Relaxed);
+            match p.rx_pkt_burst {
+                Some(f) if cb.is_null() => f(*p.rxq.data.add(q), pkts, n),
+                _ => ffi::sluice_rx_burst(port, queue, pkts, n),
+            }
+        }
+    }
+
+    /// `rte_eth_tx_burst` (the shim's when the queue has a TX callback).
+    ///
+    /// # Safety
+    /// As `rte_eth_tx_burst`: a started port, a queue this thread owns, `n`
+    /// mbufs at `pkts`.
+    #[inline(always)]
+    unsafe fn tx(self, port: u16, queue: u16, pkts: *mut *mut ffi::rte_mbuf, n: u16) -> u16 {
+        // SAFETY: as in `rx`.
+        unsafe {
+            let p = &*self.0;
+            let q = usize::from(queue);
+            let cb = AtomicPtr::from_ptr(p.txq.clbk.add(q)).load(Ordering::Relaxed);
+            match p.tx_pkt_burst {
+                Some(f) if cb.is_null() => f(*p.txq.data.add(q), pkts, n),
+                _ => ffi::sluice_tx_burst(port, queue, pkts, n),
+            }
+        }
+    }
+}
+
 struct DpdkRx {
+    fp: FpOps,
     port: u16,
     queue: u16,
     intr: Option<DpdkIntr>,
@@ -401,7 +461,7 @@ impl RxQueue for DpdkRx {
         let slots = out.spare_ptr().cast::<*mut ffi::rte_mbuf>();
         // SAFETY: this worker owns (port, queue) exclusively; `slots` has
         // room for `room` pointers in the batch's storage.
-        let n = unsafe { ffi::sluice_rx_burst(self.port, self.queue, slots, room) };
+        let n = unsafe { self.fp.rx(self.port, self.queue, slots, room) };
         // SAFETY: the driver initialised the first n slots with non-null
         // mbufs we now own, and n <= room.
         unsafe { out.grow(usize::from(n)) };
@@ -424,6 +484,7 @@ impl RxQueue for DpdkRx {
 }
 
 struct DpdkTx {
+    fp: FpOps,
     port: u16,
     queue: u16,
 }
@@ -442,8 +503,7 @@ impl TxQueue for DpdkTx {
             .cast::<*mut ffi::rte_mbuf>();
         // SAFETY: this worker owns (port, queue); raw points at n valid mbuf
         // pointers we own, laid out as `struct rte_mbuf **`.
-        let sent =
-            usize::from(unsafe { ffi::sluice_tx_burst(self.port, self.queue, raw, n as u16) });
+        let sent = usize::from(unsafe { self.fp.tx(self.port, self.queue, raw, n as u16) });
         // The driver owns the sent mbufs now: forget our handles to them.
         pkts.forget_front(sent);
         sent
@@ -579,6 +639,7 @@ pub fn open(
         .enumerate()
         .map(|(q, i)| {
             Box::new(DpdkRx {
+                fp: FpOps::of(port),
                 port,
                 queue: q as u16,
                 intr: i.filter(|_| all_intr),
@@ -602,7 +663,13 @@ pub fn open(
         })
         .collect();
     let tx = (0..cfg.txq)
-        .map(|q| Box::new(DpdkTx { port, queue: q }) as BoxTx<DpdkMbuf>)
+        .map(|q| {
+            Box::new(DpdkTx {
+                fp: FpOps::of(port),
+                port,
+                queue: q,
+            }) as BoxTx<DpdkMbuf>
+        })
         .collect();
     Ok(OpenPort {
         control: Arc::new(Control {

@@ -6,7 +6,7 @@
 //! One test: EAL initialises once per process.
 #![cfg(feature = "dpdk")]
 
-use pipeline::fwd::{FiveTupleSwap, ForwardMode, Frame, Peers};
+use pipeline::fwd::{FiveTupleSwap, ForwardMode, Frame, MacSwap, Peers};
 use pmd::dpdk::{self, DpdkPortConfig, Eal, Mempool};
 use pmd::{Batch, PacketBuf};
 
@@ -113,6 +113,19 @@ fn null_and_ring_vdevs() {
             0,
             "checksum still valid"
         );
+    }
+    // macswap's burst loop on the mbufs: MACs swapped, one verdict.
+    let before: Vec<Vec<u8>> = b.iter().map(|m| m.data().to_vec()).collect();
+    let mut verdicts = vec![pipeline::verdict::Verdict::Forward(9); 8];
+    let v = MacSwap(Peers::paired(1)).process_burst(b.as_mut_slice(), 0, &mut verdicts);
+    assert_eq!(v, Some(pipeline::verdict::Verdict::Forward(0)));
+    assert_eq!(r.tx[0].tx_burst(&mut b), 8);
+    assert_eq!(r.rx[0].rx_burst(&mut b), 8);
+    for (m, f) in b.iter().zip(&before) {
+        let d = m.data();
+        assert_eq!(&d[..6], &f[6..12], "macswap: new destination");
+        assert_eq!(&d[6..12], &f[..6], "macswap: new source");
+        assert_eq!(&d[12..], &f[12..], "macswap: the rest as it was");
     }
     // Headroom operations on an mbuf.
     let mut m = b.pop().unwrap();

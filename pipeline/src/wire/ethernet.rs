@@ -146,9 +146,16 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> EthernetFrame<T> {
 
     /// Swaps source and destination MAC in place.
     pub fn swap_addrs(&mut self) {
-        let b = self.buf.as_mut();
-        let (dst, rest) = b.split_at_mut(6);
-        dst.swap_with_slice(&mut rest[..6]);
+        // Both addresses are read (one 8- and one 4-byte load) before
+        // either is written: byte-wise swapping interleaves loads with
+        // stores to the same 16 bytes, which stalls store forwarding.
+        let b = &mut self.buf.as_mut()[..12];
+        let lo = u64::from_le_bytes([b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7]]);
+        let hi = u64::from(u32::from_le_bytes([b[8], b[9], b[10], b[11]]));
+        let dst = lo & 0xffff_ffff_ffff;
+        let src = (lo >> 48) | (hi << 16);
+        b[..8].copy_from_slice(&(src | (dst << 48)).to_le_bytes());
+        b[8..].copy_from_slice(&((dst >> 16) as u32).to_le_bytes());
     }
 
     /// The bytes after the header, mutable.
