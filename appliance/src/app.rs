@@ -17,7 +17,7 @@ use pipeline::router::{Router, RouterConfig};
 use pmd::hist::hist_pair;
 use pmd::softnic::{Generator, SoftnicConfig};
 use pmd::sys::Tsc;
-use pmd::{BoxRx, BoxTx, PacketBuf};
+use pmd::{PacketBuf, RxQueue, TxQueue};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
@@ -37,13 +37,19 @@ fn pin(core: usize, who: &str) {
 
 type Leftovers<B> = Vec<rtrb::Consumer<Handed<B>>>;
 
-fn spawn_worker<B: PacketBuf, F: ForwardMode>(
+fn spawn_worker<B, R, T, F>(
     core: usize,
-    setup: WorkerSetup<B>,
+    setup: WorkerSetup<B, R, T>,
     fwd: F,
     stop: Arc<AtomicBool>,
     on_start: fn(),
-) -> Result<JoinHandle<Leftovers<B>>> {
+) -> Result<JoinHandle<Leftovers<B>>>
+where
+    B: PacketBuf,
+    R: RxQueue<Buf = B> + 'static,
+    T: TxQueue<Buf = B> + 'static,
+    F: ForwardMode,
+{
     std::thread::Builder::new()
         .name(format!("worker-{core}"))
         .spawn(move || {
@@ -301,18 +307,23 @@ pub fn run(cfg: &Config, stop: &AtomicBool, emit: &mut dyn FnMut(&Report)) -> Re
 /// Runs the appliance on opened ports of one buffer family: hands each
 /// queue to its worker, spawns the workers (each calls `on_start` first,
 /// after pinning) and the generator, runs the management loop, and stops.
-pub(crate) fn run_ports<B: PacketBuf>(
+pub(crate) fn run_ports<B, R, T>(
     cfg: &Config,
     tsc: Tsc,
-    opened: Vec<(pmd::OpenPort<B>, Option<pmd::hist::HistReader>)>,
+    opened: Vec<(pmd::OpenPort<B, R, T>, Option<pmd::hist::HistReader>)>,
     gen: Option<Generator>,
     on_start: fn(),
     stop: &AtomicBool,
     emit: &mut dyn FnMut(&Report),
-) -> Result<Report> {
+) -> Result<Report>
+where
+    B: PacketBuf,
+    R: RxQueue<Buf = B> + 'static,
+    T: TxQueue<Buf = B> + 'static,
+{
     let nports = cfg.ports.len();
-    let mut rx: Vec<Vec<Option<BoxRx<B>>>> = Vec::new();
-    let mut tx: Vec<Vec<Option<BoxTx<B>>>> = Vec::new();
+    let mut rx: Vec<Vec<Option<R>>> = Vec::new();
+    let mut tx: Vec<Vec<Option<T>>> = Vec::new();
     let mut views = Vec::new();
     for ((open, e2e), p) in opened.into_iter().zip(&cfg.ports) {
         rx.push(open.rx.into_iter().map(Some).collect());

@@ -35,19 +35,19 @@ const PUBLISH: Duration = Duration::from_millis(10);
 const CLOCK_EVERY: u32 = 4;
 
 /// An RX queue a worker polls.
-pub struct RxSlot<B> {
+pub struct RxSlot<R> {
     /// Port id.
     pub port: u16,
-    /// The queue.
-    pub q: Box<dyn RxQueue<Buf = B>>,
+    /// The queue (a driver's own type, or a `BoxRx`).
+    pub q: R,
 }
 
 /// A TX queue a worker owns, with its residency histogram.
-pub struct TxSlot<B> {
+pub struct TxSlot<T> {
     /// Port id.
     pub port: u16,
-    /// The queue.
-    pub q: Box<dyn TxQueue<Buf = B>>,
+    /// The queue (a driver's own type, or a `BoxTx`).
+    pub q: T,
     /// RX→TX residency of packets sent on this port (TSC cycles).
     pub hist: HistWriter,
 }
@@ -96,14 +96,15 @@ impl<B> Handoff<B> {
     }
 }
 
-/// Everything a worker owns.
-pub struct WorkerSetup<B> {
+/// Everything a worker owns. The queue types are a driver's own (DPDK: no
+/// dynamic dispatch per burst) or boxed (a mix of drivers).
+pub struct WorkerSetup<B, R = pmd::BoxRx<B>, T = pmd::BoxTx<B>> {
     /// Core it runs on (for logs).
     pub core: usize,
     /// RX queues.
-    pub rx: Vec<RxSlot<B>>,
+    pub rx: Vec<RxSlot<R>>,
     /// TX queues.
-    pub tx: Vec<TxSlot<B>>,
+    pub tx: Vec<TxSlot<T>>,
     /// Counters it publishes.
     pub counters: Arc<WorkerCounters>,
     /// Burst size.
@@ -120,8 +121,8 @@ pub struct WorkerSetup<B> {
     pub handoff: Handoff<B>,
 }
 
-struct Tx<B> {
-    q: Box<dyn TxQueue<Buf = B>>,
+struct Tx<B, T> {
+    q: T,
     buf: Batch<B>,
     /// When each buffered packet was received (TSC), parallel to `buf`:
     /// kept here, in a hot array, rather than in the buffer (for an
@@ -134,7 +135,7 @@ struct Tx<B> {
 
 /// Sends what `tx` holds; counts what the ring did not take as `tx_full`.
 #[inline]
-fn flush<B: PacketBuf>(tx: &mut Tx<B>, now: u64, pc: &PortCounters) {
+fn flush<B: PacketBuf, T: TxQueue<Buf = B>>(tx: &mut Tx<B, T>, now: u64, pc: &PortCounters) {
     let buf = &mut tx.buf;
     if buf.is_empty() {
         return;
@@ -161,10 +162,10 @@ fn flush<B: PacketBuf>(tx: &mut Tx<B>, now: u64, pc: &PortCounters) {
     pc.tx_pkts.add(sent as u64);
 }
 
-struct Worker<'a, B, F> {
+struct Worker<'a, B, R, T, F> {
     fwd: F,
-    rx: Vec<RxSlot<B>>,
-    tx: Vec<Option<Tx<B>>>,
+    rx: Vec<RxSlot<R>>,
+    tx: Vec<Option<Tx<B, T>>>,
     rxb: Batch<B>,
     c: &'a WorkerCounters,
     stop: &'a AtomicBool,
@@ -192,8 +193,8 @@ struct Worker<'a, B, F> {
 ///
 /// Returns its handoff rings' receiving ends: packets other workers handed
 /// it after it stopped are still in them, for the caller to count.
-pub fn run<B: PacketBuf, F: ForwardMode>(
-    setup: WorkerSetup<B>,
+pub fn run<B: PacketBuf, R: RxQueue<Buf = B>, T: TxQueue<Buf = B>, F: ForwardMode>(
+    setup: WorkerSetup<B, R, T>,
     fwd: F,
     stop: &AtomicBool,
 ) -> Vec<rtrb::Consumer<Handed<B>>> {
@@ -210,7 +211,7 @@ pub fn run<B: PacketBuf, F: ForwardMode>(
         handoff,
     } = setup;
     let c = &*counters;
-    let mut tx: Vec<Option<Tx<B>>> = (0..c.ports.len()).map(|_| None).collect();
+    let mut tx: Vec<Option<Tx<B, T>>> = (0..c.ports.len()).map(|_| None).collect();
     for s in tx_slots {
         tx[usize::from(s.port)] = Some(Tx {
             q: s.q,
@@ -263,7 +264,11 @@ pub fn run<B: PacketBuf, F: ForwardMode>(
 /// Hands a whole received burst to the empty TX buffer's queue; what the
 /// ring does not take is counted as `tx_full` and freed.
 #[inline]
-fn send_burst<B: PacketBuf>(t: &mut Tx<B>, burst: &mut Batch<B>, pc: &PortCounters) {
+fn send_burst<B: PacketBuf, T: TxQueue<Buf = B>>(
+    t: &mut Tx<B, T>,
+    burst: &mut Batch<B>,
+    pc: &PortCounters,
+) {
     let n = burst.len();
     let sent = t.q.tx_burst(burst);
     // Residency is recorded when the round ends (`Worker::settle`).
@@ -281,12 +286,12 @@ fn send_burst<B: PacketBuf>(t: &mut Tx<B>, burst: &mut Batch<B>, pc: &PortCounte
 /// here already), or the drop counters of its input port.
 #[inline(always)]
 #[allow(clippy::too_many_arguments)]
-fn dispatch<B: PacketBuf>(
+fn dispatch<B: PacketBuf, T: TxQueue<Buf = B>>(
     v: Verdict,
     m: B,
     in_port: u16,
     rx_at: u64,
-    tx: &mut [Option<Tx<B>>],
+    tx: &mut [Option<Tx<B, T>>],
     c: &WorkerCounters,
     out: &mut [Option<rtrb::Producer<Handed<B>>>],
     handed: bool,
@@ -320,7 +325,7 @@ fn dispatch<B: PacketBuf>(
 
 /// An epoll set over the queues' interrupt lines, or `None` if a queue has
 /// none (or epoll fails).
-fn intr_set<B: PacketBuf>(rx: &[RxSlot<B>]) -> Option<Epoll> {
+fn intr_set<R: RxQueue>(rx: &[RxSlot<R>]) -> Option<Epoll> {
     let ep = Epoll::new(rx.len()).ok()?;
     for (i, s) in rx.iter().enumerate() {
         ep.add(s.q.interrupt()?.fd(), i as u64).ok()?;
@@ -328,7 +333,9 @@ fn intr_set<B: PacketBuf>(rx: &[RxSlot<B>]) -> Option<Epoll> {
     Some(ep)
 }
 
-impl<B: PacketBuf, F: ForwardMode> Worker<'_, B, F> {
+impl<B: PacketBuf, R: RxQueue<Buf = B>, T: TxQueue<Buf = B>, F: ForwardMode>
+    Worker<'_, B, R, T, F>
+{
     /// Polls every RX queue once: up to `quota` packets per queue, in
     /// rx_burst calls of at most `chunk`, stopping early at `deadline`
     /// (TSC; `u64::MAX` for none). Returns the packets received and whether

@@ -552,6 +552,7 @@ pub fn open(cfg: &AfPacketConfig) -> Result<OpenPort, PortError> {
         }),
         rx,
         tx,
+        _buf: std::marker::PhantomData,
     })
 }
 

@@ -526,5 +526,6 @@ pub fn open(cfg: &AfXdpConfig, umem: &Arc<Umem>) -> Result<OpenPort, PortError> 
         }),
         rx: vec![Box::new(rx) as BoxRx],
         tx: vec![tx],
+        _buf: std::marker::PhantomData,
     })
 }

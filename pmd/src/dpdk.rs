@@ -20,8 +20,8 @@
 
 use crate::sys::rdtsc;
 use crate::{
-    Batch, BoxRx, BoxTx, Caps, OpenPort, PacketBuf, PortControl, PortError, PortStats, RxQueue,
-    TxQueue, MAX_BURST,
+    Batch, Caps, OpenPort, PacketBuf, PortControl, PortError, PortStats, RxQueue, TxQueue,
+    MAX_BURST,
 };
 use dpdk_sys as ffi;
 use std::ffi::{CStr, CString};
@@ -436,7 +436,8 @@ impl FpOps {
     }
 }
 
-struct DpdkRx {
+/// A DPDK RX queue (what [`open`] gives; workers call it directly).
+pub struct DpdkRx {
     fp: FpOps,
     port: u16,
     queue: u16,
@@ -483,7 +484,8 @@ impl RxQueue for DpdkRx {
     }
 }
 
-struct DpdkTx {
+/// A DPDK TX queue.
+pub struct DpdkTx {
     fp: FpOps,
     port: u16,
     queue: u16,
@@ -557,7 +559,7 @@ pub fn open(
     _eal: &Eal,
     cfg: &DpdkPortConfig,
     pool: &Mempool,
-) -> Result<OpenPort<DpdkMbuf>, PortError> {
+) -> Result<OpenPort<DpdkMbuf, DpdkRx, DpdkTx>, PortError> {
     let name = CString::new(cfg.device.as_str())
         .map_err(|_| PortError::Config("bad device name".into()))?;
     let mut port: u16 = 0;
@@ -637,15 +639,13 @@ pub fn open(
     let rx = intrs
         .into_iter()
         .enumerate()
-        .map(|(q, i)| {
-            Box::new(DpdkRx {
-                fp: FpOps::of(port),
-                port,
-                queue: q as u16,
-                intr: i.filter(|_| all_intr),
-                stopped: stopped.clone(),
-                stamp: cfg.stamp_rx,
-            }) as BoxRx<DpdkMbuf>
+        .map(|(q, i)| DpdkRx {
+            fp: FpOps::of(port),
+            port,
+            queue: q as u16,
+            intr: i.filter(|_| all_intr),
+            stopped: stopped.clone(),
+            stamp: cfg.stamp_rx,
         })
         .collect();
     // SAFETY: valid port id.
@@ -663,12 +663,10 @@ pub fn open(
         })
         .collect();
     let tx = (0..cfg.txq)
-        .map(|q| {
-            Box::new(DpdkTx {
-                fp: FpOps::of(port),
-                port,
-                queue: q,
-            }) as BoxTx<DpdkMbuf>
+        .map(|q| DpdkTx {
+            fp: FpOps::of(port),
+            port,
+            queue: q,
         })
         .collect();
     Ok(OpenPort {
@@ -685,5 +683,6 @@ pub fn open(
         }),
         rx,
         tx,
+        _buf: std::marker::PhantomData,
     })
 }

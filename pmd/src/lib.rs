@@ -130,6 +130,28 @@ pub trait TxQueue: Send {
     fn tx_burst(&mut self, pkts: &mut Batch<Self::Buf>) -> usize;
 }
 
+/// A boxed queue is a queue (dynamic dispatch, for workers over mixed
+/// drivers).
+impl<Q: RxQueue + ?Sized> RxQueue for Box<Q> {
+    type Buf = Q::Buf;
+    #[inline]
+    fn rx_burst(&mut self, out: &mut Batch<Self::Buf>) -> usize {
+        (**self).rx_burst(out)
+    }
+    #[inline]
+    fn interrupt(&self) -> Option<&dyn RxInterrupt> {
+        (**self).interrupt()
+    }
+}
+
+impl<Q: TxQueue + ?Sized> TxQueue for Box<Q> {
+    type Buf = Q::Buf;
+    #[inline]
+    fn tx_burst(&mut self, pkts: &mut Batch<Self::Buf>) -> usize {
+        (**self).tx_burst(pkts)
+    }
+}
+
 /// The interrupt line of one RX queue, as `rte_eth_dev_rx_intr_*` offers it:
 /// a file descriptor that becomes readable when the device raises the
 /// interrupt, which it does only while enabled. The poll-mode policies block
@@ -209,14 +231,18 @@ pub type BoxRx<B = Mbuf> = Box<dyn RxQueue<Buf = B>>;
 pub type BoxTx<B = Mbuf> = Box<dyn TxQueue<Buf = B>>;
 
 /// A port opened by a backend: its control handle and its queues, which the
-/// appliance hands out to workers (each queue to exactly one).
-pub struct OpenPort<B: PacketBuf = Mbuf> {
+/// appliance hands out to workers (each queue to exactly one). Queues are
+/// boxed (`BoxRx`, `BoxTx`) unless a backend gives its own types (DPDK:
+/// the workers then call the driver without dynamic dispatch).
+pub struct OpenPort<B: PacketBuf = Mbuf, R = BoxRx<B>, T = BoxTx<B>> {
     /// Counters and capabilities.
     pub control: Arc<dyn PortControl>,
     /// RX queues, index = queue id.
-    pub rx: Vec<BoxRx<B>>,
+    pub rx: Vec<R>,
     /// TX queues, index = queue id.
-    pub tx: Vec<BoxTx<B>>,
+    pub tx: Vec<T>,
+    /// The buffer type.
+    pub _buf: std::marker::PhantomData<fn() -> B>,
 }
 
 /// Errors opening a port.

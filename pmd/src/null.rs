@@ -143,6 +143,7 @@ pub fn open(cfg: &NullConfig) -> Result<OpenPort, PortError> {
         }),
         rx,
         tx,
+        _buf: std::marker::PhantomData,
     })
 }
 

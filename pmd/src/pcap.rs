@@ -289,6 +289,7 @@ pub fn open(cfg: &PcapConfig) -> Result<OpenPort, PortError> {
         }),
         rx: vec![rx],
         tx: vec![tx],
+        _buf: std::marker::PhantomData,
     })
 }
 

@@ -8,7 +8,7 @@
 
 use pipeline::fwd::{FiveTupleSwap, ForwardMode, Frame, MacSwap, Peers};
 use pmd::dpdk::{self, DpdkPortConfig, Eal, Mempool};
-use pmd::{Batch, PacketBuf};
+use pmd::{Batch, PacketBuf, RxQueue, TxQueue};
 
 fn frame() -> Vec<u8> {
     let mut f = vec![0u8; 60];

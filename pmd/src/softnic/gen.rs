@@ -355,6 +355,7 @@ impl Generator {
                 control: Arc::new(Control(shared)),
                 rx: rx_q,
                 tx: tx_q,
+                _buf: std::marker::PhantomData,
             },
             hist_r,
         ))
