@@ -206,6 +206,8 @@ pub struct Router {
     /// Per next hop (index as in the LPM tables): the gateway's MAC and the
     /// generation it was resolved in.
     hop_macs: Vec<(u32, MacAddr)>,
+    /// The router's own IPv4 addresses (from the interfaces), flat.
+    local4: Box<[u32]>,
 }
 
 /// A next hop resolved for a flow: valid while the router's generation is
@@ -236,7 +238,13 @@ impl Router {
             neigh6.insert((p, u128::from(a)), (m, STATIC));
         }
         let tokens = Self::burst(cfg.icmp_rate);
+        let local4 = cfg
+            .interfaces
+            .iter()
+            .flat_map(|i| i.ipv4.iter().map(|(a, _)| u32::from(*a)))
+            .collect();
         Router {
+            local4,
             cfg: Arc::new(cfg),
             neigh4,
             neigh6,
@@ -389,11 +397,9 @@ impl Router {
     }
 
     /// Whether `a` is one of the router's IPv4 addresses.
+    #[inline]
     pub fn is_local4(&self, a: u32) -> bool {
-        self.cfg
-            .interfaces
-            .iter()
-            .any(|i| i.ipv4.iter().any(|(x, _)| u32::from(*x) == a))
+        self.local4.contains(&a)
     }
 
     /// Whether `a` is one of the router's IPv6 addresses.
@@ -492,6 +498,33 @@ impl Router {
         b[0..6].copy_from_slice(&mac.0);
         b[6..12].copy_from_slice(&out_mac.0);
         Verdict::Forward(out)
+    }
+
+    /// The last stage of the burst path for a packet `fast4` accepted,
+    /// addressed to `dst`, whose route is next hop `nh`: forwards it (TTL
+    /// and checksum update, MACs) and returns the verdict, or `None` when
+    /// it needs the full path (next hop unknown or unresolved, over the
+    /// MTU), which then decides with nothing changed.
+    #[inline(always)]
+    fn forward_fast(&mut self, pkt: &mut impl Frame, dst: u32, nh: u32) -> Option<Verdict> {
+        let hop = *self.cfg.next_hops.get(nh as usize)?;
+        let oif = self.iface(hop.port)?;
+        let (out_mac, mtu) = (oif.mac, oif.mtu);
+        let b = pkt.bytes_mut();
+        if u16::from_be_bytes([b[16], b[17]]) > mtu {
+            return None;
+        }
+        let mac = self.hop_mac4(nh, hop, dst).ok()?;
+        let b = pkt.bytes_mut();
+        let l3 = &mut b[ETHERNET_HEADER_LEN..];
+        let old = u16::from_be_bytes([l3[8], l3[9]]);
+        l3[8] -= 1;
+        let new = u16::from_be_bytes([l3[8], l3[9]]);
+        let c = u16::from_be_bytes([l3[10], l3[11]]);
+        l3[10..12].copy_from_slice(&checksum::update16(c, old, new).to_be_bytes());
+        b[0..6].copy_from_slice(&mac.0);
+        b[6..12].copy_from_slice(&out_mac.0);
+        Some(Verdict::Forward(hop.port))
     }
 
     /// Packets for the router itself: answer echo requests, consume the rest.
@@ -995,13 +1028,130 @@ fn learn<K: std::hash::Hash + Eq>(
 
 /// Destinations and sources a router never forwards for (RFC 1812 5.3.7):
 /// 0/8, 127/8, multicast and reserved 224/3, limited broadcast.
+/// The per-packet burst loop (`ForwardMode::process_burst`'s default), for
+/// modes that override it but need it in some cases.
+fn default_burst<F: ForwardMode, P: Frame>(
+    f: &mut F,
+    pkts: &mut [P],
+    in_port: u16,
+    verdicts: &mut [Verdict],
+) -> Option<Verdict> {
+    let mut first: Option<Verdict> = None;
+    let mut uniform = true;
+    for (m, v) in pkts.iter_mut().zip(verdicts.iter_mut()) {
+        *v = f.process(m, in_port);
+        match first {
+            None => first = Some(*v),
+            Some(x) if x == *v => {}
+            Some(_) => uniform = false,
+        }
+    }
+    if uniform {
+        first
+    } else {
+        None
+    }
+}
+
 fn martian(a: u32) -> bool {
     let first = a >> 24;
     first == 0 || first == 127 || first >= 224
 }
 
+/// Bursts are routed in chunks of this many packets (stack arrays).
+const CHUNK: usize = 32;
+
+/// The destination of a plain IPv4 packet to `mac` that the fast path can
+/// route: a 20-byte header that is valid (version, lengths, checksum), a
+/// TTL above 1, a unicast destination that is not martian. `None` for
+/// anything else (options, ARP, IPv6, errors, ...), which takes the full
+/// path.
+#[inline(always)]
+fn fast4(b: &[u8], mac: MacAddr) -> Option<u32> {
+    let h = b.get(..ETHERNET_HEADER_LEN + 20)?;
+    let eth: &[u8; 14] = h[..14].try_into().ok()?;
+    if eth[..6] != mac.0 || eth[12..14] != [0x08, 0x00] || h[14] != 0x45 {
+        return None;
+    }
+    let ip: &[u8; 20] = h[14..].try_into().ok()?;
+    let total = usize::from(u16::from_be_bytes([ip[2], ip[3]]));
+    if total < 20 || total > b.len() - ETHERNET_HEADER_LEN || ip[8] <= 1 {
+        return None;
+    }
+    // The header's ones-complement sum must be 0xffff: five 32-bit words
+    // summed (2^16 = 1 in ones-complement arithmetic), then folded three
+    // times from under 2^35. What is still above 16 bits then (0x10000 or
+    // 0x10001) folds on to 1 or 2, never to 0xffff, so the test is exact.
+    let mut acc = 0u64;
+    for w in ip.chunks_exact(4) {
+        acc += u64::from(u32::from_be_bytes([w[0], w[1], w[2], w[3]]));
+    }
+    acc = (acc >> 32) + (acc & 0xffff_ffff);
+    acc = (acc >> 16) + (acc & 0xffff);
+    acc = (acc >> 16) + (acc & 0xffff);
+    if acc != 0xffff {
+        return None;
+    }
+    let dst = u32::from_be_bytes([ip[16], ip[17], ip[18], ip[19]]);
+    (!martian(dst)).then_some(dst)
+}
+
 impl ForwardMode for Router {
     const NAME: &'static str = "l3fwd";
+
+    /// Routes a burst in stages, as DPDK's l3fwd does: the headers of all
+    /// packets are checked first, then all routes are looked up, then the
+    /// packets are rewritten, so that the CPU overlaps the packets' loads
+    /// instead of running one packet's chain of dependent loads (header,
+    /// LPM entry, next hop, interface, neighbour) after another. Packets
+    /// the fast path does not take (see `fast4`; local, unrouted, over the
+    /// MTU, unresolved next hop) go through `process`, so the verdicts and
+    /// events are those of `process`, packet by packet.
+    fn process_burst<P: Frame>(
+        &mut self,
+        pkts: &mut [P],
+        in_port: u16,
+        verdicts: &mut [Verdict],
+    ) -> Option<Verdict> {
+        let Some(mac) = self.iface(in_port).map(|i| i.mac) else {
+            return default_burst(self, pkts, in_port, verdicts);
+        };
+        let mut first: Option<Verdict> = None;
+        let mut uniform = true;
+        let n = pkts.len().min(verdicts.len());
+        for (pc, vc) in pkts[..n]
+            .chunks_mut(CHUNK)
+            .zip(verdicts[..n].chunks_mut(CHUNK))
+        {
+            let mut dst = [0u32; CHUNK];
+            let mut nh = [None::<u32>; CHUNK];
+            for (p, d) in pc.iter().zip(dst.iter_mut()) {
+                *d = fast4(p.bytes(), mac).unwrap_or(0);
+            }
+            for (d, h) in dst.iter().zip(nh.iter_mut()).take(pc.len()) {
+                // 0 is martian: never a fast-path destination.
+                if *d != 0 && !self.is_local4(*d) {
+                    *h = self.cfg.lpm4.lookup(*d);
+                }
+            }
+            for ((p, v), (d, h)) in pc.iter_mut().zip(vc.iter_mut()).zip(dst.iter().zip(&nh)) {
+                *v = match h.and_then(|h| self.forward_fast(p, *d, h)) {
+                    Some(v) => v,
+                    None => self.process(p, in_port),
+                };
+                match first {
+                    None => first = Some(*v),
+                    Some(f) if f == *v => {}
+                    Some(_) => uniform = false,
+                }
+            }
+        }
+        if uniform {
+            first
+        } else {
+            None
+        }
+    }
 
     #[inline]
     fn process<P: Frame>(&mut self, pkt: &mut P, in_port: u16) -> Verdict {

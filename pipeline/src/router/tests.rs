@@ -466,3 +466,64 @@ fn ipv6_echo_behind_extension_header() {
     assert_eq!(f[62], 129);
     assert_eq!(checksum::fold(checksum::sum(&f[62..70], ph)), 0xffff);
 }
+
+/// The staged burst path gives exactly what `process` gives packet by
+/// packet: verdicts, rewritten bytes and events, for a burst mixing the
+/// fast path's packets with every kind it hands to the full path.
+#[test]
+fn burst_path_matches_per_packet_path() {
+    let mut bad_sum = udp4("198.18.0.2", "203.0.113.5", 64, 0);
+    bad_sum[24] ^= 0xff;
+    let mut options = udp4("198.18.0.2", "203.0.113.5", 64, 0);
+    options[14] = 0x46;
+    let mut arp_req = arp(1, HOST, "198.18.0.2", "198.18.0.1", BROADCAST);
+    arp_req.truncate(42);
+    let kinds: Vec<Vec<u8>> = vec![
+        udp4("198.18.0.2", "203.0.113.5", 64, 0), // via the gateway
+        udp4("198.18.0.2", "198.19.0.7", 64, 0),  // connected, no neighbour: ARP
+        udp4("198.18.0.2", "198.18.0.1", 64, 0),  // to the router
+        udp4("198.18.0.2", "203.0.113.5", 1, 0),  // TTL expires
+        udp4("198.18.0.2", "192.0.2.1", 64, 0),   // no route
+        udp4("198.18.0.2", "127.0.0.1", 64, 0),   // martian
+        udp4("198.18.0.2", "203.0.113.5", 64, 1400), // over port 1's MTU, DF
+        bad_sum,
+        options,
+        arp_req,
+        vec![0u8; 10],
+    ];
+    for round in 0..3u64 {
+        // Bursts of different lengths and orders (more than one chunk).
+        let burst: Vec<Vec<u8>> = (0..70)
+            .map(|i| kinds[(i * 7 + round as usize * 3) % kinds.len()].clone())
+            .collect();
+        let mut a = router();
+        let mut b = a.clone();
+        a.tick(1_000 * (round + 1));
+        b.tick(1_000 * (round + 1));
+        let mut one = burst.clone();
+        let want: Vec<Verdict> = one.iter_mut().map(|p| a.process(p, 0)).collect();
+        let mut kinds_seen: Vec<Verdict> = want.clone();
+        kinds_seen.sort_by_key(|v| format!("{v:?}"));
+        kinds_seen.dedup();
+        assert!(kinds_seen.len() >= 6, "a mixed burst: {kinds_seen:?}");
+        let mut all = burst.clone();
+        let mut v = vec![Verdict::Drop(DropReason::NotIp); all.len()];
+        match b.process_burst(&mut all, 0, &mut v) {
+            Some(x) => assert!(want.iter().all(|w| *w == x)),
+            None => assert_eq!(v, want),
+        }
+        assert_eq!(all, one, "same bytes");
+        assert_eq!(a.events(), b.events(), "same events");
+    }
+    // A burst of the fast path alone: one verdict, TTL and checksum right.
+    let mut r = router();
+    let mut pkts = vec![udp4("198.18.0.2", "203.0.113.5", 64, 0); 40];
+    let mut v = vec![Verdict::Drop(DropReason::NotIp); 40];
+    assert_eq!(
+        r.process_burst(&mut pkts, 0, &mut v),
+        Some(Verdict::Forward(1))
+    );
+    assert!(pkts
+        .iter()
+        .all(|p| p[22] == 63 && ip_ok(p) && p[..6] == GW.0 && p[6..12] == R1.0));
+}
