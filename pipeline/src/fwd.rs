@@ -76,21 +76,7 @@ pub trait ForwardMode: Clone + Send + 'static {
         in_port: u16,
         verdicts: &mut [Verdict],
     ) -> Option<Verdict> {
-        let mut first: Option<Verdict> = None;
-        let mut uniform = true;
-        for (m, v) in pkts.iter_mut().zip(verdicts.iter_mut()) {
-            *v = self.process(m, in_port);
-            match first {
-                None => first = Some(*v),
-                Some(f) if f == *v => {}
-                Some(_) => uniform = false,
-            }
-        }
-        if uniform {
-            first
-        } else {
-            None
-        }
+        process_each(self, pkts, in_port, verdicts)
     }
 
     /// Called once per poll round with the current time (ns, monotonic).
@@ -102,6 +88,49 @@ pub trait ForwardMode: Clone + Send + 'static {
     fn events(&self) -> &[u64] {
         &[]
     }
+}
+
+/// Whether the verdicts of a burst are all the same, and which.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct SameVerdict {
+    first: Option<Verdict>,
+    mixed: bool,
+}
+
+impl SameVerdict {
+    /// Adds one packet's verdict.
+    #[inline(always)]
+    pub fn add(&mut self, v: Verdict) {
+        match self.first {
+            None => self.first = Some(v),
+            Some(f) if f == v => {}
+            Some(_) => self.mixed = true,
+        }
+    }
+
+    /// The verdict every packet got; `None` if they differ (or none came).
+    #[inline(always)]
+    pub fn get(&self) -> Option<Verdict> {
+        self.first.filter(|_| !self.mixed)
+    }
+}
+
+/// [`ForwardMode::process_burst`] by [`ForwardMode::process`] packet by
+/// packet (the default, and what modes with their own burst path fall
+/// back to).
+#[inline]
+pub fn process_each<F: ForwardMode, P: Frame>(
+    f: &mut F,
+    pkts: &mut [P],
+    in_port: u16,
+    verdicts: &mut [Verdict],
+) -> Option<Verdict> {
+    let mut same = SameVerdict::default();
+    for (m, v) in pkts.iter_mut().zip(verdicts.iter_mut()) {
+        *v = f.process(m, in_port);
+        same.add(*v);
+    }
+    same.get()
 }
 
 /// For each input port, the port its packets leave on.

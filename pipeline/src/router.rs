@@ -1028,31 +1028,6 @@ fn learn<K: std::hash::Hash + Eq>(
 
 /// Destinations and sources a router never forwards for (RFC 1812 5.3.7):
 /// 0/8, 127/8, multicast and reserved 224/3, limited broadcast.
-/// The per-packet burst loop (`ForwardMode::process_burst`'s default), for
-/// modes that override it but need it in some cases.
-fn default_burst<F: ForwardMode, P: Frame>(
-    f: &mut F,
-    pkts: &mut [P],
-    in_port: u16,
-    verdicts: &mut [Verdict],
-) -> Option<Verdict> {
-    let mut first: Option<Verdict> = None;
-    let mut uniform = true;
-    for (m, v) in pkts.iter_mut().zip(verdicts.iter_mut()) {
-        *v = f.process(m, in_port);
-        match first {
-            None => first = Some(*v),
-            Some(x) if x == *v => {}
-            Some(_) => uniform = false,
-        }
-    }
-    if uniform {
-        first
-    } else {
-        None
-    }
-}
-
 fn martian(a: u32) -> bool {
     let first = a >> 24;
     first == 0 || first == 127 || first >= 224
@@ -1114,10 +1089,9 @@ impl ForwardMode for Router {
         verdicts: &mut [Verdict],
     ) -> Option<Verdict> {
         let Some(mac) = self.iface(in_port).map(|i| i.mac) else {
-            return default_burst(self, pkts, in_port, verdicts);
+            return crate::fwd::process_each(self, pkts, in_port, verdicts);
         };
-        let mut first: Option<Verdict> = None;
-        let mut uniform = true;
+        let mut same = crate::fwd::SameVerdict::default();
         let n = pkts.len().min(verdicts.len());
         for (pc, vc) in pkts[..n]
             .chunks_mut(CHUNK)
@@ -1139,18 +1113,10 @@ impl ForwardMode for Router {
                     Some(v) => v,
                     None => self.process(p, in_port),
                 };
-                match first {
-                    None => first = Some(*v),
-                    Some(f) if f == *v => {}
-                    Some(_) => uniform = false,
-                }
+                same.add(*v);
             }
         }
-        if uniform {
-            first
-        } else {
-            None
-        }
+        same.get()
     }
 
     #[inline]
