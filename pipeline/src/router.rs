@@ -500,6 +500,18 @@ impl Router {
         Verdict::Forward(out)
     }
 
+    /// The per-packet loop, out of line (a port without an interface).
+    #[cold]
+    #[inline(never)]
+    fn process_each_cold<P: Frame>(
+        &mut self,
+        pkts: &mut [P],
+        in_port: u16,
+        verdicts: &mut [Verdict],
+    ) -> Option<Verdict> {
+        crate::fwd::process_each(self, pkts, in_port, verdicts)
+    }
+
     /// The last stage of the burst path for a packet `fast4` accepted,
     /// addressed to `dst`, whose route is next hop `nh`: forwards it (TTL
     /// and checksum update, MACs) and returns the verdict, or `None` when
@@ -1089,9 +1101,12 @@ impl ForwardMode for Router {
         verdicts: &mut [Verdict],
     ) -> Option<Verdict> {
         let Some(mac) = self.iface(in_port).map(|i| i.mac) else {
-            return crate::fwd::process_each(self, pkts, in_port, verdicts);
+            return self.process_each_cold(pkts, in_port, verdicts);
         };
-        let mut same = crate::fwd::SameVerdict::default();
+        // Uniform-verdict tracking in two locals, as in `fwd::process_each`
+        // (a tracker struct measured 5 cycles per packet more here).
+        let mut first: Option<Verdict> = None;
+        let mut uniform = true;
         let n = pkts.len().min(verdicts.len());
         for (pc, vc) in pkts[..n]
             .chunks_mut(CHUNK)
@@ -1113,10 +1128,14 @@ impl ForwardMode for Router {
                     Some(v) => v,
                     None => self.process(p, in_port),
                 };
-                same.add(*v);
+                match first {
+                    None => first = Some(*v),
+                    Some(f) if f == *v => {}
+                    Some(_) => uniform = false,
+                }
             }
         }
-        same.get()
+        first.filter(|_| uniform)
     }
 
     #[inline]
