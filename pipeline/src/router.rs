@@ -327,15 +327,7 @@ impl Router {
         if total > oif.mtu || martian(u32::from_be_bytes([l3[16], l3[17], l3[18], l3[19]])) {
             return self.ipv4_valid(pkt, in_port);
         }
-        let out_mac = oif.mac;
-        let l3 = &mut b[ETHERNET_HEADER_LEN..];
-        let old = u16::from_be_bytes([l3[8], l3[9]]);
-        l3[8] -= 1;
-        let new = u16::from_be_bytes([l3[8], l3[9]]);
-        let c = u16::from_be_bytes([l3[10], l3[11]]);
-        l3[10..12].copy_from_slice(&checksum::update16(c, old, new).to_be_bytes());
-        b[0..6].copy_from_slice(&cache.mac);
-        b[6..12].copy_from_slice(&out_mac.0);
+        forward4_rewrite(b, cache.mac, oif.mac.0);
         Verdict::Forward(cache.port)
     }
 
@@ -487,16 +479,7 @@ impl Router {
             Ok(m) => m,
             Err(gw) => return self.arp_request(pkt, out, gw),
         };
-        let b = pkt.bytes_mut();
-        let l3 = &mut b[ETHERNET_HEADER_LEN..];
-        // TTL is the high byte of the TTL/protocol word (RFC 1624 update).
-        let old = u16::from_be_bytes([l3[8], l3[9]]);
-        l3[8] = ttl - 1;
-        let new = u16::from_be_bytes([l3[8], l3[9]]);
-        let c = u16::from_be_bytes([l3[10], l3[11]]);
-        l3[10..12].copy_from_slice(&checksum::update16(c, old, new).to_be_bytes());
-        b[0..6].copy_from_slice(&mac.0);
-        b[6..12].copy_from_slice(&out_mac.0);
+        forward4_rewrite(pkt.bytes_mut(), mac.0, out_mac.0);
         Verdict::Forward(out)
     }
 
@@ -527,15 +510,7 @@ impl Router {
             return None;
         }
         let mac = self.hop_mac4(nh, hop, dst).ok()?;
-        let b = pkt.bytes_mut();
-        let l3 = &mut b[ETHERNET_HEADER_LEN..];
-        let old = u16::from_be_bytes([l3[8], l3[9]]);
-        l3[8] -= 1;
-        let new = u16::from_be_bytes([l3[8], l3[9]]);
-        let c = u16::from_be_bytes([l3[10], l3[11]]);
-        l3[10..12].copy_from_slice(&checksum::update16(c, old, new).to_be_bytes());
-        b[0..6].copy_from_slice(&mac.0);
-        b[6..12].copy_from_slice(&out_mac.0);
+        forward4_rewrite(pkt.bytes_mut(), mac.0, out_mac.0);
         Some(Verdict::Forward(hop.port))
     }
 
@@ -1040,6 +1015,21 @@ fn learn<K: std::hash::Hash + Eq>(
 
 /// Destinations and sources a router never forwards for (RFC 1812 5.3.7):
 /// 0/8, 127/8, multicast and reserved 224/3, limited broadcast.
+/// Forwards an IPv4 frame whose TTL is above 1: decrements the TTL
+/// (the high byte of the TTL/protocol word, so an RFC 1624 update of the
+/// header checksum) and sets the destination and source MACs.
+#[inline(always)]
+fn forward4_rewrite(b: &mut [u8], dst: [u8; 6], src: [u8; 6]) {
+    let l3 = &mut b[ETHERNET_HEADER_LEN..];
+    let old = u16::from_be_bytes([l3[8], l3[9]]);
+    l3[8] -= 1;
+    let new = u16::from_be_bytes([l3[8], l3[9]]);
+    let c = u16::from_be_bytes([l3[10], l3[11]]);
+    l3[10..12].copy_from_slice(&checksum::update16(c, old, new).to_be_bytes());
+    b[0..6].copy_from_slice(&dst);
+    b[6..12].copy_from_slice(&src);
+}
+
 fn martian(a: u32) -> bool {
     let first = a >> 24;
     first == 0 || first == 127 || first >= 224
