@@ -458,13 +458,22 @@ impl<B: PacketBuf, R: RxQueue<Buf = B>, T: TxQueue<Buf = B>, F: ForwardMode>
     /// Accounts one poll round from `t0` to `t1` that received `got`.
     #[inline]
     fn account(&self, t0: u64, t1: u64, got: usize) {
+        self.account_rounds(t0, t1, 1, got, got == 0);
+    }
+
+    /// Accounts `rounds` poll rounds from `t0` to `t1` that received `got`
+    /// together (busy if any packets came), the last of them empty or not.
+    #[inline]
+    fn account_rounds(&self, t0: u64, t1: u64, rounds: u64, got: usize, last_empty: bool) {
         let k = &self.c.core;
-        k.polls.add(1);
+        k.polls.add(rounds);
+        if last_empty {
+            k.empty_polls.add(1);
+        }
         if got > 0 {
             k.busy_cycles.add(t1.wrapping_sub(t0));
             k.rx_pkts.add(got as u64);
         } else {
-            k.empty_polls.add(1);
             k.idle_cycles.add(t1.wrapping_sub(t0));
         }
     }
@@ -491,12 +500,6 @@ impl<B: PacketBuf, R: RxQueue<Buf = B>, T: TxQueue<Buf = B>, F: ForwardMode>
     /// One busy iteration: poll, drain timer, account. Returns packets.
     #[inline]
     fn busy_round(&mut self, quota: usize) -> usize {
-        self.busy_round_at(quota).0
-    }
-
-    /// [`Worker::busy_round`], also returning the round's end (TSC).
-    #[inline]
-    fn busy_round_at(&mut self, quota: usize) -> (usize, u64) {
         // Back-to-back rounds: this one starts where the last one ended
         // (one clock read per round; the time between rounds counts too).
         let t0 = if self.last_end != 0 {
@@ -510,7 +513,7 @@ impl<B: PacketBuf, R: RxQueue<Buf = B>, T: TxQueue<Buf = B>, F: ForwardMode>
         self.settle(t0, t1);
         self.maybe_drain(t1);
         self.account(t0, t1, got);
-        (got, t1)
+        got
     }
 
     /// Records the residency of the bursts sent whole this round (received
@@ -635,17 +638,7 @@ impl<B: PacketBuf, R: RxQueue<Buf = B>, T: TxQueue<Buf = B>, F: ForwardMode>
         let rounds = u64::from(self.span_rounds);
         self.settle(t0, t0 + t1.wrapping_sub(t0) / rounds);
         self.maybe_drain(t1);
-        let k = &self.c.core;
-        k.polls.add(rounds);
-        if got == 0 {
-            k.empty_polls.add(1);
-        }
-        if self.span_got > 0 {
-            k.busy_cycles.add(t1.wrapping_sub(t0));
-            k.rx_pkts.add(self.span_got as u64);
-        } else {
-            k.idle_cycles.add(t1.wrapping_sub(t0));
-        }
+        self.account_rounds(t0, t1, rounds, self.span_got, got == 0);
         self.span_rounds = 0;
         self.span_got = 0;
         t1
