@@ -80,7 +80,7 @@ table inet filter {
     oifname "r1" tcp dport 25 drop
     ct state invalid drop
     iifname "r0" ct state { new, related } accept
-    iifname "r1" oifname "r0" tcp dport 80 ct state new accept
+    iifname "r1" oifname "r0" tcp dport 80 ct state new ct status dnat ct original ip daddr 198.19.0.1 ct original proto-dst 8080 accept
     ct state related accept
   }
 }

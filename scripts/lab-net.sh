@@ -1,15 +1,17 @@
 # The namespace lab's topology, shared by scripts/lab.sh and
 # bench/run-lab.sh (source it):
 #
-#   sl-client: c0 198.18.0.2/24 (02:c1:00:00:00:02), default via 198.18.0.1
-#   sl-router: r0 (02:51:00:00:00:00) and r1 (02:51:00:00:00:01), no
+#   sl-client-PID: c0 198.18.0.2/24 (02:c1:00:00:00:02), default via 198.18.0.1
+#   sl-router-PID: r0 (02:51:00:00:00:00) and r1 (02:51:00:00:00:01), no
 #              addresses: the router under test owns them
-#   sl-server: s0 198.19.0.2/24 (02:5e:00:00:00:02), no route to 198.18/24
+#   sl-server-PID: s0 198.19.0.2/24 (02:5e:00:00:00:02), no route to 198.18/24
 #
 # veth pairs c0=r0 and s0=r1, offloads and IPv6 off (every frame a whole,
 # countable IPv4/ARP frame).
 
-NS_C=sl-client NS_R=sl-router NS_S=sl-server
+# Namespace names are unique per run (the shell's PID), so two labs can
+# run at once and lab_down kills only what this run started.
+NS_C=sl-client-$$ NS_R=sl-router-$$ NS_S=sl-server-$$
 
 inns() { local ns=$1; shift; ip netns exec "$ns" "$@"; }
 

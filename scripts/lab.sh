@@ -3,9 +3,9 @@
 #
 #   client (198.18.0.2) --c0==r0-- router: Sluice --r1==s0-- server (198.19.0.2)
 #
-# Namespaces sl-client, sl-router, sl-server joined by veth pairs (offloads
+# Namespaces sl-client-PID, sl-router-PID, sl-server-PID joined by veth pairs (offloads
 # and IPv6 off, so every frame is a whole, countable IPv4/ARP frame); Sluice
-# runs in sl-router on r0/r1 over AF_PACKET with configs/router-nat.toml
+# runs in sl-router-PID on r0/r1 over AF_PACKET with configs/router-nat.toml
 # (SNAT out of r1, a port forward 198.19.0.1:8080 -> 198.18.0.2:80,
 # firewall rules). Then real clients check it: ping, traceroute, curl
 # through SNAT (the server's log shows the router's address), curl through
@@ -149,6 +149,15 @@ if inns $NS_S curl -s -m 5 http://198.19.0.1:8080/ | grep -q "hello from the cli
 else
   fail "curl server -> port forward"
 fi
+
+# The same inside service reached directly (the server given a route to
+# the inside for this check): the firewall accepts new flows from the
+# outside only through the port forward (ct_status = "dnat").
+inns $NS_S ip route add 198.18.0.0/24 via 198.19.0.1
+inns $NS_S curl -s -m 3 --connect-timeout 2 http://198.18.0.2:80/ > /dev/null 2>&1
+rc=$?
+inns $NS_S ip route del 198.18.0.0/24 via 198.19.0.1
+[ "$rc" = 28 ] && pass "direct access 198.18.0.2:80 from outside dropped (only the port forward is open)" || fail "direct access 198.18.0.2:80 from outside: curl exit $rc, wanted 28 (timeout)"
 
 inns $NS_C curl -s -m 3 --connect-timeout 2 http://198.19.0.2:25/ > /dev/null 2>&1
 rc=$?

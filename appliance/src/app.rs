@@ -153,7 +153,7 @@ pub fn build_router(cfg: &Config) -> Result<Router> {
 pub fn build_gateway(cfg: &Config, workers: u16) -> GatewayConfig {
     let g = &cfg.gateway;
     GatewayConfig {
-        rules: Arc::new(RuleSet::build(g.rules.clone(), g.default)),
+        rules: Arc::new(RuleSet::build(g.rules.clone(), g.default, &g.nat.original_dsts())),
         nat: Arc::new(g.nat.clone()),
         ct_capacity: g.ct_capacity,
         timeouts: g.timeouts,

@@ -97,7 +97,7 @@ fn describe(c: &Config) -> String {
     }
     let g = &c.gateway;
     if g.enabled {
-        let set = pipeline::firewall::RuleSet::build(g.rules.clone(), g.default);
+        let set = pipeline::firewall::RuleSet::build(g.rules.clone(), g.default, &g.nat.original_dsts());
         s += &format!(
             "  firewall: {} rules ({} after port/state expansion, {} distinct bit vectors), default {:?}; classifier built in {:.2} ms, {:.1} KiB\n",
             set.rules().len(),

@@ -7,7 +7,7 @@
 use libfuzzer_sys::fuzz_target;
 use pipeline::acl::Rule;
 use pipeline::conntrack::Timeouts;
-use pipeline::firewall::{state, Action, FwRule, RejectWith, RuleSet};
+use pipeline::firewall::{state, status, Action, CtMatch, FwRule, RejectWith, RuleSet};
 use pipeline::fwd::ForwardMode;
 use pipeline::gateway::{Gateway, GatewayConfig};
 use pipeline::nat::{Dnat, NatConfig, PortRange, Snat, SnatTo};
@@ -33,6 +33,7 @@ fn gateway() -> Gateway {
             action,
             counter: true,
             origin: String::new(),
+            ct: CtMatch::default(),
         };
         let rules = vec![
             rule(
@@ -54,35 +55,61 @@ fn gateway() -> Gateway {
                 Action::Reject(RejectWith::AdminProhibited),
             ),
             rule(any, state::INVALID, Action::Drop),
-        ];
-        GatewayConfig {
-            rules: Arc::new(RuleSet::build(rules, Action::Accept)),
-            nat: Arc::new(NatConfig {
-                snat: vec![Snat {
-                    out_port: 1,
-                    src: (0, 0),
-                    to: SnatTo::Masquerade,
-                }],
-                dnat: vec![Dnat {
-                    in_port: Some(1),
-                    proto: Some(6),
-                    dst: 0xc613_0001,
-                    dport: Some(8080),
-                    to: 0xc612_000a,
-                    to_port: Some(80),
-                }],
-                statics: vec![],
-                ports: PortRange {
-                    lo: 40000,
-                    hi: 40015,
+            // Port forwards only: new flows to the inside need DNAT.
+            FwRule {
+                in_ports: vec![1],
+                ct: CtMatch {
+                    status: (0, status::DNAT),
+                    orig_dst: None,
+                    orig_dport: None,
                 },
-            }),
+                ..rule(any, state::NEW, Action::Drop)
+            },
+            FwRule {
+                ct: CtMatch {
+                    status: (status::DNAT, status::DNAT),
+                    orig_dst: Some(pipeline::acl::v4_prefix(
+                        std::net::Ipv4Addr::new(198, 19, 0, 1),
+                        32,
+                    )),
+                    orig_dport: Some((8080, 8080)),
+                },
+                ..rule(any, state::NEW, Action::Accept)
+            },
+        ];
+        let nat = nat();
+        GatewayConfig {
+            rules: Arc::new(RuleSet::build(rules, Action::Accept, &nat.original_dsts())),
+            nat: Arc::new(nat),
             ct_capacity: 64,
             timeouts: Timeouts::default(),
             workers: 1,
         }
     });
     Gateway::new(router(), cfg, 0)
+}
+
+fn nat() -> NatConfig {
+    NatConfig {
+        snat: vec![Snat {
+            out_port: 1,
+            src: (0, 0),
+            to: SnatTo::Masquerade,
+        }],
+        dnat: vec![Dnat {
+            in_port: Some(1),
+            proto: Some(6),
+            dst: 0xc613_0001,
+            dport: Some(8080),
+            to: 0xc612_000a,
+            to_port: Some(80),
+        }],
+        statics: vec![],
+        ports: PortRange {
+            lo: 40000,
+            hi: 40015,
+        },
+    }
 }
 
 fuzz_target!(|data: &[u8]| {

@@ -32,12 +32,89 @@ pub mod state {
     ];
 }
 
+/// Conntrack status bits a rule can match (nftables `ct status`).
+pub mod status {
+    /// The flow's destination is translated (a port forward or 1:1 NAT).
+    pub const DNAT: u8 = 1;
+    /// The flow's source is translated. The firewall decides on a new
+    /// flow before source NAT picks its mapping (as nftables' forward
+    /// chain runs before postrouting), so only packets of open flows
+    /// (`related`) can carry it.
+    pub const SNAT: u8 = 2;
+    /// Names, in bit order.
+    pub const NAMES: [(&str, u8); 2] = [("dnat", DNAT), ("snat", SNAT)];
+}
+
+/// Bit of the metadata word where the conntrack status starts.
+const STATUS_SHIFT: u32 = 20;
+/// Bit of the metadata word where the destination NAT entry starts.
+const ENTRY_SHIFT: u32 = 24;
+/// Destination NAT entries a `ct_original_*` match can tell apart.
+pub const MAX_DNAT_ENTRIES: usize = 255;
+
 /// The metadata word of a key: ingress port (bits 0–7), egress port (bits
-/// 8–15, 255 when not routed), state (bits 16–19).
+/// 8–15, 255 when not routed), state (bits 16–19), conntrack status (bits
+/// 20–21, [`status`]) and the destination NAT entry that translated the
+/// flow (bits 24–31, 1-based as [`crate::nat::NatConfig::dnat_entry`]; 0
+/// for none or unknown).
 pub fn meta(in_port: u16, out_port: Option<u16>, state: u8) -> u32 {
     u32::from(in_port as u8)
         | u32::from(out_port.map_or(255, |p| p as u8)) << 8
         | u32::from(state) << 16
+}
+
+/// The conntrack part of the metadata word: `status` bits and the
+/// destination NAT entry (0 for none); OR it into [`meta`].
+pub fn meta_ct(status: u8, dnat_entry: usize) -> u32 {
+    let e = if dnat_entry <= MAX_DNAT_ENTRIES {
+        dnat_entry as u32
+    } else {
+        0
+    };
+    u32::from(status & 3) << STATUS_SHIFT | e << ENTRY_SHIFT
+}
+
+/// What a rule asks of the connection beyond its state: the nftables
+/// `ct status` and `ct original ip daddr` / `ct original proto-dst`
+/// matches.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CtMatch {
+    /// Status bits (value, mask): mask bits that are set in value must be
+    /// set, the others in mask must be clear.
+    pub status: (u8, u8),
+    /// The flow's original destination (before destination NAT), an IPv4
+    /// prefix in the classifier's form (see [`crate::acl::v4_prefix`]).
+    pub orig_dst: Option<(u128, u8)>,
+    /// The flow's original destination port range.
+    pub orig_dport: Option<(u16, u16)>,
+}
+
+impl CtMatch {
+    /// True when the rule asks nothing of the connection.
+    pub fn is_any(&self) -> bool {
+        self.status.1 == 0 && self.orig_dst.is_none() && self.orig_dport.is_none()
+    }
+}
+
+/// Intersection of two classifier prefixes (None when disjoint).
+fn and_prefix(a: (u128, u8), b: (u128, u8)) -> Option<(u128, u8)> {
+    let (long, short) = if a.1 >= b.1 { (a, b) } else { (b, a) };
+    let m = if short.1 == 0 {
+        0
+    } else {
+        !0u128 << (128 - u32::from(short.1))
+    };
+    (long.0 & m == short.0 & m).then_some(long)
+}
+
+/// Intersection of two port ranges.
+fn and_ports(a: (u16, u16), b: (u16, u16)) -> Option<(u16, u16)> {
+    let r = (a.0.max(b.0), a.1.min(b.1));
+    (r.0 <= r.1).then_some(r)
+}
+
+fn in_prefix128(a: u128, (p, len): (u128, u8)) -> bool {
+    and_prefix((a, 128), (p, len)).is_some()
 }
 
 /// How a rejected packet is answered.
@@ -81,13 +158,29 @@ pub struct FwRule {
     pub counter: bool,
     /// Where it came from (for reports: `file:line`).
     pub origin: String,
+    /// Conntrack status and original-destination matches.
+    pub ct: CtMatch,
 }
 
 impl FwRule {
-    /// Whether the rule matches (the reference semantics, for tests).
-    pub fn matches(&self, k: &Key) -> bool {
+    /// Whether the rule matches (the reference semantics, for tests);
+    /// `dnat_dsts` is [`crate::nat::NatConfig::original_dsts`].
+    pub fn matches(&self, k: &Key, dnat_dsts: &[(u32, Option<u16>)]) -> bool {
         let m = k.meta;
-        let (inp, outp, st) = ((m & 0xff) as u16, ((m >> 8) & 0xff) as u16, (m >> 16) as u8);
+        let (inp, outp, st) = (
+            (m & 0xff) as u16,
+            ((m >> 8) & 0xff) as u16,
+            ((m >> 16) & 0xf) as u8,
+        );
+        let status = ((m >> STATUS_SHIFT) & 3) as u8;
+        let entry = (m >> ENTRY_SHIFT) as usize;
+        // The original destination: the entry's, or the packet's own.
+        let (odst, odport) = match entry.checked_sub(1).and_then(|e| dnat_dsts.get(e)) {
+            Some(&(a, p)) => (crate::acl::v4(a), p.unwrap_or(k.dport)),
+            None if status & status::DNAT != 0 => (0, 0), // unknown entry
+            None => (k.dst, k.dport),
+        };
+        let known = entry > 0 || status & status::DNAT == 0;
         Rule {
             meta: (0, 0),
             ..self.hdr
@@ -96,6 +189,84 @@ impl FwRule {
             && (self.in_ports.is_empty() || self.in_ports.contains(&inp))
             && (self.out_ports.is_empty() || self.out_ports.contains(&outp))
             && (self.states == 0 || self.states & st != 0)
+            && status & self.ct.status.1 == self.ct.status.0 & self.ct.status.1
+            && self
+                .ct
+                .orig_dst
+                .is_none_or(|p| known && in_prefix128(odst, p))
+            && self
+                .ct
+                .orig_dport
+                .is_none_or(|(lo, hi)| known && (lo..=hi).contains(&odport))
+    }
+
+    /// The (header, conntrack metadata) pairs that express the rule's
+    /// conntrack match for the classifier, given the original
+    /// destinations of the destination NAT entries: one for flows not
+    /// translated (their original destination is the packet's own) and
+    /// one per entry whose original destination matches.
+    fn ct_variants(&self, dnat_dsts: &[(u32, Option<u16>)]) -> Vec<(Rule, (u32, u32))> {
+        let c = &self.ct;
+        let status = (
+            u32::from(c.status.0 & c.status.1) << STATUS_SHIFT,
+            u32::from(c.status.1) << STATUS_SHIFT,
+        );
+        if c.orig_dst.is_none() && c.orig_dport.is_none() {
+            return vec![(self.hdr, status)];
+        }
+        let dnat_bit = u32::from(status::DNAT) << STATUS_SHIFT;
+        let mut out = Vec::new();
+        // Not destination-translated: the original is the packet's own.
+        let wants_dnat = c.status.1 & status::DNAT != 0 && c.status.0 & status::DNAT != 0;
+        if !wants_dnat {
+            let dst = match c.orig_dst {
+                Some(p) => and_prefix(self.hdr.dst, p),
+                None => Some(self.hdr.dst),
+            };
+            let dport = match c.orig_dport {
+                Some(r) => and_ports(self.hdr.dport, r),
+                None => Some(self.hdr.dport),
+            };
+            if let (Some(dst), Some(dport)) = (dst, dport) {
+                out.push((
+                    Rule {
+                        dst,
+                        dport,
+                        ..self.hdr
+                    },
+                    (status.0, status.1 | dnat_bit),
+                ));
+            }
+        }
+        // Translated by entry `i`: its original destination decides.
+        let refuses_dnat = c.status.1 & status::DNAT != 0 && c.status.0 & status::DNAT == 0;
+        if !refuses_dnat {
+            for (i, &(a, p)) in dnat_dsts.iter().enumerate().take(MAX_DNAT_ENTRIES) {
+                if c.orig_dst.is_some_and(|pre| !in_prefix128(crate::acl::v4(a), pre)) {
+                    continue;
+                }
+                let dport = match (p, c.orig_dport) {
+                    (Some(p), Some((lo, hi))) if !(lo..=hi).contains(&p) => continue,
+                    // The entry keeps the port: the packet's is the original.
+                    (None, Some(r)) => match and_ports(self.hdr.dport, r) {
+                        Some(d) => d,
+                        None => continue,
+                    },
+                    _ => self.hdr.dport,
+                };
+                out.push((
+                    Rule {
+                        dport,
+                        ..self.hdr
+                    },
+                    (
+                        status.0 | dnat_bit | ((i as u32 + 1) << ENTRY_SHIFT),
+                        status.1 | dnat_bit | 0xff << ENTRY_SHIFT,
+                    ),
+                ));
+            }
+        }
+        out
     }
 }
 
@@ -110,8 +281,10 @@ pub struct RuleSet {
 }
 
 impl RuleSet {
-    /// Compiles `rules` with `default` for packets no rule matches.
-    pub fn build(rules: Vec<FwRule>, default: Action) -> RuleSet {
+    /// Compiles `rules` with `default` for packets no rule matches;
+    /// `dnat_dsts` ([`crate::nat::NatConfig::original_dsts`]) resolves
+    /// the rules' `ct_original_*` matches.
+    pub fn build(rules: Vec<FwRule>, default: Action, dnat_dsts: &[(u32, Option<u16>)]) -> RuleSet {
         let t0 = Instant::now();
         let mut expanded = Vec::with_capacity(rules.len());
         let mut owner = Vec::with_capacity(rules.len());
@@ -136,9 +309,11 @@ impl RuleSet {
                     .map(|&(_, b)| Some(b))
                     .collect()
             };
+            let variants = r.ct_variants(dnat_dsts);
             for &ip in &ins {
                 for &op in &outs {
                     for &st in &states {
+                        for &(hdr, ct) in &variants {
                         let mut v = 0u32;
                         let mut m = 0u32;
                         if let Some(p) = ip {
@@ -154,10 +329,11 @@ impl RuleSet {
                             m |= u32::from(s) << 16;
                         }
                         expanded.push(Rule {
-                            meta: (v, m),
-                            ..r.hdr
+                            meta: (v | ct.0, m | ct.1),
+                            ..hdr
                         });
                         owner.push(i as u32);
+                        }
                     }
                 }
             }
@@ -233,6 +409,7 @@ mod tests {
             action,
             counter: false,
             origin: String::new(),
+            ct: CtMatch::default(),
         }
     }
 
@@ -253,7 +430,7 @@ mod tests {
             rule(lan, &[0], &[1], state::NEW | state::RELATED, Action::Accept),
             rule(Rule::any(), &[1], &[0], state::RELATED, Action::Accept),
         ];
-        let set = RuleSet::build(rules.clone(), Action::Drop);
+        let set = RuleSet::build(rules.clone(), Action::Drop, &[]);
         assert_eq!(set.expanded(), 5, "rule 2 names two states");
         let key = |src: u32, dport: u16, m: u32| Key {
             src: v4(src),
@@ -280,11 +457,98 @@ mod tests {
         for (k, want) in cases {
             assert_eq!(set.lookup(&k), want, "{k:?}");
             assert_eq!(
-                rules.iter().position(|r| r.matches(&k)).map(|i| i as u32),
+                rules.iter().position(|r| r.matches(&k, &[])).map(|i| i as u32),
                 want
             );
         }
         assert_eq!(set.decide(&cases[4].0), (Action::Drop, None));
         assert_eq!(set.decide(&cases[0].0).0, Action::Reject(RejectWith::Auto));
+    }
+
+    use proptest::prelude::*;
+
+    fn arb_ct() -> impl Strategy<Value = CtMatch> {
+        let dst = prop_oneof![
+            Just(None),
+            (0u32..4, 28u8..=32).prop_map(|(b, l)| Some(v4_prefix(
+                std::net::Ipv4Addr::from(0xc613_0000 | b),
+                l
+            ))),
+        ];
+        let ports = prop_oneof![
+            Just(None),
+            (0u16..4, 0u16..4).prop_map(|(a, b)| Some((79 + a.min(b), 79 + a.max(b)))),
+        ];
+        (0u8..4, 0u8..4, dst, ports).prop_map(|(v, m, orig_dst, orig_dport)| CtMatch {
+            status: (v, m),
+            orig_dst,
+            orig_dport,
+        })
+    }
+
+    fn arb_rule() -> impl Strategy<Value = FwRule> {
+        let dst = prop_oneof![
+            Just((0u128, 0u8)),
+            (0u32..4, 28u8..=32).prop_map(|(b, l)| v4_prefix(
+                std::net::Ipv4Addr::from(0xc613_0000 | b),
+                l
+            )),
+        ];
+        let ports = (0u16..4, 0u16..4).prop_map(|(a, b)| (79 + a.min(b), 79 + a.max(b)));
+        (dst, ports, 0u8..16, arb_ct(), 0u8..3).prop_map(|(dst, dport, states, ct, act)| FwRule {
+            hdr: Rule {
+                dst,
+                dport,
+                ..Rule::any()
+            },
+            in_ports: vec![],
+            out_ports: vec![],
+            states,
+            action: [Action::Accept, Action::Drop, Action::Reject(RejectWith::Auto)]
+                [act as usize],
+            counter: false,
+            origin: String::new(),
+            ct,
+        })
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(200))]
+
+        /// The compiled rule set finds the first rule that the reference
+        /// semantics ([`FwRule::matches`]) matches, with conntrack status
+        /// and original-destination matches over several DNAT entries.
+        #[test]
+        fn ct_matches_compile_exactly(
+            rules in proptest::collection::vec(arb_rule(), 1..30),
+            entries in proptest::collection::vec(
+                (0u32..4, prop_oneof![Just(None), (79u16..83).prop_map(Some)]),
+                0..4,
+            ),
+            keys in proptest::collection::vec(
+                (0u32..4, 78u16..84, 0u8..4, 0u8..4, 0usize..5),
+                60,
+            ),
+        ) {
+            let dsts: Vec<(u32, Option<u16>)> =
+                entries.iter().map(|&(a, p)| (0xc613_0000 | a, p)).collect();
+            let set = RuleSet::build(rules.clone(), Action::Drop, &dsts);
+            for (d, dport, st, status, entry) in keys {
+                let entry = entry.min(dsts.len());
+                // A DNAT entry implies the status bit, as the gateway sets it.
+                let status = if entry > 0 { status | status::DNAT } else { status };
+                let k = Key {
+                    src: v4(0x0a00_0001),
+                    dst: v4(0xc613_0000 | d),
+                    sport: 1234,
+                    dport,
+                    proto: 6,
+                    flags: 0,
+                    meta: meta(0, Some(1), 1 << st) | meta_ct(status, entry),
+                };
+                let want = rules.iter().position(|r| r.matches(&k, &dsts)).map(|i| i as u32);
+                prop_assert_eq!(set.lookup(&k), want, "{:?}", k);
+            }
+        }
     }
 }

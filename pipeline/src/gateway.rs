@@ -37,7 +37,7 @@
 use crate::acl::{v4, Key};
 use crate::checksum;
 use crate::conntrack::{opens_flow, ConnTrack, Refused, Timeouts, Tuple, ACK, FIN, RST, SYN};
-use crate::firewall::{meta, state, Action, RejectWith, RuleSet};
+use crate::firewall::{meta, meta_ct, state, status, Action, RejectWith, RuleSet};
 use crate::fwd::{ForwardMode, Frame};
 use crate::nat::{self, addr4, has_ports, NatConfig, PortRange, SnatTo};
 use crate::router::{Event, Router};
@@ -236,6 +236,23 @@ impl Gateway {
         a
     }
 
+    /// The conntrack status and destination NAT entry of an open flow,
+    /// for the rule lookup of its related packets.
+    fn ct_meta(&self, f: &crate::conntrack::Flow) -> u32 {
+        if !f.nat() {
+            return 0;
+        }
+        let dnat = f.orig.dst != f.reply.src || f.orig.dport != f.reply.sport;
+        let snat = f.orig.src != f.reply.dst || f.orig.sport != f.reply.dport;
+        let st = if dnat { status::DNAT } else { 0 } | if snat { status::SNAT } else { 0 };
+        let entry = if dnat {
+            self.nat.entry_of(&f.orig).unwrap_or(0)
+        } else {
+            0
+        };
+        meta_ct(st, entry)
+    }
+
     /// Applies a non-accept action.
     fn refuse<P: Frame>(&mut self, pkt: &mut P, in_port: u16, a: Action, tcp: bool) -> Verdict {
         let v6 = pkt.bytes()[12..14] == EtherType::IPV6.to_be_bytes();
@@ -351,9 +368,11 @@ impl Gateway {
         // Destination NAT.
         let (mut dst, mut dport) = (addr4(t.dst), t.dport);
         let mut dnat = false;
+        let mut entry = 0;
         if !self.nat.is_empty() {
-            if let Some((a, p)) = self.nat.dnat(in_port, proto, dst, dport) {
+            if let Some((e, a, p)) = self.nat.dnat_entry(in_port, proto, dst, dport) {
                 (dst, dport, dnat) = (a, if has_ports(proto) { p } else { dport }, true);
+                entry = e;
                 if proto == IpProto::ICMP {
                     dport = t.dport; // the identifier stays
                 }
@@ -376,7 +395,8 @@ impl Gateway {
             dport,
             proto,
             flags,
-            meta: meta(in_port, Some(out), state::NEW),
+            meta: meta(in_port, Some(out), state::NEW)
+                | meta_ct(if dnat { status::DNAT } else { 0 }, entry),
         };
         match self.decide(&k) {
             Action::Accept => {}
@@ -554,7 +574,8 @@ impl Gateway {
             outer_dst
         };
         let k = Key {
-            meta: meta(in_port, self.router.route4(new_dst), state::RELATED),
+            meta: meta(in_port, self.router.route4(new_dst), state::RELATED)
+                | self.ct_meta(&f),
             ..outer.key()
         };
         match self.decide(&k) {

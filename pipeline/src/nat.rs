@@ -155,7 +155,22 @@ impl NatConfig {
     /// The destination NAT of a new flow: new (address, port) for a packet
     /// to `dst:dport` received on `in_port`.
     pub fn dnat(&self, in_port: u16, proto: u8, dst: u32, dport: u16) -> Option<(u32, u16)> {
-        for d in &self.dnat {
+        self.dnat_entry(in_port, proto, dst, dport)
+            .map(|(_, a, p)| (a, p))
+    }
+
+    /// [`NatConfig::dnat`] with the entry that translated it: 1-based,
+    /// counting the `dnat` rules and then the `statics` (the numbering of
+    /// [`NatConfig::original_dsts`], which the firewall's
+    /// `ct_original_dst` matches go by).
+    pub fn dnat_entry(
+        &self,
+        in_port: u16,
+        proto: u8,
+        dst: u32,
+        dport: u16,
+    ) -> Option<(usize, u32, u16)> {
+        for (i, d) in self.dnat.iter().enumerate() {
             if d.dst != dst || d.in_port.is_some_and(|p| p != in_port) {
                 continue;
             }
@@ -166,12 +181,43 @@ impl NatConfig {
                 Some(p) if p != dport || !has_ports(proto) => continue,
                 _ => {}
             }
-            return Some((d.to, d.to_port.unwrap_or(dport)));
+            return Some((i + 1, d.to, d.to_port.unwrap_or(dport)));
         }
         self.statics
             .iter()
-            .find(|s| s.outside == dst)
-            .map(|s| (s.inside, dport))
+            .position(|s| s.outside == dst)
+            .map(|i| (self.dnat.len() + i + 1, self.statics[i].inside, dport))
+    }
+
+    /// The original (pre-translation) destination of every destination
+    /// NAT entry, in entry order (entry `i` is element `i - 1`): address,
+    /// and the port when the entry matches one (otherwise the port is
+    /// kept).
+    pub fn original_dsts(&self) -> Vec<(u32, Option<u16>)> {
+        self.dnat
+            .iter()
+            .map(|d| (d.dst, d.dport))
+            .chain(self.statics.iter().map(|s| (s.outside, None)))
+            .collect()
+    }
+
+    /// The entry that would translate a flow whose original tuple is
+    /// `orig` (as [`NatConfig::dnat_entry`], on any ingress port): for
+    /// packets of a flow that is already open (ICMP errors about it).
+    pub fn entry_of(&self, orig: &Tuple) -> Option<usize> {
+        let (dst, proto) = (addr4(orig.dst), orig.proto);
+        let by_rule = self.dnat.iter().position(|d| {
+            d.dst == dst
+                && d.proto.is_none_or(|p| p == proto)
+                && d.dport
+                    .is_none_or(|p| p == orig.dport && has_ports(proto))
+        });
+        by_rule.map(|i| i + 1).or_else(|| {
+            self.statics
+                .iter()
+                .position(|s| s.outside == dst)
+                .map(|i| self.dnat.len() + i + 1)
+        })
     }
 
     /// The 1:1 outside address of inside host `src`.

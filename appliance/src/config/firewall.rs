@@ -5,7 +5,7 @@
 use super::Ctx;
 use pipeline::acl::{parse_classbench, v4_prefix, Rule};
 use pipeline::conntrack::Timeouts;
-use pipeline::firewall::{state, Action, FwRule, RejectWith};
+use pipeline::firewall::{state, status, Action, CtMatch, FwRule, RejectWith, MAX_DNAT_ENTRIES};
 use pipeline::nat::{Dnat, NatConfig, PortRange, Snat, SnatTo, StaticNat};
 use serde::Deserialize;
 use std::collections::BTreeMap;
@@ -77,6 +77,13 @@ pub(super) struct RawRule {
     in_: Option<Spanned<OneOrMany>>,
     out: Option<Spanned<OneOrMany>>,
     state: Option<Spanned<OneOrMany>>,
+    /// nftables `ct status`: "dnat", "snat", "!dnat", "!snat" (all must
+    /// hold).
+    ct_status: Option<Spanned<OneOrMany>>,
+    /// nftables `ct original ip daddr`: the destination before DNAT.
+    ct_original_dst: Option<Spanned<String>>,
+    /// nftables `ct original proto-dst`: the destination port before DNAT.
+    ct_original_dport: Option<Spanned<PortSpec>>,
     #[serde(default)]
     counter: bool,
 }
@@ -268,6 +275,7 @@ pub(super) fn check(
     ct: Option<&RawConntrack>,
     nat: Option<&RawNat>,
     names: &BTreeMap<&str, u16>,
+    has_v4: &[bool],
     base: Option<&Path>,
 ) -> GatewaySetup {
     let mut g = GatewaySetup {
@@ -302,11 +310,12 @@ pub(super) fn check(
             }
         }
     }
+    // NAT first: the rules' `ct_original_*` matches refer to its entries.
+    if let Some(nat) = nat {
+        check_nat(cx, nat, names, has_v4, &mut g.nat);
+    }
     if let Some(fw) = fw {
         check_firewall(cx, fw, names, base, &mut g);
-    }
-    if let Some(nat) = nat {
-        check_nat(cx, nat, names, &mut g.nat);
     }
     g
 }
@@ -450,7 +459,8 @@ fn check_firewall(
                 }
             }
         }
-        let (line, _) = super::line_col(cx.text, r.span().start);
+        let ct = check_ct(cx, rs, &k, states, family, &g.nat);
+        let (line, _) = cx.line_col(r.span().start);
         g.rules.push(FwRule {
             hdr,
             in_ports,
@@ -459,6 +469,7 @@ fn check_firewall(
             action: act,
             counter: rs.counter,
             origin: format!("{}:{line}", cx.file),
+            ct,
         });
     }
     if let Some(f) = &fw.classbench_file {
@@ -496,6 +507,7 @@ fn check_firewall(
                             action: act,
                             counter: false,
                             origin: format!("{}:{}", path.display(), n + 1),
+                            ct: CtMatch::default(),
                         }),
                         None => {
                             cx.err(
@@ -514,7 +526,115 @@ fn check_firewall(
     }
 }
 
-fn check_nat(cx: &mut Ctx<'_>, nat: &RawNat, names: &BTreeMap<&str, u16>, out: &mut NatConfig) {
+/// A rule's conntrack matches: `ct_status`, `ct_original_dst`,
+/// `ct_original_dport`; refused where they can never match.
+fn check_ct(
+    cx: &mut Ctx<'_>,
+    rs: &RawRule,
+    k: &dyn Fn(&str) -> String,
+    states: u8,
+    family: Option<bool>,
+    nat: &NatConfig,
+) -> CtMatch {
+    let mut ct = CtMatch::default();
+    let entries = nat.dnat.len() + nat.statics.len();
+    if let Some(st) = &rs.ct_status {
+        for n in st.get_ref().names() {
+            let (neg, name) = match n.strip_prefix('!') {
+                Some(x) => (true, x.trim()),
+                None => (false, n),
+            };
+            let Some(&(_, bit)) = status::NAMES.iter().find(|(s, _)| *s == name) else {
+                cx.err(
+                    st,
+                    k("ct_status"),
+                    format!("`{n}`: expected dnat, snat, !dnat or !snat"),
+                );
+                continue;
+            };
+            if ct.status.1 & bit != 0 && (ct.status.0 & bit != 0) == neg {
+                cx.err(st, k("ct_status"), format!("`{name}` and `!{name}` together can never match"));
+            }
+            ct.status.1 |= bit;
+            if !neg {
+                ct.status.0 |= bit;
+            }
+        }
+        if ct.status.0 & status::DNAT != 0 && entries == 0 {
+            cx.err(
+                st,
+                k("ct_status"),
+                "no [[nat.dnat]] or [[nat.static]] translates a destination: this rule can never match",
+            );
+        }
+        if ct.status.0 & status::SNAT != 0 && states != 0 && states & state::RELATED == 0 {
+            cx.err(
+                st,
+                k("ct_status"),
+                "`snat` is known only for packets of open flows (state `related`): the firewall decides on a new flow before source NAT maps it, as nftables' forward chain does",
+            );
+        }
+        if ct.status.0 & status::SNAT != 0 && nat.snat.is_empty() && nat.statics.is_empty() {
+            cx.err(
+                st,
+                k("ct_status"),
+                "no [[nat.snat]] or [[nat.static]] translates a source: this rule can never match",
+            );
+        }
+    }
+    if let Some(v) = &rs.ct_original_dst {
+        let text = v.get_ref();
+        let parsed = match text.parse::<Ipv4Addr>() {
+            Ok(a) => Some((IpAddr::V4(a), 32)),
+            Err(_) => pipeline::lpm::parse_prefix(text),
+        };
+        match parsed {
+            Some((IpAddr::V4(a), l)) => {
+                if family == Some(false) {
+                    cx.err(v, k("ct_original_dst"), "an IPv4 prefix (NAT44) in a rule with IPv6 addresses can never match");
+                }
+                ct.orig_dst = Some(v4_prefix(a, l));
+            }
+            _ => cx.err(
+                v,
+                k("ct_original_dst"),
+                format!("`{}` is not an IPv4 prefix such as 198.19.0.1/32 (NAT is IPv4 only)", v.get_ref()),
+            ),
+        }
+    }
+    if let Some(v) = &rs.ct_original_dport {
+        let proto = rs.proto.as_ref().and_then(|p| proto_num(p.get_ref()).ok());
+        if !matches!(proto, Some(6 | 17)) {
+            cx.err(v, k("ct_original_dport"), "needs proto = \"tcp\" or \"udp\"");
+        }
+        match port_range(v.get_ref()) {
+            Ok(r) => ct.orig_dport = Some(r),
+            Err(e) => cx.err(v, k("ct_original_dport"), e),
+        }
+    }
+    if (ct.orig_dst.is_some() || ct.orig_dport.is_some()) && entries > MAX_DNAT_ENTRIES {
+        let at = rs
+            .ct_original_dst
+            .as_ref()
+            .map(|v| v.span())
+            .or(rs.ct_original_dport.as_ref().map(|v| v.span()))
+            .unwrap_or_default();
+        cx.err(
+            &Spanned::new(at, ()),
+            k("ct_original_dst"),
+            format!("ct_original_* matches tell apart at most {MAX_DNAT_ENTRIES} destination NAT entries; the config has {entries}"),
+        );
+    }
+    ct
+}
+
+fn check_nat(
+    cx: &mut Ctx<'_>,
+    nat: &RawNat,
+    names: &BTreeMap<&str, u16>,
+    has_v4: &[bool],
+    out: &mut NatConfig,
+) {
     if let Some(p) = &nat.ports {
         match p.get_ref().parse::<super::PortRange>() {
             Ok(r) if r.0 >= 1 => out.ports = PortRange { lo: r.0, hi: r.1 },
@@ -542,7 +662,19 @@ fn check_nat(cx: &mut Ctx<'_>, nat: &RawNat, names: &BTreeMap<&str, u16>, out: &
             }
         }
         let to = match s.to.get_ref() {
-            OneOrMany::One(m) if m == "masquerade" => SnatTo::Masquerade,
+            OneOrMany::One(m) if m == "masquerade" => {
+                if !has_v4.get(usize::from(out_port)).copied().unwrap_or(false) {
+                    cx.err(
+                        &s.to,
+                        k("to"),
+                        format!(
+                            "masquerade takes the address of port `{}`, which has none: set its `ipv4`, or give `to` addresses",
+                            s.out.get_ref()
+                        ),
+                    );
+                }
+                SnatTo::Masquerade
+            }
             other => {
                 let mut pool = Vec::new();
                 for a in other.names() {
@@ -554,6 +686,13 @@ fn check_nat(cx: &mut Ctx<'_>, nat: &RawNat, names: &BTreeMap<&str, u16>, out: &
                             format!("`{a}`: expected \"masquerade\" or IPv4 addresses"),
                         ),
                     }
+                }
+                if other.names().is_empty() {
+                    cx.err(
+                        &s.to,
+                        k("to"),
+                        "is empty: give \"masquerade\" or at least one IPv4 address",
+                    );
                 }
                 SnatTo::Pool(pool)
             }

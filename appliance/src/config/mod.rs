@@ -641,15 +641,38 @@ fn key_on_line(text: &str, line: usize) -> String {
 struct Ctx<'a> {
     file: &'a str,
     text: &'a str,
+    /// Byte offset where each line starts (line `i + 1` at `lines[i]`).
+    lines: Vec<usize>,
     errs: Vec<ConfigError>,
 }
 
-impl Ctx<'_> {
+impl<'a> Ctx<'a> {
+    fn new(file: &'a str, text: &'a str) -> Self {
+        let lines = std::iter::once(0)
+            .chain(text.match_indices('\n').map(|(i, _)| i + 1))
+            .collect();
+        Ctx {
+            file,
+            text,
+            lines,
+            errs: Vec::new(),
+        }
+    }
+
+    /// Line and column (1-based) of a byte offset, in O(log lines).
+    fn line_col(&self, offset: usize) -> (usize, usize) {
+        let offset = offset.min(self.text.len());
+        let line = self.lines.partition_point(|&s| s <= offset);
+        let start = self.lines[line - 1];
+        let col = self.text[start..offset].chars().count() + 1;
+        (line, col)
+    }
+
     fn err<T>(&mut self, v: &Spanned<T>, key: impl Into<String>, msg: impl Into<String>) {
         let (line, col) = if v.span().is_empty() && v.span().start == 0 {
             (0, 0) // a default value: no place in the file
         } else {
-            line_col(self.text, v.span().start)
+            self.line_col(v.span().start)
         };
         self.errs.push(ConfigError {
             file: self.file.to_string(),
@@ -693,11 +716,7 @@ pub fn parse(text: &str, file: &str, base: Option<&Path>) -> Result<Config, Conf
             msg: e.message().trim().to_string(),
         }])
     })?;
-    let mut cx = Ctx {
-        file,
-        text,
-        errs: Vec::new(),
-    };
+    let mut cx = Ctx::new(file, text);
     let cfg = validate(&mut cx, raw, base);
     if cx.errs.is_empty() {
         Ok(cfg)
@@ -924,6 +943,7 @@ fn validate(cx: &mut Ctx<'_>, raw: RawFile, base: Option<&Path>) -> Config {
         raw.conntrack.as_ref(),
         raw.nat.as_ref(),
         &names,
+        &raw.port.iter().map(|p| !p.ipv4.is_empty()).collect::<Vec<_>>(),
         base,
     );
     // One buffer family per process: DPDK ports cannot mix with the others.

@@ -5,7 +5,7 @@
 
 use super::*;
 use crate::acl::Rule;
-use crate::firewall::{FwRule, RejectWith};
+use crate::firewall::{CtMatch, FwRule, RejectWith};
 use crate::lpm::{Lpm4Builder, Lpm6Builder};
 use crate::nat::{Dnat, Snat, StaticNat};
 use crate::router::{Interface, NextHop, RouterConfig};
@@ -83,6 +83,7 @@ fn fw(hdr: Rule, ins: &[u16], states: u8, action: Action) -> FwRule {
         action,
         counter: true,
         origin: String::new(),
+        ct: CtMatch::default(),
     }
 }
 
@@ -108,7 +109,7 @@ fn nat_cfg(ports: PortRange) -> NatConfig {
 
 fn gateway_with(rules: Vec<FwRule>, default: Action, nat: NatConfig, cap: usize) -> Gateway {
     let cfg = GatewayConfig {
-        rules: Arc::new(RuleSet::build(rules, default)),
+        rules: Arc::new(RuleSet::build(rules, default, &nat.original_dsts())),
         nat: Arc::new(nat),
         ct_capacity: cap,
         timeouts: Timeouts::default(),
@@ -602,7 +603,7 @@ proptest! {
 #[test]
 fn return_traffic_is_steered_to_the_owning_worker() {
     let cfg = GatewayConfig {
-        rules: Arc::new(RuleSet::build(vec![], Action::Accept)),
+        rules: Arc::new(RuleSet::build(vec![], Action::Accept, &[])),
         nat: Arc::new(nat_cfg(PortRange::default())),
         ct_capacity: 64,
         timeouts: Timeouts::default(),
@@ -663,4 +664,89 @@ fn icmp_error_without_a_quote_is_invalid() {
     f[34] = 11;
     fill_l4(&mut f);
     assert_eq!(g.process(&mut f, 1), Verdict::Drop(DropReason::Filtered));
+}
+
+/// The policy "new connections from outside only through the port
+/// forward" (nftables: `ct status dnat ct original ip daddr 198.19.0.1 ct
+/// original proto-dst 8080 accept`): the forward works, the same inside
+/// service reached directly is refused, and a DNAT to it from another
+/// original destination is refused too.
+#[test]
+fn ct_status_and_original_destination_close_direct_access() {
+    let http = Rule {
+        dport: (80, 80),
+        proto: (6, 0xff),
+        ..Rule::any()
+    };
+    let through_forward = FwRule {
+        ct: CtMatch {
+            status: (status::DNAT, status::DNAT),
+            orig_dst: Some(crate::acl::v4_prefix(OUTSIDE.parse().unwrap(), 32)),
+            orig_dport: Some((8080, 8080)),
+        },
+        ..fw(http, &[1], state::NEW, Action::Accept)
+    };
+    let mut nat = nat_cfg(PortRange::default());
+    // A second forward to the same inside service, from another port.
+    nat.dnat.push(Dnat {
+        in_port: None,
+        proto: Some(IpProto::TCP),
+        dst: a(OUTSIDE),
+        dport: Some(9090),
+        to: a(CLIENT),
+        to_port: Some(80),
+    });
+    let rules = vec![
+        fw(Rule::any(), &[0], state::NEW, Action::Accept),
+        through_forward,
+    ];
+    let mut g = gateway_with(rules, Action::Drop, nat, 64);
+    // Through the forward 198.19.0.1:8080: accepted, to 198.18.0.10:80.
+    let mut f = pkt(R1, SERVER, 5000, OUTSIDE, 8080, 6, 0x02, &[]);
+    assert_eq!(g.process(&mut f, 1), Verdict::Forward(0));
+    assert_eq!(addrs(&f), (a(SERVER), 5000, a(CLIENT), 80));
+    // Directly to 198.18.0.10:80 (the hole a plain dport = 80 rule had).
+    let mut f = pkt(R1, SERVER, 5001, CLIENT, 80, 6, 0x02, &[]);
+    assert_eq!(g.process(&mut f, 1), Verdict::Drop(DropReason::Filtered));
+    // Through the other forward, 198.19.0.1:9090: DNAT, but not the one
+    // the rule names.
+    let mut f = pkt(R1, SERVER, 5002, OUTSIDE, 9090, 6, 0x02, &[]);
+    assert_eq!(g.process(&mut f, 1), Verdict::Drop(DropReason::Filtered));
+    assert_eq!(g.hits(), &[0, 1]);
+}
+
+/// `ct_status = "!dnat"` refuses forwarded flows and `snat` matches the
+/// related packets (ICMP errors) of a source-translated flow.
+#[test]
+fn ct_status_negation_and_snat_on_related() {
+    let rules = vec![
+        FwRule {
+            ct: CtMatch {
+                status: (0, status::DNAT),
+                ..CtMatch::default()
+            },
+            ..fw(Rule::any(), &[1], state::NEW, Action::Accept)
+        },
+        fw(Rule::any(), &[0], state::NEW, Action::Accept),
+        FwRule {
+            ct: CtMatch {
+                status: (status::SNAT, status::SNAT),
+                ..CtMatch::default()
+            },
+            ..fw(Rule::any(), &[], state::RELATED, Action::Accept)
+        },
+    ];
+    let mut g = gateway_with(rules, Action::Drop, nat_cfg(PortRange::default()), 64);
+    // The forward is DNAT: not accepted by rule 0, dropped by default.
+    let mut f = pkt(R1, SERVER, 5000, OUTSIDE, 8080, 6, 0x02, &[]);
+    assert_eq!(g.process(&mut f, 1), Verdict::Drop(DropReason::Filtered));
+    // A direct new flow from outside is not DNAT: rule 0.
+    let mut f = pkt(R1, SERVER, 5001, CLIENT, 22, 6, 0x02, &[]);
+    assert_eq!(g.process(&mut f, 1), Verdict::Forward(0));
+    // A masqueraded flow out, then an ICMP error about it: related, snat.
+    let mut out = pkt(R0, CLIENT, 1000, SERVER, 53, 17, 0, b"q");
+    assert_eq!(g.process(&mut out, 0), Verdict::Forward(1));
+    let mut e = icmp_error(R1, SERVER, 3, 3, &out);
+    assert_eq!(g.process(&mut e, 1), Verdict::Forward(0));
+    assert_eq!(g.hits(), &[1, 1, 1]);
 }
