@@ -64,18 +64,21 @@ pub struct AfXdpConfig {
 /// kernel. Sockets opened on it keep it alive.
 pub struct Umem {
     raw: *mut ffi::SlUmem,
+    /// Held across every use of `raw` through `&self` (socket creation):
+    /// libxdp's shared-UMEM bookkeeping is not thread-safe.
+    open_lock: std::sync::Mutex<()>,
     pool: Pool,
     base: usize,
     len: usize,
     ring: u32,
 }
 
-// SAFETY: the C object is used only to open sockets (at setup, from one
-// thread at a time: `open` takes `&Arc<Umem>` and libxdp's socket creation
-// is not called concurrently by this module's callers, who open ports in
-// sequence) and to delete it once, in Drop. The pool is Sync.
+// SAFETY: the C object is used only to open sockets, with `open_lock`
+// held (so never by two threads at once, whatever the callers do), and to
+// delete it once, in Drop (which has `&mut self`). The pool is Sync; the
+// other fields are plain values.
 unsafe impl Send for Umem {}
-// SAFETY: as above.
+// SAFETY: as above: every access to `raw` through `&self` holds the lock.
 unsafe impl Sync for Umem {}
 
 impl Umem {
@@ -107,6 +110,7 @@ impl Umem {
         }
         Ok(Arc::new(Umem {
             raw,
+            open_lock: std::sync::Mutex::new(()),
             pool,
             base,
             len,
@@ -464,8 +468,13 @@ pub fn open(cfg: &AfXdpConfig, umem: &Arc<Umem>) -> Result<OpenPort, PortError> 
     let name = CString::new(cfg.iface.as_str())
         .map_err(|_| PortError::Config(format!("interface name {:?}", cfg.iface)))?;
     let mut err = 0;
-    // SAFETY: a live UMEM, a valid C string and an out pointer for the
-    // error.
+    // A poisoned lock only means another open panicked; the UMEM is intact.
+    let _serial = umem
+        .open_lock
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    // SAFETY: a live UMEM, used by this thread alone while `_serial` is
+    // held; a valid C string and an out pointer for the error.
     let raw = unsafe {
         ffi::sl_xsk_open(
             umem.raw,

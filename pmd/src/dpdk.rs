@@ -278,6 +278,7 @@ impl PacketBuf for DpdkMbuf {
 
 struct Control {
     port: u16,
+    _dev: Arc<Device>,
     caps: Caps,
     stopped: Arc<AtomicBool>,
     /// xstat names (leaked once per port: the report wants `'static`).
@@ -363,13 +364,19 @@ fn is_eventfd(fd: c_int) -> bool {
         .is_ok_and(|l| l.to_string_lossy().contains("eventfd"))
 }
 
-impl Drop for Control {
-    /// The last handle to the port goes when the appliance stops (workers
-    /// joined): stop and close the device.
+/// The started device. Its control and every one of its queues hold it,
+/// so it is stopped and closed when the last of them goes: no queue can
+/// transmit or receive on a closed port, whatever the order of drops.
+struct Device {
+    port: u16,
+}
+
+impl Drop for Device {
     fn drop(&mut self) {
-        // SAFETY: no queue of this port is polled any more (the workers
-        // that owned them have exited); stop then close is the documented
-        // teardown, and their errors leave nothing to undo.
+        // SAFETY: this is the last handle: every queue of the port (which
+        // hold one each) and its control are gone, so nothing polls it;
+        // stop then close is the documented teardown, and their errors
+        // leave nothing to undo.
         unsafe {
             ffi::rte_eth_dev_stop(self.port);
             ffi::rte_eth_dev_close(self.port);
@@ -441,6 +448,7 @@ pub struct DpdkRx {
     fp: FpOps,
     port: u16,
     queue: u16,
+    _dev: Arc<Device>,
     intr: Option<DpdkIntr>,
     stopped: Arc<AtomicBool>,
     /// Write the RX timestamp dynfield (it is on the mbuf's second cache
@@ -489,6 +497,7 @@ pub struct DpdkTx {
     fp: FpOps,
     port: u16,
     queue: u16,
+    _dev: Arc<Device>,
 }
 
 impl TxQueue for DpdkTx {
@@ -619,6 +628,7 @@ pub fn open(
     }
     // SAFETY: a started port; failure (not supported) is harmless.
     unsafe { ffi::rte_eth_promiscuous_enable(port) };
+    let dev = Arc::new(Device { port });
     let stopped = Arc::new(AtomicBool::new(false));
     let intrs: Vec<Option<DpdkIntr>> = (0..cfg.rxq)
         .map(|q| {
@@ -643,6 +653,7 @@ pub fn open(
             fp: FpOps::of(port),
             port,
             queue: q as u16,
+            _dev: dev.clone(),
             intr: i.filter(|_| all_intr),
             stopped: stopped.clone(),
             stamp: cfg.stamp_rx,
@@ -667,11 +678,13 @@ pub fn open(
             fp: FpOps::of(port),
             port,
             queue: q,
+            _dev: dev.clone(),
         })
         .collect();
     Ok(OpenPort {
         control: Arc::new(Control {
             port,
+            _dev: dev,
             stopped,
             caps: Caps {
                 max_burst: MAX_BURST,

@@ -25,6 +25,8 @@ use std::sync::Mutex;
 pub const HEADROOM: usize = 128;
 /// Default data room after the headroom.
 pub const DEFAULT_DATA_ROOM: usize = 2048;
+/// The largest data room a pool can have (offsets and lengths are `u16`).
+pub const MAX_DATA_ROOM: usize = u16::MAX as usize - HEADROOM;
 /// Buffers a thread keeps cached per pool before flushing to the shared list.
 pub const CACHE_SIZE: usize = 256;
 /// Bytes of the buffer header at the start of each slot.
@@ -108,16 +110,16 @@ impl Pool {
     /// Creates a pool of `n` buffers with `data_room` bytes after the
     /// headroom.
     pub fn new(name: &str, n: usize, data_room: usize) -> Result<Pool, PoolError> {
-        let room = HEADROOM + data_room;
-        let slot_size = (HDR_LEN + room).next_multiple_of(64);
         let bad = || PoolError::Size {
             name: name.to_string(),
             n,
             room: data_room,
         };
-        if n == 0 || data_room == 0 || room > usize::from(u16::MAX) || n > u32::MAX as usize {
+        if n == 0 || data_room == 0 || data_room > MAX_DATA_ROOM || n > u32::MAX as usize {
             return Err(bad());
         }
+        let room = HEADROOM + data_room;
+        let slot_size = (HDR_LEN + room).next_multiple_of(64);
         let bytes = slot_size.checked_mul(n).ok_or_else(bad)?;
         // 2 MiB alignment lets transparent huge pages back the arena.
         let layout = Layout::from_size_align(bytes, 2 << 20).map_err(|_| bad())?;
@@ -391,7 +393,9 @@ impl Mbuf {
     /// fit.
     #[inline(always)]
     pub fn set_data(&mut self, off: usize, len: usize) -> bool {
-        if off + len > self.h().pool.room {
+        // No sum that could wrap: `off <= room` is checked first.
+        let room = self.h().pool.room;
+        if off > room || len > room - off {
             return false;
         }
         let h = self.h_mut();
@@ -434,7 +438,7 @@ impl Mbuf {
     #[inline(always)]
     pub fn reset_len(&mut self, len: usize) -> bool {
         let room = self.h().pool.room;
-        if HEADROOM + len > room {
+        if len > room - HEADROOM {
             return false;
         }
         let h = self.h_mut();
@@ -511,7 +515,8 @@ impl pipeline::fwd::Frame for Mbuf {
     fn set_len(&mut self, len: usize) -> bool {
         let room = self.h().pool.room;
         let h = self.h_mut();
-        if usize::from(h.data_off) + len > room {
+        // data_off <= room is an invariant: the subtraction cannot wrap.
+        if len > room - usize::from(h.data_off) {
             return false;
         }
         h.data_len = len as u16;
@@ -582,7 +587,8 @@ impl PacketBuf for Mbuf {
         let room = self.h().pool.room;
         let h = self.h_mut();
         let old = usize::from(h.data_len);
-        if usize::from(h.data_off) + old + n > room {
+        // data_off + data_len <= room is an invariant: no wrap.
+        if n > room - usize::from(h.data_off) - old {
             return None;
         }
         h.data_len += n as u16;
@@ -666,6 +672,34 @@ mod tests {
         b2.clear();
         p.flush_cache();
         assert_eq!(p.available_shared(), 40);
+    }
+
+    /// Lengths and offsets near `usize::MAX` are refused, not wrapped
+    /// (a wrapped sum passed the old checks and gave slices past the slot).
+    #[test]
+    fn huge_lengths_are_refused_without_wrapping() {
+        use pipeline::fwd::Frame;
+        let pool = Pool::new("huge", 4, 256).unwrap();
+        let mut m = pool.alloc().unwrap();
+        assert!(m.copy_from(&[7; 60]));
+        for n in [usize::MAX, usize::MAX - HEADROOM + 1, usize::MAX - 100, 1 << 16] {
+            assert!(!m.reset_len(n), "reset_len({n})");
+            assert!(!m.set_data(HEADROOM, n), "set_data(HEADROOM, {n})");
+            assert!(!m.set_data(n, 2), "set_data({n}, 2)");
+            assert!(!Frame::set_len(&mut m, n), "set_len({n})");
+            assert!(m.append(n).is_none(), "append({n})");
+            assert!(m.prepend(n).is_none(), "prepend({n})");
+            assert!(!m.adj(n) && !m.trim(n), "adj/trim({n})");
+            assert_eq!(m.len(), 60, "unchanged after {n}");
+        }
+        // The largest that fits still does.
+        assert!(m.set_data(0, m.room()));
+        assert_eq!(m.len(), HEADROOM + 256);
+        assert!(m.set_data(m.room(), 0));
+        assert!(!m.set_data(m.room() + 1, 0));
+        assert!(Pool::new("big", 1, MAX_DATA_ROOM + 1).is_err());
+        assert!(Pool::new("wrap", 1, usize::MAX - 10).is_err());
+        assert!(Pool::new("max", 1, MAX_DATA_ROOM).is_ok());
     }
 
     #[test]

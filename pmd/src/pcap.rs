@@ -8,7 +8,7 @@
 //! captures (LINUX_SLL) one built from their header, so the pipeline sees
 //! Ethernet frames. Other link types are refused with an error.
 
-use crate::mbuf::{Mbuf, Pool, DEFAULT_DATA_ROOM};
+use crate::mbuf::{Mbuf, Pool, DEFAULT_DATA_ROOM, MAX_DATA_ROOM};
 use crate::sys::rdtsc;
 use crate::{
     Batch, BoxRx, BoxTx, Caps, OpenPort, PacketBuf, PortControl, PortError, PortStats,
@@ -37,6 +37,13 @@ pub struct PcapConfig {
     pub loops: u64,
     /// Buffers in the port's pool.
     pub pool_size: usize,
+}
+
+/// Checks that a capture can be replayed (what [`open`] will read):
+/// the number of frames and their bytes.
+pub fn inspect(path: &Path) -> Result<(usize, u64), PortError> {
+    let frames = read_frames(path)?;
+    Ok((frames.len(), frames.iter().map(|f| f.len() as u64).sum()))
 }
 
 /// Reads every frame of a pcap or pcapng file as Ethernet frames.
@@ -161,6 +168,8 @@ impl PortControl for Control {
 
 struct PcapRx {
     frames: Vec<Vec<u8>>,
+    /// The pool's data room.
+    room: usize,
     next: usize,
     loops_left: u64,
     forever: bool,
@@ -195,7 +204,9 @@ impl RxQueue for PcapRx {
             };
             let f = &self.frames[self.next];
             self.next += 1;
-            // Fits: the pool's data room is the largest frame.
+            // The pool's data room is the largest frame, up to
+            // MAX_DATA_ROOM; beyond that the frame is cut.
+            let f = &f[..f.len().min(self.room)];
             m.copy_from(f);
             m.set_rx_meta(self.port, 0, now, 0);
             self.c.bytes.add(f.len() as u64);
@@ -240,12 +251,15 @@ pub fn open(cfg: &PcapConfig) -> Result<OpenPort, PortError> {
         Some(p) => read_frames(p)?,
         None => Vec::new(),
     };
+    // A buffer holds at most MAX_DATA_ROOM bytes; a longer record (a
+    // 65,535-byte frame is legal in pcap) is received cut to that, and the
+    // pipeline drops it as truncated, counted by reason.
     let room = frames
         .iter()
         .map(Vec::len)
         .max()
         .unwrap_or(0)
-        .max(DEFAULT_DATA_ROOM);
+        .clamp(DEFAULT_DATA_ROOM, MAX_DATA_ROOM);
     let pool = Pool::new(&format!("pcap{}", cfg.port), cfg.pool_size, room)?;
     let w = match &cfg.tx_file {
         Some(p) => {
@@ -272,6 +286,7 @@ pub fn open(cfg: &PcapConfig) -> Result<OpenPort, PortError> {
     let stopped = Arc::new(AtomicBool::new(false));
     let rx = Box::new(PcapRx {
         frames,
+        room,
         next: 0,
         loops_left: cfg.loops.max(1),
         forever: cfg.loops == 0,
