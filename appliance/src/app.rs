@@ -63,30 +63,6 @@ where
         .context("spawning a worker thread")
 }
 
-/// Reads a route file: one prefix per line (`#` comments and blank lines
-/// skipped), plain or gzip-compressed (`.gz`).
-fn read_route_file(path: &std::path::Path) -> Result<Vec<(std::net::IpAddr, u8)>> {
-    use std::io::{BufRead, BufReader, Read};
-    let f = std::fs::File::open(path).with_context(|| format!("route file {}", path.display()))?;
-    let r: Box<dyn Read> = if path.extension().is_some_and(|e| e == "gz") {
-        Box::new(flate2::read::GzDecoder::new(f))
-    } else {
-        Box::new(f)
-    };
-    let mut out = Vec::new();
-    for (i, l) in BufReader::new(r).lines().enumerate() {
-        let l = l.with_context(|| format!("route file {}", path.display()))?;
-        let t = l.trim();
-        if t.is_empty() || t.starts_with('#') {
-            continue;
-        }
-        let p = pipeline::lpm::parse_prefix(t)
-            .ok_or_else(|| anyhow!("{}:{}: `{t}` is not a prefix", path.display(), i + 1))?;
-        out.push(p);
-    }
-    Ok(out)
-}
-
 /// Builds the route tables and the router stage (control path).
 pub fn build_router(cfg: &Config) -> Result<Router> {
     use pipeline::router::NextHop;
@@ -103,9 +79,9 @@ pub fn build_router(cfg: &Config) -> Result<Router> {
     };
     let (mut b4, mut b6) = (Lpm4Builder::new(), Lpm6Builder::new());
     // The route file first, so that static routes for the same prefix win.
-    if let Some((path, via4, via6)) = &rs.route_file {
+    if let Some((_, via4, via6)) = &rs.route_file {
         let (mut i4, mut i6) = (0usize, 0usize);
-        for (a, len) in read_route_file(path)? {
+        for &(a, len) in &rs.file_routes {
             match a {
                 IpAddr::V4(a) if !via4.is_empty() => {
                     b4.add(a, len, hop(via4[i4 % via4.len()]));
@@ -153,7 +129,11 @@ pub fn build_router(cfg: &Config) -> Result<Router> {
 pub fn build_gateway(cfg: &Config, workers: u16) -> GatewayConfig {
     let g = &cfg.gateway;
     GatewayConfig {
-        rules: Arc::new(RuleSet::build(g.rules.clone(), g.default, &g.nat.original_dsts())),
+        rules: Arc::new(RuleSet::build(
+            g.rules.clone(),
+            g.default,
+            &g.nat.original_dsts(),
+        )),
         nat: Arc::new(g.nat.clone()),
         ct_capacity: g.ct_capacity,
         timeouts: g.timeouts,

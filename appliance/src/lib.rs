@@ -12,6 +12,7 @@ pub mod config;
 pub mod counters;
 #[cfg(feature = "dpdk")]
 pub mod dpdk;
+pub mod lock;
 pub mod poll;
 pub mod telemetry;
 pub mod worker;

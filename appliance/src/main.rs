@@ -97,7 +97,8 @@ fn describe(c: &Config) -> String {
     }
     let g = &c.gateway;
     if g.enabled {
-        let set = pipeline::firewall::RuleSet::build(g.rules.clone(), g.default, &g.nat.original_dsts());
+        let set =
+            pipeline::firewall::RuleSet::build(g.rules.clone(), g.default, &g.nat.original_dsts());
         s += &format!(
             "  firewall: {} rules ({} after port/state expansion, {} distinct bit vectors), default {:?}; classifier built in {:.2} ms, {:.1} KiB\n",
             set.rules().len(),
@@ -123,6 +124,13 @@ fn describe(c: &Config) -> String {
     s
 }
 
+/// Prints the config's warnings (legal but odd settings) to stderr.
+fn warn(c: &Config) {
+    for w in &c.warnings {
+        eprintln!("warning: {w}");
+    }
+}
+
 fn main() -> ExitCode {
     match real_main() {
         Ok(code) => code,
@@ -138,7 +146,17 @@ fn real_main() -> Result<ExitCode> {
     match cli.cmd {
         Cmd::Check { file } => match config::load_file(&file) {
             Ok(c) => {
+                warn(&c);
                 print!("{}", describe(&c));
+                // Build the tables as `run` will (route file included).
+                let t0 = std::time::Instant::now();
+                let router = appliance::app::build_router(&c)?;
+                let (n4, n6) = (router.routes4(), router.routes6());
+                println!(
+                    "  routes: {n4} IPv4, {n6} IPv6 ({} from the route file); tables built in {:.1} ms",
+                    c.router.file_routes.len(),
+                    t0.elapsed().as_secs_f64() * 1e3
+                );
                 Ok(ExitCode::SUCCESS)
             }
             Err(e) => {
@@ -161,8 +179,13 @@ fn real_main() -> Result<ExitCode> {
                 }
             };
             if let Some(d) = duration {
-                anyhow::ensure!(d >= 0.0 && d.is_finite(), "--duration must be >= 0");
-                cfg.run.duration = (d > 0.0).then(|| Duration::from_secs_f64(d));
+                match config::duration(d) {
+                    Ok(d) => cfg.run.duration = d,
+                    Err(e) => {
+                        eprintln!("sluice: --duration {e}");
+                        return Ok(ExitCode::from(1));
+                    }
+                }
             }
             if let Some(p) = stats_period {
                 anyhow::ensure!(
@@ -175,10 +198,13 @@ fn real_main() -> Result<ExitCode> {
                 anyhow::ensure!((1..=pmd::MAX_BURST).contains(&b), "--burst must be 1..=512");
                 cfg.run.burst = b;
             }
+            // One instance per device: refused before anything is opened.
+            let _locks = appliance::lock::acquire(&cfg, &appliance::lock::lock_dir())?;
             let stop = Arc::new(AtomicBool::new(false));
             let s = stop.clone();
             ctrlc::set_handler(move || s.store(true, Ordering::Release))
                 .context("installing the Ctrl-C handler")?;
+            warn(&cfg);
             if !json {
                 print!("{}", describe(&cfg));
             }

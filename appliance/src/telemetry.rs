@@ -124,6 +124,9 @@ pub struct Drops {
     pub unroutable: u64,
     /// Stage drops by reason.
     pub stage: BTreeMap<&'static str, u64>,
+    /// Not a drop: ARP and Neighbor Discovery packets the router's slow
+    /// path used up (learned from, or not for it).
+    pub consumed: u64,
     /// Not a drop: packets handed to the worker that owns their NAT state
     /// (forwarded or dropped, and counted, there).
     pub handed_off: u64,
@@ -223,6 +226,13 @@ pub struct Balance {
     pub tx_full: u64,
     /// Stage drops (all reasons).
     pub stage_drops: u64,
+    /// Used up by the router's slow path (ARP, ND): not a drop.
+    pub consumed: u64,
+    /// Not part of the balance: packets the softnic generator should have
+    /// offered at its configured rate but skipped because it fell behind
+    /// (a busy machine). When this is more than 1% the offered load was
+    /// below the configured one, and the report says so.
+    pub gen_late: u64,
     /// No TX queue for the output port.
     pub unroutable: u64,
     /// Still in RX rings, TX buffers or TX rings (0 after a clean stop).
@@ -381,7 +391,12 @@ impl Telemetry {
                 .as_ref()
                 .map(|h| if summary { &h.total } else { &h.period });
             let mut stage = BTreeMap::new();
-            for r in DropReason::ALL {
+            let consumed = y.drops[DropReason::Consumed as usize]
+                .saturating_sub(x.drops[DropReason::Consumed as usize]);
+            for r in DropReason::ALL
+                .into_iter()
+                .filter(|&r| r != DropReason::Consumed)
+            {
                 stage.insert(
                     r.name(),
                     y.drops[r as usize].saturating_sub(x.drops[r as usize]),
@@ -402,6 +417,7 @@ impl Telemetry {
                     tx_full: d(|s| s.tx_full),
                     unroutable: d(|s| s.unroutable),
                     stage,
+                    consumed,
                     handed_off: d(|s| s.handed_off),
                 },
                 xstats: y
@@ -498,6 +514,8 @@ fn balance(s: &Snapshot) -> Balance {
         rx_nombuf: 0,
         tx_full: 0,
         stage_drops: 0,
+        consumed: 0,
+        gen_late: 0,
         unroutable: 0,
         in_flight: 0,
         balanced: false,
@@ -509,14 +527,22 @@ fn balance(s: &Snapshot) -> Balance {
             .copied()
             .unwrap_or(p.dev.ipackets + p.dev.imissed + p.dev.rx_nombuf);
         b.delivered += p.dev.opackets;
+        b.gen_late += p.xstats.get("gen_late").copied().unwrap_or(0);
         b.rx_missed += p.dev.imissed;
         b.rx_nombuf += p.dev.rx_nombuf;
         b.tx_full += p.tx_full;
         b.unroutable += p.unroutable;
-        b.stage_drops += p.drops.iter().sum::<u64>();
+        let consumed = p.drops[DropReason::Consumed as usize];
+        b.consumed += consumed;
+        b.stage_drops += p.drops.iter().sum::<u64>() - consumed;
     }
-    let accounted =
-        b.delivered + b.rx_missed + b.rx_nombuf + b.tx_full + b.stage_drops + b.unroutable;
+    let accounted = b.delivered
+        + b.consumed
+        + b.rx_missed
+        + b.rx_nombuf
+        + b.tx_full
+        + b.stage_drops
+        + b.unroutable;
     b.in_flight = b.offered as i64 - accounted as i64;
     b.balanced = b.in_flight == 0;
     b
@@ -670,9 +696,10 @@ impl Report {
         if let Some(b) = &self.balance {
             let _ = writeln!(
                 s,
-                "  balance: offered {} = delivered {} + rx_missed {} + rx_nombuf {} + tx_full {} + stage {} + unroutable {} + in flight {}  [{}]",
+                "  balance: offered {} = delivered {} + consumed {} + rx_missed {} + rx_nombuf {} + tx_full {} + stage {} + unroutable {} + in flight {}  [{}]",
                 b.offered,
                 b.delivered,
+                b.consumed,
                 b.rx_missed,
                 b.rx_nombuf,
                 b.tx_full,
@@ -681,6 +708,14 @@ impl Report {
                 b.in_flight,
                 if b.balanced { "balanced" } else { "NOT BALANCED" }
             );
+            if b.gen_late * 100 > b.offered + b.gen_late {
+                let _ = writeln!(
+                    s,
+                    "  warning: the generator fell behind and did not offer {} packets ({:.1}% of the configured load): the machine is busy; give the generator its own core ([generator] core) or lower the rate",
+                    b.gen_late,
+                    100.0 * b.gen_late as f64 / (b.offered + b.gen_late) as f64
+                );
+            }
         }
         s
     }

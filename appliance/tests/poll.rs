@@ -65,7 +65,10 @@ fn every_policy_runs_quickstart_without_loss() {
         let s = run(&quickstart(&format!("mode = \"{mode}\"")));
         let b = s.balance.as_ref().unwrap();
         assert!(b.balanced, "{mode}: {}", s.text());
-        assert!(b.offered > 400_000, "{mode}: {}", s.text());
+        // What was offered plus what the generator could not offer on a
+        // busy machine (counted, not silent) is the configured load:
+        // 2 × 200 kpps × 1.5 s, less start-up.
+        assert!(b.offered + b.gen_late > 450_000, "{mode}: {}", s.text());
         assert_eq!(b.delivered, b.offered, "{mode} lost packets: {}", s.text());
         assert_eq!(s.cores[0].policy, mode);
     }
@@ -96,7 +99,15 @@ fn interrupt_blocks_and_wakes() {
 #[test]
 fn adaptive_spins_under_load_blocks_when_idle() {
     let s = run(&one_port("200000", "mode = \"adaptive\""));
-    assert!(s.cores[0].cpu > 0.8, "spinning under load: {}", s.text());
+    // Under load it polls: most polls find nothing between packets and
+    // it still does not block per packet. (Its thread CPU share is no
+    // measure on a shared machine: a preempted spinner shows low CPU.)
+    let c = &s.cores[0];
+    assert!(
+        c.polls_per_s > 20.0 * c.blocks_per_s.max(1.0),
+        "spinning under load: {}",
+        s.text()
+    );
     assert_eq!(
         s.balance.as_ref().unwrap().delivered,
         s.balance.as_ref().unwrap().offered

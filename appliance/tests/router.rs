@@ -24,7 +24,9 @@ fn routes_softnic_traffic() {
     let (_, s) = common::run(&router_config("1.5"));
     let b = s.balance.as_ref().unwrap();
     assert!(b.balanced, "{}", s.text());
-    assert!(b.offered > 400_000, "{}", s.text());
+    // Offered plus what the generator counted as late (a busy machine)
+    // is the configured 2 × 200 kpps × 1.5 s, less start-up.
+    assert!(b.offered + b.gen_late > 400_000, "{}", s.text());
     assert_eq!(b.delivered, b.offered, "{}", s.text());
     for p in &s.ports {
         assert_eq!(p.xstats["sink_bad"], 0, "{}", s.text());

@@ -61,9 +61,9 @@ fn softnic_below_capacity_loses_nothing() {
     let b = s.balance.as_ref().unwrap();
     assert!(b.balanced, "{}", s.text());
     assert!(
-        b.offered > 40_000,
-        "2 ports × 20 kpps × 1.5 s: {}",
-        b.offered
+        b.offered + b.gen_late > 40_000,
+        "2 ports × 20 kpps × 1.5 s, offered or counted late: {}",
+        s.text()
     );
     assert_eq!(
         b.delivered,
@@ -142,7 +142,7 @@ rx = ["a", "b"]
     let (_, s) = run(cfg);
     let b = s.balance.as_ref().unwrap();
     assert!(b.balanced, "{}", s.text());
-    assert!(b.offered > 1_000_000, "{}", s.text());
+    assert!(b.offered > 100_000, "{}", s.text());
     assert_eq!(s.ports[0].rx_pkts, s.ports[1].tx_pkts);
     assert!(
         s.cores[0].busy > 0.9,

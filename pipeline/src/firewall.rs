@@ -242,7 +242,9 @@ impl FwRule {
         let refuses_dnat = c.status.1 & status::DNAT != 0 && c.status.0 & status::DNAT == 0;
         if !refuses_dnat {
             for (i, &(a, p)) in dnat_dsts.iter().enumerate().take(MAX_DNAT_ENTRIES) {
-                if c.orig_dst.is_some_and(|pre| !in_prefix128(crate::acl::v4(a), pre)) {
+                if c.orig_dst
+                    .is_some_and(|pre| !in_prefix128(crate::acl::v4(a), pre))
+                {
                     continue;
                 }
                 let dport = match (p, c.orig_dport) {
@@ -255,10 +257,7 @@ impl FwRule {
                     _ => self.hdr.dport,
                 };
                 out.push((
-                    Rule {
-                        dport,
-                        ..self.hdr
-                    },
+                    Rule { dport, ..self.hdr },
                     (
                         status.0 | dnat_bit | ((i as u32 + 1) << ENTRY_SHIFT),
                         status.1 | dnat_bit | 0xff << ENTRY_SHIFT,
@@ -314,25 +313,25 @@ impl RuleSet {
                 for &op in &outs {
                     for &st in &states {
                         for &(hdr, ct) in &variants {
-                        let mut v = 0u32;
-                        let mut m = 0u32;
-                        if let Some(p) = ip {
-                            v |= u32::from(p as u8);
-                            m |= 0xff;
-                        }
-                        if let Some(p) = op {
-                            v |= u32::from(p as u8) << 8;
-                            m |= 0xff << 8;
-                        }
-                        if let Some(s) = st {
-                            v |= u32::from(s) << 16;
-                            m |= u32::from(s) << 16;
-                        }
-                        expanded.push(Rule {
-                            meta: (v | ct.0, m | ct.1),
-                            ..hdr
-                        });
-                        owner.push(i as u32);
+                            let mut v = 0u32;
+                            let mut m = 0u32;
+                            if let Some(p) = ip {
+                                v |= u32::from(p as u8);
+                                m |= 0xff;
+                            }
+                            if let Some(p) = op {
+                                v |= u32::from(p as u8) << 8;
+                                m |= 0xff << 8;
+                            }
+                            if let Some(s) = st {
+                                v |= u32::from(s) << 16;
+                                m |= u32::from(s) << 16;
+                            }
+                            expanded.push(Rule {
+                                meta: (v | ct.0, m | ct.1),
+                                ..hdr
+                            });
+                            owner.push(i as u32);
                         }
                     }
                 }
@@ -457,7 +456,10 @@ mod tests {
         for (k, want) in cases {
             assert_eq!(set.lookup(&k), want, "{k:?}");
             assert_eq!(
-                rules.iter().position(|r| r.matches(&k, &[])).map(|i| i as u32),
+                rules
+                    .iter()
+                    .position(|r| r.matches(&k, &[]))
+                    .map(|i| i as u32),
                 want
             );
         }
@@ -470,10 +472,8 @@ mod tests {
     fn arb_ct() -> impl Strategy<Value = CtMatch> {
         let dst = prop_oneof![
             Just(None),
-            (0u32..4, 28u8..=32).prop_map(|(b, l)| Some(v4_prefix(
-                std::net::Ipv4Addr::from(0xc613_0000 | b),
-                l
-            ))),
+            (0u32..4, 28u8..=32)
+                .prop_map(|(b, l)| Some(v4_prefix(std::net::Ipv4Addr::from(0xc613_0000 | b), l))),
         ];
         let ports = prop_oneof![
             Just(None),
@@ -489,10 +489,8 @@ mod tests {
     fn arb_rule() -> impl Strategy<Value = FwRule> {
         let dst = prop_oneof![
             Just((0u128, 0u8)),
-            (0u32..4, 28u8..=32).prop_map(|(b, l)| v4_prefix(
-                std::net::Ipv4Addr::from(0xc613_0000 | b),
-                l
-            )),
+            (0u32..4, 28u8..=32)
+                .prop_map(|(b, l)| v4_prefix(std::net::Ipv4Addr::from(0xc613_0000 | b), l)),
         ];
         let ports = (0u16..4, 0u16..4).prop_map(|(a, b)| (79 + a.min(b), 79 + a.max(b)));
         (dst, ports, 0u8..16, arb_ct(), 0u8..3).prop_map(|(dst, dport, states, ct, act)| FwRule {
@@ -504,8 +502,11 @@ mod tests {
             in_ports: vec![],
             out_ports: vec![],
             states,
-            action: [Action::Accept, Action::Drop, Action::Reject(RejectWith::Auto)]
-                [act as usize],
+            action: [
+                Action::Accept,
+                Action::Drop,
+                Action::Reject(RejectWith::Auto),
+            ][act as usize],
             counter: false,
             origin: String::new(),
             ct,

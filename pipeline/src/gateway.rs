@@ -574,8 +574,7 @@ impl Gateway {
             outer_dst
         };
         let k = Key {
-            meta: meta(in_port, self.router.route4(new_dst), state::RELATED)
-                | self.ct_meta(&f),
+            meta: meta(in_port, self.router.route4(new_dst), state::RELATED) | self.ct_meta(&f),
             ..outer.key()
         };
         match self.decide(&k) {

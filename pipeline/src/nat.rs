@@ -209,8 +209,7 @@ impl NatConfig {
         let by_rule = self.dnat.iter().position(|d| {
             d.dst == dst
                 && d.proto.is_none_or(|p| p == proto)
-                && d.dport
-                    .is_none_or(|p| p == orig.dport && has_ports(proto))
+                && d.dport.is_none_or(|p| p == orig.dport && has_ports(proto))
         });
         by_rule.map(|i| i + 1).or_else(|| {
             self.statics

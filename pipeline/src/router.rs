@@ -383,6 +383,16 @@ impl Router {
         }
     }
 
+    /// IPv4 routes in the table (as built, duplicates included).
+    pub fn routes4(&self) -> usize {
+        self.cfg.lpm4.routes()
+    }
+
+    /// IPv6 routes in the table.
+    pub fn routes6(&self) -> usize {
+        self.cfg.lpm6.routes()
+    }
+
     /// The interface of `port`.
     pub fn iface(&self, port: u16) -> Option<&Interface> {
         self.cfg.interfaces.get(usize::from(port))
@@ -671,7 +681,7 @@ impl Router {
             self.count(Event::ArpReply);
             return Verdict::Forward(in_port);
         }
-        Verdict::Drop(DropReason::ToRouter)
+        Verdict::Drop(DropReason::Consumed)
     }
 
     fn ipv6(&mut self, pkt: &mut impl Frame, in_port: u16) -> Verdict {
@@ -875,7 +885,7 @@ impl Router {
             }
         }
         if ty != 135 || !ours {
-            return Verdict::Drop(DropReason::ToRouter);
+            return Verdict::Drop(DropReason::Consumed);
         }
         // Answer with a Neighbor Advertisement (router, solicited, override).
         let mut src_mac = [0u8; 6];

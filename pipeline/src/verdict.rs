@@ -26,8 +26,8 @@ pub enum DropReason {
     NoNeighbor = 8,
     /// Larger than the output MTU (fragmentation is not implemented).
     MtuExceeded = 9,
-    /// For the router itself and consumed (ARP replies, local traffic
-    /// other than echo requests).
+    /// For the router itself, which has no local stack to give it to
+    /// (local traffic other than echo requests).
     ToRouter = 10,
     /// Dropped or rejected by a firewall rule or the default policy.
     Filtered = 11,
@@ -43,11 +43,16 @@ pub enum DropReason {
     /// Bound for the core that owns its NAT mapping, but that core's
     /// handoff ring was full (or it had stopped).
     HandoffFull = 16,
+    /// Not a loss: used up by the router's own slow path (ARP replies and
+    /// requests, Neighbor Solicitations and Advertisements it learned
+    /// from or that were for another host). Reports keep it apart from
+    /// the drops, as a term of its own in the balance.
+    Consumed = 17,
 }
 
 impl DropReason {
     /// Number of reasons (array size for per-reason counters).
-    pub const COUNT: usize = 17;
+    pub const COUNT: usize = 18;
     /// Every reason, in counter order.
     pub const ALL: [DropReason; Self::COUNT] = [
         DropReason::Truncated,
@@ -67,6 +72,7 @@ impl DropReason {
         DropReason::NatExhausted,
         DropReason::CtClash,
         DropReason::HandoffFull,
+        DropReason::Consumed,
     ];
 
     /// Short name used in stats output and JSON.
@@ -89,6 +95,7 @@ impl DropReason {
             DropReason::NatExhausted => "nat_exhausted",
             DropReason::CtClash => "ct_clash",
             DropReason::HandoffFull => "handoff_full",
+            DropReason::Consumed => "consumed",
         }
     }
 }

@@ -682,7 +682,12 @@ mod tests {
         let pool = Pool::new("huge", 4, 256).unwrap();
         let mut m = pool.alloc().unwrap();
         assert!(m.copy_from(&[7; 60]));
-        for n in [usize::MAX, usize::MAX - HEADROOM + 1, usize::MAX - 100, 1 << 16] {
+        for n in [
+            usize::MAX,
+            usize::MAX - HEADROOM + 1,
+            usize::MAX - 100,
+            1 << 16,
+        ] {
             assert!(!m.reset_len(n), "reset_len({n})");
             assert!(!m.set_data(HEADROOM, n), "set_data(HEADROOM, {n})");
             assert!(!m.set_data(n, 2), "set_data({n}, 2)");

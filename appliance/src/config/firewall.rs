@@ -553,7 +553,11 @@ fn check_ct(
                 continue;
             };
             if ct.status.1 & bit != 0 && (ct.status.0 & bit != 0) == neg {
-                cx.err(st, k("ct_status"), format!("`{name}` and `!{name}` together can never match"));
+                cx.err(
+                    st,
+                    k("ct_status"),
+                    format!("`{name}` and `!{name}` together can never match"),
+                );
             }
             ct.status.1 |= bit;
             if !neg {
@@ -591,21 +595,32 @@ fn check_ct(
         match parsed {
             Some((IpAddr::V4(a), l)) => {
                 if family == Some(false) {
-                    cx.err(v, k("ct_original_dst"), "an IPv4 prefix (NAT44) in a rule with IPv6 addresses can never match");
+                    cx.err(
+                        v,
+                        k("ct_original_dst"),
+                        "an IPv4 prefix (NAT44) in a rule with IPv6 addresses can never match",
+                    );
                 }
                 ct.orig_dst = Some(v4_prefix(a, l));
             }
             _ => cx.err(
                 v,
                 k("ct_original_dst"),
-                format!("`{}` is not an IPv4 prefix such as 198.19.0.1/32 (NAT is IPv4 only)", v.get_ref()),
+                format!(
+                    "`{}` is not an IPv4 prefix such as 198.19.0.1/32 (NAT is IPv4 only)",
+                    v.get_ref()
+                ),
             ),
         }
     }
     if let Some(v) = &rs.ct_original_dport {
         let proto = rs.proto.as_ref().and_then(|p| proto_num(p.get_ref()).ok());
         if !matches!(proto, Some(6 | 17)) {
-            cx.err(v, k("ct_original_dport"), "needs proto = \"tcp\" or \"udp\"");
+            cx.err(
+                v,
+                k("ct_original_dport"),
+                "needs proto = \"tcp\" or \"udp\"",
+            );
         }
         match port_range(v.get_ref()) {
             Ok(r) => ct.orig_dport = Some(r),

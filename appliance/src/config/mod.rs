@@ -394,8 +394,8 @@ fn d_size() -> Spanned<usize> {
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RawPcap {
-    rx_file: Option<String>,
-    tx_file: Option<String>,
+    rx_file: Option<Spanned<String>>,
+    tx_file: Option<Spanned<String>>,
     #[serde(default = "one_u64")]
     loops: u64,
 }
@@ -600,6 +600,8 @@ pub struct Config {
     pub gateway: GatewaySetup,
     /// Extra EAL arguments (`[dpdk] eal_args`).
     pub eal_args: Vec<String>,
+    /// Settings that are legal but probably not what was meant.
+    pub warnings: Vec<ConfigError>,
 }
 
 impl Config {
@@ -612,6 +614,21 @@ impl Config {
             .filter(|w| w.mode == FwdMode::L3fwd)
             .count() as u16
     }
+}
+
+/// The longest run: 10^9 s (about 31 years); longer would overflow the
+/// clock arithmetic.
+pub const MAX_DURATION_S: f64 = 1e9;
+
+/// A run length in seconds (0: until stopped), as `run.duration` and
+/// `--duration` take it.
+pub fn duration(s: f64) -> Result<Option<Duration>, String> {
+    if !(s.is_finite() && (0.0..=MAX_DURATION_S).contains(&s)) {
+        return Err(format!(
+            "must be seconds from 0 to {MAX_DURATION_S:e} (0 runs until stopped); got {s}"
+        ));
+    }
+    Ok(Some(Duration::from_secs_f64(s)).filter(|d| !d.is_zero()))
 }
 
 // ---------------------------------------------------------------- loading
@@ -644,6 +661,9 @@ struct Ctx<'a> {
     /// Byte offset where each line starts (line `i + 1` at `lines[i]`).
     lines: Vec<usize>,
     errs: Vec<ConfigError>,
+    warnings: Vec<ConfigError>,
+    /// Check the host too (interfaces exist, drivers are compiled in).
+    host: bool,
 }
 
 impl<'a> Ctx<'a> {
@@ -656,7 +676,30 @@ impl<'a> Ctx<'a> {
             text,
             lines,
             errs: Vec::new(),
+            warnings: Vec::new(),
+            host: true,
         }
+    }
+
+    fn located<T>(&self, v: &Spanned<T>, key: String, msg: String) -> ConfigError {
+        let (line, col) = if v.span().is_empty() && v.span().start == 0 {
+            (0, 0) // a default value: no place in the file
+        } else {
+            self.line_col(v.span().start)
+        };
+        ConfigError {
+            file: self.file.to_string(),
+            line,
+            col,
+            key,
+            msg,
+        }
+    }
+
+    /// A legal but odd setting: reported, not refused.
+    fn warn<T>(&mut self, v: &Spanned<T>, key: impl Into<String>, msg: impl Into<String>) {
+        let w = self.located(v, key.into(), msg.into());
+        self.warnings.push(w);
     }
 
     /// Line and column (1-based) of a byte offset, in O(log lines).
@@ -669,18 +712,8 @@ impl<'a> Ctx<'a> {
     }
 
     fn err<T>(&mut self, v: &Spanned<T>, key: impl Into<String>, msg: impl Into<String>) {
-        let (line, col) = if v.span().is_empty() && v.span().start == 0 {
-            (0, 0) // a default value: no place in the file
-        } else {
-            self.line_col(v.span().start)
-        };
-        self.errs.push(ConfigError {
-            file: self.file.to_string(),
-            line,
-            col,
-            key: key.into(),
-            msg: msg.into(),
-        });
+        let e = self.located(v, key.into(), msg.into());
+        self.errs.push(e);
     }
 }
 
@@ -700,8 +733,21 @@ pub fn load_file(path: &Path) -> Result<Config, ConfigErrors> {
 }
 
 /// Parses and validates `text`; `file` names it in errors, `base` resolves
-/// relative paths in it (pcap files).
+/// relative paths in it (pcap files). Also checks the host: that
+/// AF_PACKET/AF_XDP interfaces exist (their MACs are the ports' default)
+/// and that each port's driver is compiled in.
 pub fn parse(text: &str, file: &str, base: Option<&Path>) -> Result<Config, ConfigErrors> {
+    parse_with(text, file, base, true)
+}
+
+/// [`parse`], with the host checks only when `host` (tests of configs
+/// written for another machine).
+pub fn parse_with(
+    text: &str,
+    file: &str,
+    base: Option<&Path>,
+    host: bool,
+) -> Result<Config, ConfigErrors> {
     let raw: RawFile = toml::from_str(text).map_err(|e| {
         let (line, col) = e.span().map_or((0, 0), |s| line_col(text, s.start));
         let key = e
@@ -717,7 +763,9 @@ pub fn parse(text: &str, file: &str, base: Option<&Path>) -> Result<Config, Conf
         }])
     })?;
     let mut cx = Ctx::new(file, text);
-    let cfg = validate(&mut cx, raw, base);
+    cx.host = host;
+    let mut cfg = validate(&mut cx, raw, base);
+    cfg.warnings = std::mem::take(&mut cx.warnings);
     if cx.errs.is_empty() {
         Ok(cfg)
     } else {
@@ -732,12 +780,8 @@ fn validate(cx: &mut Ctx<'_>, raw: RawFile, base: Option<&Path>) -> Config {
         .map(|c| c.id)
         .collect();
     let r = &raw.run;
-    if !(r.duration.get_ref().is_finite() && *r.duration.get_ref() >= 0.0) {
-        cx.err(
-            &r.duration,
-            "run.duration",
-            "must be seconds >= 0 (0 runs until Ctrl-C)",
-        );
+    if let Err(e) = duration(*r.duration.get_ref()) {
+        cx.err(&r.duration, "run.duration", e);
     }
     if !(*r.stats_period.get_ref() >= 0.01 && *r.stats_period.get_ref() <= 3600.0) {
         cx.err(
@@ -757,8 +801,7 @@ fn validate(cx: &mut Ctx<'_>, raw: RawFile, base: Option<&Path>) -> Config {
         cx.err(&r.drain_us, "run.drain_us", "must be at most 1000000 µs");
     }
     let run = RunConfig {
-        duration: Some(Duration::from_secs_f64(r.duration.get_ref().max(0.0)))
-            .filter(|d| !d.is_zero()),
+        duration: duration(*r.duration.get_ref()).unwrap_or(None),
         stats_period: Duration::from_secs_f64(r.stats_period.get_ref().clamp(0.01, 3600.0)),
         burst: *r.burst.get_ref(),
         drain: Duration::from_micros(*r.drain_us.get_ref()),
@@ -900,23 +943,42 @@ fn validate(cx: &mut Ctx<'_>, raw: RawFile, base: Option<&Path>) -> Config {
             poll,
         });
     }
+    // Unpolled queues: one error per port, and none when a worker's own
+    // errors (a bad queue reference, say) may be the cause.
+    let worker_errs = cx.errs.iter().any(|e| e.key.starts_with("worker"));
     for (pi, p) in ports.iter().enumerate() {
-        for q in 0..p.rxq {
-            if !owner.contains_key(&(pi as u16, q)) {
-                let rp = &raw.port[pi];
-                // Point at rxq if it was written, else at the port's name.
-                let at = if rp.rxq.span().is_empty() {
-                    rp.name.span()
-                } else {
-                    rp.rxq.span()
-                };
-                cx.err(
-                    &Spanned::new(at, ()),
-                    format!("port[{pi}].rxq"),
-                    format!("RX queue {}:{q} is not polled by any worker", p.name),
-                );
-            }
+        let idle: Vec<u16> = (0..p.rxq)
+            .filter(|&q| !owner.contains_key(&(pi as u16, q)))
+            .collect();
+        if idle.is_empty() || worker_errs || !(1..=64).contains(&p.rxq) {
+            continue;
         }
+        let rp = &raw.port[pi];
+        // Point at rxq if it was written, else at the port's name.
+        let at = if rp.rxq.span().is_empty() {
+            rp.name.span()
+        } else {
+            rp.rxq.span()
+        };
+        let which = match idle.as_slice() {
+            [q] => format!("RX queue {}:{q} is", p.name),
+            [a, .., b] if usize::from(b - a) + 1 == idle.len() => {
+                format!("RX queues {}:{a}-{b} are", p.name)
+            }
+            _ => format!(
+                "RX queues {} of port {} are",
+                idle.iter()
+                    .map(u16::to_string)
+                    .collect::<Vec<_>>()
+                    .join(","),
+                p.name
+            ),
+        };
+        cx.err(
+            &Spanned::new(at, ()),
+            format!("port[{pi}].rxq"),
+            format!("{which} not polled by any worker: add it to a worker's `rx`, or lower `rxq`"),
+        );
     }
     let addrs: Vec<router::PortAddrs<'_>> = raw
         .port
@@ -943,7 +1005,10 @@ fn validate(cx: &mut Ctx<'_>, raw: RawFile, base: Option<&Path>) -> Config {
         raw.conntrack.as_ref(),
         raw.nat.as_ref(),
         &names,
-        &raw.port.iter().map(|p| !p.ipv4.is_empty()).collect::<Vec<_>>(),
+        &raw.port
+            .iter()
+            .map(|p| !p.ipv4.is_empty())
+            .collect::<Vec<_>>(),
         base,
     );
     // One buffer family per process: DPDK ports cannot mix with the others.
@@ -966,6 +1031,34 @@ fn validate(cx: &mut Ctx<'_>, raw: RawFile, base: Option<&Path>) -> Config {
             );
         }
     }
+    // The gateway runs inside l3fwd workers only.
+    if gateway.enabled {
+        let l3 = raw
+            .worker
+            .iter()
+            .filter(|w| *w.mode.get_ref() == FwdMode::L3fwd)
+            .count();
+        let other = raw
+            .worker
+            .iter()
+            .enumerate()
+            .find(|(_, w)| *w.mode.get_ref() != FwdMode::L3fwd);
+        if let Some((wi, w)) = other {
+            let msg = format!(
+                "[firewall]/[nat]/[conntrack] act only in l3fwd workers; this `{}` worker forwards its queues unfiltered",
+                w.mode.get_ref().name()
+            );
+            if l3 == 0 {
+                cx.err(
+                    &w.mode,
+                    format!("worker[{wi}].mode"),
+                    format!("{msg} (set mode = \"l3fwd\", or remove those sections)"),
+                );
+            } else {
+                cx.warn(&w.mode, format!("worker[{wi}].mode"), msg);
+            }
+        }
+    }
     for (wi, w) in raw.worker.iter().enumerate() {
         if *w.mode.get_ref() == FwdMode::L3fwd && !router.has_addresses() {
             cx.err(
@@ -984,6 +1077,7 @@ fn validate(cx: &mut Ctx<'_>, raw: RawFile, base: Option<&Path>) -> Config {
         router,
         gateway,
         eal_args: raw.dpdk.eal_args,
+        warnings: Vec::new(),
     }
 }
 
@@ -1059,10 +1153,62 @@ fn check_port(
             }
         }
     };
+    // Host checks: the driver is compiled in, the interface exists (and
+    // its MAC is the port's unless `mac` says otherwise).
+    if cx.host {
+        let missing = match driver {
+            Driver::Dpdk if !cfg!(feature = "dpdk") => Some("dpdk"),
+            Driver::Afxdp if !cfg!(feature = "afxdp") => Some("afxdp"),
+            _ => None,
+        };
+        if let Some(f) = missing {
+            cx.err(
+                &p.driver,
+                k("driver"),
+                format!("this sluice was built without the `{f}` driver: build it with `cargo build --release --features {f}`"),
+            );
+        }
+    }
+    let iface = match driver {
+        Driver::Afpacket => p.afpacket.as_ref().map(|a| &a.get_ref().iface),
+        Driver::Afxdp => p.afxdp.as_ref().map(|a| &a.get_ref().iface),
+        _ => None,
+    };
+    let mut iface_mac = None;
+    if let Some(name) = iface.filter(|_| cx.host) {
+        let n = name.get_ref();
+        let sys = Path::new("/sys/class/net").join(n);
+        let sec = driver_name(driver);
+        if n.is_empty() || n.contains('/') || !sys.exists() {
+            cx.err(
+                name,
+                k(&format!("{sec}.iface")),
+                format!("interface `{n}` does not exist in this network namespace (`ip link` lists them)"),
+            );
+        } else {
+            iface_mac = std::fs::read_to_string(sys.join("address"))
+                .ok()
+                .and_then(|m| m.trim().parse::<MacAddr>().ok());
+        }
+    }
     let mac = p
         .mac
         .map(|m| m.0)
+        .or(iface_mac)
         .unwrap_or(MacAddr([0x02, 0x51, 0, 0, 0, i as u8]));
+    if let (Some(m), Some(im), Some(name)) = (p.mac, iface_mac, iface) {
+        if m.0 != im {
+            cx.warn(
+                name,
+                k("mac"),
+                format!(
+                    "`mac` {} differs from interface {}'s own {im}: the kernel delivers frames to its own MAC (leave `mac` out to use it)",
+                    m.0,
+                    name.get_ref()
+                ),
+            );
+        }
+    }
     let peer_mac = p
         .peer_mac
         .map(|m| m.0)
@@ -1189,16 +1335,48 @@ fn check_port(
                     "a pcap port has exactly one RX and one TX queue",
                 );
             }
-            let resolve = |f: &Option<String>| {
+            let resolve = |f: &Option<Spanned<String>>| {
                 f.as_ref().map(|f| match base {
-                    Some(b) if Path::new(f).is_relative() => b.join(f),
-                    _ => PathBuf::from(f),
+                    Some(b) if Path::new(f.get_ref()).is_relative() => b.join(f.get_ref()),
+                    _ => PathBuf::from(f.get_ref()),
                 })
             };
             let (rx_file, tx_file, loops) = p.pcap.as_ref().map_or((None, None, 1), |s| {
                 let s = s.get_ref();
                 (resolve(&s.rx_file), resolve(&s.tx_file), s.loops)
             });
+            // What `run` will read and write, checked now.
+            let raw = p.pcap.as_ref().map(|s| s.get_ref());
+            if let (Some(path), Some(at)) = (&rx_file, raw.and_then(|r| r.rx_file.as_ref())) {
+                if path.is_dir() {
+                    cx.err(
+                        at,
+                        k("pcap.rx_file"),
+                        format!("{} is a directory, not a capture", path.display()),
+                    );
+                } else if let Err(e) = pmd::pcap::inspect(path) {
+                    cx.err(at, k("pcap.rx_file"), pcap_error(&e));
+                }
+            }
+            if let (Some(path), Some(at)) = (&tx_file, raw.and_then(|r| r.tx_file.as_ref())) {
+                let dir = path
+                    .parent()
+                    .filter(|d| !d.as_os_str().is_empty())
+                    .unwrap_or(Path::new("."));
+                if path.is_dir() {
+                    cx.err(
+                        at,
+                        k("pcap.tx_file"),
+                        format!("{} is a directory; name a file to write", path.display()),
+                    );
+                } else if !dir.is_dir() {
+                    cx.err(
+                        at,
+                        k("pcap.tx_file"),
+                        format!("directory {} does not exist", dir.display()),
+                    );
+                }
+            }
             PortKind::Pcap {
                 rx_file,
                 tx_file,
@@ -1216,6 +1394,20 @@ fn check_port(
         mac,
         peer_mac,
         peer,
+    }
+}
+
+/// A capture's error as an operator reads it.
+fn pcap_error(e: &pmd::PortError) -> String {
+    match e {
+        pmd::PortError::Io { path, source } if source.kind() == std::io::ErrorKind::NotFound => {
+            format!("capture {path} does not exist")
+        }
+        pmd::PortError::Io { path, source } => format!("cannot read capture {path}: {source}"),
+        pmd::PortError::Pcap { path, msg } => format!(
+            "{path} is not a readable pcap/pcapng capture ({msg}; truncated or another format?)"
+        ),
+        other => other.to_string(),
     }
 }
 

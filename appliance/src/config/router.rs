@@ -72,6 +72,9 @@ pub struct RouterSetup {
     pub neighbors: Vec<(u16, IpAddr, MacAddr)>,
     /// Route file and the next hops its prefixes are spread over.
     pub route_file: Option<(PathBuf, Vec<NextHop>, Vec<NextHop>)>,
+    /// The route file's prefixes, read and checked at validation (so
+    /// `sluice check` and `run` see the same file, once).
+    pub file_routes: Vec<(IpAddr, u8)>,
     /// ICMP errors and ARP requests per second per core.
     pub icmp_rate: u32,
     /// Learned neighbours older than this are resolved again.
@@ -282,7 +285,102 @@ pub(super) fn check(
                 "needs `route_file_via`: gateways to spread its prefixes over",
             );
         }
+        match read_route_file(&path) {
+            Ok(routes) => {
+                let n6 = routes.iter().filter(|(a, _)| a.is_ipv6()).count();
+                let n4 = routes.len() - n6;
+                for (n, fam, via) in [(n4, "IPv4", &v4), (n6, "IPv6", &v6)] {
+                    if n > 0 && via.is_empty() && !(v4.is_empty() && v6.is_empty()) {
+                        cx.warn(
+                            f,
+                            "router.route_file",
+                            format!(
+                                "{n} {fam} prefixes of {} are not used: `route_file_via` has no {fam} gateway",
+                                path.display()
+                            ),
+                        );
+                    }
+                }
+                s.file_routes = routes;
+            }
+            Err(e) => cx.err(f, "router.route_file", e),
+        }
         s.route_file = Some((path, v4, v6));
     }
     s
+}
+
+/// Reads a route file: one route per line, its first field a prefix
+/// (`203.0.113.0/24`, or an address for a host route); the rest of the
+/// line (`via ... dev ...` as `ip route` prints it, or a BIRD dump's
+/// columns) and `#` comments are ignored, as are blank lines; plain or
+/// gzip-compressed (by content, whatever the name). The error names the
+/// file and line.
+pub(crate) fn read_route_file(path: &Path) -> Result<Vec<(IpAddr, u8)>, String> {
+    use std::io::{BufRead, BufReader, Read};
+    let shown = path.display();
+    let open_err = |e: std::io::Error| match e.kind() {
+        std::io::ErrorKind::NotFound => format!("route file {shown} does not exist"),
+        _ => format!("cannot read route file {shown}: {e}"),
+    };
+    if path.is_dir() {
+        return Err(format!("route file {shown} is a directory, not a file"));
+    }
+    let mut f = std::fs::File::open(path).map_err(open_err)?;
+    let mut magic = [0u8; 2];
+    let gz = f.read(&mut magic).map_err(open_err)? == 2 && magic == [0x1f, 0x8b];
+    let f = std::fs::File::open(path).map_err(open_err)?;
+    let r: Box<dyn Read> = if gz {
+        Box::new(flate2::read::MultiGzDecoder::new(f))
+    } else {
+        Box::new(f)
+    };
+    let mut out = Vec::new();
+    let mut line = Vec::new();
+    let mut r = BufReader::with_capacity(1 << 16, r);
+    for n in 1.. {
+        line.clear();
+        match r.read_until(b'\n', &mut line) {
+            Ok(0) => break,
+            Ok(_) => {}
+            Err(e) => {
+                return Err(format!(
+                    "route file {shown}: unreadable after line {}: {e}{}",
+                    n - 1,
+                    if gz {
+                        " (a corrupt or truncated gzip file?)"
+                    } else {
+                        ""
+                    }
+                ))
+            }
+        }
+        let Ok(text) = std::str::from_utf8(&line) else {
+            return Err(format!(
+                "{shown}:{n}: not text (a route file has one prefix per line{})",
+                if gz {
+                    ""
+                } else {
+                    "; gzip files are recognised by their content"
+                }
+            ));
+        };
+        let text = text.split('#').next().unwrap_or("");
+        let Some(first) = text.split_whitespace().next() else {
+            continue;
+        };
+        let p = match first.parse::<IpAddr>() {
+            Ok(a) => Some((a, if a.is_ipv4() { 32 } else { 128 })),
+            Err(_) => pipeline::lpm::parse_prefix(first),
+        };
+        match p {
+            Some(p) => out.push(p),
+            None => {
+                return Err(format!(
+                    "{shown}:{n}: `{first}` is not a prefix such as 203.0.113.0/24"
+                ))
+            }
+        }
+    }
+    Ok(out)
 }

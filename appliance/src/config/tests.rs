@@ -52,7 +52,11 @@ fn every_shipped_config_is_valid() {
     for e in std::fs::read_dir(dir).unwrap() {
         let p = e.unwrap().path();
         if p.extension().is_some_and(|x| x == "toml") {
-            load_file(&p).unwrap_or_else(|e| panic!("{}", e));
+            // Without the host checks: the lab's interfaces live in its
+            // namespaces, and DPDK ports need the feature.
+            let text = std::fs::read_to_string(&p).unwrap();
+            parse_with(&text, &p.display().to_string(), p.parent(), false)
+                .unwrap_or_else(|e| panic!("{}", e));
             n += 1;
         }
     }
@@ -80,12 +84,19 @@ fn three_distinct_errors_name_line_and_key() {
 
     let unknown_port = GOOD.replace("\"b\"]", "\"c:0\"]");
     let e = errs(&unknown_port);
-    assert_eq!(e.len(), 2, "{e:?}"); // unknown port, and b:0 then unpolled
+    // One error per root cause: the unknown port, not also b:0 unpolled.
+    assert_eq!(e.len(), 1, "{e:?}");
     assert_eq!(e[0].key, "worker[0].rx");
     assert_eq!(e[0].line, 16);
     assert!(e[0].msg.contains("port `c` does not exist"), "{}", e[0]);
-    assert_eq!(e[1].key, "port[1].rxq");
-    assert!(e[1].msg.contains("b:0 is not polled"));
+    // Unpolled queues alone: one error for the port, naming the range.
+    let e = errs(&GOOD.replace(
+        "driver = \"null\"\n\n[[worker]]",
+        "driver = \"null\"\nrxq = 64\ntxq = 2\n\n[[worker]]",
+    ));
+    assert_eq!(e.len(), 1, "{e:?}");
+    assert_eq!(e[0].key, "port[1].rxq");
+    assert!(e[0].msg.contains("b:1-63 are not polled"), "{}", e[0]);
 
     let two_on_one = GOOD.replace(
         "rx = [\"a:0\", \"b\"]",

@@ -471,6 +471,13 @@ impl GenPort {
             return;
         }
         if nowf - self.next_due > max_lag {
+            // Behind by more than MAX_LAG (the thread did not run): skip
+            // the backlog rather than burst it, and count what was skipped
+            // (in mean gaps; Poisson's mean gap is `gap` too).
+            let skipped = (nowf - max_lag - self.next_due) / self.gap;
+            if skipped.is_finite() && skipped >= 1.0 {
+                self.shared.sink.late.add(skipped as u64);
+            }
             self.next_due = nowf - max_lag;
         }
         let mut n = 0;

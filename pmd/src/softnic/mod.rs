@@ -187,6 +187,9 @@ struct Intr {
 struct SinkCounters {
     /// Packets the generator offered (delivered + missed + no buffer).
     generated: Counter,
+    /// Packets due that the generator skipped because it fell behind (the
+    /// machine was busy): the configured rate less what it offered.
+    late: Counter,
     /// Packets the sink received that failed its checks.
     bad: Counter,
 }
@@ -221,6 +224,7 @@ impl PortControl for Control {
         let s = &self.0;
         vec![
             ("generated", s.sink.generated.get()),
+            ("gen_late", s.sink.late.get()),
             ("sink_rx", s.tx.iter().map(|q| q.packets.get()).sum()),
             ("sink_bad", s.sink.bad.get()),
             ("rx_interrupts", s.intr.iter().map(|i| i.raised.get()).sum()),
