@@ -197,7 +197,7 @@ fn arp_request_for_router_is_answered_and_sender_learned() {
     assert_eq!(r.neighbor4(0, "198.18.0.10".parse().unwrap()), Some(HOST));
     // Requests for other hosts are consumed (learning still happens).
     let mut f = arp(1, GW, "198.18.0.20", "198.18.0.30", BROADCAST);
-    assert_eq!(r.process(&mut f, 0), Verdict::Drop(DropReason::ToRouter));
+    assert_eq!(r.process(&mut f, 0), Verdict::Drop(DropReason::Consumed));
 }
 
 /// A neighbour miss sends an ARP request; the reply teaches the router, and
@@ -215,7 +215,7 @@ fn resolves_next_hop_by_arp() {
     let mut reply = arp(2, HOST, "198.18.0.10", "198.18.0.1", R0);
     assert_eq!(
         r.process(&mut reply, 0),
-        Verdict::Drop(DropReason::ToRouter)
+        Verdict::Drop(DropReason::Consumed)
     );
     let mut f = udp4("198.19.0.50", "198.18.0.10", 64, 0);
     f[0..6].copy_from_slice(&R1.0);
@@ -419,7 +419,7 @@ fn neighbor_discovery() {
         HOST,
         R0.0,
     );
-    assert_eq!(r.process(&mut na, 0), Verdict::Drop(DropReason::ToRouter));
+    assert_eq!(r.process(&mut na, 0), Verdict::Drop(DropReason::Consumed));
     let mut q = p.clone();
     assert_eq!(r.process(&mut q, 0), Verdict::Forward(0));
     assert_eq!(&q[0..6], &HOST.0, "forwarded to the learned MAC");
