@@ -334,11 +334,28 @@ fn check_firewall(
         }
     }
     let mut zones: BTreeMap<&str, Vec<u16>> = BTreeMap::new();
+    let mut zone_of: BTreeMap<u16, &str> = BTreeMap::new();
     for (z, ports) in &fw.zones {
         let mut v = Vec::new();
+        if names.contains_key(z.as_str()) {
+            cx.err(
+                ports,
+                format!("firewall.zones.{z}"),
+                format!("zone `{z}` has the name of a port: rules could not tell them apart"),
+            );
+        }
         for p in ports.get_ref() {
             match names.get(p.as_str()) {
-                Some(&i) => v.push(i),
+                Some(&i) => {
+                    if let Some(other) = zone_of.insert(i, z.as_str()) {
+                        cx.err(
+                            ports,
+                            format!("firewall.zones.{z}"),
+                            format!("port `{p}` is already in zone `{other}`: a port belongs to one zone"),
+                        );
+                    }
+                    v.push(i)
+                }
                 None => cx.err(
                     ports,
                     format!("firewall.zones.{z}"),

@@ -40,12 +40,18 @@ pub struct ConfigError {
 }
 
 impl fmt::Display for ConfigError {
+    /// `file:line:col: key `k`: message`; without the place or key when
+    /// the error has none (a file that cannot be read).
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "{}:{}:{}: key `{}`: {}",
-            self.file, self.line, self.col, self.key, self.msg
-        )
+        if self.line == 0 {
+            write!(f, "{}: ", self.file)?;
+        } else {
+            write!(f, "{}:{}:{}: ", self.file, self.line, self.col)?;
+        }
+        if !self.key.is_empty() {
+            write!(f, "key `{}`: ", self.key)?;
+        }
+        write!(f, "{}", self.msg)
     }
 }
 
@@ -335,11 +341,15 @@ struct RawPort {
     null: Option<Spanned<RawNull>>,
     pcap: Option<Spanned<RawPcap>>,
     dpdk: Option<Spanned<RawDpdkPort>>,
-    #[serde(default)]
-    ipv4: Vec<Str<Prefix<Ipv4Addr>>>,
+    #[serde(default = "empty_list")]
+    ipv4: Spanned<Vec<Str<Prefix<Ipv4Addr>>>>,
     #[serde(default)]
     ipv6: Vec<Str<Prefix<Ipv6Addr>>>,
     mtu: Option<Spanned<u16>>,
+}
+
+fn empty_list<T>() -> Spanned<Vec<T>> {
+    Spanned::new(0..0, Vec::new())
 }
 
 fn one() -> Spanned<u16> {
@@ -721,12 +731,20 @@ impl<'a> Ctx<'a> {
 pub fn load_file(path: &Path) -> Result<Config, ConfigErrors> {
     let file = path.display().to_string();
     let text = std::fs::read_to_string(path).map_err(|e| {
+        let msg = match e.kind() {
+            std::io::ErrorKind::NotFound => "no such file".to_string(),
+            std::io::ErrorKind::InvalidData => {
+                "not a text file (a config is TOML, UTF-8)".to_string()
+            }
+            _ if path.is_dir() => "is a directory, not a config file".to_string(),
+            _ => format!("cannot read it: {e}"),
+        };
         ConfigErrors(vec![ConfigError {
             file: file.clone(),
             line: 0,
             col: 0,
             key: String::new(),
-            msg: format!("cannot read: {e}"),
+            msg,
         }])
     })?;
     parse(&text, &file, path.parent())
@@ -748,18 +766,31 @@ pub fn parse_with(
     base: Option<&Path>,
     host: bool,
 ) -> Result<Config, ConfigErrors> {
+    // A UTF-8 byte order mark (editors on Windows write one) is not TOML.
+    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
     let raw: RawFile = toml::from_str(text).map_err(|e| {
         let (line, col) = e.span().map_or((0, 0), |s| line_col(text, s.start));
         let key = e
             .span()
             .map(|_| key_on_line(text, line))
             .unwrap_or_default();
+        let mut msg = e.message().trim().to_string();
+        // `[port]` where `[[port]]` was meant: say so.
+        let lists = ["port", "worker", "route", "neighbor", "rule", "snat", "dnat", "static"];
+        let last = key.rsplit('.').next().unwrap_or("");
+        if lists.contains(&last)
+            && (msg.contains("expected a sequence") || msg.contains("duplicate key"))
+        {
+            msg = format!(
+                "{msg}: `{key}` is a list of tables; write each entry as `[[{key}]]` (double brackets), not `[{key}]`"
+            );
+        }
         ConfigErrors(vec![ConfigError {
             file: file.to_string(),
             line,
             col,
             key,
-            msg: e.message().trim().to_string(),
+            msg,
         }])
     })?;
     let mut cx = Ctx::new(file, text);
@@ -898,6 +929,9 @@ fn validate(cx: &mut Ctx<'_>, raw: RawFile, base: Option<&Path>) -> Config {
                 continue;
             };
             let rxq = ports[usize::from(pi)].rxq;
+            if !(1..=64).contains(&rxq) {
+                continue; // the port's own error says why
+            }
             if *queue >= rxq {
                 cx.err(
                     q,
@@ -945,7 +979,10 @@ fn validate(cx: &mut Ctx<'_>, raw: RawFile, base: Option<&Path>) -> Config {
     }
     // Unpolled queues: one error per port, and none when a worker's own
     // errors (a bad queue reference, say) may be the cause.
-    let worker_errs = cx.errs.iter().any(|e| e.key.starts_with("worker"));
+    let worker_errs = cx
+        .errs
+        .iter()
+        .any(|e| e.key.starts_with("worker") || e.key.ends_with(".name"));
     for (pi, p) in ports.iter().enumerate() {
         let idle: Vec<u16> = (0..p.rxq)
             .filter(|&q| !owner.contains_key(&(pi as u16, q)))
@@ -977,7 +1014,9 @@ fn validate(cx: &mut Ctx<'_>, raw: RawFile, base: Option<&Path>) -> Config {
         cx.err(
             &Spanned::new(at, ()),
             format!("port[{pi}].rxq"),
-            format!("{which} not polled by any worker: add it to a worker's `rx`, or lower `rxq`"),
+            format!(
+                "{which} not polled by any worker: give each to a worker's `rx`, or lower `rxq`"
+            ),
         );
     }
     let addrs: Vec<router::PortAddrs<'_>> = raw
@@ -987,9 +1026,17 @@ fn validate(cx: &mut Ctx<'_>, raw: RawFile, base: Option<&Path>) -> Config {
         .map(|(rp, pc)| router::PortAddrs {
             name: rp.name.get_ref(),
             mac: pc.mac,
-            ipv4: &rp.ipv4,
+            ipv4: rp.ipv4.get_ref(),
             ipv6: &rp.ipv6,
             mtu: rp.mtu.as_ref(),
+            at: Spanned::new(
+                if rp.ipv4.span().is_empty() {
+                    rp.name.span()
+                } else {
+                    rp.ipv4.span()
+                },
+                (),
+            ),
         })
         .collect();
     let router = router::check(cx, &raw.router, &raw.route, &raw.neighbor, &addrs, base);
@@ -1007,7 +1054,7 @@ fn validate(cx: &mut Ctx<'_>, raw: RawFile, base: Option<&Path>) -> Config {
         &names,
         &raw.port
             .iter()
-            .map(|p| !p.ipv4.is_empty())
+            .map(|p| !p.ipv4.get_ref().is_empty())
             .collect::<Vec<_>>(),
         base,
     );
@@ -1404,9 +1451,13 @@ fn pcap_error(e: &pmd::PortError) -> String {
             format!("capture {path} does not exist")
         }
         pmd::PortError::Io { path, source } => format!("cannot read capture {path}: {source}"),
-        pmd::PortError::Pcap { path, msg } => format!(
-            "{path} is not a readable pcap/pcapng capture ({msg}; truncated or another format?)"
+        pmd::PortError::Pcap { path, msg } if msg.contains("Error reading bytes") => format!(
+            "capture {path} is cut short: it ends inside a packet record (a truncated file?)"
         ),
+        pmd::PortError::Pcap { path, msg } if msg.contains("magic number") => format!(
+            "{path} is not a pcap or pcapng capture (its first bytes are no capture header)"
+        ),
+        pmd::PortError::Pcap { path, msg } => format!("capture {path} cannot be replayed: {msg}"),
         other => other.to_string(),
     }
 }

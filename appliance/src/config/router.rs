@@ -48,6 +48,14 @@ pub(super) struct PortAddrs<'a> {
     pub ipv4: &'a [Str<Prefix<Ipv4Addr>>],
     pub ipv6: &'a [Str<Prefix<Ipv6Addr>>],
     pub mtu: Option<&'a Spanned<u16>>,
+    /// Where the port's `ipv4` (or, without one, its name) is written.
+    pub at: Spanned<()>,
+}
+
+impl PortAddrs<'_> {
+    fn span_of_ipv4(&self) -> &Spanned<()> {
+        &self.at
+    }
 }
 
 /// A route: prefix and next hop.
@@ -89,6 +97,14 @@ impl RouterSetup {
             .any(|i| !i.ipv4.is_empty() || !i.ipv6.is_empty())
     }
 
+    /// Whether `a` is one of the router's own addresses.
+    fn is_local(&self, a: IpAddr) -> bool {
+        self.interfaces.iter().any(|i| match a {
+            IpAddr::V4(a) => i.ipv4.iter().any(|(x, _)| *x == a),
+            IpAddr::V6(a) => i.ipv6.iter().any(|(x, _)| *x == a),
+        })
+    }
+
     /// The port whose connected subnet holds `a`.
     fn port_of(&self, a: IpAddr) -> Option<u16> {
         self.interfaces
@@ -98,6 +114,28 @@ impl RouterSetup {
                 IpAddr::V6(a) => i.ipv6.iter().any(|(x, l)| in_prefix6(*x, *l, a)),
             })
             .map(|p| p as u16)
+    }
+}
+
+/// `a` with the host bits of a /`len` cleared.
+fn mask_ip(a: IpAddr, len: u8) -> IpAddr {
+    match a {
+        IpAddr::V4(a) => {
+            let m = if len == 0 {
+                0
+            } else {
+                !0u32 << (32 - u32::from(len.min(32)))
+            };
+            IpAddr::V4(Ipv4Addr::from(u32::from(a) & m))
+        }
+        IpAddr::V6(a) => {
+            let m = if len == 0 {
+                0
+            } else {
+                !0u128 << (128 - u32::from(len.min(128)))
+            };
+            IpAddr::V6(Ipv6Addr::from(u128::from(a) & m))
+        }
     }
 }
 
@@ -155,6 +193,55 @@ pub(super) fn check(
             }
         }
         let ipv4: Vec<(Ipv4Addr, u8)> = a.ipv4.iter().map(|p| (p.0.addr, p.0.len)).collect();
+        // A host address, not the subnet's network or broadcast address
+        // (/31 and /32 have neither, RFC 3021).
+        for &(x, l) in &ipv4 {
+            let host = u32::from(x)
+                & if l == 0 {
+                    u32::MAX
+                } else {
+                    !(u32::MAX << (32 - u32::from(l)))
+                };
+            let all = if l == 0 {
+                u32::MAX
+            } else {
+                !(u32::MAX << (32 - u32::from(l)))
+            };
+            if l <= 30 && (host == 0 || host == all) {
+                let what = if host == 0 { "network" } else { "broadcast" };
+                cx.err(
+                    a.span_of_ipv4(),
+                    format!("port[{i}].ipv4"),
+                    format!("{x}/{l} is the {what} address of its subnet; give the interface a host address (such as {}/{l})", Ipv4Addr::from((u32::from(x) & !all) + 1)),
+                );
+            }
+        }
+        // No two connected subnets overlap (on one port or two): the
+        // router could not tell which interface an address is on.
+        for &(x, l) in &ipv4 {
+            for (j, other) in s.interfaces.iter().enumerate() {
+                if let Some(&(y, m)) = other
+                    .ipv4
+                    .iter()
+                    .find(|&&(y, m)| in_prefix4(y, m.min(l), x) && in_prefix4(x, m.min(l), y))
+                {
+                    cx.err(
+                        a.span_of_ipv4(),
+                        format!("port[{i}].ipv4"),
+                        format!("{x}/{l} overlaps {y}/{m} of port `{}`: connected subnets must not overlap", ports[j].name),
+                    );
+                }
+            }
+        }
+        for (k, &(x, l)) in ipv4.iter().enumerate() {
+            if let Some(&(y, m)) = ipv4[..k].iter().find(|&&(y, m)| in_prefix4(y, m.min(l), x)) {
+                cx.err(
+                    a.span_of_ipv4(),
+                    format!("port[{i}].ipv4"),
+                    format!("{x}/{l} overlaps {y}/{m} on the same port"),
+                );
+            }
+        }
         let ipv6: Vec<(Ipv6Addr, u8)> = a.ipv6.iter().map(|p| (p.0.addr, p.0.len)).collect();
         for &(x, l) in &ipv4 {
             s.routes.push(Route {
@@ -207,9 +294,41 @@ pub(super) fn check(
                 continue;
             }
         }
+        if let Some(v) = via {
+            if s.is_local(v) {
+                let at = r.via.as_ref().map_or(r.prefix.span(), |s| s.span());
+                cx.err(
+                    &Spanned::new(at, ()),
+                    k("via"),
+                    format!("{v} is the router's own address, not a gateway"),
+                );
+                continue;
+            }
+        }
         let port = match (&r.port, via) {
             (Some(p), _) => match names.get(p.get_ref().as_str()) {
-                Some(&i) => i,
+                Some(&i) => {
+                    // A gateway the port cannot reach (IPv6 link-local
+                    // gateways are on every link, and need `port`).
+                    let link_local =
+                        matches!(via, Some(IpAddr::V6(a)) if a.segments()[0] & 0xffc0 == 0xfe80);
+                    if let Some(v) = via.filter(|_| !link_local) {
+                        if s.port_of(v) != Some(i) {
+                            let on = s
+                                .port_of(v)
+                                .map_or("no interface's subnet".to_string(), |o| {
+                                    format!("port `{}`", ports[usize::from(o)].name)
+                                });
+                            cx.err(
+                                p,
+                                k("port"),
+                                format!("gateway {v} is on {on}, not on port `{}`: the route contradicts its own `port`", p.get_ref()),
+                            );
+                            continue;
+                        }
+                    }
+                    i
+                }
                 None => {
                     cx.err(
                         p,
@@ -236,6 +355,35 @@ pub(super) fn check(
                 continue;
             }
         };
+        // The same prefix twice: identical is redundant, different is a
+        // conflict (which would win?).
+        let masked = mask_ip(addr, len);
+        if let Some(prev) = s
+            .routes
+            .iter()
+            .find(|x| x.len == len && mask_ip(x.addr, x.len) == masked)
+        {
+            if prev.next_hop == (NextHop { port, via }) {
+                cx.warn(
+                    &r.prefix,
+                    k("prefix"),
+                    format!("{masked}/{len} is listed twice"),
+                );
+                continue;
+            }
+            cx.err(
+                &r.prefix,
+                k("prefix"),
+                format!(
+                    "{masked}/{len} is already routed {}: one prefix, one next hop (ECMP is not supported yet)",
+                    match prev.next_hop.via {
+                        Some(v) => format!("via {v}"),
+                        None => format!("as a connected subnet of port `{}`", ports[usize::from(prev.next_hop.port)].name),
+                    }
+                ),
+            );
+            continue;
+        }
         s.routes.push(Route {
             addr,
             len,
@@ -244,7 +392,37 @@ pub(super) fn check(
     }
     for (ni, n) in neighbors.iter().enumerate() {
         match names.get(n.port.get_ref().as_str()) {
-            Some(&p) => s.neighbors.push((p, *n.ip.get_ref(), n.mac.0)),
+            Some(&p) => {
+                let ip = *n.ip.get_ref();
+                let link_local = matches!(ip, IpAddr::V6(a) if a.segments()[0] & 0xffc0 == 0xfe80);
+                if !link_local && s.port_of(ip) != Some(p) {
+                    cx.err(
+                        &n.ip,
+                        format!("neighbor[{ni}].ip"),
+                        format!("{ip} is not on a subnet of port `{}`: a neighbour must be reachable on its port", n.port.get_ref()),
+                    );
+                } else if s.is_local(ip) {
+                    cx.err(
+                        &n.ip,
+                        format!("neighbor[{ni}].ip"),
+                        format!("{ip} is the router's own address"),
+                    );
+                } else if s
+                    .neighbors
+                    .iter()
+                    .any(|&(q, a, m)| q == p && a == ip && m != n.mac.0)
+                {
+                    cx.err(
+                        &n.ip,
+                        format!("neighbor[{ni}].ip"),
+                        format!(
+                            "{ip} is listed twice on port `{}` with different MACs",
+                            n.port.get_ref()
+                        ),
+                    );
+                }
+                s.neighbors.push((p, ip, n.mac.0));
+            }
             None => cx.err(
                 &n.port,
                 format!("neighbor[{ni}].port"),
