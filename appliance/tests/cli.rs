@@ -79,3 +79,33 @@ fn embedded_default_runs_with_json() {
     assert!(s["ports"][0]["e2e_ns"]["p99"].as_f64().unwrap() > 0.0);
     assert!(lines[0]["cores"][0]["idle"].as_f64().is_some());
 }
+
+/// SIGTERM (systemd, container runtimes) and SIGHUP stop a run cleanly:
+/// exit 0 with the summary, balanced, as Ctrl-C does.
+#[test]
+fn sigterm_and_sighup_stop_with_the_summary() {
+    use std::io::{BufRead, BufReader};
+    for sig in ["-TERM", "-HUP"] {
+        let mut child = sluice()
+            .args(["run", "--duration", "0", "--stats-period", "0.2", "--json"])
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+        // Running once the first period report is out.
+        let first = lines.next().unwrap().unwrap();
+        assert!(first.contains("\"period\""), "{first}");
+        let killed = std::process::Command::new("kill")
+            .args([sig, &child.id().to_string()])
+            .status()
+            .unwrap();
+        assert!(killed.success());
+        let last = lines.map(Result::unwrap).last().unwrap();
+        let status = child.wait().unwrap();
+        assert_eq!(status.code(), Some(0), "{sig}: {status:?}");
+        let s: serde_json::Value = serde_json::from_str(&last).unwrap();
+        assert_eq!(s["kind"], "summary", "{sig}");
+        assert_eq!(s["balance"]["balanced"], true, "{sig}: {s}");
+    }
+}
