@@ -142,9 +142,32 @@ impl Mempool {
 #[repr(transparent)]
 pub struct DpdkMbuf(NonNull<ffi::rte_mbuf>);
 
-// SAFETY: unique ownership of the mbuf, like Box; DPDK mbufs may be freed
-// from any thread (the mempool is thread-safe).
+// SAFETY: a DpdkMbuf is the only handle to its mbuf, header and data,
+// like Box: mbufs come from `Mempool::alloc` (fresh, refcnt 1, direct) or
+// from `DpdkRx`, which hands on only mbufs that are exclusive (refcnt 1,
+// neither indirect nor on an external buffer: see `exclusive`) and frees
+// and counts the others; Sluice never takes a second reference. So
+// moving it to another thread moves sole ownership, and DPDK mbufs may be
+// freed from any thread (the mempool is thread-safe).
 unsafe impl Send for DpdkMbuf {}
+
+/// `RTE_MBUF_F_EXTERNAL`: the data is in an external buffer, which other
+/// mbufs may share (rte_mbuf_core.h, DPDK 22.11).
+const MBUF_F_EXTERNAL: u64 = 1 << 61;
+/// `RTE_MBUF_F_INDIRECT`: the mbuf is attached to another's data.
+const MBUF_F_INDIRECT: u64 = 1 << 62;
+
+/// Whether a received mbuf is Sluice's alone: one reference, its own
+/// (direct, internal) data. Reads the first cache line, which the driver
+/// has just written.
+///
+/// # Safety
+/// `m` must be a valid mbuf.
+#[inline(always)]
+unsafe fn exclusive(m: *const ffi::rte_mbuf) -> bool {
+    // SAFETY: per the contract; plain fields of the mbuf header.
+    unsafe { (*m).refcnt == 1 && (*m).ol_flags & (MBUF_F_EXTERNAL | MBUF_F_INDIRECT) == 0 }
+}
 
 impl Drop for DpdkMbuf {
     fn drop(&mut self) {
@@ -279,6 +302,9 @@ impl PacketBuf for DpdkMbuf {
 struct Control {
     port: u16,
     _dev: Arc<Device>,
+    /// Shared mbufs the RX queues refused: received by the device, never
+    /// handed to a worker, so reported as missed rather than received.
+    shared: Arc<crate::Counter>,
     caps: Caps,
     stopped: Arc<AtomicBool>,
     /// xstat names (leaked once per port: the report wants `'static`).
@@ -295,10 +321,11 @@ impl PortControl for Control {
         let mut s = ffi::rte_eth_stats::default();
         // SAFETY: valid port id and a pointer to a live rte_eth_stats.
         unsafe { ffi::rte_eth_stats_get(self.port, &mut s) };
+        let shared = self.shared.get();
         PortStats {
-            ipackets: s.ipackets,
+            ipackets: s.ipackets.saturating_sub(shared),
             ibytes: s.ibytes,
-            imissed: s.imissed,
+            imissed: s.imissed + shared,
             rx_nombuf: s.rx_nombuf,
             opackets: s.opackets,
             obytes: s.obytes,
@@ -322,6 +349,7 @@ impl PortControl for Control {
             self.xnames.iter().copied().zip(v).collect()
         };
         out.push(("rss_hash_types", self.rss_hf));
+        out.push(("rx_shared_refused", self.shared.get()));
         out
     }
 }
@@ -449,6 +477,8 @@ pub struct DpdkRx {
     port: u16,
     queue: u16,
     _dev: Arc<Device>,
+    /// Shared mbufs received and refused (see `exclusive`).
+    shared: Arc<crate::Counter>,
     intr: Option<DpdkIntr>,
     stopped: Arc<AtomicBool>,
     /// Write the RX timestamp dynfield (it is on the mbuf's second cache
@@ -470,9 +500,27 @@ impl RxQueue for DpdkRx {
         let slots = out.spare_ptr().cast::<*mut ffi::rte_mbuf>();
         // SAFETY: this worker owns (port, queue) exclusively; `slots` has
         // room for `room` pointers in the batch's storage.
-        let n = unsafe { self.fp.rx(self.port, self.queue, slots, room) };
-        // SAFETY: the driver initialised the first n slots with non-null
-        // mbufs we now own, and n <= room.
+        let got = unsafe { self.fp.rx(self.port, self.queue, slots, room) };
+        // Keep only mbufs Sluice owns alone (what makes DpdkMbuf Send and
+        // its data ours to write); free and count shared ones. Drivers
+        // hand out exclusive mbufs, so this loop only compacts in theory.
+        let mut n = 0u16;
+        for i in 0..usize::from(got) {
+            // SAFETY: the driver initialised slots[..got] with valid mbufs
+            // we now own; slot n <= i is within them.
+            unsafe {
+                let m = *slots.add(i);
+                if exclusive(m) {
+                    *slots.add(usize::from(n)) = m;
+                    n += 1;
+                } else {
+                    ffi::sluice_pktmbuf_free(m);
+                    self.shared.add(1);
+                }
+            }
+        }
+        // SAFETY: the first n slots hold non-null mbufs we own alone, and
+        // n <= room.
         unsafe { out.grow(usize::from(n)) };
         let off = TS_OFFSET.load(Ordering::Relaxed);
         if self.stamp && off >= 0 && n > 0 {
@@ -629,6 +677,7 @@ pub fn open(
     // SAFETY: a started port; failure (not supported) is harmless.
     unsafe { ffi::rte_eth_promiscuous_enable(port) };
     let dev = Arc::new(Device { port });
+    let shared = Arc::new(crate::Counter::default());
     let stopped = Arc::new(AtomicBool::new(false));
     let intrs: Vec<Option<DpdkIntr>> = (0..cfg.rxq)
         .map(|q| {
@@ -654,6 +703,7 @@ pub fn open(
             port,
             queue: q as u16,
             _dev: dev.clone(),
+            shared: shared.clone(),
             intr: i.filter(|_| all_intr),
             stopped: stopped.clone(),
             stamp: cfg.stamp_rx,
@@ -685,6 +735,7 @@ pub fn open(
         control: Arc::new(Control {
             port,
             _dev: dev,
+            shared,
             stopped,
             caps: Caps {
                 max_burst: MAX_BURST,

@@ -127,6 +127,29 @@ fn null_and_ring_vdevs() {
         assert_eq!(&d[6..12], &f[..6], "macswap: new source");
         assert_eq!(&d[12..], &f[12..], "macswap: the rest as it was");
     }
+    // An mbuf another handle also references (refcnt 2, as
+    // rte_mbuf_refcnt_update or rte_pktmbuf_clone would leave it) is not
+    // handed to a worker: RX refuses it, counts it as missed and in
+    // `rx_shared_refused`, and drops only its own reference.
+    let missed0 = r.control.stats().imissed;
+    let shared = pool.alloc().unwrap();
+    // SAFETY: DpdkMbuf is repr(transparent) over the mbuf pointer; the
+    // test takes the second reference by hand and releases it below.
+    let raw: *mut dpdk_sys::rte_mbuf = unsafe { std::mem::transmute_copy(&shared) };
+    unsafe { (*raw).refcnt = 2 };
+    let mut one = Batch::new(32);
+    one.push(shared).ok().unwrap();
+    assert_eq!(r.tx[0].tx_burst(&mut one), 1);
+    assert_eq!(r.rx[0].rx_burst(&mut one), 0, "a shared mbuf is refused");
+    assert_eq!(r.control.stats().imissed, missed0 + 1);
+    let xs = r.control.xstats();
+    assert!(xs.contains(&("rx_shared_refused", 1)), "{xs:?}");
+    // SAFETY: RX dropped its reference; this is the last one.
+    unsafe {
+        assert_eq!((*raw).refcnt, 1);
+        dpdk_sys::sluice_pktmbuf_free(raw);
+    }
+
     // Headroom operations on an mbuf.
     let mut m = b.pop().unwrap();
     assert_eq!(m.prepend(4).map(|h| h.len()), Some(4));
