@@ -45,5 +45,16 @@ cargo test -p pmd --features dpdk -q
 cargo fmt --manifest-path pmd/xdp-sys/Cargo.toml -- --check
 cargo clippy -p pmd -p appliance --features appliance/afxdp --all-targets -q -- -D warnings
 cargo test -p appliance --features dpdk,afxdp --test lab -q
+# Miri over the buffer code (pmd::mbuf, pmd::batch: the raw-pointer slots
+# and bursts): a nightly toolchain with the miri component, installed here
+# when rustup can fetch it, else skipped with a note. Pools live for the
+# process by design, hence -Zmiri-ignore-leaks.
+if cargo +nightly miri --version >/dev/null 2>&1 ||
+   { rustup toolchain install nightly --profile minimal >/dev/null 2>&1 &&
+     rustup component add --toolchain nightly miri rust-src >/dev/null 2>&1; }; then
+  MIRIFLAGS=-Zmiri-ignore-leaks cargo +nightly miri test -q -p pmd --lib -- mbuf batch
+else
+  echo "scripts/test.sh: no nightly toolchain with Miri to be had here: Miri skipped" >&2
+fi
 # The fuzz targets (run them with cargo-fuzz, see README) must keep compiling.
 cargo check -q --manifest-path fuzz/Cargo.toml
