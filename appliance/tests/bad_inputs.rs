@@ -5,7 +5,7 @@
 //! nothing panics. The edge cases (`tests/edge/`) are valid configs a
 //! strict validator might wrongly refuse (/31 links, link-local next hops,
 //! CRLF line ends and a byte order mark, a capture with a 65,535-byte
-//! frame).
+//! frame, a policy translated rule for rule from an nftables ruleset).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -80,6 +80,7 @@ fn edge_cases_are_accepted() {
         "link-local-next-hop.toml",
         "bom-crlf.toml",
         "jumbo-pcap.toml",
+        "nftables-policy.toml",
     ] {
         let out = sluice()
             .args(["check", name])

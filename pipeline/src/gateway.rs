@@ -117,8 +117,10 @@ fn tuple4(src: u32, dst: u32, sport: u16, dport: u16, proto: u8) -> Tuple {
     }
 }
 
-/// The ports (or ICMP query identifier) and TCP flags of an L4 header;
-/// `Err` when too short, `Ok(None)` for an ICMP error.
+/// The ports (or ICMP query identifier) and the flags word of an L4
+/// header: TCP flags, or for ICMP/ICMPv6 the type and code (`type << 8 |
+/// code`, what a rule's `icmp_type`/`icmp_code` match); `Err` when too
+/// short, `Ok(None)` for an ICMP error.
 #[allow(clippy::type_complexity)]
 fn ports(proto: u8, l4: &[u8], v6: bool) -> Result<Option<(u16, u16, u16)>, DropReason> {
     let be = |i: usize| u16::from_be_bytes([l4[i], l4[i + 1]]);
@@ -140,20 +142,22 @@ fn ports(proto: u8, l4: &[u8], v6: bool) -> Result<Option<(u16, u16, u16)>, Drop
             if l4.len() < 8 {
                 return Err(DropReason::Truncated);
             }
+            let tc = be(0);
             match l4[0] {
-                0 | 8 | 13 | 14 => Ok(Some((be(4), be(4), 0))),
+                0 | 8 | 13 | 14 => Ok(Some((be(4), be(4), tc))),
                 3 | 4 | 5 | 11 | 12 => Ok(None),
-                _ => Ok(Some((0, 0, 0))),
+                _ => Ok(Some((0, 0, tc))),
             }
         }
         IpProto::ICMPV6 if v6 => {
             if l4.len() < 8 {
                 return Err(DropReason::Truncated);
             }
+            let tc = be(0);
             match l4[0] {
-                128 | 129 => Ok(Some((be(4), be(4), 0))),
+                128 | 129 => Ok(Some((be(4), be(4), tc))),
                 1..=4 => Ok(None),
-                _ => Ok(Some((0, 0, 0))),
+                _ => Ok(Some((0, 0, tc))),
             }
         }
         _ => Ok(Some((0, 0, 0))),
@@ -533,6 +537,8 @@ impl Gateway {
         let total = usize::from(u16::from_be_bytes([l3[2], l3[3]]));
         let outer_src = u32::from_be_bytes([l3[12], l3[13], l3[14], l3[15]]);
         let outer_dst = u32::from_be_bytes([l3[16], l3[17], l3[18], l3[19]]);
+        // The error's ICMP type and code (what `icmp_type` rules match).
+        let tc = u16::from_be_bytes([l3[h], l3[h + 1]]);
         let quote = &l3[h + 8..total];
         let q = Ipv4Packet::new_unchecked(quote);
         let ok = quote.len() >= 20 && q.version() == 4 && q.header_len() >= 20;
@@ -563,7 +569,7 @@ impl Gateway {
                 return self.router.process(pkt, in_port);
             }
             self.ct.count_invalid();
-            return self.invalid(pkt, in_port, &outer, 0, self.router.route4(outer_dst));
+            return self.invalid(pkt, in_port, &outer, tc, self.router.route4(outer_dst));
         };
         self.router.count_event(Event::CtRelated);
         let f = *self.ct.flow(i);
@@ -575,6 +581,7 @@ impl Gateway {
         };
         let k = Key {
             meta: meta(in_port, self.router.route4(new_dst), state::RELATED) | self.ct_meta(&f),
+            flags: tc,
             ..outer.key()
         };
         match self.decide(&k) {
@@ -650,7 +657,8 @@ impl Gateway {
                     sport: 0,
                     dport: 0,
                     proto,
-                    flags: 0,
+                    // The error's ICMPv6 type and code.
+                    flags: u16::from_be_bytes([l4[0], l4[1]]),
                     meta: meta(in_port, out, st),
                 };
                 return match self.decide(&k) {

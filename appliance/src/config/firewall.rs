@@ -73,6 +73,10 @@ pub(super) struct RawRule {
     sport: Option<Spanned<PortSpec>>,
     dport: Option<Spanned<PortSpec>>,
     tcp_flags: Option<Spanned<String>>,
+    /// ICMP/ICMPv6 type: an nftables name (`echo-request`) or a number.
+    icmp_type: Option<Spanned<ProtoSpec>>,
+    /// ICMP/ICMPv6 code (needs `icmp_type`).
+    icmp_code: Option<Spanned<i64>>,
     #[serde(rename = "in")]
     in_: Option<Spanned<OneOrMany>>,
     out: Option<Spanned<OneOrMany>>,
@@ -233,6 +237,53 @@ fn prefix(s: &str) -> Result<(u128, u8, bool), String> {
             (u128::from(a) & m, l, false)
         }
     })
+}
+
+/// nftables' ICMP and ICMPv6 type names (`nft describe icmp type`).
+const ICMP_TYPES: [(&str, u8); 11] = [
+    ("echo-reply", 0),
+    ("destination-unreachable", 3),
+    ("source-quench", 4),
+    ("redirect", 5),
+    ("echo-request", 8),
+    ("router-advertisement", 9),
+    ("router-solicitation", 10),
+    ("time-exceeded", 11),
+    ("parameter-problem", 12),
+    ("timestamp-request", 13),
+    ("timestamp-reply", 14),
+];
+const ICMPV6_TYPES: [(&str, u8); 11] = [
+    ("destination-unreachable", 1),
+    ("packet-too-big", 2),
+    ("time-exceeded", 3),
+    ("parameter-problem", 4),
+    ("echo-request", 128),
+    ("echo-reply", 129),
+    ("nd-router-solicit", 133),
+    ("nd-router-advert", 134),
+    ("nd-neighbor-solicit", 135),
+    ("nd-neighbor-advert", 136),
+    ("nd-redirect", 137),
+];
+
+fn icmp_type(t: &ProtoSpec, v6: bool) -> Result<u8, String> {
+    let names: &[(&str, u8)] = if v6 { &ICMPV6_TYPES } else { &ICMP_TYPES };
+    match t {
+        ProtoSpec::Num(n) => u8::try_from(*n).map_err(|_| format!("{n}: must be 0..=255")),
+        ProtoSpec::Name(s) => names
+            .iter()
+            .find(|(n, _)| n == s)
+            .map(|(_, v)| *v)
+            .ok_or_else(|| {
+                let all: Vec<&str> = names.iter().map(|(n, _)| *n).collect();
+                format!(
+                    "`{s}` is not an {} type: expected a number or one of {}",
+                    if v6 { "ICMPv6" } else { "ICMP" },
+                    all.join(", ")
+                )
+            }),
+    }
 }
 
 const FLAGS: [(&str, u16); 9] = [
@@ -454,6 +505,26 @@ fn check_firewall(
                 Ok(v) => hdr.flags = v,
                 Err(e) => cx.err(f, k("tcp_flags"), e),
             }
+        }
+        if let Some(t) = &rs.icmp_type {
+            let v6 = match hdr.proto {
+                (1, 0xff) => Some(false),
+                (58, 0xff) => Some(true),
+                _ => None,
+            };
+            match (v6, icmp_type(t.get_ref(), v6.unwrap_or(false))) {
+                (None, _) => cx.err(t, k("icmp_type"), "needs proto = \"icmp\" or \"icmpv6\""),
+                (Some(_), Err(e)) => cx.err(t, k("icmp_type"), e),
+                (Some(_), Ok(ty)) => hdr.flags = (u16::from(ty) << 8, 0xff00),
+            }
+            if let Some(c) = &rs.icmp_code {
+                match u8::try_from(*c.get_ref()) {
+                    Ok(c) => hdr.flags = (hdr.flags.0 | u16::from(c), hdr.flags.1 | 0xff),
+                    Err(_) => cx.err(c, k("icmp_code"), "must be 0..=255"),
+                }
+            }
+        } else if let Some(c) = &rs.icmp_code {
+            cx.err(c, k("icmp_code"), "needs `icmp_type`");
         }
         let in_ports = rs
             .in_

@@ -750,3 +750,25 @@ fn ct_status_negation_and_snat_on_related() {
     assert_eq!(g.process(&mut e, 1), Verdict::Forward(0));
     assert_eq!(g.hits(), &[1, 1, 1]);
 }
+
+/// `icmp_type` rules (nftables `icmp type echo-request accept`): the
+/// type and code are the flags word of an ICMP key.
+#[test]
+fn icmp_type_rules_match_type_and_code() {
+    let echo = Rule {
+        proto: (1, 0xff),
+        flags: (8 << 8, 0xff00),
+        ..Rule::any()
+    };
+    let rules = vec![fw(echo, &[1], state::NEW, Action::Accept)];
+    let mut g = gateway_with(rules, Action::Drop, NatConfig::default(), 64);
+    // An echo request from outside: accepted.
+    let mut f = pkt(R1, SERVER, 7, CLIENT, 7, 1, 0, b"ping");
+    assert_eq!(g.process(&mut f, 1), Verdict::Forward(0));
+    // A timestamp request (type 13) from outside: refused.
+    let mut f = pkt(R1, SERVER, 8, CLIENT, 8, 1, 0, b"time");
+    f[34] = 13;
+    fill_l4(&mut f);
+    assert_eq!(g.process(&mut f, 1), Verdict::Drop(DropReason::Filtered));
+    assert_eq!(g.hits(), &[1]);
+}
