@@ -125,7 +125,9 @@ fn timer_ticks_and_adapts_its_quota() {
         "mode = \"timer\"\nhz = 500\nburst = 32\neach_burst = 16\nburst_max = 4096",
     ));
     let c = &s.cores[0];
-    assert!((300.0..=600.0).contains(&c.ticks_per_s), "{}", s.text());
+    // At most hz (plus rounding); well below it only when the machine is
+    // so busy that the worker misses ticks, which it counts as late.
+    assert!((100.0..=600.0).contains(&c.ticks_per_s), "{}", s.text());
     // 150 kpps at 500 Hz is 300 packets a tick: the quota grew from 32.
     assert!(c.timer_burst >= 128, "{}", s.text());
     assert!(s.balance.as_ref().unwrap().balanced);

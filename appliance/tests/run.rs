@@ -81,7 +81,14 @@ fn softnic_below_capacity_loses_nothing() {
     assert!(periods.len() >= 2, "stats every 0.5 s");
     assert!(periods.iter().all(|r| r.ports[0].rx_pps > 0.0));
     let c = &s.cores[0];
-    assert!(c.idle > 0.5, "mostly idle at 40 kpps: {}", s.text());
+    // Below capacity most polls find nothing (the busy share of the loop
+    // is no measure on a shared machine: a preempted poller's stall is
+    // counted busy).
+    assert!(
+        c.empty_poll_ratio > 0.5,
+        "mostly empty polls at 40 kpps: {}",
+        s.text()
+    );
     assert!(c.cycles_per_pkt.is_some());
 }
 
@@ -115,7 +122,11 @@ fn every_mode_keeps_packets_valid() {
         let (_, s) = run(&softnic("10000", 1024, mode, ""));
         assert!(s.balance.as_ref().unwrap().balanced, "{mode}: {}", s.text());
         for p in 0..2 {
-            assert!(xstat(&s, p, "sink_rx") > 10_000, "{mode}");
+            // Every packet offered reaches the sink and passes its checks
+            // (how many were offered depends on the machine's load).
+            let b = s.balance.as_ref().unwrap();
+            assert_eq!(b.delivered, b.offered, "{mode}: {}", s.text());
+            assert!(xstat(&s, p, "sink_rx") > 1_000, "{mode}: {}", s.text());
             assert_eq!(xstat(&s, p, "sink_bad"), 0, "{mode}");
         }
     }
