@@ -697,6 +697,11 @@ fn tcp_next(s: State, reply: bool, flags: u16) -> Option<State> {
     let syn = flags & SYN != 0;
     let ack = flags & ACK != 0;
     let fin = flags & FIN != 0;
+    // Where Linux's table (nf_conntrack_proto_tcp.c) says "ignore" (pass,
+    // state unchanged: the endpoints may know better), so does this: a
+    // SYN retransmitted while the SYN+ACK is on its way, a SYN+ACK
+    // retransmitted after the handshake (its ACK was lost beyond the
+    // router), and segments still in flight after a RST.
     Some(match s {
         State::SynSent => match (reply, syn, ack) {
             (false, true, false) => State::SynSent, // retransmitted SYN
@@ -704,11 +709,13 @@ fn tcp_next(s: State, reply: bool, flags: u16) -> Option<State> {
             _ => return None,
         },
         State::SynRecv => match (reply, syn, ack) {
-            (true, true, true) => State::SynRecv, // retransmitted SYN+ACK
+            (true, true, true) => State::SynRecv,   // retransmitted SYN+ACK
+            (false, true, false) => State::SynRecv, // retransmitted SYN
             (false, false, true) if fin => State::FinWait,
             (false, false, true) => State::Established,
             _ => return None,
         },
+        State::Established | State::FinWait if syn && ack && reply => s, // SYN+ACK again
         State::Established if syn => return None,
         State::Established if fin => State::FinWait,
         State::Established => State::Established,
@@ -717,7 +724,8 @@ fn tcp_next(s: State, reply: bool, flags: u16) -> Option<State> {
         State::TimeWait if syn && !ack && !reply => State::SynSent, // reuse
         State::TimeWait => State::TimeWait,
         State::Closed if syn && !ack && !reply => State::SynSent,
-        State::Closed => return None,
+        State::Closed if syn && !(ack && reply) => return None,
+        State::Closed => State::Closed, // in flight after the RST
         State::Unreplied | State::Replied => return None,
     })
 }
@@ -781,12 +789,39 @@ mod tests {
         // SYN, then a second SYN from the responder instead of SYN+ACK.
         t.track(0, &k(C, 2, SV, 80, 6, SYN));
         assert_eq!(t.track(0, &k(SV, 80, C, 2, 6, SYN)), Conn::Invalid);
-        // RST closes; after RST only a new SYN reopens.
+        // RST closes; segments still in flight pass (as Linux lets
+        // them), a SYN from the responder does not, a new SYN reopens.
         t.track(0, &k(C, 3, SV, 80, 6, SYN));
         t.track(0, &k(SV, 80, C, 3, 6, RST | ACK));
         assert_eq!(t.state(0, &k(C, 3, SV, 80, 6, 0)), Some(State::Closed));
-        assert_eq!(t.track(0, &k(C, 3, SV, 80, 6, ACK)), Conn::Invalid);
-        assert_eq!(t.counters().invalid, 3);
+        assert_ne!(t.track(0, &k(C, 3, SV, 80, 6, ACK)), Conn::Invalid);
+        assert_eq!(t.state(0, &k(C, 3, SV, 80, 6, 0)), Some(State::Closed));
+        assert_eq!(t.track(0, &k(SV, 80, C, 3, 6, SYN)), Conn::Invalid);
+        t.track(0, &k(C, 3, SV, 80, 6, SYN));
+        assert_eq!(t.state(0, &k(C, 3, SV, 80, 6, 0)), Some(State::SynSent));
+        // A SYN in an established flow is still refused.
+        t.track(0, &k(C, 4, SV, 80, 6, SYN));
+        t.track(0, &k(SV, 80, C, 4, 6, SYN | ACK));
+        t.track(0, &k(C, 4, SV, 80, 6, ACK));
+        assert_eq!(t.track(0, &k(C, 4, SV, 80, 6, SYN)), Conn::Invalid);
+        assert_eq!(t.counters().invalid, 4);
+    }
+
+    /// Retransmissions around the handshake pass, as in Linux: the
+    /// client's SYN again while the SYN+ACK is on its way (SYN+ACK lost
+    /// beyond the router), and the server's SYN+ACK again after the
+    /// handshake (the client's ACK lost beyond the router).
+    #[test]
+    fn tcp_handshake_retransmissions_pass() {
+        let mut t = ConnTrack::new(16, Timeouts::default());
+        t.track(0, &k(C, 9, SV, 80, 6, SYN));
+        t.track(0, &k(SV, 80, C, 9, 6, SYN | ACK));
+        assert_ne!(t.track(0, &k(C, 9, SV, 80, 6, SYN)), Conn::Invalid);
+        assert_eq!(t.state(0, &k(C, 9, SV, 80, 6, 0)), Some(State::SynRecv));
+        t.track(0, &k(C, 9, SV, 80, 6, ACK));
+        assert_ne!(t.track(0, &k(SV, 80, C, 9, 6, SYN | ACK)), Conn::Invalid);
+        assert_eq!(t.state(0, &k(C, 9, SV, 80, 6, 0)), Some(State::Established));
+        assert_eq!(t.counters().invalid, 0);
     }
 
     #[test]
