@@ -204,7 +204,7 @@ pub fn run(cfg: &Config, stop: &AtomicBool, emit: &mut dyn FnMut(&Report)) -> Re
                         coalesce: *coalesce,
                         gen: g.clone(),
                     })
-                    .with_context(|| format!("port {}", p.name))?;
+                    .with_context(|| format!("port {} ({})", p.name, p.origin))?;
                 (o, Some(h))
             }
             PortKind::Null { size } => (
@@ -215,7 +215,7 @@ pub fn run(cfg: &Config, stop: &AtomicBool, emit: &mut dyn FnMut(&Report)) -> Re
                     txq: p.txq,
                     pool_size: POOL_SIZE,
                 })
-                .with_context(|| format!("port {}", p.name))?,
+                .with_context(|| format!("port {} ({})", p.name, p.origin))?,
                 None,
             ),
             PortKind::Pcap {
@@ -230,7 +230,7 @@ pub fn run(cfg: &Config, stop: &AtomicBool, emit: &mut dyn FnMut(&Report)) -> Re
                     loops: *loops,
                     pool_size: POOL_SIZE,
                 })
-                .with_context(|| format!("port {}", p.name))?,
+                .with_context(|| format!("port {} ({})", p.name, p.origin))?,
                 None,
             ),
             PortKind::AfPacket {
@@ -247,7 +247,7 @@ pub fn run(cfg: &Config, stop: &AtomicBool, emit: &mut dyn FnMut(&Report)) -> Re
                     qdisc_bypass: *qdisc_bypass,
                     pool_size: POOL_SIZE.max(4 * usize::from(p.rxq) * 2048),
                 })
-                .with_context(|| format!("port {}", p.name))?,
+                .with_context(|| format!("port {} ({})", p.name, p.origin))?,
                 None,
             ),
             #[cfg(feature = "afxdp")]
@@ -266,7 +266,7 @@ pub fn run(cfg: &Config, stop: &AtomicBool, emit: &mut dyn FnMut(&Report)) -> Re
                     },
                     umem.as_ref().expect("a UMEM for AF_XDP ports"),
                 )
-                .with_context(|| format!("port {}", p.name))?,
+                .with_context(|| format!("port {} ({})", p.name, p.origin))?,
                 None,
             ),
             #[cfg(not(feature = "afxdp"))]

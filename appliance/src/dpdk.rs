@@ -126,7 +126,7 @@ pub fn run(
             },
             &pool,
         )
-        .with_context(|| format!("port {} ({device})", p.name))?;
+        .with_context(|| format!("port {} ({}, {device})", p.name, p.origin))?;
         opened.push((port, None));
     }
     crate::app::run_ports(cfg, tsc, opened, None, dpdk::register_thread, stop, emit)

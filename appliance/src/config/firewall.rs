@@ -15,7 +15,10 @@ use toml::Spanned;
 
 /// One name or a list of names.
 #[derive(Debug, Deserialize)]
-#[serde(untagged)]
+#[serde(
+    untagged,
+    expecting = "expected a name or a list of names such as [\"a\", \"b\"]"
+)]
 pub(super) enum OneOrMany {
     One(String),
     Many(Vec<String>),
@@ -32,7 +35,10 @@ impl OneOrMany {
 
 /// A port number or a range string.
 #[derive(Debug, Deserialize)]
-#[serde(untagged)]
+#[serde(
+    untagged,
+    expecting = "expected a port number or a range such as \"1024-65535\""
+)]
 pub(super) enum PortSpec {
     Num(i64),
     Text(String),
@@ -40,7 +46,10 @@ pub(super) enum PortSpec {
 
 /// A protocol number or name.
 #[derive(Debug, Deserialize)]
-#[serde(untagged)]
+#[serde(
+    untagged,
+    expecting = "expected a name (such as \"tcp\" or \"echo-request\") or a number"
+)]
 pub(super) enum ProtoSpec {
     Num(i64),
     Name(String),

@@ -190,7 +190,10 @@ impl std::str::FromStr for QueueRef {
 
 /// Offered load: packets per second, or `"max"`.
 #[derive(Debug, Clone, Deserialize)]
-#[serde(untagged)]
+#[serde(
+    untagged,
+    expecting = "expected packets per second (a number) or \"max\""
+)]
 enum RawRate {
     Pps(f64),
     Word(String),
@@ -574,6 +577,8 @@ pub struct PortConfig {
     pub peer_mac: MacAddr,
     /// Output port of packets received here.
     pub peer: u16,
+    /// Where the port is defined (`file:line`), for errors at run time.
+    pub origin: String,
 }
 
 /// A checked worker.
@@ -1441,6 +1446,7 @@ fn check_port(
         mac,
         peer_mac,
         peer,
+        origin: format!("{}:{}", cx.file, cx.line_col(p.name.span().start).0),
     }
 }
 
