@@ -72,6 +72,27 @@ fn every_bad_config_gets_its_errors_from_check_and_run() {
     }
 }
 
+/// A config path that is a device or a directory is refused at once
+/// (reading /dev/zero never ends).
+#[test]
+fn config_that_is_not_a_file_is_refused() {
+    for (path, want) in [
+        (
+            "/dev/zero",
+            "/dev/zero: is not a regular file (a device or a pipe)",
+        ),
+        ("/", "/: is a directory, not a file"),
+        (
+            "/no/such/sluice.toml",
+            "/no/such/sluice.toml: does not exist",
+        ),
+    ] {
+        let out = sluice().args(["check", path]).output().unwrap();
+        assert_eq!(out.status.code(), Some(1));
+        assert_eq!(errors(&out.stderr), vec![want.to_string()]);
+    }
+}
+
 #[test]
 fn edge_cases_are_accepted() {
     let edge = dir("edge");

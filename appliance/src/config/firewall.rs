@@ -584,12 +584,12 @@ fn check_firewall(
             Some(b) if Path::new(f.get_ref()).is_relative() => b.join(f.get_ref()),
             _ => PathBuf::from(f.get_ref()),
         };
-        match std::fs::read_to_string(&path) {
-            Err(e) => cx.err(
-                f,
-                "firewall.classbench_file",
-                format!("cannot read {}: {e}", path.display()),
-            ),
+        let read = super::regular_file(&path, "rule file", 1 << 30).and_then(|()| {
+            std::fs::read_to_string(&path)
+                .map_err(|e| format!("cannot read rule file {}: {e}", path.display()))
+        });
+        match read {
+            Err(e) => cx.err(f, "firewall.classbench_file", e),
             Ok(text) => {
                 for (n, l) in text.lines().enumerate() {
                     if l.trim().is_empty() {

@@ -732,9 +732,55 @@ impl<'a> Ctx<'a> {
     }
 }
 
+/// The largest config file read (a config is kilobytes; this bounds what
+/// a wrong path can cost).
+pub const MAX_CONFIG_BYTES: u64 = 256 << 20;
+
+/// Checks that `path` is a regular file (not a directory, device or pipe,
+/// which could block or never end) of at most `max` bytes; `what` names it
+/// in the error.
+pub(crate) fn regular_file(path: &Path, what: &str, max: u64) -> Result<(), String> {
+    match std::fs::metadata(path) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            Err(format!("{what} {} does not exist", path.display()))
+        }
+        Err(e) => Err(format!("cannot read {what} {}: {e}", path.display())),
+        Ok(m) if m.is_dir() => Err(format!(
+            "{what} {} is a directory, not a file",
+            path.display()
+        )),
+        Ok(m) if !m.is_file() => Err(format!(
+            "{what} {} is not a regular file (a device or a pipe)",
+            path.display()
+        )),
+        Ok(m) if m.len() > max => Err(format!(
+            "{what} {} is {} bytes, more than the {max} allowed",
+            path.display(),
+            m.len()
+        )),
+        Ok(_) => Ok(()),
+    }
+}
+
 /// Loads and validates a file.
 pub fn load_file(path: &Path) -> Result<Config, ConfigErrors> {
     let file = path.display().to_string();
+    let whole = |msg: String| {
+        ConfigErrors(vec![ConfigError {
+            file: file.clone(),
+            line: 0,
+            col: 0,
+            key: String::new(),
+            msg,
+        }])
+    };
+    if let Err(e) = regular_file(path, "config", MAX_CONFIG_BYTES) {
+        // The file is named already: keep what follows its name.
+        let msg = e
+            .strip_prefix(&format!("config {file} "))
+            .map_or(e.clone(), str::to_string);
+        return Err(whole(msg));
+    }
     let text = std::fs::read_to_string(path).map_err(|e| {
         let msg = match e.kind() {
             std::io::ErrorKind::NotFound => "no such file".to_string(),
@@ -1400,12 +1446,8 @@ fn check_port(
             // What `run` will read and write, checked now.
             let raw = p.pcap.as_ref().map(|s| s.get_ref());
             if let (Some(path), Some(at)) = (&rx_file, raw.and_then(|r| r.rx_file.as_ref())) {
-                if path.is_dir() {
-                    cx.err(
-                        at,
-                        k("pcap.rx_file"),
-                        format!("{} is a directory, not a capture", path.display()),
-                    );
+                if let Err(e) = regular_file(path, "capture", u64::MAX) {
+                    cx.err(at, k("pcap.rx_file"), e);
                 } else if let Err(e) = pmd::pcap::inspect(path) {
                     cx.err(at, k("pcap.rx_file"), pcap_error(&e));
                 }
@@ -1426,6 +1468,16 @@ fn check_port(
                         at,
                         k("pcap.tx_file"),
                         format!("directory {} does not exist", dir.display()),
+                    );
+                } else if path.exists() && !path.is_file() {
+                    // A pipe would block the start; a device is no capture.
+                    cx.err(
+                        at,
+                        k("pcap.tx_file"),
+                        format!(
+                            "{} is not a regular file (a device or a pipe)",
+                            path.display()
+                        ),
                     );
                 }
             }

@@ -494,6 +494,9 @@ pub(super) fn check(
 /// columns) and `#` comments are ignored, as are blank lines; plain or
 /// gzip-compressed (by content, whatever the name). The error names the
 /// file and line.
+/// The longest line a route file may have.
+const MAX_LINE: usize = 4096;
+
 pub(crate) fn read_route_file(path: &Path) -> Result<Vec<(IpAddr, u8)>, String> {
     use std::io::{BufRead, BufReader, Read};
     let shown = path.display();
@@ -501,9 +504,9 @@ pub(crate) fn read_route_file(path: &Path) -> Result<Vec<(IpAddr, u8)>, String> 
         std::io::ErrorKind::NotFound => format!("route file {shown} does not exist"),
         _ => format!("cannot read route file {shown}: {e}"),
     };
-    if path.is_dir() {
-        return Err(format!("route file {shown} is a directory, not a file"));
-    }
+    // A regular file (a device or pipe could block or never end); the
+    // full table is about 10 MB gzipped.
+    super::regular_file(path, "route file", 1 << 30)?;
     let mut f = std::fs::File::open(path).map_err(open_err)?;
     let mut magic = [0u8; 2];
     let gz = f.read(&mut magic).map_err(open_err)? == 2 && magic == [0x1f, 0x8b];
@@ -518,7 +521,12 @@ pub(crate) fn read_route_file(path: &Path) -> Result<Vec<(IpAddr, u8)>, String> 
     let mut r = BufReader::with_capacity(1 << 16, r);
     for n in 1.. {
         line.clear();
-        match r.read_until(b'\n', &mut line) {
+        // Lines are read with a bound: a file without line breaks (or a
+        // decompression bomb of them) ends in an error, not in memory.
+        match (&mut r)
+            .take(MAX_LINE as u64 + 1)
+            .read_until(b'\n', &mut line)
+        {
             Ok(0) => break,
             Ok(_) => {}
             Err(e) => {
@@ -532,6 +540,11 @@ pub(crate) fn read_route_file(path: &Path) -> Result<Vec<(IpAddr, u8)>, String> 
                     }
                 ))
             }
+        }
+        if line.len() > MAX_LINE {
+            return Err(format!(
+                "{shown}:{n}: a line of more than {MAX_LINE} bytes (a route file has one prefix per line)"
+            ));
         }
         let Ok(text) = std::str::from_utf8(&line) else {
             return Err(format!(
