@@ -335,7 +335,7 @@ pub(super) fn check(
     ct: Option<&RawConntrack>,
     nat: Option<&RawNat>,
     names: &BTreeMap<&str, u16>,
-    has_v4: &[bool],
+    v4: &[Vec<Ipv4Addr>],
     base: Option<&Path>,
 ) -> GatewaySetup {
     let mut g = GatewaySetup {
@@ -372,7 +372,7 @@ pub(super) fn check(
     }
     // NAT first: the rules' `ct_original_*` matches refer to its entries.
     if let Some(nat) = nat {
-        check_nat(cx, nat, names, has_v4, &mut g.nat);
+        check_nat(cx, nat, names, v4, &mut g.nat);
     }
     if let Some(fw) = fw {
         check_firewall(cx, fw, names, base, &mut g);
@@ -744,7 +744,7 @@ fn check_nat(
     cx: &mut Ctx<'_>,
     nat: &RawNat,
     names: &BTreeMap<&str, u16>,
-    has_v4: &[bool],
+    v4: &[Vec<Ipv4Addr>],
     out: &mut NatConfig,
 ) {
     if let Some(p) = &nat.ports {
@@ -775,7 +775,7 @@ fn check_nat(
         }
         let to = match s.to.get_ref() {
             OneOrMany::One(m) if m == "masquerade" => {
-                if !has_v4.get(usize::from(out_port)).copied().unwrap_or(false) {
+                if v4.get(usize::from(out_port)).is_none_or(Vec::is_empty) {
                     cx.err(
                         &s.to,
                         k("to"),
@@ -860,19 +860,79 @@ fn check_nat(
             cx.err(&d.to, k("to"), "a port needs `dport` and `proto`");
             continue;
         }
-        out.dnat.push(Dnat {
+        if v4.iter().flatten().any(|a| *a == to) {
+            cx.err(
+                &d.to,
+                k("to"),
+                format!(
+                    "{to} is the router's own address: Sluice has no local services to forward to"
+                ),
+            );
+            continue;
+        }
+        let new = Dnat {
             in_port,
             proto,
             dst: u32::from(dst),
             dport,
             to: u32::from(to),
             to_port,
-        });
+        };
+        // An earlier entry that takes every packet this one would: this
+        // one could never match (first match wins).
+        if let Some(j) = out.dnat.iter().position(|e| {
+            e.dst == new.dst
+                && e.in_port.is_none_or(|p| Some(p) == new.in_port)
+                && e.proto.is_none_or(|p| Some(p) == new.proto)
+                && e.dport.is_none_or(|p| Some(p) == new.dport)
+        }) {
+            cx.err(
+                &d.dst,
+                k("dst"),
+                format!("nat.dnat[{j}] already translates everything this entry matches: it could never apply"),
+            );
+            continue;
+        }
+        out.dnat.push(new);
     }
-    for s in &nat.statics {
+    for (i, s) in nat.statics.iter().enumerate() {
+        let (inside, outside) = (*s.inside.get_ref(), *s.outside.get_ref());
+        let k = |f: &str| format!("nat.static[{i}].{f}");
+        if let Some(j) = out
+            .statics
+            .iter()
+            .position(|e| e.outside == u32::from(outside))
+        {
+            cx.err(
+                &s.outside,
+                k("outside"),
+                format!("{outside} is already nat.static[{j}]'s outside address"),
+            );
+            continue;
+        }
+        if let Some(j) = out
+            .statics
+            .iter()
+            .position(|e| e.inside == u32::from(inside))
+        {
+            cx.err(
+                &s.inside,
+                k("inside"),
+                format!("{inside} is already nat.static[{j}]'s inside address"),
+            );
+            continue;
+        }
+        if v4.iter().flatten().any(|a| *a == inside) {
+            cx.err(
+                &s.inside,
+                k("inside"),
+                format!("{inside} is the router's own address"),
+            );
+            continue;
+        }
         out.statics.push(StaticNat {
-            inside: u32::from(*s.inside.get_ref()),
-            outside: u32::from(*s.outside.get_ref()),
+            inside: u32::from(inside),
+            outside: u32::from(outside),
         });
     }
 }

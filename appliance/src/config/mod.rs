@@ -110,11 +110,9 @@ macro_rules! prefix_fromstr {
                 let addr: $a = a
                     .parse()
                     .map_err(|_| format!("`{s}` is not an address or prefix"))?;
-                let len: u8 = l
-                    .parse()
-                    .ok()
-                    .filter(|&l| l <= $bits)
-                    .ok_or_else(|| format!("`{s}`: prefix length must be 0..={}", $bits))?;
+                let len = pipeline::lpm::prefix_len(l, $bits).ok_or_else(|| {
+                    format!("`{s}`: prefix length must be 0..={} (plain digits)", $bits)
+                })?;
                 Ok(Prefix { addr, len })
             }
         }
@@ -657,17 +655,59 @@ fn line_col(text: &str, offset: usize) -> (usize, usize) {
 }
 
 /// The key named on a line (`key = value` or a `[table]` header).
+/// The key named on a line, with the path of the table it is in (`key =
+/// value` under `[[worker]]` → `worker[1].key`), or a table header as
+/// written (for errors in the header itself).
 fn key_on_line(text: &str, line: usize) -> String {
-    let l = text
-        .lines()
-        .nth(line.saturating_sub(1))
-        .unwrap_or("")
-        .trim();
-    if let Some((k, _)) = l.split_once('=') {
-        k.trim().to_string()
-    } else {
-        l.trim_matches(|c| c == '[' || c == ']').to_string()
+    // Array tables seen so far, and how often: `[[port]]` → port: 2.
+    let mut arrays: BTreeMap<String, usize> = BTreeMap::new();
+    let mut table = String::new();
+    let resolve = |path: &str, arrays: &BTreeMap<String, usize>| -> String {
+        let mut out = String::new();
+        let mut raw = String::new();
+        for seg in path.split('.').map(str::trim) {
+            if !raw.is_empty() {
+                raw.push('.');
+                out.push('.');
+            }
+            raw.push_str(seg.trim_matches('"'));
+            out.push_str(seg.trim_matches('"'));
+            if let Some(n) = arrays.get(&raw) {
+                out.push_str(&format!("[{}]", n - 1));
+            }
+        }
+        out
+    };
+    for (i, l) in text.lines().enumerate().take(line) {
+        let t = l.trim();
+        let header = if let Some(h) = t.strip_prefix("[[") {
+            let h = h.split("]]").next().unwrap_or("").trim();
+            if i + 1 < line {
+                *arrays.entry(h.to_string()).or_insert(0) += 1;
+            }
+            Some(h)
+        } else {
+            t.strip_prefix('[')
+                .map(|h| h.split(']').next().unwrap_or("").trim())
+        };
+        if i + 1 == line {
+            return match header {
+                Some(h) => h.to_string(),
+                None => {
+                    let k = t.split_once('=').map_or(t, |(k, _)| k).trim();
+                    if table.is_empty() {
+                        k.to_string()
+                    } else {
+                        format!("{table}.{k}")
+                    }
+                }
+            };
+        }
+        if let Some(h) = header {
+            table = resolve(h, &arrays);
+        }
     }
+    String::new()
 }
 
 struct Ctx<'a> {
@@ -914,6 +954,17 @@ fn validate(cx: &mut Ctx<'_>, raw: RawFile, base: Option<&Path>) -> Config {
     let mut names: BTreeMap<String, u16> = BTreeMap::new();
     for (i, p) in raw.port.iter().enumerate() {
         let k = format!("port[{i}].name");
+        let n = p.name.get_ref();
+        let ok = (1..=32).contains(&n.len())
+            && n.bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b"_-.".contains(&b));
+        if !ok {
+            cx.err(
+                &p.name,
+                k.clone(),
+                format!("`{n}`: a port name is 1 to 32 letters, digits, `_`, `-` or `.` (`:` separates the queue in `rx`)"),
+            );
+        }
         if names.insert(p.name.get_ref().clone(), i as u16).is_some() {
             cx.err(
                 &p.name,
@@ -1105,7 +1156,7 @@ fn validate(cx: &mut Ctx<'_>, raw: RawFile, base: Option<&Path>) -> Config {
         &names,
         &raw.port
             .iter()
-            .map(|p| !p.ipv4.get_ref().is_empty())
+            .map(|p| p.ipv4.get_ref().iter().map(|a| a.0.addr).collect())
             .collect::<Vec<_>>(),
         base,
     );

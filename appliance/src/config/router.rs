@@ -243,6 +243,23 @@ pub(super) fn check(
             }
         }
         let ipv6: Vec<(Ipv6Addr, u8)> = a.ipv6.iter().map(|p| (p.0.addr, p.0.len)).collect();
+        // Nor the Subnet-Router anycast address (all-zero host part, RFC
+        // 4291 2.6.1) for IPv6.
+        for &(x, l) in &ipv6 {
+            let host = u128::from(x)
+                & if l == 0 {
+                    u128::MAX
+                } else {
+                    !(u128::MAX << (128 - u32::from(l)))
+                };
+            if l <= 126 && host == 0 {
+                cx.err(
+                    &a.at,
+                    format!("port[{i}].ipv6"),
+                    format!("{x}/{l} is its subnet's Subnet-Router anycast address; give the interface a host address (such as {}/{l})", Ipv6Addr::from(u128::from(x) + 1)),
+                );
+            }
+        }
         for &(x, l) in &ipv4 {
             s.routes.push(Route {
                 addr: IpAddr::V4(x),
@@ -283,7 +300,43 @@ pub(super) fn check(
             );
             continue;
         };
+        // As `ip route` refuses them: host bits past the prefix length
+        // mean the prefix is not what was meant.
+        if mask_ip(addr, len) != addr {
+            cx.err(
+                &r.prefix,
+                k("prefix"),
+                format!(
+                    "`{}` has host bits set: the prefix is {}/{len}",
+                    r.prefix.get_ref(),
+                    mask_ip(addr, len)
+                ),
+            );
+            continue;
+        }
         let via = r.via.as_ref().map(|v| *v.get_ref());
+        // A gateway is a host: not the network or broadcast address of
+        // the subnet it is on.
+        if let Some(IpAddr::V4(v)) = via {
+            let edge = s.interfaces.iter().flat_map(|i| &i.ipv4).find(|&&(n, l)| {
+                l <= 30 && in_prefix4(n, l, v) && {
+                    let host = u32::from(v) & !(u32::MAX << (32 - u32::from(l)));
+                    host == 0 || host == !(u32::MAX << (32 - u32::from(l)))
+                }
+            });
+            if let Some(&(n, l)) = edge {
+                let at = r.via.as_ref().map_or(r.prefix.span(), |s| s.span());
+                cx.err(
+                    &Spanned::new(at, ()),
+                    k("via"),
+                    format!(
+                        "{v} is the network or broadcast address of {}/{l}, not a gateway",
+                        mask_ip(IpAddr::V4(n), l)
+                    ),
+                );
+                continue;
+            }
+        }
         if let Some(v) = &r.via {
             if v.get_ref().is_ipv4() != addr.is_ipv4() {
                 cx.err(

@@ -74,10 +74,11 @@ fn three_distinct_errors_name_line_and_key() {
     let e = errs(&bad_key);
     assert_eq!(e.len(), 1);
     assert_eq!(e[0].line, 8);
-    assert_eq!(e[0].key, "rxqq");
+    assert_eq!(e[0].key, "port[0].rxqq", "the table's path and the key");
     assert!(e[0].msg.contains("unknown field `rxqq`"), "{}", e[0]);
     assert!(
-        e[0].to_string().starts_with("t.toml:8:1: key `rxqq`"),
+        e[0].to_string()
+            .starts_with("t.toml:8:1: key `port[0].rxqq`"),
         "{}",
         e[0]
     );
@@ -112,9 +113,9 @@ fn three_distinct_errors_name_line_and_key() {
 #[test]
 fn type_and_value_errors_are_located() {
     let e = errs(&GOOD.replace("duration = 1", "duration = \"long\""));
-    assert_eq!((e[0].line, e[0].key.as_str()), (3, "duration"));
+    assert_eq!((e[0].line, e[0].key.as_str()), (3, "run.duration"));
     let e = errs(&GOOD.replace("mode = \"macswap\"", "mode = \"warp\""));
-    assert_eq!((e[0].line, e[0].key.as_str()), (15, "mode"));
+    assert_eq!((e[0].line, e[0].key.as_str()), (15, "worker[0].mode"));
     assert!(e[0].msg.contains("unknown variant `warp`"));
     let e = errs(&GOOD.replace("core = 0", "core = 4096"));
     assert!(e[0].msg.contains("core 4096 does not exist"));
@@ -167,7 +168,7 @@ fn typed_values() {
         "driver = \"null\"\n\n[[port]]",
         "driver = \"null\"\nmac = \"02:00:00:00:00\"\n\n[[port]]",
     ));
-    assert_eq!(e[0].key, "mac");
+    assert_eq!(e[0].key, "port[0].mac");
     assert!(e[0].msg.contains("MAC address"), "{}", e[0]);
 }
 
@@ -307,7 +308,7 @@ fn firewall_errors_name_line_and_key() {
             "[firewall]\nclassbench_file = \"/nonexistent/fw1\"\n",
             "firewall.classbench_file",
             18,
-            "cannot read",
+            "does not exist",
         ),
     ] {
         let e = errs(&format!("{GW}\n{extra}"));
