@@ -116,6 +116,16 @@ if ! kill -0 "$SLUICE_PID" 2>/dev/null; then
 fi
 
 # ---------------------------------------------------------------- checks
+# A second instance on the same interfaces is refused (it would forward
+# every packet a second time).
+ip netns exec $NS_R "$SLUICE" run "$CONFIG" --duration 1 > /dev/null 2> "$WORK/second.err"
+rc=$?
+if [ "$rc" = 2 ] && grep -q "already in use by another sluice (pid $SLUICE_PID" "$WORK/second.err"; then
+  pass "second instance on r0/r1 refused: $(head -1 "$WORK/second.err")"
+else
+  fail "second instance: exit $rc: $(head -2 "$WORK/second.err" | tr '\n' ' ')"
+fi
+
 for dst in 198.19.0.2 198.18.0.1 198.19.0.1; do
   if inns $NS_C ping -c 3 -i 0.2 -W 1 -q "$dst" > "$WORK/ping.log" 2>&1 &&
      grep -q " 0% packet loss" "$WORK/ping.log"; then

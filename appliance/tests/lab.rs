@@ -66,6 +66,7 @@ fn lab(args: &[&str]) -> Option<String> {
 fn namespace_lab_passes_every_check() {
     let Some(text) = lab(&[]) else { return };
     for check in [
+        "PASS second instance on r0/r1 refused",
         "PASS ping client -> 198.19.0.2",
         "PASS traceroute",
         "PASS curl through SNAT",
