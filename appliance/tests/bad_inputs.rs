@@ -103,28 +103,21 @@ fn edge_cases_are_accepted() {
         "jumbo-pcap.toml",
         "nftables-policy.toml",
     ] {
-        let out = sluice()
-            .args(["check", name])
-            .current_dir(&edge)
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{name}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        succeeds(&["check", name], &edge);
     }
     // The BOM/CRLF config runs, too.
-    let out = sluice()
-        .args(["run", "bom-crlf.toml", "--json"])
-        .current_dir(&edge)
-        .output()
-        .unwrap();
+    succeeds(&["run", "bom-crlf.toml", "--json"], &edge);
+}
+
+/// Runs sluice in `dir`, asserts it exited 0, returns its stdout.
+fn succeeds(args: &[&str], dir: &Path) -> String {
+    let out = sluice().args(args).current_dir(dir).output().unwrap();
     assert!(
         out.status.success(),
-        "{}",
+        "{args:?}: {}",
         String::from_utf8_lossy(&out.stderr)
     );
+    String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
 /// A legal 65,535-byte frame no longer keeps the port from opening: it is
@@ -132,17 +125,7 @@ fn edge_cases_are_accepted() {
 /// balances over both frames of the capture.
 #[test]
 fn capture_with_a_65535_byte_frame_replays() {
-    let out = sluice()
-        .args(["run", "jumbo-pcap.toml", "--json"])
-        .current_dir(dir("edge"))
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let text = String::from_utf8_lossy(&out.stdout);
+    let text = succeeds(&["run", "jumbo-pcap.toml", "--json"], &dir("edge"));
     let s: serde_json::Value = serde_json::from_str(text.lines().last().unwrap()).unwrap();
     assert_eq!(s["balance"]["balanced"], true, "{s}");
     let cap = &s["ports"][0];

@@ -822,21 +822,12 @@ pub fn load_file(path: &Path) -> Result<Config, ConfigErrors> {
         return Err(whole(msg));
     }
     let text = std::fs::read_to_string(path).map_err(|e| {
-        let msg = match e.kind() {
-            std::io::ErrorKind::NotFound => "no such file".to_string(),
+        whole(match e.kind() {
             std::io::ErrorKind::InvalidData => {
                 "not a text file (a config is TOML, UTF-8)".to_string()
             }
-            _ if path.is_dir() => "is a directory, not a config file".to_string(),
             _ => format!("cannot read it: {e}"),
-        };
-        ConfigErrors(vec![ConfigError {
-            file: file.clone(),
-            line: 0,
-            col: 0,
-            key: String::new(),
-            msg,
-        }])
+        })
     })?;
     parse(&text, &file, path.parent())
 }
