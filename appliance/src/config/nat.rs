@@ -1,0 +1,251 @@
+//! `[nat]` settings: the source-NAT port range, `[[nat.snat]]`,
+//! `[[nat.dnat]]` and `[[nat.static]]`, refused where they cannot
+//! translate (an empty pool, masquerade from a port without an address, a
+//! forward to the router itself or shadowed by an earlier one, two 1:1
+//! NATs on one address).
+
+use super::firewall::{proto_num, OneOrMany, ProtoSpec};
+use super::Ctx;
+use pipeline::nat::{Dnat, NatConfig, PortRange, Snat, SnatTo, StaticNat};
+use serde::Deserialize;
+use std::collections::BTreeMap;
+use std::net::{IpAddr, Ipv4Addr};
+use toml::Spanned;
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawNat {
+    /// Source ports handed out, split over the workers.
+    ports: Option<Spanned<String>>,
+    #[serde(default)]
+    snat: Vec<RawSnat>,
+    #[serde(default)]
+    dnat: Vec<RawDnat>,
+    #[serde(default, rename = "static")]
+    statics: Vec<RawStatic>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawSnat {
+    out: Spanned<String>,
+    src: Option<Spanned<String>>,
+    /// "masquerade" or a list of addresses.
+    to: Spanned<OneOrMany>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawDnat {
+    #[serde(rename = "in")]
+    in_: Option<Spanned<String>>,
+    proto: Option<Spanned<ProtoSpec>>,
+    dst: Spanned<String>,
+    dport: Option<Spanned<i64>>,
+    /// `address` or `address:port`.
+    to: Spanned<String>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawStatic {
+    inside: Spanned<Ipv4Addr>,
+    outside: Spanned<Ipv4Addr>,
+}
+
+pub(super) fn check(
+    cx: &mut Ctx<'_>,
+    nat: &RawNat,
+    names: &BTreeMap<&str, u16>,
+    v4: &[Vec<Ipv4Addr>],
+    out: &mut NatConfig,
+) {
+    if let Some(p) = &nat.ports {
+        match p.get_ref().parse::<super::PortRange>() {
+            Ok(r) if r.0 >= 1 => out.ports = PortRange { lo: r.0, hi: r.1 },
+            Ok(_) => cx.err(p, "nat.ports", "port 0 cannot be handed out"),
+            Err(e) => cx.err(p, "nat.ports", e),
+        }
+    }
+    let port = |cx: &mut Ctx<'_>, v: &Spanned<String>, key: String| -> Option<u16> {
+        let p = names.get(v.get_ref().as_str()).copied();
+        if p.is_none() {
+            cx.err(v, key, format!("port `{}` does not exist", v.get_ref()));
+        }
+        p
+    };
+    for (i, s) in nat.snat.iter().enumerate() {
+        let k = |f: &str| format!("nat.snat[{i}].{f}");
+        let Some(out_port) = port(cx, &s.out, k("out")) else {
+            continue;
+        };
+        let mut src = (0u32, 0u8);
+        if let Some(v) = &s.src {
+            match pipeline::lpm::parse_prefix(v.get_ref()) {
+                Some((IpAddr::V4(a), l)) => src = (u32::from(a), l),
+                _ => cx.err(v, k("src"), "must be an IPv4 prefix (NAT44)"),
+            }
+        }
+        let to = match s.to.get_ref() {
+            OneOrMany::One(m) if m == "masquerade" => {
+                if v4.get(usize::from(out_port)).is_none_or(Vec::is_empty) {
+                    cx.err(
+                        &s.to,
+                        k("to"),
+                        format!(
+                            "masquerade takes the address of port `{}`, which has none: set its `ipv4`, or give `to` addresses",
+                            s.out.get_ref()
+                        ),
+                    );
+                }
+                SnatTo::Masquerade
+            }
+            other => {
+                let mut pool = Vec::new();
+                for a in other.names() {
+                    match a.parse::<Ipv4Addr>() {
+                        Ok(a) => pool.push(u32::from(a)),
+                        Err(_) => cx.err(
+                            &s.to,
+                            k("to"),
+                            format!("`{a}`: expected \"masquerade\" or IPv4 addresses"),
+                        ),
+                    }
+                }
+                if other.names().is_empty() {
+                    cx.err(
+                        &s.to,
+                        k("to"),
+                        "is empty: give \"masquerade\" or at least one IPv4 address",
+                    );
+                }
+                SnatTo::Pool(pool)
+            }
+        };
+        out.snat.push(Snat { out_port, src, to });
+    }
+    for (i, d) in nat.dnat.iter().enumerate() {
+        let k = |f: &str| format!("nat.dnat[{i}].{f}");
+        let in_port = match &d.in_ {
+            Some(v) => match port(cx, v, k("in")) {
+                Some(p) => Some(p),
+                None => continue,
+            },
+            None => None,
+        };
+        let proto = match &d.proto {
+            Some(p) => match proto_num(p.get_ref()) {
+                Ok(n) => Some(n),
+                Err(e) => {
+                    cx.err(p, k("proto"), e);
+                    continue;
+                }
+            },
+            None => None,
+        };
+        let Ok(dst) = d.dst.get_ref().parse::<Ipv4Addr>() else {
+            cx.err(&d.dst, k("dst"), "must be an IPv4 address");
+            continue;
+        };
+        let dport = match &d.dport {
+            Some(p) => match u16::try_from(*p.get_ref()) {
+                Ok(n) if matches!(proto, Some(6 | 17)) => Some(n),
+                Ok(_) => {
+                    cx.err(p, k("dport"), "needs proto = \"tcp\" or \"udp\"");
+                    continue;
+                }
+                Err(_) => {
+                    cx.err(p, k("dport"), "must be 0..=65535");
+                    continue;
+                }
+            },
+            None => None,
+        };
+        let (to, to_port) = match d.to.get_ref().split_once(':') {
+            Some((a, p)) => (a.parse::<Ipv4Addr>().ok(), p.parse::<u16>().ok().map(Some)),
+            None => (d.to.get_ref().parse::<Ipv4Addr>().ok(), Some(None)),
+        };
+        let (Some(to), Some(to_port)) = (to, to_port) else {
+            cx.err(&d.to, k("to"), "expected address or address:port");
+            continue;
+        };
+        if to_port.is_some() && dport.is_none() {
+            cx.err(&d.to, k("to"), "a port needs `dport` and `proto`");
+            continue;
+        }
+        if v4.iter().flatten().any(|a| *a == to) {
+            cx.err(
+                &d.to,
+                k("to"),
+                format!(
+                    "{to} is the router's own address: Sluice has no local services to forward to"
+                ),
+            );
+            continue;
+        }
+        let new = Dnat {
+            in_port,
+            proto,
+            dst: u32::from(dst),
+            dport,
+            to: u32::from(to),
+            to_port,
+        };
+        // An earlier entry that takes every packet this one would: this
+        // one could never match (first match wins).
+        if let Some(j) = out.dnat.iter().position(|e| {
+            e.dst == new.dst
+                && e.in_port.is_none_or(|p| Some(p) == new.in_port)
+                && e.proto.is_none_or(|p| Some(p) == new.proto)
+                && e.dport.is_none_or(|p| Some(p) == new.dport)
+        }) {
+            cx.err(
+                &d.dst,
+                k("dst"),
+                format!("nat.dnat[{j}] already translates everything this entry matches: it could never apply"),
+            );
+            continue;
+        }
+        out.dnat.push(new);
+    }
+    for (i, s) in nat.statics.iter().enumerate() {
+        let (inside, outside) = (*s.inside.get_ref(), *s.outside.get_ref());
+        let k = |f: &str| format!("nat.static[{i}].{f}");
+        if let Some(j) = out
+            .statics
+            .iter()
+            .position(|e| e.outside == u32::from(outside))
+        {
+            cx.err(
+                &s.outside,
+                k("outside"),
+                format!("{outside} is already nat.static[{j}]'s outside address"),
+            );
+            continue;
+        }
+        if let Some(j) = out
+            .statics
+            .iter()
+            .position(|e| e.inside == u32::from(inside))
+        {
+            cx.err(
+                &s.inside,
+                k("inside"),
+                format!("{inside} is already nat.static[{j}]'s inside address"),
+            );
+            continue;
+        }
+        if v4.iter().flatten().any(|a| *a == inside) {
+            cx.err(
+                &s.inside,
+                k("inside"),
+                format!("{inside} is the router's own address"),
+            );
+            continue;
+        }
+        out.statics.push(StaticNat {
+            inside: u32::from(inside),
+            outside: u32::from(outside),
+        });
+    }
+}

@@ -1,0 +1,382 @@
+//! The raw schema: serde structs with `deny_unknown_fields` and typed
+//! fields (MACs, prefixes, port ranges, queue references), as the TOML
+//! file spells them; [`super::validate`] turns them into the checked types.
+
+use super::*;
+
+/// A value parsed from a string with `FromStr` (MACs, CIDRs, ranges).
+#[derive(Debug, Clone, Copy)]
+pub struct Str<T>(pub T);
+
+impl<'de, T: std::str::FromStr> Deserialize<'de> for Str<T>
+where
+    T::Err: fmt::Display,
+{
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        s.parse().map(Str).map_err(serde::de::Error::custom)
+    }
+}
+
+/// An IPv4 or IPv6 prefix (`198.18.0.0/24`), or one address.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Prefix<A> {
+    /// Network address.
+    pub addr: A,
+    /// Prefix length.
+    pub len: u8,
+}
+
+macro_rules! prefix_fromstr {
+    ($a:ty, $bits:expr, $int:ty) => {
+        impl std::str::FromStr for Prefix<$a> {
+            type Err = String;
+            fn from_str(s: &str) -> Result<Self, String> {
+                let (a, l) = s.split_once('/').unwrap_or((s, stringify!($bits)));
+                let addr: $a = a
+                    .parse()
+                    .map_err(|_| format!("`{s}` is not an address or prefix"))?;
+                let len = pipeline::lpm::prefix_len(l, $bits).ok_or_else(|| {
+                    format!("`{s}`: prefix length must be 0..={} (plain digits)", $bits)
+                })?;
+                Ok(Prefix { addr, len })
+            }
+        }
+        impl Prefix<$a> {
+            /// First and last address (whole prefix; for IPv4 prefixes
+            /// shorter than /31 the network and broadcast addresses are
+            /// left out).
+            pub fn span(&self) -> Span<$a> {
+                let host_bits = $bits - u32::from(self.len);
+                let mask: $int = if host_bits >= $bits {
+                    0
+                } else {
+                    !0 << host_bits
+                };
+                let first = <$int>::from(self.addr) & mask;
+                let last = first | !mask;
+                let (f, l) = if $bits == 32 && host_bits >= 2 {
+                    (first + 1, last - 1)
+                } else {
+                    (first, last)
+                };
+                Span {
+                    first: <$a>::from(f),
+                    last: <$a>::from(l),
+                }
+            }
+        }
+    };
+}
+prefix_fromstr!(Ipv4Addr, 32, u32);
+prefix_fromstr!(Ipv6Addr, 128, u128);
+
+/// A port range `1024-65535` or a single port `53`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PortRange(pub u16, pub u16);
+
+impl std::str::FromStr for PortRange {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        let bad = || format!("`{s}` is not a port or port range such as 1024-65535");
+        let (a, b) = s.split_once('-').unwrap_or((s, s));
+        let a: u16 = a.trim().parse().map_err(|_| bad())?;
+        let b: u16 = b.trim().parse().map_err(|_| bad())?;
+        if a > b {
+            return Err(bad());
+        }
+        Ok(PortRange(a, b))
+    }
+}
+
+/// An RX queue reference `port:queue` (`p0:1`), or `port` for queue 0.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct QueueRef {
+    /// Port name.
+    pub port: String,
+    /// Queue index.
+    pub queue: u16,
+}
+
+impl std::str::FromStr for QueueRef {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        let (p, q) = s.rsplit_once(':').unwrap_or((s, "0"));
+        let queue = q
+            .parse()
+            .map_err(|_| format!("`{s}`: expected port:queue such as p0:1"))?;
+        Ok(QueueRef {
+            port: p.to_string(),
+            queue,
+        })
+    }
+}
+
+/// Offered load: packets per second, or `"max"`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(
+    untagged,
+    expecting = "expected packets per second (a number) or \"max\""
+)]
+pub(super) enum RawRate {
+    Pps(f64),
+    Word(String),
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawFile {
+    #[serde(default)]
+    pub(super) run: RawRun,
+    #[serde(default)]
+    pub(super) generator: RawGenerator,
+    #[serde(default)]
+    pub(super) port: Vec<RawPort>,
+    #[serde(default)]
+    pub(super) worker: Vec<RawWorker>,
+    #[serde(default)]
+    pub(super) router: router::RawRouter,
+    #[serde(default)]
+    pub(super) route: Vec<router::RawRoute>,
+    #[serde(default)]
+    pub(super) neighbor: Vec<router::RawNeighbor>,
+    #[serde(default)]
+    pub(super) dpdk: RawDpdk,
+    pub(super) firewall: Option<firewall::RawFirewall>,
+    pub(super) conntrack: Option<firewall::RawConntrack>,
+    pub(super) nat: Option<nat::RawNat>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawRun {
+    #[serde(default = "d_duration")]
+    pub(super) duration: Spanned<f64>,
+    #[serde(default = "d_period")]
+    pub(super) stats_period: Spanned<f64>,
+    #[serde(default = "d_burst")]
+    pub(super) burst: Spanned<usize>,
+    #[serde(default = "d_drain")]
+    pub(super) drain_us: Spanned<u64>,
+}
+
+impl Default for RawRun {
+    fn default() -> Self {
+        RawRun {
+            duration: d_duration(),
+            stats_period: d_period(),
+            burst: d_burst(),
+            drain_us: d_drain(),
+        }
+    }
+}
+
+pub(super) fn d_duration() -> Spanned<f64> {
+    Spanned::new(0..0, 10.0)
+}
+pub(super) fn d_period() -> Spanned<f64> {
+    Spanned::new(0..0, 1.0)
+}
+pub(super) fn d_burst() -> Spanned<usize> {
+    Spanned::new(0..0, 32)
+}
+pub(super) fn d_drain() -> Spanned<u64> {
+    Spanned::new(0..0, 100)
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawGenerator {
+    pub(super) core: Option<Spanned<usize>>,
+}
+
+#[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub(super) enum Driver {
+    Softnic,
+    Null,
+    Pcap,
+    Dpdk,
+    Afpacket,
+    Afxdp,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawAfXdp {
+    /// Interface name (queue 0).
+    pub(super) iface: Spanned<String>,
+    /// The port's share of the shared UMEM, in 2 KiB frames.
+    pub(super) frames: Option<Spanned<u32>>,
+    /// Ask for zero-copy binding.
+    #[serde(default)]
+    pub(super) zerocopy: bool,
+    /// `native` (driver) or `skb` (generic) XDP.
+    pub(super) mode: Option<Spanned<String>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawAfPacket {
+    /// Interface name.
+    pub(super) iface: Spanned<String>,
+    /// Ring blocks (64 KiB each) per RX queue.
+    pub(super) blocks: Option<Spanned<u32>>,
+    /// Bypass the qdisc on TX.
+    #[serde(default = "yes")]
+    pub(super) qdisc_bypass: bool,
+}
+
+pub(super) fn yes() -> bool {
+    true
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawDpdkPort {
+    /// A vdev string (`net_null0`, `net_af_packet0,iface=veth0`) or a PCI
+    /// address.
+    pub(super) device: Spanned<String>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawDpdk {
+    #[serde(default)]
+    pub(super) eal_args: Vec<String>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawPort {
+    pub(super) name: Spanned<String>,
+    pub(super) driver: Spanned<Driver>,
+    #[serde(default = "one")]
+    pub(super) rxq: Spanned<u16>,
+    #[serde(default = "one")]
+    pub(super) txq: Spanned<u16>,
+    #[serde(default = "d_ring")]
+    pub(super) rxd: Spanned<usize>,
+    #[serde(default = "d_ring")]
+    pub(super) txd: Spanned<usize>,
+    pub(super) mac: Option<Str<MacAddr>>,
+    pub(super) peer_mac: Option<Str<MacAddr>>,
+    pub(super) peer: Option<Spanned<String>>,
+    pub(super) softnic: Option<Spanned<RawSoftnic>>,
+    pub(super) afpacket: Option<Spanned<RawAfPacket>>,
+    pub(super) afxdp: Option<Spanned<RawAfXdp>>,
+    pub(super) null: Option<Spanned<RawNull>>,
+    pub(super) pcap: Option<Spanned<RawPcap>>,
+    pub(super) dpdk: Option<Spanned<RawDpdkPort>>,
+    #[serde(default = "empty_list")]
+    pub(super) ipv4: Spanned<Vec<Str<Prefix<Ipv4Addr>>>>,
+    #[serde(default)]
+    pub(super) ipv6: Vec<Str<Prefix<Ipv6Addr>>>,
+    pub(super) mtu: Option<Spanned<u16>>,
+}
+
+pub(super) fn empty_list<T>() -> Spanned<Vec<T>> {
+    Spanned::new(0..0, Vec::new())
+}
+
+pub(super) fn one() -> Spanned<u16> {
+    Spanned::new(0..0, 1)
+}
+pub(super) fn d_ring() -> Spanned<usize> {
+    Spanned::new(0..0, 1024)
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawSoftnic {
+    pub(super) rate: Spanned<RawRate>,
+    pub(super) size: Option<Spanned<usize>>,
+    pub(super) flows: Option<Spanned<u32>>,
+    pub(super) tcp_share: Option<Spanned<f64>>,
+    pub(super) ipv6_share: Option<Spanned<f64>>,
+    pub(super) pattern: Option<RawPattern>,
+    pub(super) src_ip: Option<Str<Prefix<Ipv4Addr>>>,
+    pub(super) dst_ip: Option<Str<Prefix<Ipv4Addr>>>,
+    pub(super) src_ip6: Option<Str<Prefix<Ipv6Addr>>>,
+    pub(super) dst_ip6: Option<Str<Prefix<Ipv6Addr>>>,
+    pub(super) src_port: Option<Str<PortRange>>,
+    pub(super) dst_port: Option<Str<PortRange>>,
+    pub(super) seed: Option<u64>,
+    pub(super) rx_usecs: Option<u32>,
+    pub(super) rx_frames: Option<u32>,
+}
+
+#[derive(Debug, Clone, Copy, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub(super) enum RawPattern {
+    Constant,
+    Poisson,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawNull {
+    #[serde(default = "d_size")]
+    pub(super) size: Spanned<usize>,
+}
+
+pub(super) fn one_u64() -> u64 {
+    1
+}
+
+pub(super) fn d_size() -> Spanned<usize> {
+    Spanned::new(0..0, 64)
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawPcap {
+    pub(super) rx_file: Option<Spanned<String>>,
+    pub(super) tx_file: Option<Spanned<String>>,
+    #[serde(default = "one_u64")]
+    pub(super) loops: u64,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawWorker {
+    pub(super) core: Spanned<usize>,
+    pub(super) mode: Spanned<FwdMode>,
+    pub(super) rx: Spanned<Vec<Spanned<Str<QueueRef>>>>,
+    pub(super) poll: Option<Spanned<RawPoll>>,
+}
+
+#[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub(super) enum PollKind {
+    Busy,
+    Interrupt,
+    Adaptive,
+    Timer,
+    Auto,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawPoll {
+    pub(super) mode: Spanned<PollKind>,
+    pub(super) budget: Option<Spanned<usize>>,
+    pub(super) fallback_sleep_us: Option<Spanned<u64>>,
+    pub(super) spin_polls: Option<Spanned<u32>>,
+    pub(super) pause_polls: Option<Spanned<u32>>,
+    pub(super) pause_spins: Option<Spanned<u32>>,
+    pub(super) sleep_polls: Option<Spanned<u32>>,
+    pub(super) sleep_min_us: Option<Spanned<u64>>,
+    pub(super) sleep_max_us: Option<Spanned<u64>>,
+    pub(super) predict: Option<Spanned<f64>>,
+    pub(super) hz: Option<Spanned<u32>>,
+    pub(super) burst: Option<Spanned<u32>>,
+    pub(super) each_burst: Option<Spanned<u32>>,
+    pub(super) burst_max: Option<Spanned<u32>>,
+    pub(super) user_frac: Option<Spanned<u32>>,
+    pub(super) idle_poll: Option<Spanned<bool>>,
+    pub(super) up_pps: Option<Spanned<f64>>,
+    pub(super) down_pps: Option<Spanned<f64>>,
+    pub(super) window_ms: Option<Spanned<u64>>,
+    pub(super) hold: Option<Spanned<u32>>,
+}

@@ -1,0 +1,190 @@
+//! The checked configuration the rest of the appliance runs from.
+
+use super::*;
+
+/// Forwarding mode, with testpmd's meaning.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+pub enum FwdMode {
+    /// Forward untouched.
+    #[serde(rename = "io")]
+    Io,
+    /// Rewrite source MAC (port's) and destination MAC (port's peer_mac).
+    #[serde(rename = "mac")]
+    Mac,
+    /// Swap source and destination MAC.
+    #[serde(rename = "macswap")]
+    MacSwap,
+    /// Swap MACs, IP addresses and L4 ports.
+    #[serde(rename = "5tswap")]
+    FiveTupleSwap,
+    /// The router: IPv4/IPv6 forwarding through the route tables.
+    #[serde(rename = "l3fwd")]
+    L3fwd,
+}
+
+impl FwdMode {
+    /// testpmd's name.
+    pub fn name(self) -> &'static str {
+        match self {
+            FwdMode::Io => "io",
+            FwdMode::Mac => "mac",
+            FwdMode::MacSwap => "macswap",
+            FwdMode::FiveTupleSwap => "5tswap",
+            FwdMode::L3fwd => "l3fwd",
+        }
+    }
+}
+
+/// Run-wide settings.
+#[derive(Debug, Clone)]
+pub struct RunConfig {
+    /// Run length (`None`: until Ctrl-C).
+    pub duration: Option<Duration>,
+    /// Stats period.
+    pub stats_period: Duration,
+    /// Burst size.
+    pub burst: usize,
+    /// TX drain timer.
+    pub drain: Duration,
+}
+
+/// A port's backend settings.
+#[derive(Debug, Clone)]
+pub enum PortKind {
+    /// Software NIC fed by the generator.
+    Softnic {
+        /// Generated traffic.
+        gen: GenConfig,
+        /// Interrupt coalescing.
+        coalesce: Coalesce,
+    },
+    /// net_null-like port.
+    Null {
+        /// Packet size.
+        size: usize,
+    },
+    /// A DPDK ethdev port (build with `--features dpdk`).
+    Dpdk {
+        /// vdev string or PCI address.
+        device: String,
+    },
+    /// A Linux interface through AF_PACKET.
+    AfPacket {
+        /// Interface name.
+        iface: String,
+        /// Ring blocks per RX queue.
+        blocks: u32,
+        /// Bypass the qdisc on TX.
+        qdisc_bypass: bool,
+    },
+    /// A Linux interface through AF_XDP (build with `--features afxdp`).
+    AfXdp {
+        /// Interface name.
+        iface: String,
+        /// The port's share of the shared UMEM, in 2 KiB frames.
+        frames: u32,
+        /// Zero-copy binding.
+        zerocopy: bool,
+        /// Generic (skb) XDP.
+        skb_mode: bool,
+    },
+    /// pcap replay / capture.
+    Pcap {
+        /// Capture to replay.
+        rx_file: Option<PathBuf>,
+        /// Capture to write.
+        tx_file: Option<PathBuf>,
+        /// Replays (0 = forever).
+        loops: u64,
+    },
+}
+
+/// A checked port.
+#[derive(Debug, Clone)]
+pub struct PortConfig {
+    /// Name.
+    pub name: String,
+    /// Backend.
+    pub kind: PortKind,
+    /// RX queues.
+    pub rxq: u16,
+    /// TX queues.
+    pub txq: u16,
+    /// RX ring size.
+    pub rxd: usize,
+    /// TX ring size.
+    pub txd: usize,
+    /// The port's MAC.
+    pub mac: MacAddr,
+    /// MAC of the neighbour on this port (destination in `mac` mode).
+    pub peer_mac: MacAddr,
+    /// Output port of packets received here.
+    pub peer: u16,
+    /// Where the port is defined (`file:line`), for errors at run time.
+    pub origin: String,
+}
+
+/// A checked worker.
+#[derive(Debug, Clone)]
+pub struct WorkerConfig {
+    /// CPU core it is pinned to.
+    pub core: usize,
+    /// Forwarding mode.
+    pub mode: FwdMode,
+    /// RX queues it polls: (port index, queue).
+    pub rx: Vec<(u16, u16)>,
+    /// TX queue it owns on each port it transmits on: (port index, queue).
+    pub tx: Vec<(u16, u16)>,
+    /// Poll-mode policy.
+    pub poll: Policy,
+}
+
+/// A validated configuration.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// Where it came from.
+    pub source: String,
+    /// Run-wide settings.
+    pub run: RunConfig,
+    /// Core for the softnic generator thread (unpinned if `None`).
+    pub generator_core: Option<usize>,
+    /// Ports, index = port id.
+    pub ports: Vec<PortConfig>,
+    /// Workers.
+    pub workers: Vec<WorkerConfig>,
+    /// Router settings (used by `l3fwd` workers).
+    pub router: RouterSetup,
+    /// Firewall, conntrack and NAT (the gateway stage of `l3fwd` workers).
+    pub gateway: GatewaySetup,
+    /// Extra EAL arguments (`[dpdk] eal_args`).
+    pub eal_args: Vec<String>,
+    /// Settings that are legal but probably not what was meant.
+    pub warnings: Vec<ConfigError>,
+}
+
+impl Config {
+    /// Workers in `l3fwd` mode: the ones that run the router, and the
+    /// gateway when it is configured (the NAT port range is split among
+    /// them).
+    pub fn l3fwd_workers(&self) -> u16 {
+        self.workers
+            .iter()
+            .filter(|w| w.mode == FwdMode::L3fwd)
+            .count() as u16
+    }
+}
+
+/// The longest run: 10^9 s (about 31 years); longer would overflow the
+/// clock arithmetic.
+pub const MAX_DURATION_S: f64 = 1e9;
+
+/// A run length in seconds (0: until stopped), as `run.duration` and
+/// `--duration` take it.
+pub fn duration(s: f64) -> Result<Option<Duration>, String> {
+    if !(s.is_finite() && (0.0..=MAX_DURATION_S).contains(&s)) {
+        return Err(format!(
+            "must be seconds from 0 to {MAX_DURATION_S:e} (0 runs until stopped); got {s}"
+        ));
+    }
+    Ok(Some(Duration::from_secs_f64(s)).filter(|d| !d.is_zero()))
+}
