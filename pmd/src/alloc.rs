@@ -33,10 +33,15 @@ fn huge(l: Layout) -> Option<Layout> {
 unsafe impl GlobalAlloc for HugeAlloc {
     unsafe fn alloc(&self, l: Layout) -> *mut u8 {
         match huge(l) {
+            // SAFETY: the caller's non-zero layout, as GlobalAlloc requires.
             None => unsafe { System.alloc(l) },
             Some(h) => {
+                // SAFETY: `h` is the caller's size (non-zero) with a larger
+                // power-of-two alignment.
                 let p = unsafe { System.alloc(h) };
                 if !p.is_null() {
+                    // SAFETY: advice on the `h.size()` bytes just allocated,
+                    // which nothing else references yet.
                     unsafe { libc::madvise(p.cast(), h.size(), libc::MADV_HUGEPAGE) };
                 }
                 p
@@ -46,10 +51,13 @@ unsafe impl GlobalAlloc for HugeAlloc {
 
     unsafe fn alloc_zeroed(&self, l: Layout) -> *mut u8 {
         match huge(l) {
+            // SAFETY: as in `alloc`.
             None => unsafe { System.alloc_zeroed(l) },
             Some(h) => {
+                // SAFETY: as in `alloc`.
                 let p = unsafe { System.alloc_zeroed(h) };
                 if !p.is_null() {
+                    // SAFETY: as in `alloc`; the advice keeps the zeroes.
                     unsafe { libc::madvise(p.cast(), h.size(), libc::MADV_HUGEPAGE) };
                 }
                 p
@@ -58,6 +66,8 @@ unsafe impl GlobalAlloc for HugeAlloc {
     }
 
     unsafe fn dealloc(&self, p: *mut u8, l: Layout) {
+        // SAFETY: `p` came from `alloc`/`alloc_zeroed` with layout `l`,
+        // which passed `System` exactly `huge(l).unwrap_or(l)`.
         unsafe { System.dealloc(p, huge(l).unwrap_or(l)) }
     }
 
@@ -66,10 +76,16 @@ unsafe impl GlobalAlloc for HugeAlloc {
             return std::ptr::null_mut();
         };
         if huge(l).is_none() && huge(nl).is_none() {
+            // SAFETY: both layouts are the caller's own (small), so `System`
+            // allocated `p` with `l` and may resize it in place.
             return unsafe { System.realloc(p, l, new_size) };
         }
+        // SAFETY: `nl` is non-zero (GlobalAlloc::realloc's contract).
         let q = unsafe { self.alloc(nl) };
         if !q.is_null() {
+            // SAFETY: `p` holds `l.size()` bytes and `q` at least `new_size`,
+            // two distinct blocks; `p` is freed with the layout it was
+            // allocated with.
             unsafe {
                 std::ptr::copy_nonoverlapping(p, q, l.size().min(new_size));
                 self.dealloc(p, l);

@@ -18,8 +18,8 @@
 //! in one contiguous arena, recycled through per-thread caches in front of a
 //! shared free list (the same scheme as `rte_mempool`'s per-lcore cache).
 //!
-//! The DPDK backend (its own issue) will add a second buffer type wrapping a
-//! `NonNull<rte_mbuf>`: `data()` is `rte_pktmbuf_mtod` over `data_len`,
+//! The DPDK backend ([`dpdk`], feature `dpdk`) adds a second buffer type,
+//! `DpdkMbuf`, wrapping a `NonNull<rte_mbuf>`: `data()` is `rte_pktmbuf_mtod` over `data_len`,
 //! `port()`/`rss_hash()` read `mbuf.port`/`mbuf.hash.rss`, the RX timestamp
 //! lives in a registered dynfield (or is taken per burst as here), `Drop`
 //! calls `rte_pktmbuf_free`, and its queues implement [`RxQueue`]/[`TxQueue`]
@@ -37,10 +37,14 @@
 //!
 //! # Safety
 //!
-//! `unsafe` lives in three modules: [`mbuf`] (the buffer arena: raw slots
-//! handed out with unique ownership), [`sys`] (FFI for the TSC, eventfd,
-//! epoll, thread CPU time) and, with the `dpdk` feature, `dpdk` (calls into
-//! DPDK through `dpdk-sys`). Each block states why it is sound.
+//! `unsafe` lives in these modules, each block with a `SAFETY` comment
+//! saying why it is sound: [`mbuf`] (the buffer arena: raw slots handed
+//! out with unique ownership), [`batch`] (filling a burst in place for
+//! drivers), [`alloc`] (the huge-page global allocator), [`sys`] (FFI for
+//! the TSC, eventfd, epoll, thread CPU time, madvise), [`afpacket`] (the
+//! TPACKET_V3 ring), and with their features `afxdp` (libxdp rings and the
+//! UMEM) and `dpdk` (calls into DPDK through `dpdk-sys`). Miri checks
+//! `mbuf` and `batch` (`scripts/test.sh`).
 
 pub mod afpacket;
 #[cfg(feature = "afxdp")]
