@@ -11,7 +11,6 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
 
 /// Sluice, a poll-mode packet forwarding appliance.
 #[derive(Parser)]
@@ -59,8 +58,13 @@ fn describe(c: &Config) -> String {
     for p in &c.ports {
         let kind = match &p.kind {
             PortKind::Softnic { gen, .. } => format!(
-                "softnic rate {:?} size {} flows {}",
-                gen.rate, gen.size, gen.flows
+                "softnic rate {} size {} flows {}",
+                match gen.rate {
+                    pmd::softnic::Rate::Pps(p) => format!("{p} pps"),
+                    pmd::softnic::Rate::Max => "max".into(),
+                },
+                gen.size,
+                gen.flows
             ),
             PortKind::Null { size } => format!("null size {size}"),
             PortKind::Dpdk { device } => format!("dpdk {device}"),
@@ -68,7 +72,12 @@ fn describe(c: &Config) -> String {
             PortKind::AfXdp { iface, .. } => format!("afxdp {iface}"),
             PortKind::Pcap {
                 rx_file, tx_file, ..
-            } => format!("pcap rx {rx_file:?} tx {tx_file:?}"),
+            } => {
+                let f = |p: &Option<PathBuf>| {
+                    p.as_ref().map_or("-".into(), |p| p.display().to_string())
+                };
+                format!("pcap rx {} tx {}", f(rx_file), f(tx_file))
+            }
         };
         s += &format!(
             "  port {:<6} {kind}; rxq {} txq {} rxd {} txd {}; peer {}\n",
@@ -100,11 +109,15 @@ fn describe(c: &Config) -> String {
         let set =
             pipeline::firewall::RuleSet::build(g.rules.clone(), g.default, &g.nat.original_dsts());
         s += &format!(
-            "  firewall: {} rules ({} after port/state expansion, {} distinct bit vectors), default {:?}; classifier built in {:.2} ms, {:.1} KiB\n",
+            "  firewall: {} rules ({} after port/state expansion, {} distinct bit vectors), default {}; classifier built in {:.2} ms, {:.1} KiB\n",
             set.rules().len(),
             set.expanded(),
             set.vectors(),
-            g.default,
+            match g.default {
+                pipeline::firewall::Action::Accept => "accept",
+                pipeline::firewall::Action::Drop => "drop",
+                pipeline::firewall::Action::Reject(_) => "reject",
+            },
             set.build_ns() as f64 / 1e6,
             set.memory() as f64 / 1024.0
         );
@@ -122,6 +135,13 @@ fn describe(c: &Config) -> String {
         );
     }
     s
+}
+
+/// Writes to stdout; false when it is closed (a reader that went away).
+fn out(s: &str) -> bool {
+    use std::io::Write;
+    let mut o = std::io::stdout().lock();
+    o.write_all(s.as_bytes()).and_then(|()| o.flush()).is_ok()
 }
 
 /// Prints the config's warnings (legal but odd settings) to stderr.
@@ -147,16 +167,17 @@ fn real_main() -> Result<ExitCode> {
         Cmd::Check { file } => match config::load_file(&file) {
             Ok(c) => {
                 warn(&c);
-                print!("{}", describe(&c));
                 // Build the tables as `run` will (route file included).
                 let t0 = std::time::Instant::now();
                 let router = appliance::app::build_router(&c)?;
                 let (n4, n6) = (router.routes4(), router.routes6());
-                println!(
-                    "  routes: {n4} IPv4, {n6} IPv6 ({} from the route file); tables built in {:.1} ms",
+                // A closed stdout (`sluice check f | head`) is no error.
+                let _ = out(&format!(
+                    "{}  routes: {n4} IPv4, {n6} IPv6 ({} from the route file); tables built in {:.1} ms\n",
+                    describe(&c),
                     c.router.file_routes.len(),
                     t0.elapsed().as_secs_f64() * 1e3
-                );
+                ));
                 Ok(ExitCode::SUCCESS)
             }
             Err(e) => {
@@ -178,25 +199,24 @@ fn real_main() -> Result<ExitCode> {
                     return Ok(ExitCode::from(1));
                 }
             };
-            if let Some(d) = duration {
-                match config::duration(d) {
-                    Ok(d) => cfg.run.duration = d,
-                    Err(e) => {
-                        eprintln!("sluice: --duration {e}");
-                        return Ok(ExitCode::from(1));
-                    }
+            // The options override the config, checked by the same rules.
+            let overrides = (|| -> Result<(), String> {
+                if let Some(d) = duration {
+                    cfg.run.duration =
+                        config::duration(d).map_err(|e| format!("--duration {e}"))?;
                 }
-            }
-            if let Some(p) = stats_period {
-                anyhow::ensure!(
-                    (0.01..=3600.0).contains(&p),
-                    "--stats-period must be 0.01..=3600"
-                );
-                cfg.run.stats_period = Duration::from_secs_f64(p);
-            }
-            if let Some(b) = burst {
-                anyhow::ensure!((1..=pmd::MAX_BURST).contains(&b), "--burst must be 1..=512");
-                cfg.run.burst = b;
+                if let Some(p) = stats_period {
+                    cfg.run.stats_period =
+                        config::stats_period(p).map_err(|e| format!("--stats-period {e}"))?;
+                }
+                if let Some(b) = burst {
+                    cfg.run.burst = config::burst(b).map_err(|e| format!("--burst {e}"))?;
+                }
+                Ok(())
+            })();
+            if let Err(e) = overrides {
+                eprintln!("sluice: {e}");
+                return Ok(ExitCode::from(1));
             }
             // One instance per device: refused before anything is opened.
             let _locks = appliance::lock::acquire(&cfg, &appliance::lock::lock_dir())?;
@@ -205,14 +225,16 @@ fn real_main() -> Result<ExitCode> {
             ctrlc::set_handler(move || s.store(true, Ordering::Release))
                 .context("installing the Ctrl-C handler")?;
             warn(&cfg);
-            if !json {
-                print!("{}", describe(&cfg));
+            if !json && !out(&describe(&cfg)) {
+                stop.store(true, Ordering::Release);
             }
+            // Reports go to stdout; when it is closed (`sluice run | head`),
+            // the run stops cleanly as on SIGTERM.
+            let stop_on_epipe = stop.clone();
             let mut emit = |r: &appliance::telemetry::Report| {
-                if json {
-                    println!("{}", r.json());
-                } else {
-                    print!("{}", r.text());
+                let text = if json { r.json() + "\n" } else { r.text() };
+                if !out(&text) {
+                    stop_on_epipe.store(true, Ordering::Release);
                 }
             };
             // The management thread stays off the workers' cores.

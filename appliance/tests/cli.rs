@@ -109,3 +109,28 @@ fn sigterm_and_sighup_stop_with_the_summary() {
         assert_eq!(s["balance"]["balanced"], true, "{sig}: {s}");
     }
 }
+
+/// A reader that goes away (`sluice run | head -1`) is no crash: the run
+/// stops cleanly, long before its duration, and `check` exits 0.
+#[test]
+fn closed_stdout_stops_the_run_cleanly() {
+    use std::io::{BufRead, BufReader};
+    let t0 = std::time::Instant::now();
+    let mut child = sluice()
+        .args(["run", "--duration", "30", "--stats-period", "0.2"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut first = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut first)
+        .unwrap();
+    assert!(first.contains("ok"), "{first}");
+    // The reader is gone now (dropped above).
+    let out = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!err.contains("panicked"), "{err}");
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert!(t0.elapsed().as_secs() < 20, "stopped early");
+}

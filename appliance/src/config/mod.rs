@@ -23,7 +23,8 @@ pub use error::{ConfigError, ConfigErrors};
 pub use files::MAX_CONFIG_BYTES;
 pub use schema::{PortRange, Prefix, QueueRef, Str};
 pub use typed::{
-    duration, Config, FwdMode, PortConfig, PortKind, RunConfig, WorkerConfig, MAX_DURATION_S,
+    burst, duration, stats_period, Config, FwdMode, PortConfig, PortKind, RunConfig, WorkerConfig,
+    MAX_DURATION_S,
 };
 
 use files::regular_file;
@@ -145,26 +146,18 @@ fn validate(cx: &mut Ctx<'_>, raw: RawFile, base: Option<&Path>) -> Config {
     if let Err(e) = duration(*r.duration.get_ref()) {
         cx.err(&r.duration, "run.duration", e);
     }
-    if !(*r.stats_period.get_ref() >= 0.01 && *r.stats_period.get_ref() <= 3600.0) {
-        cx.err(
-            &r.stats_period,
-            "run.stats_period",
-            "must be between 0.01 and 3600 seconds",
-        );
+    if let Err(e) = stats_period(*r.stats_period.get_ref()) {
+        cx.err(&r.stats_period, "run.stats_period", e);
     }
-    if !(1..=pmd::MAX_BURST).contains(r.burst.get_ref()) {
-        cx.err(
-            &r.burst,
-            "run.burst",
-            format!("must be 1..={}", pmd::MAX_BURST),
-        );
+    if let Err(e) = burst(*r.burst.get_ref()) {
+        cx.err(&r.burst, "run.burst", e);
     }
     if *r.drain_us.get_ref() > 1_000_000 {
         cx.err(&r.drain_us, "run.drain_us", "must be at most 1000000 µs");
     }
     let run = RunConfig {
         duration: duration(*r.duration.get_ref()).unwrap_or(None),
-        stats_period: Duration::from_secs_f64(r.stats_period.get_ref().clamp(0.01, 3600.0)),
+        stats_period: stats_period(*r.stats_period.get_ref()).unwrap_or(Duration::from_secs(1)),
         burst: *r.burst.get_ref(),
         drain: Duration::from_micros(*r.drain_us.get_ref()),
     };

@@ -178,6 +178,23 @@ impl Config {
 /// clock arithmetic.
 pub const MAX_DURATION_S: f64 = 1e9;
 
+/// A stats period in seconds, as `run.stats_period` and `--stats-period`
+/// take it.
+pub fn stats_period(s: f64) -> Result<Duration, String> {
+    if !(0.01..=3600.0).contains(&s) {
+        return Err(format!("must be between 0.01 and 3600 seconds; got {s}"));
+    }
+    Ok(Duration::from_secs_f64(s))
+}
+
+/// Packets per burst, as `run.burst` and `--burst` take it.
+pub fn burst(n: usize) -> Result<usize, String> {
+    if !(1..=pmd::MAX_BURST).contains(&n) {
+        return Err(format!("must be 1..={}; got {n}", pmd::MAX_BURST));
+    }
+    Ok(n)
+}
+
 /// A run length in seconds (0: until stopped), as `run.duration` and
 /// `--duration` take it.
 pub fn duration(s: f64) -> Result<Option<Duration>, String> {
