@@ -11,7 +11,7 @@ fn check_reports_three_distinct_errors() {
     let dir = std::env::temp_dir().join(format!("sluice-cli-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let cases = [
-        ("badkey.toml", "[run]\nduration = 1\nburts = 32\n", "badkey.toml:3:1: key `burts`: unknown field `burts`"),
+        ("badkey.toml", "[run]\nduration = 1\nburts = 32\n", "badkey.toml:3:1: key `run.burts`: unknown field `burts`"),
         (
             "unknown-port.toml",
             "[[port]]\nname = \"a\"\ndriver = \"null\"\n\n[[worker]]\ncore = 0\nmode = \"io\"\nrx = [\"a\", \"zz:0\"]\n",
