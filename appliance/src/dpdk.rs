@@ -18,15 +18,7 @@ use pmd::sys::Tsc;
 use std::sync::atomic::AtomicBool;
 
 fn hugepages_free() -> bool {
-    std::fs::read_to_string("/proc/meminfo")
-        .ok()
-        .and_then(|m| {
-            m.lines()
-                .find(|l| l.starts_with("HugePages_Free:"))
-                .and_then(|l| l.split_whitespace().nth(1)?.parse::<u64>().ok())
-        })
-        .is_some_and(|n| n >= 256)
-        && std::fs::read_to_string("/proc/mounts").is_ok_and(|m| m.contains("hugetlbfs"))
+    pmd::sys::free_hugepages() >= 256
 }
 
 /// The EAL argument list for `cfg`.

@@ -95,34 +95,17 @@ fn sluice_run(a: &NullIo) -> Result<(f64, f64)> {
 
 /// Makes sure 2 MiB hugepages are available; returns whether they are.
 fn setup_hugepages() -> bool {
-    let nr = Path::new("/proc/sys/vm/nr_hugepages");
-    let free = |_: ()| {
-        std::fs::read_to_string("/proc/meminfo")
-            .ok()
-            .and_then(|m| {
-                m.lines()
-                    .find(|l| l.starts_with("HugePages_Free:"))
-                    .and_then(|l| l.split_whitespace().nth(1)?.parse::<u64>().ok())
-            })
-            .unwrap_or(0)
-    };
-    if free(()) < 512 {
-        eprintln!("bench: reserving 512 hugepages (needs root)");
-        let _ = std::fs::write(nr, "1024");
+    if pmd::sys::free_hugepages() < 512 {
+        eprintln!("bench: reserving 512 hugepages and mounting hugetlbfs (needs root)");
+        let _ = std::fs::write(Path::new("/proc/sys/vm/nr_hugepages"), "1024");
+        if !pmd::sys::hugetlbfs_mounted() {
+            let _ = std::fs::create_dir_all("/mnt/huge");
+            let _ = Command::new("mount")
+                .args(["-t", "hugetlbfs", "nodev", "/mnt/huge"])
+                .status();
+        }
     }
-    let mounted = std::fs::read_to_string("/proc/mounts")
-        .map(|m| m.lines().any(|l| l.contains("hugetlbfs")))
-        .unwrap_or(false);
-    if !mounted {
-        let _ = std::fs::create_dir_all("/mnt/huge");
-        let _ = Command::new("mount")
-            .args(["-t", "hugetlbfs", "nodev", "/mnt/huge"])
-            .status();
-    }
-    let ok = free(()) >= 512
-        && std::fs::read_to_string("/proc/mounts")
-            .map(|m| m.lines().any(|l| l.contains("hugetlbfs")))
-            .unwrap_or(false);
+    let ok = pmd::sys::free_hugepages() >= 512;
     if !ok {
         eprintln!("bench: no hugepages (not root, or none free); testpmd runs with --no-huge");
     }

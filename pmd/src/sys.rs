@@ -187,6 +187,28 @@ pub fn set_timer_slack(ns: u64) {
     unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, ns as libc::c_ulong, 0, 0, 0) };
 }
 
+/// Whether a hugetlbfs is mounted.
+pub fn hugetlbfs_mounted() -> bool {
+    std::fs::read_to_string("/proc/mounts")
+        .is_ok_and(|m| m.lines().any(|l| l.contains("hugetlbfs")))
+}
+
+/// Free 2 MiB huge pages (`HugePages_Free` in /proc/meminfo) when a
+/// hugetlbfs is mounted, else 0: what DPDK's EAL can use.
+pub fn free_hugepages() -> u64 {
+    let mounted = hugetlbfs_mounted();
+    let free = std::fs::read_to_string("/proc/meminfo").ok().and_then(|m| {
+        m.lines()
+            .find(|l| l.starts_with("HugePages_Free:"))
+            .and_then(|l| l.split_whitespace().nth(1)?.parse::<u64>().ok())
+    });
+    if mounted {
+        free.unwrap_or(0)
+    } else {
+        0
+    }
+}
+
 /// Asks the kernel to back `mem` with transparent huge pages (fewer TLB
 /// misses on buffer pools); harmless where THP is off.
 pub fn advise_hugepages(mem: &mut [u8]) {
