@@ -151,6 +151,13 @@ pub struct DpdkMbuf(NonNull<ffi::rte_mbuf>);
 // freed from any thread (the mempool is thread-safe).
 unsafe impl Send for DpdkMbuf {}
 
+/// PMDs whose RX fills every descriptor with a fresh mbuf from the port's
+/// own pool (`rte_pktmbuf_alloc`: one reference, direct, internal data),
+/// so what they hand out is exclusive by construction and RX skips the
+/// check. Others (net_ring passes on whatever was enqueued; hardware PMDs
+/// may attach external buffers) are checked.
+const FRESH_RX: [&str; 4] = ["net_null", "net_af_packet", "net_tap", "net_pcap"];
+
 /// `RTE_MBUF_F_EXTERNAL`: the data is in an external buffer, which other
 /// mbufs may share (rte_mbuf_core.h, DPDK 22.11).
 const MBUF_F_EXTERNAL: u64 = 1 << 61;
@@ -166,7 +173,7 @@ const MBUF_F_INDIRECT: u64 = 1 << 62;
 #[inline(always)]
 unsafe fn exclusive(m: *const ffi::rte_mbuf) -> bool {
     // SAFETY: per the contract; plain fields of the mbuf header.
-    unsafe { (*m).refcnt == 1 && (*m).ol_flags & (MBUF_F_EXTERNAL | MBUF_F_INDIRECT) == 0 }
+    unsafe { ((*m).refcnt == 1) & ((*m).ol_flags & (MBUF_F_EXTERNAL | MBUF_F_INDIRECT) == 0) }
 }
 
 impl Drop for DpdkMbuf {
@@ -479,6 +486,8 @@ pub struct DpdkRx {
     _dev: Arc<Device>,
     /// Shared mbufs received and refused (see `exclusive`).
     shared: Arc<crate::Counter>,
+    /// Check received mbufs (the driver is not one of `FRESH_RX`).
+    check: bool,
     intr: Option<DpdkIntr>,
     stopped: Arc<AtomicBool>,
     /// Write the RX timestamp dynfield (it is on the mbuf's second cache
@@ -502,23 +511,23 @@ impl RxQueue for DpdkRx {
         // room for `room` pointers in the batch's storage.
         let got = unsafe { self.fp.rx(self.port, self.queue, slots, room) };
         // Keep only mbufs Sluice owns alone (what makes DpdkMbuf Send and
-        // its data ours to write); free and count shared ones. Drivers
-        // hand out exclusive mbufs, so this loop only compacts in theory.
-        let mut n = 0u16;
-        for i in 0..usize::from(got) {
-            // SAFETY: the driver initialised slots[..got] with valid mbufs
-            // we now own; slot n <= i is within them.
-            unsafe {
-                let m = *slots.add(i);
-                if exclusive(m) {
-                    *slots.add(usize::from(n)) = m;
-                    n += 1;
-                } else {
-                    ffi::sluice_pktmbuf_free(m);
-                    self.shared.add(1);
-                }
-            }
+        // its data ours to write); free and count shared ones. The burst
+        // is checked with a branch-free AND and compacted only when that
+        // fails. Ports whose driver fills every descriptor with a fresh
+        // mbuf from the port's own pool skip it (`FRESH_RX`): on net_null
+        // io the check cost about 8% (46.1 vs 50.5 Mpps, medians of 6
+        // alternating 5 s runs).
+        let mut all = true;
+        for i in (0..usize::from(got)).filter(|_| self.check) {
+            // SAFETY: the driver initialised slots[..got] with valid mbufs.
+            all &= unsafe { exclusive(*slots.add(i)) };
         }
+        let n = if all {
+            got
+        } else {
+            // SAFETY: as above: slots[..got] hold the mbufs received.
+            unsafe { self.refuse_shared(slots, got) }
+        };
         // SAFETY: the first n slots hold non-null mbufs we own alone, and
         // n <= room.
         unsafe { out.grow(usize::from(n)) };
@@ -537,6 +546,32 @@ impl RxQueue for DpdkRx {
 
     fn interrupt(&self) -> Option<&dyn crate::RxInterrupt> {
         self.intr.as_ref().map(|i| i as &dyn crate::RxInterrupt)
+    }
+}
+
+impl DpdkRx {
+    /// Frees and counts the shared mbufs among the `got` at `slots`, moves
+    /// the others to the front, and returns how many those are.
+    ///
+    /// # Safety
+    /// `slots[..got]` must hold valid mbufs this queue just received.
+    #[cold]
+    unsafe fn refuse_shared(&self, slots: *mut *mut ffi::rte_mbuf, got: u16) -> u16 {
+        let mut n = 0u16;
+        for i in 0..usize::from(got) {
+            // SAFETY: per the contract; slot n <= i is within them.
+            unsafe {
+                let m = *slots.add(i);
+                if exclusive(m) {
+                    *slots.add(usize::from(n)) = m;
+                    n += 1;
+                } else {
+                    ffi::sluice_pktmbuf_free(m);
+                    self.shared.add(1);
+                }
+            }
+        }
+        n
     }
 }
 
@@ -704,6 +739,7 @@ pub fn open(
             queue: q as u16,
             _dev: dev.clone(),
             shared: shared.clone(),
+            check: !FRESH_RX.iter().any(|d| cfg.device.starts_with(d)),
             intr: i.filter(|_| all_intr),
             stopped: stopped.clone(),
             stamp: cfg.stamp_rx,
