@@ -27,7 +27,7 @@ fn routes_softnic_traffic() {
     // Offered plus what the generator counted as late (a busy machine)
     // is the configured 2 × 200 kpps × 1.5 s, less start-up.
     assert!(b.offered + b.gen_late > 400_000, "{}", s.text());
-    assert_eq!(b.delivered, b.offered, "{}", s.text());
+    common::delivered_all_but_missed(&s, "router");
     for p in &s.ports {
         assert_eq!(p.xstats["sink_bad"], 0, "{}", s.text());
     }
