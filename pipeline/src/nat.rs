@@ -17,7 +17,7 @@
 //! the same mapping and the owner of a translated port is a division
 //! ([`PortRange::owner`]). Replies to a mapping carry its port as their
 //! destination port; that is how they are steered to the owning core (see
-//! the README, "NAT and multiple cores").
+//! `docs/firewall-nat.md`, "NAT and multiple cores").
 //!
 //! [`Flow::translated`]: crate::conntrack::Flow::translated
 
