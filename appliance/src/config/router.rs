@@ -117,6 +117,24 @@ impl RouterSetup {
     }
 }
 
+/// Whether `a` is the network or the broadcast address of its /`len`
+/// subnet (which /31 and /32 do not have, RFC 3021).
+fn subnet_edge(a: Ipv4Addr, len: u8) -> Option<&'static str> {
+    if len > 30 {
+        return None;
+    }
+    let host_mask = if len == 0 {
+        u32::MAX
+    } else {
+        !(u32::MAX << (32 - u32::from(len)))
+    };
+    match u32::from(a) & host_mask {
+        0 => Some("network"),
+        h if h == host_mask => Some("broadcast"),
+        _ => None,
+    }
+}
+
 /// `a` with the host bits of a /`len` cleared.
 fn mask_ip(a: IpAddr, len: u8) -> IpAddr {
     match a {
@@ -196,23 +214,13 @@ pub(super) fn check(
         // A host address, not the subnet's network or broadcast address
         // (/31 and /32 have neither, RFC 3021).
         for &(x, l) in &ipv4 {
-            let host = u32::from(x)
-                & if l == 0 {
-                    u32::MAX
-                } else {
-                    !(u32::MAX << (32 - u32::from(l)))
-                };
-            let all = if l == 0 {
-                u32::MAX
-            } else {
-                !(u32::MAX << (32 - u32::from(l)))
-            };
-            if l <= 30 && (host == 0 || host == all) {
-                let what = if host == 0 { "network" } else { "broadcast" };
+            if let Some(what) = subnet_edge(x, l) {
+                let first = mask_ip(IpAddr::V4(x), l);
+                let IpAddr::V4(first) = first else { continue };
                 cx.err(
                     a.span_of_ipv4(),
                     format!("port[{i}].ipv4"),
-                    format!("{x}/{l} is the {what} address of its subnet; give the interface a host address (such as {}/{l})", Ipv4Addr::from((u32::from(x) & !all) + 1)),
+                    format!("{x}/{l} is the {what} address of its subnet; give the interface a host address (such as {}/{l})", Ipv4Addr::from(u32::from(first) + 1)),
                 );
             }
         }
@@ -318,12 +326,11 @@ pub(super) fn check(
         // A gateway is a host: not the network or broadcast address of
         // the subnet it is on.
         if let Some(IpAddr::V4(v)) = via {
-            let edge = s.interfaces.iter().flat_map(|i| &i.ipv4).find(|&&(n, l)| {
-                l <= 30 && in_prefix4(n, l, v) && {
-                    let host = u32::from(v) & !(u32::MAX << (32 - u32::from(l)));
-                    host == 0 || host == !(u32::MAX << (32 - u32::from(l)))
-                }
-            });
+            let edge = s
+                .interfaces
+                .iter()
+                .flat_map(|i| &i.ipv4)
+                .find(|&&(n, l)| in_prefix4(n, l, v) && subnet_edge(v, l).is_some());
             if let Some(&(n, l)) = edge {
                 let at = r.via.as_ref().map_or(r.prefix.span(), |s| s.span());
                 cx.err(
@@ -553,17 +560,17 @@ const MAX_LINE: usize = 4096;
 pub(crate) fn read_route_file(path: &Path) -> Result<Vec<(IpAddr, u8)>, String> {
     use std::io::{BufRead, BufReader, Read};
     let shown = path.display();
-    let open_err = |e: std::io::Error| match e.kind() {
-        std::io::ErrorKind::NotFound => format!("route file {shown} does not exist"),
-        _ => format!("cannot read route file {shown}: {e}"),
-    };
-    // A regular file (a device or pipe could block or never end); the
-    // full table is about 10 MB gzipped.
+    // A regular file (a device or pipe could block or never end; a
+    // missing one is reported there); the full table is about 10 MB
+    // gzipped.
     super::regular_file(path, "route file", 1 << 30)?;
+    let open_err = |e: std::io::Error| format!("cannot read route file {shown}: {e}");
+    // One open: the first two bytes say whether it is gzip, then back to
+    // the start.
     let mut f = std::fs::File::open(path).map_err(open_err)?;
     let mut magic = [0u8; 2];
     let gz = f.read(&mut magic).map_err(open_err)? == 2 && magic == [0x1f, 0x8b];
-    let f = std::fs::File::open(path).map_err(open_err)?;
+    std::io::Seek::rewind(&mut f).map_err(open_err)?;
     let r: Box<dyn Read> = if gz {
         Box::new(flate2::read::MultiGzDecoder::new(f))
     } else {
