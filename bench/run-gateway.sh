@@ -11,7 +11,7 @@ mkdir -p bench/results
 {
   echo "# The gateway pipeline"
   echo
-  echo "Command: \`bench/run-gateway.sh $*\` on $(date -u +%Y-%m-%d), $(nproc) CPUs ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs))."
+  echo "Command: \`bench/run-gateway.sh $*\` at commit $(git rev-parse --short HEAD 2>/dev/null || echo unknown)$(git diff --quiet 2>/dev/null || echo "+changes") on $(date -u +%Y-%m-%d), $(nproc) CPUs ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs))."
   echo
   target/release/sluice-bench gateway "$@"
 } | tee bench/results/gateway.md.tmp

@@ -9,7 +9,7 @@ mkdir -p bench/results
 {
   echo "# LPM on the full Internet table"
   echo
-  echo "Command: \`bench/run-lpm.sh $*\` on $(date -u +%Y-%m-%d), $(nproc) CPUs ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs))."
+  echo "Command: \`bench/run-lpm.sh $*\` at commit $(git rev-parse --short HEAD 2>/dev/null || echo unknown)$(git diff --quiet 2>/dev/null || echo "+changes") on $(date -u +%Y-%m-%d), $(nproc) CPUs ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs))."
   echo
   target/release/sluice-bench lpm "$@"
 } | tee bench/results/lpm.md.tmp

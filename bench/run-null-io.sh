@@ -10,7 +10,7 @@ mkdir -p bench/results
 {
   echo "# io forwarding on null ports"
   echo
-  echo "Command: \`bench/run-null-io.sh $*\` on $(date -u +%Y-%m-%d), $(nproc) CPUs ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs))."
+  echo "Command: \`bench/run-null-io.sh $*\` at commit $(git rev-parse --short HEAD 2>/dev/null || echo unknown)$(git diff --quiet 2>/dev/null || echo "+changes") on $(date -u +%Y-%m-%d), $(nproc) CPUs ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs))."
   echo
   target/release/sluice-bench null-io "$@"
 } | tee bench/results/null-io.md.tmp

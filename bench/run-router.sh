@@ -10,7 +10,7 @@ mkdir -p bench/results
 {
   echo "# The router with the full table"
   echo
-  echo "Command: \`bench/run-router.sh $*\` on $(date -u +%Y-%m-%d), $(nproc) CPUs ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs))."
+  echo "Command: \`bench/run-router.sh $*\` at commit $(git rev-parse --short HEAD 2>/dev/null || echo unknown)$(git diff --quiet 2>/dev/null || echo "+changes") on $(date -u +%Y-%m-%d), $(nproc) CPUs ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs))."
   echo
   target/release/sluice-bench router "$@"
 } | tee bench/results/router.md.tmp
