@@ -14,7 +14,7 @@ fn lookups(c: &mut Criterion) {
     };
     let mut b = Lpm4Builder::new();
     for (i, l) in lines.iter().enumerate() {
-        if let Some((IpAddr::V4(a), len)) = pipeline::lpm::parse_prefix(l) {
+        if let Some((IpAddr::V4(a), len)) = pipeline::prefix::parse(l) {
             b.add(a, len, (i % 256) as u32);
         }
     }

@@ -4,7 +4,8 @@
 
 use anyhow::{Context, Result};
 use clap::Parser;
-use pipeline::lpm::{parse_prefix, Lpm4, Lpm4Builder, Lpm6, Lpm6Builder};
+use pipeline::lpm::{Lpm4, Lpm4Builder, Lpm6, Lpm6Builder};
+use pipeline::prefix::parse as parse_prefix;
 use pmd::sys::{rdtsc, Tsc};
 use rand::rngs::SmallRng;
 use rand::{RngExt, SeedableRng};

@@ -85,11 +85,7 @@ pub fn ip(a: IpAddr) -> u128 {
 
 #[inline(always)]
 fn mask(a: u128, len: u8) -> u128 {
-    if len == 0 {
-        0
-    } else {
-        a & (!0u128 << (128 - u32::from(len.min(128))))
-    }
+    a & crate::prefix::mask6(len)
 }
 
 impl Rule {

@@ -25,7 +25,7 @@
 //! refused and counted as `table_full`.
 
 use crate::acl::Key;
-use crate::router::RouteCache;
+use crate::route_cache::RouteCache;
 
 /// Slots examined by each [`ConnTrack::tick`] sweep.
 pub const SWEEP_PER_TICK: usize = 1024;

@@ -11,6 +11,7 @@
 //! new rule set is built on the control path and swapped in whole.
 
 use crate::acl::{Classifier, Key, Rule};
+use crate::prefix;
 use std::time::Instant;
 
 /// Connection states a rule can match (bits of a set).
@@ -99,22 +100,13 @@ impl CtMatch {
 /// Intersection of two classifier prefixes (None when disjoint).
 fn and_prefix(a: (u128, u8), b: (u128, u8)) -> Option<(u128, u8)> {
     let (long, short) = if a.1 >= b.1 { (a, b) } else { (b, a) };
-    let m = if short.1 == 0 {
-        0
-    } else {
-        !0u128 << (128 - u32::from(short.1))
-    };
-    (long.0 & m == short.0 & m).then_some(long)
+    prefix::in6(long.0, short).then_some(long)
 }
 
 /// Intersection of two port ranges.
 fn and_ports(a: (u16, u16), b: (u16, u16)) -> Option<(u16, u16)> {
     let r = (a.0.max(b.0), a.1.min(b.1));
     (r.0 <= r.1).then_some(r)
-}
-
-fn in_prefix128(a: u128, (p, len): (u128, u8)) -> bool {
-    and_prefix((a, 128), (p, len)).is_some()
 }
 
 /// How a rejected packet is answered.
@@ -193,7 +185,7 @@ impl FwRule {
             && self
                 .ct
                 .orig_dst
-                .is_none_or(|p| known && in_prefix128(odst, p))
+                .is_none_or(|p| known && prefix::in6(odst, p))
             && self
                 .ct
                 .orig_dport
@@ -243,7 +235,7 @@ impl FwRule {
         if !refuses_dnat {
             for (i, &(a, p)) in dnat_dsts.iter().enumerate().take(MAX_DNAT_ENTRIES) {
                 if c.orig_dst
-                    .is_some_and(|pre| !in_prefix128(crate::acl::v4(a), pre))
+                    .is_some_and(|pre| !prefix::in6(crate::acl::v4(a), pre))
                 {
                     continue;
                 }

@@ -17,6 +17,8 @@ pub mod fwd;
 pub mod gateway;
 pub mod lpm;
 pub mod nat;
+pub mod prefix;
+pub mod route_cache;
 pub mod router;
 pub mod verdict;
 pub mod wire;

@@ -346,25 +346,6 @@ impl Lpm6 {
     }
 }
 
-/// Parses `a.b.c.d/len` or an IPv6 `addr/len` (as in route files).
-pub fn parse_prefix(s: &str) -> Option<(std::net::IpAddr, u8)> {
-    let (a, l) = s.trim().split_once('/')?;
-    let addr: std::net::IpAddr = a.parse().ok()?;
-    let max = if addr.is_ipv4() { 32 } else { 128 };
-    Some((addr, prefix_len(l, max)?))
-}
-
-/// A prefix length as `ip` writes it: decimal digits, no sign, no leading
-/// zero (`/022` and `/+22` are refused), at most `max`.
-pub fn prefix_len(l: &str, max: u8) -> Option<u8> {
-    let canonical = !l.is_empty()
-        && l.len() <= 3
-        && l.bytes().all(|b| b.is_ascii_digit())
-        && (l == "0" || !l.starts_with('0'));
-    let len: u8 = l.parse().ok().filter(|_| canonical)?;
-    (len <= max).then_some(len)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -375,23 +356,6 @@ mod tests {
 
     fn v6(s: &str) -> u128 {
         u128::from(s.parse::<Ipv6Addr>().unwrap())
-    }
-
-    #[test]
-    fn prefix_lengths_are_canonical() {
-        assert_eq!(parse_prefix("10.0.0.0/8").map(|p| p.1), Some(8));
-        assert_eq!(parse_prefix("0.0.0.0/0").map(|p| p.1), Some(0));
-        assert_eq!(parse_prefix("2001:db8::/128").map(|p| p.1), Some(128));
-        for bad in [
-            "10.0.0.0/008",
-            "10.0.0.0/+8",
-            "10.0.0.0/33",
-            "10.0.0.0/",
-            "10.0.0.0/ 8",
-            "::/129",
-        ] {
-            assert_eq!(parse_prefix(bad), None, "{bad}");
-        }
     }
 
     #[test]
@@ -463,20 +427,5 @@ mod tests {
         let mut b = Lpm6Builder::new();
         b.add("::".parse().unwrap(), 0, MAX_NEXT_HOP + 1);
         assert_eq!(b.build().err(), Some(LpmError::NextHop(MAX_NEXT_HOP + 1)));
-    }
-
-    #[test]
-    fn parses_prefixes() {
-        assert_eq!(
-            parse_prefix("1.0.4.0/22"),
-            Some(("1.0.4.0".parse().unwrap(), 22))
-        );
-        assert_eq!(
-            parse_prefix("2c0f:ffa8::/32"),
-            Some(("2c0f:ffa8::".parse().unwrap(), 32))
-        );
-        assert_eq!(parse_prefix("1.0.4.0/33"), None);
-        assert_eq!(parse_prefix("1.0.4.0"), None);
-        assert_eq!(parse_prefix("x/8"), None);
     }
 }

@@ -5,7 +5,8 @@
 //! prefix length from longest to shortest, whether the masked address is a
 //! route: slow, and obviously right.
 
-use pipeline::lpm::{parse_prefix, Lpm4Builder, Lpm6Builder};
+use pipeline::lpm::{Lpm4Builder, Lpm6Builder};
+use pipeline::prefix::parse as parse_prefix;
 use rand::rngs::SmallRng;
 use rand::{RngExt, SeedableRng};
 use std::collections::HashMap;

@@ -189,21 +189,14 @@ fn port_range(p: &PortSpec) -> Result<(u16, u16), String> {
 }
 
 fn prefix(s: &str) -> Result<(u128, u8, bool), String> {
-    let (a, l) = pipeline::lpm::parse_prefix(s)
+    let (a, l) = pipeline::prefix::parse(s)
         .ok_or_else(|| format!("`{s}` is not a prefix such as 198.18.0.0/24"))?;
     Ok(match a {
         IpAddr::V4(a) => {
             let (x, l) = v4_prefix(a, l);
             (x, l, true)
         }
-        IpAddr::V6(a) => {
-            let m = if l == 0 {
-                0
-            } else {
-                !0u128 << (128 - u32::from(l))
-            };
-            (u128::from(a) & m, l, false)
-        }
+        IpAddr::V6(a) => (u128::from(a) & pipeline::prefix::mask6(l), l, false),
     })
 }
 
@@ -646,7 +639,7 @@ fn check_ct(
         let text = v.get_ref();
         let parsed = match text.parse::<Ipv4Addr>() {
             Ok(a) => Some((IpAddr::V4(a), 32)),
-            Err(_) => pipeline::lpm::parse_prefix(text),
+            Err(_) => pipeline::prefix::parse(text),
         };
         match parsed {
             Some((IpAddr::V4(a), l)) => {

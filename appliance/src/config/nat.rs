@@ -81,7 +81,7 @@ pub(super) fn check(
         };
         let mut src = (0u32, 0u8);
         if let Some(v) = &s.src {
-            match pipeline::lpm::parse_prefix(v.get_ref()) {
+            match pipeline::prefix::parse(v.get_ref()) {
                 Some((IpAddr::V4(a), l)) => src = (u32::from(a), l),
                 _ => cx.err(v, k("src"), "must be an IPv4 prefix (NAT44)"),
             }

@@ -2,6 +2,7 @@
 //! static neighbours, and an optional route file.
 
 use super::{Ctx, Prefix, Str};
+use pipeline::prefix;
 use pipeline::router::{Interface, NextHop};
 use pipeline::wire::MacAddr;
 use serde::Deserialize;
@@ -123,11 +124,7 @@ fn subnet_edge(a: Ipv4Addr, len: u8) -> Option<&'static str> {
     if len > 30 {
         return None;
     }
-    let host_mask = if len == 0 {
-        u32::MAX
-    } else {
-        !(u32::MAX << (32 - u32::from(len)))
-    };
+    let host_mask = !prefix::mask4(len);
     match u32::from(a) & host_mask {
         0 => Some("network"),
         h if h == host_mask => Some("broadcast"),
@@ -138,41 +135,17 @@ fn subnet_edge(a: Ipv4Addr, len: u8) -> Option<&'static str> {
 /// `a` with the host bits of a /`len` cleared.
 fn mask_ip(a: IpAddr, len: u8) -> IpAddr {
     match a {
-        IpAddr::V4(a) => {
-            let m = if len == 0 {
-                0
-            } else {
-                !0u32 << (32 - u32::from(len.min(32)))
-            };
-            IpAddr::V4(Ipv4Addr::from(u32::from(a) & m))
-        }
-        IpAddr::V6(a) => {
-            let m = if len == 0 {
-                0
-            } else {
-                !0u128 << (128 - u32::from(len.min(128)))
-            };
-            IpAddr::V6(Ipv6Addr::from(u128::from(a) & m))
-        }
+        IpAddr::V4(a) => IpAddr::V4(Ipv4Addr::from(u32::from(a) & prefix::mask4(len))),
+        IpAddr::V6(a) => IpAddr::V6(Ipv6Addr::from(u128::from(a) & prefix::mask6(len))),
     }
 }
 
 fn in_prefix4(net: Ipv4Addr, len: u8, a: Ipv4Addr) -> bool {
-    let m = if len == 0 {
-        0
-    } else {
-        !0u32 << (32 - u32::from(len))
-    };
-    u32::from(net) & m == u32::from(a) & m
+    prefix::in4(u32::from(a), (u32::from(net), len))
 }
 
 fn in_prefix6(net: Ipv6Addr, len: u8, a: Ipv6Addr) -> bool {
-    let m = if len == 0 {
-        0
-    } else {
-        !0u128 << (128 - u32::from(len))
-    };
-    u128::from(net) & m == u128::from(a) & m
+    prefix::in6(u128::from(a), (u128::from(net), len))
 }
 
 /// Checks the router settings; `ports[i]` is port i's.
@@ -297,7 +270,7 @@ pub(super) fn check(
     }
     for (ri, r) in routes.iter().enumerate() {
         let k = |f: &str| format!("route[{ri}].{f}");
-        let Some((addr, len)) = pipeline::lpm::parse_prefix(r.prefix.get_ref()) else {
+        let Some((addr, len)) = prefix::parse(r.prefix.get_ref()) else {
             cx.err(
                 &r.prefix,
                 k("prefix"),
@@ -622,7 +595,7 @@ pub(crate) fn read_route_file(path: &Path) -> Result<Vec<(IpAddr, u8)>, String> 
         };
         let p = match first.parse::<IpAddr>() {
             Ok(a) => Some((a, if a.is_ipv4() { 32 } else { 128 })),
-            Err(_) => pipeline::lpm::parse_prefix(first),
+            Err(_) => prefix::parse(first),
         };
         match p {
             Some(p) => out.push(p),

@@ -28,18 +28,25 @@ pub struct Prefix<A> {
 }
 
 macro_rules! prefix_fromstr {
-    ($a:ty, $bits:expr, $int:ty) => {
+    ($a:ty, $net:ty, $bits:expr, $int:ty) => {
         impl std::str::FromStr for Prefix<$a> {
             type Err = String;
             fn from_str(s: &str) -> Result<Self, String> {
-                let (a, l) = s.split_once('/').unwrap_or((s, stringify!($bits)));
-                let addr: $a = a
-                    .parse()
+                let Some((a, _)) = s.split_once('/') else {
+                    let addr: $a = s
+                        .parse()
+                        .map_err(|_| format!("`{s}` is not an address or prefix"))?;
+                    return Ok(Prefix { addr, len: $bits });
+                };
+                a.parse::<$a>()
                     .map_err(|_| format!("`{s}` is not an address or prefix"))?;
-                let len = pipeline::lpm::prefix_len(l, $bits).ok_or_else(|| {
+                let net: $net = s.parse().map_err(|_| {
                     format!("`{s}`: prefix length must be 0..={} (plain digits)", $bits)
                 })?;
-                Ok(Prefix { addr, len })
+                Ok(Prefix {
+                    addr: net.addr(),
+                    len: net.prefix_len(),
+                })
             }
         }
         impl Prefix<$a> {
@@ -68,8 +75,8 @@ macro_rules! prefix_fromstr {
         }
     };
 }
-prefix_fromstr!(Ipv4Addr, 32, u32);
-prefix_fromstr!(Ipv6Addr, 128, u128);
+prefix_fromstr!(Ipv4Addr, pipeline::prefix::Ipv4Net, 32, u32);
+prefix_fromstr!(Ipv6Addr, pipeline::prefix::Ipv6Net, 128, u128);
 
 /// A port range `1024-65535` or a single port `53`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

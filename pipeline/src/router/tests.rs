@@ -1,5 +1,8 @@
+use super::neighbors::BROADCAST;
 use super::*;
+use crate::checksum;
 use crate::lpm::{Lpm4Builder, Lpm6Builder};
+use crate::wire::{IpProto, Ipv4Packet, Ipv6Packet};
 
 const R0: MacAddr = MacAddr([2, 0x51, 0, 0, 0, 0]);
 const R1: MacAddr = MacAddr([2, 0x51, 0, 0, 0, 1]);

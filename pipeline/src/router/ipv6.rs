@@ -1,0 +1,111 @@
+//! IPv6 forwarding: header checks, hop limit, the route and neighbour
+//! lookups, Neighbor Discovery hand-off, and echo for the router's own
+//! addresses.
+
+use super::Event;
+use super::Router;
+use crate::checksum;
+use crate::fwd::Frame;
+use crate::verdict::{DropReason, Verdict};
+use crate::wire::{IpProto, Ipv6Packet, ETHERNET_HEADER_LEN};
+
+impl Router {
+    pub(super) fn ipv6(&mut self, pkt: &mut impl Frame, in_port: u16) -> Verdict {
+        let b = pkt.bytes_mut();
+        let ip = match Ipv6Packet::new_checked(&b[ETHERNET_HEADER_LEN..]) {
+            Ok(ip) => ip,
+            Err(e) => return Verdict::Drop(e.into()),
+        };
+        let dst = u128::from_be_bytes(ip.dst());
+        let (hop, plen) = (ip.hop_limit(), ip.payload_len());
+        let (proto, off) = match ip.upper_layer() {
+            Ok(x) => x,
+            Err(e) => return Verdict::Drop(e.into()),
+        };
+        let icmp_type = (proto == IpProto::ICMPV6)
+            .then(|| b.get(ETHERNET_HEADER_LEN + off).copied())
+            .flatten();
+        if let Some(135 | 136) = icmp_type {
+            if off != 40 || plen < 24 {
+                return Verdict::Drop(DropReason::Malformed);
+            }
+            return self.nd(pkt, in_port);
+        }
+        if dst >> 120 == 0xff {
+            return Verdict::Drop(DropReason::NotRoutable); // other multicast
+        }
+        if !self.for_us6(pkt.bytes()) {
+            return Verdict::Drop(DropReason::NotForUs);
+        }
+        if self.is_local6(dst) {
+            return self.local6(pkt, in_port, icmp_type, off);
+        }
+        if hop <= 1 {
+            return self.icmp6_error(pkt, in_port, 3, 0, 0, DropReason::TtlExceeded);
+        }
+        let Some(nh) = self.cfg.lpm6.lookup(dst) else {
+            return self.icmp6_error(pkt, in_port, 1, 0, 0, DropReason::NoRoute);
+        };
+        let Some(&h) = self.cfg.next_hops.get(nh as usize) else {
+            return Verdict::Drop(DropReason::NoRoute);
+        };
+        let Some(oif) = self.iface(h.port) else {
+            return Verdict::Drop(DropReason::NoRoute);
+        };
+        let mtu = oif.mtu;
+        if 40 + plen > mtu {
+            return self.icmp6_error(pkt, in_port, 2, 0, u32::from(mtu), DropReason::MtuExceeded);
+        }
+        let out_mac = oif.mac;
+        let gw = match h.via {
+            Some(std::net::IpAddr::V6(g)) => u128::from(g),
+            _ => dst,
+        };
+        let Some(mac) = self.fresh(self.neigh6.get(&(h.port, gw))) else {
+            return self.solicit(pkt, h.port, gw);
+        };
+        let b = pkt.bytes_mut();
+        b[ETHERNET_HEADER_LEN + 7] = hop - 1;
+        b[0..6].copy_from_slice(&mac.0);
+        b[6..12].copy_from_slice(&out_mac.0);
+        Verdict::Forward(h.port)
+    }
+
+    /// Unicast IPv6 frames must be addressed to the port (multicast frames
+    /// are let through for ND only).
+    pub(super) fn for_us6(&self, b: &[u8]) -> bool {
+        b[0] & 1 == 0
+    }
+
+    /// Packets for the router's IPv6 addresses: answer echo requests
+    /// (`icmp_type` 128, ICMPv6 at `off` from the IPv6 header), consume the
+    /// rest.
+    pub(super) fn local6(
+        &mut self,
+        pkt: &mut impl Frame,
+        in_port: u16,
+        icmp_type: Option<u8>,
+        off: usize,
+    ) -> Verdict {
+        let Some(mac) = self.iface(in_port).map(|i| i.mac) else {
+            return Verdict::Drop(DropReason::ToRouter);
+        };
+        let b = pkt.bytes_mut();
+        let l4 = ETHERNET_HEADER_LEN + off;
+        if icmp_type != Some(128) || b.len() < l4 + 8 {
+            return Verdict::Drop(DropReason::ToRouter);
+        }
+        // Swapping the addresses leaves the pseudo-header sum unchanged;
+        // type 128 → 129 changes one word.
+        let mut ip = Ipv6Packet::new_unchecked(&mut b[ETHERNET_HEADER_LEN..]);
+        ip.swap_addrs();
+        ip.set_hop_limit(64);
+        b[l4] = 129;
+        let c = u16::from_be_bytes([b[l4 + 2], b[l4 + 3]]);
+        b[l4 + 2..l4 + 4].copy_from_slice(&checksum::update16(c, 0x8000, 0x8100).to_be_bytes());
+        b.copy_within(6..12, 0);
+        b[6..12].copy_from_slice(&mac.0);
+        self.count(Event::EchoReply);
+        Verdict::Forward(in_port)
+    }
+}

@@ -1,0 +1,359 @@
+//! The router stage (`l3fwd` mode): RFC 1812 IPv4 forwarding and IPv6
+//! forwarding through the LPM tables, ARP, and the ICMP messages a router
+//! owes its hosts.
+//!
+//! Per packet, IPv4: the frame must be addressed to the port's MAC; the
+//! header is validated (version, IHL, total length against the frame,
+//! header checksum); packets for the router's own addresses are answered
+//! (ICMP echo) or consumed; a TTL of 1 or less turns the packet into an
+//! ICMP Time Exceeded from the receiving interface's address, no route into
+//! Destination Unreachable, a packet over the output MTU with DF set into
+//! Fragmentation Needed (all rate-limited per core by a token bucket, and
+//! never sent about ICMP errors, non-first fragments or martian sources);
+//! otherwise the TTL is decremented with an RFC 1624 checksum update, the
+//! MACs rewritten from the neighbour table and the packet sent. A neighbour
+//! miss turns the packet into an ARP request for the next hop (the packet
+//! itself is dropped and counted). ARP requests for the router's addresses
+//! are answered in place, and senders on connected subnets are learned.
+//!
+//! IPv6: validated, hop limit decremented, routed through the LPM6 table;
+//! echo requests to the router are answered; hop-limit expiry, no route and
+//! packets over the MTU get ICMPv6 Time Exceeded, Destination Unreachable
+//! and Packet Too Big (RFC 4443, same rate limit); Neighbor Discovery
+//! (RFC 4861) answers solicitations for the router's addresses, learns from
+//! solicitations and advertisements, and a neighbour miss becomes a
+//! Neighbor Solicitation to the solicited-node address.
+//!
+//! Every packet gets a [`Verdict`]; the slow-path work is counted in
+//! [`Event`]s. Per-core state (neighbours learned, the ICMP token bucket)
+//! lives in each worker's own `Router`; the route tables are shared
+//! read-only (`Arc`).
+
+mod burst;
+mod icmp;
+mod ipv4;
+mod ipv6;
+mod neighbors;
+
+use crate::fwd::{ForwardMode, Frame};
+use crate::lpm::{Lpm4, Lpm6};
+use crate::verdict::{DropReason, Verdict};
+use crate::wire::{EtherType, MacAddr, ETHERNET_HEADER_LEN};
+use neighbors::{BROADCAST, STATIC};
+use rustc_hash::FxHashMap as HashMap;
+use std::net::{Ipv4Addr, Ipv6Addr};
+use std::sync::Arc;
+
+/// Slow-path work the router (and the gateway's firewall, conntrack and
+/// NAT) did, counted per core.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u8)]
+pub enum Event {
+    /// ICMP (v4 or v6) echo replies sent.
+    EchoReply = 0,
+    /// ICMP Time Exceeded sent.
+    TimeExceeded = 1,
+    /// ICMP Destination Unreachable (no route) sent.
+    Unreachable = 2,
+    /// ICMP Fragmentation Needed sent.
+    FragNeeded = 3,
+    /// ICMP errors not sent because of the rate limit.
+    IcmpRateLimited = 4,
+    /// ARP replies sent for the router's addresses.
+    ArpReply = 5,
+    /// ARP requests sent to resolve next hops.
+    ArpRequest = 6,
+    /// Neighbours learned from ARP.
+    ArpLearned = 7,
+    /// Neighbor Advertisements sent for the router's IPv6 addresses.
+    NdAdvert = 8,
+    /// Neighbor Solicitations sent to resolve IPv6 next hops.
+    NdSolicit = 9,
+    /// IPv6 neighbours learned from ND.
+    NdLearned = 10,
+    /// Firewall rejects answered (TCP RST or ICMP).
+    FwReject = 11,
+    /// Flows opened by conntrack (gateway).
+    CtCreated = 12,
+    /// Flows timed out.
+    CtExpired = 13,
+    /// Unreplied flows evicted from a full table.
+    CtEvicted = 14,
+    /// New flows refused by a full table.
+    CtTableFull = 15,
+    /// Packets conntrack found invalid.
+    CtInvalid = 16,
+    /// NAT mappings created.
+    NatMapped = 17,
+    /// New flows refused because the NAT port range was exhausted.
+    NatExhausted = 18,
+    /// ICMP errors matched to a tracked flow (`related`).
+    CtRelated = 19,
+}
+
+impl Event {
+    /// Number of events.
+    pub const COUNT: usize = 20;
+    /// All events, in counter order.
+    pub const ALL: [Event; Event::COUNT] = [
+        Event::EchoReply,
+        Event::TimeExceeded,
+        Event::Unreachable,
+        Event::FragNeeded,
+        Event::IcmpRateLimited,
+        Event::ArpReply,
+        Event::ArpRequest,
+        Event::ArpLearned,
+        Event::NdAdvert,
+        Event::NdSolicit,
+        Event::NdLearned,
+        Event::FwReject,
+        Event::CtCreated,
+        Event::CtExpired,
+        Event::CtEvicted,
+        Event::CtTableFull,
+        Event::CtInvalid,
+        Event::NatMapped,
+        Event::NatExhausted,
+        Event::CtRelated,
+    ];
+
+    /// Name in reports.
+    pub fn name(self) -> &'static str {
+        match self {
+            Event::EchoReply => "echo_reply",
+            Event::TimeExceeded => "icmp_time_exceeded",
+            Event::Unreachable => "icmp_unreachable",
+            Event::FragNeeded => "icmp_frag_needed",
+            Event::IcmpRateLimited => "icmp_rate_limited",
+            Event::ArpReply => "arp_reply",
+            Event::ArpRequest => "arp_request",
+            Event::ArpLearned => "arp_learned",
+            Event::NdAdvert => "nd_advert",
+            Event::NdSolicit => "nd_solicit",
+            Event::NdLearned => "nd_learned",
+            Event::FwReject => "fw_reject",
+            Event::CtCreated => "ct_created",
+            Event::CtExpired => "ct_expired",
+            Event::CtEvicted => "ct_evicted",
+            Event::CtTableFull => "ct_table_full",
+            Event::CtInvalid => "ct_invalid",
+            Event::NatMapped => "nat_mapped",
+            Event::NatExhausted => "nat_exhausted",
+            Event::CtRelated => "ct_related",
+        }
+    }
+}
+
+/// A router interface (one per port).
+#[derive(Clone, Debug, Default)]
+pub struct Interface {
+    /// The port's MAC.
+    pub mac: MacAddr,
+    /// IPv4 addresses with prefix lengths.
+    pub ipv4: Vec<(Ipv4Addr, u8)>,
+    /// IPv6 addresses with prefix lengths.
+    pub ipv6: Vec<(Ipv6Addr, u8)>,
+    /// Largest IP packet (bytes, without Ethernet header) it sends.
+    pub mtu: u16,
+}
+
+/// Where a route leads.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct NextHop {
+    /// Output port.
+    pub port: u16,
+    /// Gateway; `None` for a connected route (the destination is the
+    /// neighbour).
+    pub via: Option<std::net::IpAddr>,
+}
+
+/// What the router is built from (control path).
+#[derive(Clone, Debug)]
+pub struct RouterConfig {
+    /// Interfaces, index = port.
+    pub interfaces: Vec<Interface>,
+    /// Next hops, index = the LPM tables' next-hop values.
+    pub next_hops: Vec<NextHop>,
+    /// IPv4 routes.
+    pub lpm4: Arc<Lpm4>,
+    /// IPv6 routes.
+    pub lpm6: Arc<Lpm6>,
+    /// Static IPv4 neighbours: (port, address, MAC).
+    pub neighbors4: Vec<(u16, Ipv4Addr, MacAddr)>,
+    /// Static IPv6 neighbours: (port, address, MAC).
+    pub neighbors6: Vec<(u16, Ipv6Addr, MacAddr)>,
+    /// ICMP errors and ARP requests per second per core.
+    pub icmp_rate: u32,
+    /// Learned neighbours older than this (ns) are resolved again; static
+    /// ones never age.
+    pub neighbor_timeout_ns: u64,
+}
+
+/// The router stage; clone one per worker.
+#[derive(Clone)]
+pub struct Router {
+    cfg: Arc<RouterConfig>,
+    /// Neighbours: MAC and when learned (ns; `STATIC` for configured ones).
+    neigh4: HashMap<(u16, u32), (MacAddr, u64)>,
+    neigh6: HashMap<(u16, u128), (MacAddr, u64)>,
+    now_ns: u64,
+    tokens: f64,
+    last_ns: u64,
+    events: [u64; Event::COUNT],
+    /// Changes when a neighbour is learned or changes, and every second
+    /// (so that aged entries are looked up again): next hops cached
+    /// elsewhere ([`RouteCache`]) are valid while it is unchanged.
+    generation: u32,
+    gen_at_ns: u64,
+    /// Per next hop (index as in the LPM tables): the gateway's MAC and the
+    /// generation it was resolved in.
+    hop_macs: Vec<(u32, MacAddr)>,
+    /// The router's own IPv4 addresses (from the interfaces), flat.
+    local4: Box<[u32]>,
+}
+
+impl Router {
+    /// A router over `cfg` with its static neighbours.
+    pub fn new(cfg: RouterConfig) -> Self {
+        let hops = cfg.next_hops.len();
+        let mut neigh4 = HashMap::with_capacity_and_hasher(4096, Default::default());
+        for &(p, a, m) in &cfg.neighbors4 {
+            neigh4.insert((p, u32::from(a)), (m, STATIC));
+        }
+        let mut neigh6 = HashMap::with_capacity_and_hasher(1024, Default::default());
+        for &(p, a, m) in &cfg.neighbors6 {
+            neigh6.insert((p, u128::from(a)), (m, STATIC));
+        }
+        let tokens = Self::burst(cfg.icmp_rate);
+        let local4 = cfg
+            .interfaces
+            .iter()
+            .flat_map(|i| i.ipv4.iter().map(|(a, _)| u32::from(*a)))
+            .collect();
+        Router {
+            local4,
+            cfg: Arc::new(cfg),
+            neigh4,
+            neigh6,
+            now_ns: 0,
+            tokens,
+            last_ns: 0,
+            events: [0; Event::COUNT],
+            generation: 1,
+            gen_at_ns: 0,
+            hop_macs: vec![(0, MacAddr::default()); hops],
+        }
+    }
+
+    pub(super) fn count(&mut self, e: Event) {
+        self.events[e as usize] += 1;
+    }
+
+    /// IPv4 routes in the table (as built, duplicates included).
+    pub fn routes4(&self) -> usize {
+        self.cfg.lpm4.routes()
+    }
+
+    /// IPv6 routes in the table.
+    pub fn routes6(&self) -> usize {
+        self.cfg.lpm6.routes()
+    }
+
+    /// The interface of `port`.
+    pub fn iface(&self, port: u16) -> Option<&Interface> {
+        self.cfg.interfaces.get(usize::from(port))
+    }
+
+    /// Whether `a` is one of the router's IPv4 addresses.
+    #[inline]
+    pub fn is_local4(&self, a: u32) -> bool {
+        self.local4.contains(&a)
+    }
+
+    /// Whether `a` is one of the router's IPv6 addresses.
+    pub fn is_local6(&self, a: u128) -> bool {
+        self.cfg
+            .interfaces
+            .iter()
+            .any(|i| i.ipv6.iter().any(|(x, _)| u128::from(*x) == a))
+    }
+
+    /// The output port of the IPv4 route to `dst`.
+    #[inline]
+    pub fn route4(&self, dst: u32) -> Option<u16> {
+        let nh = self.cfg.lpm4.lookup(dst)?;
+        self.cfg.next_hops.get(nh as usize).map(|h| h.port)
+    }
+
+    /// The output port of the IPv6 route to `dst`.
+    #[inline]
+    pub fn route6(&self, dst: u128) -> Option<u16> {
+        let nh = self.cfg.lpm6.lookup(dst)?;
+        self.cfg.next_hops.get(nh as usize).map(|h| h.port)
+    }
+
+    /// Counts a slow-path event.
+    pub(crate) fn count_event(&mut self, e: Event) {
+        self.count(e);
+    }
+}
+
+impl ForwardMode for Router {
+    const NAME: &'static str = "l3fwd";
+
+    /// See [`Router::route_burst`].
+    #[inline]
+    fn process_burst<P: Frame>(
+        &mut self,
+        pkts: &mut [P],
+        in_port: u16,
+        verdicts: &mut [Verdict],
+    ) -> Option<Verdict> {
+        self.route_burst(pkts, in_port, verdicts)
+    }
+
+    #[inline]
+    fn process<P: Frame>(&mut self, pkt: &mut P, in_port: u16) -> Verdict {
+        let b = pkt.bytes();
+        if b.len() < ETHERNET_HEADER_LEN {
+            return Verdict::Drop(DropReason::Truncated);
+        }
+        let dst = MacAddr([b[0], b[1], b[2], b[3], b[4], b[5]]);
+        let ethertype = u16::from_be_bytes([b[12], b[13]]);
+        let Some(iface) = self.iface(in_port) else {
+            return Verdict::Drop(DropReason::NotForUs);
+        };
+        let for_us = dst == iface.mac;
+        match ethertype {
+            EtherType::IPV4 if for_us => self.ipv4(pkt, in_port),
+            EtherType::IPV6 if for_us || dst.0[0] & 1 == 1 => self.ipv6(pkt, in_port),
+            EtherType::ARP if for_us || dst == BROADCAST => self.arp(pkt, in_port),
+            EtherType::IPV4 | EtherType::IPV6 | EtherType::ARP => {
+                Verdict::Drop(DropReason::NotForUs)
+            }
+            _ => Verdict::Drop(DropReason::NotIp),
+        }
+    }
+
+    fn tick(&mut self, now_ns: u64) {
+        self.now_ns = now_ns;
+        if now_ns.saturating_sub(self.gen_at_ns) >= 1_000_000_000 {
+            self.gen_at_ns = now_ns;
+            self.bump();
+        }
+        if self.last_ns != 0 {
+            let dt = now_ns.saturating_sub(self.last_ns) as f64 / 1e9;
+            let rate = f64::from(self.cfg.icmp_rate);
+            self.tokens = (self.tokens + dt * rate).min(Self::burst(self.cfg.icmp_rate));
+        }
+        self.last_ns = now_ns;
+    }
+
+    fn events(&self) -> &[u64] {
+        &self.events
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,314 @@
+//! The neighbour tables: ARP (RFC 826) and IPv6 Neighbor Discovery
+//! (RFC 4861). Learning from requests, solicitations and advertisements on
+//! connected subnets, answering for the router's own addresses, ageing, the
+//! per-next-hop MAC cache and its generation, and the requests a neighbour
+//! miss turns into.
+
+use super::{Event, NextHop, Router};
+use crate::checksum;
+use crate::fwd::Frame;
+use crate::prefix;
+use crate::verdict::{DropReason, Verdict};
+use crate::wire::{
+    ArpPacket, EtherType, IpProto, Ipv6Packet, MacAddr, ARP_REPLY, ARP_REQUEST, ETHERNET_HEADER_LEN,
+};
+use rustc_hash::FxHashMap as HashMap;
+use std::net::Ipv4Addr;
+
+/// The broadcast MAC.
+pub(super) const BROADCAST: MacAddr = MacAddr([0xff; 6]);
+/// "Learned at" of a configured neighbour: it never ages.
+pub(super) const STATIC: u64 = u64::MAX;
+
+impl Router {
+    /// The neighbour MAC for `addr` on `port`, if known and fresh.
+    pub fn neighbor4(&self, port: u16, addr: Ipv4Addr) -> Option<MacAddr> {
+        self.fresh(self.neigh4.get(&(port, u32::from(addr))))
+    }
+
+    #[inline]
+    pub(super) fn fresh(&self, e: Option<&(MacAddr, u64)>) -> Option<MacAddr> {
+        let &(m, at) = e?;
+        (at == STATIC || self.now_ns.saturating_sub(at) <= self.cfg.neighbor_timeout_ns)
+            .then_some(m)
+    }
+
+    pub(super) fn learn4(&mut self, port: u16, a: u32, m: MacAddr) -> bool {
+        let changed = learn(&mut self.neigh4, self.now_ns, (port, a), m);
+        if changed {
+            self.bump();
+        }
+        changed
+    }
+
+    pub(super) fn learn6(&mut self, port: u16, a: u128, m: MacAddr) -> bool {
+        let changed = learn(&mut self.neigh6, self.now_ns, (port, a), m);
+        if changed {
+            self.bump();
+        }
+        changed
+    }
+
+    pub(super) fn bump(&mut self) {
+        self.generation = self.generation.wrapping_add(1).max(1);
+    }
+
+    /// The output port and next hop's MAC for `dst`, if routed and the
+    /// neighbour is known and fresh (no side effects).
+    pub(super) fn resolve4(&mut self, dst: u32) -> Option<(u16, MacAddr)> {
+        if self.is_local4(dst) {
+            return None;
+        }
+        let nh = self.cfg.lpm4.lookup(dst)?;
+        let hop = *self.cfg.next_hops.get(nh as usize)?;
+        let mac = self.hop_mac4(nh, hop, dst).ok()?;
+        Some((hop.port, mac))
+    }
+
+    /// The MAC of IPv4 next hop `nh` (`hop`) for `dst`, or the address to
+    /// resolve when it is not known and fresh. A gateway's MAC is cached
+    /// per next hop while the neighbour generation holds (no hash lookup
+    /// per packet); connected destinations are looked up.
+    #[inline]
+    pub(super) fn hop_mac4(&mut self, nh: u32, hop: NextHop, dst: u32) -> Result<MacAddr, u32> {
+        if hop.via.is_some() {
+            if let Some(&(g, m)) = self.hop_macs.get(nh as usize) {
+                if g == self.generation {
+                    return Ok(m);
+                }
+            }
+        }
+        let gw = match hop.via {
+            Some(std::net::IpAddr::V4(g)) => u32::from(g),
+            _ => dst,
+        };
+        let mac = self.fresh(self.neigh4.get(&(hop.port, gw))).ok_or(gw)?;
+        if hop.via.is_some() {
+            if let Some(e) = self.hop_macs.get_mut(nh as usize) {
+                *e = (self.generation, mac);
+            }
+        }
+        Ok(mac)
+    }
+
+    /// Turns the packet (dropped, waiting for resolution) into an ARP
+    /// request for `target` on `port`.
+    pub(super) fn arp_request(&mut self, pkt: &mut impl Frame, port: u16, target: u32) -> Verdict {
+        let Some(iface) = self.iface(port) else {
+            return Verdict::Drop(DropReason::NoNeighbor);
+        };
+        let Some(&(our, _)) = iface.ipv4.first() else {
+            return Verdict::Drop(DropReason::NoNeighbor);
+        };
+        let mac = iface.mac;
+        if !self.take_token() || !pkt.set_len(ETHERNET_HEADER_LEN + 28) {
+            return Verdict::Drop(DropReason::NoNeighbor);
+        }
+        let b = pkt.bytes_mut();
+        b[0..6].copy_from_slice(&BROADCAST.0);
+        b[6..12].copy_from_slice(&mac.0);
+        b[12..14].copy_from_slice(&EtherType::ARP.to_be_bytes());
+        let mut a = ArpPacket::new_unchecked(&mut b[ETHERNET_HEADER_LEN..]);
+        a.set_fixed();
+        a.set_oper(ARP_REQUEST);
+        a.set_sender(mac, our.octets());
+        a.set_target(MacAddr::default(), target.to_be_bytes());
+        self.count(Event::ArpRequest);
+        Verdict::Forward(port)
+    }
+
+    pub(super) fn arp(&mut self, pkt: &mut impl Frame, in_port: u16) -> Verdict {
+        let Some(iface) = self.iface(in_port) else {
+            return Verdict::Drop(DropReason::ToRouter);
+        };
+        let mac = iface.mac;
+        let b = pkt.bytes_mut();
+        let a = match ArpPacket::new_checked(&b[ETHERNET_HEADER_LEN..]) {
+            Ok(a) => a,
+            Err(e) => return Verdict::Drop(e.into()),
+        };
+        let (op, sha) = (a.oper(), a.sha());
+        let (spa, tpa) = (a.spa(), a.tpa());
+        let spa_u = u32::from_be_bytes(spa);
+        let on_link = iface
+            .ipv4
+            .iter()
+            .any(|(x, l)| prefix::in4(spa_u, (u32::from(*x), *l)));
+        let ours = iface.ipv4.iter().any(|(x, _)| x.octets() == tpa);
+        if on_link && spa_u != 0 && self.learn4(in_port, spa_u, sha) {
+            self.count(Event::ArpLearned);
+        }
+        if op == ARP_REQUEST && ours {
+            let mut r = ArpPacket::new_unchecked(&mut b[ETHERNET_HEADER_LEN..]);
+            r.set_oper(ARP_REPLY);
+            r.set_target(sha, spa);
+            r.set_sender(mac, tpa);
+            b[0..6].copy_from_slice(&sha.0);
+            b[6..12].copy_from_slice(&mac.0);
+            self.count(Event::ArpReply);
+            return Verdict::Forward(in_port);
+        }
+        Verdict::Drop(DropReason::Consumed)
+    }
+
+    /// Neighbor Discovery (RFC 4861): answer solicitations for the
+    /// router's addresses, learn from solicitations and advertisements.
+    pub(super) fn nd(&mut self, pkt: &mut impl Frame, in_port: u16) -> Verdict {
+        let Some(iface) = self.iface(in_port) else {
+            return Verdict::Drop(DropReason::ToRouter);
+        };
+        let mac = iface.mac;
+        let b = pkt.bytes();
+        let ip = Ipv6Packet::new_unchecked(&b[ETHERNET_HEADER_LEN..]);
+        if ip.hop_limit() != 255 {
+            return Verdict::Drop(DropReason::Malformed); // not from a neighbour
+        }
+        let src = u128::from_be_bytes(ip.src());
+        let l4 = ETHERNET_HEADER_LEN + 40;
+        let end = l4 + usize::from(ip.payload_len());
+        let ty = b[l4];
+        let mut target = [0u8; 16];
+        target.copy_from_slice(&b[l4 + 8..l4 + 24]);
+        let target_u = u128::from_be_bytes(target);
+        // The link-layer address option (source for NS, target for NA).
+        let mut lla = None;
+        let mut o = l4 + 24;
+        while o + 8 <= end {
+            let (t, len) = (b[o], usize::from(b[o + 1]) * 8);
+            if len == 0 || o + len > end {
+                return Verdict::Drop(DropReason::Malformed);
+            }
+            if (t == 1 && ty == 135) || (t == 2 && ty == 136) {
+                lla = Some(MacAddr([
+                    b[o + 2],
+                    b[o + 3],
+                    b[o + 4],
+                    b[o + 5],
+                    b[o + 6],
+                    b[o + 7],
+                ]));
+            }
+            o += len;
+        }
+        let ours = iface.ipv6.iter().any(|(a, _)| u128::from(*a) == target_u);
+        let (learn_ip, learn_mac) = if ty == 135 {
+            (src, lla)
+        } else {
+            (
+                target_u,
+                lla.or(Some(MacAddr([b[6], b[7], b[8], b[9], b[10], b[11]]))),
+            )
+        };
+        if learn_ip != 0 {
+            if let Some(m) = learn_mac {
+                if self.learn6(in_port, learn_ip, m) {
+                    self.count(Event::NdLearned);
+                }
+            }
+        }
+        if ty != 135 || !ours {
+            return Verdict::Drop(DropReason::Consumed);
+        }
+        // Answer with a Neighbor Advertisement (router, solicited, override).
+        let mut src_mac = [0u8; 6];
+        src_mac.copy_from_slice(&b[6..12]);
+        let dst: [u8; 16] = if src == 0 {
+            [0xff, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1]
+        } else {
+            src.to_be_bytes()
+        };
+        let flags = if src == 0 { 0xa0 } else { 0xe0 };
+        if !pkt.set_len(l4 + 32) {
+            return Verdict::Drop(DropReason::ToRouter);
+        }
+        let b = pkt.bytes_mut();
+        b[0..6].copy_from_slice(&src_mac);
+        b[6..12].copy_from_slice(&mac.0);
+        {
+            let mut ip = Ipv6Packet::new_unchecked(&mut b[ETHERNET_HEADER_LEN..]);
+            ip.set_version();
+            ip.set_payload_len(32);
+            ip.set_next_header(IpProto::ICMPV6);
+            ip.set_hop_limit(255);
+            ip.set_src(target);
+            ip.set_dst(dst);
+        }
+        let icmp = &mut b[l4..l4 + 32];
+        icmp[0..8].copy_from_slice(&[136, 0, 0, 0, flags, 0, 0, 0]);
+        icmp[8..24].copy_from_slice(&target);
+        icmp[24..26].copy_from_slice(&[2, 1]);
+        icmp[26..32].copy_from_slice(&mac.0);
+        let c = !checksum::fold(checksum::sum(
+            icmp,
+            checksum::pseudo_v6(target, dst, 58, 32),
+        ));
+        icmp[2..4].copy_from_slice(&c.to_be_bytes());
+        self.count(Event::NdAdvert);
+        Verdict::Forward(in_port)
+    }
+
+    /// Turns the packet (dropped, waiting for resolution) into a Neighbor
+    /// Solicitation for `target` on `port`.
+    pub(super) fn solicit(&mut self, pkt: &mut impl Frame, port: u16, target: u128) -> Verdict {
+        let Some(iface) = self.iface(port) else {
+            return Verdict::Drop(DropReason::NoNeighbor);
+        };
+        let Some(&(our, _)) = iface.ipv6.first() else {
+            return Verdict::Drop(DropReason::NoNeighbor);
+        };
+        let mac = iface.mac;
+        let l4 = ETHERNET_HEADER_LEN + 40;
+        if !self.take_token() || !pkt.set_len(l4 + 32) {
+            return Verdict::Drop(DropReason::NoNeighbor);
+        }
+        let t = target.to_be_bytes();
+        // Solicited-node multicast ff02::1:ffXX:XXXX and its MAC 33:33:ff:XX:XX:XX.
+        let mut snm = [0xff, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0xff, 0, 0, 0];
+        snm[13..16].copy_from_slice(&t[13..16]);
+        let b = pkt.bytes_mut();
+        b[0..6].copy_from_slice(&[0x33, 0x33, 0xff, t[13], t[14], t[15]]);
+        b[6..12].copy_from_slice(&mac.0);
+        b[12..14].copy_from_slice(&EtherType::IPV6.to_be_bytes());
+        let s6 = our.octets();
+        {
+            let mut ip = Ipv6Packet::new_unchecked(&mut b[ETHERNET_HEADER_LEN..]);
+            ip.set_version();
+            ip.set_payload_len(32);
+            ip.set_next_header(IpProto::ICMPV6);
+            ip.set_hop_limit(255);
+            ip.set_src(s6);
+            ip.set_dst(snm);
+        }
+        let icmp = &mut b[l4..l4 + 32];
+        icmp[0..8].copy_from_slice(&[135, 0, 0, 0, 0, 0, 0, 0]);
+        icmp[8..24].copy_from_slice(&t);
+        icmp[24..26].copy_from_slice(&[1, 1]);
+        icmp[26..32].copy_from_slice(&mac.0);
+        let c = !checksum::fold(checksum::sum(icmp, checksum::pseudo_v6(s6, snm, 58, 32)));
+        icmp[2..4].copy_from_slice(&c.to_be_bytes());
+        self.count(Event::NdSolicit);
+        Verdict::Forward(port)
+    }
+}
+
+/// Learns a neighbour at time `now` (static entries are kept); true when it
+/// is new or its MAC changed.
+fn learn<K: std::hash::Hash + Eq>(
+    map: &mut HashMap<K, (MacAddr, u64)>,
+    now: u64,
+    key: K,
+    m: MacAddr,
+) -> bool {
+    match map.get_mut(&key) {
+        Some((_, STATIC)) => false,
+        Some(e) => {
+            let changed = e.0 != m;
+            *e = (m, now);
+            changed
+        }
+        None => {
+            map.insert(key, (m, now));
+            true
+        }
+    }
+}
