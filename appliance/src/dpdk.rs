@@ -54,7 +54,7 @@ pub fn eal_args(cfg: &Config) -> Vec<String> {
         a.push(format!("--file-prefix=sluice-{}", std::process::id()));
     }
     if !given("-l") && !given("--lcores") {
-        let core = crate::app::management_core(cfg).unwrap_or(0);
+        let core = crate::engine::management_core(cfg).unwrap_or(0);
         a.push(format!("-l{core}"));
     }
     if !given("--no-huge") && !given("-m") && !hugepages_free() {
@@ -121,5 +121,5 @@ pub fn run(
         .with_context(|| format!("port {} ({}, {device})", p.name, p.origin))?;
         opened.push((port, None));
     }
-    crate::app::run_ports(cfg, tsc, opened, None, dpdk::register_thread, stop, emit)
+    crate::engine::run_ports(cfg, tsc, opened, None, dpdk::register_thread, stop, emit)
 }

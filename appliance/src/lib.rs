@@ -12,7 +12,9 @@ pub mod config;
 pub mod counters;
 #[cfg(feature = "dpdk")]
 pub mod dpdk;
+pub mod engine;
 pub mod lock;
 pub mod poll;
+pub mod stages;
 pub mod telemetry;
 pub mod worker;

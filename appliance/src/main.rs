@@ -169,7 +169,7 @@ fn real_main() -> Result<ExitCode> {
                 warn(&c);
                 // Build the tables as `run` will (route file included).
                 let t0 = std::time::Instant::now();
-                let router = appliance::app::build_router(&c)?;
+                let router = appliance::stages::build_router(&c)?;
                 let (n4, n6) = (router.routes4(), router.routes6());
                 // A closed stdout (`sluice check f | head`) is no error.
                 let _ = out(&format!(
@@ -238,7 +238,7 @@ fn real_main() -> Result<ExitCode> {
                 }
             };
             // The management thread stays off the workers' cores.
-            if let Some(core) = appliance::app::management_core(&cfg) {
+            if let Some(core) = appliance::engine::management_core(&cfg) {
                 core_affinity::set_for_current(core_affinity::CoreId { id: core });
             }
             let summary = appliance::app::run(&cfg, &stop, &mut emit)?;

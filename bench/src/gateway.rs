@@ -107,8 +107,8 @@ impl ForwardMode for Copy {
 /// Runs the comparison and prints a Markdown table.
 pub fn gateway(a: GatewayArgs) -> Result<()> {
     let cfg = appliance::config::load_file(&a.config).map_err(|e| anyhow::anyhow!("{e}"))?;
-    let router = appliance::app::build_router(&cfg).context("building the router")?;
-    let gcfg = appliance::app::build_gateway(&cfg, 1);
+    let router = appliance::stages::build_router(&cfg).context("building the router")?;
+    let gcfg = appliance::stages::build_gateway(&cfg, 1);
     let tsc = Tsc::calibrate(Duration::from_millis(50));
     let hz = tsc.hz as f64;
     let mac = cfg.ports[0].mac.0;

@@ -1,0 +1,331 @@
+//! The engine: hands each queue of the opened ports to exactly one worker,
+//! spawns the pinned workers and the softnic generator, runs the
+//! management loop (a report every stats period), and stops in an order
+//! that leaves nothing uncounted. It runs ports of any buffer family; the
+//! backends that open them ([`crate::app`] for the native drivers,
+//! `crate::dpdk` for DPDK) call in here, never the other way round.
+
+use crate::config::{Config, FwdMode};
+use crate::counters::WorkerCounters;
+use crate::poll::Switch;
+use crate::stages::{build_gateway, build_router};
+use crate::telemetry::{PortView, Report, Snapshot, Telemetry, WorkerView};
+use crate::worker::{self, Handed, Handoff, RxSlot, TxSlot, WorkerSetup};
+use anyhow::{anyhow, Context, Result};
+use pipeline::fwd::{FiveTupleSwap, ForwardMode, Io, Mac, MacSwap, Peers};
+use pipeline::gateway::{Gateway, RuleHits};
+use pmd::hist::hist_pair;
+use pmd::softnic::Generator;
+use pmd::sys::Tsc;
+use pmd::{PacketBuf, RxQueue, TxQueue};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+/// Packets each handoff ring holds.
+const HANDOFF_RING: usize = 4096;
+
+fn pin(core: usize, who: &str) {
+    if !core_affinity::set_for_current(core_affinity::CoreId { id: core }) {
+        eprintln!("warning: could not pin {who} to core {core}; running unpinned");
+    }
+}
+
+type Leftovers<B> = Vec<rtrb::Consumer<Handed<B>>>;
+
+fn spawn_worker<B, R, T, F>(
+    core: usize,
+    setup: WorkerSetup<B, R, T>,
+    fwd: F,
+    stop: Arc<AtomicBool>,
+    on_start: fn(),
+) -> Result<JoinHandle<Leftovers<B>>>
+where
+    B: PacketBuf,
+    R: RxQueue<Buf = B> + 'static,
+    T: TxQueue<Buf = B> + 'static,
+    F: ForwardMode,
+{
+    std::thread::Builder::new()
+        .name(format!("worker-{core}"))
+        .spawn(move || {
+            pin(core, "worker");
+            on_start();
+            // Sleeps of the poll-mode policies end when asked, not up to
+            // 50 µs later.
+            pmd::sys::set_timer_slack(1_000);
+            worker::run(setup, fwd, &stop)
+        })
+        .context("spawning a worker thread")
+}
+
+/// A core for the management thread that no worker uses: the generator's
+/// if it has one, else the first free core; `None` if every core has a
+/// worker.
+pub fn management_core(cfg: &Config) -> Option<usize> {
+    let busy: Vec<usize> = cfg.workers.iter().map(|w| w.core).collect();
+    if let Some(c) = cfg.generator_core.filter(|c| !busy.contains(c)) {
+        return Some(c);
+    }
+    core_affinity::get_core_ids()?
+        .into_iter()
+        .map(|c| c.id)
+        .find(|c| !busy.contains(c))
+}
+
+/// Runs the appliance on opened ports of one buffer family: hands each
+/// queue to its worker, spawns the workers (each calls `on_start` first,
+/// after pinning) and the generator, runs the management loop, and stops.
+pub(crate) fn run_ports<B, R, T>(
+    cfg: &Config,
+    tsc: Tsc,
+    opened: Vec<(pmd::OpenPort<B, R, T>, Option<pmd::hist::HistReader>)>,
+    gen: Option<Generator>,
+    on_start: fn(),
+    stop: &AtomicBool,
+    emit: &mut dyn FnMut(&Report),
+) -> Result<Report>
+where
+    B: PacketBuf,
+    R: RxQueue<Buf = B> + 'static,
+    T: TxQueue<Buf = B> + 'static,
+{
+    let nports = cfg.ports.len();
+    let mut rx: Vec<Vec<Option<R>>> = Vec::new();
+    let mut tx: Vec<Vec<Option<T>>> = Vec::new();
+    let mut views = Vec::new();
+    for ((open, e2e), p) in opened.into_iter().zip(&cfg.ports) {
+        rx.push(open.rx.into_iter().map(Some).collect());
+        tx.push(open.tx.into_iter().map(Some).collect());
+        views.push(PortView {
+            name: p.name.clone(),
+            control: open.control,
+            e2e,
+            resid: Vec::new(),
+        });
+    }
+
+    // Hand each queue to its worker.
+    let worker_stop = Arc::new(AtomicBool::new(false));
+    let peers = Peers::new(cfg.ports.iter().map(|p| p.peer).collect());
+    let macs: Vec<_> = cfg.ports.iter().map(|p| (p.mac, p.peer_mac)).collect();
+    let mut setups = Vec::new();
+    let mut wviews = Vec::new();
+    let (switch_tx, switch_rx) = crossbeam_channel::bounded::<Switch>(256);
+    // Handoff rings between the workers that run the gateway (NAT return
+    // traffic to the core that owns the mapping).
+    let l3_workers = cfg.l3fwd_workers();
+    let mut meshes = if cfg.gateway.enabled && l3_workers > 1 {
+        Handoff::mesh(usize::from(l3_workers), HANDOFF_RING)
+    } else {
+        Vec::new()
+    }
+    .into_iter();
+    let mut all_counters = Vec::new();
+    for w in &cfg.workers {
+        let counters = Arc::new(WorkerCounters::new(nports));
+        all_counters.push(counters.clone());
+        let handoff = if w.mode == FwdMode::L3fwd {
+            meshes.next().unwrap_or_default()
+        } else {
+            Handoff::default()
+        };
+        let mut rxs = Vec::new();
+        for &(p, q) in &w.rx {
+            let queue = rx[usize::from(p)][usize::from(q)]
+                .take()
+                .ok_or_else(|| anyhow!("RX queue {p}:{q} handed out twice"))?;
+            rxs.push(RxSlot { port: p, q: queue });
+        }
+        let mut txs = Vec::new();
+        for &(p, q) in &w.tx {
+            let queue = tx[usize::from(p)][usize::from(q)]
+                .take()
+                .ok_or_else(|| anyhow!("TX queue {p}:{q} handed out twice"))?;
+            let (hw, hr) = hist_pair();
+            views[usize::from(p)].resid.push(hr);
+            txs.push(TxSlot {
+                port: p,
+                q: queue,
+                hist: hw,
+            });
+        }
+        wviews.push(WorkerView {
+            core: w.core,
+            mode: w.mode.name(),
+            policy: w.poll.name(),
+            counters: counters.clone(),
+        });
+        setups.push(WorkerSetup {
+            core: w.core,
+            policy: w.poll.clone(),
+            switches: Some(switch_tx.clone()),
+            rx: rxs,
+            tx: txs,
+            counters,
+            burst: cfg.run.burst,
+            drain: cfg.run.drain,
+            tsc,
+            handoff,
+        });
+    }
+
+    let router = if l3_workers > 0 {
+        Some(build_router(cfg)?)
+    } else {
+        None
+    };
+    let gateway = match &router {
+        Some(_) if cfg.gateway.enabled => Some(build_gateway(cfg, l3_workers)),
+        _ => None,
+    };
+    let nrules = cfg.gateway.rules.len();
+    let mut hit_sinks: Vec<RuleHits> = Vec::new();
+    let mut l3_index = 0u16;
+    let mut tel = Telemetry::new(views, wviews, tsc);
+    let zero = Snapshot::zero(pmd::sys::rdtsc(), nports, cfg.workers.len());
+
+    // Threads: the generator first, so that packets wait for the workers.
+    let gen_handle = match gen {
+        None => None,
+        Some(gen) => {
+            let core = cfg.generator_core;
+            Some(
+                gen.spawn(move || {
+                    if let Some(c) = core {
+                        pin(c, "the softnic generator");
+                    }
+                })
+                .context("spawning the generator thread")?,
+            )
+        }
+    };
+    let mut handles = Vec::new();
+    for (w, setup) in cfg.workers.iter().zip(setups) {
+        let s = worker_stop.clone();
+        let h = match w.mode {
+            FwdMode::Io => spawn_worker(w.core, setup, Io(peers.clone()), s, on_start),
+            FwdMode::Mac => spawn_worker(
+                w.core,
+                setup,
+                Mac::new(peers.clone(), macs.clone()),
+                s,
+                on_start,
+            ),
+            FwdMode::MacSwap => spawn_worker(w.core, setup, MacSwap(peers.clone()), s, on_start),
+            FwdMode::FiveTupleSwap => {
+                spawn_worker(w.core, setup, FiveTupleSwap(peers.clone()), s, on_start)
+            }
+            FwdMode::L3fwd => match (&router, &gateway) {
+                (Some(r), Some(g)) => {
+                    let mut gw = Gateway::new(r.clone(), g, l3_index);
+                    l3_index += 1;
+                    let sink: RuleHits = (0..nrules).map(|_| AtomicU64::new(0)).collect();
+                    gw.publish_hits(sink.clone());
+                    hit_sinks.push(sink);
+                    spawn_worker(w.core, setup, gw, s, on_start)
+                }
+                (Some(r), None) => spawn_worker(w.core, setup, r.clone(), s, on_start),
+                (None, _) => Err(anyhow!("l3fwd worker without a router")),
+            },
+        };
+        match h {
+            Ok(h) => handles.push(h),
+            Err(e) => {
+                worker_stop.store(true, Ordering::Release);
+                return Err(e);
+            }
+        }
+    }
+
+    // Management loop.
+    let started = Instant::now();
+    let mut prev = tel.snapshot();
+    let mut next = started + cfg.run.stats_period;
+    let start_tsc = pmd::sys::rdtsc();
+    let log_switches = |rx: &crossbeam_channel::Receiver<Switch>| {
+        for s in rx.try_iter() {
+            eprintln!(
+                "[{:7.3} s] core {}: auto switched to {} at {:.0} pps",
+                tsc.ns(s.tsc.saturating_sub(start_tsc)) / 1e9,
+                s.core,
+                if s.to_busy { "busy" } else { "interrupt" },
+                s.pps
+            );
+        }
+    };
+    loop {
+        log_switches(&switch_rx);
+        let now = Instant::now();
+        let done = cfg.run.duration.is_some_and(|d| now >= started + d);
+        if stop.load(Ordering::Acquire) || done {
+            break;
+        }
+        if now >= next {
+            let cur = tel.snapshot();
+            emit(&tel.report(&prev, &cur, false));
+            prev = cur;
+            next += cfg.run.stats_period;
+            if next < now {
+                next = now + cfg.run.stats_period;
+            }
+        }
+        let mut wake = next;
+        if let Some(d) = cfg.run.duration {
+            wake = wake.min(started + d);
+        }
+        let nap = wake.saturating_duration_since(Instant::now());
+        std::thread::sleep(nap.min(Duration::from_millis(50)));
+    }
+
+    // Shutdown: stop the wire, drain the workers, drain the sink.
+    if let Some(g) = &gen_handle {
+        g.stop_generating();
+    }
+    for p in &tel.ports {
+        p.control.stop_rx();
+    }
+    worker_stop.store(true, Ordering::Release);
+    let mut panicked = 0;
+    let mut leftovers = Vec::new();
+    for (i, h) in handles.into_iter().enumerate() {
+        match h.join() {
+            Ok(l) => leftovers.push((i, l)),
+            Err(_) => panicked += 1,
+        }
+    }
+    // Packets handed to a worker after it had drained: dropped, counted on
+    // that worker (every worker has stopped, so nothing else writes its
+    // counters now).
+    for (i, rings) in leftovers {
+        let c = &all_counters[i];
+        for mut r in rings {
+            while let Ok((_, in_port)) = r.pop() {
+                c.ports[usize::from(in_port)].drops[pipeline::DropReason::HandoffFull as usize]
+                    .add(1);
+            }
+        }
+    }
+    if let Some(g) = gen_handle {
+        g.finish();
+    }
+    log_switches(&switch_rx);
+    let last = tel.snapshot();
+    if last.tsc() > prev.tsc() + tsc.cycles(cfg.run.stats_period / 10) {
+        emit(&tel.report(&prev, &last, false));
+    }
+    let mut summary = tel.report(&zero, &last, true);
+    if let Some(g) = &gateway {
+        for (i, r) in g.rules.rules().iter().enumerate() {
+            if r.counter {
+                let n = hit_sinks.iter().map(|h| h[i].load(Ordering::Relaxed)).sum();
+                summary.rule_hits.push((r.origin.clone(), n));
+            }
+        }
+    }
+    if panicked > 0 {
+        return Err(anyhow!("{panicked} worker thread(s) panicked"));
+    }
+    Ok(summary)
+}
