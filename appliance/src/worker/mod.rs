@@ -1,0 +1,277 @@
+//! The run-to-completion worker loop and its poll-mode policies.
+//!
+//! One worker per data-plane core, pinned, owning its RX queues and one TX
+//! queue on each port its packets leave on (DPDK l3fwd's `lcore_conf`). A
+//! poll round calls `rx_burst` on every RX queue, runs the forwarding stage
+//! on each burst and appends packets to the output port's TX buffer, which
+//! is flushed when it holds a whole burst, when the drain timer (TSC)
+//! expires, and always before the worker sleeps or blocks. The policy
+//! ([`crate::poll`]) decides what happens between rounds. Nothing in the
+//! loop allocates, locks or makes a syscall per packet; every 10 ms the
+//! worker samples its CPU time, hands its latency histograms over and checks
+//! for stop.
+//!
+//! The loop is generic over the buffer type and the forwarding mode, so it
+//! is monomorphised per mode: the per-packet call is a direct, inlined call.
+
+mod account;
+mod policies;
+mod round;
+
+use crate::counters::WorkerCounters;
+use crate::poll::{Policy, State, Switch};
+use account::Span;
+use crossbeam_channel::Sender;
+use pipeline::fwd::ForwardMode;
+use pipeline::{DropReason, Verdict};
+use pmd::hist::HistWriter;
+use pmd::sys::{rdtsc, thread_cpu_ns, Epoll, Tsc};
+use pmd::{Batch, PacketBuf, RxQueue, TxQueue};
+use round::Tx;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// How often a worker publishes CPU time and histograms and checks for stop;
+/// also the longest it blocks on interrupts.
+const PUBLISH: Duration = Duration::from_millis(10);
+
+/// An RX queue a worker polls.
+pub struct RxSlot<R> {
+    /// Port id.
+    pub port: u16,
+    /// The queue (a driver's own type, or a `BoxRx`).
+    pub q: R,
+}
+
+/// A TX queue a worker owns, with its residency histogram.
+pub struct TxSlot<T> {
+    /// Port id.
+    pub port: u16,
+    /// The queue (a driver's own type, or a `BoxTx`).
+    pub q: T,
+    /// RX→TX residency of packets sent on this port (TSC cycles).
+    pub hist: HistWriter,
+}
+
+/// A packet handed from one worker to another, with its input port.
+pub type Handed<B> = (B, u16);
+
+/// A worker's handoff rings (SPSC, one per ordered pair of workers running
+/// the gateway): where it hands packets whose state another worker owns
+/// (`out`, indexed by that worker's index) and where it receives them.
+pub struct Handoff<B> {
+    /// To each worker (`None` for itself).
+    pub out: Vec<Option<rtrb::Producer<Handed<B>>>>,
+    /// From the others.
+    pub inp: Vec<rtrb::Consumer<Handed<B>>>,
+}
+
+impl<B> Default for Handoff<B> {
+    fn default() -> Self {
+        Handoff {
+            out: Vec::new(),
+            inp: Vec::new(),
+        }
+    }
+}
+
+impl<B> Handoff<B> {
+    /// Rings between `n` workers, `cap` packets each: `n` ends.
+    pub fn mesh(n: usize, cap: usize) -> Vec<Handoff<B>> {
+        let mut v: Vec<Handoff<B>> = (0..n)
+            .map(|_| Handoff {
+                out: (0..n).map(|_| None).collect(),
+                inp: Vec::new(),
+            })
+            .collect();
+        for from in 0..n {
+            for to in 0..n {
+                if from != to {
+                    let (p, c) = rtrb::RingBuffer::new(cap);
+                    v[from].out[to] = Some(p);
+                    v[to].inp.push(c);
+                }
+            }
+        }
+        v
+    }
+}
+
+/// Everything a worker owns. The queue types are a driver's own (DPDK: no
+/// dynamic dispatch per burst) or boxed (a mix of drivers).
+pub struct WorkerSetup<B, R = pmd::BoxRx<B>, T = pmd::BoxTx<B>> {
+    /// Core it runs on (for logs).
+    pub core: usize,
+    /// RX queues.
+    pub rx: Vec<RxSlot<R>>,
+    /// TX queues.
+    pub tx: Vec<TxSlot<T>>,
+    /// Counters it publishes.
+    pub counters: Arc<WorkerCounters>,
+    /// Burst size.
+    pub burst: usize,
+    /// TX drain timer.
+    pub drain: Duration,
+    /// TSC frequency.
+    pub tsc: Tsc,
+    /// Poll-mode policy.
+    pub policy: Policy,
+    /// Where `auto` reports its switches.
+    pub switches: Option<Sender<Switch>>,
+    /// Handoff rings (empty unless several workers run the gateway).
+    pub handoff: Handoff<B>,
+}
+
+struct Worker<'a, B, R, T, F> {
+    fwd: F,
+    rx: Vec<RxSlot<R>>,
+    tx: Vec<Option<Tx<B, T>>>,
+    rxb: Batch<B>,
+    c: &'a WorkerCounters,
+    stop: &'a AtomicBool,
+    burst: usize,
+    drain_cycles: u64,
+    publish_cycles: u64,
+    last_drain: u64,
+    /// End of the last busy round (0: something else ran since).
+    last_end: u64,
+    /// `run_busy`'s rounds since it last read the clock.
+    span: Span,
+    last_publish: u64,
+    /// All RX queues have interrupt lines, registered here.
+    epoll: Option<Epoll>,
+    tsc: Tsc,
+    handoff: Handoff<B>,
+    /// Verdicts of the burst being processed.
+    verdicts: Box<[Verdict; pmd::MAX_BURST]>,
+}
+
+/// Runs the worker until `stop` is set, then drains its RX queues (the
+/// ports have stopped receiving by then) and flushes its TX buffers, so that
+/// every packet it received is sent or counted as dropped.
+///
+/// Returns its handoff rings' receiving ends: packets other workers handed
+/// it after it stopped are still in them, for the caller to count.
+pub fn run<B: PacketBuf, R: RxQueue<Buf = B>, T: TxQueue<Buf = B>, F: ForwardMode>(
+    setup: WorkerSetup<B, R, T>,
+    fwd: F,
+    stop: &AtomicBool,
+) -> Vec<rtrb::Consumer<Handed<B>>> {
+    let WorkerSetup {
+        core,
+        rx,
+        tx: tx_slots,
+        counters,
+        burst,
+        drain,
+        tsc,
+        policy,
+        switches,
+        handoff,
+    } = setup;
+    let c = &*counters;
+    let mut tx: Vec<Option<Tx<B, T>>> = (0..c.ports.len()).map(|_| None).collect();
+    for s in tx_slots {
+        tx[usize::from(s.port)] = Some(Tx {
+            q: s.q,
+            buf: Batch::new(burst),
+            rx_at: Box::new([0; pmd::MAX_BURST]),
+            hist: s.hist,
+            direct: 0,
+        });
+    }
+    let wants_intr = !matches!(policy, Policy::Busy | Policy::Timer(_));
+    let epoll = if wants_intr { intr_set(&rx) } else { None };
+    if wants_intr && epoll.is_none() {
+        c.core.fallback.set(1);
+    }
+    let now = rdtsc();
+    let mut fwd = fwd;
+    // The stage's clock starts before the first packet.
+    fwd.tick(tsc.ns(now) as u64);
+    let span_min = burst * rx.len().max(1);
+    let mut w = Worker {
+        fwd,
+        rx,
+        tx,
+        rxb: Batch::new(burst),
+        c,
+        stop,
+        burst,
+        drain_cycles: tsc.cycles(drain),
+        publish_cycles: tsc.cycles(PUBLISH),
+        last_drain: now,
+        last_end: 0,
+        span: Span::new(span_min),
+        last_publish: now,
+        epoll,
+        tsc,
+        handoff,
+        verdicts: Box::new([Verdict::Drop(DropReason::Truncated); pmd::MAX_BURST]),
+    };
+    c.core.running.set(1);
+    match policy {
+        Policy::Busy => w.run_busy(),
+        Policy::Interrupt(n) => w.run_interrupt(&n),
+        Policy::Adaptive(a) => w.run_adaptive(&a),
+        Policy::Timer(t) => w.run_timer(&t, &tsc),
+        Policy::Auto(a) => w.run_auto(&a, &tsc, core, switches.as_ref()),
+    }
+    w.drain_and_close()
+}
+
+/// An epoll set over the queues' interrupt lines, or `None` if a queue has
+/// none (or epoll fails).
+fn intr_set<R: RxQueue>(rx: &[RxSlot<R>]) -> Option<Epoll> {
+    let ep = Epoll::new(rx.len()).ok()?;
+    for (i, s) in rx.iter().enumerate() {
+        ep.add(s.q.interrupt()?.fd(), i as u64).ok()?;
+    }
+    Some(ep)
+}
+
+impl<B: PacketBuf, R: RxQueue<Buf = B>, T: TxQueue<Buf = B>, F: ForwardMode>
+    Worker<'_, B, R, T, F>
+{
+    /// Every `PUBLISH`: CPU time, histograms, stop flag. True when asked to
+    /// stop.
+    #[inline]
+    fn tick(&mut self, now: u64) -> bool {
+        if now.wrapping_sub(self.last_publish) < self.publish_cycles {
+            return false;
+        }
+        self.last_publish = now;
+        self.c.core.cpu_ns.set(thread_cpu_ns());
+        self.fwd.tick(self.tsc.ns(now) as u64);
+        for (c, v) in self.c.events.iter().zip(self.fwd.events()) {
+            c.set(*v);
+        }
+        for t in self.tx.iter_mut().flatten() {
+            t.hist.publish();
+        }
+        self.stop.load(Ordering::Acquire)
+    }
+
+    /// Polls until the RX queues and handoff rings are empty twice in a
+    /// row, flushes the TX buffers, hands over the histograms; returns the
+    /// handoff rings' receiving ends.
+    fn drain_and_close(mut self) -> Vec<rtrb::Consumer<Handed<B>>> {
+        self.c.core.state.set(State::Spin as u64);
+        let mut quiet = 0;
+        while quiet < 2 {
+            let got = self.busy_round(self.burst);
+            self.flush_all(rdtsc());
+            quiet = if got == 0 { quiet + 1 } else { 0 };
+        }
+        self.c.core.cpu_ns.set(thread_cpu_ns());
+        for (c, v) in self.c.events.iter().zip(self.fwd.events()) {
+            c.set(*v);
+        }
+        for t in self.tx.into_iter().flatten() {
+            t.hist.close();
+        }
+        self.c.core.running.set(0);
+        self.handoff.inp
+    }
+}

@@ -1,0 +1,258 @@
+//! One poll round's data path: every RX queue polled once (a quota per
+//! queue, rx_bursts of a chunk, an optional deadline), each burst through
+//! the forwarding stage, each packet to its output port's TX buffer, a
+//! handoff ring or the drop counters; whole bursts straight to an empty TX
+//! queue; TX buffers flushed when full, on the drain timer and before any
+//! wait; residency recorded when the round ends.
+
+use super::{Handed, Worker};
+use crate::counters::{PortCounters, WorkerCounters};
+use pipeline::fwd::ForwardMode;
+use pipeline::{DropReason, Verdict};
+use pmd::hist::HistWriter;
+use pmd::sys::rdtsc;
+use pmd::{Batch, PacketBuf, RxQueue, TxQueue};
+
+/// A TX queue with its buffer of packets waiting for a whole burst.
+pub(super) struct Tx<B, T> {
+    pub(super) q: T,
+    pub(super) buf: Batch<B>,
+    /// When each buffered packet was received (TSC), parallel to `buf`:
+    /// kept here, in a hot array, rather than in the buffer (for an
+    /// `rte_mbuf` that would be a second cache line per packet).
+    pub(super) rx_at: Box<[u64; pmd::MAX_BURST]>,
+    pub(super) hist: HistWriter,
+    /// Packets sent as whole bursts this round (residency not recorded yet).
+    pub(super) direct: u64,
+}
+
+/// Sends what `tx` holds; counts what the ring did not take as `tx_full`.
+#[inline]
+pub(super) fn flush<B: PacketBuf, T: TxQueue<Buf = B>>(
+    tx: &mut Tx<B, T>,
+    now: u64,
+    pc: &PortCounters,
+) {
+    let buf = &mut tx.buf;
+    if buf.is_empty() {
+        return;
+    }
+    // Packets of one RX burst share a timestamp: record runs, not packets.
+    let stamps = &tx.rx_at[..buf.len()];
+    let mut cur = stamps[0];
+    let mut run = 0u64;
+    for &t in stamps {
+        if t != cur {
+            tx.hist.record_n(now.saturating_sub(cur), run);
+            cur = t;
+            run = 0;
+        }
+        run += 1;
+    }
+    tx.hist.record_n(now.saturating_sub(cur), run);
+    let sent = tx.q.tx_burst(buf);
+    let left = buf.len();
+    if left > 0 {
+        pc.tx_full.add(left as u64);
+        buf.clear();
+    }
+    pc.tx_pkts.add(sent as u64);
+}
+
+/// Hands a whole received burst to the empty TX buffer's queue; what the
+/// ring does not take is counted as `tx_full` and freed.
+#[inline]
+pub(super) fn send_burst<B: PacketBuf, T: TxQueue<Buf = B>>(
+    t: &mut Tx<B, T>,
+    burst: &mut Batch<B>,
+    pc: &PortCounters,
+) {
+    let n = burst.len();
+    let sent = t.q.tx_burst(burst);
+    // Residency is recorded when the round ends (`Worker::settle`).
+    t.direct += n as u64;
+    let left = burst.len();
+    if left > 0 {
+        pc.tx_full.add(left as u64);
+        burst.clear();
+    }
+    pc.tx_pkts.add(sent as u64);
+}
+
+/// Sends one processed packet where its verdict says: the output port's
+/// TX buffer, the owning worker's handoff ring (not again if it was handed
+/// here already), or the drop counters of its input port.
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+pub(super) fn dispatch<B: PacketBuf, T: TxQueue<Buf = B>>(
+    v: Verdict,
+    m: B,
+    in_port: u16,
+    rx_at: u64,
+    tx: &mut [Option<Tx<B, T>>],
+    c: &WorkerCounters,
+    out: &mut [Option<rtrb::Producer<Handed<B>>>],
+    handed: bool,
+) {
+    let pc = &c.ports[usize::from(in_port)];
+    match v {
+        Verdict::Forward(o) => match tx.get_mut(usize::from(o)) {
+            Some(Some(t)) => {
+                t.rx_at[t.buf.len()] = rx_at;
+                // Cannot fail: the buffer is flushed when full.
+                let _ = t.buf.push(m);
+                if t.buf.is_full() {
+                    flush(t, rdtsc(), &c.ports[usize::from(o)]);
+                }
+            }
+            _ => pc.unroutable.add(1),
+        },
+        Verdict::Drop(r) => pc.drops[r as usize].add(1),
+        Verdict::Handoff(w) => match out.get_mut(usize::from(w)) {
+            Some(Some(p)) if !handed => {
+                if p.push((m, in_port)).is_err() {
+                    pc.drops[DropReason::HandoffFull as usize].add(1);
+                } else {
+                    pc.handed_off.add(1);
+                }
+            }
+            _ => pc.drops[DropReason::HandoffFull as usize].add(1),
+        },
+    }
+}
+
+impl<B: PacketBuf, R: RxQueue<Buf = B>, T: TxQueue<Buf = B>, F: ForwardMode>
+    Worker<'_, B, R, T, F>
+{
+    /// Polls every RX queue once: up to `quota` packets per queue, in
+    /// rx_burst calls of at most `chunk`, stopping early at `deadline`
+    /// (TSC; `u64::MAX` for none). Returns the packets received and whether
+    /// some queue may still hold packets (quota or deadline hit on a full
+    /// chunk).
+    #[inline]
+    pub(super) fn poll_round(
+        &mut self,
+        quota: usize,
+        chunk: usize,
+        deadline: u64,
+        t0: u64,
+    ) -> (usize, bool) {
+        let Worker {
+            fwd,
+            rx,
+            tx,
+            rxb,
+            c,
+            handoff,
+            verdicts,
+            drain_cycles,
+            ..
+        } = self;
+        let mut got = 0usize;
+        let mut more = false;
+        rxb.set_burst(chunk);
+        for slot in rx.iter_mut() {
+            let in_port = slot.port;
+            let pc = &c.ports[usize::from(in_port)];
+            let mut taken = 0usize;
+            loop {
+                let n = slot.q.rx_burst(rxb);
+                if n == 0 {
+                    break;
+                }
+                // One clock read per round (rdtsc costs ~23 cycles here):
+                // the round's start is every burst's RX time.
+                let rx_at = t0;
+                taken += n;
+                fwd.prefetch(rxb.as_slice(), pmd::sys::prefetch);
+                // Process the burst in place; when every packet leaves on
+                // one port whose TX buffer is empty, and the burst is full
+                // (or TX is not buffered), the whole burst goes to that TX
+                // queue as it is — testpmd's array hand-off, no per-packet
+                // move.
+                // The same verdict for every packet: without looking at
+                // them (io), or from the mode's burst loop.
+                let same = match fwd.burst_verdict(in_port) {
+                    Some(v) => Some(v),
+                    None => fwd.process_burst(rxb.as_mut_slice(), in_port, &mut verdicts[..]),
+                };
+                let first = match same {
+                    Some(Verdict::Forward(o)) => Some(o),
+                    _ => None,
+                };
+                let direct = match first {
+                    Some(o) if n == chunk || *drain_cycles == 0 => {
+                        match tx.get_mut(usize::from(o)) {
+                            Some(Some(t)) if t.buf.is_empty() => Some((o, t)),
+                            _ => None,
+                        }
+                    }
+                    _ => None,
+                };
+                if let Some((o, t)) = direct {
+                    send_burst(t, rxb, &c.ports[usize::from(o)]);
+                } else {
+                    if let Some(v) = same {
+                        verdicts[..n].fill(v);
+                    }
+                    for (m, v) in rxb.drain().zip(verdicts.iter()) {
+                        dispatch(*v, m, in_port, rx_at, tx, c, &mut handoff.out, false);
+                    }
+                }
+                pc.rx_pkts.add(n as u64);
+                if n < chunk {
+                    break; // drained
+                }
+                if taken >= quota || (deadline != u64::MAX && rdtsc() >= deadline) {
+                    more = true;
+                    break;
+                }
+            }
+            got += taken;
+        }
+        // Packets other workers handed over (received and counted there).
+        for ring in handoff.inp.iter_mut() {
+            let n = ring.slots().min(chunk);
+            if n == 0 {
+                continue;
+            }
+            let rx_at = t0;
+            if let Ok(items) = ring.read_chunk(n) {
+                for (mut m, in_port) in items {
+                    let v = fwd.process(&mut m, in_port);
+                    dispatch(v, m, in_port, rx_at, tx, c, &mut [], true);
+                }
+            }
+            got += n;
+        }
+        (got, more)
+    }
+
+    pub(super) fn flush_all(&mut self, now: u64) {
+        for (p, t) in self.tx.iter_mut().enumerate() {
+            if let Some(t) = t {
+                flush(t, now, &self.c.ports[p]);
+            }
+        }
+        self.last_drain = now;
+    }
+
+    #[inline]
+    pub(super) fn maybe_drain(&mut self, now: u64) {
+        if now.wrapping_sub(self.last_drain) >= self.drain_cycles {
+            self.flush_all(now);
+        }
+    }
+
+    /// Records the residency of the bursts sent whole this round (received
+    /// from `t0` on, sent by `t1`: an upper bound).
+    #[inline]
+    pub(super) fn settle(&mut self, t0: u64, t1: u64) {
+        for t in self.tx.iter_mut().flatten() {
+            if t.direct > 0 {
+                t.hist.record_n(t1.saturating_sub(t0), t.direct);
+                t.direct = 0;
+            }
+        }
+    }
+}
