@@ -74,18 +74,22 @@ pub struct WorkerCounters {
     pub core: CoreCounters,
     /// Per port, index = port id.
     pub ports: Box<[PortCounters]>,
-    /// The forwarding stage's slow-path events (`pipeline::router::Event`),
-    /// copied from the stage every publish.
-    pub events: [Counter; pipeline::router::Event::COUNT],
+    /// The forwarding stage's slow-path events, copied from the stage every
+    /// publish; [`WorkerCounters::event_names`] names them.
+    pub events: Box<[Counter]>,
+    /// The names of `events` (the stage's `ForwardMode::EVENTS`).
+    pub event_names: &'static [&'static str],
 }
 
 impl WorkerCounters {
-    /// Counters for a worker in an appliance with `nports` ports.
-    pub fn new(nports: usize) -> Self {
+    /// Counters for a worker in an appliance with `nports` ports whose
+    /// forwarding stage counts the events `event_names` names.
+    pub fn new(nports: usize, event_names: &'static [&'static str]) -> Self {
         WorkerCounters {
             core: CoreCounters::default(),
             ports: (0..nports).map(|_| PortCounters::default()).collect(),
-            events: Default::default(),
+            events: event_names.iter().map(|_| Counter::default()).collect(),
+            event_names,
         }
     }
 }

@@ -14,6 +14,7 @@ use crate::worker::{self, Handed, Handoff, RxSlot, TxSlot, WorkerSetup};
 use anyhow::{anyhow, Context, Result};
 use pipeline::fwd::{FiveTupleSwap, ForwardMode, Io, Mac, MacSwap, Peers};
 use pipeline::gateway::{Gateway, RuleHits};
+use pipeline::router::Router;
 use pmd::hist::hist_pair;
 use pmd::softnic::Generator;
 use pmd::sys::Tsc;
@@ -124,7 +125,12 @@ where
     .into_iter();
     let mut all_counters = Vec::new();
     for w in &cfg.workers {
-        let counters = Arc::new(WorkerCounters::new(nports));
+        let events = match w.mode {
+            FwdMode::L3fwd if cfg.gateway.enabled => Gateway::EVENTS,
+            FwdMode::L3fwd => Router::EVENTS,
+            _ => &[],
+        };
+        let counters = Arc::new(WorkerCounters::new(nports, events));
         all_counters.push(counters.clone());
         let handoff = if w.mode == FwdMode::L3fwd {
             meshes.next().unwrap_or_default()

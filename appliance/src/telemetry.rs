@@ -91,7 +91,7 @@ struct CoreSnap {
     fallback: u64,
     auto_busy: u64,
     burst: u64,
-    events: [u64; pipeline::router::Event::COUNT],
+    events: Vec<u64>,
 }
 
 /// Latency percentiles in nanoseconds.
@@ -190,7 +190,8 @@ pub struct CoreReport {
     pub late_ticks: u64,
     /// `timer`: per-queue quota at the end of the interval.
     pub timer_burst: u64,
-    /// Router slow-path events in the interval (non-zero ones).
+    /// The forwarding stage's slow-path events in the interval (non-zero
+    /// ones), by the names the stages give them.
     pub events: BTreeMap<&'static str, u64>,
     /// Share of loop cycles in iterations that received packets.
     pub busy: f64,
@@ -362,7 +363,7 @@ impl Telemetry {
                 fallback: k.fallback.get(),
                 auto_busy: k.auto_busy.get(),
                 burst: k.burst.get(),
-                events: std::array::from_fn(|i| c.events[i].get()),
+                events: c.events.iter().map(|e| e.get()).collect(),
             });
         }
         Snapshot {
@@ -394,7 +395,8 @@ impl Telemetry {
             let consumed = y.drops[DropReason::Consumed as usize]
                 .saturating_sub(x.drops[DropReason::Consumed as usize]);
             for r in DropReason::ALL
-                .into_iter()
+                .iter()
+                .copied()
                 .filter(|&r| r != DropReason::Consumed)
             {
                 stage.insert(
@@ -453,7 +455,7 @@ impl Telemetry {
                     "interrupt"
                 }
             } else {
-                crate::poll::State::name(y.state)
+                crate::poll::State::name_of(y.state)
             };
             let per_s = |f: fn(&CoreSnap) -> u64| f(y).saturating_sub(f(x)) as f64 / dt;
             cores.push(CoreReport {
@@ -469,13 +471,14 @@ impl Telemetry {
                 ticks_per_s: per_s(|c| c.ticks),
                 late_ticks: y.late_ticks.saturating_sub(x.late_ticks),
                 timer_burst: y.burst,
-                events: pipeline::router::Event::ALL
+                events: w
+                    .counters
+                    .event_names
                     .iter()
-                    .map(|e| {
-                        (
-                            e.name(),
-                            y.events[*e as usize].saturating_sub(x.events[*e as usize]),
-                        )
+                    .enumerate()
+                    .map(|(k, name)| {
+                        let at = |c: &CoreSnap| c.events.get(k).copied().unwrap_or(0);
+                        (*name, at(y).saturating_sub(at(x)))
                     })
                     .filter(|(_, v)| *v > 0)
                     .collect(),

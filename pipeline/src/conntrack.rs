@@ -117,19 +117,23 @@ pub enum Conn {
     Invalid,
 }
 
-/// Counters of one table.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Counters {
-    /// Flows created.
-    pub created: u64,
-    /// Flows removed after their timeout.
-    pub expired: u64,
-    /// Unreplied flows dropped to make room.
-    pub evicted: u64,
-    /// New flows refused because the table was full.
-    pub table_full: u64,
-    /// Packets classified invalid.
-    pub invalid: u64,
+crate::counter_enum! {
+    /// What a conntrack table counts (conntrack's own names, as
+    /// `conntrack -S` shows them).
+    pub enum Event {
+        /// Flows created.
+        Created = "ct_created",
+        /// Flows removed after their timeout.
+        Expired = "ct_expired",
+        /// Unreplied flows dropped to make room.
+        Evicted = "ct_evicted",
+        /// New flows refused because the table was full.
+        TableFull = "ct_table_full",
+        /// Packets classified invalid.
+        Invalid = "ct_invalid",
+        /// ICMP errors matched to a tracked flow (`related`).
+        Related = "ct_related",
+    }
 }
 
 /// One direction of a flow as it appears on the wire: addresses, ports
@@ -390,7 +394,7 @@ pub struct ConnTrack {
     timeouts: Timeouts,
     cursor: usize,
     now_ns: u64,
-    counters: Counters,
+    events: [u64; Event::COUNT],
 }
 
 impl ConnTrack {
@@ -405,7 +409,7 @@ impl ConnTrack {
             timeouts,
             cursor: 0,
             now_ns: 0,
-            counters: Counters::default(),
+            events: [0; Event::COUNT],
         }
     }
 
@@ -467,14 +471,20 @@ impl ConnTrack {
         self.capacity
     }
 
-    /// The counters.
-    pub fn counters(&self) -> Counters {
-        self.counters
+    /// The counters, indexed by [`Event`].
+    pub fn events(&self) -> &[u64; Event::COUNT] {
+        &self.events
     }
 
-    /// Counts a packet found invalid by the caller.
-    pub fn count_invalid(&mut self) {
-        self.counters.invalid += 1;
+    /// One counter.
+    pub fn event(&self, e: Event) -> u64 {
+        self.events[e as usize]
+    }
+
+    /// Counts an event the caller found (an invalid packet, a related
+    /// ICMP error).
+    pub fn count(&mut self, e: Event) {
+        self.events[e as usize] += 1;
     }
 
     /// The current time (ns) as last given to [`ConnTrack::tick`].
@@ -508,7 +518,7 @@ impl ConnTrack {
             let e = self.slots[self.cursor];
             if e.live && self.expired(&e) {
                 self.remove(self.cursor as u32);
-                self.counters.expired += 1;
+                self.events[Event::Expired as usize] += 1;
             }
         }
     }
@@ -541,9 +551,9 @@ impl ConnTrack {
             if e.live && (expired || early) {
                 self.remove(self.cursor as u32);
                 if expired {
-                    self.counters.expired += 1;
+                    self.events[Event::Expired as usize] += 1;
                 } else {
-                    self.counters.evicted += 1;
+                    self.events[Event::Evicted as usize] += 1;
                 }
                 return self.free.pop();
             }
@@ -559,7 +569,7 @@ impl ConnTrack {
         let (i, reply) = (v >> 1, v & 1 == 1);
         if self.expired(&self.slots[i as usize]) {
             self.remove(i);
-            self.counters.expired += 1;
+            self.events[Event::Expired as usize] += 1;
             return None;
         }
         Some((i, reply))
@@ -599,7 +609,7 @@ impl ConnTrack {
             match tcp_next(e.state, reply, flags) {
                 Some(s) => s,
                 None => {
-                    self.counters.invalid += 1;
+                    self.events[Event::Invalid as usize] += 1;
                     return Conn::Invalid;
                 }
             }
@@ -617,7 +627,7 @@ impl ConnTrack {
     /// `flags`) and whose replies will carry `reply`.
     pub fn open(&mut self, orig: Tuple, reply: Tuple, flags: u16) -> Result<u32, Refused> {
         if !opens_flow(orig.proto, flags) {
-            self.counters.invalid += 1;
+            self.events[Event::Invalid as usize] += 1;
             return Err(Refused::NotSyn);
         }
         let state = if orig.proto == TCP {
@@ -626,18 +636,18 @@ impl ConnTrack {
             State::Unreplied
         };
         if self.contains(&orig) || self.contains(&reply) || orig == reply {
-            self.counters.invalid += 1;
+            self.events[Event::Invalid as usize] += 1;
             return Err(Refused::Exists);
         }
         let (ho, hr) = (hash(&orig), hash(&reply));
         let Some(i) = self.slot() else {
-            self.counters.table_full += 1;
+            self.events[Event::TableFull as usize] += 1;
             return Err(Refused::Full);
         };
         if !self.map.room(ho) || !self.map.room(hr) {
             // Both buckets full (rare below half load): refuse.
             self.free.push(i);
-            self.counters.table_full += 1;
+            self.events[Event::TableFull as usize] += 1;
             return Err(Refused::Full);
         }
         self.slots[i as usize] = Flow {
@@ -653,7 +663,7 @@ impl ConnTrack {
         let ok = self.map.insert(ho, i << 1);
         let ok2 = self.map.insert(hr, i << 1 | 1);
         debug_assert!(ok && ok2);
-        self.counters.created += 1;
+        self.events[Event::Created as usize] += 1;
         Ok(i)
     }
 
@@ -777,7 +787,7 @@ mod tests {
             t.state(0, &k(C, 40000, SV, 80, 6, 0)),
             Some(State::TimeWait)
         );
-        assert_eq!(t.counters().created, 1);
+        assert_eq!(t.event(Event::Created), 1);
         assert_eq!(t.len(), 1, "one entry for both directions");
     }
 
@@ -804,7 +814,7 @@ mod tests {
         t.track(0, &k(SV, 80, C, 4, 6, SYN | ACK));
         t.track(0, &k(C, 4, SV, 80, 6, ACK));
         assert_eq!(t.track(0, &k(C, 4, SV, 80, 6, SYN)), Conn::Invalid);
-        assert_eq!(t.counters().invalid, 4);
+        assert_eq!(t.event(Event::Invalid), 4);
     }
 
     /// Retransmissions around the handshake pass, as in Linux: the
@@ -821,7 +831,7 @@ mod tests {
         t.track(0, &k(C, 9, SV, 80, 6, ACK));
         assert_ne!(t.track(0, &k(SV, 80, C, 9, 6, SYN | ACK)), Conn::Invalid);
         assert_eq!(t.state(0, &k(C, 9, SV, 80, 6, 0)), Some(State::Established));
-        assert_eq!(t.counters().invalid, 0);
+        assert_eq!(t.event(Event::Invalid), 0);
     }
 
     #[test]
@@ -867,7 +877,7 @@ mod tests {
         t.tick(31 * S + 3);
         t.tick(31 * S + 4);
         assert_eq!(t.state(0, &k(C, 2, SV, 53, 17, 0)), None);
-        assert_eq!(t.counters().expired, 2);
+        assert_eq!(t.event(Event::Expired), 2);
     }
 
     #[test]
@@ -887,7 +897,7 @@ mod tests {
             "evicts an unreplied flow"
         );
         assert_eq!(t.track(0, &k(C, 6, SV, 53, 17, 0)), Conn::New);
-        assert_eq!(t.counters().evicted, 2);
+        assert_eq!(t.event(Event::Evicted), 2);
         // Now: two established + two unreplied (5, 6). Make them replied.
         t.track(0, &k(SV, 53, C, 5, 17, 0));
         t.track(0, &k(SV, 53, C, 6, 17, 0));
@@ -896,7 +906,7 @@ mod tests {
             Conn::Invalid,
             "nothing evictable"
         );
-        assert_eq!(t.counters().table_full, 1);
+        assert_eq!(t.event(Event::TableFull), 1);
         for p in [1, 2] {
             assert_eq!(t.state(0, &k(C, p, SV, 80, 6, 0)), Some(State::Established));
         }

@@ -109,6 +109,14 @@ fn and_ports(a: (u16, u16), b: (u16, u16)) -> Option<(u16, u16)> {
     (r.0 <= r.1).then_some(r)
 }
 
+crate::counter_enum! {
+    /// What the firewall counts besides its per-rule hits.
+    pub enum Event {
+        /// Rejects answered (TCP RST or ICMP).
+        Reject = "fw_reject",
+    }
+}
+
 /// How a rejected packet is answered.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum RejectWith {

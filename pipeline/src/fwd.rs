@@ -83,8 +83,13 @@ pub trait ForwardMode: Clone + Send + 'static {
     #[inline]
     fn tick(&mut self, _now_ns: u64) {}
 
-    /// Event counters (slow-path work done), indexed by
-    /// [`crate::router::Event`]; empty for modes without any.
+    /// The names of the mode's event counters (slow-path work done), in
+    /// the order of [`ForwardMode::events`]; each stage names its own
+    /// ([`crate::events`]).
+    const EVENTS: &'static [&'static str] = &[];
+
+    /// The event counters, as many as [`ForwardMode::EVENTS`] names; empty
+    /// for modes without any.
     fn events(&self) -> &[u64] {
         &[]
     }

@@ -36,11 +36,12 @@
 
 use crate::acl::{v4, Key};
 use crate::checksum;
-use crate::conntrack::{opens_flow, ConnTrack, Refused, Timeouts, Tuple, ACK, FIN, RST, SYN};
-use crate::firewall::{meta, meta_ct, state, status, Action, RejectWith, RuleSet};
+use crate::conntrack::{self, opens_flow, ConnTrack, Refused, Timeouts, Tuple, ACK, FIN, RST, SYN};
+use crate::events;
+use crate::firewall::{self, meta, meta_ct, state, status, Action, RejectWith, RuleSet};
 use crate::fwd::{ForwardMode, Frame};
 use crate::nat::{self, addr4, has_ports, NatConfig, PortRange, SnatTo};
-use crate::router::{Event, Router};
+use crate::router::{self, Router};
 use crate::verdict::{DropReason, Verdict};
 use crate::wire::{EtherType, IpProto, Ipv4Packet, Ipv6Packet, ETHERNET_HEADER_LEN as ETH};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -67,6 +68,17 @@ pub struct GatewayConfig {
 /// Per-rule hit counters of one worker, published on each tick.
 pub type RuleHits = Arc<[AtomicU64]>;
 
+/// The gateway's counters: the router's, the firewall's, conntrack's and
+/// NAT's, one after another, each under its stage's names.
+pub const EVENTS: [&str;
+    router::Event::COUNT + firewall::Event::COUNT + conntrack::Event::COUNT + nat::Event::COUNT] =
+    events::concat(&[
+        router::Event::NAMES,
+        firewall::Event::NAMES,
+        conntrack::Event::NAMES,
+        nat::Event::NAMES,
+    ]);
+
 /// The gateway stage of one worker.
 pub struct Gateway {
     router: Router,
@@ -77,7 +89,13 @@ pub struct Gateway {
     next_port: u32,
     hits: Vec<u64>,
     hits_out: Option<RuleHits>,
-    events: [u64; Event::COUNT],
+    /// The firewall's and NAT's counters (the router and conntrack keep
+    /// their own).
+    fw_events: [u64; firewall::Event::COUNT],
+    nat_events: [u64; nat::Event::COUNT],
+    /// Every stage's counters side by side, as [`EVENTS`] names them
+    /// (refreshed on each tick).
+    events: [u64; EVENTS.len()],
     /// The smallest interface MTU (packets below it skip the MTU check).
     min_mtu: u16,
     /// This worker's index among `workers` (for return-traffic steering).
@@ -97,7 +115,9 @@ impl Clone for Gateway {
             next_port: self.next_port,
             hits: vec![0; self.hits.len()],
             hits_out: None,
-            events: [0; Event::COUNT],
+            fw_events: [0; firewall::Event::COUNT],
+            nat_events: [0; nat::Event::COUNT],
+            events: [0; EVENTS.len()],
             min_mtu: self.min_mtu,
             worker: self.worker,
             workers: self.workers,
@@ -185,7 +205,9 @@ impl Gateway {
             next_port: 0,
             hits: vec![0; cfg.rules.rules().len()],
             hits_out: None,
-            events: [0; Event::COUNT],
+            fw_events: [0; firewall::Event::COUNT],
+            nat_events: [0; nat::Event::COUNT],
+            events: [0; EVENTS.len()],
         }
     }
 
@@ -279,7 +301,7 @@ impl Gateway {
             _ => Verdict::Drop(DropReason::Filtered),
         };
         if matches!(v, Verdict::Forward(_)) {
-            self.router.count_event(Event::FwReject);
+            self.fw_events[firewall::Event::Reject as usize] += 1;
         }
         v
     }
@@ -363,7 +385,7 @@ impl Gateway {
         let (src, proto) = (addr4(t.src), t.proto);
         let tcp = proto == IpProto::TCP;
         if !opens_flow(proto, flags) {
-            self.ct.count_invalid();
+            self.ct.count(conntrack::Event::Invalid);
             if self.router.is_local4(addr4(t.dst)) {
                 return self.router.process(pkt, in_port);
             }
@@ -436,7 +458,7 @@ impl Gateway {
         if let Some(a) = snat_addr {
             reply.dst = v4(a);
             if has_ports(proto) && !self.pick_port(&mut reply) {
-                self.router.count_event(Event::NatExhausted);
+                self.nat_events[nat::Event::Exhausted as usize] += 1;
                 return Verdict::Drop(DropReason::NatExhausted);
             }
         }
@@ -445,7 +467,7 @@ impl Gateway {
                 let f = self.ct.flow(i);
                 if f.nat() {
                     let to = f.translated(false);
-                    self.router.count_event(Event::NatMapped);
+                    self.nat_events[nat::Event::Mapped as usize] += 1;
                     let ip = Ipv4Packet::new_unchecked(&pkt.bytes()[ETH..]);
                     if !self.too_big4(ip.total_len(), ip.flags_frag(), to) {
                         nat::rewrite4(&mut pkt.bytes_mut()[ETH..], &to);
@@ -568,10 +590,10 @@ impl Gateway {
             if self.router.is_local4(outer_dst) {
                 return self.router.process(pkt, in_port);
             }
-            self.ct.count_invalid();
+            self.ct.count(conntrack::Event::Invalid);
             return self.invalid(pkt, in_port, &outer, tc, self.router.route4(outer_dst));
         };
-        self.router.count_event(Event::CtRelated);
+        self.ct.count(conntrack::Event::Related);
         let f = *self.ct.flow(i);
         let to_inner = if reply { f.orig } else { f.reply };
         let new_dst = if f.nat() {
@@ -645,10 +667,10 @@ impl Gateway {
                     }
                 });
                 let st = if inner.is_some_and(|t| self.ct.find(&t.reverse()).is_some()) {
-                    self.router.count_event(Event::CtRelated);
+                    self.ct.count(conntrack::Event::Related);
                     state::RELATED
                 } else {
-                    self.ct.count_invalid();
+                    self.ct.count(conntrack::Event::Invalid);
                     state::INVALID
                 };
                 let k = Key {
@@ -684,7 +706,7 @@ impl Gateway {
         }
         let tcp = proto == IpProto::TCP;
         if !opens_flow(proto, flags) {
-            self.ct.count_invalid();
+            self.ct.count(conntrack::Event::Invalid);
             return self.invalid(pkt, in_port, &t, flags, out);
         }
         let Some(out) = out else {
@@ -802,13 +824,15 @@ impl Gateway {
     }
 
     fn refresh_events(&mut self) {
-        self.events.copy_from_slice(self.router.events());
-        let c = self.ct.counters();
-        self.events[Event::CtCreated as usize] = c.created;
-        self.events[Event::CtExpired as usize] = c.expired;
-        self.events[Event::CtEvicted as usize] = c.evicted;
-        self.events[Event::CtTableFull as usize] = c.table_full;
-        self.events[Event::CtInvalid as usize] = c.invalid;
+        let parts: [&[u64]; 4] = [
+            self.router.events(),
+            &self.fw_events,
+            self.ct.events(),
+            &self.nat_events,
+        ];
+        for (d, v) in self.events.iter_mut().zip(parts.into_iter().flatten()) {
+            *d = *v;
+        }
         if let Some(out) = &self.hits_out {
             for (o, h) in out.iter().zip(&self.hits) {
                 o.store(*h, Ordering::Relaxed);
@@ -863,6 +887,8 @@ impl ForwardMode for Gateway {
         self.ct.tick(now_ns);
         self.refresh_events();
     }
+
+    const EVENTS: &'static [&'static str] = &EVENTS;
 
     fn events(&self) -> &[u64] {
         &self.events

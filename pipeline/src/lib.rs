@@ -12,6 +12,7 @@
 pub mod acl;
 pub mod checksum;
 pub mod conntrack;
+pub mod events;
 pub mod firewall;
 pub mod fwd;
 pub mod gateway;

@@ -236,6 +236,16 @@ impl NatConfig {
     }
 }
 
+crate::counter_enum! {
+    /// What NAT counts.
+    pub enum Event {
+        /// NAT mappings created.
+        Mapped = "nat_mapped",
+        /// New flows refused because the NAT port range was exhausted.
+        Exhausted = "nat_exhausted",
+    }
+}
+
 /// Protocols whose tuples carry ports (or an ICMP query identifier).
 pub fn has_ports(proto: u8) -> bool {
     matches!(proto, IpProto::TCP | IpProto::UDP | IpProto::ICMP)

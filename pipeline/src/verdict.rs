@@ -1,102 +1,54 @@
 //! Per-packet outcomes and the reasons a packet is dropped.
 
-/// Why a packet was dropped. Every drop in the data plane is counted by one
-/// of these reasons, per stage and per core.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-#[repr(u8)]
-pub enum DropReason {
-    /// The frame is shorter than the headers the stage needs to read.
-    Truncated = 0,
-    /// A header field is invalid (bad version, bad header length, bad length).
-    Malformed = 1,
-    /// The IPv4 header checksum does not verify.
-    BadChecksum = 2,
-    /// Neither IPv4, IPv6 nor ARP.
-    NotIp = 3,
-    /// An IP frame not addressed to the receiving port's MAC.
-    NotForUs = 4,
-    /// A destination a router never forwards to (0/8, 127/8, multicast,
-    /// broadcast), or IPv6 multicast (not supported yet).
-    NotRoutable = 5,
-    /// TTL or hop limit expired (and no ICMP error could be sent).
-    TtlExceeded = 6,
-    /// No route (and no ICMP error could be sent).
-    NoRoute = 7,
-    /// The next hop's MAC is unknown (dropped while resolving).
-    NoNeighbor = 8,
-    /// Larger than the output MTU (fragmentation is not implemented).
-    MtuExceeded = 9,
-    /// For the router itself, which has no local stack to give it to
-    /// (local traffic other than echo requests).
-    ToRouter = 10,
-    /// Dropped or rejected by a firewall rule or the default policy.
-    Filtered = 11,
-    /// An IP fragment (the gateway does not reassemble, so cannot track
-    /// or translate fragments).
-    Fragment = 12,
-    /// A new flow the full conntrack table refused.
-    CtFull = 13,
-    /// A new flow needing a NAT port when none was free.
-    NatExhausted = 14,
-    /// A new flow whose tuple collides with a tracked one.
-    CtClash = 15,
-    /// Bound for the core that owns its NAT mapping, but that core's
-    /// handoff ring was full (or it had stopped).
-    HandoffFull = 16,
-    /// Not a loss: used up by the router's own slow path (ARP replies and
-    /// requests, Neighbor Solicitations and Advertisements it learned
-    /// from or that were for another host). Reports keep it apart from
-    /// the drops, as a term of its own in the balance.
-    Consumed = 17,
-}
-
-impl DropReason {
-    /// Number of reasons (array size for per-reason counters).
-    pub const COUNT: usize = 18;
-    /// Every reason, in counter order.
-    pub const ALL: [DropReason; Self::COUNT] = [
-        DropReason::Truncated,
-        DropReason::Malformed,
-        DropReason::BadChecksum,
-        DropReason::NotIp,
-        DropReason::NotForUs,
-        DropReason::NotRoutable,
-        DropReason::TtlExceeded,
-        DropReason::NoRoute,
-        DropReason::NoNeighbor,
-        DropReason::MtuExceeded,
-        DropReason::ToRouter,
-        DropReason::Filtered,
-        DropReason::Fragment,
-        DropReason::CtFull,
-        DropReason::NatExhausted,
-        DropReason::CtClash,
-        DropReason::HandoffFull,
-        DropReason::Consumed,
-    ];
-
-    /// Short name used in stats output and JSON.
-    pub fn name(self) -> &'static str {
-        match self {
-            DropReason::Truncated => "truncated",
-            DropReason::Malformed => "malformed",
-            DropReason::BadChecksum => "bad_checksum",
-            DropReason::NotIp => "not_ip",
-            DropReason::NotForUs => "not_for_us",
-            DropReason::NotRoutable => "not_routable",
-            DropReason::TtlExceeded => "ttl_exceeded",
-            DropReason::NoRoute => "no_route",
-            DropReason::NoNeighbor => "no_neighbor",
-            DropReason::MtuExceeded => "mtu_exceeded",
-            DropReason::ToRouter => "to_router",
-            DropReason::Filtered => "filtered",
-            DropReason::Fragment => "fragment",
-            DropReason::CtFull => "ct_full",
-            DropReason::NatExhausted => "nat_exhausted",
-            DropReason::CtClash => "ct_clash",
-            DropReason::HandoffFull => "handoff_full",
-            DropReason::Consumed => "consumed",
-        }
+crate::counter_enum! {
+    /// Why a packet was dropped. Every drop in the data plane is counted by
+    /// one of these reasons, per port and per core. A new reason is one
+    /// line here (its name is what reports and metrics show).
+    #[derive(PartialOrd, Ord)]
+    pub enum DropReason {
+        /// The frame is shorter than the headers the stage needs to read.
+        Truncated = "truncated",
+        /// A header field is invalid (bad version, bad header length, bad length).
+        Malformed = "malformed",
+        /// The IPv4 header checksum does not verify.
+        BadChecksum = "bad_checksum",
+        /// Neither IPv4, IPv6 nor ARP.
+        NotIp = "not_ip",
+        /// An IP frame not addressed to the receiving port's MAC.
+        NotForUs = "not_for_us",
+        /// A destination a router never forwards to (0/8, 127/8, multicast,
+        /// broadcast), or IPv6 multicast (not supported yet).
+        NotRoutable = "not_routable",
+        /// TTL or hop limit expired (and no ICMP error could be sent).
+        TtlExceeded = "ttl_exceeded",
+        /// No route (and no ICMP error could be sent).
+        NoRoute = "no_route",
+        /// The next hop's MAC is unknown (dropped while resolving).
+        NoNeighbor = "no_neighbor",
+        /// Larger than the output MTU (fragmentation is not implemented).
+        MtuExceeded = "mtu_exceeded",
+        /// For the router itself, which has no local stack to give it to
+        /// (local traffic other than echo requests).
+        ToRouter = "to_router",
+        /// Dropped or rejected by a firewall rule or the default policy.
+        Filtered = "filtered",
+        /// An IP fragment (the gateway does not reassemble, so cannot track
+        /// or translate fragments).
+        Fragment = "fragment",
+        /// A new flow the full conntrack table refused.
+        CtFull = "ct_full",
+        /// A new flow needing a NAT port when none was free.
+        NatExhausted = "nat_exhausted",
+        /// A new flow whose tuple collides with a tracked one.
+        CtClash = "ct_clash",
+        /// Bound for the core that owns its NAT mapping, but that core's
+        /// handoff ring was full (or it had stopped).
+        HandoffFull = "handoff_full",
+        /// Not a loss: used up by the router's own slow path (ARP replies and
+        /// requests, Neighbor Solicitations and Advertisements it learned
+        /// from or that were for another host). Reports keep it apart from
+        /// the drops, as a term of its own in the balance.
+        Consumed = "consumed",
     }
 }
 

@@ -57,33 +57,29 @@ impl Policy {
     }
 }
 
-/// What a worker is doing right now (published for the reports).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[repr(u8)]
-pub enum State {
-    /// Polling without pause.
-    Spin = 0,
-    /// Polling with PAUSE between polls.
-    Pause = 1,
-    /// Sleeping between polls.
-    Sleep = 2,
-    /// Interrupts armed, blocked or about to block.
-    Intr = 3,
-    /// Waiting for the next timer tick.
-    Tick = 4,
+pipeline::counter_enum! {
+    /// What a worker is doing right now (published for the reports).
+    pub enum State {
+        /// Polling without pause.
+        Spin = "spin",
+        /// Polling with PAUSE between polls.
+        Pause = "pause",
+        /// Sleeping between polls.
+        Sleep = "sleep",
+        /// Interrupts armed, blocked or about to block.
+        Intr = "intr",
+        /// Waiting for the next timer tick.
+        Tick = "tick",
+    }
 }
 
 impl State {
-    /// Name for reports.
-    pub fn name(v: u64) -> &'static str {
-        match v {
-            0 => "spin",
-            1 => "pause",
-            2 => "sleep",
-            3 => "intr",
-            4 => "tick",
-            _ => "?",
-        }
+    /// The name of a state published as a number (`?` for none).
+    pub fn name_of(v: u64) -> &'static str {
+        usize::try_from(v)
+            .ok()
+            .and_then(|i| Self::NAMES.get(i))
+            .unwrap_or(&"?")
     }
 }
 

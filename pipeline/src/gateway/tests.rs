@@ -13,6 +13,12 @@ use crate::wire::MacAddr;
 use proptest::prelude::*;
 use std::net::Ipv4Addr;
 
+/// A counter of the gateway by its name in reports.
+fn event(g: &Gateway, name: &str) -> u64 {
+    let i = EVENTS.iter().position(|n| *n == name).unwrap();
+    g.events()[i]
+}
+
 const R0: MacAddr = MacAddr([2, 0x51, 0, 0, 0, 0]);
 const R1: MacAddr = MacAddr([2, 0x51, 0, 0, 0, 1]);
 const HOST: MacAddr = MacAddr([2, 0xaa, 0, 0, 0, 1]);
@@ -270,10 +276,10 @@ fn snat_tcp_out_and_back() {
     let t = tuple4(a(CLIENT), a(SERVER), 40000, 80, 6);
     let (i, _) = g.ct.find(&t).unwrap();
     assert_eq!(g.ct.flow(i).state, crate::conntrack::State::Established);
-    assert_eq!(g.events()[Event::NatMapped as usize], 0, "not ticked yet");
+    assert_eq!(event(&g, "nat_mapped"), 0, "not ticked yet");
     g.tick(2 * S);
-    assert_eq!(g.events()[Event::NatMapped as usize], 1);
-    assert_eq!(g.events()[Event::CtCreated as usize], 1);
+    assert_eq!(event(&g, "nat_mapped"), 1);
+    assert_eq!(event(&g, "ct_created"), 1);
 }
 
 #[test]
@@ -363,7 +369,7 @@ fn icmp_errors_are_related_and_their_quotes_translated() {
         );
     }
     g.tick(2 * S);
-    assert_eq!(g.events()[Event::CtRelated as usize], 2);
+    assert_eq!(event(&g, "ct_related"), 2);
 }
 
 #[test]
@@ -398,7 +404,7 @@ fn exhaustion_refuses_new_flows_and_keeps_old_ones() {
         assert_eq!(addrs(&r).3, 1000 + p as u16);
     }
     g.tick(2 * S);
-    assert_eq!(g.events()[Event::NatExhausted as usize], 1);
+    assert_eq!(event(&g, "nat_exhausted"), 1);
 }
 
 #[test]
@@ -417,7 +423,7 @@ fn mappings_time_out_with_their_flows() {
     assert_eq!(g.process(&mut late, 1), Verdict::Drop(DropReason::ToRouter));
     assert!(g.ct.is_empty());
     g.tick(202 * S);
-    assert_eq!(g.events()[Event::CtExpired as usize], 1);
+    assert_eq!(event(&g, "ct_expired"), 1);
 }
 
 #[test]
@@ -480,7 +486,7 @@ fn firewall_drop_reject_and_established_bypass() {
     assert_eq!(g.process(&mut f, 0), Verdict::Drop(DropReason::Filtered));
     assert_eq!(g.hits()[..4], [1, 1, 1, 1]);
     g.tick(2 * S);
-    assert_eq!(g.events()[Event::FwReject as usize], 2);
+    assert_eq!(event(&g, "fw_reject"), 2);
 }
 
 #[test]
@@ -771,4 +777,13 @@ fn icmp_type_rules_match_type_and_code() {
     fill_l4(&mut f);
     assert_eq!(g.process(&mut f, 1), Verdict::Drop(DropReason::Filtered));
     assert_eq!(g.hits(), &[1]);
+}
+
+#[test]
+fn every_stage_counter_has_its_own_name() {
+    let mut names = EVENTS.to_vec();
+    names.sort_unstable();
+    names.dedup();
+    assert_eq!(names.len(), EVENTS.len(), "{EVENTS:?}");
+    assert_eq!(&EVENTS[..router::Event::COUNT], router::Event::NAMES);
 }

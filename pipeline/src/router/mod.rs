@@ -44,104 +44,31 @@ use rustc_hash::FxHashMap as HashMap;
 use std::net::{Ipv4Addr, Ipv6Addr};
 use std::sync::Arc;
 
-/// Slow-path work the router (and the gateway's firewall, conntrack and
-/// NAT) did, counted per core.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[repr(u8)]
-pub enum Event {
-    /// ICMP (v4 or v6) echo replies sent.
-    EchoReply = 0,
-    /// ICMP Time Exceeded sent.
-    TimeExceeded = 1,
-    /// ICMP Destination Unreachable (no route) sent.
-    Unreachable = 2,
-    /// ICMP Fragmentation Needed sent.
-    FragNeeded = 3,
-    /// ICMP errors not sent because of the rate limit.
-    IcmpRateLimited = 4,
-    /// ARP replies sent for the router's addresses.
-    ArpReply = 5,
-    /// ARP requests sent to resolve next hops.
-    ArpRequest = 6,
-    /// Neighbours learned from ARP.
-    ArpLearned = 7,
-    /// Neighbor Advertisements sent for the router's IPv6 addresses.
-    NdAdvert = 8,
-    /// Neighbor Solicitations sent to resolve IPv6 next hops.
-    NdSolicit = 9,
-    /// IPv6 neighbours learned from ND.
-    NdLearned = 10,
-    /// Firewall rejects answered (TCP RST or ICMP).
-    FwReject = 11,
-    /// Flows opened by conntrack (gateway).
-    CtCreated = 12,
-    /// Flows timed out.
-    CtExpired = 13,
-    /// Unreplied flows evicted from a full table.
-    CtEvicted = 14,
-    /// New flows refused by a full table.
-    CtTableFull = 15,
-    /// Packets conntrack found invalid.
-    CtInvalid = 16,
-    /// NAT mappings created.
-    NatMapped = 17,
-    /// New flows refused because the NAT port range was exhausted.
-    NatExhausted = 18,
-    /// ICMP errors matched to a tracked flow (`related`).
-    CtRelated = 19,
-}
-
-impl Event {
-    /// Number of events.
-    pub const COUNT: usize = 20;
-    /// All events, in counter order.
-    pub const ALL: [Event; Event::COUNT] = [
-        Event::EchoReply,
-        Event::TimeExceeded,
-        Event::Unreachable,
-        Event::FragNeeded,
-        Event::IcmpRateLimited,
-        Event::ArpReply,
-        Event::ArpRequest,
-        Event::ArpLearned,
-        Event::NdAdvert,
-        Event::NdSolicit,
-        Event::NdLearned,
-        Event::FwReject,
-        Event::CtCreated,
-        Event::CtExpired,
-        Event::CtEvicted,
-        Event::CtTableFull,
-        Event::CtInvalid,
-        Event::NatMapped,
-        Event::NatExhausted,
-        Event::CtRelated,
-    ];
-
-    /// Name in reports.
-    pub fn name(self) -> &'static str {
-        match self {
-            Event::EchoReply => "echo_reply",
-            Event::TimeExceeded => "icmp_time_exceeded",
-            Event::Unreachable => "icmp_unreachable",
-            Event::FragNeeded => "icmp_frag_needed",
-            Event::IcmpRateLimited => "icmp_rate_limited",
-            Event::ArpReply => "arp_reply",
-            Event::ArpRequest => "arp_request",
-            Event::ArpLearned => "arp_learned",
-            Event::NdAdvert => "nd_advert",
-            Event::NdSolicit => "nd_solicit",
-            Event::NdLearned => "nd_learned",
-            Event::FwReject => "fw_reject",
-            Event::CtCreated => "ct_created",
-            Event::CtExpired => "ct_expired",
-            Event::CtEvicted => "ct_evicted",
-            Event::CtTableFull => "ct_table_full",
-            Event::CtInvalid => "ct_invalid",
-            Event::NatMapped => "nat_mapped",
-            Event::NatExhausted => "nat_exhausted",
-            Event::CtRelated => "ct_related",
-        }
+crate::counter_enum! {
+    /// Slow-path work the router did, counted per core.
+    pub enum Event {
+        /// ICMP (v4 or v6) echo replies sent.
+        EchoReply = "echo_reply",
+        /// ICMP Time Exceeded sent.
+        TimeExceeded = "icmp_time_exceeded",
+        /// ICMP Destination Unreachable (no route) sent.
+        Unreachable = "icmp_unreachable",
+        /// ICMP Fragmentation Needed sent.
+        FragNeeded = "icmp_frag_needed",
+        /// ICMP errors not sent because of the rate limit.
+        IcmpRateLimited = "icmp_rate_limited",
+        /// ARP replies sent for the router's addresses.
+        ArpReply = "arp_reply",
+        /// ARP requests sent to resolve next hops.
+        ArpRequest = "arp_request",
+        /// Neighbours learned from ARP.
+        ArpLearned = "arp_learned",
+        /// Neighbor Advertisements sent for the router's IPv6 addresses.
+        NdAdvert = "nd_advert",
+        /// Neighbor Solicitations sent to resolve IPv6 next hops.
+        NdSolicit = "nd_solicit",
+        /// IPv6 neighbours learned from ND.
+        NdLearned = "nd_learned",
     }
 }
 
@@ -292,11 +219,6 @@ impl Router {
         let nh = self.cfg.lpm6.lookup(dst)?;
         self.cfg.next_hops.get(nh as usize).map(|h| h.port)
     }
-
-    /// Counts a slow-path event.
-    pub(crate) fn count_event(&mut self, e: Event) {
-        self.count(e);
-    }
 }
 
 impl ForwardMode for Router {
@@ -349,6 +271,8 @@ impl ForwardMode for Router {
         }
         self.last_ns = now_ns;
     }
+
+    const EVENTS: &'static [&'static str] = Event::NAMES;
 
     fn events(&self) -> &[u64] {
         &self.events
