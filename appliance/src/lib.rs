@@ -1,10 +1,22 @@
 //! Sluice: a poll-mode packet forwarding appliance.
 //!
-//! The binary `sluice` is a thin CLI over this library: [`config`] loads and
-//! validates the TOML configuration, [`app::run`] starts the ports, workers
-//! and generator and runs the management loop, [`worker`] is the
-//! run-to-completion data-plane loop, [`telemetry`] turns counters into
-//! reports. This crate has no `unsafe`: that lives in `pmd`.
+//! The binary `sluice` is a thin CLI over this library. The rooms:
+//!
+//! - [`config`]: the TOML configuration, loaded, validated (errors name the
+//!   file, line and key) and typed; one file per section.
+//! - [`app`] opens the configured ports (the native drivers; `dpdk` opens
+//!   DPDK's) and hands them to the [`engine`], which gives each queue to
+//!   one worker, spawns the workers, runs the management loop and stops
+//!   in order; [`stages`] builds the forwarding stages from the config.
+//! - [`worker`]: the run-to-completion loop (a poll round's data path, the
+//!   policies carried out, cycle accounting); [`poll`]: the poll-mode
+//!   policies' settings and decisions.
+//! - [`counters`] (what workers count), [`telemetry`] (reports from them),
+//!   [`lock`] (one instance per device).
+//!
+//! Never here: `unsafe` (that lives in `pmd`), or anything per packet that
+//! allocates, locks, makes a syscall or touches a channel (the worker's
+//! loop is checked for it by review and by the benchmarks).
 #![forbid(unsafe_code)]
 
 pub mod app;

@@ -4,7 +4,7 @@
 //! # Algorithm
 //!
 //! [`Classifier`] is a bit-vector classifier with aggregated bit vectors
-//! (see [`bitvec`] for how it works). It was chosen over the tuple space
+//! (see the `bitvec` module for how it works). It was chosen over the tuple space
 //! search this module started with ([`TupleSpace`], coarse prefix-length
 //! tuples in the spirit of TupleMerge, kept as a benchmark reference) on
 //! measured figures: `bench/run-acl.sh` (`bench/results/acl.md`, one 2.6

@@ -4,9 +4,9 @@
 //!
 //! VPP's model: every node owns its counter enum and their names; the
 //! runtime aggregates them by name. A stage here counts into an array
-//! indexed by its own enum ([`counter_enum!`]); a mode built of stages
+//! indexed by its own enum ([`crate::counter_enum!`]); a mode built of stages
 //! ([`crate::gateway`]) lays its parts' arrays one after another under
-//! [`concat`]enated names; the appliance sizes its counters from
+//! names joined by [`fn@concat`]; the appliance sizes its counters from
 //! [`crate::fwd::ForwardMode::EVENTS`] and reports them by those names.
 //!
 //! A leaf: it imports nothing from the crate.

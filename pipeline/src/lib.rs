@@ -2,10 +2,17 @@
 //!
 //! Everything here works on plain byte slices: header views over buffer bytes
 //! ([`wire`]), Internet checksums ([`checksum`]), per-packet verdicts and drop
-//! reasons ([`verdict`]) and the testpmd-style forwarding transforms
-//! ([`fwd`]). Nothing in this crate allocates per packet, performs I/O or
-//! panics on malformed input: views are created with checked constructors
-//! and a packet that does not parse gets a [`verdict::DropReason`].
+//! reasons ([`verdict`]), the testpmd-style forwarding transforms ([`fwd`])
+//! and the stages of a router: [`lpm`] tables, the [`router`], the rule
+//! classifier ([`acl`]) and [`firewall`], [`conntrack`], [`nat`], and the
+//! [`gateway`] that chains them. Leaves every module may use: [`prefix`]
+//! (prefixes), [`route_cache`] (a flow's resolved next hop), [`events`]
+//! (named counters; each stage owns its own).
+//!
+//! Never here: I/O, `unsafe`, allocation per packet, or a panic on
+//! malformed input: views are created with checked constructors and a
+//! packet that does not parse gets a [`verdict::DropReason`]. The modules'
+//! imports form no circle (`appliance/tests/structure.rs` checks).
 #![deny(unsafe_code)]
 #![warn(missing_docs)]
 

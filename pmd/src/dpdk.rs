@@ -50,7 +50,7 @@ static TS_OFFSET: AtomicI32 = AtomicI32::new(-1);
 pub struct Eal(());
 
 impl Eal {
-    /// Initialises EAL with `args` (argv[0] included). Fails if EAL was
+    /// Initialises EAL with `args` (`argv[0]` included). Fails if EAL was
     /// already initialised in this process.
     pub fn init(args: &[&str]) -> Result<Eal, PortError> {
         if EAL_UP.swap(true, Ordering::AcqRel) {

@@ -18,7 +18,7 @@
 //! in one contiguous arena, recycled through per-thread caches in front of a
 //! shared free list (the same scheme as `rte_mempool`'s per-lcore cache).
 //!
-//! The DPDK backend ([`dpdk`], feature `dpdk`) adds a second buffer type,
+//! The DPDK backend (module `dpdk`, feature `dpdk`) adds a second buffer type,
 //! `DpdkMbuf`, wrapping a `NonNull<rte_mbuf>`: `data()` is `rte_pktmbuf_mtod` over `data_len`,
 //! `port()`/`rss_hash()` read `mbuf.port`/`mbuf.hash.rss`, the RX timestamp
 //! lives in a registered dynfield (or is taken per burst as here), `Drop`

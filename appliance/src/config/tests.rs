@@ -1,3 +1,6 @@
+//! Unit tests of the config loader and validator (the corpus of bad
+//! configs is `appliance/tests/bad/`, run by `tests/bad_inputs.rs`).
+
 use super::*;
 
 fn errs(text: &str) -> Vec<ConfigError> {

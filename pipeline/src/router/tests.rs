@@ -1,3 +1,6 @@
+//! Unit tests of the router stage: forwarding, the ICMP errors, ARP and
+//! ND, and the burst path against the per-packet path.
+
 use super::neighbors::BROADCAST;
 use super::*;
 use crate::checksum;

@@ -1,3 +1,5 @@
+//! ARP for IPv4 over Ethernet (RFC 826): the 28-byte packet view.
+
 use super::{MacAddr, WireError};
 
 mod field {

@@ -1,3 +1,5 @@
+//! Ethernet II: MAC addresses, EtherTypes and the 14-byte frame header view.
+
 use super::WireError;
 use std::fmt;
 use std::str::FromStr;

@@ -1,3 +1,6 @@
+//! ICMPv4 and ICMPv6 headers: type, code, checksum and the rest-of-header
+//! word, with the body an error quotes.
+
 use super::WireError;
 use crate::checksum;
 

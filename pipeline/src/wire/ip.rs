@@ -1,3 +1,6 @@
+//! IPv4 (options inside the header length) and IPv6 header views, the IPv6
+//! extension-header walk to the upper layer, and the protocol numbers.
+
 use super::WireError;
 use crate::checksum;
 

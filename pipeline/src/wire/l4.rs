@@ -1,3 +1,5 @@
+//! UDP and TCP header views, and the port pair common to both.
+
 use super::WireError;
 
 /// UDP header length.

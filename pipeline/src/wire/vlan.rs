@@ -1,3 +1,6 @@
+//! 802.1Q and 802.1ad (QinQ) tags: where the L3 header starts behind up to
+//! two of them.
+
 use super::{EtherType, WireError, ETHERNET_HEADER_LEN};
 
 /// Bytes of one 802.1Q / 802.1ad tag.

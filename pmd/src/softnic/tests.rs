@@ -1,3 +1,5 @@
+//! Unit tests of the software NIC: rings, generator, sink, interrupts.
+
 use super::*;
 use crate::sys::{wait_readable, Tsc};
 use crate::OpenPort;
