@@ -164,51 +164,90 @@ fn build(mut routes: Vec<(u128, u8, u32)>, max_len: u8) -> Result<Trie, LpmError
 }
 
 fn mask(addr: u128, len: u8) -> u128 {
-    if len == 0 {
-        0
-    } else {
-        addr & (!0u128 << (128 - u32::from(len)))
-    }
+    addr & crate::prefix::mask6(len)
 }
 
-/// Collects IPv4 routes, then builds an [`Lpm4`].
-#[derive(Clone, Debug, Default)]
-pub struct Lpm4Builder {
-    routes: Vec<(u128, u8, u32)>,
+/// A table type, its builder and what both share, for one address family:
+/// routes are collected as 128-bit keys (IPv4 in the top 32 bits) and built
+/// into one [`Trie`] of `$bits`-bit prefixes.
+macro_rules! lpm_family {
+    ($builder:ident, $table:ident, $addr:ty, $bits:expr, $key:expr, $what:literal) => {
+        #[doc = concat!("Collects ", $what, " routes, then builds an [`", stringify!($table), "`].")]
+        #[derive(Clone, Debug, Default)]
+        pub struct $builder {
+            routes: Vec<(u128, u8, u32)>,
+        }
+
+        impl $builder {
+            /// An empty builder.
+            pub fn new() -> Self {
+                Self::default()
+            }
+
+            /// Adds `addr/len → nh` (host bits are ignored).
+            pub fn add(&mut self, addr: $addr, len: u8, nh: u32) -> &mut Self {
+                let key: fn($addr) -> u128 = $key;
+                self.routes.push((mask(key(addr), len.min($bits)), len, nh));
+                self
+            }
+
+            /// Routes added so far.
+            pub fn len(&self) -> usize {
+                self.routes.len()
+            }
+
+            /// True when no route was added.
+            pub fn is_empty(&self) -> bool {
+                self.routes.is_empty()
+            }
+
+            /// Builds the table.
+            pub fn build(self) -> Result<$table, LpmError> {
+                let routes = self.routes.len();
+                Ok($table {
+                    t: build(self.routes, $bits)?,
+                    routes,
+                })
+            }
+        }
+
+        impl std::fmt::Debug for $table {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.debug_struct(stringify!($table))
+                    .field("routes", &self.routes)
+                    .field("groups", &self.groups())
+                    .finish()
+            }
+        }
+
+        impl $table {
+            /// Routes it was built from.
+            pub fn routes(&self) -> usize {
+                self.routes
+            }
+
+            /// Bytes of lookup tables.
+            pub fn memory(&self) -> usize {
+                self.t.memory()
+            }
+
+            /// Lower-level groups in use.
+            pub fn groups(&self) -> usize {
+                self.t.groups.len() / 256
+            }
+        }
+    };
 }
 
-impl Lpm4Builder {
-    /// An empty builder.
-    pub fn new() -> Self {
-        Self::default()
-    }
-
-    /// Adds `addr/len → nh` (host bits are ignored).
-    pub fn add(&mut self, addr: Ipv4Addr, len: u8, nh: u32) -> &mut Self {
-        let a = u128::from(u32::from(addr)) << 96;
-        self.routes.push((mask(a, len.min(32)), len, nh));
-        self
-    }
-
-    /// Routes added so far.
-    pub fn len(&self) -> usize {
-        self.routes.len()
-    }
-
-    /// True when no route was added.
-    pub fn is_empty(&self) -> bool {
-        self.routes.is_empty()
-    }
-
-    /// Builds the table.
-    pub fn build(self) -> Result<Lpm4, LpmError> {
-        let routes = self.routes.len();
-        Ok(Lpm4 {
-            t: build(self.routes, 32)?,
-            routes,
-        })
-    }
-}
+lpm_family!(
+    Lpm4Builder,
+    Lpm4,
+    Ipv4Addr,
+    32,
+    |a| u128::from(u32::from(a)) << 96,
+    "IPv4"
+);
+lpm_family!(Lpm6Builder, Lpm6, Ipv6Addr, 128, u128::from, "IPv6");
 
 /// An IPv4 longest-prefix-match table (DIR-24-8).
 #[derive(Clone)]
@@ -217,13 +256,11 @@ pub struct Lpm4 {
     routes: usize,
 }
 
-impl std::fmt::Debug for Lpm4 {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Lpm4")
-            .field("routes", &self.routes)
-            .field("groups", &self.groups())
-            .finish()
-    }
+/// An IPv6 longest-prefix-match table (24-bit first level, 8-bit levels).
+#[derive(Clone)]
+pub struct Lpm6 {
+    t: Trie,
+    routes: usize,
 }
 
 impl Lpm4 {
@@ -244,76 +281,6 @@ impl Lpm4 {
             *o = self.lookup(*a);
         }
     }
-
-    /// Routes it was built from.
-    pub fn routes(&self) -> usize {
-        self.routes
-    }
-
-    /// Bytes of lookup tables.
-    pub fn memory(&self) -> usize {
-        self.t.memory()
-    }
-
-    /// Second-level groups in use.
-    pub fn groups(&self) -> usize {
-        self.t.groups.len() / 256
-    }
-}
-
-/// Collects IPv6 routes, then builds an [`Lpm6`].
-#[derive(Clone, Debug, Default)]
-pub struct Lpm6Builder {
-    routes: Vec<(u128, u8, u32)>,
-}
-
-impl Lpm6Builder {
-    /// An empty builder.
-    pub fn new() -> Self {
-        Self::default()
-    }
-
-    /// Adds `addr/len → nh` (host bits are ignored).
-    pub fn add(&mut self, addr: Ipv6Addr, len: u8, nh: u32) -> &mut Self {
-        self.routes
-            .push((mask(u128::from(addr), len.min(128)), len, nh));
-        self
-    }
-
-    /// Routes added so far.
-    pub fn len(&self) -> usize {
-        self.routes.len()
-    }
-
-    /// True when no route was added.
-    pub fn is_empty(&self) -> bool {
-        self.routes.is_empty()
-    }
-
-    /// Builds the table.
-    pub fn build(self) -> Result<Lpm6, LpmError> {
-        let routes = self.routes.len();
-        Ok(Lpm6 {
-            t: build(self.routes, 128)?,
-            routes,
-        })
-    }
-}
-
-/// An IPv6 longest-prefix-match table (24-bit first level, 8-bit levels).
-#[derive(Clone)]
-pub struct Lpm6 {
-    t: Trie,
-    routes: usize,
-}
-
-impl std::fmt::Debug for Lpm6 {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Lpm6")
-            .field("routes", &self.routes)
-            .field("groups", &self.groups())
-            .finish()
-    }
 }
 
 impl Lpm6 {
@@ -328,21 +295,6 @@ impl Lpm6 {
             e = self.t.groups[(((e & IDX) as usize) << 8) | byte];
         }
         (e & LEAF != 0).then_some(e & IDX)
-    }
-
-    /// Routes it was built from.
-    pub fn routes(&self) -> usize {
-        self.routes
-    }
-
-    /// Bytes of lookup tables.
-    pub fn memory(&self) -> usize {
-        self.t.memory()
-    }
-
-    /// Lower-level groups in use.
-    pub fn groups(&self) -> usize {
-        self.t.groups.len() / 256
     }
 }
 

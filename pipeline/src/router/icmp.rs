@@ -5,8 +5,7 @@
 //! ND requests.
 
 use super::ipv4::martian;
-use super::{Event, Router};
-use crate::checksum;
+use super::{emit, Event, Router};
 use crate::fwd::Frame;
 use crate::verdict::{DropReason, Verdict};
 use crate::wire::{EtherType, IcmpPacket, IpProto, Ipv4Packet, Ipv6Packet, ETHERNET_HEADER_LEN};
@@ -41,13 +40,9 @@ impl Router {
         extra: u32,
         reason: DropReason,
     ) -> Verdict {
-        let Some(iface) = self.iface(in_port) else {
+        let Some((our, our_mac)) = self.source4(in_port) else {
             return Verdict::Drop(reason);
         };
-        let Some(&(our, _)) = iface.ipv4.first() else {
-            return Verdict::Drop(reason);
-        };
-        let our_mac = iface.mac;
         let b = pkt.bytes();
         let ip = Ipv4Packet::new_unchecked(&b[ETHERNET_HEADER_LEN..]);
         let src = u32::from_be_bytes(ip.src());
@@ -71,9 +66,7 @@ impl Router {
             return Verdict::Drop(reason);
         }
         let b = pkt.bytes_mut();
-        b[0..6].copy_from_slice(&src_mac);
-        b[6..12].copy_from_slice(&our_mac.0);
-        b[12..14].copy_from_slice(&EtherType::IPV4.to_be_bytes());
+        emit::ethernet(b, src_mac, our_mac, EtherType::IPV4);
         b[ETHERNET_HEADER_LEN + 1] = 0; // TOS
         {
             let mut ip =
@@ -113,13 +106,9 @@ impl Router {
         extra: u32,
         reason: DropReason,
     ) -> Verdict {
-        let Some(iface) = self.iface(in_port) else {
+        let Some((our, our_mac)) = self.source6(in_port) else {
             return Verdict::Drop(reason);
         };
-        let Some(&(our, _)) = iface.ipv6.first() else {
-            return Verdict::Drop(reason);
-        };
-        let our_mac = iface.mac;
         let b = pkt.bytes();
         let ip = Ipv6Packet::new_unchecked(&b[ETHERNET_HEADER_LEN..]);
         let src = u128::from_be_bytes(ip.src());
@@ -148,29 +137,13 @@ impl Router {
             ETHERNET_HEADER_LEN..ETHERNET_HEADER_LEN + q,
             ETHERNET_HEADER_LEN + 48,
         );
-        b[0..6].copy_from_slice(&src_mac);
-        b[6..12].copy_from_slice(&our_mac.0);
-        b[12..14].copy_from_slice(&EtherType::IPV6.to_be_bytes());
-        let (s6, d6) = (our.octets(), src.to_be_bytes());
-        {
-            let mut ip = Ipv6Packet::new_unchecked(&mut b[ETHERNET_HEADER_LEN..]);
-            ip.set_version();
-            ip.set_payload_len((8 + q) as u16);
-            ip.set_next_header(IpProto::ICMPV6);
-            ip.set_hop_limit(64);
-            ip.set_src(s6);
-            ip.set_dst(d6);
-        }
+        emit::ethernet(b, src_mac, our_mac, EtherType::IPV6);
         let icmp = &mut b[l4..l4 + 8 + q];
         icmp[0] = ty;
         icmp[1] = code;
         icmp[2..4].copy_from_slice(&[0, 0]);
         icmp[4..8].copy_from_slice(&extra.to_be_bytes());
-        let c = !checksum::fold(checksum::sum(
-            icmp,
-            checksum::pseudo_v6(s6, d6, 58, (8 + q) as u32),
-        ));
-        icmp[2..4].copy_from_slice(&c.to_be_bytes());
+        emit::icmp6(b, 64, our.octets(), src.to_be_bytes(), 8 + q);
         self.count(match ty {
             3 => Event::TimeExceeded,
             2 => Event::FragNeeded,

@@ -30,6 +30,7 @@
 //! read-only (`Arc`).
 
 mod burst;
+mod emit;
 mod icmp;
 mod ipv4;
 mod ipv6;
@@ -190,6 +191,18 @@ impl Router {
     /// The interface of `port`.
     pub fn iface(&self, port: u16) -> Option<&Interface> {
         self.cfg.interfaces.get(usize::from(port))
+    }
+
+    /// The address `port` sends from (its first IPv4 address) and its MAC.
+    fn source4(&self, port: u16) -> Option<(Ipv4Addr, MacAddr)> {
+        let i = self.iface(port)?;
+        Some((i.ipv4.first()?.0, i.mac))
+    }
+
+    /// The address `port` sends from (its first IPv6 address) and its MAC.
+    fn source6(&self, port: u16) -> Option<(Ipv6Addr, MacAddr)> {
+        let i = self.iface(port)?;
+        Some((i.ipv6.first()?.0, i.mac))
     }
 
     /// Whether `a` is one of the router's IPv4 addresses.

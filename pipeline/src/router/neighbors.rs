@@ -4,13 +4,12 @@
 //! per-next-hop MAC cache and its generation, and the requests a neighbour
 //! miss turns into.
 
-use super::{Event, NextHop, Router};
-use crate::checksum;
+use super::{emit, Event, NextHop, Router};
 use crate::fwd::Frame;
 use crate::prefix;
 use crate::verdict::{DropReason, Verdict};
 use crate::wire::{
-    ArpPacket, EtherType, IpProto, Ipv6Packet, MacAddr, ARP_REPLY, ARP_REQUEST, ETHERNET_HEADER_LEN,
+    ArpPacket, EtherType, Ipv6Packet, MacAddr, ARP_REPLY, ARP_REQUEST, ETHERNET_HEADER_LEN,
 };
 use rustc_hash::FxHashMap as HashMap;
 use std::net::Ipv4Addr;
@@ -94,20 +93,14 @@ impl Router {
     /// Turns the packet (dropped, waiting for resolution) into an ARP
     /// request for `target` on `port`.
     pub(super) fn arp_request(&mut self, pkt: &mut impl Frame, port: u16, target: u32) -> Verdict {
-        let Some(iface) = self.iface(port) else {
+        let Some((our, mac)) = self.source4(port) else {
             return Verdict::Drop(DropReason::NoNeighbor);
         };
-        let Some(&(our, _)) = iface.ipv4.first() else {
-            return Verdict::Drop(DropReason::NoNeighbor);
-        };
-        let mac = iface.mac;
         if !self.take_token() || !pkt.set_len(ETHERNET_HEADER_LEN + 28) {
             return Verdict::Drop(DropReason::NoNeighbor);
         }
         let b = pkt.bytes_mut();
-        b[0..6].copy_from_slice(&BROADCAST.0);
-        b[6..12].copy_from_slice(&mac.0);
-        b[12..14].copy_from_slice(&EtherType::ARP.to_be_bytes());
+        emit::ethernet(b, BROADCAST.0, mac, EtherType::ARP);
         let mut a = ArpPacket::new_unchecked(&mut b[ETHERNET_HEADER_LEN..]);
         a.set_fixed();
         a.set_oper(ARP_REQUEST);
@@ -222,27 +215,13 @@ impl Router {
             return Verdict::Drop(DropReason::ToRouter);
         }
         let b = pkt.bytes_mut();
-        b[0..6].copy_from_slice(&src_mac);
-        b[6..12].copy_from_slice(&mac.0);
-        {
-            let mut ip = Ipv6Packet::new_unchecked(&mut b[ETHERNET_HEADER_LEN..]);
-            ip.set_version();
-            ip.set_payload_len(32);
-            ip.set_next_header(IpProto::ICMPV6);
-            ip.set_hop_limit(255);
-            ip.set_src(target);
-            ip.set_dst(dst);
-        }
+        emit::ethernet(b, src_mac, mac, EtherType::IPV6);
         let icmp = &mut b[l4..l4 + 32];
         icmp[0..8].copy_from_slice(&[136, 0, 0, 0, flags, 0, 0, 0]);
         icmp[8..24].copy_from_slice(&target);
         icmp[24..26].copy_from_slice(&[2, 1]);
         icmp[26..32].copy_from_slice(&mac.0);
-        let c = !checksum::fold(checksum::sum(
-            icmp,
-            checksum::pseudo_v6(target, dst, 58, 32),
-        ));
-        icmp[2..4].copy_from_slice(&c.to_be_bytes());
+        emit::icmp6(b, 255, target, dst, 32);
         self.count(Event::NdAdvert);
         Verdict::Forward(in_port)
     }
@@ -250,13 +229,9 @@ impl Router {
     /// Turns the packet (dropped, waiting for resolution) into a Neighbor
     /// Solicitation for `target` on `port`.
     pub(super) fn solicit(&mut self, pkt: &mut impl Frame, port: u16, target: u128) -> Verdict {
-        let Some(iface) = self.iface(port) else {
+        let Some((our, mac)) = self.source6(port) else {
             return Verdict::Drop(DropReason::NoNeighbor);
         };
-        let Some(&(our, _)) = iface.ipv6.first() else {
-            return Verdict::Drop(DropReason::NoNeighbor);
-        };
-        let mac = iface.mac;
         let l4 = ETHERNET_HEADER_LEN + 40;
         if !self.take_token() || !pkt.set_len(l4 + 32) {
             return Verdict::Drop(DropReason::NoNeighbor);
@@ -266,26 +241,18 @@ impl Router {
         let mut snm = [0xff, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0xff, 0, 0, 0];
         snm[13..16].copy_from_slice(&t[13..16]);
         let b = pkt.bytes_mut();
-        b[0..6].copy_from_slice(&[0x33, 0x33, 0xff, t[13], t[14], t[15]]);
-        b[6..12].copy_from_slice(&mac.0);
-        b[12..14].copy_from_slice(&EtherType::IPV6.to_be_bytes());
-        let s6 = our.octets();
-        {
-            let mut ip = Ipv6Packet::new_unchecked(&mut b[ETHERNET_HEADER_LEN..]);
-            ip.set_version();
-            ip.set_payload_len(32);
-            ip.set_next_header(IpProto::ICMPV6);
-            ip.set_hop_limit(255);
-            ip.set_src(s6);
-            ip.set_dst(snm);
-        }
+        emit::ethernet(
+            b,
+            [0x33, 0x33, 0xff, t[13], t[14], t[15]],
+            mac,
+            EtherType::IPV6,
+        );
         let icmp = &mut b[l4..l4 + 32];
         icmp[0..8].copy_from_slice(&[135, 0, 0, 0, 0, 0, 0, 0]);
         icmp[8..24].copy_from_slice(&t);
         icmp[24..26].copy_from_slice(&[1, 1]);
         icmp[26..32].copy_from_slice(&mac.0);
-        let c = !checksum::fold(checksum::sum(icmp, checksum::pseudo_v6(s6, snm, 58, 32)));
-        icmp[2..4].copy_from_slice(&c.to_be_bytes());
+        emit::icmp6(b, 255, our.octets(), snm, 32);
         self.count(Event::NdSolicit);
         Verdict::Forward(port)
     }
