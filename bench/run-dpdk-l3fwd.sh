@@ -29,29 +29,15 @@ if [ ! -x "$L3FWD" ]; then
   make -s -C target/dpdk-examples/l3fwd > /dev/null
 fi
 cargo build --release -q -p appliance --features dpdk
+cargo build --release -q -p bench
 SLUICE=$PWD/target/release/sluice
+BENCH=$PWD/target/release/sluice-bench
 WORK=$(mktemp -d /tmp/sluice-l3fwd.XXXXXX)
 trap 'rm -rf "$WORK"' EXIT
 
-# The traffic: 1,024 packets to 198.18.(i % 16).(i / 16), addressed to
+# The traffic: 1,024 packets to 198.18.(i % 16).(i / 16 + 1), addressed to
 # Sluice's port 0 MAC (l3fwd does not check the destination MAC).
-python3 - "$WORK/in.pcap" <<'EOF'
-import struct, sys
-def csum(b):
-    s = sum(struct.unpack("!%dH" % (len(b) // 2), b))
-    while s >> 16:
-        s = (s & 0xffff) + (s >> 16)
-    return ~s & 0xffff
-out = open(sys.argv[1], "wb")
-out.write(struct.pack("<IHHiIII", 0xa1b2c3d4, 2, 4, 0, 0, 65535, 1))
-for i in range(1024):
-    ip = bytearray(struct.pack("!BBHHHBBH4s4s", 0x45, 0, 46, i, 0x4000, 64, 17, 0,
-                               bytes([198, 19, 0, 2]), bytes([198, 18, i % 16, i // 16 + 1])))
-    ip[10:12] = struct.pack("!H", csum(bytes(ip)))
-    udp = struct.pack("!HHHH", 1024 + i, 9, 26, 0) + b"A" * 18
-    f = bytes([2, 0x51, 0, 0, 0, 0, 2, 0x5e, 0, 0, 0, 0, 8, 0]) + bytes(ip) + udp
-    out.write(struct.pack("<IIII", 0, 0, len(f), len(f)) + f)
-EOF
+"$BENCH" udp-pcap --out "$WORK/in.pcap" --packets 1024 --dst-mac 02:51:00:00:00:00
 : > "$WORK/routes4.cfg"
 for n in $(seq 0 15); do echo "R198.18.$n.0/24 1" >> "$WORK/routes4.cfg"; done
 echo "R2001:db8::/32 1" > "$WORK/routes6.cfg"

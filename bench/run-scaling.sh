@@ -52,8 +52,11 @@ for mode in $MODES; do
       cat "$WORK/err" >&2
       exit 1
     }
-    mpps=$(grep -o '"tx_pps":[0-9.e+-]*' <<< "$line" | awk -F: '{s += $2} END {printf "%.1f", s / 1e6}')
-    cpp=$(grep -o '"cycles_per_pkt":[0-9.e+-]*' <<< "$line" | awk -F: '{s += $2; k++} END {printf "%.1f", k ? s / k : 0}')
+    read -r mpps cpp < <(python3 -c '
+import json, sys
+s = json.loads(sys.stdin.read())
+c = [x["cycles_per_pkt"] for x in s["cores"] if x["cycles_per_pkt"] is not None]
+print("%.1f %.1f" % (sum(p["tx_pps"] for p in s["ports"]) / 1e6, sum(c) / len(c) if c else 0))' <<< "$line")
     base=${base:-$mpps}
     awk -v m="$mode" -v n="$n" -v t="$mpps" -v c="$cpp" -v b="$base" \
       'BEGIN {printf "| %s | %d | %.1f | %.1f | %s | %.2fx |\n", m, n, t, t / n, c, t / b}'

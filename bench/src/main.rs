@@ -20,6 +20,7 @@ mod acl;
 mod gateway;
 mod lpm;
 mod null_io;
+mod pcap_gen;
 mod router;
 mod sweep;
 
@@ -48,6 +49,8 @@ enum Cli {
     /// The full gateway pipeline (conntrack, firewall, NAT, routing) in one
     /// core vs the router alone: new and established flows.
     Gateway(gateway::GatewayArgs),
+    /// Writes a pcap of distinct IPv4/UDP packets for replaying drivers.
+    UdpPcap(pcap_gen::UdpPcapArgs),
 }
 
 pub(crate) fn median(v: &mut [f64]) -> f64 {
@@ -83,5 +86,6 @@ fn main() -> Result<()> {
         Cli::Router(a) => router::router(a),
         Cli::Acl(a) => acl::acl(a),
         Cli::Gateway(a) => gateway::gateway(a),
+        Cli::UdpPcap(a) => pcap_gen::udp_pcap(a),
     }
 }

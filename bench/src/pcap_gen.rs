@@ -1,0 +1,123 @@
+//! `udp-pcap`: writes a pcap of distinct IPv4/UDP packets for drivers that
+//! replay a file (DPDK's `net_pcap`, Sluice's pcap port): packet `i` goes
+//! from `--src` port `1024 + i` to `--dst-net`'s subnet `i % subnets`,
+//! host `i / subnets + 1`, port 9, addressed to `--dst-mac`.
+
+use anyhow::{bail, Context, Result};
+use clap::Args;
+use pcap_file::pcap::{PcapHeader, PcapPacket, PcapWriter};
+use pcap_file::{DataLink, Endianness};
+use pipeline::wire::{IpProto, Ipv4Packet, MacAddr, ETHERNET_HEADER_LEN};
+use std::fs::File;
+use std::io::BufWriter;
+use std::net::Ipv4Addr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// Arguments of `udp-pcap`.
+#[derive(Args)]
+pub struct UdpPcapArgs {
+    /// The file to write.
+    #[arg(long)]
+    out: PathBuf,
+    /// Packets.
+    #[arg(long, default_value_t = 1024)]
+    packets: u32,
+    /// Frame size (bytes, without the FCS).
+    #[arg(long, default_value_t = 60)]
+    size: usize,
+    /// Destination MAC (the receiving port's).
+    #[arg(long)]
+    dst_mac: MacAddr,
+    /// Source MAC.
+    #[arg(long, default_value = "02:5e:00:00:00:00")]
+    src_mac: MacAddr,
+    /// Source address.
+    #[arg(long, default_value = "198.19.0.2")]
+    src: Ipv4Addr,
+    /// First destination subnet (a /24); the next ones follow it.
+    #[arg(long, default_value = "198.18.0.0")]
+    dst_net: Ipv4Addr,
+    /// Destination /24 subnets the packets spread over.
+    #[arg(long, default_value_t = 16)]
+    subnets: u32,
+}
+
+/// Frame `i` of `a`.
+fn frame(a: &UdpPcapArgs, i: u32) -> Vec<u8> {
+    let mut f = vec![0u8; a.size];
+    f[0..6].copy_from_slice(&a.dst_mac.0);
+    f[6..12].copy_from_slice(&a.src_mac.0);
+    f[12..14].copy_from_slice(&[0x08, 0x00]);
+    let ip_len = a.size - ETHERNET_HEADER_LEN;
+    let dst = u32::from(a.dst_net) + ((i % a.subnets) << 8) + i / a.subnets + 1;
+    {
+        let mut ip = Ipv4Packet::new_unchecked(&mut f[ETHERNET_HEADER_LEN..]);
+        ip.set_version_ihl(20);
+        ip.set_total_len(ip_len as u16);
+        ip.set_ident(i as u16);
+        ip.set_flags_frag(0x4000);
+        ip.set_ttl(64);
+        ip.set_protocol(IpProto::UDP);
+        ip.set_src(a.src.octets());
+        ip.set_dst(dst.to_be_bytes());
+        ip.fill_checksum();
+    }
+    let udp = &mut f[ETHERNET_HEADER_LEN + 20..];
+    let udp_len = udp.len() as u16;
+    udp[0..2].copy_from_slice(&((1024 + i) as u16).to_be_bytes());
+    udp[2..4].copy_from_slice(&9u16.to_be_bytes());
+    udp[4..6].copy_from_slice(&udp_len.to_be_bytes());
+    udp[8..].fill(b'A'); // checksum 0: none (IPv4)
+    f
+}
+
+/// Writes the file.
+pub fn udp_pcap(a: UdpPcapArgs) -> Result<()> {
+    if a.size < ETHERNET_HEADER_LEN + 28 || a.size > 1514 {
+        bail!("--size must be 42..=1514");
+    }
+    if a.subnets == 0 || a.packets / a.subnets >= 254 {
+        bail!("--subnets must be at least 1 and leave under 254 hosts per subnet");
+    }
+    let f = File::create(&a.out).with_context(|| format!("creating {}", a.out.display()))?;
+    let hdr = PcapHeader {
+        datalink: DataLink::ETHERNET,
+        snaplen: 65535,
+        endianness: Endianness::Little,
+        ..PcapHeader::default()
+    };
+    let mut w = PcapWriter::with_header(BufWriter::new(f), hdr)?;
+    for i in 0..a.packets {
+        let b = frame(&a, i);
+        w.write_packet(&PcapPacket::new(Duration::ZERO, b.len() as u32, &b))?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn frames_are_valid_and_distinct() {
+        let a = UdpPcapArgs {
+            out: PathBuf::new(),
+            packets: 1024,
+            size: 60,
+            dst_mac: "02:51:00:00:00:00".parse().unwrap(),
+            src_mac: "02:5e:00:00:00:00".parse().unwrap(),
+            src: "198.19.0.2".parse().unwrap(),
+            dst_net: "198.18.0.0".parse().unwrap(),
+            subnets: 16,
+        };
+        let f = frame(&a, 17);
+        assert_eq!(f.len(), 60);
+        let ip = Ipv4Packet::new_checked(&f[14..]).unwrap();
+        assert!(ip.verify_checksum());
+        assert_eq!(ip.dst(), [198, 18, 1, 2]);
+        assert_eq!(ip.total_len(), 46);
+        assert_eq!(&f[34..36], &(1024u16 + 17).to_be_bytes());
+        assert_ne!(frame(&a, 1), frame(&a, 2));
+    }
+}
