@@ -13,7 +13,7 @@ use crate::telemetry::{PortView, Report, Snapshot, Telemetry, WorkerView};
 use crate::worker::{self, Handed, Handoff, RxSlot, TxSlot, WorkerSetup};
 use anyhow::{anyhow, Context, Result};
 use pipeline::fwd::{FiveTupleSwap, ForwardMode, Io, Mac, MacSwap, Peers};
-use pipeline::gateway::{Gateway, RuleHits};
+use pipeline::gateway::{Gateway, GatewayConfig, RuleHits};
 use pipeline::router::Router;
 use pmd::hist::hist_pair;
 use pmd::softnic::Generator;
@@ -189,6 +189,16 @@ where
     let nrules = cfg.gateway.rules.len();
     let mut hit_sinks: Vec<RuleHits> = Vec::new();
     let mut l3_index = 0u16;
+    // The Prometheus endpoint, before any thread starts: a port in use
+    // fails the start, not the run.
+    let metrics = match cfg.metrics {
+        Some(addr) => {
+            let (server, scrapes) = crate::metrics::Server::start(addr)?;
+            eprintln!("metrics: http://{}/metrics", server.addr());
+            Some((server, scrapes))
+        }
+        None => None,
+    };
     let mut tel = Telemetry::new(views, wviews, tsc);
     let zero = Snapshot::zero(pmd::sys::rdtsc(), nports, cfg.workers.len());
 
@@ -281,8 +291,21 @@ where
         if let Some(d) = cfg.run.duration {
             wake = wake.min(started + d);
         }
-        let nap = wake.saturating_duration_since(Instant::now());
-        std::thread::sleep(nap.min(Duration::from_millis(50)));
+        let nap = wake
+            .saturating_duration_since(Instant::now())
+            .min(Duration::from_millis(50));
+        match &metrics {
+            // A scrape: a fresh snapshot of the counters (the workers do
+            // not notice), rendered here, where the telemetry lives.
+            Some((_, scrapes)) => {
+                if let Ok(reply) = scrapes.recv_timeout(nap) {
+                    let cur = tel.snapshot();
+                    let hits = rule_hits(&gateway, &hit_sinks);
+                    let _ = reply.send(crate::metrics::render(&tel, &cur, &hits));
+                }
+            }
+            None => std::thread::sleep(nap),
+        }
     }
 
     // Shutdown: stop the wire, drain the workers, drain the sink.
@@ -321,17 +344,29 @@ where
     if last.tsc() > prev.tsc() + tsc.cycles(cfg.run.stats_period / 10) {
         emit(&tel.report(&prev, &last, false));
     }
+    drop(metrics);
     let mut summary = tel.report(&zero, &last, true);
-    if let Some(g) = &gateway {
-        for (i, r) in g.rules.rules().iter().enumerate() {
-            if r.counter {
-                let n = hit_sinks.iter().map(|h| h[i].load(Ordering::Relaxed)).sum();
-                summary.rule_hits.push((r.origin.clone(), n));
-            }
-        }
-    }
+    summary.rule_hits = rule_hits(&gateway, &hit_sinks);
     if panicked > 0 {
         return Err(anyhow!("{panicked} worker thread(s) panicked"));
     }
     Ok(summary)
+}
+
+/// Packets each firewall rule with `counter = true` matched so far, all
+/// workers together, by where the rule is written.
+fn rule_hits(gateway: &Option<GatewayConfig>, sinks: &[RuleHits]) -> Vec<(String, u64)> {
+    let Some(g) = gateway else {
+        return Vec::new();
+    };
+    g.rules
+        .rules()
+        .iter()
+        .enumerate()
+        .filter(|(_, r)| r.counter)
+        .map(|(i, r)| {
+            let n = sinks.iter().map(|h| h[i].load(Ordering::Relaxed)).sum();
+            (r.origin.clone(), n)
+        })
+        .collect()
 }

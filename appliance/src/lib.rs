@@ -12,7 +12,8 @@
 //!   policies carried out, cycle accounting); [`poll`]: the poll-mode
 //!   policies' settings and decisions.
 //! - [`counters`] (what workers count), [`telemetry`] (reports from them),
-//!   [`lock`] (one instance per device).
+//!   [`metrics`] (the Prometheus endpoint), [`lock`] (one instance per
+//!   device).
 //!
 //! Never here: `unsafe` (that lives in `pmd`), or anything per packet that
 //! allocates, locks, makes a syscall or touches a channel (the worker's
@@ -26,6 +27,7 @@ pub mod counters;
 pub mod dpdk;
 pub mod engine;
 pub mod lock;
+pub mod metrics;
 pub mod poll;
 pub mod stages;
 pub mod telemetry;

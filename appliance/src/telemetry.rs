@@ -59,39 +59,49 @@ impl Snapshot {
     pub fn tsc(&self) -> u64 {
         self.tsc
     }
+
+    /// Each port's counters (totals since start).
+    pub(crate) fn ports(&self) -> &[PortSnap] {
+        &self.ports
+    }
+
+    /// Each worker's counters (totals since start).
+    pub(crate) fn cores(&self) -> &[CoreSnap] {
+        &self.cores
+    }
 }
 
 #[derive(Clone, Debug, Default)]
-struct PortSnap {
-    dev: PortStats,
-    xstats: BTreeMap<&'static str, u64>,
-    rx_pkts: u64,
-    tx_pkts: u64,
-    tx_full: u64,
-    unroutable: u64,
-    handed_off: u64,
-    drops: [u64; DropReason::COUNT],
+pub(crate) struct PortSnap {
+    pub(crate) dev: PortStats,
+    pub(crate) xstats: BTreeMap<&'static str, u64>,
+    pub(crate) rx_pkts: u64,
+    pub(crate) tx_pkts: u64,
+    pub(crate) tx_full: u64,
+    pub(crate) unroutable: u64,
+    pub(crate) handed_off: u64,
+    pub(crate) drops: [u64; DropReason::COUNT],
 }
 
 #[derive(Clone, Debug, Default)]
-struct CoreSnap {
-    polls: u64,
-    empty_polls: u64,
-    busy: u64,
-    idle: u64,
-    rx: u64,
-    cpu_ns: u64,
-    blocks: u64,
-    wakeups: u64,
-    sleeps: u64,
-    switches: u64,
-    ticks: u64,
-    late_ticks: u64,
-    state: u64,
-    fallback: u64,
-    auto_busy: u64,
-    burst: u64,
-    events: Vec<u64>,
+pub(crate) struct CoreSnap {
+    pub(crate) polls: u64,
+    pub(crate) empty_polls: u64,
+    pub(crate) busy: u64,
+    pub(crate) idle: u64,
+    pub(crate) rx: u64,
+    pub(crate) cpu_ns: u64,
+    pub(crate) blocks: u64,
+    pub(crate) wakeups: u64,
+    pub(crate) sleeps: u64,
+    pub(crate) switches: u64,
+    pub(crate) ticks: u64,
+    pub(crate) late_ticks: u64,
+    pub(crate) state: u64,
+    pub(crate) fallback: u64,
+    pub(crate) auto_busy: u64,
+    pub(crate) burst: u64,
+    pub(crate) events: Vec<u64>,
 }
 
 /// Latency percentiles in nanoseconds.
@@ -288,7 +298,8 @@ fn lat(h: &Histogram<u64>, tsc: &Tsc) -> Option<Latency> {
     })
 }
 
-fn merged<'a>(hs: impl Iterator<Item = &'a Histogram<u64>>) -> Option<Histogram<u64>> {
+/// The sum of several histograms (`None` for none).
+pub(crate) fn merged<'a>(hs: impl Iterator<Item = &'a Histogram<u64>>) -> Option<Histogram<u64>> {
     let mut out: Option<Histogram<u64>> = None;
     for h in hs {
         match &mut out {
@@ -310,6 +321,16 @@ impl Telemetry {
             tsc,
             start: pmd::sys::rdtsc(),
         }
+    }
+
+    /// TSC cycles per second.
+    pub fn tsc_hz(&self) -> f64 {
+        self.tsc.hz as f64
+    }
+
+    /// Seconds from the start to when `s` was taken.
+    pub fn seconds_since_start(&self, s: &Snapshot) -> f64 {
+        self.tsc.ns(s.tsc.saturating_sub(self.start)) / 1e9
     }
 
     /// Reads every counter and merges published histograms.

@@ -450,6 +450,33 @@ fn validate(cx: &mut Ctx<'_>, raw: RawFile, base: Option<&Path>) -> Config {
             );
         }
     }
+    let metrics = raw.management.metrics.as_ref().and_then(|m| {
+        let key = "management.metrics";
+        let addr = match m.get_ref() {
+            Endpoint::Port(p) => u16::try_from(*p)
+                .map(|p| std::net::SocketAddr::from(([127, 0, 0, 1], p)))
+                .map_err(|_| format!("port must be 0..=65535; got {p}")),
+            Endpoint::Addr(s) => s.parse::<std::net::SocketAddr>().map_err(|_| {
+                format!("`{s}` is not ADDR:PORT (such as \"127.0.0.1:9469\" or \"[::1]:9469\")")
+            }),
+        };
+        match addr {
+            Ok(a) => {
+                if !a.ip().is_loopback() {
+                    cx.warn(
+                        m,
+                        key,
+                        format!("metrics on {a} are readable by anyone who can reach it (no authentication); loopback is safer"),
+                    );
+                }
+                Some(a)
+            }
+            Err(e) => {
+                cx.err(m, key, e);
+                None
+            }
+        }
+    });
     Config {
         source: cx.file.to_string(),
         run,
@@ -459,6 +486,7 @@ fn validate(cx: &mut Ctx<'_>, raw: RawFile, base: Option<&Path>) -> Config {
         router,
         gateway,
         eal_args: raw.dpdk.eal_args,
+        metrics,
         warnings: Vec::new(),
     }
 }

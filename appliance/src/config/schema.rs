@@ -149,6 +149,8 @@ pub(super) struct RawFile {
     pub(super) neighbor: Vec<router::RawNeighbor>,
     #[serde(default)]
     pub(super) dpdk: RawDpdk,
+    #[serde(default)]
+    pub(super) management: RawManagement,
     pub(super) firewall: Option<firewall::RawFirewall>,
     pub(super) conntrack: Option<firewall::RawConntrack>,
     pub(super) nat: Option<nat::RawNat>,
@@ -189,6 +191,24 @@ pub(super) fn d_burst() -> Spanned<usize> {
 }
 pub(super) fn d_drain() -> Spanned<u64> {
     Spanned::new(0..0, 100)
+}
+
+/// `[management]`: how the running appliance is observed.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawManagement {
+    /// Prometheus endpoint: `"ADDR:PORT"`, or a port number (on loopback).
+    pub(super) metrics: Option<Spanned<Endpoint>>,
+}
+
+/// A listening address as a config gives it.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(untagged)]
+pub(super) enum Endpoint {
+    /// A port on 127.0.0.1.
+    Port(i64),
+    /// `ADDR:PORT`.
+    Addr(String),
 }
 
 #[derive(Debug, Default, Deserialize)]

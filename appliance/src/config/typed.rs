@@ -158,6 +158,9 @@ pub struct Config {
     pub gateway: GatewaySetup,
     /// Extra EAL arguments (`[dpdk] eal_args`).
     pub eal_args: Vec<String>,
+    /// Where the Prometheus endpoint listens (`[management] metrics`; off
+    /// when `None`).
+    pub metrics: Option<std::net::SocketAddr>,
     /// Settings that are legal but probably not what was meant.
     pub warnings: Vec<ConfigError>,
 }

@@ -1,0 +1,437 @@
+//! The Prometheus endpoint (`[management] metrics`): counters, gauges and
+//! latency histograms in the Prometheus text format (encoded by the
+//! `prometheus` crate), served over HTTP (`tiny_http`) at `/metrics`.
+//!
+//! Scraping costs the workers nothing: the HTTP server runs on a thread of
+//! its own and asks the management thread, which owns the telemetry, for
+//! each scrape ([`Scrapes`]); the management thread takes a snapshot of the
+//! counters it reads anyway and renders it ([`render`]). Workers never see
+//! a scrape. A scrape the management thread does not answer within
+//! [`SCRAPE_TIMEOUT`] gets a 503.
+//!
+//! Names follow Prometheus' conventions: `sluice_` prefix, base units
+//! (seconds, bytes), `_total` counters. Labels stay small: `port`,
+//! `core`, `reason` (the drop reasons), `event` (the stages' counters),
+//! `rule` (only rules with `counter = true`).
+
+use crate::telemetry::{merged, Snapshot, Telemetry};
+use anyhow::{Context, Result};
+use crossbeam_channel::{Receiver, Sender};
+use hdrhistogram::Histogram;
+use pipeline::DropReason;
+use prometheus::proto::{
+    Bucket, Counter, Gauge, Histogram as PHistogram, LabelPair, Metric, MetricFamily, MetricType,
+};
+use prometheus::{Encoder, TextEncoder};
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+/// How long a scrape waits for the management thread.
+pub const SCRAPE_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// A scrape waiting for its exposition text.
+pub type Scrape = Sender<String>;
+
+/// The management thread's end: scrapes to answer.
+pub type Scrapes = Receiver<Scrape>;
+
+/// Upper bounds (seconds) of the latency histograms' buckets.
+const LATENCY_BUCKETS: [f64; 19] = [
+    1e-6, 2.5e-6, 5e-6, 1e-5, 2.5e-5, 5e-5, 1e-4, 2.5e-4, 5e-4, 1e-3, 2.5e-3, 5e-3, 1e-2, 2.5e-2,
+    5e-2, 0.1, 0.25, 0.5, 1.0,
+];
+
+/// The running HTTP server; stops when dropped.
+pub struct Server {
+    addr: SocketAddr,
+    stop: Arc<AtomicBool>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl Server {
+    /// Listens on `addr` and serves `/metrics` by asking `scrapes`' other
+    /// end. Fails (naming the address) when it cannot listen.
+    pub fn start(addr: SocketAddr) -> Result<(Server, Scrapes)> {
+        let http = tiny_http::Server::http(addr)
+            .map_err(|e| anyhow::anyhow!("{e}"))
+            .with_context(|| format!("metrics endpoint: listening on {addr}"))?;
+        let addr = http
+            .server_addr()
+            .to_ip()
+            .context("metrics endpoint: not an IP listener")?;
+        let (tx, rx) = crossbeam_channel::bounded::<Scrape>(4);
+        let stop = Arc::new(AtomicBool::new(false));
+        let s = stop.clone();
+        let thread = std::thread::Builder::new()
+            .name("metrics".into())
+            .spawn(move || serve(&http, &tx, &s))
+            .context("spawning the metrics thread")?;
+        Ok((
+            Server {
+                addr,
+                stop,
+                thread: Some(thread),
+            },
+            rx,
+        ))
+    }
+
+    /// Where it listens (the port chosen when the config said 0).
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Release);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+fn serve(http: &tiny_http::Server, scrapes: &Sender<Scrape>, stop: &AtomicBool) {
+    use tiny_http::{Header, Method, Response};
+    let text_type = Header::from_bytes(&b"Content-Type"[..], prometheus::TEXT_FORMAT.as_bytes())
+        .expect("a valid header");
+    while !stop.load(Ordering::Acquire) {
+        let Ok(Some(req)) = http.recv_timeout(Duration::from_millis(100)) else {
+            continue;
+        };
+        let path = req.url().split('?').next().unwrap_or("");
+        let resp = match (req.method(), path) {
+            (Method::Get | Method::Head, "/metrics") => {
+                let (tx, rx) = crossbeam_channel::bounded(1);
+                let answer = scrapes
+                    .try_send(tx)
+                    .ok()
+                    .and_then(|()| rx.recv_timeout(SCRAPE_TIMEOUT).ok());
+                match answer {
+                    Some(text) => Response::from_string(text).with_header(text_type.clone()),
+                    None => Response::from_string("sluice: no answer from the management thread\n")
+                        .with_status_code(503),
+                }
+            }
+            (Method::Get | Method::Head, "/") => {
+                Response::from_string("sluice: metrics at /metrics\n")
+            }
+            (Method::Get | Method::Head, _) => {
+                Response::from_string("not found; metrics are at /metrics\n").with_status_code(404)
+            }
+            _ => Response::from_string("only GET\n").with_status_code(405),
+        };
+        let _ = req.respond(resp);
+    }
+}
+
+fn label(name: &str, value: &str) -> LabelPair {
+    let mut l = LabelPair::default();
+    l.set_name(name.to_string());
+    l.set_value(value.to_string());
+    l
+}
+
+/// Metric families under construction, in order of first use.
+#[derive(Default)]
+struct Families(Vec<MetricFamily>);
+
+impl Families {
+    fn family(&mut self, name: &str, help: &str, t: MetricType) -> &mut MetricFamily {
+        if let Some(i) = self.0.iter().position(|f| f.name() == name) {
+            return &mut self.0[i];
+        }
+        let mut f = MetricFamily::default();
+        f.set_name(name.to_string());
+        f.set_help(help.to_string());
+        f.set_field_type(t);
+        self.0.push(f);
+        self.0.last_mut().expect("just pushed")
+    }
+
+    fn counter(&mut self, name: &str, help: &str, labels: &[(&str, &str)], v: f64) {
+        let mut c = Counter::default();
+        c.set_value(v);
+        let mut m = Metric::from_label(labels.iter().map(|(k, v)| label(k, v)).collect());
+        m.set_counter(c);
+        self.family(name, help, MetricType::COUNTER)
+            .mut_metric()
+            .push(m);
+    }
+
+    fn gauge(&mut self, name: &str, help: &str, labels: &[(&str, &str)], v: f64) {
+        let mut g = Gauge::default();
+        g.set_value(v);
+        let mut m = Metric::from_label(labels.iter().map(|(k, v)| label(k, v)).collect());
+        m.set_gauge(g);
+        self.family(name, help, MetricType::GAUGE)
+            .mut_metric()
+            .push(m);
+    }
+
+    /// A latency histogram from an HdrHistogram of TSC cycles.
+    fn latency(
+        &mut self,
+        name: &str,
+        help: &str,
+        labels: &[(&str, &str)],
+        h: &Histogram<u64>,
+        cycles_per_s: f64,
+    ) {
+        let mut p = PHistogram::default();
+        p.set_sample_count(h.len());
+        p.set_sample_sum(h.mean() * h.len() as f64 / cycles_per_s);
+        let buckets = LATENCY_BUCKETS
+            .iter()
+            .map(|&le| {
+                let mut b = Bucket::default();
+                b.set_upper_bound(le);
+                let top = (le * cycles_per_s) as u64;
+                b.set_cumulative_count(if h.is_empty() {
+                    0
+                } else {
+                    h.count_between(0, top)
+                });
+                b
+            })
+            .collect();
+        p.set_bucket(buckets);
+        let mut m = Metric::from_label(labels.iter().map(|(k, v)| label(k, v)).collect());
+        m.set_histogram(p);
+        self.family(name, help, MetricType::HISTOGRAM)
+            .mut_metric()
+            .push(m);
+    }
+}
+
+/// Rule hit counts the engine adds (rules with `counter = true`: where the
+/// rule was written, packets it matched).
+pub type RuleHits = Vec<(String, u64)>;
+
+/// The exposition text of `cur` (totals since start) for `tel`'s ports and
+/// workers, with `rule_hits`.
+pub fn render(tel: &Telemetry, cur: &Snapshot, rule_hits: &RuleHits) -> String {
+    let hz = tel.tsc_hz();
+    let mut f = Families::default();
+    f.gauge(
+        "sluice_info",
+        "Sluice's version (value 1).",
+        &[("version", env!("CARGO_PKG_VERSION"))],
+        1.0,
+    );
+    f.gauge(
+        "sluice_uptime_seconds",
+        "Seconds since the appliance started forwarding.",
+        &[],
+        tel.seconds_since_start(cur),
+    );
+    for (view, p) in tel.ports.iter().zip(cur.ports()) {
+        let port = view.name.as_str();
+        let l = [("port", port)];
+        f.counter(
+            "sluice_port_rx_packets_total",
+            "Packets the workers received from the port.",
+            &l,
+            p.rx_pkts as f64,
+        );
+        f.counter(
+            "sluice_port_tx_packets_total",
+            "Packets the port's TX queues took from the workers.",
+            &l,
+            p.tx_pkts as f64,
+        );
+        f.counter(
+            "sluice_port_rx_bytes_total",
+            "Bytes the device delivered to the RX queues (frames, no FCS).",
+            &l,
+            p.dev.ibytes as f64,
+        );
+        f.counter(
+            "sluice_port_tx_bytes_total",
+            "Bytes the device took from the TX queues (frames, no FCS).",
+            &l,
+            p.dev.obytes as f64,
+        );
+        let help = "Packets dropped on the port, by reason (NIC, TX ring, routing, and each forwarding stage's reasons).";
+        for (reason, v) in [
+            ("rx_missed", p.dev.imissed),
+            ("rx_nombuf", p.dev.rx_nombuf),
+            ("tx_full", p.tx_full),
+            ("unroutable", p.unroutable),
+        ] {
+            f.counter(
+                "sluice_port_drops_total",
+                help,
+                &[("port", port), ("reason", reason)],
+                v as f64,
+            );
+        }
+        for &r in DropReason::ALL {
+            if r != DropReason::Consumed {
+                f.counter(
+                    "sluice_port_drops_total",
+                    help,
+                    &[("port", port), ("reason", r.name())],
+                    p.drops[r as usize] as f64,
+                );
+            }
+        }
+        f.counter(
+            "sluice_port_consumed_total",
+            "Packets the router's slow path used up (ARP, ND): not drops.",
+            &l,
+            p.drops[DropReason::Consumed as usize] as f64,
+        );
+        f.counter(
+            "sluice_port_handed_off_total",
+            "Packets handed to the worker that owns their NAT state (counted there).",
+            &l,
+            p.handed_off as f64,
+        );
+        for (name, v) in &p.xstats {
+            f.counter(
+                "sluice_port_driver_stat_total",
+                "Driver-specific counters (the driver's xstats).",
+                &[("port", port), ("stat", name)],
+                *v as f64,
+            );
+        }
+        if let Some(h) = merged(view.resid.iter().map(|r| &r.total)) {
+            f.latency(
+                "sluice_port_residency_seconds",
+                "Time from rx_burst to the TX flush of packets sent on the port.",
+                &l,
+                &h,
+                hz,
+            );
+        }
+        if let Some(r) = &view.e2e {
+            f.latency(
+                "sluice_port_e2e_latency_seconds",
+                "Generator-to-sink latency through the software NIC.",
+                &l,
+                &r.total,
+                hz,
+            );
+        }
+    }
+    for (w, c) in tel.workers.iter().zip(cur.cores()) {
+        let core = w.core.to_string();
+        let l = [("core", core.as_str())];
+        f.gauge(
+            "sluice_core_info",
+            "A worker core's forwarding mode and poll policy (value 1).",
+            &[
+                ("core", core.as_str()),
+                ("mode", w.mode),
+                ("policy", w.policy),
+            ],
+            1.0,
+        );
+        let state = crate::poll::State::name_of(c.state);
+        for s in crate::poll::State::NAMES {
+            f.gauge(
+                "sluice_core_state",
+                "What the worker is doing (1 for the current state).",
+                &[("core", core.as_str()), ("state", s)],
+                f64::from(u8::from(*s == state)),
+            );
+        }
+        for (name, help, v) in [
+            (
+                "sluice_core_busy_cycles_total",
+                "TSC cycles in poll rounds that received packets.",
+                c.busy,
+            ),
+            (
+                "sluice_core_idle_cycles_total",
+                "TSC cycles in poll rounds that received nothing, sleeping or blocked.",
+                c.idle,
+            ),
+            ("sluice_core_polls_total", "Poll rounds.", c.polls),
+            (
+                "sluice_core_empty_polls_total",
+                "Poll rounds that received nothing.",
+                c.empty_polls,
+            ),
+            (
+                "sluice_core_rx_packets_total",
+                "Packets the worker received.",
+                c.rx,
+            ),
+            (
+                "sluice_core_blocks_total",
+                "Times the worker armed interrupts and blocked.",
+                c.blocks,
+            ),
+            (
+                "sluice_core_wakeups_total",
+                "Blocks ended by an interrupt.",
+                c.wakeups,
+            ),
+            (
+                "sluice_core_sleeps_total",
+                "Sleeps between polls.",
+                c.sleeps,
+            ),
+            (
+                "sluice_core_policy_switches_total",
+                "`auto` switches between interrupt and busy polling.",
+                c.switches,
+            ),
+            (
+                "sluice_core_timer_ticks_total",
+                "`timer` ticks run.",
+                c.ticks,
+            ),
+            (
+                "sluice_core_timer_late_ticks_total",
+                "`timer` ticks that started late.",
+                c.late_ticks,
+            ),
+        ] {
+            f.counter(name, help, &l, v as f64);
+        }
+        f.counter(
+            "sluice_core_cpu_seconds_total",
+            "CPU time of the worker thread.",
+            &l,
+            c.cpu_ns as f64 / 1e9,
+        );
+        f.gauge(
+            "sluice_core_timer_quota",
+            "`timer`: the per-queue quota of the next tick.",
+            &l,
+            c.burst as f64,
+        );
+        for (k, name) in w.counters.event_names.iter().enumerate() {
+            f.counter(
+                "sluice_core_events_total",
+                "Slow-path work of the forwarding stages, by the stages' names.",
+                &[("core", core.as_str()), ("event", name)],
+                c.events.get(k).copied().unwrap_or(0) as f64,
+            );
+        }
+    }
+    f.gauge(
+        "sluice_tsc_hertz",
+        "TSC cycles per second (to turn the cycle counters into seconds).",
+        &[],
+        hz,
+    );
+    for (rule, n) in rule_hits {
+        f.counter(
+            "sluice_rule_hits_total",
+            "Packets that matched a firewall rule with `counter = true` (by where the rule is written).",
+            &[("rule", rule.as_str())],
+            *n as f64,
+        );
+    }
+    let mut out = Vec::new();
+    // Cannot fail: every family has a name, a type and metrics of it.
+    let _ = TextEncoder::new().encode(&f.0, &mut out);
+    String::from_utf8(out).unwrap_or_default()
+}
