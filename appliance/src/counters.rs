@@ -53,6 +53,9 @@ pub struct CoreCounters {
     pub sleeps: Counter,
     /// Current state (`poll::State` as a number).
     pub state: Counter,
+    /// Current policy (its index in `poll::Policy::NAMES`); it changes when
+    /// `sluice ctl set poll` switches it.
+    pub policy: Counter,
     /// 1 when the policy wanted interrupts but a queue has none, so it sleeps.
     pub fallback: Counter,
     /// `auto`: 1 while in busy mode.

@@ -124,13 +124,20 @@ where
     }
     .into_iter();
     let mut all_counters = Vec::new();
+    // Per worker: where `sluice ctl set poll` sends a new policy.
+    let mut policy_tx = Vec::new();
     for w in &cfg.workers {
+        let (ptx, prx) = crossbeam_channel::bounded::<crate::poll::Policy>(1);
+        policy_tx.push(ptx);
         let events = match w.mode {
             FwdMode::L3fwd if cfg.gateway.enabled => Gateway::EVENTS,
             FwdMode::L3fwd => Router::EVENTS,
             _ => &[],
         };
         let counters = Arc::new(WorkerCounters::new(nports, events));
+        // Published by the worker from its start on; set here for the
+        // reports taken before it starts.
+        counters.core.policy.set(w.poll.index() as u64);
         all_counters.push(counters.clone());
         let handoff = if w.mode == FwdMode::L3fwd {
             meshes.next().unwrap_or_default()
@@ -167,6 +174,7 @@ where
             core: w.core,
             policy: w.poll.clone(),
             switches: Some(switch_tx.clone()),
+            policy_changes: Some(prx),
             rx: rxs,
             tx: txs,
             counters,
@@ -199,8 +207,22 @@ where
         }
         None => None,
     };
+    let control = match &cfg.control_socket {
+        Some(path) => {
+            let (server, commands) = crate::ctl::Server::start(path)?;
+            eprintln!(
+                "control socket: {} (sluice ctl -s {})",
+                server.path().display(),
+                server.path().display()
+            );
+            Some((server, commands))
+        }
+        None => None,
+    };
     let mut tel = Telemetry::new(views, wviews, tsc);
     let zero = Snapshot::zero(pmd::sys::rdtsc(), nports, cfg.workers.len());
+    // Where `sluice ctl stats` counts from: the start, or the last `clear stats`.
+    let mut cleared = zero.clone();
 
     // Threads: the generator first, so that packets wait for the workers.
     let gen_handle = match gen {
@@ -294,17 +316,35 @@ where
         let nap = wake
             .saturating_duration_since(Instant::now())
             .min(Duration::from_millis(50));
-        match &metrics {
-            // A scrape: a fresh snapshot of the counters (the workers do
-            // not notice), rendered here, where the telemetry lives.
-            Some((_, scrapes)) => {
-                if let Ok(reply) = scrapes.recv_timeout(nap) {
+        // Scrapes and control requests, answered here, where the
+        // telemetry lives (a fresh snapshot of the counters each time; the
+        // workers do not notice); otherwise a nap until the next report.
+        let never_s = crossbeam_channel::never();
+        let never_c = crossbeam_channel::never();
+        let scrapes = metrics.as_ref().map_or(&never_s, |(_, r)| r);
+        let commands = control.as_ref().map_or(&never_c, |(_, r)| r);
+        crossbeam_channel::select! {
+            recv(scrapes) -> reply => {
+                if let Ok(reply) = reply {
                     let cur = tel.snapshot();
                     let hits = rule_hits(&gateway, &hit_sinks);
                     let _ = reply.send(crate::metrics::render(&tel, &cur, &hits));
                 }
             }
-            None => std::thread::sleep(nap),
+            recv(commands) -> cmd => {
+                if let Ok(cmd) = cmd {
+                    let mut cx = crate::ctl::commands::Context {
+                        cfg,
+                        tel: &mut tel,
+                        cleared: &mut cleared,
+                        router: router.as_ref(),
+                        rule_hits: rule_hits(&gateway, &hit_sinks),
+                        policies: &policy_tx,
+                    };
+                    let _ = cmd.reply.send(crate::ctl::commands::run(&cmd.args, &mut cx));
+                }
+            }
+            default(nap) => {}
         }
     }
 
@@ -345,6 +385,7 @@ where
         emit(&tel.report(&prev, &last, false));
     }
     drop(metrics);
+    drop(control);
     let mut summary = tel.report(&zero, &last, true);
     summary.rule_hits = rule_hits(&gateway, &hit_sinks);
     if panicked > 0 {

@@ -12,8 +12,8 @@
 //!   policies carried out, cycle accounting); [`poll`]: the poll-mode
 //!   policies' settings and decisions.
 //! - [`counters`] (what workers count), [`telemetry`] (reports from them),
-//!   [`metrics`] (the Prometheus endpoint), [`lock`] (one instance per
-//!   device).
+//!   [`metrics`] (the Prometheus endpoint), [`ctl`] (the control socket
+//!   and `sluice ctl`), [`lock`] (one instance per device and socket).
 //!
 //! Never here: `unsafe` (that lives in `pmd`), or anything per packet that
 //! allocates, locks, makes a syscall or touches a channel (the worker's
@@ -23,6 +23,7 @@
 pub mod app;
 pub mod config;
 pub mod counters;
+pub mod ctl;
 #[cfg(feature = "dpdk")]
 pub mod dpdk;
 pub mod engine;

@@ -138,6 +138,42 @@ pub fn resources(kind: &PortKind) -> Vec<(String, String)> {
     }
 }
 
+/// Why a lock file could not be taken.
+#[derive(Debug)]
+pub enum Held {
+    /// Another process holds it; the PID it wrote.
+    By(String),
+    /// It could not be opened or locked.
+    Io(std::io::Error),
+}
+
+/// Takes an exclusive lock on the file `path` (created if missing) and
+/// writes this process's PID into it; the lock lasts as long as the file
+/// stays open.
+pub fn take(path: &Path) -> Result<File, Held> {
+    let mut f = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(path)
+        .map_err(Held::Io)?;
+    match f.try_lock() {
+        Ok(()) => {}
+        Err(TryLockError::WouldBlock) => {
+            let mut pid = String::new();
+            let _ = f.read_to_string(&mut pid);
+            return Err(Held::By(pid.trim().to_string()));
+        }
+        Err(TryLockError::Error(e)) => return Err(Held::Io(e)),
+    }
+    // Ours now: note who holds it.
+    let _ = f.set_len(0);
+    let _ = f.rewind();
+    let _ = write!(f, "{}", std::process::id());
+    Ok(f)
+}
+
 /// Takes the locks for every port of `cfg` in `dir` (see [`lock_dir`]).
 pub fn acquire(cfg: &Config, dir: &Path) -> Result<InstanceLocks, LockError> {
     let mut files: Vec<(String, File)> = Vec::new();
@@ -147,36 +183,19 @@ pub fn acquire(cfg: &Config, dir: &Path) -> Result<InstanceLocks, LockError> {
                 continue; // two ports of this config on one device: the config's business
             }
             let path = dir.join(format!("{key}.lock"));
-            let io = |source| LockError::Io {
-                port: p.name.clone(),
-                path: path.display().to_string(),
-                source,
-            };
-            let mut f = OpenOptions::new()
-                .read(true)
-                .write(true)
-                .create(true)
-                .truncate(false)
-                .open(&path)
-                .map_err(io)?;
-            match f.try_lock() {
-                Ok(()) => {}
-                Err(TryLockError::WouldBlock) => {
-                    let mut pid = String::new();
-                    let _ = f.read_to_string(&mut pid);
-                    return Err(LockError::Busy {
-                        port: p.name.clone(),
-                        what,
-                        pid: pid.trim().to_string(),
-                        path: path.display().to_string(),
-                    });
-                }
-                Err(TryLockError::Error(e)) => return Err(io(e)),
-            }
-            // Ours now: note who holds it.
-            let _ = f.set_len(0);
-            let _ = f.rewind();
-            let _ = write!(f, "{}", std::process::id());
+            let f = take(&path).map_err(|e| match e {
+                Held::By(pid) => LockError::Busy {
+                    port: p.name.clone(),
+                    what,
+                    pid,
+                    path: path.display().to_string(),
+                },
+                Held::Io(source) => LockError::Io {
+                    port: p.name.clone(),
+                    path: path.display().to_string(),
+                    source,
+                },
+            })?;
             files.push((key, f));
         }
     }

@@ -5,7 +5,7 @@
 static ALLOC: pmd::alloc::HugeAlloc = pmd::alloc::HugeAlloc;
 
 use anyhow::{Context, Result};
-use appliance::config::{self, Config, PortKind};
+use appliance::config::{self, Config};
 use clap::{Parser, Subcommand};
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -44,6 +44,89 @@ enum Cmd {
         /// Configuration file.
         file: PathBuf,
     },
+    /// Ask a running sluice what it is doing, or change it, through its
+    /// control socket (`[management] socket`). `sluice ctl help` lists the
+    /// commands; `sluice ctl top` refreshes `show cores` and `show ports`.
+    Ctl {
+        /// The instance's control socket.
+        #[arg(short, long, default_value = appliance::ctl::DEFAULT_SOCKET)]
+        socket: PathBuf,
+        /// Print the answer's data as JSON (for scripts).
+        #[arg(long)]
+        json: bool,
+        /// `top`: seconds between refreshes.
+        #[arg(long, default_value_t = 1.0)]
+        interval: f64,
+        /// `top`: refreshes before it exits (0: until interrupted).
+        #[arg(long, default_value_t = 0)]
+        count: u64,
+        /// The command and its arguments.
+        #[arg(required = true, trailing_var_arg = true)]
+        args: Vec<String>,
+    },
+}
+
+/// `sluice ctl`: 0 when the command did what was asked, 1 when the
+/// appliance refused it, 2 when it could not be reached.
+fn ctl(
+    socket: &std::path::Path,
+    json: bool,
+    interval: f64,
+    count: u64,
+    args: &[String],
+) -> ExitCode {
+    let ask = |args: &[String]| match appliance::ctl::request(socket, args) {
+        Ok(r) => Ok(r),
+        Err(e) => {
+            eprintln!("sluice ctl: {e:#}");
+            Err(ExitCode::from(2))
+        }
+    };
+    if args == ["top"] {
+        if !(0.05..=3600.0).contains(&interval) {
+            eprintln!("sluice ctl: --interval must be 0.05..=3600 seconds");
+            return ExitCode::from(1);
+        }
+        let mut n = 0;
+        loop {
+            let mut screen = String::from("\x1b[H\x1b[2J");
+            for cmd in [["show", "cores"], ["show", "ports"]] {
+                let words: Vec<String> = cmd.iter().map(|s| s.to_string()).collect();
+                match ask(&words) {
+                    Ok(r) if r.ok => screen += &(r.text + "\n"),
+                    Ok(r) => {
+                        eprintln!("sluice ctl: {}", r.error.unwrap_or_default());
+                        return ExitCode::from(1);
+                    }
+                    Err(code) => return code,
+                }
+            }
+            if !out(&screen) {
+                return ExitCode::SUCCESS;
+            }
+            n += 1;
+            if count > 0 && n >= count {
+                return ExitCode::SUCCESS;
+            }
+            std::thread::sleep(std::time::Duration::from_secs_f64(interval));
+        }
+    }
+    match ask(args) {
+        Err(code) => code,
+        Ok(r) if r.ok => {
+            let text = if json {
+                serde_json::to_string_pretty(&r.data).unwrap_or_default() + "\n"
+            } else {
+                r.text
+            };
+            let _ = out(&text);
+            ExitCode::SUCCESS
+        }
+        Ok(r) => {
+            eprintln!("sluice ctl: {}", r.error.unwrap_or_else(|| "failed".into()));
+            ExitCode::from(1)
+        }
+    }
 }
 
 fn load(file: Option<&PathBuf>) -> Result<Config, config::ConfigErrors> {
@@ -51,90 +134,6 @@ fn load(file: Option<&PathBuf>) -> Result<Config, config::ConfigErrors> {
         Some(f) => config::load_file(f),
         None => config::parse(config::QUICKSTART, config::QUICKSTART_NAME, None),
     }
-}
-
-fn describe(c: &Config) -> String {
-    let mut s = format!("{}: ok\n", c.source);
-    for p in &c.ports {
-        let kind = match &p.kind {
-            PortKind::Softnic { gen, .. } => format!(
-                "softnic rate {} size {} flows {}",
-                match gen.rate {
-                    pmd::softnic::Rate::Pps(p) => format!("{p} pps"),
-                    pmd::softnic::Rate::Max => "max".into(),
-                },
-                gen.size,
-                gen.flows
-            ),
-            PortKind::Null { size } => format!("null size {size}"),
-            PortKind::Dpdk { device } => format!("dpdk {device}"),
-            PortKind::AfPacket { iface, .. } => format!("afpacket {iface}"),
-            PortKind::AfXdp { iface, .. } => format!("afxdp {iface}"),
-            PortKind::Pcap {
-                rx_file, tx_file, ..
-            } => {
-                let f = |p: &Option<PathBuf>| {
-                    p.as_ref().map_or("-".into(), |p| p.display().to_string())
-                };
-                format!("pcap rx {} tx {}", f(rx_file), f(tx_file))
-            }
-        };
-        s += &format!(
-            "  port {:<6} {kind}; rxq {} txq {} rxd {} txd {}; peer {}\n",
-            p.name,
-            p.rxq,
-            p.txq,
-            p.rxd,
-            p.txd,
-            c.ports[usize::from(p.peer)].name
-        );
-    }
-    for w in &c.workers {
-        let q = |v: &[(u16, u16)]| {
-            v.iter()
-                .map(|&(p, q)| format!("{}:{q}", c.ports[usize::from(p)].name))
-                .collect::<Vec<_>>()
-                .join(" ")
-        };
-        s += &format!(
-            "  worker core {} mode {}: rx [{}] tx [{}]\n",
-            w.core,
-            w.mode.name(),
-            q(&w.rx),
-            q(&w.tx)
-        );
-    }
-    let g = &c.gateway;
-    if g.enabled {
-        let set =
-            pipeline::firewall::RuleSet::build(g.rules.clone(), g.default, &g.nat.original_dsts());
-        s += &format!(
-            "  firewall: {} rules ({} after port/state expansion, {} distinct bit vectors), default {}; classifier built in {:.2} ms, {:.1} KiB\n",
-            set.rules().len(),
-            set.expanded(),
-            set.vectors(),
-            match g.default {
-                pipeline::firewall::Action::Accept => "accept",
-                pipeline::firewall::Action::Drop => "drop",
-                pipeline::firewall::Action::Reject(_) => "reject",
-            },
-            set.build_ns() as f64 / 1e6,
-            set.memory() as f64 / 1024.0
-        );
-        let workers = c.l3fwd_workers().max(1);
-        let per = g.nat.ports.slice(0, workers).map_or(0, |r| r.len());
-        s += &format!(
-            "  conntrack: {} flows per worker; nat: {} snat, {} dnat, {} static; ports {}-{} ({} per worker)\n",
-            g.ct_capacity,
-            g.nat.snat.len(),
-            g.nat.dnat.len(),
-            g.nat.statics.len(),
-            g.nat.ports.lo,
-            g.nat.ports.hi,
-            per
-        );
-    }
-    s
 }
 
 /// Writes to stdout; false when it is closed (a reader that went away).
@@ -164,6 +163,13 @@ fn main() -> ExitCode {
 fn real_main() -> Result<ExitCode> {
     let cli = Cli::parse();
     match cli.cmd {
+        Cmd::Ctl {
+            socket,
+            json,
+            interval,
+            count,
+            args,
+        } => Ok(ctl(&socket, json, interval, count, &args)),
         Cmd::Check { file } => match config::load_file(&file) {
             Ok(c) => {
                 warn(&c);
@@ -174,7 +180,7 @@ fn real_main() -> Result<ExitCode> {
                 // A closed stdout (`sluice check f | head`) is no error.
                 let _ = out(&format!(
                     "{}  routes: {n4} IPv4, {n6} IPv6 ({} from the route file); tables built in {:.1} ms\n",
-                    describe(&c),
+                    config::describe(&c),
                     c.router.file_routes.len(),
                     t0.elapsed().as_secs_f64() * 1e3
                 ));
@@ -225,7 +231,7 @@ fn real_main() -> Result<ExitCode> {
             ctrlc::set_handler(move || s.store(true, Ordering::Release))
                 .context("installing the Ctrl-C handler")?;
             warn(&cfg);
-            if !json && !out(&describe(&cfg)) {
+            if !json && !out(&config::describe(&cfg)) {
                 stop.store(true, Ordering::Release);
             }
             // Reports go to stdout; when it is closed (`sluice run | head`),

@@ -327,7 +327,13 @@ pub fn render(tel: &Telemetry, cur: &Snapshot, rule_hits: &RuleHits) -> String {
             &[
                 ("core", core.as_str()),
                 ("mode", w.mode),
-                ("policy", w.policy),
+                (
+                    "policy",
+                    crate::poll::Policy::NAMES
+                        .get(c.policy as usize)
+                        .copied()
+                        .unwrap_or(w.policy),
+                ),
             ],
             1.0,
         );

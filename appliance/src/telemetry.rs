@@ -98,6 +98,7 @@ pub(crate) struct CoreSnap {
     pub(crate) ticks: u64,
     pub(crate) late_ticks: u64,
     pub(crate) state: u64,
+    pub(crate) policy: u64,
     pub(crate) fallback: u64,
     pub(crate) auto_busy: u64,
     pub(crate) burst: u64,
@@ -381,6 +382,7 @@ impl Telemetry {
                 ticks: k.ticks.get(),
                 late_ticks: k.late_ticks.get(),
                 state: k.state.get(),
+                policy: k.policy.get(),
                 fallback: k.fallback.get(),
                 auto_busy: k.auto_busy.get(),
                 burst: k.burst.get(),
@@ -469,7 +471,11 @@ impl Telemetry {
             let empty = y.empty_polls.saturating_sub(x.empty_polls) as f64;
             let rx = y.rx.saturating_sub(x.rx) as f64;
             let loop_cycles = (busy + idle).max(1.0);
-            let state = if w.policy == "auto" {
+            let policy = crate::poll::Policy::NAMES
+                .get(y.policy as usize)
+                .copied()
+                .unwrap_or(w.policy);
+            let state = if policy == "auto" {
                 if y.auto_busy == 1 {
                     "busy"
                 } else {
@@ -482,7 +488,7 @@ impl Telemetry {
             cores.push(CoreReport {
                 core: w.core,
                 mode: w.mode,
-                policy: w.policy,
+                policy,
                 state,
                 fallback_sleep: y.fallback == 1,
                 blocks_per_s: per_s(|c| c.blocks),
@@ -730,7 +736,13 @@ impl Report {
                 b.stage_drops,
                 b.unroutable,
                 b.in_flight,
-                if b.balanced { "balanced" } else { "NOT BALANCED" }
+                if self.kind == "stats" {
+                    "running: in flight is what is inside now"
+                } else if b.balanced {
+                    "balanced"
+                } else {
+                    "NOT BALANCED"
+                }
             );
             if b.gen_late * 100 > b.offered + b.gen_late {
                 let _ = writeln!(

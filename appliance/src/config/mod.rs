@@ -8,6 +8,7 @@
 //! line, column and key (`source.rs` locates them); `check` and `run` go
 //! through the same code.
 
+mod describe;
 mod error;
 mod files;
 mod firewall;
@@ -19,6 +20,7 @@ mod schema;
 mod source;
 mod typed;
 
+pub use describe::describe;
 pub use error::{ConfigError, ConfigErrors};
 pub use files::MAX_CONFIG_BYTES;
 pub use schema::{PortRange, Prefix, QueueRef, Str};
@@ -477,6 +479,32 @@ fn validate(cx: &mut Ctx<'_>, raw: RawFile, base: Option<&Path>) -> Config {
             }
         }
     });
+    let control_socket = raw.management.socket.as_ref().and_then(|s| {
+        let p = std::path::Path::new(s.get_ref());
+        let p = match base {
+            Some(b) if p.is_relative() => b.join(p),
+            _ => p.to_path_buf(),
+        };
+        if s.get_ref().is_empty() || p.is_dir() {
+            cx.err(
+                s,
+                "management.socket",
+                "name a socket file to create (such as \"/run/sluice/sluice.sock\")",
+            );
+            return None;
+        }
+        match p.parent().filter(|d| !d.as_os_str().is_empty()) {
+            Some(d) if !d.is_dir() && d != std::path::Path::new("/run/sluice") => {
+                cx.err(
+                    s,
+                    "management.socket",
+                    format!("directory {} does not exist", d.display()),
+                );
+                None
+            }
+            _ => Some(p),
+        }
+    });
     Config {
         source: cx.file.to_string(),
         run,
@@ -487,6 +515,7 @@ fn validate(cx: &mut Ctx<'_>, raw: RawFile, base: Option<&Path>) -> Config {
         gateway,
         eal_args: raw.dpdk.eal_args,
         metrics,
+        control_socket,
         warnings: Vec::new(),
     }
 }

@@ -199,6 +199,8 @@ pub(super) fn d_drain() -> Spanned<u64> {
 pub(super) struct RawManagement {
     /// Prometheus endpoint: `"ADDR:PORT"`, or a port number (on loopback).
     pub(super) metrics: Option<Spanned<Endpoint>>,
+    /// Control socket path (`sluice ctl`).
+    pub(super) socket: Option<Spanned<String>>,
 }
 
 /// A listening address as a config gives it.

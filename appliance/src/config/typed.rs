@@ -161,6 +161,8 @@ pub struct Config {
     /// Where the Prometheus endpoint listens (`[management] metrics`; off
     /// when `None`).
     pub metrics: Option<std::net::SocketAddr>,
+    /// The control socket's path (`[management] socket`; off when `None`).
+    pub control_socket: Option<std::path::PathBuf>,
     /// Settings that are legal but probably not what was meant.
     pub warnings: Vec<ConfigError>,
 }

@@ -45,15 +45,41 @@ pub enum Policy {
 }
 
 impl Policy {
+    /// The policies' names, in [`Policy::index`] order.
+    pub const NAMES: [&'static str; 5] = ["busy", "interrupt", "adaptive", "timer", "auto"];
+
     /// The name used in config and reports.
     pub fn name(&self) -> &'static str {
+        Self::NAMES[self.index()]
+    }
+
+    /// Its position in [`Policy::NAMES`] (as workers publish it).
+    pub fn index(&self) -> usize {
         match self {
-            Policy::Busy => "busy",
-            Policy::Interrupt(_) => "interrupt",
-            Policy::Adaptive(_) => "adaptive",
-            Policy::Timer(_) => "timer",
-            Policy::Auto(_) => "auto",
+            Policy::Busy => 0,
+            Policy::Interrupt(_) => 1,
+            Policy::Adaptive(_) => 2,
+            Policy::Timer(_) => 3,
+            Policy::Auto(_) => 4,
         }
+    }
+
+    /// A policy by name with its default settings.
+    pub fn by_name(name: &str) -> Option<Policy> {
+        Some(match name {
+            "busy" => Policy::Busy,
+            "interrupt" => Policy::Interrupt(Napi::default()),
+            "adaptive" => Policy::Adaptive(Adaptive::default()),
+            "timer" => Policy::Timer(Timer::default()),
+            "auto" => Policy::Auto(Auto::default()),
+            _ => return None,
+        })
+    }
+
+    /// Whether it blocks on interrupt lines (or sleeps where there are
+    /// none).
+    pub fn wants_interrupts(&self) -> bool {
+        !matches!(self, Policy::Busy | Policy::Timer(_))
     }
 }
 

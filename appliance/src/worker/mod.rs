@@ -119,6 +119,9 @@ pub struct WorkerSetup<B, R = pmd::BoxRx<B>, T = pmd::BoxTx<B>> {
     pub policy: Policy,
     /// Where `auto` reports its switches.
     pub switches: Option<Sender<Switch>>,
+    /// Policies to switch to while running (`sluice ctl set poll`), read
+    /// every `PUBLISH`.
+    pub policy_changes: Option<crossbeam_channel::Receiver<Policy>>,
     /// Handoff rings (empty unless several workers run the gateway).
     pub handoff: Handoff<B>,
 }
@@ -145,6 +148,9 @@ struct Worker<'a, B, R, T, F> {
     handoff: Handoff<B>,
     /// Verdicts of the burst being processed.
     verdicts: Box<[Verdict; pmd::MAX_BURST]>,
+    /// Where policy switches come from, and one received.
+    policy_changes: Option<crossbeam_channel::Receiver<Policy>>,
+    next_policy: Option<Policy>,
 }
 
 /// Runs the worker until `stop` is set, then drains its RX queues (the
@@ -166,8 +172,9 @@ pub fn run<B: PacketBuf, R: RxQueue<Buf = B>, T: TxQueue<Buf = B>, F: ForwardMod
         burst,
         drain,
         tsc,
-        policy,
+        mut policy,
         switches,
+        policy_changes,
         handoff,
     } = setup;
     let c = &*counters;
@@ -181,11 +188,9 @@ pub fn run<B: PacketBuf, R: RxQueue<Buf = B>, T: TxQueue<Buf = B>, F: ForwardMod
             direct: 0,
         });
     }
-    let wants_intr = !matches!(policy, Policy::Busy | Policy::Timer(_));
-    let epoll = if wants_intr { intr_set(&rx) } else { None };
-    if wants_intr && epoll.is_none() {
-        c.core.fallback.set(1);
-    }
+    // Built whatever the policy, so that a switch to one that blocks finds
+    // it (None when a queue has no interrupt line).
+    let epoll = intr_set(&rx);
     let now = rdtsc();
     let mut fwd = fwd;
     // The stage's clock starts before the first packet.
@@ -209,14 +214,28 @@ pub fn run<B: PacketBuf, R: RxQueue<Buf = B>, T: TxQueue<Buf = B>, F: ForwardMod
         tsc,
         handoff,
         verdicts: Box::new([Verdict::Drop(DropReason::Truncated); pmd::MAX_BURST]),
+        policy_changes,
+        next_policy: None,
     };
     c.core.running.set(1);
-    match policy {
-        Policy::Busy => w.run_busy(),
-        Policy::Interrupt(n) => w.run_interrupt(&n),
-        Policy::Adaptive(a) => w.run_adaptive(&a),
-        Policy::Timer(t) => w.run_timer(&t, &tsc),
-        Policy::Auto(a) => w.run_auto(&a, &tsc, core, switches.as_ref()),
+    loop {
+        c.core.policy.set(policy.index() as u64);
+        c.core
+            .fallback
+            .set(u64::from(policy.wants_interrupts() && w.epoll.is_none()));
+        c.core.auto_busy.set(0);
+        match &policy {
+            Policy::Busy => w.run_busy(),
+            Policy::Interrupt(n) => w.run_interrupt(n),
+            Policy::Adaptive(a) => w.run_adaptive(a),
+            Policy::Timer(t) => w.run_timer(t, &tsc),
+            Policy::Auto(a) => w.run_auto(a, &tsc, core, switches.as_ref()),
+        }
+        // The loop returns when asked to stop or to switch policies.
+        match w.next_policy.take() {
+            Some(p) => policy = p,
+            None => break,
+        }
     }
     w.drain_and_close()
 }
@@ -234,8 +253,9 @@ fn intr_set<R: RxQueue>(rx: &[RxSlot<R>]) -> Option<Epoll> {
 impl<B: PacketBuf, R: RxQueue<Buf = B>, T: TxQueue<Buf = B>, F: ForwardMode>
     Worker<'_, B, R, T, F>
 {
-    /// Every `PUBLISH`: CPU time, histograms, stop flag. True when asked to
-    /// stop.
+    /// Every `PUBLISH`: CPU time, histograms, stop flag, policy switches.
+    /// True when the policy's loop must return: asked to stop, or to switch
+    /// to another policy (then in `next_policy`).
     #[inline]
     fn tick(&mut self, now: u64) -> bool {
         if now.wrapping_sub(self.last_publish) < self.publish_cycles {
@@ -249,6 +269,10 @@ impl<B: PacketBuf, R: RxQueue<Buf = B>, T: TxQueue<Buf = B>, F: ForwardMode>
         }
         for t in self.tx.iter_mut().flatten() {
             t.hist.publish();
+        }
+        if let Some(p) = self.policy_changes.as_ref().and_then(|c| c.try_recv().ok()) {
+            self.next_policy = Some(p);
+            return true;
         }
         self.stop.load(Ordering::Acquire)
     }

@@ -219,6 +219,16 @@ impl Router {
             .any(|i| i.ipv6.iter().any(|(x, _)| u128::from(*x) == a))
     }
 
+    /// The next hop of the longest prefix covering `dst` (control path:
+    /// `sluice ctl show routes ADDR`).
+    pub fn lookup(&self, dst: std::net::IpAddr) -> Option<NextHop> {
+        let nh = match dst {
+            std::net::IpAddr::V4(a) => self.cfg.lpm4.lookup(u32::from(a))?,
+            std::net::IpAddr::V6(a) => self.cfg.lpm6.lookup(u128::from(a))?,
+        };
+        self.cfg.next_hops.get(nh as usize).copied()
+    }
+
     /// The output port of the IPv4 route to `dst`.
     #[inline]
     pub fn route4(&self, dst: u32) -> Option<u16> {

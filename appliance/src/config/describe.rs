@@ -1,0 +1,91 @@
+//! A validated config as `sluice check`, `sluice run` and `sluice ctl show
+//! config` print it: one line per port and worker, the firewall and NAT in
+//! figures. Never Debug formatting.
+
+use super::{Config, PortKind};
+use std::path::PathBuf;
+
+/// The config in a few lines.
+pub fn describe(c: &Config) -> String {
+    let mut s = format!("{}: ok\n", c.source);
+    for p in &c.ports {
+        let kind = match &p.kind {
+            PortKind::Softnic { gen, .. } => format!(
+                "softnic rate {} size {} flows {}",
+                match gen.rate {
+                    pmd::softnic::Rate::Pps(p) => format!("{p} pps"),
+                    pmd::softnic::Rate::Max => "max".into(),
+                },
+                gen.size,
+                gen.flows
+            ),
+            PortKind::Null { size } => format!("null size {size}"),
+            PortKind::Dpdk { device } => format!("dpdk {device}"),
+            PortKind::AfPacket { iface, .. } => format!("afpacket {iface}"),
+            PortKind::AfXdp { iface, .. } => format!("afxdp {iface}"),
+            PortKind::Pcap {
+                rx_file, tx_file, ..
+            } => {
+                let f = |p: &Option<PathBuf>| {
+                    p.as_ref().map_or("-".into(), |p| p.display().to_string())
+                };
+                format!("pcap rx {} tx {}", f(rx_file), f(tx_file))
+            }
+        };
+        s += &format!(
+            "  port {:<6} {kind}; rxq {} txq {} rxd {} txd {}; peer {}\n",
+            p.name,
+            p.rxq,
+            p.txq,
+            p.rxd,
+            p.txd,
+            c.ports[usize::from(p.peer)].name
+        );
+    }
+    for w in &c.workers {
+        let q = |v: &[(u16, u16)]| {
+            v.iter()
+                .map(|&(p, q)| format!("{}:{q}", c.ports[usize::from(p)].name))
+                .collect::<Vec<_>>()
+                .join(" ")
+        };
+        s += &format!(
+            "  worker core {} mode {}: rx [{}] tx [{}]\n",
+            w.core,
+            w.mode.name(),
+            q(&w.rx),
+            q(&w.tx)
+        );
+    }
+    let g = &c.gateway;
+    if g.enabled {
+        let set =
+            pipeline::firewall::RuleSet::build(g.rules.clone(), g.default, &g.nat.original_dsts());
+        s += &format!(
+            "  firewall: {} rules ({} after port/state expansion, {} distinct bit vectors), default {}; classifier built in {:.2} ms, {:.1} KiB\n",
+            set.rules().len(),
+            set.expanded(),
+            set.vectors(),
+            match g.default {
+                pipeline::firewall::Action::Accept => "accept",
+                pipeline::firewall::Action::Drop => "drop",
+                pipeline::firewall::Action::Reject(_) => "reject",
+            },
+            set.build_ns() as f64 / 1e6,
+            set.memory() as f64 / 1024.0
+        );
+        let workers = c.l3fwd_workers().max(1);
+        let per = g.nat.ports.slice(0, workers).map_or(0, |r| r.len());
+        s += &format!(
+            "  conntrack: {} flows per worker; nat: {} snat, {} dnat, {} static; ports {}-{} ({} per worker)\n",
+            g.ct_capacity,
+            g.nat.snat.len(),
+            g.nat.dnat.len(),
+            g.nat.statics.len(),
+            g.nat.ports.lo,
+            g.nat.ports.hi,
+            per
+        );
+    }
+    s
+}

@@ -1,0 +1,343 @@
+//! What each `sluice ctl` command answers. Run by the management thread,
+//! which owns the telemetry: nothing here touches a worker except
+//! `set poll`, which hands a policy to the worker's channel (read every
+//! 10 ms, never per packet).
+
+use super::Response;
+use crate::config::Config;
+use crate::poll::Policy;
+use crate::telemetry::{Report, Snapshot, Telemetry};
+use crossbeam_channel::Sender;
+use pipeline::firewall::Action;
+use pipeline::router::Router;
+use serde_json::json;
+use std::fmt::Write as _;
+use std::net::IpAddr;
+
+/// The commands, for `help` and errors.
+pub const HELP: &str = "\
+commands:
+  stats                      totals and rates since start (or since `clear stats`)
+  show ports                 ports: driver, addresses, queues, packets, drops
+  show cores                 workers: mode, poll policy and state, load
+  show routes [ADDR|PREFIX]  route counts and static routes, or the route ADDR takes
+  show neighbors             static neighbours
+  show rules                 firewall rules and their hit counters
+  show config                the running configuration
+  clear stats                start `stats` and `show` counting from now
+  set poll CORE POLICY       switch a worker's poll policy (busy, interrupt,
+                             adaptive, timer, auto; default settings)
+  help                       this list
+";
+
+/// What the commands read and change: the management thread's state.
+pub struct Context<'a> {
+    /// The running config.
+    pub cfg: &'a Config,
+    /// The telemetry (snapshots, histograms).
+    pub tel: &'a mut Telemetry,
+    /// Where `stats` counts from (start, or the last `clear stats`).
+    pub cleared: &'a mut Snapshot,
+    /// The routing tables, when a worker routes.
+    pub router: Option<&'a Router>,
+    /// Hit counts of the rules with `counter = true`.
+    pub rule_hits: Vec<(String, u64)>,
+    /// Per worker (config order): where a new policy goes.
+    pub policies: &'a [Sender<Policy>],
+}
+
+/// Answers `args`.
+pub fn run(args: &[String], cx: &mut Context<'_>) -> Response {
+    let words: Vec<&str> = args.iter().map(String::as_str).collect();
+    match words.as_slice() {
+        ["help"] | ["--help"] | ["-h"] => Response::ok(HELP.into(), json!({ "help": HELP })),
+        ["stats"] => {
+            let r = report(cx);
+            let data = serde_json::to_value(&r).unwrap_or_default();
+            Response::ok(r.text(), data)
+        }
+        ["show", "ports"] => show_ports(cx),
+        ["show", "cores"] => show_cores(cx),
+        ["show", "routes"] => show_routes(cx, None),
+        ["show", "routes", what] => show_routes(cx, Some(what)),
+        ["show", "neighbors" | "neighbours"] => show_neighbors(cx),
+        ["show", "rules"] => show_rules(cx),
+        ["show", "config"] => {
+            let text = crate::config::describe(cx.cfg);
+            Response::ok(text.clone(), json!({ "source": cx.cfg.source, "text": text }))
+        }
+        ["clear", "stats"] => {
+            *cx.cleared = cx.tel.snapshot();
+            Response::ok("counters cleared\n".into(), json!({ "cleared": true }))
+        }
+        ["set", "poll", core, policy] => set_poll(cx, core, policy),
+        ["show", what @ ("conntrack" | "nat")] => Response::error(format!(
+            "`show {what}` is not available yet: conntrack and NAT state lives in each worker and is not published"
+        )),
+        [what @ ("route" | "neighbor" | "reload" | "capture"), ..] => Response::error(format!(
+            "`{what}` is not available yet in this version (routes, neighbours and rules are fixed at start)"
+        )),
+        _ => Response::error(format!(
+            "unknown command `{}`\n{HELP}",
+            words.join(" ")
+        )),
+    }
+}
+
+/// The report from the last clear (or start) to now.
+fn report(cx: &mut Context<'_>) -> Report {
+    let cur = cx.tel.snapshot();
+    let mut r = cx.tel.report(cx.cleared, &cur, true);
+    r.kind = "stats";
+    r.rule_hits = cx.rule_hits.clone();
+    r
+}
+
+fn show_ports(cx: &mut Context<'_>) -> Response {
+    let r = report(cx);
+    let mut text = format!(
+        "{:<8} {:<8} {:<17} {:<24} {:>3} {:>3} {:>14} {:>14} {:>10}\n",
+        "port", "driver", "mac", "addresses", "rxq", "txq", "rx pkts", "tx pkts", "drops"
+    );
+    let mut data = Vec::new();
+    for (i, (p, pr)) in cx.cfg.ports.iter().zip(&r.ports).enumerate() {
+        let iface = cx.cfg.router.interfaces.get(i);
+        let addrs: Vec<String> = iface
+            .map(|i| {
+                i.ipv4
+                    .iter()
+                    .map(|(a, l)| format!("{a}/{l}"))
+                    .chain(i.ipv6.iter().map(|(a, l)| format!("{a}/{l}")))
+                    .collect()
+            })
+            .unwrap_or_default();
+        let drops = pr.drops.rx_missed
+            + pr.drops.rx_nombuf
+            + pr.drops.tx_full
+            + pr.drops.unroutable
+            + pr.drops.stage.values().sum::<u64>();
+        let _ = writeln!(
+            text,
+            "{:<8} {:<8} {:<17} {:<24} {:>3} {:>3} {:>14} {:>14} {:>10}",
+            p.name,
+            pr.driver,
+            p.mac.to_string(),
+            if addrs.is_empty() {
+                "-".to_string()
+            } else {
+                addrs.join(",")
+            },
+            p.rxq,
+            p.txq,
+            pr.rx_pkts,
+            pr.tx_pkts,
+            drops
+        );
+        data.push(json!({
+            "name": p.name,
+            "driver": pr.driver,
+            "mac": p.mac.to_string(),
+            "addresses": addrs,
+            "rxq": p.rxq,
+            "txq": p.txq,
+            "peer": cx.cfg.ports[usize::from(p.peer)].name,
+            "rx_pkts": pr.rx_pkts,
+            "tx_pkts": pr.tx_pkts,
+            "rx_pps": pr.rx_pps,
+            "tx_pps": pr.tx_pps,
+            "drops": pr.drops,
+        }));
+    }
+    Response::ok(text, json!({ "ports": data }))
+}
+
+fn show_cores(cx: &mut Context<'_>) -> Response {
+    let r = report(cx);
+    let mut text = format!(
+        "{:<5} {:<8} {:<10} {:<10} {:<16} {:>6} {:>8} {:>6} {:>12}\n",
+        "core", "mode", "policy", "state", "rx queues", "busy%", "cyc/pkt", "cpu%", "rx pps"
+    );
+    let mut data = Vec::new();
+    for (w, c) in cx.cfg.workers.iter().zip(&r.cores) {
+        let queues: Vec<String> =
+            w.rx.iter()
+                .map(|&(p, q)| format!("{}:{q}", cx.cfg.ports[usize::from(p)].name))
+                .collect();
+        let _ = writeln!(
+            text,
+            "{:<5} {:<8} {:<10} {:<10} {:<16} {:>6.1} {:>8} {:>6.1} {:>12.0}",
+            c.core,
+            c.mode,
+            c.policy,
+            c.state,
+            queues.join(","),
+            c.busy * 100.0,
+            c.cycles_per_pkt
+                .map_or_else(|| "-".to_string(), |v| format!("{v:.1}")),
+            c.cpu * 100.0,
+            c.rx_pps
+        );
+        let mut v = serde_json::to_value(c).unwrap_or_default();
+        v["rx_queues"] = json!(queues);
+        data.push(v);
+    }
+    Response::ok(text, json!({ "cores": data }))
+}
+
+fn show_routes(cx: &mut Context<'_>, what: Option<&str>) -> Response {
+    let Some(router) = cx.router else {
+        return Response::error("no worker routes (no l3fwd worker): there are no routes");
+    };
+    let rs = &cx.cfg.router;
+    let port_name = |p: u16| {
+        cx.cfg
+            .ports
+            .get(usize::from(p))
+            .map_or("?".to_string(), |p| p.name.clone())
+    };
+    if let Some(w) = what {
+        let addr: IpAddr = match w.parse::<IpAddr>() {
+            Ok(a) => a,
+            Err(_) => match pipeline::prefix::parse(w) {
+                Some((a, _)) => a,
+                None => {
+                    return Response::error(format!(
+                        "`{w}` is neither an address nor a prefix such as 198.18.0.0/24"
+                    ))
+                }
+            },
+        };
+        return match router.lookup(addr) {
+            None => Response::ok(
+                format!("{addr}: no route\n"),
+                json!({ "address": addr.to_string(), "route": null }),
+            ),
+            Some(nh) => {
+                let via = nh
+                    .via
+                    .map_or("connected".to_string(), |v| format!("via {v}"));
+                Response::ok(
+                    format!("{addr}: {via} port {}\n", port_name(nh.port)),
+                    json!({
+                        "address": addr.to_string(),
+                        "route": { "port": port_name(nh.port), "via": nh.via.map(|v| v.to_string()) },
+                    }),
+                )
+            }
+        };
+    }
+    let mut text = format!(
+        "{} IPv4 routes, {} IPv6 routes ({} from the route file)\n",
+        router.routes4(),
+        router.routes6(),
+        rs.file_routes.len()
+    );
+    let mut statics = Vec::new();
+    for r in &rs.routes {
+        let via = r
+            .next_hop
+            .via
+            .map_or("connected".to_string(), |v| format!("via {v}"));
+        let _ = writeln!(
+            text,
+            "  {}/{} {via} port {}",
+            r.addr,
+            r.len,
+            port_name(r.next_hop.port)
+        );
+        statics.push(json!({
+            "prefix": format!("{}/{}", r.addr, r.len),
+            "via": r.next_hop.via.map(|v| v.to_string()),
+            "port": port_name(r.next_hop.port),
+        }));
+    }
+    Response::ok(
+        text,
+        json!({
+            "ipv4": router.routes4(),
+            "ipv6": router.routes6(),
+            "from_file": rs.file_routes.len(),
+            "static": statics,
+        }),
+    )
+}
+
+fn show_neighbors(cx: &mut Context<'_>) -> Response {
+    let mut text = String::from(
+        "static neighbours (learned ones live in each worker and are not listed yet):\n",
+    );
+    let mut data = Vec::new();
+    for (p, ip, mac) in &cx.cfg.router.neighbors {
+        let port = &cx.cfg.ports[usize::from(*p)].name;
+        let _ = writeln!(text, "  {ip} {mac} port {port}");
+        data.push(json!({ "ip": ip.to_string(), "mac": mac.to_string(), "port": port }));
+    }
+    Response::ok(text, json!({ "static": data }))
+}
+
+fn show_rules(cx: &mut Context<'_>) -> Response {
+    let g = &cx.cfg.gateway;
+    if !g.enabled {
+        return Response::ok(
+            "no firewall configured\n".into(),
+            json!({ "rules": [], "default": null }),
+        );
+    }
+    let action = |a: &Action| match a {
+        Action::Accept => "accept",
+        Action::Drop => "drop",
+        Action::Reject(_) => "reject",
+    };
+    let mut text = format!("{} rules, default {}\n", g.rules.len(), action(&g.default));
+    let mut data = Vec::new();
+    for (i, r) in g.rules.iter().enumerate() {
+        let hits = cx
+            .rule_hits
+            .iter()
+            .find(|(o, _)| *o == r.origin)
+            .map(|(_, n)| *n);
+        let _ = writeln!(
+            text,
+            "  {:>5} {:<7} {:<32} {}",
+            i,
+            action(&r.action),
+            r.origin,
+            hits.map_or_else(|| "-".to_string(), |n| format!("{n} packets"))
+        );
+        data.push(
+            json!({ "index": i, "action": action(&r.action), "origin": r.origin, "hits": hits }),
+        );
+    }
+    Response::ok(
+        text,
+        json!({ "rules": data, "default": action(&g.default) }),
+    )
+}
+
+fn set_poll(cx: &mut Context<'_>, core: &str, policy: &str) -> Response {
+    let Ok(core) = core.parse::<usize>() else {
+        return Response::error(format!("`{core}` is not a core number"));
+    };
+    let Some(i) = cx.cfg.workers.iter().position(|w| w.core == core) else {
+        let cores: Vec<String> = cx.cfg.workers.iter().map(|w| w.core.to_string()).collect();
+        return Response::error(format!(
+            "no worker on core {core} (workers: {})",
+            cores.join(", ")
+        ));
+    };
+    let Some(p) = Policy::by_name(policy) else {
+        return Response::error(format!(
+            "`{policy}` is not a poll policy ({})",
+            Policy::NAMES.join(", ")
+        ));
+    };
+    match cx.policies.get(i).map(|tx| tx.try_send(p)) {
+        Some(Ok(())) => Response::ok(
+            format!("core {core}: switching to {policy} (within 10 ms)\n"),
+            json!({ "core": core, "policy": policy }),
+        ),
+        _ => Response::error(format!(
+            "core {core} has a switch pending or has stopped; try again"
+        )),
+    }
+}

@@ -1,0 +1,278 @@
+//! The control socket (`[management] socket`) and `sluice ctl`, its client.
+//!
+//! A Unix stream socket, mode 0600 (its owner only), one per running
+//! instance: the path is locked (`PATH.lock`, the instance locks' `flock`),
+//! so a second instance configured with the same path is refused with the
+//! first one's PID. The socket is bound under a temporary name, restricted
+//! to 0600, then renamed into place, so it is never reachable with looser
+//! permissions.
+//!
+//! The protocol: one request per connection, a JSON line
+//! `{"args": ["show", "ports"]}`; one JSON line back,
+//! `{"ok": true, "text": "…", "data": …}` (`text` for people, `data` for
+//! scripts; `sluice ctl --json` prints `data`) or
+//! `{"ok": false, "error": "…"}`. A request over [`MAX_REQUEST`] bytes,
+//! not JSON, or not answered within the timeouts gets an error; none of it
+//! reaches the workers. Requests are answered by the management thread,
+//! which owns the telemetry ([`commands`]); the socket thread only
+//! carries them, one thread per connection up to [`MAX_CLIENTS`] at once.
+
+pub mod commands;
+
+use anyhow::{bail, Context, Result};
+use crossbeam_channel::{Receiver, Sender};
+use serde::{Deserialize, Serialize};
+use std::io::{BufRead, BufReader, Read, Write};
+use std::os::unix::fs::PermissionsExt;
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+/// Where `sluice ctl` looks when not told (and what configs usually name).
+pub const DEFAULT_SOCKET: &str = "/run/sluice/sluice.sock";
+
+/// The longest request line.
+pub const MAX_REQUEST: u64 = 64 * 1024;
+
+/// Connections served at once; more are told to retry.
+pub const MAX_CLIENTS: usize = 16;
+
+/// How long a client may take to send its request, and the management
+/// thread to answer it.
+const TIMEOUT: Duration = Duration::from_secs(5);
+
+/// A request: the command's words.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Request {
+    /// The command and its arguments (`["set", "poll", "1", "busy"]`).
+    pub args: Vec<String>,
+}
+
+/// An answer.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct Response {
+    /// Whether the command did what was asked.
+    pub ok: bool,
+    /// For people.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub text: String,
+    /// For scripts.
+    #[serde(default, skip_serializing_if = "serde_json::Value::is_null")]
+    pub data: serde_json::Value,
+    /// What went wrong.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+impl Response {
+    /// Success with `text` for people and `data` for scripts.
+    pub fn ok(text: String, data: serde_json::Value) -> Self {
+        Response {
+            ok: true,
+            text,
+            data,
+            error: None,
+        }
+    }
+
+    /// Failure.
+    pub fn error(msg: impl Into<String>) -> Self {
+        Response {
+            ok: false,
+            error: Some(msg.into()),
+            ..Response::default()
+        }
+    }
+}
+
+/// A request on its way to the management thread, with where its answer
+/// goes.
+pub struct Command {
+    /// The command's words.
+    pub args: Vec<String>,
+    /// The answer's way back.
+    pub reply: Sender<Response>,
+}
+
+/// The running control socket; removed when dropped.
+pub struct Server {
+    path: PathBuf,
+    stop: Arc<AtomicBool>,
+    thread: Option<JoinHandle<()>>,
+    _lock: std::fs::File,
+}
+
+impl Server {
+    /// Locks `path`, binds it (mode 0600) and serves it; the management
+    /// thread answers what arrives on the returned channel.
+    pub fn start(path: &Path) -> Result<(Server, Receiver<Command>)> {
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            std::fs::create_dir_all(dir)
+                .with_context(|| format!("control socket: creating {}", dir.display()))?;
+        }
+        let lock_path = PathBuf::from(format!("{}.lock", path.display()));
+        let lock = crate::lock::take(&lock_path).map_err(|e| match e {
+            crate::lock::Held::By(pid) => anyhow::anyhow!(
+                "control socket {} is in use by another sluice (pid {pid}; lock {}): stop that instance first, or give this one another [management] socket",
+                path.display(),
+                lock_path.display()
+            ),
+            crate::lock::Held::Io(e) => anyhow::anyhow!(
+                "control socket {}: cannot take the lock {}: {e}",
+                path.display(),
+                lock_path.display()
+            ),
+        })?;
+        // Ours: whatever is there is a previous instance's leftover.
+        match std::fs::remove_file(path) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => bail!(
+                "control socket {}: removing the old one: {e}",
+                path.display()
+            ),
+        }
+        let tmp = PathBuf::from(format!("{}.{}.new", path.display(), std::process::id()));
+        let _ = std::fs::remove_file(&tmp);
+        let listener = UnixListener::bind(&tmp)
+            .with_context(|| format!("control socket: binding {}", tmp.display()))?;
+        std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(0o600))
+            .with_context(|| format!("control socket: chmod 0600 {}", tmp.display()))?;
+        std::fs::rename(&tmp, path)
+            .with_context(|| format!("control socket: moving it to {}", path.display()))?;
+        listener
+            .set_nonblocking(true)
+            .context("control socket: non-blocking accept")?;
+        let (tx, rx) = crossbeam_channel::bounded::<Command>(MAX_CLIENTS);
+        let stop = Arc::new(AtomicBool::new(false));
+        let s = stop.clone();
+        let thread = std::thread::Builder::new()
+            .name("ctl".into())
+            .spawn(move || serve(&listener, &tx, &s))
+            .context("spawning the control socket thread")?;
+        Ok((
+            Server {
+                path: path.to_path_buf(),
+                stop,
+                thread: Some(thread),
+                _lock: lock,
+            },
+            rx,
+        ))
+    }
+
+    /// Where it listens.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Release);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+        let _ = std::fs::remove_file(&self.path);
+    }
+}
+
+fn serve(listener: &UnixListener, commands: &Sender<Command>, stop: &AtomicBool) {
+    let busy = Arc::new(AtomicUsize::new(0));
+    while !stop.load(Ordering::Acquire) {
+        let conn = match listener.accept() {
+            Ok((c, _)) => c,
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                std::thread::sleep(Duration::from_millis(20));
+                continue;
+            }
+            Err(_) => continue,
+        };
+        let _ = conn.set_nonblocking(false);
+        if busy.load(Ordering::Acquire) >= MAX_CLIENTS {
+            answer(
+                &conn,
+                &Response::error("too many clients at once; try again"),
+            );
+            continue;
+        }
+        busy.fetch_add(1, Ordering::AcqRel);
+        let (commands, done) = (commands.clone(), busy.clone());
+        let spawned = std::thread::Builder::new()
+            .name("ctl-client".into())
+            .spawn(move || {
+                handle(&conn, &commands);
+                done.fetch_sub(1, Ordering::AcqRel);
+            });
+        if spawned.is_err() {
+            busy.fetch_sub(1, Ordering::AcqRel);
+        }
+    }
+}
+
+fn answer(mut conn: &UnixStream, r: &Response) {
+    let _ = conn.set_write_timeout(Some(TIMEOUT));
+    let mut line = serde_json::to_string(r).unwrap_or_else(|_| r#"{"ok":false}"#.into());
+    line.push('\n');
+    let _ = conn.write_all(line.as_bytes());
+}
+
+/// One connection: read the request, have it answered, write the answer.
+fn handle(conn: &UnixStream, commands: &Sender<Command>) {
+    let _ = conn.set_read_timeout(Some(TIMEOUT));
+    let mut line = String::new();
+    let read = BufReader::new(conn.take(MAX_REQUEST + 1)).read_line(&mut line);
+    let resp = match read {
+        Err(e) => Response::error(format!("reading the request: {e}")),
+        Ok(n) if n as u64 > MAX_REQUEST => {
+            Response::error(format!("request longer than {MAX_REQUEST} bytes"))
+        }
+        Ok(_) => match serde_json::from_str::<Request>(line.trim()) {
+            Err(e) => Response::error(format!(
+                "malformed request ({e}); send one JSON line such as {{\"args\": [\"stats\"]}}"
+            )),
+            Ok(req) if req.args.is_empty() => Response::error("empty command; try `help`"),
+            Ok(req) => {
+                let (tx, rx) = crossbeam_channel::bounded(1);
+                let cmd = Command {
+                    args: req.args,
+                    reply: tx,
+                };
+                match commands.send_timeout(cmd, TIMEOUT) {
+                    Err(_) => Response::error("the appliance is not answering (busy or stopping)"),
+                    Ok(()) => rx.recv_timeout(TIMEOUT).unwrap_or_else(|_| {
+                        Response::error("no answer from the management thread in time")
+                    }),
+                }
+            }
+        },
+    };
+    answer(conn, &resp);
+}
+
+/// Sends `args` to the instance at `path` and returns its answer
+/// (`sluice ctl`).
+pub fn request(path: &Path, args: &[String]) -> Result<Response> {
+    let mut conn = UnixStream::connect(path).with_context(|| {
+        format!(
+            "connecting to {} (is sluice running with [management] socket = \"{}\"? as its user?)",
+            path.display(),
+            path.display()
+        )
+    })?;
+    conn.set_read_timeout(Some(TIMEOUT * 3))?;
+    let mut line = serde_json::to_string(&Request {
+        args: args.to_vec(),
+    })?;
+    line.push('\n');
+    conn.write_all(line.as_bytes())?;
+    let mut reply = String::new();
+    BufReader::new(conn)
+        .read_line(&mut reply)
+        .context("reading the answer")?;
+    serde_json::from_str(reply.trim()).with_context(|| format!("a malformed answer: {reply:?}"))
+}

@@ -1,0 +1,281 @@
+//! `sluice ctl` against a running instance, driven as an operator would:
+//! every command, bad requests, two clients at once, a policy switched
+//! while it forwards, the socket's permissions, a second instance on the
+//! same socket, and the socket gone after the run. Bounded in time; the
+//! instance is killed when the test ends, passed or failed.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::os::unix::fs::PermissionsExt;
+use std::os::unix::net::UnixStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+struct Killed(Child);
+
+impl Drop for Killed {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn sluice() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_sluice"))
+}
+
+fn ctl(sock: &Path, args: &[&str]) -> Output {
+    sluice()
+        .arg("ctl")
+        .arg("-s")
+        .arg(sock)
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+/// A successful command's stdout.
+fn ok(sock: &Path, args: &[&str]) -> String {
+    let o = ctl(sock, args);
+    assert!(
+        o.status.success(),
+        "sluice ctl {args:?}: {}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    String::from_utf8(o.stdout).unwrap()
+}
+
+fn json(sock: &Path, args: &[&str]) -> serde_json::Value {
+    let mut a = vec!["--json"];
+    a.extend_from_slice(args);
+    serde_json::from_str(&ok(sock, &a)).unwrap()
+}
+
+/// One raw request line; the answer line.
+fn raw(sock: &Path, line: &[u8]) -> serde_json::Value {
+    let mut s = UnixStream::connect(sock).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    let _ = s.write_all(line);
+    let mut r = String::new();
+    BufReader::new(s).read_line(&mut r).unwrap();
+    serde_json::from_str(&r).unwrap()
+}
+
+fn setup() -> (PathBuf, PathBuf) {
+    let dir = std::env::temp_dir().join(format!("sluice-ctl-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let gateway = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../configs/gateway.toml"
+    ))
+    .unwrap();
+    // The shipped gateway (two softnic ports, firewall with counters, NAT,
+    // static routes and neighbours), running until stopped, with a socket.
+    let text = gateway.replacen("duration = 10", "duration = 0", 1)
+        + "\n[management]\nsocket = \"ctl.sock\"\n";
+    assert!(text.contains("duration = 0"));
+    let cfg = dir.join("gw.toml");
+    std::fs::write(&cfg, text).unwrap();
+    (dir, cfg)
+}
+
+fn start(cfg: &Path, sock: &Path) -> Killed {
+    let child = Killed(
+        sluice()
+            .arg("run")
+            .arg(cfg)
+            .arg("--json")
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !sock.exists() {
+        assert!(Instant::now() < deadline, "no control socket");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    child
+}
+
+#[test]
+fn an_operator_drives_every_command() {
+    let (dir, cfg) = setup();
+    let sock = dir.join("ctl.sock");
+    let mut run = start(&cfg, &sock);
+
+    // Owner only.
+    let mode = std::fs::metadata(&sock).unwrap().permissions().mode();
+    assert_eq!(mode & 0o777, 0o600, "socket mode {mode:o}");
+
+    assert!(ok(&sock, &["help"]).contains("set poll CORE POLICY"));
+    // Traffic flows; the counters say so.
+    std::thread::sleep(Duration::from_millis(1500));
+    let s = json(&sock, &["stats"]);
+    assert_eq!(s["kind"], "stats");
+    let fwd =
+        s["ports"][0]["tx_pkts"].as_u64().unwrap() + s["ports"][1]["tx_pkts"].as_u64().unwrap();
+    assert!(fwd > 0, "{s}");
+    assert!(ok(&sock, &["stats"]).contains("balance:"));
+
+    let ports = json(&sock, &["show", "ports"]);
+    assert_eq!(ports["ports"][0]["name"], "p0");
+    assert_eq!(ports["ports"][0]["addresses"][0], "198.18.0.1/24");
+    let text = ok(&sock, &["show", "ports"]);
+    assert!(text.contains("p0") && text.contains("p1"), "{text}");
+
+    let cores = json(&sock, &["show", "cores"]);
+    assert_eq!(cores["cores"][0]["mode"], "l3fwd");
+    assert_eq!(cores["cores"][0]["rx_queues"][0], "p0:0");
+
+    let routes = json(&sock, &["show", "routes"]);
+    assert!(routes["ipv4"].as_u64().unwrap() >= 2, "{routes}");
+    let statics = routes["static"].as_array().unwrap();
+    assert!(
+        statics
+            .iter()
+            .any(|r| r["prefix"] == "203.0.113.0/24" && r["via"] == "198.19.0.2"),
+        "{routes}"
+    );
+    let r = json(&sock, &["show", "routes", "203.0.113.7"]);
+    assert_eq!(r["route"]["port"], "p1", "{r}");
+    assert_eq!(r["route"]["via"], "198.19.0.2");
+    assert!(ok(&sock, &["show", "routes", "198.51.100.0/24"]).contains("via 198.18.0.2"));
+    let none = json(&sock, &["show", "routes", "192.0.2.1"]);
+    assert!(none["route"].is_null(), "{none}");
+
+    let n = json(&sock, &["show", "neighbors"]);
+    assert!(!n["static"].as_array().unwrap().is_empty());
+    let rules = json(&sock, &["show", "rules"]);
+    let counted: Vec<&serde_json::Value> = rules["rules"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| !r["hits"].is_null())
+        .collect();
+    assert!(!counted.is_empty(), "{rules}");
+    assert!(
+        counted.iter().any(|r| r["hits"].as_u64().unwrap() > 0),
+        "{rules}"
+    );
+    assert!(ok(&sock, &["show", "config"]).contains("firewall:"));
+
+    // `clear stats`: counting starts again.
+    ok(&sock, &["clear", "stats"]);
+    let after = json(&sock, &["stats"]);
+    let fwd2 = after["ports"][0]["tx_pkts"].as_u64().unwrap()
+        + after["ports"][1]["tx_pkts"].as_u64().unwrap();
+    let total = json(&sock, &["show", "ports"]);
+    assert!(
+        fwd2 < fwd + 10_000_000 && after["interval"].as_f64().unwrap() < 1.0,
+        "{after}"
+    );
+    assert!(total["ports"][0]["tx_pkts"].as_u64().is_some());
+
+    // A policy switched while it forwards.
+    ok(&sock, &["set", "poll", "1", "interrupt"]);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let c = json(&sock, &["show", "cores"]);
+        if c["cores"][0]["policy"] == "interrupt" {
+            break;
+        }
+        assert!(Instant::now() < deadline, "never switched: {c}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    ok(&sock, &["set", "poll", "1", "busy"]);
+
+    // Refusals: exit 1 with a reason, the instance unaffected.
+    for (args, why) in [
+        (vec!["bogus"], "unknown command"),
+        (vec!["set", "poll", "7", "busy"], "no worker on core 7"),
+        (vec!["set", "poll", "1", "sometimes"], "not a poll policy"),
+        (
+            vec!["show", "routes", "not-an-address"],
+            "neither an address",
+        ),
+        (
+            vec!["route", "add", "10.0.0.0/8", "via", "198.19.0.2"],
+            "not available yet",
+        ),
+        (vec!["show", "conntrack"], "not available yet"),
+    ] {
+        let o = ctl(&sock, &args);
+        assert_eq!(o.status.code(), Some(1), "{args:?}");
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(err.contains(why), "{args:?}: {err}");
+    }
+    // Malformed requests on the wire.
+    let r = raw(&sock, b"not json\n");
+    assert_eq!(r["ok"], false);
+    assert!(r["error"].as_str().unwrap().contains("malformed request"));
+    let r = raw(&sock, b"{\"args\": []}\n");
+    assert!(r["error"].as_str().unwrap().contains("empty command"));
+    let r = raw(&sock, b"{\"args\": [\"stats\"], \"extra\": 1}\n");
+    assert_eq!(r["ok"], false);
+    let mut big = b"{\"args\": [\"".to_vec();
+    big.extend(std::iter::repeat_n(b'x', 70_000));
+    big.extend(b"\"]}\n");
+    let r = raw(&sock, &big);
+    assert!(r["error"].as_str().unwrap().contains("longer than"), "{r}");
+    // A client that connects and says nothing does not block the others.
+    let idle = UnixStream::connect(&sock).unwrap();
+    // Two clients at once.
+    let (a, b) = (sock.clone(), sock.clone());
+    let t1 = std::thread::spawn(move || json(&a, &["show", "cores"]));
+    let t2 = std::thread::spawn(move || json(&b, &["stats"]));
+    assert_eq!(t1.join().unwrap()["cores"][0]["core"], 1);
+    assert_eq!(t2.join().unwrap()["kind"], "stats");
+    drop(idle);
+    // `top` refreshes and exits after --count screens.
+    let top = ok(&sock, &["--count", "2", "--interval", "0.1", "top"]);
+    assert_eq!(top.matches("rx queues").count(), 2, "{top}");
+
+    // A second instance with the same socket is refused, naming the first.
+    let second = sluice().arg("run").arg(&cfg).output().unwrap();
+    assert_eq!(second.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&second.stderr);
+    assert!(
+        err.contains("in use by another sluice") && err.contains(&run.0.id().to_string()),
+        "{err}"
+    );
+
+    // Other users cannot connect (as root, checked as `nobody`).
+    let root = Command::new("id").arg("-u").output().unwrap().stdout == b"0\n";
+    if root && Path::new("/usr/bin/setpriv").exists() {
+        let o = Command::new("setpriv")
+            .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+            .arg(env!("CARGO_BIN_EXE_sluice"))
+            .args(["ctl", "-s"])
+            .arg(&sock)
+            .arg("stats")
+            .output()
+            .unwrap();
+        assert_eq!(o.status.code(), Some(2), "{o:?}");
+        assert!(
+            String::from_utf8_lossy(&o.stderr).contains("ermission denied"),
+            "{o:?}"
+        );
+    }
+
+    // Stopped, it removes its socket.
+    Command::new("kill")
+        .args(["-TERM", &run.0.id().to_string()])
+        .status()
+        .unwrap();
+    let status = run.0.wait().unwrap();
+    let mut err = String::new();
+    run.0
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut err)
+        .unwrap();
+    assert!(status.success(), "{status}: {err}");
+    assert!(!sock.exists());
+    let o = ctl(&sock, &["stats"]);
+    assert_eq!(o.status.code(), Some(2));
+    std::fs::remove_dir_all(&dir).unwrap();
+}
