@@ -126,9 +126,13 @@ where
     let mut all_counters = Vec::new();
     // Per worker: where `sluice ctl set poll` sends a new policy.
     let mut policy_tx = Vec::new();
+    // Per worker: where a hot reload sends its forwarding stage's update.
+    let mut update_tx = Vec::new();
     for w in &cfg.workers {
         let (ptx, prx) = crossbeam_channel::bounded::<crate::poll::Policy>(1);
         policy_tx.push(ptx);
+        let (utx, urx) = crossbeam_channel::unbounded::<crate::reload::Update>();
+        update_tx.push(utx);
         let events = match w.mode {
             FwdMode::L3fwd if cfg.gateway.enabled => Gateway::EVENTS,
             FwdMode::L3fwd => Router::EVENTS,
@@ -175,6 +179,7 @@ where
             policy: w.poll.clone(),
             switches: Some(switch_tx.clone()),
             policy_changes: Some(prx),
+            updates: Some(urx),
             rx: rxs,
             tx: txs,
             counters,
@@ -185,12 +190,12 @@ where
         });
     }
 
-    let router = if l3_workers > 0 {
+    let mut router = if l3_workers > 0 {
         Some(build_router(cfg)?)
     } else {
         None
     };
-    let gateway = match &router {
+    let mut gateway = match &router {
         Some(_) if cfg.gateway.enabled => Some(build_gateway(cfg, l3_workers)),
         _ => None,
     };
@@ -277,7 +282,9 @@ where
         }
     }
 
-    // Management loop.
+    // Management loop. `current` is the running config (a reload replaces
+    // it; the run's duration stays the one it started with).
+    let mut current = cfg.clone();
     let started = Instant::now();
     let mut prev = tel.snapshot();
     let mut next = started + cfg.run.stats_period;
@@ -304,9 +311,9 @@ where
             let cur = tel.snapshot();
             emit(&tel.report(&prev, &cur, false));
             prev = cur;
-            next += cfg.run.stats_period;
+            next += current.run.stats_period;
             if next < now {
-                next = now + cfg.run.stats_period;
+                next = now + current.run.stats_period;
             }
         }
         let mut wake = next;
@@ -316,6 +323,30 @@ where
         let nap = wake
             .saturating_duration_since(Instant::now())
             .min(Duration::from_millis(50));
+        let workers = crate::reload::Workers {
+            updates: &update_tx,
+            policies: &policy_tx,
+        };
+        let reload = |current: &mut Config,
+                      router: &mut Option<Router>,
+                      gateway: &mut Option<GatewayConfig>,
+                      hit_sinks: &mut Vec<RuleHits>| {
+            let path = std::path::PathBuf::from(&current.source);
+            crate::reload::reload(&path, current, &workers).map(|r| {
+                *current = r.cfg;
+                *router = r.router;
+                *gateway = r.gateway;
+                *hit_sinks = r.hit_sinks;
+                r.summary
+            })
+        };
+        if crate::reload::take_request() {
+            // SIGHUP: the outcome goes to the log.
+            match reload(&mut current, &mut router, &mut gateway, &mut hit_sinks) {
+                Ok(s) => eprint!("SIGHUP: {s}"),
+                Err(e) => eprintln!("SIGHUP: reload refused: {e}"),
+            }
+        }
         // Scrapes and control requests, answered here, where the
         // telemetry lives (a fresh snapshot of the counters each time; the
         // workers do not notice); otherwise a nap until the next report.
@@ -333,15 +364,23 @@ where
             }
             recv(commands) -> cmd => {
                 if let Ok(cmd) = cmd {
-                    let mut cx = crate::ctl::commands::Context {
-                        cfg,
-                        tel: &mut tel,
-                        cleared: &mut cleared,
-                        router: router.as_ref(),
-                        rule_hits: rule_hits(&gateway, &hit_sinks),
-                        policies: &policy_tx,
+                    let resp = if cmd.args == ["reload"] {
+                        match reload(&mut current, &mut router, &mut gateway, &mut hit_sinks) {
+                            Ok(s) => crate::ctl::Response::ok(s.clone(), serde_json::json!({ "reloaded": s.trim_end() })),
+                            Err(e) => crate::ctl::Response::error(e),
+                        }
+                    } else {
+                        let mut cx = crate::ctl::commands::Context {
+                            cfg: &current,
+                            tel: &mut tel,
+                            cleared: &mut cleared,
+                            router: router.as_ref(),
+                            rule_hits: rule_hits(&gateway, &hit_sinks),
+                            policies: &policy_tx,
+                        };
+                        crate::ctl::commands::run(&cmd.args, &mut cx)
                     };
-                    let _ = cmd.reply.send(crate::ctl::commands::run(&cmd.args, &mut cx));
+                    let _ = cmd.reply.send(resp);
                 }
             }
             default(nap) => {}

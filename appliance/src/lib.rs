@@ -13,7 +13,8 @@
 //!   policies' settings and decisions.
 //! - [`counters`] (what workers count), [`telemetry`] (reports from them),
 //!   [`metrics`] (the Prometheus endpoint), [`ctl`] (the control socket
-//!   and `sluice ctl`), [`lock`] (one instance per device and socket).
+//!   and `sluice ctl`), [`reload`] (hot reload), [`lock`] (one instance per
+//!   device and socket).
 //!
 //! Never here: `unsafe` (that lives in `pmd`), or anything per packet that
 //! allocates, locks, makes a syscall or touches a channel (the worker's
@@ -30,6 +31,7 @@ pub mod engine;
 pub mod lock;
 pub mod metrics;
 pub mod poll;
+pub mod reload;
 pub mod stages;
 pub mod telemetry;
 pub mod worker;

@@ -226,10 +226,18 @@ fn real_main() -> Result<ExitCode> {
             }
             // One instance per device: refused before anything is opened.
             let _locks = appliance::lock::acquire(&cfg, &appliance::lock::lock_dir())?;
+            // Ctrl-C and SIGTERM (systemd, container runtimes) stop the run
+            // cleanly; SIGHUP reloads the config file.
             let stop = Arc::new(AtomicBool::new(false));
-            let s = stop.clone();
-            ctrlc::set_handler(move || s.store(true, Ordering::Release))
-                .context("installing the Ctrl-C handler")?;
+            for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+                signal_hook::flag::register(sig, stop.clone())
+                    .context("installing the signal handlers")?;
+            }
+            signal_hook::flag::register(
+                signal_hook::consts::SIGHUP,
+                appliance::reload::requested(),
+            )
+            .context("installing the SIGHUP handler")?;
             warn(&cfg);
             if !json && !out(&config::describe(&cfg)) {
                 stop.store(true, Ordering::Release);

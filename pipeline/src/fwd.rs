@@ -93,6 +93,14 @@ pub trait ForwardMode: Clone + Send + 'static {
     fn events(&self) -> &[u64] {
         &[]
     }
+
+    /// Takes new settings while running (a hot reload), between bursts:
+    /// `update` is the mode's own update type
+    /// ([`crate::router::RouterUpdate`], [`crate::gateway::GatewayUpdate`]).
+    /// False when the mode does not understand it (and nothing changed).
+    fn reconfigure(&mut self, _update: &dyn std::any::Any) -> bool {
+        false
+    }
 }
 
 /// [`ForwardMode::process_burst`] by [`ForwardMode::process`] packet by

@@ -79,6 +79,23 @@ pub const EVENTS: [&str;
         nat::Event::NAMES,
     ]);
 
+/// New settings for a running gateway (a hot reload): rules, NAT and
+/// routes. Tracked flows and their translations survive: rules decide new
+/// flows (as an nftables ruleset that accepts `established` first), so a
+/// flow the new rules would refuse keeps going until it ends or times out;
+/// new flows follow the new rules from the first packet after the update.
+#[derive(Clone)]
+pub struct GatewayUpdate {
+    /// The new routes and neighbours.
+    pub router: crate::router::RouterUpdate,
+    /// The new rules (with the new NAT's original destinations compiled in).
+    pub rules: Arc<RuleSet>,
+    /// The new NAT.
+    pub nat: Arc<NatConfig>,
+    /// Where this worker publishes the new rules' hit counts.
+    pub hits: Option<RuleHits>,
+}
+
 /// The gateway stage of one worker.
 pub struct Gateway {
     router: Router,
@@ -209,6 +226,24 @@ impl Gateway {
             nat_events: [0; nat::Event::COUNT],
             events: [0; EVENTS.len()],
         }
+    }
+
+    /// Takes new rules, NAT and routes (see [`GatewayUpdate`]): hit counts
+    /// start again with the new rules; NAT allocates new ports from this
+    /// worker's share of the new range.
+    pub fn reconfigure(&mut self, u: &GatewayUpdate) {
+        self.router.reconfigure(u.router.0.clone());
+        self.min_mtu = (0..u16::MAX)
+            .map_while(|p| self.router.iface(p))
+            .map(|i| i.mtu)
+            .min()
+            .unwrap_or(1500);
+        self.rules = u.rules.clone();
+        self.hits = vec![0; self.rules.rules().len()];
+        self.hits_out = u.hits.clone();
+        self.nat = u.nat.clone();
+        self.ports = self.nat.ports.slice(self.worker, self.workers);
+        self.next_port = 0;
     }
 
     /// Publishes the per-rule hit counts into `out` (one per rule) on each
@@ -892,6 +927,16 @@ impl ForwardMode for Gateway {
 
     fn events(&self) -> &[u64] {
         &self.events
+    }
+
+    fn reconfigure(&mut self, update: &dyn std::any::Any) -> bool {
+        match update.downcast_ref::<GatewayUpdate>() {
+            Some(u) => {
+                Gateway::reconfigure(self, u);
+                true
+            }
+            None => false,
+        }
     }
 }
 

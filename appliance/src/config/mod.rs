@@ -138,12 +138,23 @@ pub fn parse_with(
     }
 }
 
+/// The cores this process may run on, as first seen: threads pinned later
+/// (the management thread, which validates a reload) see only their own.
+fn machine_cores() -> BTreeSet<usize> {
+    static CORES: std::sync::OnceLock<BTreeSet<usize>> = std::sync::OnceLock::new();
+    CORES
+        .get_or_init(|| {
+            core_affinity::get_core_ids()
+                .unwrap_or_default()
+                .into_iter()
+                .map(|c| c.id)
+                .collect()
+        })
+        .clone()
+}
+
 fn validate(cx: &mut Ctx<'_>, raw: RawFile, base: Option<&Path>) -> Config {
-    let machine: BTreeSet<usize> = core_affinity::get_core_ids()
-        .unwrap_or_default()
-        .into_iter()
-        .map(|c| c.id)
-        .collect();
+    let machine = machine_cores();
     let r = &raw.run;
     if let Err(e) = duration(*r.duration.get_ref()) {
         cx.err(&r.duration, "run.duration", e);

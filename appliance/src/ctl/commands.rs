@@ -27,6 +27,8 @@ commands:
   clear stats                start `stats` and `show` counting from now
   set poll CORE POLICY       switch a worker's poll policy (busy, interrupt,
                              adaptive, timer, auto; default settings)
+  reload                     read the config file again and apply rules, NAT,
+                             routes, neighbours and poll policies (SIGHUP too)
   help                       this list
 ";
 
@@ -74,8 +76,8 @@ pub fn run(args: &[String], cx: &mut Context<'_>) -> Response {
         ["show", what @ ("conntrack" | "nat")] => Response::error(format!(
             "`show {what}` is not available yet: conntrack and NAT state lives in each worker and is not published"
         )),
-        [what @ ("route" | "neighbor" | "reload" | "capture"), ..] => Response::error(format!(
-            "`{what}` is not available yet in this version (routes, neighbours and rules are fixed at start)"
+        [what @ ("route" | "neighbor" | "capture"), ..] => Response::error(format!(
+            "`{what}` is not available yet in this version (change routes and neighbours in the config file and `reload`)"
         )),
         _ => Response::error(format!(
             "unknown command `{}`\n{HELP}",

@@ -122,6 +122,9 @@ pub struct WorkerSetup<B, R = pmd::BoxRx<B>, T = pmd::BoxTx<B>> {
     /// Policies to switch to while running (`sluice ctl set poll`), read
     /// every `PUBLISH`.
     pub policy_changes: Option<crossbeam_channel::Receiver<Policy>>,
+    /// Updates for the forwarding stage (a hot reload), read every
+    /// `PUBLISH` and taken between two bursts.
+    pub updates: Option<crossbeam_channel::Receiver<crate::reload::Update>>,
     /// Handoff rings (empty unless several workers run the gateway).
     pub handoff: Handoff<B>,
 }
@@ -151,6 +154,8 @@ struct Worker<'a, B, R, T, F> {
     /// Where policy switches come from, and one received.
     policy_changes: Option<crossbeam_channel::Receiver<Policy>>,
     next_policy: Option<Policy>,
+    /// Where hot-reload updates come from.
+    updates: Option<crossbeam_channel::Receiver<crate::reload::Update>>,
 }
 
 /// Runs the worker until `stop` is set, then drains its RX queues (the
@@ -175,6 +180,7 @@ pub fn run<B: PacketBuf, R: RxQueue<Buf = B>, T: TxQueue<Buf = B>, F: ForwardMod
         mut policy,
         switches,
         policy_changes,
+        updates,
         handoff,
     } = setup;
     let c = &*counters;
@@ -216,6 +222,7 @@ pub fn run<B: PacketBuf, R: RxQueue<Buf = B>, T: TxQueue<Buf = B>, F: ForwardMod
         verdicts: Box::new([Verdict::Drop(DropReason::Truncated); pmd::MAX_BURST]),
         policy_changes,
         next_policy: None,
+        updates,
     };
     c.core.running.set(1);
     loop {
@@ -262,6 +269,11 @@ impl<B: PacketBuf, R: RxQueue<Buf = B>, T: TxQueue<Buf = B>, F: ForwardMode>
             return false;
         }
         self.last_publish = now;
+        if let Some(rx) = &self.updates {
+            while let Ok(u) = rx.try_recv() {
+                self.fwd.reconfigure(&*u);
+            }
+        }
         self.c.core.cpu_ns.set(thread_cpu_ns());
         self.fwd.tick(self.tsc.ns(now) as u64);
         for (c, v) in self.c.events.iter().zip(self.fwd.events()) {

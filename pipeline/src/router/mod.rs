@@ -118,6 +118,12 @@ pub struct RouterConfig {
     pub neighbor_timeout_ns: u64,
 }
 
+/// New routes, neighbours and interfaces for running routers (a hot
+/// reload): learned neighbours are kept, static ones replaced, cached next
+/// hops resolved again.
+#[derive(Clone)]
+pub struct RouterUpdate(pub Arc<RouterConfig>);
+
 /// The router stage; clone one per worker.
 #[derive(Clone)]
 pub struct Router {
@@ -176,6 +182,33 @@ impl Router {
 
     pub(super) fn count(&mut self, e: Event) {
         self.events[e as usize] += 1;
+    }
+
+    /// The tables and settings it routes with.
+    pub fn config(&self) -> &Arc<RouterConfig> {
+        &self.cfg
+    }
+
+    /// Routes with `cfg` from the next packet on: static neighbours are
+    /// replaced, learned ones kept (ageing as before), and every cached
+    /// next hop (here and in conntrack's flows) is resolved again.
+    pub fn reconfigure(&mut self, cfg: Arc<RouterConfig>) {
+        self.neigh4.retain(|_, (_, at)| *at != STATIC);
+        self.neigh6.retain(|_, (_, at)| *at != STATIC);
+        for &(p, a, m) in &cfg.neighbors4 {
+            self.neigh4.insert((p, u32::from(a)), (m, STATIC));
+        }
+        for &(p, a, m) in &cfg.neighbors6 {
+            self.neigh6.insert((p, u128::from(a)), (m, STATIC));
+        }
+        self.local4 = cfg
+            .interfaces
+            .iter()
+            .flat_map(|i| i.ipv4.iter().map(|(a, _)| u32::from(*a)))
+            .collect();
+        self.hop_macs = vec![(0, MacAddr::default()); cfg.next_hops.len()];
+        self.cfg = cfg;
+        self.bump();
     }
 
     /// IPv4 routes in the table (as built, duplicates included).
@@ -300,6 +333,16 @@ impl ForwardMode for Router {
 
     fn events(&self) -> &[u64] {
         &self.events
+    }
+
+    fn reconfigure(&mut self, update: &dyn std::any::Any) -> bool {
+        match update.downcast_ref::<RouterUpdate>() {
+            Some(u) => {
+                Router::reconfigure(self, u.0.clone());
+                true
+            }
+            None => false,
+        }
     }
 }
 

@@ -1,0 +1,196 @@
+//! Hot reload (`sluice ctl reload`, SIGHUP): the config file is read and
+//! validated in full first (a bad one is refused with the same file, line
+//! and key errors as `sluice check`, and the running config stays); what
+//! can change while running (firewall rules, NAT, routes, the route file,
+//! neighbours, router settings, poll policies) is built here, off the fast
+//! path, and handed to each worker, which takes it between two bursts at
+//! its next 10 ms tick. Tracked flows and their NAT translations survive
+//! (see `pipeline::gateway::GatewayUpdate`). What cannot change without
+//! reopening devices or respawning threads (ports, workers and their
+//! queues, burst, drain timer, conntrack size and timeouts, the generator,
+//! the endpoints) is refused, naming each difference: restart for those.
+
+use crate::config::{self, Config};
+use crate::poll::Policy;
+use crate::stages::{build_gateway, build_router};
+use crossbeam_channel::Sender;
+use pipeline::gateway::{GatewayConfig, GatewayUpdate, RuleHits};
+use pipeline::router::{Router, RouterUpdate};
+use std::any::Any;
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
+
+/// An update on its way to one worker's forwarding stage.
+pub type Update = Box<dyn Any + Send>;
+
+/// Set by SIGHUP: the management thread reloads at its next turn.
+pub fn requested() -> Arc<AtomicBool> {
+    static FLAG: OnceLock<Arc<AtomicBool>> = OnceLock::new();
+    FLAG.get_or_init(|| Arc::new(AtomicBool::new(false)))
+        .clone()
+}
+
+/// Takes a pending SIGHUP request.
+pub fn take_request() -> bool {
+    requested().swap(false, Ordering::AcqRel)
+}
+
+/// The ways into the running workers, config order.
+pub struct Workers<'a> {
+    /// Forwarding-stage updates.
+    pub updates: &'a [Sender<Update>],
+    /// Poll policies.
+    pub policies: &'a [Sender<Policy>],
+}
+
+/// What a reload installed: the engine keeps these as its current state.
+pub struct Reloaded {
+    /// The new config.
+    pub cfg: Config,
+    /// The new routing tables (for `show routes`).
+    pub router: Option<Router>,
+    /// The new gateway settings (for rule counters).
+    pub gateway: Option<GatewayConfig>,
+    /// The new rules' hit counters, one per gateway worker.
+    pub hit_sinks: Vec<RuleHits>,
+    /// What changed, for the operator.
+    pub summary: String,
+}
+
+/// What differs between `old` and `new` that only a restart can change.
+pub fn restart_needed(old: &Config, new: &Config) -> Vec<String> {
+    let mut d = Vec::new();
+    let dbg = |x: &dyn std::fmt::Debug| format!("{x:?}");
+    if old.ports.len() != new.ports.len() {
+        d.push(format!(
+            "ports: {} now, {} in the file",
+            old.ports.len(),
+            new.ports.len()
+        ));
+    } else {
+        for (a, b) in old.ports.iter().zip(&new.ports) {
+            let (mut a, mut b) = (a.clone(), b.clone());
+            // Where a key was written is not a setting.
+            a.origin.clear();
+            b.origin.clear();
+            if dbg(&a) != dbg(&b) {
+                d.push(format!("port {}", b.name));
+            }
+        }
+    }
+    if old.workers.len() != new.workers.len() {
+        d.push(format!(
+            "workers: {} now, {} in the file",
+            old.workers.len(),
+            new.workers.len()
+        ));
+    } else {
+        for (a, b) in old.workers.iter().zip(&new.workers) {
+            if (a.core, a.mode, &a.rx, &a.tx) != (b.core, b.mode, &b.rx, &b.tx) {
+                d.push(format!("worker on core {} (core, mode or queues)", a.core));
+            }
+        }
+    }
+    let run = |c: &Config| (c.run.burst, c.run.drain);
+    if run(old) != run(new) {
+        d.push("run.burst or run.drain_us".into());
+    }
+    if old.generator_core != new.generator_core {
+        d.push("generator.core".into());
+    }
+    if old.eal_args != new.eal_args {
+        d.push("dpdk.eal_args".into());
+    }
+    if old.metrics != new.metrics || old.control_socket != new.control_socket {
+        d.push("[management]".into());
+    }
+    let (a, b) = (&old.gateway, &new.gateway);
+    if a.enabled != b.enabled {
+        d.push("firewall/NAT on or off".into());
+    } else if a.ct_capacity != b.ct_capacity || dbg(&a.timeouts) != dbg(&b.timeouts) {
+        d.push("conntrack size or timeouts".into());
+    }
+    d
+}
+
+/// Reads `path` and installs what changed into the running workers.
+pub fn reload(path: &Path, old: &Config, workers: &Workers<'_>) -> Result<Reloaded, String> {
+    if !path.is_file() {
+        return Err(format!(
+            "nothing to reload: this run's config ({}) is not a file",
+            old.source
+        ));
+    }
+    let new =
+        config::load_file(path).map_err(|e| format!("{e}\nthe running config is unchanged"))?;
+    let diffs = restart_needed(old, &new);
+    if !diffs.is_empty() {
+        return Err(format!(
+            "a restart is needed to change: {}; nothing was changed",
+            diffs.join(", ")
+        ));
+    }
+    let l3 = new.l3fwd_workers();
+    let router = if l3 > 0 {
+        Some(build_router(&new).map_err(|e| format!("{e:#}"))?)
+    } else {
+        None
+    };
+    let gateway = match &router {
+        Some(_) if new.gateway.enabled => Some(build_gateway(&new, l3)),
+        _ => None,
+    };
+    let mut hit_sinks = Vec::new();
+    let mut policies = 0;
+    for (i, w) in new.workers.iter().enumerate() {
+        if w.mode == config::FwdMode::L3fwd {
+            let update: Option<Update> = match (&router, &gateway) {
+                (Some(r), Some(g)) => {
+                    let sink: RuleHits = (0..g.rules.rules().len())
+                        .map(|_| AtomicU64::new(0))
+                        .collect();
+                    hit_sinks.push(sink.clone());
+                    Some(Box::new(GatewayUpdate {
+                        router: RouterUpdate(r.config().clone()),
+                        rules: g.rules.clone(),
+                        nat: g.nat.clone(),
+                        hits: Some(sink),
+                    }))
+                }
+                (Some(r), None) => Some(Box::new(RouterUpdate(r.config().clone()))),
+                (None, _) => None,
+            };
+            if let (Some(u), Some(tx)) = (update, workers.updates.get(i)) {
+                // A worker that has stopped takes nothing; the run is
+                // ending anyway.
+                let _ = tx.try_send(u);
+            }
+        }
+        if old.workers[i].poll != w.poll {
+            if let Some(tx) = workers.policies.get(i) {
+                if tx.try_send(w.poll.clone()).is_ok() {
+                    policies += 1;
+                }
+            }
+        }
+    }
+    let mut summary = format!("reloaded {}", path.display());
+    if let Some(r) = &router {
+        summary += &format!(": {} IPv4 and {} IPv6 routes", r.routes4(), r.routes6());
+    }
+    if let Some(g) = &gateway {
+        summary += &format!(", {} firewall rules", g.rules.rules().len());
+    }
+    if policies > 0 {
+        summary += &format!(", {policies} poll policies switched");
+    }
+    summary += "; tracked flows kept\n";
+    Ok(Reloaded {
+        cfg: new,
+        router,
+        gateway,
+        hit_sinks,
+        summary,
+    })
+}
