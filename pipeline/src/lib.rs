@@ -5,7 +5,7 @@
 //! reasons ([`verdict`]), the testpmd-style forwarding transforms ([`fwd`])
 //! and the stages of a router: [`lpm`] tables, the [`router`], the rule
 //! classifier ([`acl`]) and [`firewall`], [`conntrack`], [`nat`], and the
-//! [`gateway`] that chains them. Leaves every module may use: [`prefix`]
+//! [`gateway`] that chains them; [`bpf`] runs capture filters. Leaves every module may use: [`prefix`]
 //! (prefixes), [`route_cache`] (a flow's resolved next hop), [`events`]
 //! (named counters; each stage owns its own).
 //!
@@ -17,6 +17,7 @@
 #![warn(missing_docs)]
 
 pub mod acl;
+pub mod bpf;
 pub mod checksum;
 pub mod conntrack;
 pub mod events;
