@@ -128,11 +128,15 @@ where
     let mut policy_tx = Vec::new();
     // Per worker: where a hot reload sends its forwarding stage's update.
     let mut update_tx = Vec::new();
+    // Per worker: where a capture's tap goes (and `None` to remove it).
+    let mut tap_tx = Vec::new();
     for w in &cfg.workers {
         let (ptx, prx) = crossbeam_channel::bounded::<crate::poll::Policy>(1);
         policy_tx.push(ptx);
         let (utx, urx) = crossbeam_channel::unbounded::<crate::reload::Update>();
         update_tx.push(utx);
+        let (ttx, trx) = crossbeam_channel::unbounded::<Option<crate::capture::Tap>>();
+        tap_tx.push(ttx);
         let events = match w.mode {
             FwdMode::L3fwd if cfg.gateway.enabled => Gateway::EVENTS,
             FwdMode::L3fwd => Router::EVENTS,
@@ -180,6 +184,7 @@ where
             switches: Some(switch_tx.clone()),
             policy_changes: Some(prx),
             updates: Some(urx),
+            taps: Some(trx),
             rx: rxs,
             tx: txs,
             counters,
@@ -285,6 +290,8 @@ where
     // Management loop. `current` is the running config (a reload replaces
     // it; the run's duration stays the one it started with).
     let mut current = cfg.clone();
+    let mut capture: Option<crate::capture::Capture> = None;
+    let port_names: Vec<String> = cfg.ports.iter().map(|p| p.name.clone()).collect();
     let started = Instant::now();
     let mut prev = tel.snapshot();
     let mut next = started + cfg.run.stats_period;
@@ -320,9 +327,13 @@ where
         if let Some(d) = cfg.run.duration {
             wake = wake.min(started + d);
         }
-        let nap = wake
-            .saturating_duration_since(Instant::now())
-            .min(Duration::from_millis(50));
+        // While a capture runs, its rings are emptied every few ms.
+        let most = if capture.as_ref().is_some_and(|c| c.status().running) {
+            Duration::from_millis(5)
+        } else {
+            Duration::from_millis(50)
+        };
+        let nap = wake.saturating_duration_since(Instant::now()).min(most);
         let workers = crate::reload::Workers {
             updates: &update_tx,
             policies: &policy_tx,
@@ -364,7 +375,9 @@ where
             }
             recv(commands) -> cmd => {
                 if let Ok(cmd) = cmd {
-                    let resp = if cmd.args == ["reload"] {
+                    let resp = if cmd.args.first().is_some_and(|a| a == "capture") {
+                        capture_command(&cmd.args[1..], &mut capture, &port_names, &tap_tx, tel.tsc_hz())
+                    } else if cmd.args == ["reload"] {
                         match reload(&mut current, &mut router, &mut gateway, &mut hit_sinks) {
                             Ok(s) => crate::ctl::Response::ok(s.clone(), serde_json::json!({ "reloaded": s.trim_end() })),
                             Err(e) => crate::ctl::Response::error(e),
@@ -384,6 +397,16 @@ where
                 }
             }
             default(nap) => {}
+        }
+        // A running capture: write what the workers caught; when it is
+        // complete, take the taps back and close the file.
+        if let Some(cap) = capture.as_mut().filter(|c| c.status().running) {
+            if cap.drain() {
+                for t in &tap_tx {
+                    let _ = t.send(None);
+                }
+                cap.finish();
+            }
         }
     }
 
@@ -449,4 +472,67 @@ fn rule_hits(gateway: &Option<GatewayConfig>, sinks: &[RuleHits]) -> Vec<(String
             (r.origin.clone(), n)
         })
         .collect()
+}
+
+/// `capture start ...`, `capture status`, `capture stop`.
+fn capture_command(
+    args: &[String],
+    capture: &mut Option<crate::capture::Capture>,
+    ports: &[String],
+    taps: &[crossbeam_channel::Sender<Option<crate::capture::Tap>>],
+    tsc_hz: f64,
+) -> crate::ctl::Response {
+    use crate::ctl::Response;
+    let status = |c: &crate::capture::Capture| {
+        let s = c.status();
+        Response::ok(
+            format!(
+                "{} {} packets to {} ({} lost to full rings)\n",
+                if s.running { "capturing:" } else { "done:" },
+                s.written,
+                s.file,
+                s.dropped
+            ),
+            serde_json::to_value(&s).unwrap_or_default(),
+        )
+    };
+    match args.first().map(String::as_str) {
+        Some("start") => {
+            if capture.as_ref().is_some_and(|c| c.status().running) {
+                return Response::error("a capture is running; `capture stop` it first");
+            }
+            let spec = match crate::capture::parse_spec(&args[1..], ports) {
+                Ok(s) => s,
+                Err(e) => return Response::error(e),
+            };
+            match crate::capture::Capture::start(spec, ports, taps.len(), tsc_hz) {
+                Ok((c, new_taps)) => {
+                    for (tx, tap) in taps.iter().zip(new_taps) {
+                        let _ = tx.send(Some(tap));
+                    }
+                    let r = status(&c);
+                    *capture = Some(c);
+                    r
+                }
+                Err(e) => Response::error(format!("{e:#}")),
+            }
+        }
+        Some("status") => match capture {
+            Some(c) => status(c),
+            None => Response::error("no capture has run"),
+        },
+        Some("stop") => match capture {
+            Some(c) if c.status().running => {
+                for t in taps {
+                    let _ = t.send(None);
+                }
+                c.finish();
+                status(c)
+            }
+            _ => Response::error("no capture is running"),
+        },
+        _ => Response::error(
+            "capture start --port P [--direction rx|tx|drop|all] [--count N] [--duration S] [--filter EXPR] -w FILE | capture status | capture stop",
+        ),
+    }
 }

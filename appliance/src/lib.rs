@@ -22,6 +22,7 @@
 #![forbid(unsafe_code)]
 
 pub mod app;
+pub mod capture;
 pub mod config;
 pub mod counters;
 pub mod ctl;

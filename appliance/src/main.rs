@@ -61,9 +61,70 @@ enum Cmd {
         #[arg(long, default_value_t = 0)]
         count: u64,
         /// The command and its arguments.
-        #[arg(required = true, trailing_var_arg = true)]
+        #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true)]
         args: Vec<String>,
     },
+}
+
+/// `sluice ctl capture ...`: starts it (with `-w` made absolute: the
+/// appliance may run elsewhere in the file system), then, when it has a
+/// count or a duration, waits for it to finish and says what it wrote.
+fn capture(
+    socket: &std::path::Path,
+    args: &[String],
+    ask: &dyn Fn(&[String]) -> Result<appliance::ctl::Response, ExitCode>,
+) -> ExitCode {
+    let mut req = vec!["capture".to_string(), "start".to_string()];
+    let start = usize::from(args.first().is_some_and(|a| a == "start"));
+    let mut it = args[start..].iter();
+    let mut bounded = false;
+    while let Some(a) = it.next() {
+        req.push(a.clone());
+        bounded |= matches!(a.as_str(), "--count" | "-c" | "--duration");
+        if matches!(a.as_str(), "-w" | "--write") {
+            if let Some(f) = it.next() {
+                let p = std::path::Path::new(f);
+                let abs = if p.is_absolute() {
+                    p.to_path_buf()
+                } else {
+                    std::env::current_dir().unwrap_or_default().join(p)
+                };
+                req.push(abs.display().to_string());
+            }
+        }
+    }
+    let r = match ask(&req) {
+        Ok(r) => r,
+        Err(code) => return code,
+    };
+    if !r.ok {
+        eprintln!("sluice ctl: {}", r.error.unwrap_or_default());
+        return ExitCode::from(1);
+    }
+    if !bounded {
+        let _ = out(&format!(
+            "{}stop it with `sluice ctl -s {} capture stop`\n",
+            r.text,
+            socket.display()
+        ));
+        return ExitCode::SUCCESS;
+    }
+    let status = vec!["capture".to_string(), "status".to_string()];
+    loop {
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        match ask(&status) {
+            Ok(r) if r.ok && r.data["running"] == false => {
+                let _ = out(&r.text);
+                return ExitCode::SUCCESS;
+            }
+            Ok(r) if r.ok => {}
+            Ok(r) => {
+                eprintln!("sluice ctl: {}", r.error.unwrap_or_default());
+                return ExitCode::from(1);
+            }
+            Err(code) => return code,
+        }
+    }
 }
 
 /// `sluice ctl`: 0 when the command did what was asked, 1 when the
@@ -110,6 +171,11 @@ fn ctl(
             }
             std::thread::sleep(std::time::Duration::from_secs_f64(interval));
         }
+    }
+    if args.first().is_some_and(|a| a == "capture")
+        && !matches!(args.get(1).map(String::as_str), Some("status" | "stop"))
+    {
+        return capture(socket, &args[1..], &ask);
     }
     match ask(args) {
         Err(code) => code,

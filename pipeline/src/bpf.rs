@@ -115,11 +115,12 @@ impl Program {
                     }
                 }
                 RET => {}
-                _ => {
+                MISC => {
                     if i.code & 0xf8 != 0 && i.code & 0xf8 != 0x80 {
                         return Err(bad("unknown instruction"));
                     }
                 }
+                _ => return Err(bad("unknown instruction class")),
             }
         }
         if insns[n - 1].code & 0x07 != RET {

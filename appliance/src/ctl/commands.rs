@@ -27,6 +27,10 @@ commands:
   clear stats                start `stats` and `show` counting from now
   set poll CORE POLICY       switch a worker's poll policy (busy, interrupt,
                              adaptive, timer, auto; default settings)
+  capture [start] --port P [--direction rx|tx|drop|all] [--count N]
+          [--duration S] [--filter EXPR] -w FILE.pcapng
+                             capture packets (tcpdump filter syntax)
+  capture status | stop      the running capture
   reload                     read the config file again and apply rules, NAT,
                              routes, neighbours and poll policies (SIGHUP too)
   help                       this list
@@ -76,7 +80,7 @@ pub fn run(args: &[String], cx: &mut Context<'_>) -> Response {
         ["show", what @ ("conntrack" | "nat")] => Response::error(format!(
             "`show {what}` is not available yet: conntrack and NAT state lives in each worker and is not published"
         )),
-        [what @ ("route" | "neighbor" | "capture"), ..] => Response::error(format!(
+        [what @ ("route" | "neighbor"), ..] => Response::error(format!(
             "`{what}` is not available yet in this version (change routes and neighbours in the config file and `reload`)"
         )),
         _ => Response::error(format!(

@@ -125,6 +125,9 @@ pub struct WorkerSetup<B, R = pmd::BoxRx<B>, T = pmd::BoxTx<B>> {
     /// Updates for the forwarding stage (a hot reload), read every
     /// `PUBLISH` and taken between two bursts.
     pub updates: Option<crossbeam_channel::Receiver<crate::reload::Update>>,
+    /// Capture taps to install (`Some`) or remove (`None`), read every
+    /// `PUBLISH`.
+    pub taps: Option<crossbeam_channel::Receiver<Option<crate::capture::Tap>>>,
     /// Handoff rings (empty unless several workers run the gateway).
     pub handoff: Handoff<B>,
 }
@@ -156,6 +159,9 @@ struct Worker<'a, B, R, T, F> {
     next_policy: Option<Policy>,
     /// Where hot-reload updates come from.
     updates: Option<crossbeam_channel::Receiver<crate::reload::Update>>,
+    /// Where capture taps come from, and the one installed.
+    taps: Option<crossbeam_channel::Receiver<Option<crate::capture::Tap>>>,
+    tap: Option<crate::capture::Tap>,
 }
 
 /// Runs the worker until `stop` is set, then drains its RX queues (the
@@ -181,6 +187,7 @@ pub fn run<B: PacketBuf, R: RxQueue<Buf = B>, T: TxQueue<Buf = B>, F: ForwardMod
         switches,
         policy_changes,
         updates,
+        taps,
         handoff,
     } = setup;
     let c = &*counters;
@@ -223,6 +230,8 @@ pub fn run<B: PacketBuf, R: RxQueue<Buf = B>, T: TxQueue<Buf = B>, F: ForwardMod
         policy_changes,
         next_policy: None,
         updates,
+        taps,
+        tap: None,
     };
     c.core.running.set(1);
     loop {
@@ -272,6 +281,11 @@ impl<B: PacketBuf, R: RxQueue<Buf = B>, T: TxQueue<Buf = B>, F: ForwardMode>
         if let Some(rx) = &self.updates {
             while let Ok(u) = rx.try_recv() {
                 self.fwd.reconfigure(&*u);
+            }
+        }
+        if let Some(rx) = &self.taps {
+            while let Ok(t) = rx.try_recv() {
+                self.tap = t;
             }
         }
         self.c.core.cpu_ns.set(thread_cpu_ns());

@@ -6,6 +6,7 @@
 //! wait; residency recorded when the round ends.
 
 use super::{Handed, Worker};
+use crate::capture::{Tap, DROP, RX, TX};
 use crate::counters::{PortCounters, WorkerCounters};
 use pipeline::fwd::ForwardMode;
 use pipeline::{DropReason, Verdict};
@@ -146,6 +147,7 @@ impl<B: PacketBuf, R: RxQueue<Buf = B>, T: TxQueue<Buf = B>, F: ForwardMode>
             handoff,
             verdicts,
             drain_cycles,
+            tap,
             ..
         } = self;
         let mut got = 0usize;
@@ -164,6 +166,16 @@ impl<B: PacketBuf, R: RxQueue<Buf = B>, T: TxQueue<Buf = B>, F: ForwardMode>
                 // the round's start is every burst's RX time.
                 let rx_at = t0;
                 taken += n;
+                // A capture sees the packets as received (stages rewrite
+                // them in place); without one, one branch per burst.
+                if let Some(tp) = tap.as_mut() {
+                    tp.burst(
+                        in_port,
+                        RX,
+                        t0,
+                        rxb.as_slice().iter().map(|m| (m.data(), 0)),
+                    );
+                }
                 fwd.prefetch(rxb.as_slice(), pmd::sys::prefetch);
                 // Process the burst in place; when every packet leaves on
                 // one port whose TX buffer is empty, and the burst is full
@@ -190,10 +202,16 @@ impl<B: PacketBuf, R: RxQueue<Buf = B>, T: TxQueue<Buf = B>, F: ForwardMode>
                     _ => None,
                 };
                 if let Some((o, t)) = direct {
+                    if let Some(tp) = tap.as_mut() {
+                        tp.burst(o, TX, t0, rxb.as_slice().iter().map(|m| (m.data(), 0)));
+                    }
                     send_burst(t, rxb, &c.ports[usize::from(o)]);
                 } else {
                     if let Some(v) = same {
                         verdicts[..n].fill(v);
+                    }
+                    if let Some(tp) = tap.as_mut() {
+                        capture_verdicts(tp, in_port, t0, rxb.as_slice(), &verdicts[..n]);
                     }
                     for (m, v) in rxb.drain().zip(verdicts.iter()) {
                         dispatch(*v, m, in_port, rx_at, tx, c, &mut handoff.out, false);
@@ -255,4 +273,36 @@ impl<B: PacketBuf, R: RxQueue<Buf = B>, T: TxQueue<Buf = B>, F: ForwardMode>
             }
         }
     }
+}
+
+/// Offers a processed burst to a capture: the packets leaving on its port
+/// (as sent), and those received on its port that a stage dropped (with
+/// the reason).
+#[cold]
+fn capture_verdicts<B: PacketBuf>(
+    tap: &mut Tap,
+    in_port: u16,
+    t0: u64,
+    pkts: &[B],
+    verdicts: &[Verdict],
+) {
+    let port = tap.port();
+    tap.burst(
+        port,
+        TX,
+        t0,
+        pkts.iter()
+            .zip(verdicts)
+            .filter(|(_, v)| **v == Verdict::Forward(port))
+            .map(|(m, _)| (m.data(), 0)),
+    );
+    tap.burst(
+        in_port,
+        DROP,
+        t0,
+        pkts.iter().zip(verdicts).filter_map(|(m, v)| match v {
+            Verdict::Drop(r) => Some((m.data(), *r as u8)),
+            _ => None,
+        }),
+    );
 }

@@ -1,0 +1,338 @@
+//! `sluice ctl capture` read back by Wireshark's `tshark`: a capture
+//! replayed through Sluice comes out with the right number of packets,
+//! each byte for byte one of the replayed frames, with wall-clock
+//! nanosecond timestamps and the right direction; a tcpdump filter keeps
+//! only what it matches; dropped packets carry their reason. Needs tshark
+//! and tcpdump (`scripts/test.sh` installs them): without them it skips,
+//! unless `CI` is set. Bounded in time; the instance is killed when the
+//! test ends, passed or failed.
+
+use std::collections::HashSet;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+struct Killed(Child);
+
+impl Drop for Killed {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn have(tool: &str) -> bool {
+    let found = Command::new("sh")
+        .args(["-c", &format!("command -v {tool}")])
+        .stdout(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    if !found {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "{tool} is missing (scripts/test.sh installs it)"
+        );
+        eprintln!("skipping: {tool} is not installed");
+    }
+    found
+}
+
+fn ctl(sock: &Path, args: &[&str]) -> (bool, String) {
+    let o = Command::new(env!("CARGO_BIN_EXE_sluice"))
+        .arg("ctl")
+        .arg("-s")
+        .arg(sock)
+        .args(args)
+        .output()
+        .unwrap();
+    (
+        o.status.success(),
+        format!(
+            "{}{}",
+            String::from_utf8_lossy(&o.stdout),
+            String::from_utf8_lossy(&o.stderr)
+        ),
+    )
+}
+
+/// tshark's fields of every packet of `file`, tab-separated per line.
+fn tshark(file: &Path, fields: &[&str]) -> Vec<String> {
+    let mut c = Command::new("tshark");
+    c.arg("-r").arg(file).args(["-T", "fields"]);
+    for f in fields {
+        c.args(["-e", f]);
+    }
+    let o = c.output().unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    String::from_utf8_lossy(&o.stdout)
+        .lines()
+        .map(str::to_string)
+        .collect()
+}
+
+fn hex(b: &[u8]) -> String {
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}
+
+/// Every packet's bytes as tshark dumps them (`-x`), in hex.
+fn tshark_bytes(file: &Path) -> Vec<String> {
+    let o = Command::new("tshark")
+        .arg("-r")
+        .arg(file)
+        .arg("-x")
+        .output()
+        .unwrap();
+    assert!(o.status.success());
+    let mut packets = Vec::new();
+    let mut cur = String::new();
+    for line in String::from_utf8_lossy(&o.stdout).lines() {
+        // `0010  00 34 e1 f3 ...   ascii`: an offset, then up to 16 bytes.
+        let Some((off, rest)) = line.split_once("  ") else {
+            if !cur.is_empty() {
+                packets.push(std::mem::take(&mut cur));
+            }
+            continue;
+        };
+        if off.len() != 4 || !off.bytes().all(|b| b.is_ascii_hexdigit()) {
+            continue;
+        }
+        if off == "0000" && !cur.is_empty() {
+            packets.push(std::mem::take(&mut cur));
+        }
+        for b in rest.split_whitespace().take(16) {
+            if b.len() == 2 && b.bytes().all(|c| c.is_ascii_hexdigit()) {
+                cur.push_str(b);
+            } else {
+                break;
+            }
+        }
+    }
+    if !cur.is_empty() {
+        packets.push(cur);
+    }
+    packets
+}
+
+/// Starts `mode` forwarding from a replayed capture (`in`) to a sink
+/// (`out`), with a control socket; returns it, the socket and the frames.
+fn start(name: &str, mode: &str) -> Option<(Killed, PathBuf, PathBuf, Vec<Vec<u8>>)> {
+    let capture = testdata::shared("pcaps/tcpdump_tests")?.join("ssh.pcap");
+    let frames = pmd::pcap::read_frames(&capture).unwrap();
+    let dir = std::env::temp_dir().join(format!("sluice-cap-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let cfg = dir.join("c.toml");
+    std::fs::write(
+        &cfg,
+        format!(
+            r#"
+[run]
+duration = 0
+
+[management]
+socket = "ctl.sock"
+
+[[port]]
+name = "in"
+driver = "pcap"
+ipv4 = ["198.18.0.1/24"]
+[port.pcap]
+rx_file = "{}"
+loops = 0
+
+[[port]]
+name = "out"
+driver = "pcap"
+ipv4 = ["198.19.0.1/24"]
+
+[[worker]]
+core = 1
+mode = "{mode}"
+rx = ["in", "out"]
+"#,
+            capture.display()
+        ),
+    )
+    .unwrap();
+    let sock = dir.join("ctl.sock");
+    let run = Killed(
+        Command::new(env!("CARGO_BIN_EXE_sluice"))
+            .arg("run")
+            .arg(&cfg)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !sock.exists() {
+        assert!(Instant::now() < deadline, "no control socket");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    Some((run, dir, sock, frames))
+}
+
+#[test]
+fn tshark_reads_what_was_forwarded() {
+    if !have("tshark") || !have("tcpdump") {
+        return;
+    }
+    let Some((_run, dir, sock, frames)) = start("io", "io") else {
+        return;
+    };
+    let known: HashSet<String> = frames.iter().map(|f| hex(f)).collect();
+    let file = dir.join("rx.pcapng");
+    let (ok, out) = ctl(
+        &sock,
+        &[
+            "capture",
+            "--port",
+            "in",
+            "--count",
+            "200",
+            "-w",
+            file.to_str().unwrap(),
+        ],
+    );
+    assert!(ok, "{out}");
+    assert!(out.contains("done: 200 packets"), "{out}");
+    let rows = tshark(
+        &file,
+        &[
+            "frame.time_epoch",
+            "frame.packet_flags_direction",
+            "frame.interface_name",
+        ],
+    );
+    assert_eq!(rows.len(), 200);
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs_f64();
+    for r in &rows {
+        let f: Vec<&str> = r.split('\t').collect();
+        let t: f64 = f[0].parse().unwrap();
+        assert!((now - t).abs() < 120.0, "timestamp {t} vs now {now}");
+        assert!(
+            f[0].split('.').nth(1).is_some_and(|d| d.len() == 9),
+            "ns: {}",
+            f[0]
+        );
+        assert_eq!(f[1], "0x00000001", "inbound");
+        assert_eq!(f[2], "in");
+    }
+    // Every packet is byte for byte a replayed frame.
+    let data = tshark_bytes(&file);
+    assert_eq!(data.len(), 200);
+    assert!(data.iter().all(|d| known.contains(d)), "{:?}", &data[..2]);
+
+    // Sent on `out`: unchanged in io mode, outbound.
+    let file = dir.join("tx.pcapng");
+    let (ok, out) = ctl(
+        &sock,
+        &[
+            "capture",
+            "--port",
+            "out",
+            "--direction",
+            "tx",
+            "--count",
+            "50",
+            "-w",
+            file.to_str().unwrap(),
+        ],
+    );
+    assert!(ok, "{out}");
+    let rows = tshark(&file, &["frame.packet_flags_direction"]);
+    assert_eq!(rows.len(), 50);
+    assert!(rows.iter().all(|r| r == "0x00000002"), "{rows:?}");
+    assert!(tshark_bytes(&file).iter().all(|d| known.contains(d)));
+
+    // A tcpdump filter: only SYNs, as tcpdump would pick them.
+    let file = dir.join("syn.pcapng");
+    let (ok, out) = ctl(
+        &sock,
+        &[
+            "capture",
+            "--port",
+            "in",
+            "--count",
+            "5",
+            "--filter",
+            "tcp[tcpflags] & tcp-syn != 0",
+            "-w",
+            file.to_str().unwrap(),
+        ],
+    );
+    assert!(ok, "{out}");
+    let rows = tshark(&file, &["tcp.flags.syn"]);
+    assert_eq!(rows.len(), 5);
+    assert!(
+        rows.iter().all(|r| r.trim() == "1" || r.trim() == "True"),
+        "{rows:?}"
+    );
+
+    // Refusals.
+    let (ok, out) = ctl(&sock, &["capture", "--port", "nope", "-w", "/tmp/x.pcapng"]);
+    assert!(!ok && out.contains("no port `nope`"), "{out}");
+    let (ok, out) = ctl(
+        &sock,
+        &[
+            "capture",
+            "--port",
+            "in",
+            "--filter",
+            "tcp[[",
+            "-w",
+            "/tmp/x.pcapng",
+        ],
+    );
+    assert!(!ok && out.contains("filter"), "{out}");
+    let (ok, out) = ctl(&sock, &["capture", "--port", "in"]);
+    assert!(!ok && out.contains("-w FILE is required"), "{out}");
+    // An open-ended capture, stopped by hand.
+    let file = dir.join("open.pcapng");
+    let (ok, out) = ctl(
+        &sock,
+        &["capture", "--port", "in", "-w", file.to_str().unwrap()],
+    );
+    assert!(ok && out.contains("capture stop"), "{out}");
+    std::thread::sleep(Duration::from_millis(200));
+    let (ok, out) = ctl(&sock, &["capture", "stop"]);
+    assert!(ok && out.contains("done:"), "{out}");
+    assert!(!tshark(&file, &["frame.number"]).is_empty());
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn dropped_packets_carry_their_reason() {
+    if !have("tshark") || !have("tcpdump") {
+        return;
+    }
+    // The router drops the replayed frames (they are not addressed to its
+    // ports' MACs).
+    let Some((_run, dir, sock, _)) = start("drop", "l3fwd") else {
+        return;
+    };
+    let file = dir.join("drop.pcapng");
+    let (ok, out) = ctl(
+        &sock,
+        &[
+            "capture",
+            "--port",
+            "in",
+            "--direction",
+            "drop",
+            "--count",
+            "20",
+            "-w",
+            file.to_str().unwrap(),
+        ],
+    );
+    assert!(ok, "{out}");
+    let rows = tshark(&file, &["frame.comment"]);
+    assert_eq!(rows.len(), 20);
+    assert!(rows.iter().all(|r| r.starts_with("dropped: ")), "{rows:?}");
+    assert!(rows.iter().any(|r| r.contains("not_for_us")), "{rows:?}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
