@@ -10,7 +10,7 @@
 #   - the gateway pipeline in one core (sluice-bench gateway: full table,
 #     9,416 rules, SNAT): cycles per packet of established flows and of new
 #     flows.
-# Builds REV in a worktree under target/ab/. Writes bench/results/ab.md.
+# Builds REV in a worktree under target/ab/. Writes bench/results/ab-REV.md.
 #   bench/run-ab.sh REV [runs]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -108,4 +108,4 @@ EOF
   done
 } | tee "$WORK/ab.md"
 mkdir -p bench/results
-cp "$WORK/ab.md" bench/results/ab.md
+cp "$WORK/ab.md" "bench/results/ab-$BASE_SHA.md"
