@@ -291,6 +291,9 @@ where
     // it; the run's duration stays the one it started with).
     let mut current = cfg.clone();
     let mut capture: Option<crate::capture::Capture> = None;
+    // Route and neighbour changes made with `sluice ctl` since the file
+    // was loaded.
+    let mut edits = crate::ctl::edit::Edits::new(cfg);
     let port_names: Vec<String> = cfg.ports.iter().map(|p| p.name.clone()).collect();
     let started = Instant::now();
     let mut prev = tel.snapshot();
@@ -354,7 +357,10 @@ where
         if crate::reload::take_request() {
             // SIGHUP: the outcome goes to the log.
             match reload(&mut current, &mut router, &mut gateway, &mut hit_sinks) {
-                Ok(s) => eprint!("SIGHUP: {s}"),
+                Ok(s) => {
+                    edits = crate::ctl::edit::Edits::new(&current);
+                    eprint!("SIGHUP: {s}")
+                }
                 Err(e) => eprintln!("SIGHUP: reload refused: {e}"),
             }
         }
@@ -379,7 +385,26 @@ where
                         capture_command(&cmd.args[1..], &mut capture, &port_names, &tap_tx, tel.tsc_hz())
                     } else if cmd.args == ["reload"] {
                         match reload(&mut current, &mut router, &mut gateway, &mut hit_sinks) {
-                            Ok(s) => crate::ctl::Response::ok(s.clone(), serde_json::json!({ "reloaded": s.trim_end() })),
+                            Ok(s) => {
+                                edits = crate::ctl::edit::Edits::new(&current);
+                                crate::ctl::Response::ok(s.clone(), serde_json::json!({ "reloaded": s.trim_end() }))
+                            }
+                            Err(e) => crate::ctl::Response::error(e),
+                        }
+                    } else if matches!(cmd.args.first().map(String::as_str), Some("route" | "neighbor" | "neighbour")) {
+                        let done = crate::ctl::edit::apply(&cmd.args, &current, &edits).and_then(|(new, e)| {
+                            crate::reload::install(new, &current, &workers).map(|r| (r, e))
+                        });
+                        match done {
+                            Ok((r, e)) => {
+                                edits = e;
+                                current = r.cfg;
+                                router = r.router;
+                                gateway = r.gateway;
+                                hit_sinks = r.hit_sinks;
+                                let s = format!("{}: installed{}", cmd.args.join(" "), r.summary);
+                                crate::ctl::Response::ok(s.clone(), serde_json::json!({ "installed": s.trim_end() }))
+                            }
                             Err(e) => crate::ctl::Response::error(e),
                         }
                     } else {

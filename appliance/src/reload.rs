@@ -124,6 +124,15 @@ pub fn reload(path: &Path, old: &Config, workers: &Workers<'_>) -> Result<Reload
     }
     let new =
         config::load_file(path).map_err(|e| format!("{e}\nthe running config is unchanged"))?;
+    let mut r = install(new, old, workers)?;
+    r.summary = format!("reloaded {}{}", path.display(), r.summary);
+    Ok(r)
+}
+
+/// Installs `new` in place of `old` in the running workers (what a reload
+/// does once the file is read); refused, changing nothing, when only a
+/// restart can make the change.
+pub fn install(new: Config, old: &Config, workers: &Workers<'_>) -> Result<Reloaded, String> {
     let diffs = restart_needed(old, &new);
     if !diffs.is_empty() {
         return Err(format!(
@@ -175,7 +184,7 @@ pub fn reload(path: &Path, old: &Config, workers: &Workers<'_>) -> Result<Reload
             }
         }
     }
-    let mut summary = format!("reloaded {}", path.display());
+    let mut summary = String::new();
     if let Some(r) = &router {
         summary += &format!(": {} IPv4 and {} IPv6 routes", r.routes4(), r.routes6());
     }

@@ -1,6 +1,6 @@
 //! `sluice ctl` against a running instance, driven as an operator would:
 //! every command, bad requests, two clients at once, a policy switched
-//! while it forwards, the socket's permissions, a second instance on the
+//! and routes and neighbours changed while it forwards, the socket's permissions, a second instance on the
 //! same socket, and the socket gone after the run. Bounded in time; the
 //! instance is killed when the test ends, passed or failed.
 
@@ -187,6 +187,31 @@ fn an_operator_drives_every_command() {
     }
     ok(&sock, &["set", "poll", "1", "busy"]);
 
+    // Routes and neighbours changed while it forwards.
+    assert!(ok(
+        &sock,
+        &["route", "add", "192.0.2.0/24", "via", "198.19.0.2"]
+    )
+    .contains("installed"));
+    let r = json(&sock, &["show", "routes", "192.0.2.7"]);
+    assert_eq!(r["route"]["via"], "198.19.0.2", "{r}");
+    ok(&sock, &["route", "del", "192.0.2.0/24"]);
+    assert!(json(&sock, &["show", "routes", "192.0.2.7"])["route"].is_null());
+    ok(
+        &sock,
+        &[
+            "neighbor",
+            "add",
+            "198.19.0.9",
+            "02:00:00:00:00:09",
+            "port",
+            "p1",
+        ],
+    );
+    assert!(ok(&sock, &["show", "neighbors"]).contains("198.19.0.9 02:00:00:00:00:09 port p1"));
+    ok(&sock, &["neighbor", "del", "198.19.0.9"]);
+    assert!(!ok(&sock, &["show", "neighbors"]).contains("198.19.0.9"));
+
     // Refusals: exit 1 with a reason, the instance unaffected.
     for (args, why) in [
         (vec!["bogus"], "unknown command"),
@@ -197,8 +222,21 @@ fn an_operator_drives_every_command() {
             "neither an address",
         ),
         (
-            vec!["route", "add", "10.0.0.0/8", "via", "198.19.0.2"],
-            "not available yet",
+            vec!["route", "add", "10.9.0.0/16", "via", "203.0.113.5"],
+            "no interface's subnet",
+        ),
+        (
+            vec!["route", "add", "203.0.113.0/24", "via", "198.19.0.2"],
+            "exists",
+        ),
+        (vec!["route", "del", "192.0.2.0/24"], "no static route"),
+        (
+            vec!["route", "add", "10.0.0.0/8", "via", "1.2.3.4\"\nx"],
+            "not an address",
+        ),
+        (
+            vec!["neighbor", "add", "198.19.0.9", "zz", "port", "p1"],
+            "MAC address",
         ),
         (vec!["show", "conntrack"], "not available yet"),
     ] {

@@ -131,6 +131,8 @@ pub fn parse_with(
     cx.host = host;
     let mut cfg = validate(&mut cx, raw, base);
     cfg.warnings = std::mem::take(&mut cx.warnings);
+    cfg.text = text.into();
+    cfg.base = base.map(Path::to_path_buf);
     if cx.errs.is_empty() {
         Ok(cfg)
     } else {
@@ -527,6 +529,8 @@ fn validate(cx: &mut Ctx<'_>, raw: RawFile, base: Option<&Path>) -> Config {
         eal_args: raw.dpdk.eal_args,
         metrics,
         control_socket,
+        text: "".into(),
+        base: None,
         warnings: Vec::new(),
     }
 }

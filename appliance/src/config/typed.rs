@@ -163,6 +163,11 @@ pub struct Config {
     pub metrics: Option<std::net::SocketAddr>,
     /// The control socket's path (`[management] socket`; off when `None`).
     pub control_socket: Option<std::path::PathBuf>,
+    /// The text it was parsed from, and where its relative paths start
+    /// (`sluice ctl route add` validates its change against them).
+    pub text: std::sync::Arc<str>,
+    /// See `text`.
+    pub base: Option<std::path::PathBuf>,
     /// Settings that are legal but probably not what was meant.
     pub warnings: Vec<ConfigError>,
 }

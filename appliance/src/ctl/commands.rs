@@ -31,6 +31,10 @@ commands:
           [--duration S] [--filter EXPR] -w FILE.pcapng
                              capture packets (tcpdump filter syntax)
   capture status | stop      the running capture
+  route add PREFIX via ADDR [port P] | route add PREFIX port P | route del PREFIX
+  neighbor add ADDR MAC port P | neighbor del ADDR
+                             change routes and neighbours until the next
+                             reload or restart
   reload                     read the config file again and apply rules, NAT,
                              routes, neighbours and poll policies (SIGHUP too)
   help                       this list
@@ -79,9 +83,6 @@ pub fn run(args: &[String], cx: &mut Context<'_>) -> Response {
         ["set", "poll", core, policy] => set_poll(cx, core, policy),
         ["show", what @ ("conntrack" | "nat")] => Response::error(format!(
             "`show {what}` is not available yet: conntrack and NAT state lives in each worker and is not published"
-        )),
-        [what @ ("route" | "neighbor"), ..] => Response::error(format!(
-            "`{what}` is not available yet in this version (change routes and neighbours in the config file and `reload`)"
         )),
         _ => Response::error(format!(
             "unknown command `{}`\n{HELP}",

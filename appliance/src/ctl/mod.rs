@@ -18,6 +18,7 @@
 //! carries them, one thread per connection up to [`MAX_CLIENTS`] at once.
 
 pub mod commands;
+pub mod edit;
 
 use anyhow::{bail, Context, Result};
 use crossbeam_channel::{Receiver, Sender};

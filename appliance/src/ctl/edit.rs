@@ -1,0 +1,140 @@
+//! `sluice ctl route add|del` and `neighbor add|del`: changes to the
+//! running routes and neighbours, validated exactly as the config is (an
+//! added route or neighbour is a `[[route]]` or `[[neighbor]]` table added
+//! to the text the running config came from, so it gets the same checks
+//! and errors), and installed as a reload installs (the tables built
+//! aside, each worker switching between two bursts). Like `ip route add`
+//! beside a configuration file, they last until the next reload or
+//! restart, which go back to the file.
+
+use crate::config::{self, Config};
+use std::net::IpAddr;
+use std::sync::Arc;
+
+/// The changes made since the config was loaded.
+#[derive(Debug, Clone)]
+pub struct Edits {
+    /// The text the running config was loaded from.
+    file_text: Arc<str>,
+    /// Tables added (`[[route]]`, `[[neighbor]]`).
+    adds: String,
+    /// Routes deleted (prefix).
+    route_dels: Vec<(IpAddr, u8)>,
+    /// Neighbours deleted (address).
+    neigh_dels: Vec<IpAddr>,
+}
+
+impl Edits {
+    /// No changes to `cfg` (at start, and after a reload).
+    pub fn new(cfg: &Config) -> Self {
+        Edits {
+            file_text: cfg.text.clone(),
+            adds: String::new(),
+            route_dels: Vec::new(),
+            neigh_dels: Vec::new(),
+        }
+    }
+}
+
+/// A value to put between TOML quotes: refused if it could break out.
+fn word(v: &str) -> Result<&str, String> {
+    if v.is_empty() || v.chars().any(|c| c == '"' || c == '\\' || c.is_control()) {
+        return Err(format!("`{v}` is not an address, prefix, MAC or port name"));
+    }
+    Ok(v)
+}
+
+/// The config `args` (`route ...` / `neighbor ...`) would make of `cur`,
+/// and the edits with it; `cur` and `edits` are left as they were.
+pub fn apply(args: &[String], cur: &Config, edits: &Edits) -> Result<(Config, Edits), String> {
+    let mut e = edits.clone();
+    let words: Vec<&str> = args.iter().map(String::as_str).collect();
+    match words.as_slice() {
+        ["route", "add", prefix, rest @ ..] => {
+            let mut t = format!("\n[[route]]\nprefix = \"{}\"\n", word(prefix)?);
+            match rest {
+                ["via", via] => t += &format!("via = \"{}\"\n", word(via)?),
+                ["via", via, "port", port] => {
+                    t += &format!("via = \"{}\"\nport = \"{}\"\n", word(via)?, word(port)?)
+                }
+                ["port", port] => t += &format!("port = \"{}\"\n", word(port)?),
+                _ => return Err("route add PREFIX via ADDR [port P] | route add PREFIX port P".into()),
+            }
+            let p = pipeline::prefix::parse(prefix)
+                .ok_or_else(|| format!("`{prefix}` is not a prefix such as 10.0.0.0/8"))?;
+            if cur.router.routes.iter().any(|r| (r.addr, r.len) == p) {
+                return Err(format!(
+                    "a route to {prefix} exists; `route del {prefix}` first"
+                ));
+            }
+            e.route_dels.retain(|d| *d != p);
+            e.adds += &t;
+        }
+        ["route", "del", prefix] => {
+            let p = pipeline::prefix::parse(prefix)
+                .ok_or_else(|| format!("`{prefix}` is not a prefix such as 10.0.0.0/8"))?;
+            if !cur.router.routes.iter().any(|r| (r.addr, r.len) == p) {
+                return Err(format!(
+                    "no static route {prefix} (routes from the route file change with the file and `reload`)"
+                ));
+            }
+            e.route_dels.push(p);
+        }
+        ["neighbor" | "neighbour", "add", ip, mac, "port", port] => {
+            let a: IpAddr = ip
+                .parse()
+                .map_err(|_| format!("`{ip}` is not an address"))?;
+            if cur.router.neighbors.iter().any(|(_, n, _)| *n == a) {
+                return Err(format!("neighbour {ip} exists; `neighbor del {ip}` first"));
+            }
+            e.neigh_dels.retain(|d| *d != a);
+            e.adds += &format!(
+                "\n[[neighbor]]\nip = \"{}\"\nmac = \"{}\"\nport = \"{}\"\n",
+                word(ip)?,
+                word(mac)?,
+                word(port)?
+            );
+        }
+        ["neighbor" | "neighbour", "del", ip] => {
+            let a: IpAddr = ip
+                .parse()
+                .map_err(|_| format!("`{ip}` is not an address"))?;
+            if !cur.router.neighbors.iter().any(|(_, n, _)| *n == a) {
+                return Err(format!("no static neighbour {ip}"));
+            }
+            e.neigh_dels.push(a);
+        }
+        _ => {
+            return Err(
+                "route add PREFIX via ADDR [port P] | route add PREFIX port P | route del PREFIX | neighbor add ADDR MAC port P | neighbor del ADDR"
+                    .into(),
+            )
+        }
+    }
+    let text = format!("{}\n{}", e.file_text, e.adds);
+    let file_lines = e.file_text.lines().count() + 1;
+    let mut new = config::parse(&text, &cur.source, cur.base.as_deref()).map_err(|errs| {
+        // Errors in the change name its key; errors in the file (which
+        // loaded before) would be a bug, and keep their place.
+        errs.0
+            .iter()
+            .map(|x| {
+                if x.line > file_lines {
+                    format!("key `{}`: {}", x.key, x.msg)
+                } else {
+                    x.to_string()
+                }
+            })
+            .collect::<Vec<_>>()
+            .join("\n")
+    })?;
+    new.router
+        .routes
+        .retain(|r| !e.route_dels.contains(&(r.addr, r.len)));
+    new.router
+        .neighbors
+        .retain(|(_, a, _)| !e.neigh_dels.contains(a));
+    // The running config's text stays the file's.
+    new.text = e.file_text.clone();
+    Ok((new, e))
+}
