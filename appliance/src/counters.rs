@@ -82,17 +82,28 @@ pub struct WorkerCounters {
     pub events: Box<[Counter]>,
     /// The names of `events` (the stage's `ForwardMode::EVENTS`).
     pub event_names: &'static [&'static str],
+    /// The forwarding stage's gauges (levels), copied every publish.
+    pub gauges: Box<[Counter]>,
+    /// The names of `gauges` (the stage's `ForwardMode::GAUGES`).
+    pub gauge_names: &'static [&'static str],
 }
 
 impl WorkerCounters {
     /// Counters for a worker in an appliance with `nports` ports whose
-    /// forwarding stage counts the events `event_names` names.
-    pub fn new(nports: usize, event_names: &'static [&'static str]) -> Self {
+    /// forwarding stage counts the events `event_names` names and keeps the
+    /// gauges `gauge_names` names.
+    pub fn new(
+        nports: usize,
+        event_names: &'static [&'static str],
+        gauge_names: &'static [&'static str],
+    ) -> Self {
         WorkerCounters {
             core: CoreCounters::default(),
             ports: (0..nports).map(|_| PortCounters::default()).collect(),
             events: event_names.iter().map(|_| Counter::default()).collect(),
             event_names,
+            gauges: gauge_names.iter().map(|_| Counter::default()).collect(),
+            gauge_names,
         }
     }
 }

@@ -130,6 +130,8 @@ where
     let mut update_tx = Vec::new();
     // Per worker: where a capture's tap goes (and `None` to remove it).
     let mut tap_tx = Vec::new();
+    // Per worker: where `show conntrack` asks for the worker's flows.
+    let mut dump_tx = Vec::new();
     for w in &cfg.workers {
         let (ptx, prx) = crossbeam_channel::bounded::<crate::poll::Policy>(1);
         policy_tx.push(ptx);
@@ -137,12 +139,14 @@ where
         update_tx.push(utx);
         let (ttx, trx) = crossbeam_channel::unbounded::<Option<crate::capture::Tap>>();
         tap_tx.push(ttx);
-        let events = match w.mode {
-            FwdMode::L3fwd if cfg.gateway.enabled => Gateway::EVENTS,
-            FwdMode::L3fwd => Router::EVENTS,
-            _ => &[],
+        let (dtx, drx) = crossbeam_channel::bounded::<crate::worker::DumpRequest>(1);
+        dump_tx.push(dtx);
+        let (events, gauges) = match w.mode {
+            FwdMode::L3fwd if cfg.gateway.enabled => (Gateway::EVENTS, Gateway::GAUGES),
+            FwdMode::L3fwd => (Router::EVENTS, Router::GAUGES),
+            _ => (&[][..], &[][..]),
         };
-        let counters = Arc::new(WorkerCounters::new(nports, events));
+        let counters = Arc::new(WorkerCounters::new(nports, events, gauges));
         // Published by the worker from its start on; set here for the
         // reports taken before it starts.
         counters.core.policy.set(w.poll.index() as u64);
@@ -185,6 +189,7 @@ where
             policy_changes: Some(prx),
             updates: Some(urx),
             taps: Some(trx),
+            dumps: Some(drx),
             rx: rxs,
             tx: txs,
             counters,
@@ -415,6 +420,7 @@ where
                             router: router.as_ref(),
                             rule_hits: rule_hits(&gateway, &hit_sinks),
                             policies: &policy_tx,
+                            dumps: &dump_tx,
                         };
                         crate::ctl::commands::run(&cmd.args, &mut cx)
                     };

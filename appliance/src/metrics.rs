@@ -413,6 +413,14 @@ pub fn render(tel: &Telemetry, cur: &Snapshot, rule_hits: &RuleHits) -> String {
             &l,
             c.burst as f64,
         );
+        for (k, name) in w.counters.gauge_names.iter().enumerate() {
+            f.gauge(
+                &format!("sluice_{name}"),
+                "A level the forwarding stage keeps (conntrack_entries: flows tracked; conntrack_limit: the table's size; nat_mappings: flows translated; nat_ports: NAT ports in this worker's share).",
+                &l,
+                c.gauges.get(k).copied().unwrap_or(0) as f64,
+            );
+        }
         for (k, name) in w.counters.event_names.iter().enumerate() {
             f.counter(
                 "sluice_core_events_total",

@@ -103,6 +103,7 @@ pub(crate) struct CoreSnap {
     pub(crate) auto_busy: u64,
     pub(crate) burst: u64,
     pub(crate) events: Vec<u64>,
+    pub(crate) gauges: Vec<u64>,
 }
 
 /// Latency percentiles in nanoseconds.
@@ -387,6 +388,7 @@ impl Telemetry {
                 auto_busy: k.auto_busy.get(),
                 burst: k.burst.get(),
                 events: c.events.iter().map(|e| e.get()).collect(),
+                gauges: c.gauges.iter().map(|e| e.get()).collect(),
             });
         }
         Snapshot {

@@ -161,6 +161,27 @@ fn an_operator_drives_every_command() {
         "{rules}"
     );
     assert!(ok(&sock, &["show", "config"]).contains("firewall:"));
+    // Conntrack and NAT, from the worker that holds them.
+    let ct = json(&sock, &["show", "conntrack", "--limit", "3"]);
+    let w0 = &ct["workers"][0];
+    assert!(w0["entries"].as_u64().unwrap() > 0, "{ct}");
+    assert_eq!(w0["limit"], 262_144, "{ct}");
+    let flows = w0["flows"].as_array().unwrap();
+    assert_eq!(flows.len(), 3, "{ct}");
+    assert!(
+        flows.iter().all(|f| {
+            let f = f.as_str().unwrap();
+            f.starts_with("udp 198.18.0.")
+                && f.contains("reply udp 203.0.113.")
+                && f.ends_with("[nat]")
+        }),
+        "{ct}"
+    );
+    assert!(ok(&sock, &["show", "conntrack"]).contains("flows (limit 262144)"));
+    let nat = json(&sock, &["show", "nat"]);
+    assert_eq!(nat["snat"], 1);
+    assert!(nat["workers"][0]["mappings"].as_u64().unwrap() > 0, "{nat}");
+    assert_eq!(nat["workers"][0]["ports"], 64_512, "{nat}");
 
     // `clear stats`: counting starts again.
     ok(&sock, &["clear", "stats"]);
@@ -238,7 +259,10 @@ fn an_operator_drives_every_command() {
             vec!["neighbor", "add", "198.19.0.9", "zz", "port", "p1"],
             "MAC address",
         ),
-        (vec!["show", "conntrack"], "not available yet"),
+        (
+            vec!["show", "conntrack", "--limit", "x"],
+            "a number of flows",
+        ),
     ] {
         let o = ctl(&sock, &args);
         assert_eq!(o.status.code(), Some(1), "{args:?}");

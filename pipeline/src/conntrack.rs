@@ -236,7 +236,65 @@ pub struct Flow {
     pub(crate) reply_hop: RouteCache,
 }
 
+impl std::fmt::Display for Tuple {
+    /// `udp 198.18.0.5:1024 -> 203.0.113.7:53` (ICMP: the identifier).
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let addr = |a: u128| -> std::net::IpAddr {
+            if a >> 32 == 0xffff {
+                std::net::IpAddr::V4(std::net::Ipv4Addr::from(a as u32))
+            } else {
+                std::net::IpAddr::V6(std::net::Ipv6Addr::from(a))
+            }
+        };
+        let proto = match self.proto {
+            6 => "tcp".to_string(),
+            17 => "udp".to_string(),
+            1 => "icmp".to_string(),
+            58 => "icmpv6".to_string(),
+            p => format!("proto {p}"),
+        };
+        let ep = |a: u128, p: u16| match addr(a) {
+            std::net::IpAddr::V6(v) => format!("[{v}]:{p}"),
+            v => format!("{v}:{p}"),
+        };
+        write!(
+            f,
+            "{proto} {} -> {}",
+            ep(self.src, self.sport),
+            ep(self.dst, self.dport)
+        )
+    }
+}
+
+impl State {
+    /// Name in reports (conntrack's own words).
+    pub fn name(self) -> &'static str {
+        match self {
+            State::SynSent => "syn_sent",
+            State::SynRecv => "syn_recv",
+            State::Established => "established",
+            State::FinWait => "fin_wait",
+            State::TimeWait => "time_wait",
+            State::Closed => "close",
+            State::Unreplied => "unreplied",
+            State::Replied => "replied",
+        }
+    }
+}
+
 impl Flow {
+    /// The flow as `conntrack -L` shows one: original and reply tuples,
+    /// state, translated or not.
+    pub fn describe(&self) -> String {
+        format!(
+            "{} {} reply {}{}",
+            self.orig,
+            self.state.name(),
+            self.reply,
+            if self.nat { " [nat]" } else { "" }
+        )
+    }
+
     /// Whether packets of the flow are translated.
     #[inline]
     pub fn nat(&self) -> bool {
@@ -395,6 +453,8 @@ pub struct ConnTrack {
     cursor: usize,
     now_ns: u64,
     events: [u64; Event::COUNT],
+    /// Flows whose packets are translated (each holds a NAT mapping).
+    nat_flows: usize,
 }
 
 impl ConnTrack {
@@ -410,6 +470,7 @@ impl ConnTrack {
             cursor: 0,
             now_ns: 0,
             events: [0; Event::COUNT],
+            nat_flows: 0,
         }
     }
 
@@ -421,6 +482,17 @@ impl ConnTrack {
     /// Flows in the table.
     pub fn len(&self) -> usize {
         self.map.len / 2
+    }
+
+    /// Flows whose packets are translated (each holds a NAT mapping).
+    pub fn nat_flows(&self) -> usize {
+        self.nat_flows
+    }
+
+    /// The live flows, in slot order (control path: `sluice ctl show
+    /// conntrack`).
+    pub fn flows(&self) -> impl Iterator<Item = &Flow> {
+        self.slots.iter().filter(|f| f.live)
     }
 
     /// True when empty.
@@ -506,6 +578,9 @@ impl ConnTrack {
             }
             self.slots[i as usize].live = false;
             self.free.push(i);
+            if e.nat {
+                self.nat_flows -= 1;
+            }
         }
     }
 
@@ -664,6 +739,9 @@ impl ConnTrack {
         let ok2 = self.map.insert(hr, i << 1 | 1);
         debug_assert!(ok && ok2);
         self.events[Event::Created as usize] += 1;
+        if self.slots[i as usize].nat {
+            self.nat_flows += 1;
+        }
         Ok(i)
     }
 

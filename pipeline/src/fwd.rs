@@ -94,6 +94,22 @@ pub trait ForwardMode: Clone + Send + 'static {
         &[]
     }
 
+    /// The names of the mode's gauges (levels, such as table occupancy), in
+    /// the order of [`ForwardMode::gauges`].
+    const GAUGES: &'static [&'static str] = &[];
+
+    /// The gauges, as many as [`ForwardMode::GAUGES`] names (refreshed by
+    /// [`ForwardMode::tick`]).
+    fn gauges(&self) -> &[u64] {
+        &[]
+    }
+
+    /// Up to `limit` lines describing the mode's state (its tracked flows),
+    /// on request from the control path (never per packet).
+    fn dump(&self, _limit: usize) -> Vec<String> {
+        Vec::new()
+    }
+
     /// Takes new settings while running (a hot reload), between bursts:
     /// `update` is the mode's own update type
     /// ([`crate::router::RouterUpdate`], [`crate::gateway::GatewayUpdate`]).

@@ -96,6 +96,15 @@ pub struct GatewayUpdate {
     pub hits: Option<RuleHits>,
 }
 
+/// The gateway's gauges: flows tracked, the table's size, flows holding a
+/// NAT mapping, NAT ports this worker may hand out.
+pub const GAUGES: [&str; 4] = [
+    "conntrack_entries",
+    "conntrack_limit",
+    "nat_mappings",
+    "nat_ports",
+];
+
 /// The gateway stage of one worker.
 pub struct Gateway {
     router: Router,
@@ -113,6 +122,8 @@ pub struct Gateway {
     /// Every stage's counters side by side, as [`EVENTS`] names them
     /// (refreshed on each tick).
     events: [u64; EVENTS.len()],
+    /// Levels, as [`GAUGES`] names them (refreshed on each tick).
+    gauges: [u64; GAUGES.len()],
     /// The smallest interface MTU (packets below it skip the MTU check).
     min_mtu: u16,
     /// This worker's index among `workers` (for return-traffic steering).
@@ -135,6 +146,7 @@ impl Clone for Gateway {
             fw_events: [0; firewall::Event::COUNT],
             nat_events: [0; nat::Event::COUNT],
             events: [0; EVENTS.len()],
+            gauges: [0; GAUGES.len()],
             min_mtu: self.min_mtu,
             worker: self.worker,
             workers: self.workers,
@@ -225,6 +237,7 @@ impl Gateway {
             fw_events: [0; firewall::Event::COUNT],
             nat_events: [0; nat::Event::COUNT],
             events: [0; EVENTS.len()],
+            gauges: [0; GAUGES.len()],
         }
     }
 
@@ -868,6 +881,12 @@ impl Gateway {
         for (d, v) in self.events.iter_mut().zip(parts.into_iter().flatten()) {
             *d = *v;
         }
+        self.gauges = [
+            self.ct.len() as u64,
+            self.ct.capacity() as u64,
+            self.ct.nat_flows() as u64,
+            self.ports.map_or(0, |r| r.len() as u64),
+        ];
         if let Some(out) = &self.hits_out {
             for (o, h) in out.iter().zip(&self.hits) {
                 o.store(*h, Ordering::Relaxed);
@@ -927,6 +946,16 @@ impl ForwardMode for Gateway {
 
     fn events(&self) -> &[u64] {
         &self.events
+    }
+
+    const GAUGES: &'static [&'static str] = &GAUGES;
+
+    fn gauges(&self) -> &[u64] {
+        &self.gauges
+    }
+
+    fn dump(&self, limit: usize) -> Vec<String> {
+        self.ct.flows().take(limit).map(|f| f.describe()).collect()
     }
 
     fn reconfigure(&mut self, update: &dyn std::any::Any) -> bool {

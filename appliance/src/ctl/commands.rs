@@ -23,6 +23,8 @@ commands:
   show routes [ADDR|PREFIX]  route counts and static routes, or the route ADDR takes
   show neighbors             static neighbours
   show rules                 firewall rules and their hit counters
+  show conntrack [--limit N] tracked flows per worker (N each, default 20)
+  show nat                   NAT rules, mappings and ports per worker
   show config                the running configuration
   clear stats                start `stats` and `show` counting from now
   set poll CORE POLICY       switch a worker's poll policy (busy, interrupt,
@@ -54,6 +56,8 @@ pub struct Context<'a> {
     pub rule_hits: Vec<(String, u64)>,
     /// Per worker (config order): where a new policy goes.
     pub policies: &'a [Sender<Policy>],
+    /// Per worker (config order): where to ask for its flows.
+    pub dumps: &'a [Sender<crate::worker::DumpRequest>],
 }
 
 /// Answers `args`.
@@ -74,20 +78,23 @@ pub fn run(args: &[String], cx: &mut Context<'_>) -> Response {
         ["show", "rules"] => show_rules(cx),
         ["show", "config"] => {
             let text = crate::config::describe(cx.cfg);
-            Response::ok(text.clone(), json!({ "source": cx.cfg.source, "text": text }))
+            Response::ok(
+                text.clone(),
+                json!({ "source": cx.cfg.source, "text": text }),
+            )
         }
         ["clear", "stats"] => {
             *cx.cleared = cx.tel.snapshot();
             Response::ok("counters cleared\n".into(), json!({ "cleared": true }))
         }
         ["set", "poll", core, policy] => set_poll(cx, core, policy),
-        ["show", what @ ("conntrack" | "nat")] => Response::error(format!(
-            "`show {what}` is not available yet: conntrack and NAT state lives in each worker and is not published"
-        )),
-        _ => Response::error(format!(
-            "unknown command `{}`\n{HELP}",
-            words.join(" ")
-        )),
+        ["show", "conntrack"] => show_conntrack(cx, 20),
+        ["show", "conntrack", "--limit", n] => match n.parse() {
+            Ok(n) => show_conntrack(cx, n),
+            Err(_) => Response::error(format!("--limit `{n}`: a number of flows")),
+        },
+        ["show", "nat"] => show_nat(cx),
+        _ => Response::error(format!("unknown command `{}`\n{HELP}", words.join(" "))),
     }
 }
 
@@ -347,4 +354,98 @@ fn set_poll(cx: &mut Context<'_>, core: &str, policy: &str) -> Response {
             "core {core} has a switch pending or has stopped; try again"
         )),
     }
+}
+
+/// Each worker's gauge `name` (from its last publish), with the core.
+fn gauge(cx: &mut Context<'_>, name: &str) -> Vec<(usize, Option<u64>)> {
+    let cur = cx.tel.snapshot();
+    cx.tel
+        .workers
+        .iter()
+        .zip(cur.cores())
+        .map(|(w, c)| {
+            let v = w
+                .counters
+                .gauge_names
+                .iter()
+                .position(|n| *n == name)
+                .and_then(|i| c.gauges.get(i).copied());
+            (w.core, v)
+        })
+        .collect()
+}
+
+fn show_conntrack(cx: &mut Context<'_>, limit: usize) -> Response {
+    if !cx.cfg.gateway.enabled {
+        return Response::error("no conntrack: the config has no firewall or NAT");
+    }
+    let entries = gauge(cx, "conntrack_entries");
+    let cap = gauge(cx, "conntrack_limit");
+    // Ask every worker at once; each answers at its next tick (10 ms).
+    let mut pending = Vec::new();
+    for (i, tx) in cx.dumps.iter().enumerate() {
+        let (rtx, rrx) = crossbeam_channel::bounded(1);
+        if tx.try_send((limit, rtx)).is_ok() {
+            pending.push((i, rrx));
+        }
+    }
+    let mut text = String::new();
+    let mut data = Vec::new();
+    for (i, rx) in pending {
+        let Some(&(core, Some(n))) = entries.get(i) else {
+            continue; // not a gateway worker
+        };
+        let flows = rx
+            .recv_timeout(std::time::Duration::from_millis(500))
+            .unwrap_or_default();
+        let limit_of = cap.get(i).and_then(|c| c.1).unwrap_or(0);
+        let _ = writeln!(
+            text,
+            "core {core}: {n} flows (limit {limit_of}), showing {}",
+            flows.len()
+        );
+        for f in &flows {
+            let _ = writeln!(text, "  {f}");
+        }
+        data.push(json!({ "core": core, "entries": n, "limit": limit_of, "flows": flows }));
+    }
+    Response::ok(text, json!({ "workers": data }))
+}
+
+fn show_nat(cx: &mut Context<'_>) -> Response {
+    let g = &cx.cfg.gateway;
+    if !g.enabled {
+        return Response::error("no NAT: the config has no firewall or NAT");
+    }
+    let nat = &g.nat;
+    let mut text = format!(
+        "{} source NAT rules, {} port forwards, {} 1:1 mappings; ports {}-{}\n",
+        nat.snat.len(),
+        nat.dnat.len(),
+        nat.statics.len(),
+        nat.ports.lo,
+        nat.ports.hi
+    );
+    let mappings = gauge(cx, "nat_mappings");
+    let ports = gauge(cx, "nat_ports");
+    let mut data = Vec::new();
+    for ((core, m), (_, p)) in mappings.into_iter().zip(ports) {
+        if let (Some(m), Some(p)) = (m, p) {
+            let _ = writeln!(
+                text,
+                "  core {core}: {m} flows translated, {p} ports in its share"
+            );
+            data.push(json!({ "core": core, "mappings": m, "ports": p }));
+        }
+    }
+    Response::ok(
+        text,
+        json!({
+            "snat": nat.snat.len(),
+            "dnat": nat.dnat.len(),
+            "static": nat.statics.len(),
+            "ports": [nat.ports.lo, nat.ports.hi],
+            "workers": data,
+        }),
+    )
 }

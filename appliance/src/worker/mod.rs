@@ -54,6 +54,10 @@ pub struct TxSlot<T> {
     pub hist: HistWriter,
 }
 
+/// A request for up to this many lines of the forwarding stage's state,
+/// and where they go.
+pub type DumpRequest = (usize, crossbeam_channel::Sender<Vec<String>>);
+
 /// A packet handed from one worker to another, with its input port.
 pub type Handed<B> = (B, u16);
 
@@ -128,6 +132,9 @@ pub struct WorkerSetup<B, R = pmd::BoxRx<B>, T = pmd::BoxTx<B>> {
     /// Capture taps to install (`Some`) or remove (`None`), read every
     /// `PUBLISH`.
     pub taps: Option<crossbeam_channel::Receiver<Option<crate::capture::Tap>>>,
+    /// Requests for the stage's state (`show conntrack`), read every
+    /// `PUBLISH`.
+    pub dumps: Option<crossbeam_channel::Receiver<DumpRequest>>,
     /// Handoff rings (empty unless several workers run the gateway).
     pub handoff: Handoff<B>,
 }
@@ -162,6 +169,8 @@ struct Worker<'a, B, R, T, F> {
     /// Where capture taps come from, and the one installed.
     taps: Option<crossbeam_channel::Receiver<Option<crate::capture::Tap>>>,
     tap: Option<crate::capture::Tap>,
+    /// Where requests for the stage's state come from.
+    dumps: Option<crossbeam_channel::Receiver<DumpRequest>>,
 }
 
 /// Runs the worker until `stop` is set, then drains its RX queues (the
@@ -188,6 +197,7 @@ pub fn run<B: PacketBuf, R: RxQueue<Buf = B>, T: TxQueue<Buf = B>, F: ForwardMod
         policy_changes,
         updates,
         taps,
+        dumps,
         handoff,
     } = setup;
     let c = &*counters;
@@ -232,6 +242,7 @@ pub fn run<B: PacketBuf, R: RxQueue<Buf = B>, T: TxQueue<Buf = B>, F: ForwardMod
         updates,
         taps,
         tap: None,
+        dumps,
     };
     c.core.running.set(1);
     loop {
@@ -288,9 +299,15 @@ impl<B: PacketBuf, R: RxQueue<Buf = B>, T: TxQueue<Buf = B>, F: ForwardMode>
                 self.tap = t;
             }
         }
+        if let Some((limit, reply)) = self.dumps.as_ref().and_then(|d| d.try_recv().ok()) {
+            let _ = reply.try_send(self.fwd.dump(limit));
+        }
         self.c.core.cpu_ns.set(thread_cpu_ns());
         self.fwd.tick(self.tsc.ns(now) as u64);
         for (c, v) in self.c.events.iter().zip(self.fwd.events()) {
+            c.set(*v);
+        }
+        for (c, v) in self.c.gauges.iter().zip(self.fwd.gauges()) {
             c.set(*v);
         }
         for t in self.tx.iter_mut().flatten() {
@@ -316,6 +333,9 @@ impl<B: PacketBuf, R: RxQueue<Buf = B>, T: TxQueue<Buf = B>, F: ForwardMode>
         }
         self.c.core.cpu_ns.set(thread_cpu_ns());
         for (c, v) in self.c.events.iter().zip(self.fwd.events()) {
+            c.set(*v);
+        }
+        for (c, v) in self.c.gauges.iter().zip(self.fwd.gauges()) {
             c.set(*v);
         }
         for t in self.tx.into_iter().flatten() {
