@@ -284,6 +284,9 @@ impl Capture {
             }
         }
         let wanted = self.spec.count;
+        // What is written is in the file now (a reader following it, as
+        // `sluice ctl capture -w -` does, sees whole blocks).
+        let _ = std::io::Write::flush(w.get_mut());
         (wanted > 0 && self.written + self.dropped.load(Ordering::Relaxed) >= wanted)
             || self
                 .spec

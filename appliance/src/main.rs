@@ -69,6 +69,10 @@ enum Cmd {
 /// `sluice ctl capture ...`: starts it (with `-w` made absolute: the
 /// appliance may run elsewhere in the file system), then, when it has a
 /// count or a duration, waits for it to finish and says what it wrote.
+/// `-w -` streams the pcapng to stdout (for `| tshark -r -` or Wireshark):
+/// the appliance writes a file in the temporary directory, flushed at
+/// every turn, and this follows it to the end; it needs a count or a
+/// duration, so that it ends.
 fn capture(
     socket: &std::path::Path,
     args: &[String],
@@ -78,20 +82,29 @@ fn capture(
     let start = usize::from(args.first().is_some_and(|a| a == "start"));
     let mut it = args[start..].iter();
     let mut bounded = false;
+    let mut stream: Option<std::path::PathBuf> = None;
     while let Some(a) = it.next() {
         req.push(a.clone());
         bounded |= matches!(a.as_str(), "--count" | "-c" | "--duration");
         if matches!(a.as_str(), "-w" | "--write") {
             if let Some(f) = it.next() {
-                let p = std::path::Path::new(f);
-                let abs = if p.is_absolute() {
-                    p.to_path_buf()
+                let abs = if f == "-" {
+                    let t = std::env::temp_dir()
+                        .join(format!("sluice-capture-{}.pcapng", std::process::id()));
+                    stream = Some(t.clone());
+                    t
+                } else if std::path::Path::new(f).is_absolute() {
+                    std::path::PathBuf::from(f)
                 } else {
-                    std::env::current_dir().unwrap_or_default().join(p)
+                    std::env::current_dir().unwrap_or_default().join(f)
                 };
                 req.push(abs.display().to_string());
             }
         }
+    }
+    if stream.is_some() && !bounded {
+        eprintln!("sluice ctl: -w - needs --count or --duration");
+        return ExitCode::from(1);
     }
     let r = match ask(&req) {
         Ok(r) => r,
@@ -110,11 +123,27 @@ fn capture(
         return ExitCode::SUCCESS;
     }
     let status = vec!["capture".to_string(), "status".to_string()];
+    // `-w -`: copy what the appliance has written so far, each turn.
+    let mut follow = stream.as_ref().and_then(|p| std::fs::File::open(p).ok());
+    let copy = |f: &mut Option<std::fs::File>| {
+        if let Some(f) = f {
+            let mut o = std::io::stdout().lock();
+            let _ = std::io::copy(f, &mut o);
+            let _ = std::io::Write::flush(&mut o);
+        }
+    };
     loop {
         std::thread::sleep(std::time::Duration::from_millis(100));
+        copy(&mut follow);
         match ask(&status) {
             Ok(r) if r.ok && r.data["running"] == false => {
-                let _ = out(&r.text);
+                if let Some(p) = &stream {
+                    copy(&mut follow);
+                    let _ = std::fs::remove_file(p);
+                    eprint!("{}", r.text);
+                } else {
+                    let _ = out(&r.text);
+                }
                 return ExitCode::SUCCESS;
             }
             Ok(r) if r.ok => {}

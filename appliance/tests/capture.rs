@@ -2,7 +2,8 @@
 //! replayed through Sluice comes out with the right number of packets,
 //! each byte for byte one of the replayed frames, with wall-clock
 //! nanosecond timestamps and the right direction; a tcpdump filter keeps
-//! only what it matches; dropped packets carry their reason. Needs tshark
+//! only what it matches; `-w -` pipes into tshark; dropped packets carry
+//! their reason. Needs tshark
 //! and tcpdump (`scripts/test.sh` installs them): without them it skips,
 //! unless `CI` is set. Bounded in time; the instance is killed when the
 //! test ends, passed or failed.
@@ -271,6 +272,26 @@ fn tshark_reads_what_was_forwarded() {
         rows.iter().all(|r| r.trim() == "1" || r.trim() == "True"),
         "{rows:?}"
     );
+
+    // `-w -`: the pcapng on stdout, for a pipe into tshark.
+    let piped = dir.join("piped.pcapng");
+    let o = Command::new(env!("CARGO_BIN_EXE_sluice"))
+        .arg("ctl")
+        .arg("-s")
+        .arg(&sock)
+        .args(["capture", "--port", "in", "--count", "30", "-w", "-"])
+        .stdout(std::fs::File::create(&piped).unwrap())
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let t = Command::new("sh")
+        .arg("-c")
+        .arg(format!("tshark -r - < {} | wc -l", piped.display()))
+        .output()
+        .unwrap();
+    assert_eq!(String::from_utf8_lossy(&t.stdout).trim(), "30");
+    let (ok, out) = ctl(&sock, &["capture", "--port", "in", "-w", "-"]);
+    assert!(!ok && out.contains("needs --count or --duration"), "{out}");
 
     // Refusals.
     let (ok, out) = ctl(&sock, &["capture", "--port", "nope", "-w", "/tmp/x.pcapng"]);
