@@ -14,6 +14,7 @@
 #   bench/run-ab.sh REV [runs]
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. bench/lib.sh
 REV=${1:?usage: bench/run-ab.sh REV [runs]}
 RUNS=${2:-5}
 HERE=$PWD
@@ -87,7 +88,7 @@ done
 {
   echo "# A/B: $BASE_SHA against $(git rev-parse --short HEAD)$(git diff --quiet || echo +changes)"
   echo
-  echo "Command: \`bench/run-ab.sh $REV $RUNS\` on $(date -u +%Y-%m-%d), $(nproc) CPUs ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)). Alternating runs, $RUNS each; medians (all runs in brackets). Cycles per packet: lower is better."
+  echo "Command: \`bench/run-ab.sh $REV $RUNS\` $(provenance). Alternating runs, $RUNS each; medians (all runs in brackets). Cycles per packet: lower is better."
   echo
   echo "| figure | $BASE_SHA | this tree | this ÷ base |"
   echo "|---|---|---|---|"

@@ -4,12 +4,13 @@
 #   bench/run-acl.sh [--runs N]
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. bench/lib.sh
 cargo build --release -q -p bench
 mkdir -p bench/results
 {
   echo "# Rule classification"
   echo
-  echo "Command: \`bench/run-acl.sh $*\` at commit $(git rev-parse --short HEAD 2>/dev/null || echo unknown)$(git diff --quiet 2>/dev/null || echo "+changes") on $(date -u +%Y-%m-%d), $(nproc) CPUs ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs))."
+  echo "Command: \`bench/run-acl.sh $*\` $(provenance)."
   echo
   target/release/sluice-bench acl "$@"
 } | tee bench/results/acl.md.tmp

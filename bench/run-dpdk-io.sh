@@ -8,13 +8,14 @@
 #   bench/run-dpdk-io.sh [--runs N] [--seconds S]
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. bench/lib.sh
 cargo build --release -q -p appliance --features dpdk
 cargo build --release -q -p bench
 mkdir -p bench/results
 {
   echo "# Sluice on DPDK vs dpdk-testpmd"
   echo
-  echo "Command: \`bench/run-dpdk-io.sh $*\` at commit $(git rev-parse --short HEAD 2>/dev/null || echo unknown)$(git diff --quiet 2>/dev/null || echo "+changes") on $(date -u +%Y-%m-%d), $(nproc) CPUs ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)). Sluice runs configs/dpdk-null-io.toml; its EAL uses hugepages when free (the bench reserves them as root)."
+  echo "Command: \`bench/run-dpdk-io.sh $*\` $(provenance). Sluice runs configs/dpdk-null-io.toml; its EAL uses hugepages when free (the bench reserves them as root)."
   for mode in io macswap; do
     echo
     target/release/sluice-bench null-io --config configs/dpdk-null-io.toml --forward-mode "$mode" "$@"

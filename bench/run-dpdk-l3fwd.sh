@@ -11,6 +11,7 @@
 #   bench/run-dpdk-l3fwd.sh [runs] [seconds]
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. bench/lib.sh
 RUNS=${1:-3}
 SECS=${2:-5}
 SRC=/usr/share/dpdk/examples/l3fwd
@@ -130,7 +131,7 @@ EOF
 {
   echo "# Sluice l3fwd vs DPDK l3fwd (LPM)"
   echo
-  echo "Command: \`bench/run-dpdk-l3fwd.sh $RUNS $SECS\` at commit $(git rev-parse --short HEAD 2>/dev/null || echo unknown)$(git diff --quiet 2>/dev/null || echo "+changes") on $(date -u +%Y-%m-%d), $(nproc) CPUs ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)); hugepages: $([ ${#HUGE[@]} -eq 0 ] && echo yes || echo "no (--no-huge)")."
+  echo "Command: \`bench/run-dpdk-l3fwd.sh $RUNS $SECS\` $(provenance); hugepages: $([ ${#HUGE[@]} -eq 0 ] && echo yes || echo "no (--no-huge)")."
   echo
   echo "net_pcap0 replays 1,024 distinct 64-byte IPv4/UDP packets from memory (infinite_rx); 16 routes 198.18.N.0/24 to port 1 (net_null1, no-rx); one forwarding core (core 1) each, burst 32; ${SECS} s per run, median of ${RUNS} alternating runs. Both check the IPv4 header (l3fwd its version and lengths; Sluice also its checksum, in software: the vdevs have no checksum offload), look up the LPM table, decrement the TTL with a checksum update and rewrite the MACs. The replay itself (net_pcap copying each packet into a fresh mbuf) is part of both figures."
   echo

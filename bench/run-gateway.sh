@@ -6,12 +6,13 @@
 #   bench/run-gateway.sh [--flows N] [--packets N] [--runs N]
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. bench/lib.sh
 cargo build --release -q -p bench
 mkdir -p bench/results
 {
   echo "# The gateway pipeline"
   echo
-  echo "Command: \`bench/run-gateway.sh $*\` at commit $(git rev-parse --short HEAD 2>/dev/null || echo unknown)$(git diff --quiet 2>/dev/null || echo "+changes") on $(date -u +%Y-%m-%d), $(nproc) CPUs ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs))."
+  echo "Command: \`bench/run-gateway.sh $*\` $(provenance)."
   echo
   target/release/sluice-bench gateway "$@"
 } | tee bench/results/gateway.md.tmp

@@ -14,6 +14,7 @@
 #   bench/run-lab.sh [runs] [seconds] [rates...]   (default: 3 3 10000 100000 300000 max)
 set -uo pipefail
 cd "$(dirname "$0")/.."
+. bench/lib.sh
 RUNS=${1:-3}
 SECS=${2:-3}
 shift 2 2>/dev/null
@@ -161,7 +162,7 @@ print("%.0f %.0f %.1f %.1f" % ((c1 - c0) / s, (s1 - s0) / s, max(machine, 0), ma
 {
   echo "# Sluice vs the kernel on the namespace lab"
   echo
-  echo "Command: \`bench/run-lab.sh $RUNS $SECS ${RATES[*]}\` at commit $(git rev-parse --short HEAD 2>/dev/null || echo unknown)$(git diff --quiet 2>/dev/null || echo "+changes") on $(date -u +%Y-%m-%d), $(nproc) CPUs ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)), $(uname -r)."
+  echo "Command: \`bench/run-lab.sh $RUNS $SECS ${RATES[*]}\` $(provenance)."
   echo
   echo "trafgen (one process, on CPU 0) in sl-client sends 64-byte UDP frames, 256 flows, to 198.19.0.2 through the router in sl-router: Sluice on AF_PACKET or AF_XDP (configs/router-nat.toml with its worker on core $ROUTER_CPU, and the AF_XDP variant with its ports' driver changed: conntrack, firewall, SNAT; poll mode \`interrupt\`) or the kernel (ip_forward, the same policy in nftables, masquerade; RPS steers the router interfaces' receive work to CPU $ROUTER_CPU). ${SECS} s per run, ${RUNS} alternating runs; each row is the run with the median forwarded rate. Router CPU is CPU $ROUTER_CPU's busy time (wall time less its idle time in /proc/stat, which a tickless kernel measures exactly; the busy fields are tick samples); machine CPU is all CPUs' (100% = one CPU), so it includes trafgen and the kernel's veth work on CPU 0 (for AF_XDP, the XDP program and the copy into the UMEM; for the kernel, the RPS hand-off). trafgen's rate shaper sends each second's packets at its full speed and then sleeps out the second, so a fixed rate is a burst per second that the router has to buffer; the kernel's backlog is raised to 8,192 packets, the size of Sluice's AF_XDP RX ring. The server drops the stream in its first netfilter hook, so that answering a closed port does not cost every router's CPU. Kernel-bound figures: the veth path limits every router."
   echo

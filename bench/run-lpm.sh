@@ -4,12 +4,13 @@
 #   bench/run-lpm.sh [--addrs N] [--runs R]
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. bench/lib.sh
 cargo build --release -q -p bench
 mkdir -p bench/results
 {
   echo "# LPM on the full Internet table"
   echo
-  echo "Command: \`bench/run-lpm.sh $*\` at commit $(git rev-parse --short HEAD 2>/dev/null || echo unknown)$(git diff --quiet 2>/dev/null || echo "+changes") on $(date -u +%Y-%m-%d), $(nproc) CPUs ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs))."
+  echo "Command: \`bench/run-lpm.sh $*\` $(provenance)."
   echo
   target/release/sluice-bench lpm "$@"
 } | tee bench/results/lpm.md.tmp

@@ -5,12 +5,13 @@
 #   bench/run-null-io.sh [--runs N] [--seconds S] [--burst B]
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. bench/lib.sh
 cargo build --release -q -p appliance -p bench
 mkdir -p bench/results
 {
   echo "# io forwarding on null ports"
   echo
-  echo "Command: \`bench/run-null-io.sh $*\` at commit $(git rev-parse --short HEAD 2>/dev/null || echo unknown)$(git diff --quiet 2>/dev/null || echo "+changes") on $(date -u +%Y-%m-%d), $(nproc) CPUs ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs))."
+  echo "Command: \`bench/run-null-io.sh $*\` $(provenance)."
   echo
   target/release/sluice-bench null-io "$@"
 } | tee bench/results/null-io.md.tmp

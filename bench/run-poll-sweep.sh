@@ -6,5 +6,11 @@
 #   bench/run-poll-sweep.sh [--seconds S] [--loads 100,1000,...] [--policies busy,...]
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. bench/lib.sh
 cargo build --release -q -p appliance -p bench
 target/release/sluice-bench poll-sweep --repeat 5 "$@"
+# The table, headed by where it came from.
+t=bench/results/poll-sweep-table.md
+if [ -f "$t" ] && ! head -1 "$t" | grep -q '^# '; then
+  { echo "# Polling versus interrupts"; echo; echo "Command: \`bench/run-poll-sweep.sh $*\` $(provenance)."; echo; cat "$t"; } > "$t.new" && mv "$t.new" "$t"
+fi

@@ -5,12 +5,13 @@
 #   bench/run-router.sh [--rates 1000000,max] [--seconds S] [--runs N]
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. bench/lib.sh
 cargo build --release -q -p appliance -p bench
 mkdir -p bench/results
 {
   echo "# The router with the full table"
   echo
-  echo "Command: \`bench/run-router.sh $*\` at commit $(git rev-parse --short HEAD 2>/dev/null || echo unknown)$(git diff --quiet 2>/dev/null || echo "+changes") on $(date -u +%Y-%m-%d), $(nproc) CPUs ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs))."
+  echo "Command: \`bench/run-router.sh $*\` $(provenance)."
   echo
   target/release/sluice-bench router "$@"
 } | tee bench/results/router.md.tmp

@@ -10,6 +10,7 @@
 #   (default: target/release/sluice 4 "io macswap" 1 2 4 8 ... up to nproc-1)
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. bench/lib.sh
 SLUICE=${1:-target/release/sluice}
 SECS=${2:-4}
 MODES=${3:-io macswap}
@@ -37,7 +38,7 @@ config() { # mode workers
 
 echo "# Worker scaling on null ports"
 echo
-echo "Command: \`bench/run-scaling.sh $SLUICE $SECS \"$MODES\" ${NS[*]}\` at commit $(git rev-parse --short HEAD 2>/dev/null || echo unknown)$(git diff --quiet 2>/dev/null || echo "+changes") on $(date -u +%Y-%m-%d), $CPUS CPUs ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)), $(uname -r)."
+echo "Command: \`bench/run-scaling.sh $SLUICE $SECS \"$MODES\" ${NS[*]}\` $(provenance)."
 echo
 echo "Each worker: its own core and its own two null ports (64-byte frames, burst 32), busy polling; ${SECS} s per run; Mpps from the run's summary (all ports' TX), cycles/packet the workers' mean."
 echo

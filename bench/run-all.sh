@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# Re-measures everything: every benchmark script with its defaults, one
+# after another (each writes its own results file in bench/results/, headed
+# by its command and the `git describe` it measured), skipping those whose
+# prerequisites are missing and saying so. Writes bench/results/run-all.md:
+# what ran, what was skipped and why, how long each took. Not run-ab.sh,
+# which compares two revisions and needs one named.
+#   bench/run-all.sh            (as root for the DPDK and lab benchmarks)
+set -uo pipefail
+cd "$(dirname "$0")/.."
+. bench/lib.sh
+
+root() { [ "$(id -u)" -eq 0 ]; }
+have() { command -v "$1" >/dev/null 2>&1; }
+data() { [ -d ../shared/data/"$1" ]; }
+
+# script | what it needs (a shell test) | why, when missing
+BENCHES=(
+  "run-null-io.sh|true|"
+  "run-scaling.sh|[ \$(nproc) -ge 2 ]|needs 2 or more CPUs"
+  "run-lpm.sh|data routes|needs ../shared/data/routes"
+  "run-acl.sh|data classbench|needs ../shared/data/classbench"
+  "run-router.sh|data routes|needs ../shared/data/routes"
+  "run-gateway.sh|data routes && data classbench|needs ../shared/data (routes, classbench)"
+  "run-poll-sweep.sh|true|"
+  "run-dpdk-io.sh|root && have dpdk-testpmd|needs root and dpdk-testpmd (apt-get install dpdk)"
+  "run-dpdk-l3fwd.sh|root && [ -d /usr/share/dpdk/examples/l3fwd ] && have make|needs root, dpdk-doc (the l3fwd sources) and make"
+  "run-lab.sh|root && have trafgen && have nft|needs root, netsniff-ng (trafgen) and nftables"
+)
+
+rows=()
+for b in "${BENCHES[@]}"; do
+  IFS='|' read -r script need why <<< "$b"
+  if ! eval "$need"; then
+    echo "== $script: skipped: $why" >&2
+    rows+=("| \`bench/$script\` | skipped: $why | - |")
+    continue
+  fi
+  echo "== $script" >&2
+  t0=$(date +%s)
+  if bash "bench/$script" >&2; then
+    rows+=("| \`bench/$script\` | done | $(( $(date +%s) - t0 )) s |")
+  else
+    rows+=("| \`bench/$script\` | FAILED (exit $?) | $(( $(date +%s) - t0 )) s |")
+  fi
+done
+
+{
+  echo "# Every benchmark, re-measured"
+  echo
+  echo "Command: \`bench/run-all.sh\` $(provenance). Each script's figures are in its own results file here, headed by the same provenance."
+  echo
+  echo "| script | outcome | took |"
+  echo "|---|---|---|"
+  printf '%s\n' "${rows[@]}"
+} | tee bench/results/run-all.md
