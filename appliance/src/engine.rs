@@ -15,6 +15,7 @@ use anyhow::{anyhow, Context, Result};
 use pipeline::fwd::{FiveTupleSwap, ForwardMode, Io, Mac, MacSwap, Peers};
 use pipeline::gateway::{Gateway, GatewayConfig, RuleHits};
 use pipeline::router::Router;
+use pipeline::tester::{IcmpEcho, RxOnly};
 use pmd::hist::hist_pair;
 use pmd::softnic::Generator;
 use pmd::sys::Tsc;
@@ -267,6 +268,14 @@ where
                 on_start,
             ),
             FwdMode::MacSwap => spawn_worker(w.core, setup, MacSwap(peers.clone()), s, on_start),
+            FwdMode::RxOnly => spawn_worker(w.core, setup, RxOnly, s, on_start),
+            FwdMode::IcmpEcho => spawn_worker(
+                w.core,
+                setup,
+                IcmpEcho::new(cfg.ports.iter().map(|p| p.mac).collect()),
+                s,
+                on_start,
+            ),
             FwdMode::FiveTupleSwap => {
                 spawn_worker(w.core, setup, FiveTupleSwap(peers.clone()), s, on_start)
             }

@@ -2,7 +2,8 @@
 //!
 //! Everything here works on plain byte slices: header views over buffer bytes
 //! ([`wire`]), Internet checksums ([`checksum`]), per-packet verdicts and drop
-//! reasons ([`verdict`]), the testpmd-style forwarding transforms ([`fwd`])
+//! reasons ([`verdict`]), the testpmd-style forwarding transforms ([`fwd`],
+//! and the receiving tester modes in [`tester`])
 //! and the stages of a router: [`lpm`] tables, the [`router`], the rule
 //! classifier ([`acl`]) and [`firewall`], [`conntrack`], [`nat`], and the
 //! [`gateway`] that chains them; [`bpf`] runs capture filters. Leaves every module may use: [`prefix`]
@@ -29,6 +30,7 @@ pub mod nat;
 pub mod prefix;
 pub mod route_cache;
 pub mod router;
+pub mod tester;
 pub mod verdict;
 pub mod wire;
 

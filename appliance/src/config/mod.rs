@@ -300,12 +300,18 @@ fn validate(cx: &mut Ctx<'_>, raw: RawFile, base: Option<&Path>) -> Config {
             }
             rx.push((pi, *queue));
         }
-        // One TX queue on every port this worker's packets leave on.
+        // One TX queue on every port this worker's packets leave on: the
+        // peers of its RX ports (icmpecho: those ports themselves; rxonly
+        // sends nothing).
         let mut tx = Vec::new();
-        let outs: BTreeSet<u16> = rx
-            .iter()
-            .map(|&(p, _)| ports[usize::from(p)].peer)
-            .collect();
+        let outs: BTreeSet<u16> = match *w.mode.get_ref() {
+            FwdMode::RxOnly => BTreeSet::new(),
+            FwdMode::IcmpEcho => rx.iter().map(|&(p, _)| p).collect(),
+            _ => rx
+                .iter()
+                .map(|&(p, _)| ports[usize::from(p)].peer)
+                .collect(),
+        };
         for out in outs {
             let pc = &ports[usize::from(out)];
             let q = tx_next[usize::from(out)];

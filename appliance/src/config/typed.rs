@@ -20,6 +20,13 @@ pub enum FwdMode {
     /// The router: IPv4/IPv6 forwarding through the route tables.
     #[serde(rename = "l3fwd")]
     L3fwd,
+    /// Receive, count and free (testpmd's `rxonly`).
+    #[serde(rename = "rxonly")]
+    RxOnly,
+    /// Answer ARP and ICMP echo requests on the receiving port, free the
+    /// rest (testpmd's `icmpecho`).
+    #[serde(rename = "icmpecho")]
+    IcmpEcho,
 }
 
 impl FwdMode {
@@ -31,6 +38,8 @@ impl FwdMode {
             FwdMode::MacSwap => "macswap",
             FwdMode::FiveTupleSwap => "5tswap",
             FwdMode::L3fwd => "l3fwd",
+            FwdMode::RxOnly => "rxonly",
+            FwdMode::IcmpEcho => "icmpecho",
         }
     }
 }
