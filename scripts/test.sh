@@ -42,11 +42,12 @@ cargo test --workspace -q
 # hugepages.
 cargo clippy -p pmd --features dpdk --all-targets -q -- -D warnings
 cargo test -p pmd --features dpdk -q
-# The AF_XDP backend (libxdp), and the namespace lab again with DPDK
-# net_af_packet and AF_XDP ports as well.
+# The AF_XDP backend (libxdp), the namespace lab again with DPDK
+# net_af_packet and AF_XDP ports as well, and the tester modes against
+# dpdk-testpmd on the same net_pcap vdev.
 cargo fmt --manifest-path pmd/xdp-sys/Cargo.toml -- --check
 cargo clippy -p pmd -p appliance --features appliance/afxdp --all-targets -q -- -D warnings
-cargo test -p appliance --features dpdk,afxdp --test lab -q
+cargo test -p appliance --features dpdk,afxdp --test lab --test testpmd -q
 # Miri over the buffer code (pmd::mbuf, pmd::batch: the raw-pointer slots
 # and bursts): a nightly toolchain with the miri component, installed here
 # when rustup can fetch it, else skipped with a note. Pools live for the
