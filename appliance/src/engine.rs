@@ -15,7 +15,7 @@ use anyhow::{anyhow, Context, Result};
 use pipeline::fwd::{FiveTupleSwap, ForwardMode, Io, Mac, MacSwap, Peers};
 use pipeline::gateway::{Gateway, GatewayConfig, RuleHits};
 use pipeline::router::Router;
-use pipeline::tester::{IcmpEcho, RxOnly};
+use pipeline::tester::{Csum, IcmpEcho, RxOnly};
 use pmd::hist::hist_pair;
 use pmd::softnic::Generator;
 use pmd::sys::Tsc;
@@ -145,6 +145,7 @@ where
         let (events, gauges) = match w.mode {
             FwdMode::L3fwd if cfg.gateway.enabled => (Gateway::EVENTS, Gateway::GAUGES),
             FwdMode::L3fwd => (Router::EVENTS, Router::GAUGES),
+            FwdMode::Csum => (Csum::EVENTS, &[][..]),
             _ => (&[][..], &[][..]),
         };
         let counters = Arc::new(WorkerCounters::new(nports, events, gauges));
@@ -269,6 +270,13 @@ where
             ),
             FwdMode::MacSwap => spawn_worker(w.core, setup, MacSwap(peers.clone()), s, on_start),
             FwdMode::RxOnly => spawn_worker(w.core, setup, RxOnly, s, on_start),
+            FwdMode::Csum => spawn_worker(
+                w.core,
+                setup,
+                Csum::new(peers.clone(), macs.clone()),
+                s,
+                on_start,
+            ),
             FwdMode::IcmpEcho => spawn_worker(
                 w.core,
                 setup,

@@ -1,15 +1,17 @@
-//! testpmd's tester modes that receive: `rxonly` (receive, count, free)
-//! and `icmpecho` (answer ARP requests and ICMP echo requests on the port
-//! they came in on, exactly as testpmd's `icmpecho` engine rewrites them,
-//! and free the rest). What they free is counted as `consumed` (used up,
-//! not lost).
+//! testpmd's tester modes that receive: `rxonly` (receive, count, free),
+//! `icmpecho` (answer ARP requests and ICMP echo requests on the port they
+//! came in on, exactly as testpmd's `icmpecho` engine rewrites them, and
+//! free the rest) and `csum` (verify and fill in IP and TCP/UDP checksums,
+//! counting the bad ones, and forward with the `mac` mode's addresses, as
+//! testpmd's `csum` engine does in software). What they free is counted as
+//! `consumed` (used up, not lost).
 
 use crate::checksum;
-use crate::fwd::{ForwardMode, Frame};
+use crate::fwd::{ForwardMode, Frame, Peers};
 use crate::verdict::{DropReason, Verdict};
 use crate::wire::{
-    l3_offset, ArpPacket, EtherType, IcmpPacket, IpProto, Ipv4Packet, MacAddr, ARP_REPLY,
-    ARP_REQUEST,
+    l3_offset, ArpPacket, EtherType, IcmpPacket, IpProto, Ipv4Packet, Ipv6Packet, MacAddr,
+    ARP_REPLY, ARP_REQUEST,
 };
 
 /// `rxonly`: every packet received is counted and freed.
@@ -127,6 +129,117 @@ impl ForwardMode for IcmpEcho {
     }
 }
 
+crate::counter_enum! {
+    /// What `csum` counts.
+    pub enum CsumEvent {
+        /// IPv4 headers whose checksum did not verify (then fixed).
+        BadIp = "bad_ip_csum",
+        /// TCP/UDP checksums that did not verify (then fixed).
+        BadL4 = "bad_l4_csum",
+    }
+}
+
+/// `csum`: for every packet, the IPv4 header checksum and the TCP/UDP
+/// checksum (UDP only when it is in use, not 0) are verified, counted when
+/// bad, and filled in; the packet leaves on its peer port with that port's
+/// MAC as source and its `peer_mac` as destination (testpmd's `csum`
+/// engine with its checksums computed in software). Up to two VLAN tags
+/// are skipped; IP fragments get their IP checksum only.
+#[derive(Clone, Debug)]
+pub struct Csum {
+    peers: Peers,
+    /// Per output port: (source MAC, destination MAC).
+    addrs: Box<[(MacAddr, MacAddr)]>,
+    events: [u64; CsumEvent::COUNT],
+}
+
+impl Csum {
+    /// `addrs[p]` is (own MAC, peer MAC) of port `p`.
+    pub fn new(peers: Peers, addrs: Vec<(MacAddr, MacAddr)>) -> Self {
+        Csum {
+            peers,
+            addrs: addrs.into_boxed_slice(),
+            events: [0; CsumEvent::COUNT],
+        }
+    }
+
+    /// Verifies and fills the TCP/UDP checksum of `l4` (whose pseudo-header
+    /// sums to `pseudo`).
+    fn l4(&mut self, proto: u8, l4: &mut [u8], pseudo: u64) {
+        let at = match proto {
+            IpProto::UDP if l4.len() >= 8 && l4[6..8] != [0, 0] => 6,
+            IpProto::TCP if l4.len() >= 20 => 16,
+            _ => return,
+        };
+        if checksum::fold(checksum::sum(l4, pseudo)) != 0xffff {
+            self.events[CsumEvent::BadL4 as usize] += 1;
+        }
+        l4[at..at + 2].copy_from_slice(&[0, 0]);
+        let mut c = !checksum::fold(checksum::sum(l4, pseudo));
+        if c == 0 && proto == IpProto::UDP {
+            c = 0xffff;
+        }
+        l4[at..at + 2].copy_from_slice(&c.to_be_bytes());
+    }
+}
+
+impl ForwardMode for Csum {
+    const NAME: &'static str = "csum";
+    const EVENTS: &'static [&'static str] = CsumEvent::NAMES;
+
+    fn process<P: Frame>(&mut self, pkt: &mut P, in_port: u16) -> Verdict {
+        let out = self.peers.of(in_port);
+        let b = pkt.bytes_mut();
+        let Ok((ethertype, off, _)) = l3_offset(b) else {
+            return Verdict::Drop(DropReason::Truncated);
+        };
+        if let Some(&(src, dst)) = self.addrs.get(usize::from(out)) {
+            b[0..6].copy_from_slice(&dst.0);
+            b[6..12].copy_from_slice(&src.0);
+        }
+        match ethertype {
+            EtherType::IPV4 => {
+                let Ok(ip) = Ipv4Packet::new_checked(&b[off..]) else {
+                    return Verdict::Forward(out);
+                };
+                if !ip.verify_checksum() {
+                    self.events[CsumEvent::BadIp as usize] += 1;
+                }
+                let (h, total) = (ip.header_len(), usize::from(ip.total_len()));
+                let (src, dst, proto) = (ip.src(), ip.dst(), ip.protocol());
+                let fragment = ip.flags_frag() & 0x3fff != 0;
+                Ipv4Packet::new_unchecked(&mut b[off..]).fill_checksum();
+                if !fragment {
+                    let end = (off + total).min(b.len());
+                    let l4 = &mut b[off + h..end];
+                    let pseudo = checksum::pseudo_v4(src, dst, proto, l4.len() as u16);
+                    self.l4(proto, l4, pseudo);
+                }
+            }
+            EtherType::IPV6 => {
+                let Ok(ip) = Ipv6Packet::new_checked(&b[off..]) else {
+                    return Verdict::Forward(out);
+                };
+                let (src, dst) = (ip.src(), ip.dst());
+                let end = (off + 40 + usize::from(ip.payload_len())).min(b.len());
+                if let Ok((proto, at)) = ip.upper_layer() {
+                    if off + at <= end {
+                        let l4 = &mut b[off + at..end];
+                        let pseudo = checksum::pseudo_v6(src, dst, proto, l4.len() as u32);
+                        self.l4(proto, l4, pseudo);
+                    }
+                }
+            }
+            _ => {}
+        }
+        Verdict::Forward(out)
+    }
+
+    fn events(&self) -> &[u64] {
+        &self.events
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -227,5 +340,38 @@ mod tests {
             RxOnly.process(&mut echo([1, 2, 3, 4]), 0),
             Verdict::Drop(DropReason::Consumed)
         );
+    }
+
+    #[test]
+    fn csum_counts_and_fixes_bad_checksums_and_keeps_good_ones() {
+        let peer = MacAddr([2, 0, 0, 0, 0, 0]);
+        let mut m = Csum::new(Peers::paired(1), vec![(PORT, peer)]);
+        // A UDP packet with a valid checksum, an ICMP echo.
+        let mut udp = echo([198, 18, 0, 1]);
+        udp[23] = IpProto::UDP;
+        udp[34..42].copy_from_slice(&[0x04, 0x00, 0x00, 0x09, 0x00, 0x10, 0, 0]);
+        Ipv4Packet::new_unchecked(&mut udp[14..34]).fill_checksum();
+        let ph = checksum::pseudo_v4([198, 18, 0, 2], [198, 18, 0, 1], IpProto::UDP, 16);
+        let c = !checksum::fold(checksum::sum(&udp[34..], ph));
+        udp[40..42].copy_from_slice(&c.to_be_bytes());
+        let good = udp.clone();
+        assert_eq!(m.process(&mut udp, 0), Verdict::Forward(0));
+        assert_eq!(&udp[0..6], &peer.0);
+        assert_eq!(&udp[6..12], &PORT.0);
+        assert_eq!(&udp[12..], &good[12..], "good checksums stay");
+        assert_eq!(m.events(), &[0, 0]);
+        // Both checksums broken: counted, and fixed to what they were.
+        let mut bad = good.clone();
+        bad[24] ^= 0xff;
+        bad[40] ^= 0xff;
+        m.process(&mut bad, 0);
+        assert_eq!(m.events(), &[1, 1]);
+        assert_eq!(&bad[12..], &good[12..]);
+        // UDP without a checksum keeps none.
+        let mut none = good.clone();
+        none[40..42].copy_from_slice(&[0, 0]);
+        m.process(&mut none, 0);
+        assert_eq!(&none[40..42], &[0, 0]);
+        assert_eq!(m.events(), &[1, 1]);
     }
 }

@@ -27,6 +27,10 @@ pub enum FwdMode {
     /// rest (testpmd's `icmpecho`).
     #[serde(rename = "icmpecho")]
     IcmpEcho,
+    /// Verify and fill in IP and TCP/UDP checksums, counting bad ones, and
+    /// forward as `mac` does (testpmd's `csum`).
+    #[serde(rename = "csum")]
+    Csum,
 }
 
 impl FwdMode {
@@ -40,6 +44,7 @@ impl FwdMode {
             FwdMode::L3fwd => "l3fwd",
             FwdMode::RxOnly => "rxonly",
             FwdMode::IcmpEcho => "icmpecho",
+            FwdMode::Csum => "csum",
         }
     }
 }
