@@ -8,44 +8,16 @@
 //! unless `CI` is set. Bounded in time; the instance is killed when the
 //! test ends, passed or failed.
 
+mod common;
+
+use common::{have, Killed};
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
-
-struct Killed(Child);
-
-impl Drop for Killed {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn have(tool: &str) -> bool {
-    let found = Command::new("sh")
-        .args(["-c", &format!("command -v {tool}")])
-        .stdout(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success());
-    if !found {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "{tool} is missing (scripts/test.sh installs it)"
-        );
-        eprintln!("skipping: {tool} is not installed");
-    }
-    found
-}
+use std::process::{Command, Stdio};
+use std::time::Duration;
 
 fn ctl(sock: &Path, args: &[&str]) -> (bool, String) {
-    let o = Command::new(env!("CARGO_BIN_EXE_sluice"))
-        .arg("ctl")
-        .arg("-s")
-        .arg(sock)
-        .args(args)
-        .output()
-        .unwrap();
+    let o = common::ctl(sock, args);
     (
         o.status.success(),
         format!(
@@ -165,11 +137,7 @@ rx = ["in", "out"]
             .spawn()
             .unwrap(),
     );
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while !sock.exists() {
-        assert!(Instant::now() < deadline, "no control socket");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    common::wait_for(&sock);
     Some((run, dir, sock, frames))
 }
 

@@ -4,34 +4,18 @@
 //! same socket, and the socket gone after the run. Bounded in time; the
 //! instance is killed when the test ends, passed or failed.
 
+mod common;
+
+use common::{ctl, Killed};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
-
-struct Killed(Child);
-
-impl Drop for Killed {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
 
 fn sluice() -> Command {
     Command::new(env!("CARGO_BIN_EXE_sluice"))
-}
-
-fn ctl(sock: &Path, args: &[&str]) -> Output {
-    sluice()
-        .arg("ctl")
-        .arg("-s")
-        .arg(sock)
-        .args(args)
-        .output()
-        .unwrap()
 }
 
 /// A successful command's stdout.
@@ -92,11 +76,7 @@ fn start(cfg: &Path, sock: &Path) -> Killed {
             .spawn()
             .unwrap(),
     );
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while !sock.exists() {
-        assert!(Instant::now() < deadline, "no control socket");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    common::wait_for(sock);
     child
 }
 

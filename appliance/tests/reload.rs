@@ -7,28 +7,16 @@
 //! restart are refused with their reasons and change nothing. Bounded in
 //! time; the instance is killed when the test ends, passed or failed.
 
+mod common;
+
+use common::Killed;
 use std::io::Read;
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-struct Killed(Child);
-
-impl Drop for Killed {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
 fn ctl(sock: &Path, args: &[&str]) -> (bool, String, String) {
-    let o = Command::new(env!("CARGO_BIN_EXE_sluice"))
-        .arg("ctl")
-        .arg("-s")
-        .arg(sock)
-        .args(args)
-        .output()
-        .unwrap();
+    let o = common::ctl(sock, args);
     (
         o.status.success(),
         String::from_utf8_lossy(&o.stdout).into_owned(),
@@ -88,11 +76,7 @@ fn a_hundred_reloads_under_traffic_lose_nothing() {
         err.read_to_string(&mut s).unwrap();
         s
     });
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while !sock.exists() {
-        assert!(Instant::now() < deadline, "no control socket");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    common::wait_for(&sock);
     let n_a = rules(&sock);
     std::thread::sleep(Duration::from_millis(500));
 

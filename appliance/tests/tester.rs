@@ -5,72 +5,17 @@
 
 mod common;
 
-use pcap_file::pcap::{PcapPacket, PcapWriter};
 use pipeline::checksum;
 use pipeline::wire::{ArpPacket, IcmpPacket, Ipv4Packet, ARP_REPLY};
-use std::path::Path;
-use std::time::Duration;
 
 const HOST: [u8; 6] = [2, 0x5e, 0, 0, 0, 1];
 const PORT: [u8; 6] = [2, 0x51, 0, 0, 0, 0];
-
-/// 8 ARP requests, 8 echo requests (half to a group), 8 UDP packets.
-fn requests() -> Vec<Vec<u8>> {
-    let mut out = Vec::new();
-    for i in 0..8u8 {
-        let mut arp = vec![0xff; 6];
-        arp.extend_from_slice(&HOST);
-        arp.extend_from_slice(&[0x08, 0x06, 0, 1, 0x08, 0, 6, 4, 0, 1]);
-        arp.extend_from_slice(&HOST);
-        arp.extend_from_slice(&[198, 18, 0, 2, 0, 0, 0, 0, 0, 0, 198, 18, 0, 10 + i]);
-        arp.resize(60, 0);
-        out.push(arp);
-        for proto in [1u8, 17] {
-            let mut f = vec![0u8; 14 + 20 + 24];
-            f[0..6].copy_from_slice(&PORT);
-            f[6..12].copy_from_slice(&HOST);
-            f[12..14].copy_from_slice(&[0x08, 0x00]);
-            {
-                let mut ip = Ipv4Packet::new_unchecked(&mut f[14..34]);
-                ip.set_version_ihl(20);
-                ip.set_total_len(44);
-                ip.set_ident(u16::from(i));
-                ip.set_ttl(64);
-                ip.set_protocol(proto);
-                ip.set_src([198, 18, 0, 2]);
-                ip.set_dst(if i % 2 == 0 {
-                    [198, 18, 0, 1]
-                } else {
-                    [224, 0, 0, 1]
-                });
-                ip.fill_checksum();
-            }
-            f[34] = if proto == 1 { 8 } else { 0x03 };
-            f[38..42].copy_from_slice(&[0, 7, 0, i]);
-            f[42..58].copy_from_slice(b"sluice-echo-0000");
-            if proto == 1 {
-                let c = !checksum::fold(checksum::sum(&f[34..], 0));
-                f[36..38].copy_from_slice(&c.to_be_bytes());
-            }
-            out.push(f);
-        }
-    }
-    out
-}
-
-fn write_pcap(path: &Path, frames: &[Vec<u8>]) {
-    let mut w = PcapWriter::new(std::fs::File::create(path).unwrap()).unwrap();
-    for f in frames {
-        w.write_packet(&PcapPacket::new(Duration::ZERO, f.len() as u32, f))
-            .unwrap();
-    }
-}
 
 fn run(mode: &str) -> (appliance::telemetry::Report, Vec<Vec<u8>>) {
     let dir = std::env::temp_dir().join(format!("sluice-tester-{mode}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
-    write_pcap(&dir.join("in.pcap"), &requests());
+    common::write_pcap(&dir.join("in.pcap"), &common::tester_requests(PORT));
     let text = format!(
         r#"
 [run]

@@ -10,82 +10,20 @@
 //! set.
 #![cfg(feature = "dpdk")]
 
-use pcap_file::pcap::{PcapPacket, PcapWriter};
-use pipeline::checksum;
-use pipeline::wire::Ipv4Packet;
+mod common;
+
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
-use std::time::Duration;
+use std::process::Command;
 
 /// net_pcap's MAC for its first port (as testpmd reports it).
 const PCAP_MAC: &str = "02:70:63:61:70:00";
-const HOST: [u8; 6] = [2, 0x5e, 0, 0, 0, 1];
-
-fn input() -> Vec<Vec<u8>> {
-    let mut out = Vec::new();
-    for i in 0..8u8 {
-        let mut arp = vec![0xff; 6];
-        arp.extend_from_slice(&HOST);
-        arp.extend_from_slice(&[0x08, 0x06, 0, 1, 0x08, 0, 6, 4, 0, 1]);
-        arp.extend_from_slice(&HOST);
-        arp.extend_from_slice(&[198, 18, 0, 2, 0, 0, 0, 0, 0, 0, 198, 18, 0, 10 + i]);
-        arp.resize(60, 0);
-        out.push(arp);
-        for proto in [1u8, 17] {
-            let mut f = vec![0u8; 14 + 20 + 24];
-            f[0..6].copy_from_slice(&[2, 0x70, 0x63, 0x61, 0x70, 0]);
-            f[6..12].copy_from_slice(&HOST);
-            f[12..14].copy_from_slice(&[0x08, 0x00]);
-            {
-                let mut ip = Ipv4Packet::new_unchecked(&mut f[14..34]);
-                ip.set_version_ihl(20);
-                ip.set_total_len(44);
-                ip.set_ident(u16::from(i));
-                ip.set_ttl(64);
-                ip.set_protocol(proto);
-                ip.set_src([198, 18, 0, 2 + 4 * (i % 2)]);
-                ip.set_dst(if i % 2 == 0 {
-                    [198, 18, 0, 1]
-                } else {
-                    [224, 0, 0, 1]
-                });
-                ip.fill_checksum();
-            }
-            f[34] = if proto == 1 { 8 } else { 3 };
-            f[38..42].copy_from_slice(&[0, 7, 0, i]);
-            f[42..58].copy_from_slice(b"sluice-vs-tpmd-0");
-            if proto == 1 {
-                let c = !checksum::fold(checksum::sum(&f[34..], 0));
-                f[36..38].copy_from_slice(&c.to_be_bytes());
-            }
-            out.push(f);
-        }
-    }
-    out
-}
-
-fn have_testpmd() -> bool {
-    let ok = Command::new("sh")
-        .args(["-c", "command -v dpdk-testpmd"])
-        .stdout(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success());
-    if !ok {
-        assert!(std::env::var_os("CI").is_none(), "dpdk-testpmd is missing");
-        eprintln!("skipping: dpdk-testpmd is not installed");
-    }
-    ok
-}
+const PCAP_MAC_BYTES: [u8; 6] = [2, 0x70, 0x63, 0x61, 0x70, 0];
 
 fn dir(name: &str) -> PathBuf {
     let d = std::env::temp_dir().join(format!("sluice-tpmd-{name}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&d);
     std::fs::create_dir_all(&d).unwrap();
-    let mut w = PcapWriter::new(std::fs::File::create(d.join("in.pcap")).unwrap()).unwrap();
-    for f in input() {
-        w.write_packet(&PcapPacket::new(Duration::ZERO, f.len() as u32, &f))
-            .unwrap();
-    }
+    common::write_pcap(&d.join("in.pcap"), &common::tester_requests(PCAP_MAC_BYTES));
     d
 }
 
@@ -168,7 +106,7 @@ rx = ["p0"]
 
 #[test]
 fn icmpecho_csum_and_rxonly_match_testpmd() {
-    if !have_testpmd() {
+    if !common::have("dpdk-testpmd") {
         return;
     }
     let d = dir("modes");

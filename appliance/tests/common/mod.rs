@@ -1,10 +1,18 @@
 //! Shared by the end-to-end tests: run a config in-process, one run at a
-//! time (runs share the machine's two cores).
+//! time (runs share the machine's two cores); run `sluice` as a process
+//! (killed however the test ends) and talk to it with `sluice ctl`; the
+//! tester modes' input. Each test crate uses a part of it.
+#![allow(dead_code)]
 
 use appliance::config;
 use appliance::telemetry::Report;
+use pipeline::checksum;
+use pipeline::wire::Ipv4Packet;
+use std::path::Path;
+use std::process::{Child, Command, Output, Stdio};
 use std::sync::atomic::AtomicBool;
 use std::sync::Mutex;
+use std::time::{Duration, Instant};
 
 static SERIAL: Mutex<()> = Mutex::new(());
 
@@ -18,6 +26,117 @@ pub fn run(text: &str) -> (Vec<Report>, Report) {
     (periods, summary)
 }
 
+/// A child process killed when dropped (the test passed or failed).
+pub struct Killed(pub Child);
+
+impl Drop for Killed {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Whether `tool` is installed; when it is not, the test skips (with a
+/// message), except in CI, which has it (`scripts/test.sh` installs it).
+pub fn have(tool: &str) -> bool {
+    let found = Command::new("sh")
+        .args(["-c", &format!("command -v {tool}")])
+        .stdout(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    if !found {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "{tool} is missing (scripts/test.sh installs it)"
+        );
+        eprintln!("skipping: {tool} is not installed");
+    }
+    found
+}
+
+/// Waits (up to 30 s) for a running sluice to create `path` (its control
+/// socket).
+pub fn wait_for(path: &Path) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !path.exists() {
+        assert!(
+            Instant::now() < deadline,
+            "{} never appeared",
+            path.display()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// `sluice ctl -s SOCK ARGS...`.
+pub fn ctl(sock: &Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_sluice"))
+        .arg("ctl")
+        .arg("-s")
+        .arg(sock)
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+/// The tester modes' input, addressed to `port_mac`: per round of 8, an ARP
+/// request, an ICMP echo request (to a host on even rounds, to a group on
+/// odd ones) and a UDP packet whose checksum field holds the round number
+/// (so 7 of the 8 are bad).
+pub fn tester_requests(port_mac: [u8; 6]) -> Vec<Vec<u8>> {
+    const HOST: [u8; 6] = [2, 0x5e, 0, 0, 0, 1];
+    let mut out = Vec::new();
+    for i in 0..8u8 {
+        let mut arp = vec![0xff; 6];
+        arp.extend_from_slice(&HOST);
+        arp.extend_from_slice(&[0x08, 0x06, 0, 1, 0x08, 0, 6, 4, 0, 1]);
+        arp.extend_from_slice(&HOST);
+        arp.extend_from_slice(&[198, 18, 0, 2, 0, 0, 0, 0, 0, 0, 198, 18, 0, 10 + i]);
+        arp.resize(60, 0);
+        out.push(arp);
+        for proto in [1u8, 17] {
+            let mut f = vec![0u8; 14 + 20 + 24];
+            f[0..6].copy_from_slice(&port_mac);
+            f[6..12].copy_from_slice(&HOST);
+            f[12..14].copy_from_slice(&[0x08, 0x00]);
+            {
+                let mut ip = Ipv4Packet::new_unchecked(&mut f[14..34]);
+                ip.set_version_ihl(20);
+                ip.set_total_len(44);
+                ip.set_ident(u16::from(i));
+                ip.set_ttl(64);
+                ip.set_protocol(proto);
+                ip.set_src([198, 18, 0, 2]);
+                ip.set_dst(if i % 2 == 0 {
+                    [198, 18, 0, 1]
+                } else {
+                    [224, 0, 0, 1]
+                });
+                ip.fill_checksum();
+            }
+            f[34] = if proto == 1 { 8 } else { 0x03 };
+            f[38..42].copy_from_slice(&[0, 7, 0, i]);
+            f[42..58].copy_from_slice(b"sluice-echo-0000");
+            if proto == 1 {
+                let c = !checksum::fold(checksum::sum(&f[34..], 0));
+                f[36..38].copy_from_slice(&c.to_be_bytes());
+            }
+            out.push(f);
+        }
+    }
+    out
+}
+
+/// Writes `frames` to a pcap file.
+pub fn write_pcap(path: &Path, frames: &[Vec<u8>]) {
+    use pcap_file::pcap::{PcapPacket, PcapWriter};
+    let mut w = PcapWriter::new(std::fs::File::create(path).unwrap()).unwrap();
+    for f in frames {
+        w.write_packet(&PcapPacket::new(Duration::ZERO, f.len() as u32, f))
+            .unwrap();
+    }
+}
+
 /// Every packet offered was delivered, or dropped by the RX ring
 /// (`rx_missed`), never by a stage, a full TX ring or for want of a
 /// route. Ring drops are allowed only when the machine was visibly busy:
@@ -27,7 +146,6 @@ pub fn run(text: &str) -> (Vec<Report>, Report) {
 /// its ring like a NIC's. Even then a quarter must get through (a policy
 /// that never woke would deliver nothing). On a quiet machine nothing may
 /// be missed.
-#[allow(dead_code)]
 pub fn delivered_all_but_missed(s: &Report, what: &str) {
     let b = s.balance.as_ref().expect("a summary has a balance");
     assert!(b.balanced, "{what}: {}", s.text());
