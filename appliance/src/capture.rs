@@ -302,10 +302,15 @@ impl Capture {
         }
     }
 
+    /// Whether it is still capturing.
+    pub fn running(&self) -> bool {
+        self.writer.is_some()
+    }
+
     /// Where it stands.
     pub fn status(&self) -> Status {
         Status {
-            running: self.writer.is_some(),
+            running: self.running(),
             written: self.written,
             dropped: self.dropped.load(Ordering::Relaxed),
             file: self.spec.file.display().to_string(),

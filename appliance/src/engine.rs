@@ -353,7 +353,7 @@ where
             wake = wake.min(started + d);
         }
         // While a capture runs, its rings are emptied every few ms.
-        let most = if capture.as_ref().is_some_and(|c| c.status().running) {
+        let most = if capture.as_ref().is_some_and(|c| c.running()) {
             Duration::from_millis(5)
         } else {
             Duration::from_millis(50)
@@ -448,7 +448,7 @@ where
         }
         // A running capture: write what the workers caught; when it is
         // complete, take the taps back and close the file.
-        if let Some(cap) = capture.as_mut().filter(|c| c.status().running) {
+        if let Some(cap) = capture.as_mut().filter(|c| c.running()) {
             if cap.drain() {
                 for t in &tap_tx {
                     let _ = t.send(None);
@@ -546,7 +546,7 @@ fn capture_command(
     };
     match args.first().map(String::as_str) {
         Some("start") => {
-            if capture.as_ref().is_some_and(|c| c.status().running) {
+            if capture.as_ref().is_some_and(|c| c.running()) {
                 return Response::error("a capture is running; `capture stop` it first");
             }
             let spec = match crate::capture::parse_spec(&args[1..], ports) {
@@ -570,7 +570,7 @@ fn capture_command(
             None => Response::error("no capture has run"),
         },
         Some("stop") => match capture {
-            Some(c) if c.status().running => {
+            Some(c) if c.running() => {
                 for t in taps {
                     let _ = t.send(None);
                 }

@@ -17,6 +17,7 @@
 //! IPv4 and IPv6 rules share one format: addresses are `u128`, IPv4 mapped
 //! as `::ffff:a.b.c.d` (prefix length + 96).
 
+use crate::prefix::network6;
 use rustc_hash::FxHashMap;
 use std::net::{IpAddr, Ipv4Addr};
 
@@ -72,7 +73,7 @@ pub fn v4(a: u32) -> u128 {
 
 /// An IPv4 prefix as the classifier's (address, length).
 pub fn v4_prefix(a: Ipv4Addr, len: u8) -> (u128, u8) {
-    (mask(v4(u32::from(a)), len + 96), len + 96)
+    (network6(v4(u32::from(a)), len + 96), len + 96)
 }
 
 /// Any IP address as the classifier's `u128`.
@@ -81,11 +82,6 @@ pub fn ip(a: IpAddr) -> u128 {
         IpAddr::V4(a) => v4(u32::from(a)),
         IpAddr::V6(a) => u128::from(a),
     }
-}
-
-#[inline(always)]
-fn mask(a: u128, len: u8) -> u128 {
-    a & crate::prefix::mask6(len)
 }
 
 impl Rule {
@@ -105,8 +101,8 @@ impl Rule {
     /// Whether the rule matches `k` (the reference semantics).
     #[inline]
     pub fn matches(&self, k: &Key) -> bool {
-        mask(k.src, self.src.1) == self.src.0
-            && mask(k.dst, self.dst.1) == self.dst.0
+        network6(k.src, self.src.1) == self.src.0
+            && network6(k.dst, self.dst.1) == self.dst.0
             && (self.sport.0..=self.sport.1).contains(&k.sport)
             && (self.dport.0..=self.dport.1).contains(&k.dport)
             && k.proto & self.proto.1 == self.proto.0 & self.proto.1
@@ -162,7 +158,7 @@ impl TupleSpace {
             });
             t.best = t.best.min(i as u32);
             t.table
-                .entry((mask(r.src.0, ls), mask(r.dst.0, ld)))
+                .entry((network6(r.src.0, ls), network6(r.dst.0, ld)))
                 .or_default()
                 .push(i as u32);
         }
@@ -179,7 +175,7 @@ impl TupleSpace {
             if t.best >= best {
                 break; // tuples are sorted by their best rule
             }
-            if let Some(list) = t.table.get(&(mask(k.src, t.ls), mask(k.dst, t.ld))) {
+            if let Some(list) = t.table.get(&(network6(k.src, t.ls), network6(k.dst, t.ld))) {
                 for &i in list {
                     if i >= best {
                         break;
@@ -356,7 +352,7 @@ mod tests {
                 .prop_map(|(b, l)| v4_prefix(Ipv4Addr::from(0xc612_0000 | (b << 6)), l)),
             (0u128..4, 0u8..=128).prop_map(|(b, l)| {
                 let a = 0x2001_0db8_u128 << 96 | b << 60;
-                (mask(a, l), l)
+                (network6(a, l), l)
             }),
         ];
         let ports = (0u16..8, 0u16..8).prop_map(|(a, b)| (a.min(b) * 1000, a.max(b) * 1000 + 999));

@@ -34,6 +34,7 @@
 //! twice keeps the last next hop. Next hops are indexes below 2^24 into the
 //! caller's next-hop table.
 
+use crate::prefix::network6;
 use std::fmt;
 use std::net::{Ipv4Addr, Ipv6Addr};
 
@@ -163,10 +164,6 @@ fn build(mut routes: Vec<(u128, u8, u32)>, max_len: u8) -> Result<Trie, LpmError
     Ok(t)
 }
 
-fn mask(addr: u128, len: u8) -> u128 {
-    addr & crate::prefix::mask6(len)
-}
-
 /// A table type, its builder and what both share, for one address family:
 /// routes are collected as 128-bit keys (IPv4 in the top 32 bits) and built
 /// into one [`Trie`] of `$bits`-bit prefixes.
@@ -187,7 +184,8 @@ macro_rules! lpm_family {
             /// Adds `addr/len → nh` (host bits are ignored).
             pub fn add(&mut self, addr: $addr, len: u8, nh: u32) -> &mut Self {
                 let key: fn($addr) -> u128 = $key;
-                self.routes.push((mask(key(addr), len.min($bits)), len, nh));
+                self.routes
+                    .push((network6(key(addr), len.min($bits)), len, nh));
                 self
             }
 

@@ -33,6 +33,14 @@ pub fn mask6(len: u8) -> u128 {
     }
 }
 
+/// `a` with the host bits of a /`len` (of 128) cleared: the network of a
+/// 128-bit key (IPv6, or IPv4 mapped into the top or bottom 32 bits).
+/// Always inlined: the classifier's lookup masks every key with it.
+#[inline(always)]
+pub fn network6(a: u128, len: u8) -> u128 {
+    a & mask6(len)
+}
+
 /// Whether IPv4 address `a` is inside `prefix` (network, length).
 #[inline]
 pub fn in4(a: u32, (p, len): (u32, u8)) -> bool {

@@ -356,9 +356,8 @@ fn set_poll(cx: &mut Context<'_>, core: &str, policy: &str) -> Response {
     }
 }
 
-/// Each worker's gauge `name` (from its last publish), with the core.
-fn gauge(cx: &mut Context<'_>, name: &str) -> Vec<(usize, Option<u64>)> {
-    let cur = cx.tel.snapshot();
+/// Each worker's gauge `name` in `cur`, with the core.
+fn gauge(cx: &Context<'_>, cur: &Snapshot, name: &str) -> Vec<(usize, Option<u64>)> {
     cx.tel
         .workers
         .iter()
@@ -379,8 +378,9 @@ fn show_conntrack(cx: &mut Context<'_>, limit: usize) -> Response {
     if !cx.cfg.gateway.enabled {
         return Response::error("no conntrack: the config has no firewall or NAT");
     }
-    let entries = gauge(cx, "conntrack_entries");
-    let cap = gauge(cx, "conntrack_limit");
+    let cur = cx.tel.snapshot();
+    let entries = gauge(cx, &cur, "conntrack_entries");
+    let cap = gauge(cx, &cur, "conntrack_limit");
     // Ask every worker at once; each answers at its next tick (10 ms).
     let mut pending = Vec::new();
     for (i, tx) in cx.dumps.iter().enumerate() {
@@ -426,8 +426,9 @@ fn show_nat(cx: &mut Context<'_>) -> Response {
         nat.ports.lo,
         nat.ports.hi
     );
-    let mappings = gauge(cx, "nat_mappings");
-    let ports = gauge(cx, "nat_ports");
+    let cur = cx.tel.snapshot();
+    let mappings = gauge(cx, &cur, "nat_mappings");
+    let ports = gauge(cx, &cur, "nat_ports");
     let mut data = Vec::new();
     for ((core, m), (_, p)) in mappings.into_iter().zip(ports) {
         if let (Some(m), Some(p)) = (m, p) {
