@@ -151,13 +151,13 @@ pub fn lpm(a: LpmArgs) -> Result<()> {
         "| IPv4 DIR-24-8 | {:.0} ms | {:.1} MiB | {} |",
         build4.as_secs_f64() * 1e3,
         t4.memory() as f64 / (1 << 20) as f64,
-        t4.groups()
+        t4.capacity()
     );
     println!(
         "| IPv6 24-8-8… | {:.0} ms | {:.1} MiB | {} |\n",
         build6.as_secs_f64() * 1e3,
         t6.memory() as f64 / (1 << 20) as f64,
-        t6.groups()
+        t6.capacity()
     );
     println!("| lookups (one core) | M lookups/s | cycles/lookup |");
     println!("|---|---|---|");

@@ -26,17 +26,31 @@
 //! lookups/s for hosts inside table prefixes (50 cycles: a /48 is four
 //! dependent loads).
 //!
-//! # Building
+//! # Building and changing
 //!
-//! Routes are collected in a builder and inserted in order of increasing
-//! prefix length, so that every insert only overwrites what a shorter
-//! prefix wrote (leaf pushing without a rule table). The same prefix added
-//! twice keeps the last next hop. Next hops are indexes below 2^24 into the
-//! caller's next-hop table.
+//! A table is built from a builder (routes inserted in order of increasing
+//! prefix length) or changed in place, one route at a time, by the one
+//! control thread that owns its [`TrieWriter`] while workers look up
+//! concurrently (see `fib`): entries are atomic words, so a lookup sees
+//! every entry either before or after a change, never half of one. The
+//! writer keeps, beside each entry, the length of the prefix that wrote it
+//! (the entries themselves stay one word, so lookups are unchanged), which
+//! is what lets an insert overwrite only what shorter prefixes wrote and a
+//! delete put back the next shorter covering prefix (as `rte_lpm` keeps a
+//! depth in each entry). Lower-level groups come from a pool allocated
+//! with the table (`rte_lpm`'s `number_tbl8s`); a delete that leaves a
+//! group uniform folds it back into its parent entry and retires it, and a
+//! retired group is reused only once every worker that could still be
+//! reading it has left ([`crate::rcu`]). Next hops are indexes below 2^24
+//! into the caller's next-hop table.
 
 use crate::prefix::network6;
+use crate::rcu::Epochs;
+use rustc_hash::FxHashSet;
 use std::fmt;
 use std::net::{Ipv4Addr, Ipv6Addr};
+use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
+use std::sync::Arc;
 
 const LEAF: u32 = 1 << 31;
 const PTR: u32 = 1 << 30;
@@ -54,8 +68,8 @@ pub enum LpmError {
     PrefixLen(u8),
     /// Next hop above [`MAX_NEXT_HOP`].
     NextHop(u32),
-    /// More 256-entry groups than the entry format can address.
-    Full,
+    /// Every lower-level group of the pool is in use.
+    Full(usize),
 }
 
 impl fmt::Display for LpmError {
@@ -63,105 +77,298 @@ impl fmt::Display for LpmError {
         match self {
             LpmError::PrefixLen(l) => write!(f, "prefix length /{l} is too long"),
             LpmError::NextHop(n) => write!(f, "next hop {n} is above {MAX_NEXT_HOP}"),
-            LpmError::Full => f.write_str("the table needs more than 2^24 groups"),
+            LpmError::Full(g) => write!(f, "all {g} lower-level groups of the table are in use"),
         }
     }
 }
 
 impl std::error::Error for LpmError {}
 
-/// The trie shared by both families; addresses are left-aligned in a u128.
-#[derive(Clone)]
+/// The lookup side of a trie shared by both families (addresses
+/// left-aligned in a u128): what workers read. Slot numbers below
+/// `TOP_LEN` are first-level entries, the others group entries.
 struct Trie {
-    top: Vec<u32>,
-    groups: Vec<u32>,
+    top: Box<[AtomicU32]>,
+    groups: Box<[AtomicU32]>,
+    routes: AtomicUsize,
+}
+
+fn atomics(n: usize) -> Box<[AtomicU32]> {
+    // Collected in place from a zeroed allocation.
+    vec![0u32; n].into_iter().map(AtomicU32::new).collect()
 }
 
 impl Trie {
-    fn new() -> Self {
+    fn new(groups: usize) -> Self {
         Trie {
-            top: vec![0; TOP_LEN],
-            groups: Vec::new(),
+            top: atomics(TOP_LEN),
+            groups: atomics(groups << 8),
+            routes: AtomicUsize::new(0),
         }
     }
 
-    fn new_group(&mut self, fill: u32) -> Result<u32, LpmError> {
-        let g = self.groups.len() >> 8;
-        if g > IDX as usize {
-            return Err(LpmError::Full);
-        }
-        self.groups.resize(self.groups.len() + 256, fill);
-        Ok(g as u32)
+    #[inline(always)]
+    fn top(&self, i: usize) -> u32 {
+        self.top[i].load(Ordering::Acquire)
     }
 
-    /// Inserts `addr/len` (left-aligned, host bits zero). Callers insert in
-    /// order of increasing length, so no pointer lies under the range a
-    /// prefix covers at its last level.
-    fn insert(&mut self, addr: u128, len: u32, nh: u32) -> Result<(), LpmError> {
-        let leaf = LEAF | nh;
+    #[inline(always)]
+    fn group(&self, i: usize) -> u32 {
+        self.groups[i].load(Ordering::Acquire)
+    }
+
+    fn get(&self, s: usize) -> u32 {
+        match s.checked_sub(TOP_LEN) {
+            None => self.top(s),
+            Some(g) => self.group(g),
+        }
+    }
+
+    fn set(&self, s: usize, v: u32) {
+        match s.checked_sub(TOP_LEN) {
+            None => self.top[s].store(v, Ordering::Release),
+            Some(g) => self.groups[g].store(v, Ordering::Release),
+        }
+    }
+
+    fn capacity(&self) -> usize {
+        self.groups.len() >> 8
+    }
+}
+
+/// The first slot of group `g`.
+fn group_slot(g: u32) -> usize {
+    TOP_LEN + ((g as usize) << 8)
+}
+
+/// The writer's side of a trie: the prefix length behind every entry
+/// (stored as length + 1; 0 for empty) and the group pool. One per table,
+/// owned by the one thread that changes it.
+pub struct TrieWriter {
+    depth: Vec<u8>,
+    /// Groups ever taken from the pool (the next fresh one).
+    fresh: u32,
+    free: Vec<u32>,
+    /// Folded groups and the epoch they were retired in.
+    retired: Vec<(u64, u32)>,
+    live: usize,
+}
+
+impl TrieWriter {
+    fn new(groups: usize) -> Self {
+        TrieWriter {
+            depth: vec![0; TOP_LEN + (groups << 8)],
+            fresh: 0,
+            free: Vec::new(),
+            retired: Vec::new(),
+            live: 0,
+        }
+    }
+
+    /// Groups in use (not free, not waiting to be reused).
+    pub fn groups(&self) -> usize {
+        self.live
+    }
+
+    /// Groups folded and waiting for readers to leave.
+    pub fn retired(&self) -> usize {
+        self.retired.len()
+    }
+
+    /// Moves retired groups whose readers have all left to the free list.
+    pub fn reclaim(&mut self, ep: &Epochs) {
+        if self.retired.is_empty() {
+            return;
+        }
+        let Some(oldest) = ep.oldest_inside() else {
+            self.free.extend(self.retired.drain(..).map(|(_, g)| g));
+            return;
+        };
+        let free = &mut self.free;
+        self.retired.retain(|&(tag, g)| {
+            if tag < oldest {
+                free.push(g);
+                false
+            } else {
+                true
+            }
+        });
+    }
+
+    /// A group filled with `fill` (written by a prefix of stored depth
+    /// `d`), not yet linked.
+    fn alloc(&mut self, t: &Trie, ep: &Epochs, fill: u32, d: u8) -> Result<u32, LpmError> {
+        if self.free.is_empty() {
+            self.reclaim(ep);
+        }
+        let g = match self.free.pop() {
+            Some(g) => g,
+            None if (self.fresh as usize) < t.capacity() => {
+                self.fresh += 1;
+                self.fresh - 1
+            }
+            None => return Err(LpmError::Full(t.capacity())),
+        };
+        let base = (g as usize) << 8;
+        for e in &t.groups[base..base + 256] {
+            e.store(fill, Ordering::Relaxed);
+        }
+        self.depth[TOP_LEN + base..TOP_LEN + base + 256].fill(d);
+        self.live += 1;
+        Ok(g)
+    }
+
+    /// The slots `addr/len` covers at its last level, walking down (and,
+    /// when `create`, pushing leaves down into new groups) from the top;
+    /// with the groups passed through: (parent slot, group, group depth).
+    fn range(
+        &mut self,
+        t: &Trie,
+        ep: &Epochs,
+        addr: u128,
+        len: u32,
+        create: bool,
+        path: &mut Vec<(usize, u32, u32)>,
+    ) -> Result<Option<std::ops::Range<usize>>, LpmError> {
         if len <= TOP_BITS {
             let n = 1usize << (TOP_BITS - len);
             let start = ((addr >> (128 - TOP_BITS)) as usize) & !(n - 1);
-            self.top[start..start + n].fill(leaf);
-            return Ok(());
+            return Ok(Some(start..start + n));
         }
-        // Walk down, turning entries on the path into pointers.
-        let mut at_top = true;
-        let mut slot = (addr >> (128 - TOP_BITS)) as usize;
+        let mut s = (addr >> (128 - TOP_BITS)) as usize;
         let mut depth = TOP_BITS;
         loop {
-            let e = if at_top {
-                self.top[slot]
-            } else {
-                self.groups[slot]
-            };
+            let e = t.get(s);
             let g = if e & PTR != 0 {
                 e & IDX
-            } else {
-                let g = self.new_group(e)?;
-                if at_top {
-                    self.top[slot] = PTR | g;
-                } else {
-                    self.groups[slot] = PTR | g;
-                }
+            } else if create {
+                let g = self.alloc(t, ep, e, self.depth[s])?;
+                t.set(s, PTR | g);
                 g
+            } else {
+                return Ok(None);
             };
-            let base = (g as usize) << 8;
+            path.push((s, g, depth));
+            let base = group_slot(g);
             let byte = ((addr >> (128 - depth - 8)) & 0xff) as usize;
             if len <= depth + 8 {
                 let n = 1usize << (depth + 8 - len);
                 let start = base + (byte & !(n - 1));
-                self.groups[start..start + n].fill(leaf);
-                return Ok(());
+                return Ok(Some(start..start + n));
             }
-            at_top = false;
-            slot = base + byte;
+            s = base + byte;
             depth += 8;
         }
     }
 
-    fn memory(&self) -> usize {
-        (self.top.len() + self.groups.len()) * 4
+    /// Adds or replaces `addr/len → leaf` (left-aligned, host bits zero).
+    fn insert(
+        &mut self,
+        t: &Trie,
+        ep: &Epochs,
+        addr: u128,
+        len: u32,
+        nh: u32,
+    ) -> Result<(), LpmError> {
+        let mut path = Vec::new();
+        let range = self.range(t, ep, addr, len, true, &mut path)?;
+        let d = (len + 1) as u8;
+        for s in range.into_iter().flatten() {
+            self.fill(t, s, LEAF | nh, d);
+        }
+        Ok(())
+    }
+
+    /// Writes `leaf` wherever a prefix no longer than this one wrote.
+    fn fill(&mut self, t: &Trie, s: usize, leaf: u32, d: u8) {
+        let e = t.get(s);
+        if e & PTR != 0 {
+            let base = group_slot(e & IDX);
+            for c in base..base + 256 {
+                self.fill(t, c, leaf, d);
+            }
+        } else if self.depth[s] <= d && (e != leaf || self.depth[s] != d) {
+            t.set(s, leaf);
+            self.depth[s] = d;
+        }
+    }
+
+    /// Removes `addr/len`, putting back what `rep` (the longest shorter
+    /// prefix covering it: length and next hop) or nothing routes there;
+    /// folds groups left uniform.
+    fn remove(&mut self, t: &Trie, ep: &Epochs, addr: u128, len: u32, rep: Option<(u8, u32)>) {
+        let mut path = Vec::new();
+        let Ok(Some(range)) = self.range(t, ep, addr, len, false, &mut path) else {
+            return;
+        };
+        let (rv, rd) = rep.map_or((0, 0), |(l, nh)| (LEAF | nh, l + 1));
+        let below = path.last().map_or(TOP_BITS, |&(_, _, d)| d + 8);
+        for s in range {
+            self.unfill(t, ep, s, (len + 1) as u8, rv, rd, below);
+        }
+        for &(s, g, gd) in path.iter().rev() {
+            if !self.fold(t, ep, s, g, gd) {
+                break;
+            }
+        }
+    }
+
+    /// Puts `rv` (depth `rd`) where the prefix of depth `d` wrote; `gd` is
+    /// the depth of the groups entries at `s` point to.
+    #[allow(clippy::too_many_arguments)]
+    fn unfill(&mut self, t: &Trie, ep: &Epochs, s: usize, d: u8, rv: u32, rd: u8, gd: u32) {
+        let e = t.get(s);
+        if e & PTR != 0 {
+            let g = e & IDX;
+            let base = group_slot(g);
+            for c in base..base + 256 {
+                self.unfill(t, ep, c, d, rv, rd, gd + 8);
+            }
+            self.fold(t, ep, s, g, gd);
+        } else if self.depth[s] == d {
+            t.set(s, rv);
+            self.depth[s] = rd;
+        }
+    }
+
+    /// Folds group `g` (at depth `gd`, linked from `s`) into `s` when every
+    /// entry holds the same leaf pushed down from above; retires it.
+    fn fold(&mut self, t: &Trie, ep: &Epochs, s: usize, g: u32, gd: u32) -> bool {
+        let base = group_slot(g);
+        let (v, d) = (t.get(base), self.depth[base]);
+        if v & PTR != 0 || u32::from(d) > gd + 1 {
+            return false;
+        }
+        if !(base..base + 256).all(|c| t.get(c) == v && self.depth[c] == d) {
+            return false;
+        }
+        t.set(s, v);
+        self.depth[s] = d;
+        self.retired.push((ep.retire(), g));
+        self.live -= 1;
+        true
     }
 }
 
-fn build(mut routes: Vec<(u128, u8, u32)>, max_len: u8) -> Result<Trie, LpmError> {
-    for &(_, len, nh) in &routes {
-        if len > max_len {
-            return Err(LpmError::PrefixLen(len));
-        }
-        if nh > MAX_NEXT_HOP {
-            return Err(LpmError::NextHop(nh));
+/// Lower-level groups a table of `routes` (left-aligned keys, lengths)
+/// needs when built: one per distinct parent of each level a prefix
+/// longer than 24 bits passes through.
+fn groups_needed<'a>(routes: impl Iterator<Item = &'a (u128, u8)>) -> usize {
+    let mut seen = FxHashSet::default();
+    for &(a, len) in routes {
+        let mut depth = TOP_BITS;
+        while u32::from(len) > depth {
+            seen.insert((depth, a >> (128 - depth)));
+            depth += 8;
         }
     }
-    // Increasing length; a stable sort keeps the order of duplicates, and
-    // the last one written wins.
-    routes.sort_by_key(|&(_, len, _)| len);
-    let mut t = Trie::new();
-    for (addr, len, nh) in routes {
-        t.insert(addr, u32::from(len), nh)?;
-    }
-    Ok(t)
+    seen.len()
+}
+
+/// A group pool for a table that will change: what its routes need when
+/// built, and `min` or half again as many, whichever is more.
+pub fn spare_groups(needed: usize, min: usize) -> usize {
+    needed + (needed / 2).max(min)
 }
 
 /// A table type, its builder and what both share, for one address family:
@@ -199,39 +406,125 @@ macro_rules! lpm_family {
                 self.routes.is_empty()
             }
 
-            /// Builds the table.
+            /// Builds the table with a pool of `pool(n)` groups where its
+            /// routes need `n` (see [`spare_groups`]), and the writer that
+            /// changes it.
+            pub fn build_writable(
+                mut self,
+                pool: impl FnOnce(usize) -> usize,
+                ep: &Epochs,
+            ) -> Result<($table, TrieWriter), LpmError> {
+                for &(_, len, nh) in &self.routes {
+                    if len > $bits {
+                        return Err(LpmError::PrefixLen(len));
+                    }
+                    if nh > MAX_NEXT_HOP {
+                        return Err(LpmError::NextHop(nh));
+                    }
+                }
+                let keys: Vec<(u128, u8)> = self.routes.iter().map(|r| (r.0, r.1)).collect();
+                let needed = groups_needed(keys.iter());
+                let groups = pool(needed).max(needed);
+                // Increasing length (stable: the last of duplicates wins),
+                // so that inserts seldom overwrite.
+                self.routes.sort_by_key(|&(_, len, _)| len);
+                let t = Trie::new(groups);
+                let mut w = TrieWriter::new(groups);
+                let mut distinct = FxHashSet::default();
+                for (addr, len, nh) in self.routes {
+                    w.insert(&t, ep, addr, u32::from(len), nh)?;
+                    distinct.insert((addr, len));
+                }
+                t.routes.store(distinct.len(), Ordering::Relaxed);
+                Ok(($table { t: Arc::new(t) }, w))
+            }
+
+            /// Builds the table (read-only: nothing will change it).
             pub fn build(self) -> Result<$table, LpmError> {
-                let routes = self.routes.len();
-                Ok($table {
-                    t: build(self.routes, $bits)?,
-                    routes,
-                })
+                Ok(self.build_writable(|n| n, &Epochs::default())?.0)
             }
         }
 
         impl std::fmt::Debug for $table {
             fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
                 f.debug_struct(stringify!($table))
-                    .field("routes", &self.routes)
-                    .field("groups", &self.groups())
+                    .field("routes", &self.routes())
                     .finish()
             }
         }
 
         impl $table {
-            /// Routes it was built from.
+            /// An empty table with a pool of `groups` lower-level groups,
+            /// and its writer.
+            pub fn with_groups(groups: usize) -> ($table, TrieWriter) {
+                (
+                    $table {
+                        t: Arc::new(Trie::new(groups)),
+                    },
+                    TrieWriter::new(groups),
+                )
+            }
+
+            /// Distinct routes in the table.
             pub fn routes(&self) -> usize {
-                self.routes
+                self.t.routes.load(Ordering::Relaxed)
             }
 
             /// Bytes of lookup tables.
             pub fn memory(&self) -> usize {
-                self.t.memory()
+                (self.t.top.len() + self.t.groups.len()) * 4
             }
 
-            /// Lower-level groups in use.
-            pub fn groups(&self) -> usize {
-                self.t.groups.len() / 256
+            /// The size of the group pool.
+            pub fn capacity(&self) -> usize {
+                self.t.capacity()
+            }
+
+            /// Adds or replaces `addr/len → nh` in place; `w` must be this
+            /// table's writer (the one returned with it).
+            pub fn insert(
+                &self,
+                w: &mut TrieWriter,
+                ep: &Epochs,
+                addr: $addr,
+                len: u8,
+                nh: u32,
+            ) -> Result<(), LpmError> {
+                if len > $bits {
+                    return Err(LpmError::PrefixLen(len));
+                }
+                if nh > MAX_NEXT_HOP {
+                    return Err(LpmError::NextHop(nh));
+                }
+                let key: fn($addr) -> u128 = $key;
+                w.insert(&self.t, ep, network6(key(addr), len), u32::from(len), nh)
+            }
+
+            /// Removes `addr/len` in place: addresses it covered route by
+            /// `rep` (the longest shorter prefix covering it: length and
+            /// next hop; the caller keeps the route list) or nothing.
+            pub fn remove(
+                &self,
+                w: &mut TrieWriter,
+                ep: &Epochs,
+                addr: $addr,
+                len: u8,
+                rep: Option<(u8, u32)>,
+            ) {
+                let key: fn($addr) -> u128 = $key;
+                w.remove(
+                    &self.t,
+                    ep,
+                    network6(key(addr), len.min($bits)),
+                    u32::from(len.min($bits)),
+                    rep,
+                )
+            }
+
+            /// Sets the route count reported by [`Self::routes`] (the
+            /// writer's owner keeps the route list).
+            pub fn set_routes(&self, n: usize) {
+                self.t.routes.store(n, Ordering::Relaxed);
             }
         }
     };
@@ -247,27 +540,28 @@ lpm_family!(
 );
 lpm_family!(Lpm6Builder, Lpm6, Ipv6Addr, 128, u128::from, "IPv6");
 
-/// An IPv4 longest-prefix-match table (DIR-24-8).
+/// An IPv4 longest-prefix-match table (DIR-24-8). Clones share the table.
 #[derive(Clone)]
 pub struct Lpm4 {
-    t: Trie,
-    routes: usize,
+    t: Arc<Trie>,
 }
 
 /// An IPv6 longest-prefix-match table (24-bit first level, 8-bit levels).
+/// Clones share the table.
 #[derive(Clone)]
 pub struct Lpm6 {
-    t: Trie,
-    routes: usize,
+    t: Arc<Trie>,
 }
 
 impl Lpm4 {
     /// The next hop of the longest prefix covering `a`.
     #[inline(always)]
     pub fn lookup(&self, a: u32) -> Option<u32> {
-        let mut e = self.t.top[(a >> 8) as usize];
+        let mut e = self.t.top((a >> 8) as usize);
         if e & PTR != 0 {
-            e = self.t.groups[(((e & IDX) as usize) << 8) | (a & 0xff) as usize];
+            e = self
+                .t
+                .group((((e & IDX) as usize) << 8) | (a & 0xff) as usize);
         }
         (e & LEAF != 0).then_some(e & IDX)
     }
@@ -285,12 +579,12 @@ impl Lpm6 {
     /// The next hop of the longest prefix covering `a`.
     #[inline]
     pub fn lookup(&self, a: u128) -> Option<u32> {
-        let mut e = self.t.top[(a >> (128 - TOP_BITS)) as usize];
+        let mut e = self.t.top((a >> (128 - TOP_BITS)) as usize);
         let mut shift = 128 - TOP_BITS;
         while e & PTR != 0 && shift >= 8 {
             shift -= 8;
             let byte = ((a >> shift) & 0xff) as usize;
-            e = self.t.groups[(((e & IDX) as usize) << 8) | byte];
+            e = self.t.group((((e & IDX) as usize) << 8) | byte);
         }
         (e & LEAF != 0).then_some(e & IDX)
     }
@@ -330,7 +624,7 @@ mod tests {
         assert_eq!(t.lookup(v4("10.1.2.129")), Some(5));
         assert_eq!(t.lookup(v4("10.1.2.200")), Some(6));
         assert_eq!(t.lookup(v4("10.1.2.201")), Some(5));
-        assert_eq!(t.groups(), 1);
+        assert_eq!(t.capacity(), 1);
     }
 
     #[test]
