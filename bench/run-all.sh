@@ -19,6 +19,7 @@ BENCHES=(
   "run-null-io.sh|true|"
   "run-scaling.sh|[ \$(nproc) -ge 2 ]|needs 2 or more CPUs"
   "run-lpm.sh|data routes|needs ../shared/data/routes"
+  "run-fib.sh|data routes|needs ../shared/data/routes"
   "run-acl.sh|data classbench|needs ../shared/data/classbench"
   "run-router.sh|data routes|needs ../shared/data/routes"
   "run-gateway.sh|data routes && data classbench|needs ../shared/data (routes, classbench)"

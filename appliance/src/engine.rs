@@ -12,6 +12,7 @@ use crate::stages::{build_gateway, build_router};
 use crate::telemetry::{PortView, Report, Snapshot, Telemetry, WorkerView};
 use crate::worker::{self, Handed, Handoff, RxSlot, TxSlot, WorkerSetup};
 use anyhow::{anyhow, Context, Result};
+use pipeline::fib::FibWriter;
 use pipeline::fwd::{FiveTupleSwap, ForwardMode, Io, Mac, MacSwap, Peers};
 use pipeline::gateway::{Gateway, GatewayConfig, RuleHits};
 use pipeline::router::Router;
@@ -202,10 +203,13 @@ where
         });
     }
 
-    let mut router = if l3_workers > 0 {
-        Some(build_router(cfg)?)
+    // The management thread keeps the FIB's writer: routes change in
+    // place through it (`sluice ctl route`).
+    let (mut router, mut fib) = if l3_workers > 0 {
+        let (r, w) = build_router(cfg)?;
+        (Some(r), Some(w))
     } else {
-        None
+        (None, None)
     };
     let mut gateway = match &router {
         Some(_) if cfg.gateway.enabled => Some(build_gateway(cfg, l3_workers)),
@@ -365,12 +369,14 @@ where
         };
         let reload = |current: &mut Config,
                       router: &mut Option<Router>,
+                      fib: &mut Option<FibWriter>,
                       gateway: &mut Option<GatewayConfig>,
                       hit_sinks: &mut Vec<RuleHits>| {
             let path = std::path::PathBuf::from(&current.source);
             crate::reload::reload(&path, current, &workers).map(|r| {
                 *current = r.cfg;
                 *router = r.router;
+                *fib = r.fib;
                 *gateway = r.gateway;
                 *hit_sinks = r.hit_sinks;
                 r.summary
@@ -378,7 +384,13 @@ where
         };
         if crate::reload::take_request() {
             // SIGHUP: the outcome goes to the log.
-            match reload(&mut current, &mut router, &mut gateway, &mut hit_sinks) {
+            match reload(
+                &mut current,
+                &mut router,
+                &mut fib,
+                &mut gateway,
+                &mut hit_sinks,
+            ) {
                 Ok(s) => {
                     edits = crate::ctl::edit::Edits::new(&current);
                     eprint!("SIGHUP: {s}")
@@ -406,7 +418,7 @@ where
                     let resp = if cmd.args.first().is_some_and(|a| a == "capture") {
                         capture_command(&cmd.args[1..], &mut capture, &port_names, &tap_tx, tel.tsc_hz())
                     } else if cmd.args == ["reload"] {
-                        match reload(&mut current, &mut router, &mut gateway, &mut hit_sinks) {
+                        match reload(&mut current, &mut router, &mut fib, &mut gateway, &mut hit_sinks) {
                             Ok(s) => {
                                 edits = crate::ctl::edit::Edits::new(&current);
                                 crate::ctl::Response::ok(s.clone(), serde_json::json!({ "reloaded": s.trim_end() }))
@@ -414,19 +426,30 @@ where
                             Err(e) => crate::ctl::Response::error(e),
                         }
                     } else if matches!(cmd.args.first().map(String::as_str), Some("route" | "neighbor" | "neighbour")) {
-                        let done = crate::ctl::edit::apply(&cmd.args, &current, &edits).and_then(|(new, e)| {
-                            crate::reload::install(new, &current, &workers).map(|r| (r, e))
-                        });
-                        match done {
-                            Ok((r, e)) => {
+                        match crate::ctl::edit::apply(&cmd.args, &current, &edits) {
+                            // A route change goes into the running FIB in
+                            // place; the rest as a reload installs.
+                            Ok((new, e)) => match crate::ctl::edit::route_in_place(&cmd.args, &new, fib.as_mut()) {
+                                Some(Ok(s)) => {
+                                    edits = e;
+                                    current = new;
+                                    crate::ctl::Response::ok(s.clone(), serde_json::json!({ "installed": s.trim_end() }))
+                                }
+                                Some(Err(err)) => crate::ctl::Response::error(err),
+                                None => match crate::reload::install(new, &current, &workers) {
+                            Ok(r) => {
                                 edits = e;
                                 current = r.cfg;
                                 router = r.router;
+                                fib = r.fib;
                                 gateway = r.gateway;
                                 hit_sinks = r.hit_sinks;
                                 let s = format!("{}: installed{}", cmd.args.join(" "), r.summary);
                                 crate::ctl::Response::ok(s.clone(), serde_json::json!({ "installed": s.trim_end() }))
                             }
+                            Err(e) => crate::ctl::Response::error(e),
+                                },
+                            },
                             Err(e) => crate::ctl::Response::error(e),
                         }
                     } else {

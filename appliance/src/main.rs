@@ -270,7 +270,7 @@ fn real_main() -> Result<ExitCode> {
                 warn(&c);
                 // Build the tables as `run` will (route file included).
                 let t0 = std::time::Instant::now();
-                let router = appliance::stages::build_router(&c)?;
+                let (router, _) = appliance::stages::build_router(&c)?;
                 let (n4, n6) = (router.routes4(), router.routes6());
                 // A closed stdout (`sluice check f | head`) is no error.
                 let _ = out(&format!(

@@ -14,6 +14,7 @@ use crate::config::{self, Config};
 use crate::poll::Policy;
 use crate::stages::{build_gateway, build_router};
 use crossbeam_channel::Sender;
+use pipeline::fib::FibWriter;
 use pipeline::gateway::{GatewayConfig, GatewayUpdate, RuleHits};
 use pipeline::router::{Router, RouterUpdate};
 use std::any::Any;
@@ -50,6 +51,8 @@ pub struct Reloaded {
     pub cfg: Config,
     /// The new routing tables (for `show routes`).
     pub router: Option<Router>,
+    /// Their writer.
+    pub fib: Option<FibWriter>,
     /// The new gateway settings (for rule counters).
     pub gateway: Option<GatewayConfig>,
     /// The new rules' hit counters, one per gateway worker.
@@ -141,10 +144,11 @@ pub fn install(new: Config, old: &Config, workers: &Workers<'_>) -> Result<Reloa
         ));
     }
     let l3 = new.l3fwd_workers();
-    let router = if l3 > 0 {
-        Some(build_router(&new).map_err(|e| format!("{e:#}"))?)
+    let (router, fib) = if l3 > 0 {
+        let (r, w) = build_router(&new).map_err(|e| format!("{e:#}"))?;
+        (Some(r), Some(w))
     } else {
-        None
+        (None, None)
     };
     let gateway = match &router {
         Some(_) if new.gateway.enabled => Some(build_gateway(&new, l3)),
@@ -198,6 +202,7 @@ pub fn install(new: Config, old: &Config, workers: &Workers<'_>) -> Result<Reloa
     Ok(Reloaded {
         cfg: new,
         router,
+        fib,
         gateway,
         hit_sinks,
         summary,

@@ -4,38 +4,31 @@
 
 use crate::config::Config;
 use anyhow::{Context, Result};
+use pipeline::fib::FibWriter;
 use pipeline::firewall::RuleSet;
 use pipeline::gateway::GatewayConfig;
-use pipeline::lpm::{Lpm4Builder, Lpm6Builder};
-use pipeline::router::{Router, RouterConfig};
+use pipeline::router::{NextHop, Router, RouterConfig};
 use std::sync::Arc;
 
-/// Builds the route tables and the router stage (control path).
-pub fn build_router(cfg: &Config) -> Result<Router> {
-    use pipeline::router::NextHop;
-    use std::collections::HashMap;
+/// Builds the route tables (the FIB and its writer, which the management
+/// thread keeps to change routes in place) and the router stage (control
+/// path).
+pub fn build_router(cfg: &Config) -> Result<(Router, FibWriter)> {
     use std::net::IpAddr;
     let rs = &cfg.router;
-    let mut hops: Vec<NextHop> = Vec::new();
-    let mut index: HashMap<(u16, Option<IpAddr>), u32> = HashMap::new();
-    let mut hop = |nh: NextHop| -> u32 {
-        *index.entry((nh.port, nh.via)).or_insert_with(|| {
-            hops.push(nh);
-            (hops.len() - 1) as u32
-        })
-    };
-    let (mut b4, mut b6) = (Lpm4Builder::new(), Lpm6Builder::new());
+    let mut routes: Vec<(IpAddr, u8, Vec<NextHop>)> =
+        Vec::with_capacity(rs.file_routes.len() + rs.routes.len());
     // The route file first, so that static routes for the same prefix win.
     if let Some((_, via4, via6)) = &rs.route_file {
         let (mut i4, mut i6) = (0usize, 0usize);
         for &(a, len) in &rs.file_routes {
             match a {
-                IpAddr::V4(a) if !via4.is_empty() => {
-                    b4.add(a, len, hop(via4[i4 % via4.len()]));
+                IpAddr::V4(_) if !via4.is_empty() => {
+                    routes.push((a, len, vec![via4[i4 % via4.len()]]));
                     i4 += 1;
                 }
-                IpAddr::V6(a) if !via6.is_empty() => {
-                    b6.add(a, len, hop(via6[i6 % via6.len()]));
+                IpAddr::V6(_) if !via6.is_empty() => {
+                    routes.push((a, len, vec![via6[i6 % via6.len()]]));
                     i6 += 1;
                 }
                 _ => {}
@@ -43,16 +36,9 @@ pub fn build_router(cfg: &Config) -> Result<Router> {
         }
     }
     for r in &rs.routes {
-        let nh = hop(r.next_hop);
-        match r.addr {
-            IpAddr::V4(a) => {
-                b4.add(a, r.len, nh);
-            }
-            IpAddr::V6(a) => {
-                b6.add(a, r.len, nh);
-            }
-        }
+        routes.push((r.addr, r.len, r.paths.clone()));
     }
+    let fib = FibWriter::build(&routes).context("routes")?;
     let (mut n4, mut n6) = (Vec::new(), Vec::new());
     for &(p, a, m) in &rs.neighbors {
         match a {
@@ -60,16 +46,15 @@ pub fn build_router(cfg: &Config) -> Result<Router> {
             IpAddr::V6(a) => n6.push((p, a, m)),
         }
     }
-    Ok(Router::new(RouterConfig {
+    let router = Router::new(RouterConfig {
         interfaces: rs.interfaces.clone(),
-        next_hops: hops,
-        lpm4: Arc::new(b4.build().context("IPv4 routes")?),
-        lpm6: Arc::new(b6.build().context("IPv6 routes")?),
+        fib: fib.fib().clone(),
         neighbors4: n4,
         neighbors6: n6,
         icmp_rate: rs.icmp_rate,
         neighbor_timeout_ns: rs.neighbor_timeout.as_nanos() as u64,
-    }))
+    });
+    Ok((router, fib))
 }
 
 /// Builds the firewall rule set and the gateway settings (control path).

@@ -193,7 +193,7 @@ fn an_operator_drives_every_command() {
         &sock,
         &["route", "add", "192.0.2.0/24", "via", "198.19.0.2"]
     )
-    .contains("installed"));
+    .contains("installed in place"));
     let r = json(&sock, &["show", "routes", "192.0.2.7"]);
     assert_eq!(r["route"]["via"], "198.19.0.2", "{r}");
     ok(&sock, &["route", "del", "192.0.2.0/24"]);

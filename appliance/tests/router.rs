@@ -43,7 +43,7 @@ fn replays_tcpdump_captures() {
         return;
     };
     let cfg = config::parse(&router_config("1"), "router.toml", None).unwrap();
-    let mut r = appliance::stages::build_router(&cfg).unwrap();
+    let (mut r, _fib) = appliance::stages::build_router(&cfg).unwrap();
     let mac = cfg.ports[0].mac;
     let mut reasons: BTreeMap<&str, usize> = BTreeMap::new();
     let mut files: Vec<_> = std::fs::read_dir(&dir)

@@ -70,8 +70,9 @@ fn frame(mac: [u8; 6], src: u32, dst: u32, sport: u16, dport: u16) -> [u8; 64] {
 const BURST: usize = 32;
 
 /// Cycles per packet of stage `m` over `order` in bursts of [`BURST`], as
-/// the worker runs it (prefetch hook, then each packet; each template
-/// copied into a work buffer first), and the packets forwarded.
+/// the worker runs it (enter the round, prefetch hook, then each packet,
+/// leave; each template copied into a work buffer first), and the packets
+/// forwarded.
 fn pass<M: ForwardMode>(templates: &[[u8; 64]], order: &[u32], m: &mut M) -> (f64, usize) {
     let mut bufs: Vec<Vec<u8>> = (0..BURST).map(|_| Vec::with_capacity(64)).collect();
     let mut fwd = 0;
@@ -82,12 +83,16 @@ fn pass<M: ForwardMode>(templates: &[[u8; 64]], order: &[u32], m: &mut M) -> (f6
             b.clear();
             b.extend_from_slice(&templates[i as usize]);
         }
+        // A poll round per burst (the worst case: a round holds at
+        // least one burst).
+        m.enter();
         m.prefetch(bufs, pmd::sys::prefetch);
         for b in bufs.iter_mut() {
             if matches!(m.process(b, 0), Verdict::Forward(_)) {
                 fwd += 1;
             }
         }
+        m.leave();
     }
     ((rdtsc() - t0) as f64 / order.len() as f64, fwd)
 }
@@ -107,7 +112,7 @@ impl ForwardMode for Copy {
 /// Runs the comparison and prints a Markdown table.
 pub fn gateway(a: GatewayArgs) -> Result<()> {
     let cfg = appliance::config::load_file(&a.config).map_err(|e| anyhow::anyhow!("{e}"))?;
-    let router = appliance::stages::build_router(&cfg).context("building the router")?;
+    let (router, _fib) = appliance::stages::build_router(&cfg).context("building the router")?;
     let gcfg = appliance::stages::build_gateway(&cfg, 1);
     let tsc = Tsc::calibrate(Duration::from_millis(50));
     let hz = tsc.hz as f64;

@@ -17,6 +17,7 @@
 //!   sets (`bench/run-acl.sh`).
 
 mod acl;
+mod fib;
 mod gateway;
 mod lpm;
 mod null_io;
@@ -49,6 +50,8 @@ enum Cli {
     /// The full gateway pipeline (conntrack, firewall, NAT, routing) in one
     /// core vs the router alone: new and established flows.
     Gateway(gateway::GatewayArgs),
+    /// Live route updates on the full table while a worker forwards.
+    Fib(fib::FibArgs),
     /// Writes a pcap of distinct IPv4/UDP packets for replaying drivers.
     UdpPcap(pcap_gen::UdpPcapArgs),
 }
@@ -86,6 +89,7 @@ fn main() -> Result<()> {
         Cli::Router(a) => router::router(a),
         Cli::Acl(a) => acl::acl(a),
         Cli::Gateway(a) => gateway::gateway(a),
+        Cli::Fib(a) => fib::fib(a),
         Cli::UdpPcap(a) => pcap_gen::udp_pcap(a),
     }
 }

@@ -50,14 +50,30 @@ const KIND_VIA4: u64 = 2;
 const KIND_VIA6: u64 = 3;
 const KIND_MULTI: u64 = 4;
 
-/// One next-hop slot as workers read it: `meta` is port (bits 0–15),
-/// path count (16–23, multipath), kind (24–31), IPv4 gateway (32–63);
-/// `v6` the IPv6 gateway; a multipath set's members are in `members`.
-#[derive(Default)]
-struct Slot {
-    meta: AtomicU64,
-    v6: [AtomicU64; 2],
-    members: [AtomicU64; MAX_PATHS / 4],
+/// The next-hop slots as workers read them, slot `i` at index `i` of
+/// `meta` (port in bits 0–15, path count in 16–23 for multipath, kind in
+/// 24–31, IPv4 gateway in 32–63), `2i` and `2i + 1` of `v6` (the IPv6
+/// gateway) and `4i..4i + 4` of `members` (a multipath set's member slots,
+/// 16 bits each). Zeroed allocations: untouched slots cost no memory.
+struct Slots {
+    meta: Box<[AtomicU64]>,
+    v6: Box<[AtomicU64]>,
+    members: Box<[AtomicU64]>,
+}
+
+impl Slots {
+    fn new() -> Self {
+        Slots {
+            meta: bytemuck::zeroed_slice_box(HOP_SLOTS),
+            v6: bytemuck::zeroed_slice_box(HOP_SLOTS * 2),
+            members: bytemuck::zeroed_slice_box(HOP_SLOTS * MAX_PATHS / 4),
+        }
+    }
+
+    #[inline]
+    fn member(&self, i: usize, k: usize) -> usize {
+        usize::from((self.members[i * 4 + k / 4].load(Ordering::Acquire) >> ((k % 4) * 16)) as u16)
+    }
 }
 
 /// What a change could not do.
@@ -97,9 +113,11 @@ impl From<LpmError> for FibError {
 pub struct Fib {
     lpm4: Lpm4,
     lpm6: Lpm6,
-    slots: Box<[Slot]>,
+    slots: Slots,
     epochs: Arc<Epochs>,
     version: AtomicU64,
+    /// Multipath slots in use (flow hashes are needed only when some).
+    multipath: AtomicU64,
 }
 
 impl fmt::Debug for Fib {
@@ -115,34 +133,44 @@ impl fmt::Debug for Fib {
 /// A symmetric flow hash (the same for both directions of a flow) of an
 /// IP packet's addresses, protocol and, for unfragmented TCP/UDP/SCTP,
 /// ports: what picks a multipath route's path. `l3` starts at the IP
-/// header; anything shorter hashes what it has.
+/// header; anything too short hashes to 0.
 #[inline]
 pub fn flow_hash(l3: &[u8]) -> u32 {
+    let word = |o: usize| {
+        let mut x = [0u8; 16];
+        x.copy_from_slice(&l3[o..o + 16]);
+        u128::from_be_bytes(x)
+    };
     let (a, b, proto, l4) = match l3.first().map(|v| v >> 4) {
         Some(4) if l3.len() >= 20 => {
             let ihl = usize::from(l3[0] & 0x0f) * 4;
             let frag = u16::from_be_bytes([l3[6], l3[7]]) & 0x3fff != 0;
-            let s = u64::from(u32::from_be_bytes([l3[12], l3[13], l3[14], l3[15]]));
-            let d = u64::from(u32::from_be_bytes([l3[16], l3[17], l3[18], l3[19]]));
-            (s, d, l3[9], (!frag).then_some(ihl))
+            let s = u32::from_be_bytes([l3[12], l3[13], l3[14], l3[15]]);
+            let d = u32::from_be_bytes([l3[16], l3[17], l3[18], l3[19]]);
+            let m = |a: u32| 0xffff_0000_0000 | u128::from(a);
+            (m(s), m(d), l3[9], (!frag).then_some(ihl))
         }
-        Some(6) if l3.len() >= 40 => {
-            let fold = |o: usize| {
-                let mut x = [0u8; 16];
-                x.copy_from_slice(&l3[o..o + 16]);
-                let v = u128::from_be_bytes(x);
-                (v as u64) ^ ((v >> 64) as u64).rotate_left(17)
-            };
-            (fold(8), fold(24), l3[6], Some(40))
-        }
+        Some(6) if l3.len() >= 40 => (word(8), word(24), l3[6], Some(40)),
         _ => return 0,
     };
-    let ports = match (proto, l4) {
-        (6 | 17 | 132, Some(o)) if l3.len() >= o + 4 => {
-            let p = u16::from_be_bytes([l3[o], l3[o + 1]]);
-            let q = u16::from_be_bytes([l3[o + 2], l3[o + 3]]);
-            (u64::from(p.min(q)) << 16) | u64::from(p.max(q))
-        }
+    let (p, q) = match l4 {
+        Some(o) if l3.len() >= o + 4 => (
+            u16::from_be_bytes([l3[o], l3[o + 1]]),
+            u16::from_be_bytes([l3[o + 2], l3[o + 3]]),
+        ),
+        _ => (0, 0),
+    };
+    tuple_hash(a, b, proto, p, q)
+}
+
+/// [`flow_hash`] of a flow's tuple (IPv4 addresses mapped into IPv6, as
+/// conntrack keeps them); ports count for TCP, UDP and SCTP only.
+#[inline]
+pub fn tuple_hash(src: u128, dst: u128, proto: u8, sport: u16, dport: u16) -> u32 {
+    let fold = |v: u128| (v as u64) ^ ((v >> 64) as u64).rotate_left(17);
+    let (a, b) = (fold(src), fold(dst));
+    let ports = match proto {
+        6 | 17 | 132 => (u64::from(sport.min(dport)) << 16) | u64::from(sport.max(dport)),
         _ => 0,
     };
     // Ordered pairs make it symmetric; a multiply-xorshift mixes it.
@@ -171,6 +199,12 @@ impl Fib {
         self.version.load(Ordering::Acquire)
     }
 
+    /// Whether some route has several paths (then flows need a hash).
+    #[inline]
+    pub fn multipath(&self) -> bool {
+        self.multipath.load(Ordering::Relaxed) > 0
+    }
+
     /// A reader for one worker (enter it for each poll round).
     pub fn reader(&self) -> Reader {
         self.epochs.reader()
@@ -192,9 +226,8 @@ impl Fib {
             KIND_CONNECTED => None,
             KIND_VIA4 => Some(IpAddr::V4(Ipv4Addr::from((meta >> 32) as u32))),
             KIND_VIA6 => {
-                let s = &self.slots[i];
-                let hi = s.v6[0].load(Ordering::Acquire);
-                let lo = s.v6[1].load(Ordering::Acquire);
+                let hi = self.slots.v6[2 * i].load(Ordering::Acquire);
+                let lo = self.slots.v6[2 * i + 1].load(Ordering::Acquire);
                 Some(IpAddr::V6(Ipv6Addr::from(
                     (u128::from(hi) << 64) | u128::from(lo),
                 )))
@@ -209,33 +242,32 @@ impl Fib {
     /// is called only for a multipath route.
     #[inline]
     pub fn path(&self, nh: u32, hash: impl FnOnce() -> u32) -> Option<(u32, NextHop)> {
-        let s = self.slots.get(nh as usize)?;
-        let meta = s.meta.load(Ordering::Acquire);
+        let i = nh as usize;
+        let meta = self.slots.meta.get(i)?.load(Ordering::Acquire);
         if (meta >> 24) & 0xff != KIND_MULTI {
-            return Some((nh, self.single(nh as usize, meta)?));
+            return Some((nh, self.single(i, meta)?));
         }
         let n = (meta >> 16) & 0xff;
         let k = ((u64::from(hash()) * n) >> 32) as usize;
-        let m = (s.members[k / 4].load(Ordering::Acquire) >> ((k % 4) * 16)) as u16;
-        let mm = self.slots.get(usize::from(m))?.meta.load(Ordering::Acquire);
-        Some((u32::from(m), self.single(usize::from(m), mm)?))
+        let m = self.slots.member(i, k);
+        let mm = self.slots.meta[m].load(Ordering::Acquire);
+        Some((m as u32, self.single(m, mm)?))
     }
 
     /// Every path of next hop `nh` (control path).
     pub fn paths(&self, nh: u32) -> Vec<NextHop> {
-        let Some(s) = self.slots.get(nh as usize) else {
+        let i = nh as usize;
+        let Some(meta) = self.slots.meta.get(i).map(|m| m.load(Ordering::Acquire)) else {
             return Vec::new();
         };
-        let meta = s.meta.load(Ordering::Acquire);
         if (meta >> 24) & 0xff != KIND_MULTI {
-            return self.single(nh as usize, meta).into_iter().collect();
+            return self.single(i, meta).into_iter().collect();
         }
         let n = ((meta >> 16) & 0xff) as usize;
         (0..n)
             .filter_map(|k| {
-                let m = (s.members[k / 4].load(Ordering::Acquire) >> ((k % 4) * 16)) as u16;
-                let mm = self.slots[usize::from(m)].meta.load(Ordering::Acquire);
-                self.single(usize::from(m), mm)
+                let m = self.slots.member(i, k);
+                self.single(m, self.slots.meta[m].load(Ordering::Acquire))
             })
             .collect()
     }
@@ -274,9 +306,10 @@ pub struct FibWriter {
     stats: FibStats,
 }
 
-/// Spare lower-level groups a FIB gets beyond what its first routes need
-/// (IPv4, IPv6): room for that many more long prefixes added live.
-pub const SPARE_GROUPS: (usize, usize) = (4096, 16384);
+/// The smallest group pools of a FIB's tables (IPv4, IPv6): 32 Ki groups
+/// of 1 KiB, mapped lazily (see [`spare_groups`]); a table whose routes
+/// need more gets half again as many.
+pub const SPARE_GROUPS: (usize, usize) = (32768, 32768);
 
 impl FibWriter {
     /// A FIB with `routes` (prefix, length, paths; a later duplicate
@@ -288,17 +321,18 @@ impl FibWriter {
             fib: Arc::new(Fib {
                 lpm4: Lpm4Builder::new().build()?,
                 lpm6: Lpm6Builder::new().build()?,
-                slots: (0..HOP_SLOTS).map(|_| Slot::default()).collect(),
+                slots: Slots::new(),
                 epochs: epochs.clone(),
                 version: AtomicU64::new(1),
+                multipath: AtomicU64::new(0),
             }),
-            w4: Lpm4::with_groups(0).1,
-            w6: Lpm6::with_groups(0).1,
+            w4: TrieWriter::default(),
+            w6: TrieWriter::default(),
             rules4: vec![HashMap::default(); 33],
             rules6: vec![HashMap::default(); 129],
             ids: HashMap::default(),
-            paths: vec![Vec::new(); HOP_SLOTS],
-            refs: vec![0; HOP_SLOTS],
+            paths: Vec::new(),
+            refs: Vec::new(),
             fresh: 0,
             free: Vec::new(),
             retired: Vec::new(),
@@ -327,13 +361,23 @@ impl FibWriter {
         }
         let (t4, w4) = b4.build_writable(|n| spare_groups(n, SPARE_GROUPS.0), &epochs)?;
         let (t6, w6) = b6.build_writable(|n| spare_groups(n, SPARE_GROUPS.1), &epochs)?;
-        let slots = std::mem::take(&mut Arc::get_mut(&mut w.fib).expect("not shared yet").slots);
+        let first = Arc::get_mut(&mut w.fib).expect("not shared yet");
+        let slots = std::mem::replace(
+            &mut first.slots,
+            Slots {
+                meta: Box::new([]),
+                v6: Box::new([]),
+                members: Box::new([]),
+            },
+        );
+        let multipath = first.multipath.load(Ordering::Relaxed);
         w.fib = Arc::new(Fib {
             lpm4: t4,
             lpm6: t6,
             slots,
             epochs,
             version: AtomicU64::new(1),
+            multipath: AtomicU64::new(multipath),
         });
         w.w4 = w4;
         w.w6 = w6;
@@ -372,6 +416,8 @@ impl FibWriter {
             Some(i) => Ok(i),
             None if (self.fresh as usize) < HOP_SLOTS => {
                 self.fresh += 1;
+                self.paths.push(Vec::new());
+                self.refs.push(0);
                 Ok(self.fresh - 1)
             }
             None => Err(FibError::Hops),
@@ -406,18 +452,18 @@ impl FibWriter {
             return Ok(i);
         }
         let i = self.take_slot()?;
-        let s = &self.fib.slots[i as usize];
+        let s = &self.fib.slots;
         let (kind, v4) = match h.via {
             None => (KIND_CONNECTED, 0),
             Some(IpAddr::V4(g)) => (KIND_VIA4, u32::from(g)),
             Some(IpAddr::V6(g)) => {
                 let g = u128::from(g);
-                s.v6[0].store((g >> 64) as u64, Ordering::Release);
-                s.v6[1].store(g as u64, Ordering::Release);
+                s.v6[2 * i as usize].store((g >> 64) as u64, Ordering::Release);
+                s.v6[2 * i as usize + 1].store(g as u64, Ordering::Release);
                 (KIND_VIA6, 0)
             }
         };
-        s.meta.store(
+        s.meta[i as usize].store(
             u64::from(h.port) | kind << 24 | u64::from(v4) << 32,
             Ordering::Release,
         );
@@ -468,19 +514,19 @@ impl FibWriter {
                 return Err(e);
             }
         };
-        let s = &self.fib.slots[i as usize];
+        let s = &self.fib.slots;
         let mut words = [0u64; MAX_PATHS / 4];
         for (k, m) in members.iter().enumerate() {
             words[k / 4] |= u64::from(*m as u16) << ((k % 4) * 16);
         }
-        for (w, v) in s.members.iter().zip(words) {
-            w.store(v, Ordering::Release);
+        for (k, v) in words.into_iter().enumerate() {
+            s.members[i as usize * 4 + k].store(v, Ordering::Release);
         }
-        s.meta
-            .store((p.len() as u64) << 16 | KIND_MULTI << 24, Ordering::Release);
+        s.meta[i as usize].store((p.len() as u64) << 16 | KIND_MULTI << 24, Ordering::Release);
         self.paths[i as usize] = p.clone();
         self.refs[i as usize] = 1;
         self.ids.insert(p, i);
+        self.fib.multipath.fetch_add(1, Ordering::Relaxed);
         Ok(i)
     }
 
@@ -495,6 +541,7 @@ impl FibWriter {
         let p = std::mem::take(&mut self.paths[i as usize]);
         self.ids.remove(&p);
         if p.len() > 1 {
+            self.fib.multipath.fetch_sub(1, Ordering::Relaxed);
             for h in p {
                 if let Some(&m) = self.ids.get(&vec![h]) {
                     self.unref(m);

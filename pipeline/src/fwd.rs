@@ -79,6 +79,17 @@ pub trait ForwardMode: Clone + Send + 'static {
         process_each(self, pkts, in_port, verdicts)
     }
 
+    /// Called by the worker before the first packet of a poll round and
+    /// [`ForwardMode::leave`] after the last: between them the stage may
+    /// read tables a control thread changes in place (which reuses what
+    /// it unlinks only once every worker has left; see `rcu`).
+    #[inline]
+    fn enter(&mut self) {}
+
+    /// See [`ForwardMode::enter`].
+    #[inline]
+    fn leave(&mut self) {}
+
     /// Called once per poll round with the current time (ns, monotonic).
     #[inline]
     fn tick(&mut self, _now_ns: u64) {}

@@ -385,7 +385,13 @@ impl Gateway {
         let t = tuple4(src, dst, sport, dport, proto);
         if let Some((i, reply)) = self.ct.find(&t) {
             if self.ct.advance(i, reply, flags) == crate::conntrack::Conn::Invalid {
-                return self.invalid(pkt, in_port, &t, flags, self.router.route4(dst));
+                return self.invalid(
+                    pkt,
+                    in_port,
+                    &t,
+                    flags,
+                    self.router.route4(dst, self.router.tuple_hash(&t)),
+                );
             }
             let f = self.ct.flow(i);
             if f.nat() && !self.too_big4(ip.total_len(), ip.flags_frag(), f.translated(reply)) {
@@ -394,8 +400,12 @@ impl Gateway {
             }
             // Validated above (the rewrite kept the checksum right); the
             // flow caches its next hop.
+            // The path of a multipath route: by the packet as sent.
+            let fh = self
+                .router
+                .tuple_hash(&if f.nat() { f.translated(reply) } else { t });
             let hop = self.ct.hop_mut(i, reply);
-            return self.router.forward4_cached(pkt, in_port, hop);
+            return self.router.forward4_cached(pkt, in_port, hop, fh);
         }
         if let Some(o) = self.owner(in_port, &t) {
             return Verdict::Handoff(o);
@@ -437,7 +447,13 @@ impl Gateway {
             if self.router.is_local4(addr4(t.dst)) {
                 return self.router.process(pkt, in_port);
             }
-            return self.invalid(pkt, in_port, &t, flags, self.router.route4(addr4(t.dst)));
+            return self.invalid(
+                pkt,
+                in_port,
+                &t,
+                flags,
+                self.router.route4(addr4(t.dst), self.router.tuple_hash(&t)),
+            );
         }
         // Destination NAT.
         let (mut dst, mut dport) = (addr4(t.dst), t.dport);
@@ -455,7 +471,7 @@ impl Gateway {
         if !dnat && self.router.is_local4(dst) {
             return self.router.process(pkt, in_port);
         }
-        let Some(out) = self.router.route4(dst) else {
+        let Some(out) = self.router.route4(dst, self.router.tuple_hash(&t)) else {
             if dnat {
                 return Verdict::Drop(DropReason::NoRoute);
             }
@@ -572,7 +588,7 @@ impl Gateway {
             && flags_frag & 0x4000 != 0
             && self
                 .router
-                .route4(addr4(to.dst))
+                .route4(addr4(to.dst), self.router.tuple_hash(&to))
                 .and_then(|p| self.router.iface(p))
                 .is_some_and(|i| total > i.mtu)
     }
@@ -639,7 +655,14 @@ impl Gateway {
                 return self.router.process(pkt, in_port);
             }
             self.ct.count(conntrack::Event::Invalid);
-            return self.invalid(pkt, in_port, &outer, tc, self.router.route4(outer_dst));
+            return self.invalid(
+                pkt,
+                in_port,
+                &outer,
+                tc,
+                self.router
+                    .route4(outer_dst, self.router.tuple_hash(&outer)),
+            );
         };
         self.ct.count(conntrack::Event::Related);
         let f = *self.ct.flow(i);
@@ -650,7 +673,11 @@ impl Gateway {
             outer_dst
         };
         let k = Key {
-            meta: meta(in_port, self.router.route4(new_dst), state::RELATED) | self.ct_meta(&f),
+            meta: meta(
+                in_port,
+                self.router.route4(new_dst, self.router.tuple_hash(&outer)),
+                state::RELATED,
+            ) | self.ct_meta(&f),
             flags: tc,
             ..outer.key()
         };
@@ -687,7 +714,7 @@ impl Gateway {
         if proto == IpProto::ICMPV6 && l4.first().is_some_and(|t| (133..=137).contains(t)) {
             return self.router.process(pkt, in_port);
         }
-        let out = self.router.route6(dst);
+        let out = self.router.route6(dst, self.router.packet_hash(&b[ETH..]));
         let (sport, dport, flags) = match ports(proto, l4, true) {
             Ok(Some(p)) => p,
             Ok(None) => {
@@ -934,6 +961,16 @@ impl ForwardMode for Gateway {
             EtherType::IPV6 if for_us => self.ipv6(pkt, in_port),
             _ => self.router.process(pkt, in_port),
         }
+    }
+
+    #[inline]
+    fn enter(&mut self) {
+        self.router.enter();
+    }
+
+    #[inline]
+    fn leave(&mut self) {
+        self.router.leave();
     }
 
     fn tick(&mut self, now_ns: u64) {

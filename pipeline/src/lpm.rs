@@ -52,14 +52,20 @@ use std::net::{Ipv4Addr, Ipv6Addr};
 use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
 use std::sync::Arc;
 
+/// An entry is a leaf (`LEAF`, the writer's depth — prefix length + 1 —
+/// in bits 16–23, the next hop in bits 0–15), a pointer (`PTR`, the group
+/// in bits 0–23) or empty (0).
 const LEAF: u32 = 1 << 31;
 const PTR: u32 = 1 << 30;
 const IDX: u32 = (1 << 24) - 1;
+const NH: u32 = 0xffff;
+const DEPTH_SHIFT: u32 = 16;
+const DEPTH: u32 = 0xff << DEPTH_SHIFT;
 const TOP_BITS: u32 = 24;
 const TOP_LEN: usize = 1 << TOP_BITS;
 
 /// Largest next-hop index.
-pub const MAX_NEXT_HOP: u32 = IDX;
+pub const MAX_NEXT_HOP: u32 = NH;
 
 /// A route that cannot be added.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -94,8 +100,9 @@ struct Trie {
 }
 
 fn atomics(n: usize) -> Box<[AtomicU32]> {
-    // Collected in place from a zeroed allocation.
-    vec![0u32; n].into_iter().map(AtomicU32::new).collect()
+    // A zeroed allocation: the kernel maps zero pages lazily, so an empty
+    // 64 MiB first level costs nothing until written.
+    bytemuck::zeroed_slice_box(n)
 }
 
 impl Trie {
@@ -117,20 +124,6 @@ impl Trie {
         self.groups[i].load(Ordering::Acquire)
     }
 
-    fn get(&self, s: usize) -> u32 {
-        match s.checked_sub(TOP_LEN) {
-            None => self.top(s),
-            Some(g) => self.group(g),
-        }
-    }
-
-    fn set(&self, s: usize, v: u32) {
-        match s.checked_sub(TOP_LEN) {
-            None => self.top[s].store(v, Ordering::Release),
-            Some(g) => self.groups[g].store(v, Ordering::Release),
-        }
-    }
-
     fn capacity(&self) -> usize {
         self.groups.len() >> 8
     }
@@ -141,11 +134,10 @@ fn group_slot(g: u32) -> usize {
     TOP_LEN + ((g as usize) << 8)
 }
 
-/// The writer's side of a trie: the prefix length behind every entry
-/// (stored as length + 1; 0 for empty) and the group pool. One per table,
-/// owned by the one thread that changes it.
+/// The writer's side of a trie: the group pool. One per table, owned by
+/// the one thread that changes it.
+#[derive(Default)]
 pub struct TrieWriter {
-    depth: Vec<u8>,
     /// Groups ever taken from the pool (the next fresh one).
     fresh: u32,
     free: Vec<u32>,
@@ -155,13 +147,41 @@ pub struct TrieWriter {
 }
 
 impl TrieWriter {
-    fn new(groups: usize) -> Self {
+    fn new() -> Self {
         TrieWriter {
-            depth: vec![0; TOP_LEN + (groups << 8)],
             fresh: 0,
             free: Vec::new(),
             retired: Vec::new(),
             live: 0,
+        }
+    }
+
+    /// The value (without depth bits) and depth of slot `s`.
+    #[inline]
+    fn entry(&self, t: &Trie, s: usize) -> (u32, u8) {
+        let e = match s.checked_sub(TOP_LEN) {
+            None => t.top(s),
+            Some(g) => t.group(g),
+        };
+        if e & PTR != 0 {
+            (e, 0)
+        } else {
+            (e & !DEPTH, ((e & DEPTH) >> DEPTH_SHIFT) as u8)
+        }
+    }
+
+    /// Writes value `v` of depth `d` to slot `s` (one store: a reader sees
+    /// the old or the new entry).
+    #[inline]
+    fn put(&mut self, t: &Trie, s: usize, v: u32, d: u8) {
+        let e = if v & PTR != 0 {
+            v
+        } else {
+            v | u32::from(d) << DEPTH_SHIFT
+        };
+        match s.checked_sub(TOP_LEN) {
+            None => t.top[s].store(e, Ordering::Release),
+            Some(g) => t.groups[g].store(e, Ordering::Release),
         }
     }
 
@@ -210,10 +230,14 @@ impl TrieWriter {
             None => return Err(LpmError::Full(t.capacity())),
         };
         let base = (g as usize) << 8;
-        for e in &t.groups[base..base + 256] {
-            e.store(fill, Ordering::Relaxed);
+        let e = if fill & PTR != 0 {
+            fill
+        } else {
+            fill | u32::from(d) << DEPTH_SHIFT
+        };
+        for x in &t.groups[base..base + 256] {
+            x.store(e, Ordering::Relaxed);
         }
-        self.depth[TOP_LEN + base..TOP_LEN + base + 256].fill(d);
         self.live += 1;
         Ok(g)
     }
@@ -238,12 +262,12 @@ impl TrieWriter {
         let mut s = (addr >> (128 - TOP_BITS)) as usize;
         let mut depth = TOP_BITS;
         loop {
-            let e = t.get(s);
+            let (e, d) = self.entry(t, s);
             let g = if e & PTR != 0 {
                 e & IDX
             } else if create {
-                let g = self.alloc(t, ep, e, self.depth[s])?;
-                t.set(s, PTR | g);
+                let g = self.alloc(t, ep, e, d)?;
+                self.put(t, s, PTR | g, 0);
                 g
             } else {
                 return Ok(None);
@@ -281,15 +305,14 @@ impl TrieWriter {
 
     /// Writes `leaf` wherever a prefix no longer than this one wrote.
     fn fill(&mut self, t: &Trie, s: usize, leaf: u32, d: u8) {
-        let e = t.get(s);
+        let (e, ed) = self.entry(t, s);
         if e & PTR != 0 {
             let base = group_slot(e & IDX);
             for c in base..base + 256 {
                 self.fill(t, c, leaf, d);
             }
-        } else if self.depth[s] <= d && (e != leaf || self.depth[s] != d) {
-            t.set(s, leaf);
-            self.depth[s] = d;
+        } else if ed <= d && (e != leaf || ed != d) {
+            self.put(t, s, leaf, d);
         }
     }
 
@@ -317,7 +340,7 @@ impl TrieWriter {
     /// the depth of the groups entries at `s` point to.
     #[allow(clippy::too_many_arguments)]
     fn unfill(&mut self, t: &Trie, ep: &Epochs, s: usize, d: u8, rv: u32, rd: u8, gd: u32) {
-        let e = t.get(s);
+        let (e, ed) = self.entry(t, s);
         if e & PTR != 0 {
             let g = e & IDX;
             let base = group_slot(g);
@@ -325,9 +348,8 @@ impl TrieWriter {
                 self.unfill(t, ep, c, d, rv, rd, gd + 8);
             }
             self.fold(t, ep, s, g, gd);
-        } else if self.depth[s] == d {
-            t.set(s, rv);
-            self.depth[s] = rd;
+        } else if ed == d {
+            self.put(t, s, rv, rd);
         }
     }
 
@@ -335,15 +357,15 @@ impl TrieWriter {
     /// entry holds the same leaf pushed down from above; retires it.
     fn fold(&mut self, t: &Trie, ep: &Epochs, s: usize, g: u32, gd: u32) -> bool {
         let base = group_slot(g);
-        let (v, d) = (t.get(base), self.depth[base]);
+        let (v, d) = self.entry(t, base);
         if v & PTR != 0 || u32::from(d) > gd + 1 {
             return false;
         }
-        if !(base..base + 256).all(|c| t.get(c) == v && self.depth[c] == d) {
+        let raw = t.group(base - TOP_LEN);
+        if !(base - TOP_LEN..base - TOP_LEN + 256).all(|c| t.group(c) == raw) {
             return false;
         }
-        t.set(s, v);
-        self.depth[s] = d;
+        self.put(t, s, v, d);
         self.retired.push((ep.retire(), g));
         self.live -= 1;
         true
@@ -365,10 +387,12 @@ fn groups_needed<'a>(routes: impl Iterator<Item = &'a (u128, u8)>) -> usize {
     seen.len()
 }
 
-/// A group pool for a table that will change: what its routes need when
-/// built, and `min` or half again as many, whichever is more.
+/// A group pool for a table that will change: half again what its routes
+/// need when built, and at least `min` groups. The pool is a zeroed
+/// allocation, so groups never used cost address space, not memory (a
+/// pool of 32 MiB or more is mapped lazily by the kernel).
 pub fn spare_groups(needed: usize, min: usize) -> usize {
-    needed + (needed / 2).max(min)
+    (needed + needed / 2).max(min)
 }
 
 /// A table type, its builder and what both share, for one address family:
@@ -429,7 +453,7 @@ macro_rules! lpm_family {
                 // so that inserts seldom overwrite.
                 self.routes.sort_by_key(|&(_, len, _)| len);
                 let t = Trie::new(groups);
-                let mut w = TrieWriter::new(groups);
+                let mut w = TrieWriter::new();
                 let mut distinct = FxHashSet::default();
                 for (addr, len, nh) in self.routes {
                     w.insert(&t, ep, addr, u32::from(len), nh)?;
@@ -461,7 +485,7 @@ macro_rules! lpm_family {
                     $table {
                         t: Arc::new(Trie::new(groups)),
                     },
-                    TrieWriter::new(groups),
+                    TrieWriter::new(),
                 )
             }
 
@@ -563,7 +587,7 @@ impl Lpm4 {
                 .t
                 .group((((e & IDX) as usize) << 8) | (a & 0xff) as usize);
         }
-        (e & LEAF != 0).then_some(e & IDX)
+        (e & LEAF != 0).then_some(e & NH)
     }
 
     /// Looks up a burst: `out[i]` for `addrs[i]` (the loads overlap).
@@ -586,7 +610,7 @@ impl Lpm6 {
             let byte = ((a >> shift) & 0xff) as usize;
             e = self.t.group((((e & IDX) as usize) << 8) | byte);
         }
-        (e & LEAF != 0).then_some(e & IDX)
+        (e & LEAF != 0).then_some(e & NH)
     }
 }
 

@@ -59,15 +59,16 @@ impl PortAddrs<'_> {
     }
 }
 
-/// A route: prefix and next hop.
+/// A route: prefix and next hops (several: equal-cost multipath, one
+/// `[[route]]` table per path).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Route {
     /// Network address.
     pub addr: IpAddr,
     /// Prefix length.
     pub len: u8,
-    /// Where it leads.
-    pub next_hop: NextHop,
+    /// Where it leads (at least one; a flow takes one of them).
+    pub paths: Vec<NextHop>,
 }
 
 /// Checked router settings.
@@ -245,20 +246,20 @@ pub(super) fn check(
             s.routes.push(Route {
                 addr: IpAddr::V4(x),
                 len: l,
-                next_hop: NextHop {
+                paths: vec![NextHop {
                     port: i as u16,
                     via: None,
-                },
+                }],
             });
         }
         for &(x, l) in &ipv6 {
             s.routes.push(Route {
                 addr: IpAddr::V6(x),
                 len: l,
-                next_hop: NextHop {
+                paths: vec![NextHop {
                     port: i as u16,
                     via: None,
-                },
+                }],
             });
         }
         s.interfaces.push(Interface {
@@ -388,39 +389,46 @@ pub(super) fn check(
                 continue;
             }
         };
-        // The same prefix twice: identical is redundant, different is a
-        // conflict (which would win?).
+        // The same prefix twice: identical is redundant, another next hop
+        // is one more equal-cost path (ECMP), as `ip route add ... nexthop
+        // via A nexthop via B` makes one.
         let masked = mask_ip(addr, len);
+        let hop = NextHop { port, via };
         if let Some(prev) = s
             .routes
-            .iter()
+            .iter_mut()
             .find(|x| x.len == len && mask_ip(x.addr, x.len) == masked)
         {
-            if prev.next_hop == (NextHop { port, via }) {
+            if prev.paths.contains(&hop) {
                 cx.warn(
                     &r.prefix,
                     k("prefix"),
-                    format!("{masked}/{len} is listed twice"),
+                    format!("{masked}/{len} is listed twice with the same next hop"),
                 );
-                continue;
+            } else if prev.paths.len() >= pipeline::fib::MAX_PATHS {
+                cx.err(
+                    &r.prefix,
+                    k("prefix"),
+                    format!(
+                        "{masked}/{len} has more than {} equal-cost paths",
+                        pipeline::fib::MAX_PATHS
+                    ),
+                );
+            } else if via.is_none() || prev.paths.iter().any(|h| h.via.is_none()) {
+                cx.err(
+                    &r.prefix,
+                    k("prefix"),
+                    format!("{masked}/{len} is already routed: a connected route cannot have other paths"),
+                );
+            } else {
+                prev.paths.push(hop);
             }
-            cx.err(
-                &r.prefix,
-                k("prefix"),
-                format!(
-                    "{masked}/{len} is already routed {}: one prefix, one next hop (ECMP is not supported yet)",
-                    match prev.next_hop.via {
-                        Some(v) => format!("via {v}"),
-                        None => format!("as a connected subnet of port `{}`", ports[usize::from(prev.next_hop.port)].name),
-                    }
-                ),
-            );
             continue;
         }
         s.routes.push(Route {
             addr,
             len,
-            next_hop: NextHop { port, via },
+            paths: vec![hop],
         });
     }
     for (ni, n) in neighbors.iter().enumerate() {

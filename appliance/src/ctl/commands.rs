@@ -221,24 +221,26 @@ fn show_routes(cx: &mut Context<'_>, what: Option<&str>) -> Response {
                 }
             },
         };
-        return match router.lookup(addr) {
-            None => Response::ok(
+        let paths = router.lookup(addr);
+        if paths.is_empty() {
+            return Response::ok(
                 format!("{addr}: no route\n"),
                 json!({ "address": addr.to_string(), "route": null }),
-            ),
-            Some(nh) => {
-                let via = nh
-                    .via
-                    .map_or("connected".to_string(), |v| format!("via {v}"));
-                Response::ok(
-                    format!("{addr}: {via} port {}\n", port_name(nh.port)),
-                    json!({
-                        "address": addr.to_string(),
-                        "route": { "port": port_name(nh.port), "via": nh.via.map(|v| v.to_string()) },
-                    }),
-                )
-            }
-        };
+            );
+        }
+        let text: Vec<String> = paths.iter().map(|h| describe_hop(h, &port_name)).collect();
+        let data: Vec<_> = paths
+            .iter()
+            .map(|h| json!({ "port": port_name(h.port), "via": h.via.map(|v| v.to_string()) }))
+            .collect();
+        return Response::ok(
+            format!("{addr}: {}\n", text.join(", ")),
+            json!({
+                "address": addr.to_string(),
+                "route": data[0],
+                "paths": data,
+            }),
+        );
     }
     let mut text = format!(
         "{} IPv4 routes, {} IPv6 routes ({} from the route file)\n",
@@ -248,21 +250,17 @@ fn show_routes(cx: &mut Context<'_>, what: Option<&str>) -> Response {
     );
     let mut statics = Vec::new();
     for r in &rs.routes {
-        let via = r
-            .next_hop
-            .via
-            .map_or("connected".to_string(), |v| format!("via {v}"));
-        let _ = writeln!(
-            text,
-            "  {}/{} {via} port {}",
-            r.addr,
-            r.len,
-            port_name(r.next_hop.port)
-        );
+        let hops: Vec<String> = r
+            .paths
+            .iter()
+            .map(|h| describe_hop(h, &port_name))
+            .collect();
+        let _ = writeln!(text, "  {}/{} {}", r.addr, r.len, hops.join(", "));
         statics.push(json!({
             "prefix": format!("{}/{}", r.addr, r.len),
-            "via": r.next_hop.via.map(|v| v.to_string()),
-            "port": port_name(r.next_hop.port),
+            "via": r.paths[0].via.map(|v| v.to_string()),
+            "port": port_name(r.paths[0].port),
+            "paths": r.paths.iter().map(|h| json!({ "port": port_name(h.port), "via": h.via.map(|v| v.to_string()) })).collect::<Vec<_>>(),
         }));
     }
     Response::ok(
@@ -274,6 +272,14 @@ fn show_routes(cx: &mut Context<'_>, what: Option<&str>) -> Response {
             "static": statics,
         }),
     )
+}
+
+/// `via 198.19.0.2 port wan` or `connected port lan`.
+fn describe_hop(h: &pipeline::router::NextHop, port_name: &dyn Fn(u16) -> String) -> String {
+    let via = h
+        .via
+        .map_or("connected".to_string(), |v| format!("via {v}"));
+    format!("{via} port {}", port_name(h.port))
 }
 
 fn show_neighbors(cx: &mut Context<'_>) -> Response {

@@ -138,3 +138,46 @@ pub fn apply(args: &[String], cur: &Config, edits: &Edits) -> Result<(Config, Ed
     new.text = e.file_text.clone();
     Ok((new, e))
 }
+
+/// Installs a `route add|del` that [`apply`] accepted (`new` is the config
+/// it made) into the running FIB in place: no rebuild, workers keep
+/// forwarding and see the change from their next poll round. `None` when
+/// the change is not one it can make in place (neighbours; deleting a
+/// static route that hid a route-file route, which must come back): then
+/// it is installed as a reload installs.
+pub fn route_in_place(
+    args: &[String],
+    new: &Config,
+    fib: Option<&mut pipeline::fib::FibWriter>,
+) -> Option<Result<String, String>> {
+    let fib = fib?;
+    let words: Vec<&str> = args.iter().map(String::as_str).collect();
+    let (verb, prefix) = match words.as_slice() {
+        ["route", verb @ ("add" | "del"), prefix, ..] => (*verb, *prefix),
+        _ => return None,
+    };
+    let (addr, len) = pipeline::prefix::parse(prefix)?;
+    let done = if verb == "add" {
+        let r = new
+            .router
+            .routes
+            .iter()
+            .find(|r| (r.addr, r.len) == (addr, len))?;
+        fib.add(addr, len, &r.paths)
+            .map_err(|e| format!("{prefix}: {e}"))
+    } else {
+        if new.router.file_routes.contains(&(addr, len)) {
+            return None;
+        }
+        Ok(fib.del(addr, len))
+    };
+    fib.reclaim();
+    Some(done.map(|_| {
+        format!(
+            "{}: installed in place ({} IPv4 and {} IPv6 routes)\n",
+            args.join(" "),
+            fib.fib().routes4(),
+            fib.fib().routes6()
+        )
+    }))
+}

@@ -152,6 +152,10 @@ impl<B: PacketBuf, R: RxQueue<Buf = B>, T: TxQueue<Buf = B>, F: ForwardMode>
         } = self;
         let mut got = 0usize;
         let mut more = false;
+        // The stage enters its shared tables at the round's first packet
+        // and leaves after its last (see `ForwardMode::enter`); an empty
+        // round costs nothing.
+        let mut entered = false;
         rxb.set_burst(chunk);
         for slot in rx.iter_mut() {
             let in_port = slot.port;
@@ -161,6 +165,10 @@ impl<B: PacketBuf, R: RxQueue<Buf = B>, T: TxQueue<Buf = B>, F: ForwardMode>
                 let n = slot.q.rx_burst(rxb);
                 if n == 0 {
                     break;
+                }
+                if !entered {
+                    fwd.enter();
+                    entered = true;
                 }
                 // One clock read per round (rdtsc costs ~23 cycles here):
                 // the round's start is every burst's RX time.
@@ -235,6 +243,10 @@ impl<B: PacketBuf, R: RxQueue<Buf = B>, T: TxQueue<Buf = B>, F: ForwardMode>
                 continue;
             }
             let rx_at = t0;
+            if !entered {
+                fwd.enter();
+                entered = true;
+            }
             if let Ok(items) = ring.read_chunk(n) {
                 for (mut m, in_port) in items {
                     let v = fwd.process(&mut m, in_port);
@@ -242,6 +254,9 @@ impl<B: PacketBuf, R: RxQueue<Buf = B>, T: TxQueue<Buf = B>, F: ForwardMode>
                 }
             }
             got += n;
+        }
+        if entered {
+            fwd.leave();
         }
         (got, more)
     }

@@ -6,7 +6,6 @@
 use super::*;
 use crate::acl::Rule;
 use crate::firewall::{CtMatch, FwRule, RejectWith};
-use crate::lpm::{Lpm4Builder, Lpm6Builder};
 use crate::nat::{Dnat, Snat, StaticNat};
 use crate::router::{Interface, NextHop, RouterConfig};
 use crate::wire::MacAddr;
@@ -40,10 +39,6 @@ fn a(s: &str) -> u32 {
 /// Port 0 inside (198.18.0.1/24), port 1 outside (198.19.0.1/24, gateway
 /// 198.19.0.2 for 203.0.113.0/24).
 fn router() -> Router {
-    let mut b = Lpm4Builder::new();
-    b.add("198.18.0.0".parse().unwrap(), 24, 0)
-        .add("198.19.0.0".parse().unwrap(), 24, 1)
-        .add("203.0.113.0".parse().unwrap(), 24, 2);
     Router::new(RouterConfig {
         interfaces: vec![
             Interface {
@@ -59,16 +54,29 @@ fn router() -> Router {
                 mtu: 1500,
             },
         ],
-        next_hops: vec![
-            NextHop { port: 0, via: None },
-            NextHop { port: 1, via: None },
-            NextHop {
-                port: 1,
-                via: Some(GW_ADDR.parse().unwrap()),
-            },
-        ],
-        lpm4: Arc::new(b.build().unwrap()),
-        lpm6: Arc::new(Lpm6Builder::new().build().unwrap()),
+        fib: crate::fib::FibWriter::build(&[
+            (
+                "198.18.0.0".parse().unwrap(),
+                24,
+                vec![NextHop { port: 0, via: None }],
+            ),
+            (
+                "198.19.0.0".parse().unwrap(),
+                24,
+                vec![NextHop { port: 1, via: None }],
+            ),
+            (
+                "203.0.113.0".parse().unwrap(),
+                24,
+                vec![NextHop {
+                    port: 1,
+                    via: Some(GW_ADDR.parse().unwrap()),
+                }],
+            ),
+        ])
+        .unwrap()
+        .fib()
+        .clone(),
         neighbors4: vec![
             (1, GW_ADDR.parse().unwrap(), GW),
             (0, CLIENT.parse().unwrap(), HOST),

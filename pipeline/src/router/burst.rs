@@ -72,7 +72,8 @@ impl Router {
         dst: u32,
         nh: u32,
     ) -> Option<Verdict> {
-        let hop = *self.cfg.next_hops.get(nh as usize)?;
+        let l3 = &pkt.bytes()[ETHERNET_HEADER_LEN..];
+        let (nh, hop) = self.cfg.fib.path(nh, || Router::flow_hash(l3))?;
         let oif = self.iface(hop.port)?;
         let (out_mac, mtu) = (oif.mac, oif.mtu);
         let b = pkt.bytes_mut();
@@ -118,7 +119,7 @@ impl Router {
             for (d, h) in dst.iter().zip(nh.iter_mut()).take(pc.len()) {
                 // 0 is martian: never a fast-path destination.
                 if *d != 0 && !self.is_local4(*d) {
-                    *h = self.cfg.lpm4.lookup(*d);
+                    *h = self.cfg.fib.lpm4().lookup(*d);
                 }
             }
             for ((p, v), (d, h)) in pc.iter_mut().zip(vc.iter_mut()).zip(dst.iter().zip(&nh)) {

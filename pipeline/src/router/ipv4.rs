@@ -41,10 +41,11 @@ impl Router {
         if ttl <= 1 {
             return self.icmp4_error(pkt, in_port, 11, 0, 0, DropReason::TtlExceeded);
         }
-        let Some(nh) = self.cfg.lpm4.lookup(dst) else {
+        let Some(nh) = self.cfg.fib.lpm4().lookup(dst) else {
             return self.icmp4_error(pkt, in_port, 3, 0, 0, DropReason::NoRoute);
         };
-        let Some(&hop) = self.cfg.next_hops.get(nh as usize) else {
+        let l3 = &pkt.bytes()[ETHERNET_HEADER_LEN..];
+        let Some((nh, hop)) = self.cfg.fib.path(nh, || Router::flow_hash(l3)) else {
             return Verdict::Drop(DropReason::NoRoute);
         };
         let out = hop.port;
@@ -74,7 +75,8 @@ impl Router {
     }
 
     /// Forwards an IPv4 packet whose header the caller validated (TTL > 1,
-    /// not for the router) through `cache`, filling it on a miss: TTL
+    /// not for the router) through `cache`, filling it on a miss (a
+    /// multipath route picks the path of flow hash `hash`): TTL
     /// decrement with its checksum update and MAC rewrite, without the
     /// route and neighbour lookups while the cache holds. Anything else
     /// (no route, no neighbour, over the MTU) goes the full way
@@ -85,13 +87,14 @@ impl Router {
         pkt: &mut impl Frame,
         in_port: u16,
         cache: &mut RouteCache,
+        hash: u32,
     ) -> Verdict {
         let b = pkt.bytes_mut();
         let l3 = &b[ETHERNET_HEADER_LEN..];
         let total = u16::from_be_bytes([l3[2], l3[3]]);
         if cache.generation != self.generation {
             let dst = u32::from_be_bytes([l3[16], l3[17], l3[18], l3[19]]);
-            let Some((port, mac)) = self.resolve4(dst) else {
+            let Some((port, mac)) = self.resolve4(dst, hash) else {
                 return self.ipv4_valid(pkt, in_port);
             };
             *cache = RouteCache {

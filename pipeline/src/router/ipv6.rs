@@ -43,10 +43,11 @@ impl Router {
         if hop <= 1 {
             return self.icmp6_error(pkt, in_port, 3, 0, 0, DropReason::TtlExceeded);
         }
-        let Some(nh) = self.cfg.lpm6.lookup(dst) else {
+        let Some(nh) = self.cfg.fib.lpm6().lookup(dst) else {
             return self.icmp6_error(pkt, in_port, 1, 0, 0, DropReason::NoRoute);
         };
-        let Some(&h) = self.cfg.next_hops.get(nh as usize) else {
+        let l3 = &pkt.bytes()[ETHERNET_HEADER_LEN..];
+        let Some((_, h)) = self.cfg.fib.path(nh, || Router::flow_hash(l3)) else {
             return Verdict::Drop(DropReason::NoRoute);
         };
         let Some(oif) = self.iface(h.port) else {

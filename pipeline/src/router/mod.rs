@@ -26,8 +26,11 @@
 //!
 //! Every packet gets a [`Verdict`]; the slow-path work is counted in
 //! [`Event`]s. Per-core state (neighbours learned, the ICMP token bucket)
-//! lives in each worker's own `Router`; the route tables are shared
-//! read-only (`Arc`).
+//! lives in each worker's own `Router`; the route tables are the shared
+//! [`Fib`], changed in place by its one writer while workers forward
+//! (each worker reads it between [`ForwardMode::enter`] and
+//! [`ForwardMode::leave`], one poll round). A multipath route's path is
+//! picked per flow ([`flow_hash`]).
 
 mod burst;
 mod emit;
@@ -36,8 +39,10 @@ mod ipv4;
 mod ipv6;
 mod neighbors;
 
+pub use crate::fib::NextHop;
+use crate::fib::{flow_hash, Fib};
 use crate::fwd::{ForwardMode, Frame};
-use crate::lpm::{Lpm4, Lpm6};
+use crate::rcu::Reader;
 use crate::verdict::{DropReason, Verdict};
 use crate::wire::{EtherType, MacAddr, ETHERNET_HEADER_LEN};
 use neighbors::{BROADCAST, STATIC};
@@ -86,27 +91,14 @@ pub struct Interface {
     pub mtu: u16,
 }
 
-/// Where a route leads.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct NextHop {
-    /// Output port.
-    pub port: u16,
-    /// Gateway; `None` for a connected route (the destination is the
-    /// neighbour).
-    pub via: Option<std::net::IpAddr>,
-}
-
 /// What the router is built from (control path).
 #[derive(Clone, Debug)]
 pub struct RouterConfig {
     /// Interfaces, index = port.
     pub interfaces: Vec<Interface>,
-    /// Next hops, index = the LPM tables' next-hop values.
-    pub next_hops: Vec<NextHop>,
-    /// IPv4 routes.
-    pub lpm4: Arc<Lpm4>,
-    /// IPv6 routes.
-    pub lpm6: Arc<Lpm6>,
+    /// The route tables and next hops (changed in place by their
+    /// writer).
+    pub fib: Arc<Fib>,
     /// Static IPv4 neighbours: (port, address, MAC).
     pub neighbors4: Vec<(u16, Ipv4Addr, MacAddr)>,
     /// Static IPv6 neighbours: (port, address, MAC).
@@ -140,17 +132,32 @@ pub struct Router {
     /// elsewhere ([`RouteCache`]) are valid while it is unchanged.
     generation: u32,
     gen_at_ns: u64,
-    /// Per next hop (index as in the LPM tables): the gateway's MAC and the
-    /// generation it was resolved in.
-    hop_macs: Vec<(u32, MacAddr)>,
+    /// Per next-hop slot: the generation its gateway's MAC was resolved
+    /// in, the gateway and port it was resolved for (a slot can be reused
+    /// for another next hop), and the MAC. Grows to the highest slot
+    /// resolved (once per slot).
+    hop_macs: Vec<HopMac>,
     /// The router's own IPv4 addresses (from the interfaces), flat.
     local4: Box<[u32]>,
+    /// This worker's hold on the FIB.
+    reader: Reader,
+    /// The FIB version last seen: when it changes, cached paths are
+    /// resolved again.
+    fib_version: u64,
+}
+
+/// A next hop's resolved MAC, valid for its generation, gateway and port.
+#[derive(Clone, Copy, Debug, Default)]
+pub(super) struct HopMac {
+    pub(super) generation: u32,
+    pub(super) gw: u32,
+    pub(super) port: u16,
+    pub(super) mac: MacAddr,
 }
 
 impl Router {
     /// A router over `cfg` with its static neighbours.
     pub fn new(cfg: RouterConfig) -> Self {
-        let hops = cfg.next_hops.len();
         let mut neigh4 = HashMap::with_capacity_and_hasher(4096, Default::default());
         for &(p, a, m) in &cfg.neighbors4 {
             neigh4.insert((p, u32::from(a)), (m, STATIC));
@@ -167,6 +174,8 @@ impl Router {
             .collect();
         Router {
             local4,
+            reader: cfg.fib.reader(),
+            fib_version: cfg.fib.version(),
             cfg: Arc::new(cfg),
             neigh4,
             neigh6,
@@ -176,7 +185,7 @@ impl Router {
             events: [0; Event::COUNT],
             generation: 1,
             gen_at_ns: 0,
-            hop_macs: vec![(0, MacAddr::default()); hops],
+            hop_macs: Vec::new(),
         }
     }
 
@@ -206,19 +215,68 @@ impl Router {
             .iter()
             .flat_map(|i| i.ipv4.iter().map(|(a, _)| u32::from(*a)))
             .collect();
-        self.hop_macs = vec![(0, MacAddr::default()); cfg.next_hops.len()];
+        self.reader.leave();
+        if !Arc::ptr_eq(&self.cfg.fib, &cfg.fib) {
+            self.reader = cfg.fib.reader();
+        }
+        self.fib_version = cfg.fib.version();
         self.cfg = cfg;
         self.bump();
     }
 
-    /// IPv4 routes in the table (as built, duplicates included).
+    /// IPv4 routes in the table.
     pub fn routes4(&self) -> usize {
-        self.cfg.lpm4.routes()
+        self.cfg.fib.routes4()
     }
 
     /// IPv6 routes in the table.
     pub fn routes6(&self) -> usize {
-        self.cfg.lpm6.routes()
+        self.cfg.fib.routes6()
+    }
+
+    /// Enters the FIB for a poll round; a changed FIB drops the paths
+    /// cached from it (here and in conntrack's flows).
+    #[inline]
+    pub fn enter(&mut self) {
+        self.reader.enter();
+        let v = self.cfg.fib.version();
+        if v != self.fib_version {
+            self.fib_version = v;
+            self.bump();
+        }
+    }
+
+    /// Leaves the FIB at the end of a poll round.
+    #[inline]
+    pub fn leave(&mut self) {
+        self.reader.leave();
+    }
+
+    /// The flow hash multipath routes pick a path by, for an IP packet
+    /// (`l3` from the IP header).
+    #[inline]
+    pub fn flow_hash(l3: &[u8]) -> u32 {
+        flow_hash(l3)
+    }
+
+    /// [`Router::flow_hash`] of a packet, or 0 while no route has several
+    /// paths.
+    #[inline]
+    pub fn packet_hash(&self, l3: &[u8]) -> u32 {
+        if !self.cfg.fib.multipath() {
+            return 0;
+        }
+        flow_hash(l3)
+    }
+
+    /// [`Router::flow_hash`] of a conntrack tuple, or 0 while no route has
+    /// several paths (the hash is then never used).
+    #[inline]
+    pub fn tuple_hash(&self, t: &crate::conntrack::Tuple) -> u32 {
+        if !self.cfg.fib.multipath() {
+            return 0;
+        }
+        crate::fib::tuple_hash(t.src, t.dst, t.proto, t.sport, t.dport)
     }
 
     /// The interface of `port`.
@@ -252,28 +310,34 @@ impl Router {
             .any(|i| i.ipv6.iter().any(|(x, _)| u128::from(*x) == a))
     }
 
-    /// The next hop of the longest prefix covering `dst` (control path:
-    /// `sluice ctl show routes ADDR`).
-    pub fn lookup(&self, dst: std::net::IpAddr) -> Option<NextHop> {
+    /// The paths of the longest prefix covering `dst` (control path:
+    /// `sluice ctl show routes ADDR`; takes a reader slot of its own).
+    pub fn lookup(&self, dst: std::net::IpAddr) -> Vec<NextHop> {
+        let mut r = self.cfg.fib.reader();
+        r.enter();
         let nh = match dst {
-            std::net::IpAddr::V4(a) => self.cfg.lpm4.lookup(u32::from(a))?,
-            std::net::IpAddr::V6(a) => self.cfg.lpm6.lookup(u128::from(a))?,
+            std::net::IpAddr::V4(a) => self.cfg.fib.lpm4().lookup(u32::from(a)),
+            std::net::IpAddr::V6(a) => self.cfg.fib.lpm6().lookup(u128::from(a)),
         };
-        self.cfg.next_hops.get(nh as usize).copied()
+        let paths = nh.map(|nh| self.cfg.fib.paths(nh)).unwrap_or_default();
+        r.leave();
+        paths
     }
 
-    /// The output port of the IPv4 route to `dst`.
+    /// The output port of the IPv4 route to `dst` for a flow of hash
+    /// `hash` ([`Router::flow_hash`]; used by multipath routes only).
     #[inline]
-    pub fn route4(&self, dst: u32) -> Option<u16> {
-        let nh = self.cfg.lpm4.lookup(dst)?;
-        self.cfg.next_hops.get(nh as usize).map(|h| h.port)
+    pub fn route4(&self, dst: u32, hash: u32) -> Option<u16> {
+        let nh = self.cfg.fib.lpm4().lookup(dst)?;
+        self.cfg.fib.path(nh, || hash).map(|(_, h)| h.port)
     }
 
-    /// The output port of the IPv6 route to `dst`.
+    /// The output port of the IPv6 route to `dst` for a flow of hash
+    /// `hash`.
     #[inline]
-    pub fn route6(&self, dst: u128) -> Option<u16> {
-        let nh = self.cfg.lpm6.lookup(dst)?;
-        self.cfg.next_hops.get(nh as usize).map(|h| h.port)
+    pub fn route6(&self, dst: u128, hash: u32) -> Option<u16> {
+        let nh = self.cfg.fib.lpm6().lookup(dst)?;
+        self.cfg.fib.path(nh, || hash).map(|(_, h)| h.port)
     }
 }
 
@@ -313,6 +377,16 @@ impl ForwardMode for Router {
             }
             _ => Verdict::Drop(DropReason::NotIp),
         }
+    }
+
+    #[inline]
+    fn enter(&mut self) {
+        Router::enter(self);
+    }
+
+    #[inline]
+    fn leave(&mut self) {
+        Router::leave(self);
     }
 
     fn tick(&mut self, now_ns: u64) {

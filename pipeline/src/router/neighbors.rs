@@ -4,7 +4,7 @@
 //! per-next-hop MAC cache and its generation, and the requests a neighbour
 //! miss turns into.
 
-use super::{emit, Event, NextHop, Router};
+use super::{emit, Event, HopMac, NextHop, Router};
 use crate::fwd::Frame;
 use crate::prefix;
 use crate::verdict::{DropReason, Verdict};
@@ -54,12 +54,12 @@ impl Router {
 
     /// The output port and next hop's MAC for `dst`, if routed and the
     /// neighbour is known and fresh (no side effects).
-    pub(super) fn resolve4(&mut self, dst: u32) -> Option<(u16, MacAddr)> {
+    pub(super) fn resolve4(&mut self, dst: u32, hash: u32) -> Option<(u16, MacAddr)> {
         if self.is_local4(dst) {
             return None;
         }
-        let nh = self.cfg.lpm4.lookup(dst)?;
-        let hop = *self.cfg.next_hops.get(nh as usize)?;
+        let nh = self.cfg.fib.lpm4().lookup(dst)?;
+        let (nh, hop) = self.cfg.fib.path(nh, || hash)?;
         let mac = self.hop_mac4(nh, hop, dst).ok()?;
         Some((hop.port, mac))
     }
@@ -70,21 +70,29 @@ impl Router {
     /// per packet); connected destinations are looked up.
     #[inline]
     pub(super) fn hop_mac4(&mut self, nh: u32, hop: NextHop, dst: u32) -> Result<MacAddr, u32> {
-        if hop.via.is_some() {
-            if let Some(&(g, m)) = self.hop_macs.get(nh as usize) {
-                if g == self.generation {
-                    return Ok(m);
-                }
-            }
-        }
         let gw = match hop.via {
             Some(std::net::IpAddr::V4(g)) => u32::from(g),
             _ => dst,
         };
-        let mac = self.fresh(self.neigh4.get(&(hop.port, gw))).ok_or(gw)?;
         if hop.via.is_some() {
+            if let Some(e) = self.hop_macs.get(nh as usize) {
+                if e.generation == self.generation && e.gw == gw && e.port == hop.port {
+                    return Ok(e.mac);
+                }
+            }
+        }
+        let mac = self.fresh(self.neigh4.get(&(hop.port, gw))).ok_or(gw)?;
+        if hop.via.is_some() && (nh as usize) < crate::fib::HOP_SLOTS {
+            if self.hop_macs.len() <= nh as usize {
+                self.hop_macs.resize(nh as usize + 1, HopMac::default());
+            }
             if let Some(e) = self.hop_macs.get_mut(nh as usize) {
-                *e = (self.generation, mac);
+                *e = HopMac {
+                    generation: self.generation,
+                    gw,
+                    port: hop.port,
+                    mac,
+                };
             }
         }
         Ok(mac)

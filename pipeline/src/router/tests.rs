@@ -4,7 +4,6 @@
 use super::neighbors::BROADCAST;
 use super::*;
 use crate::checksum;
-use crate::lpm::{Lpm4Builder, Lpm6Builder};
 use crate::wire::{IpProto, Ipv4Packet, Ipv6Packet};
 
 const R0: MacAddr = MacAddr([2, 0x51, 0, 0, 0, 0]);
@@ -12,15 +11,33 @@ const R1: MacAddr = MacAddr([2, 0x51, 0, 0, 0, 1]);
 const HOST: MacAddr = MacAddr([2, 0xaa, 0, 0, 0, 1]);
 const GW: MacAddr = MacAddr([2, 0xbb, 0, 0, 0, 1]);
 
+/// The test routes (IPv4 only when `v6` is given: those replace the
+/// IPv6 route): connected 198.18.0.0/24 on port 0 and 198.19.0.0/24 on
+/// port 1, 203.0.113.0/24 via 198.19.0.2 and 2001:db8:19::/48 via
+/// 2001:db8:19::2 on port 1.
+pub(super) fn fib(v6: &[(&str, u8, u16, Option<&str>)]) -> Arc<crate::fib::Fib> {
+    let mut routes = vec![
+        ("198.18.0.0", 24, 0, None),
+        ("198.19.0.0", 24, 1, None),
+        ("203.0.113.0", 24, 1, Some("198.19.0.2")),
+    ];
+    if v6.is_empty() {
+        routes.push(("2001:db8:19::", 48, 1, Some("2001:db8:19::2")));
+    }
+    routes.extend_from_slice(v6);
+    let routes: Vec<_> = routes
+        .iter()
+        .map(|&(a, l, port, via)| {
+            let via = via.map(|v| v.parse().unwrap());
+            (a.parse().unwrap(), l, vec![NextHop { port, via }])
+        })
+        .collect();
+    crate::fib::FibWriter::build(&routes).unwrap().fib().clone()
+}
+
 /// Port 0: 198.18.0.1/24 (clients), port 1: 198.19.0.1/24 with gateway
 /// 198.19.0.2 (static neighbour) for 203.0.113.0/24 and a default route.
 fn router() -> Router {
-    let mut b = Lpm4Builder::new();
-    b.add("198.18.0.0".parse().unwrap(), 24, 0)
-        .add("198.19.0.0".parse().unwrap(), 24, 1)
-        .add("203.0.113.0".parse().unwrap(), 24, 2);
-    let mut b6 = Lpm6Builder::new();
-    b6.add("2001:db8:19::".parse().unwrap(), 48, 3);
     Router::new(RouterConfig {
         interfaces: vec![
             Interface {
@@ -36,20 +53,7 @@ fn router() -> Router {
                 mtu: 1400,
             },
         ],
-        next_hops: vec![
-            NextHop { port: 0, via: None },
-            NextHop { port: 1, via: None },
-            NextHop {
-                port: 1,
-                via: Some("198.19.0.2".parse().unwrap()),
-            },
-            NextHop {
-                port: 1,
-                via: Some("2001:db8:19::2".parse().unwrap()),
-            },
-        ],
-        lpm4: Arc::new(b.build().unwrap()),
-        lpm6: Arc::new(b6.build().unwrap()),
+        fib: fib(&[]),
         neighbors4: vec![(1, "198.19.0.2".parse().unwrap(), GW)],
         neighbors6: vec![(1, "2001:db8:19::2".parse().unwrap(), GW)],
         icmp_rate: 1000,
@@ -404,10 +408,8 @@ fn neighbor_discovery() {
     let mut p = nd(128, "2001:db8:19::5", "2001:db8:18::10", "::", 0, GW, R0.0);
     p[14 + 6] = IpProto::UDP;
     p[14 + 7] = 64;
-    let mut b6 = Lpm6Builder::new();
-    b6.add("2001:db8:18::".parse().unwrap(), 64, 0);
     let mut cfg = (*r.cfg).clone();
-    cfg.lpm6 = Arc::new(b6.build().unwrap());
+    cfg.fib = fib(&[("2001:db8:18::", 64, 0, None)]);
     let mut r = Router::new(cfg);
     let mut q = p.clone();
     assert_eq!(r.process(&mut q, 0), Verdict::Forward(0));
@@ -532,4 +534,78 @@ fn burst_path_matches_per_packet_path() {
     assert!(pkts
         .iter()
         .all(|p| p[22] == 63 && ip_ok(p) && p[..6] == GW.0 && p[6..12] == R1.0));
+}
+
+/// An ECMP route over gateways on two ports: 10,000 flows (source
+/// addresses and ports) split evenly, each flow always on one path, the
+/// burst path agreeing with the per-packet path, and the gateway's MAC
+/// right for the path taken.
+#[test]
+fn multipath_routes_spread_flows_and_keep_them() {
+    let gw0: MacAddr = MacAddr([2, 0xcc, 0, 0, 0, 1]);
+    let paths = vec![
+        NextHop {
+            port: 0,
+            via: Some("198.18.0.2".parse().unwrap()),
+        },
+        NextHop {
+            port: 1,
+            via: Some("198.19.0.2".parse().unwrap()),
+        },
+    ];
+    let mut w = crate::fib::FibWriter::build(&[
+        (
+            "198.18.0.0".parse().unwrap(),
+            24,
+            vec![NextHop { port: 0, via: None }],
+        ),
+        (
+            "198.19.0.0".parse().unwrap(),
+            24,
+            vec![NextHop { port: 1, via: None }],
+        ),
+    ])
+    .unwrap();
+    let mut cfg = (*router().cfg).clone();
+    cfg.fib = w.fib().clone();
+    cfg.neighbors4.push((0, "198.18.0.2".parse().unwrap(), gw0));
+    let mut r = Router::new(cfg);
+    // Added while the router exists: it sees the change at its next round.
+    w.add("192.0.2.0".parse().unwrap(), 24, &paths).unwrap();
+    r.enter();
+    let mut per_port = [0usize; 2];
+    let mut first = Vec::new();
+    for i in 0..10_000u32 {
+        let src = format!("10.{}.{}.{}", i >> 16, (i >> 8) & 0xff, i & 0xff);
+        let mut f = udp4(&src, "192.0.2.9", 64, 0);
+        f[34..36].copy_from_slice(&(1024 + (i % 50000) as u16).to_be_bytes());
+        let Verdict::Forward(p) = r.process(&mut f, 0) else {
+            panic!("flow {i} not forwarded");
+        };
+        let want = if p == 0 { gw0 } else { GW };
+        assert_eq!(&f[0..6], &want.0, "the MAC of the path's gateway");
+        per_port[usize::from(p)] += 1;
+        first.push((i, src, p));
+    }
+    for (p, n) in per_port.iter().enumerate() {
+        assert!((4700..=5300).contains(n), "port {p}: {n} of 10000 flows");
+    }
+    // The same flows again, as bursts: the same paths.
+    for chunk in first.chunks(32).take(50) {
+        let mut frames: Vec<Vec<u8>> = chunk
+            .iter()
+            .map(|(i, src, _)| {
+                let mut f = udp4(src, "192.0.2.9", 64, 0);
+                f[34..36].copy_from_slice(&(1024 + (i % 50000) as u16).to_be_bytes());
+                f
+            })
+            .collect();
+        let mut v = vec![Verdict::Drop(DropReason::NoRoute); frames.len()];
+        let same = r.process_burst(&mut frames, 0, &mut v);
+        for (k, (_, _, p)) in chunk.iter().enumerate() {
+            let got = same.unwrap_or(v[k]);
+            assert_eq!(got, Verdict::Forward(*p));
+        }
+    }
+    r.leave();
 }
