@@ -295,6 +295,10 @@ pub struct FibWriter {
     w6: TrieWriter,
     rules4: Vec<HashMap<u32, u32>>,
     rules6: Vec<HashMap<u128, u32>>,
+    /// Routes in `rules4` and `rules6`.
+    counts: (usize, usize),
+    /// Slots of single paths, and of multipath sets (sorted paths).
+    singles: HashMap<NextHop, u32>,
     ids: HashMap<Vec<NextHop>, u32>,
     /// Per slot: its paths (empty while free) and the routes and sets
     /// using it.
@@ -330,6 +334,8 @@ impl FibWriter {
             w6: TrieWriter::default(),
             rules4: vec![HashMap::default(); 33],
             rules6: vec![HashMap::default(); 129],
+            counts: (0, 0),
+            singles: HashMap::default(),
             ids: HashMap::default(),
             paths: Vec::new(),
             refs: Vec::new(),
@@ -381,6 +387,10 @@ impl FibWriter {
         });
         w.w4 = w4;
         w.w6 = w6;
+        w.counts = (
+            w.rules4.iter().map(|m| m.len()).sum(),
+            w.rules6.iter().map(|m| m.len()).sum(),
+        );
         w.stats = FibStats::default();
         Ok(w)
     }
@@ -446,8 +456,7 @@ impl FibWriter {
 
     /// The slot for one path, written and referenced once more.
     fn single_for(&mut self, h: NextHop) -> Result<u32, FibError> {
-        let key = vec![h];
-        if let Some(&i) = self.ids.get(&key) {
+        if let Some(&i) = self.singles.get(&h) {
             self.refs[i as usize] += 1;
             return Ok(i);
         }
@@ -467,21 +476,24 @@ impl FibWriter {
             u64::from(h.port) | kind << 24 | u64::from(v4) << 32,
             Ordering::Release,
         );
-        self.paths[i as usize] = key.clone();
+        self.paths[i as usize] = vec![h];
         self.refs[i as usize] = 1;
-        self.ids.insert(key, i);
+        self.singles.insert(h, i);
         Ok(i)
     }
 
     /// The slot for a route to `dst` over `paths` (sorted, deduplicated),
     /// referenced once more.
     fn hop_for(&mut self, dst: IpAddr, paths: &[NextHop]) -> Result<u32, FibError> {
+        let family_ok = paths
+            .iter()
+            .all(|h| h.via.is_none_or(|v| v.is_ipv4() == dst.is_ipv4()));
+        if let ([h], true) = (paths, family_ok) {
+            return self.single_for(*h);
+        }
         let mut p = paths.to_vec();
         p.sort();
         p.dedup();
-        let family_ok = p
-            .iter()
-            .all(|h| h.via.is_none_or(|v| v.is_ipv4() == dst.is_ipv4()));
         if p.is_empty() || p.len() > MAX_PATHS || !family_ok {
             self.stats.failed += 1;
             return Err(FibError::Paths(p.len()));
@@ -539,11 +551,13 @@ impl FibWriter {
             return;
         }
         let p = std::mem::take(&mut self.paths[i as usize]);
-        self.ids.remove(&p);
-        if p.len() > 1 {
+        if let [h] = p.as_slice() {
+            self.singles.remove(h);
+        } else {
+            self.ids.remove(&p);
             self.fib.multipath.fetch_sub(1, Ordering::Relaxed);
             for h in p {
-                if let Some(&m) = self.ids.get(&vec![h]) {
+                if let Some(&m) = self.singles.get(&h) {
                     self.unref(m);
                 }
             }
@@ -553,12 +567,8 @@ impl FibWriter {
 
     fn changed(&self) {
         self.fib.version.fetch_add(1, Ordering::AcqRel);
-        self.fib
-            .lpm4
-            .set_routes(self.rules4.iter().map(|m| m.len()).sum());
-        self.fib
-            .lpm6
-            .set_routes(self.rules6.iter().map(|m| m.len()).sum());
+        self.fib.lpm4.set_routes(self.counts.0);
+        self.fib.lpm6.set_routes(self.counts.1);
     }
 
     /// Adds `addr/len` over `paths` (several: ECMP), or replaces the paths
@@ -579,6 +589,7 @@ impl FibWriter {
                     .insert(&mut self.w4, &ep, a, len, id)
                     .map(|()| {
                         self.rules4[usize::from(len)].insert(net, id);
+                        self.counts.0 += usize::from(old.is_none());
                         old
                     })
             }
@@ -594,6 +605,7 @@ impl FibWriter {
                     .insert(&mut self.w6, &ep, a, len, id)
                     .map(|()| {
                         self.rules6[usize::from(len)].insert(net, id);
+                        self.counts.1 += usize::from(old.is_none());
                         old
                     })
             }
@@ -634,6 +646,7 @@ impl FibWriter {
                         .map(|&h| (l, h))
                 });
                 self.fib.lpm4.remove(&mut self.w4, &ep, a, len, rep);
+                self.counts.0 -= 1;
                 id
             }
             IpAddr::V6(a) if len <= 128 => {
@@ -647,6 +660,7 @@ impl FibWriter {
                         .map(|&h| (l, h))
                 });
                 self.fib.lpm6.remove(&mut self.w6, &ep, a, len, rep);
+                self.counts.1 -= 1;
                 id
             }
             _ => return false,
