@@ -217,6 +217,17 @@ where
     };
     let nrules = cfg.gateway.rules.len();
     let mut hit_sinks: Vec<RuleHits> = Vec::new();
+    // The netlink route mirror: a thread follows the kernel table, this
+    // (the FIB's one writer) applies what it sees.
+    let mirror = match (&cfg.control_plane, fib.is_some()) {
+        (Some(cp), true) => Some(crate::netlink::start(cp).context("the netlink route mirror")?),
+        (Some(_), false) => {
+            eprintln!("warning: [control_plane] netlink needs an l3fwd worker; not mirroring");
+            None
+        }
+        _ => None,
+    };
+    let mut mirrored = crate::netlink::Mirrored::default();
     let mut l3_index = 0u16;
     // The Prometheus endpoint, before any thread starts: a port in use
     // fails the start, not the run.
@@ -393,6 +404,9 @@ where
             ) {
                 Ok(s) => {
                     edits = crate::ctl::edit::Edits::new(&current);
+                    if let Some(w) = fib.as_mut() {
+                        mirrored.reinstall(w);
+                    }
                     eprint!("SIGHUP: {s}")
                 }
                 Err(e) => eprintln!("SIGHUP: reload refused: {e}"),
@@ -403,9 +417,20 @@ where
         // workers do not notice); otherwise a nap until the next report.
         let never_s = crossbeam_channel::never();
         let never_c = crossbeam_channel::never();
+        let never_n = crossbeam_channel::never();
         let scrapes = metrics.as_ref().map_or(&never_s, |(_, r)| r);
         let commands = control.as_ref().map_or(&never_c, |(_, r)| r);
+        let kernel = mirror.as_ref().map_or(&never_n, |m| &m.changes);
         crossbeam_channel::select! {
+            recv(kernel) -> change => {
+                // Everything pending, then the other duties.
+                if let (Ok(c), Some(w)) = (change, fib.as_mut()) {
+                    mirrored.apply(c, w, &current.router.routes);
+                    for c in kernel.try_iter().take(1 << 16) {
+                        mirrored.apply(c, w, &current.router.routes);
+                    }
+                }
+            }
             recv(scrapes) -> reply => {
                 if let Ok(reply) = reply {
                     let cur = tel.snapshot();
@@ -421,6 +446,9 @@ where
                         match reload(&mut current, &mut router, &mut fib, &mut gateway, &mut hit_sinks) {
                             Ok(s) => {
                                 edits = crate::ctl::edit::Edits::new(&current);
+                                if let Some(w) = fib.as_mut() {
+                                    mirrored.reinstall(w);
+                                }
                                 crate::ctl::Response::ok(s.clone(), serde_json::json!({ "reloaded": s.trim_end() }))
                             }
                             Err(e) => crate::ctl::Response::error(e),
@@ -442,6 +470,9 @@ where
                                 current = r.cfg;
                                 router = r.router;
                                 fib = r.fib;
+                                if let Some(w) = fib.as_mut() {
+                                    mirrored.reinstall(w);
+                                }
                                 gateway = r.gateway;
                                 hit_sinks = r.hit_sinks;
                                 let s = format!("{}: installed{}", cmd.args.join(" "), r.summary);
@@ -458,6 +489,7 @@ where
                             tel: &mut tel,
                             cleared: &mut cleared,
                             router: router.as_ref(),
+                            netlink: mirror.as_ref().map(|m| (&*m.stats, &mirrored)),
                             rule_hits: rule_hits(&gateway, &hit_sinks),
                             policies: &policy_tx,
                             dumps: &dump_tx,

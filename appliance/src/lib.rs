@@ -14,7 +14,7 @@
 //! - [`counters`] (what workers count), [`telemetry`] (reports from them),
 //!   [`metrics`] (the Prometheus endpoint), [`ctl`] (the control socket
 //!   and `sluice ctl`), [`reload`] (hot reload), [`lock`] (one instance per
-//!   device and socket).
+//!   device and socket), [`netlink`] (routes mirrored from a kernel table).
 //!
 //! Never here: `unsafe` (that lives in `pmd`), or anything per packet that
 //! allocates, locks, makes a syscall or touches a channel (the worker's
@@ -31,6 +31,7 @@ pub mod dpdk;
 pub mod engine;
 pub mod lock;
 pub mod metrics;
+pub mod netlink;
 pub mod poll;
 pub mod reload;
 pub mod stages;

@@ -108,6 +108,9 @@ pub fn restart_needed(old: &Config, new: &Config) -> Vec<String> {
     if old.metrics != new.metrics || old.control_socket != new.control_socket {
         d.push("[management]".into());
     }
+    if old.control_plane != new.control_plane {
+        d.push("[control_plane]".into());
+    }
     let (a, b) = (&old.gateway, &new.gateway);
     if a.enabled != b.enabled {
         d.push("firewall/NAT on or off".into());

@@ -87,5 +87,22 @@ pub fn describe(c: &Config) -> String {
             per
         );
     }
+    let multipath = c.router.routes.iter().filter(|r| r.paths.len() > 1).count();
+    if multipath > 0 {
+        s += &format!("  ecmp: {multipath} routes with several paths\n");
+    }
+    if let Some(cp) = &c.control_plane {
+        let ifs: Vec<String> = cp
+            .interfaces
+            .iter()
+            .map(|(p, n)| format!("{}={n}", c.ports[usize::from(*p)].name))
+            .collect();
+        s += &format!(
+            "  control plane: routes mirrored from kernel table {} over netlink (receive buffer {} KiB); kernel interfaces {}\n",
+            cp.table,
+            cp.rcvbuf / 1024,
+            ifs.join(", ")
+        );
+    }
     s
 }

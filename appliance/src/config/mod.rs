@@ -15,7 +15,7 @@ mod firewall;
 mod nat;
 mod policy;
 mod ports;
-mod router;
+pub mod router;
 mod schema;
 mod source;
 mod typed;
@@ -25,8 +25,8 @@ pub use error::{ConfigError, ConfigErrors};
 pub use files::MAX_CONFIG_BYTES;
 pub use schema::{PortRange, Prefix, QueueRef, Str};
 pub use typed::{
-    burst, duration, stats_period, Config, FwdMode, PortConfig, PortKind, RunConfig, WorkerConfig,
-    MAX_DURATION_S,
+    burst, duration, stats_period, Config, ControlPlane, FwdMode, PortConfig, PortKind, RunConfig,
+    WorkerConfig, MAX_DURATION_S,
 };
 
 use files::regular_file;
@@ -524,6 +524,7 @@ fn validate(cx: &mut Ctx<'_>, raw: RawFile, base: Option<&Path>) -> Config {
             _ => Some(p),
         }
     });
+    let control_plane = control_plane(&raw, &ports, cx);
     Config {
         source: cx.file.to_string(),
         run,
@@ -535,6 +536,7 @@ fn validate(cx: &mut Ctx<'_>, raw: RawFile, base: Option<&Path>) -> Config {
         eal_args: raw.dpdk.eal_args,
         metrics,
         control_socket,
+        control_plane,
         text: "".into(),
         base: None,
         warnings: Vec::new(),
@@ -543,3 +545,84 @@ fn validate(cx: &mut Ctx<'_>, raw: RawFile, base: Option<&Path>) -> Config {
 
 #[cfg(test)]
 mod tests;
+
+/// `[control_plane]`, checked: the table, and a kernel interface per port
+/// (named, or the port's own on AF_PACKET/AF_XDP).
+fn control_plane(raw: &RawFile, ports: &[PortConfig], cx: &mut Ctx<'_>) -> Option<ControlPlane> {
+    let cp = raw.control_plane.as_ref()?;
+    let c = cp.get_ref();
+    let on = c.netlink.as_ref().is_some_and(|n| *n.get_ref());
+    let table = match &c.table {
+        Some(t) => match u32::try_from(*t.get_ref()) {
+            Ok(v) if v != 0 => v,
+            _ => {
+                cx.err(
+                    t,
+                    "control_plane.table",
+                    format!(
+                        "a kernel routing table is 1 to 4294967295 (254 is `main`); got {}",
+                        t.get_ref()
+                    ),
+                );
+                return None;
+            }
+        },
+        None => 254,
+    };
+    let rcvbuf = match &c.rcvbuf {
+        Some(b) => match usize::try_from(*b.get_ref()) {
+            Ok(v) if (4096..=1 << 30).contains(&v) => v,
+            _ => {
+                cx.err(
+                    b,
+                    "control_plane.rcvbuf",
+                    format!("bytes, 4096 to 1073741824; got {}", b.get_ref()),
+                );
+                return None;
+            }
+        },
+        None => 32 << 20,
+    };
+    let mut interfaces: Vec<(u16, String)> = Vec::new();
+    for (port, name) in &c.interfaces {
+        let key = format!("control_plane.interfaces.{}", port.get_ref());
+        let Some(i) = ports.iter().position(|p| p.name == *port.get_ref()) else {
+            cx.err(
+                port,
+                &key,
+                format!("port `{}` does not exist", port.get_ref()),
+            );
+            continue;
+        };
+        let n = name.get_ref();
+        if n.is_empty() || n.len() > 15 || n.contains('/') || n.chars().any(|ch| ch.is_whitespace())
+        {
+            cx.err(
+                name,
+                &key,
+                format!(
+                    "`{n}` is not a Linux interface name (1 to 15 characters, no `/` or spaces)"
+                ),
+            );
+            continue;
+        }
+        interfaces.push((i as u16, n.clone()));
+    }
+    for (i, p) in ports.iter().enumerate() {
+        if interfaces.iter().any(|(q, _)| usize::from(*q) == i) {
+            continue;
+        }
+        if let Some(iface) = p.kernel_iface() {
+            interfaces.push((i as u16, iface.to_string()));
+        }
+    }
+    if on && interfaces.is_empty() {
+        cx.err(cp, "control_plane.netlink", "no port has a kernel interface: name one per port in `control_plane.interfaces` (such as { p0 = \"eth1\" })");
+        return None;
+    }
+    on.then_some(ControlPlane {
+        table,
+        interfaces,
+        rcvbuf,
+    })
+}

@@ -151,6 +151,7 @@ pub(super) struct RawFile {
     pub(super) dpdk: RawDpdk,
     #[serde(default)]
     pub(super) management: RawManagement,
+    pub(super) control_plane: Option<Spanned<RawControlPlane>>,
     pub(super) firewall: Option<firewall::RawFirewall>,
     pub(super) conntrack: Option<firewall::RawConntrack>,
     pub(super) nat: Option<nat::RawNat>,
@@ -201,6 +202,21 @@ pub(super) struct RawManagement {
     pub(super) metrics: Option<Spanned<Endpoint>>,
     /// Control socket path (`sluice ctl`).
     pub(super) socket: Option<Spanned<String>>,
+}
+
+/// `[control_plane]`: the Linux control plane.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawControlPlane {
+    /// Mirror a kernel routing table's routes into the FIB.
+    pub(super) netlink: Option<Spanned<bool>>,
+    /// The table (254, `main`, by default).
+    pub(super) table: Option<Spanned<i64>>,
+    /// Port name → kernel interface name.
+    #[serde(default)]
+    pub(super) interfaces: std::collections::BTreeMap<Spanned<String>, Spanned<String>>,
+    /// Netlink receive buffer, bytes.
+    pub(super) rcvbuf: Option<Spanned<i64>>,
 }
 
 /// A listening address as a config gives it.

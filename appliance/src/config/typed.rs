@@ -138,6 +138,16 @@ pub struct PortConfig {
     pub origin: String,
 }
 
+impl PortConfig {
+    /// The Linux interface the port is (AF_PACKET, AF_XDP), if any.
+    pub fn kernel_iface(&self) -> Option<&str> {
+        match &self.kind {
+            PortKind::AfPacket { iface, .. } | PortKind::AfXdp { iface, .. } => Some(iface),
+            _ => None,
+        }
+    }
+}
+
 /// A checked worker.
 #[derive(Debug, Clone)]
 pub struct WorkerConfig {
@@ -177,6 +187,8 @@ pub struct Config {
     pub metrics: Option<std::net::SocketAddr>,
     /// The control socket's path (`[management] socket`; off when `None`).
     pub control_socket: Option<std::path::PathBuf>,
+    /// The Linux control plane (`[control_plane]`; off when `None`).
+    pub control_plane: Option<ControlPlane>,
     /// The text it was parsed from, and where its relative paths start
     /// (`sluice ctl route add` validates its change against them).
     pub text: std::sync::Arc<str>,
@@ -228,4 +240,15 @@ pub fn duration(s: f64) -> Result<Option<Duration>, String> {
         ));
     }
     Ok(Some(Duration::from_secs_f64(s)).filter(|d| !d.is_zero()))
+}
+
+/// `[control_plane]`: routes mirrored from a kernel routing table.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ControlPlane {
+    /// The kernel routing table mirrored (254 is `main`).
+    pub table: u32,
+    /// The kernel interface standing for each port: (port, name).
+    pub interfaces: Vec<(u16, String)>,
+    /// The netlink socket's receive buffer (bytes).
+    pub rcvbuf: usize,
 }

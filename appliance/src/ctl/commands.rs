@@ -52,6 +52,8 @@ pub struct Context<'a> {
     pub cleared: &'a mut Snapshot,
     /// The routing tables, when a worker routes.
     pub router: Option<&'a Router>,
+    /// The netlink route mirror's counters and routes, when it runs.
+    pub netlink: Option<(&'a crate::netlink::Stats, &'a crate::netlink::Mirrored)>,
     /// Hit counts of the rules with `counter = true`.
     pub rule_hits: Vec<(String, u64)>,
     /// Per worker (config order): where a new policy goes.
@@ -263,6 +265,33 @@ fn show_routes(cx: &mut Context<'_>, what: Option<&str>) -> Response {
             "paths": r.paths.iter().map(|h| json!({ "port": port_name(h.port), "via": h.via.map(|v| v.to_string()) })).collect::<Vec<_>>(),
         }));
     }
+    let netlink = cx.netlink.map(|(st, m)| {
+        let cp = cx.cfg.control_plane.as_ref();
+        let get = |a: &std::sync::atomic::AtomicU64| a.load(std::sync::atomic::Ordering::Relaxed);
+        let _ = writeln!(
+            text,
+            "netlink: table {}, {} routes mirrored; {} route messages, {} ignored (next hop on no port's interface), {} ignored (other table or type), {} refused by the FIB, {} resyncs ({} overruns)",
+            cp.map_or(0, |c| c.table),
+            m.len(),
+            get(&st.messages),
+            get(&st.unmapped),
+            get(&st.other),
+            m.failed,
+            get(&st.resyncs),
+            get(&st.overruns),
+        );
+        json!({
+            "table": cp.map_or(0, |c| c.table),
+            "mirrored": m.len(),
+            "messages": get(&st.messages),
+            "unmapped": get(&st.unmapped),
+            "other": get(&st.other),
+            "refused": m.failed,
+            "resyncs": get(&st.resyncs),
+            "overruns": get(&st.overruns),
+            "last_resync_unix": get(&st.last_resync),
+        })
+    });
     Response::ok(
         text,
         json!({
@@ -270,6 +299,7 @@ fn show_routes(cx: &mut Context<'_>, what: Option<&str>) -> Response {
             "ipv6": router.routes6(),
             "from_file": rs.file_routes.len(),
             "static": statics,
+            "netlink": netlink,
         }),
     )
 }

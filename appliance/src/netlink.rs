@@ -1,0 +1,527 @@
+//! The netlink route mirror (`[control_plane] netlink = true`): a thread,
+//! never a worker, listens to the kernel's route changes (`RTM_NEWROUTE`,
+//! `RTM_DELROUTE`, IPv4 and IPv6, multipath) in one routing table and
+//! hands them to the management thread, which applies them to the running
+//! FIB in place. Any routing daemon that programs that kernel table (BIRD,
+//! FRR, `ip route`) then drives Sluice, as VPP's linux-cp does.
+//!
+//! - A kernel interface stands for each port (`[control_plane]
+//!   interfaces`, or the port's own `iface` on AF_PACKET/AF_XDP); a route
+//!   whose next hops are on no such interface is ignored and counted, not
+//!   guessed (a multipath route keeps the paths that are).
+//! - Subscribed before the initial dump, so nothing between the two is
+//!   lost; the dump is applied as a resync (what the mirror held and the
+//!   kernel no longer has is deleted).
+//! - The kernel drops notifications when the socket buffer overflows (a
+//!   full-table load from a daemon does that): the listener sees ENOBUFS,
+//!   empties the socket (the kernel reports the next loss only once the
+//!   queue has been empty), dumps the table again and resyncs, so the FIB
+//!   ends up equal to the kernel's table, counted as an overrun and a
+//!   resync.
+//! - Several routes to one prefix with different metrics: the FIB gets the
+//!   lowest metric's, as the kernel forwards; deleting it brings back the
+//!   next.
+
+use crate::config::ControlPlane;
+use anyhow::{Context, Result};
+use crossbeam_channel::{Receiver, Sender};
+use netlink_packet_core::{
+    NetlinkHeader, NetlinkMessage, NetlinkPayload, NLM_F_DUMP, NLM_F_REQUEST,
+};
+use netlink_packet_route::route::{RouteAddress, RouteAttribute, RouteMessage, RouteType};
+use netlink_packet_route::{AddressFamily, RouteNetlinkMessage};
+use netlink_sys::{protocols::NETLINK_ROUTE, Socket, SocketAddr};
+use pipeline::router::NextHop;
+use std::collections::{BTreeMap, HashMap};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+/// A route as the FIB takes it: prefix, length, paths.
+pub type Route = (IpAddr, u8, Vec<NextHop>);
+
+/// A change for the management thread to apply.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Change {
+    /// A route to add or replace.
+    Add(Route),
+    /// A prefix the kernel table no longer routes.
+    Del(IpAddr, u8),
+    /// The whole table (initial dump, or after an overrun): the mirror
+    /// becomes exactly this.
+    Resync(Vec<Route>),
+}
+
+/// What the listener saw (read by `show routes` and the metrics).
+#[derive(Debug, Default)]
+pub struct Stats {
+    /// Route messages received (notifications and dumped routes).
+    pub messages: AtomicU64,
+    /// Routes (or paths) ignored: next hop on no port's interface.
+    pub unmapped: AtomicU64,
+    /// Routes ignored: another table, or not unicast (local, broadcast,
+    /// blackhole, …).
+    pub other: AtomicU64,
+    /// Full dumps applied (the first one included).
+    pub resyncs: AtomicU64,
+    /// Socket-buffer overruns (ENOBUFS) recovered by a resync.
+    pub overruns: AtomicU64,
+    /// When the last resync happened (seconds since the Unix epoch).
+    pub last_resync: AtomicU64,
+}
+
+/// The running listener.
+pub struct Mirror {
+    /// Changes, in order.
+    pub changes: Receiver<Change>,
+    /// Its counters.
+    pub stats: Arc<Stats>,
+    stop: Arc<AtomicBool>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl Drop for Mirror {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Release);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// `ENOBUFS` on Linux: the kernel dropped notifications.
+const ENOBUFS: i32 = 105;
+
+/// Multicast groups: IPv4 and IPv6 route changes (`RTMGRP_IPV4_ROUTE`,
+/// `RTMGRP_IPV6_ROUTE`).
+const GROUPS: u32 = 0x40 | 0x400;
+
+/// Kernel interface index → port, from the interface names (sysfs).
+fn interface_map(cp: &ControlPlane) -> HashMap<u32, u16> {
+    cp.interfaces
+        .iter()
+        .filter_map(|(port, name)| {
+            let idx = std::fs::read_to_string(format!("/sys/class/net/{name}/ifindex")).ok()?;
+            Some((idx.trim().parse().ok()?, *port))
+        })
+        .collect()
+}
+
+fn address(a: &RouteAddress) -> Option<IpAddr> {
+    match a {
+        RouteAddress::Inet(v) => Some(IpAddr::V4(*v)),
+        RouteAddress::Inet6(v) => Some(IpAddr::V6(*v)),
+        _ => None,
+    }
+}
+
+/// Why a kernel route is not mirrored.
+#[derive(Debug, PartialEq, Eq)]
+enum Skip {
+    Unmapped,
+    Other,
+}
+
+/// The prefix, metric and paths of a kernel route in `table`.
+fn convert(
+    m: &RouteMessage,
+    table: u32,
+    ifs: &HashMap<u32, u16>,
+    unmapped: &mut u64,
+) -> Result<(IpAddr, u8, u32, Vec<NextHop>), Skip> {
+    let t = m
+        .attributes
+        .iter()
+        .find_map(|a| match a {
+            RouteAttribute::Table(t) => Some(*t),
+            _ => None,
+        })
+        .unwrap_or(u32::from(m.header.table));
+    if t != table {
+        return Err(Skip::Other);
+    }
+    let len = m.header.destination_prefix_length;
+    let dst = m
+        .attributes
+        .iter()
+        .find_map(|a| match a {
+            RouteAttribute::Destination(d) => address(d),
+            _ => None,
+        })
+        .or(match m.header.address_family {
+            AddressFamily::Inet => Some(IpAddr::V4(Ipv4Addr::UNSPECIFIED)),
+            AddressFamily::Inet6 => Some(IpAddr::V6(Ipv6Addr::UNSPECIFIED)),
+            _ => None,
+        })
+        .ok_or(Skip::Other)?;
+    if m.header.kind != RouteType::Unicast {
+        return Err(Skip::Other);
+    }
+    let metric = m
+        .attributes
+        .iter()
+        .find_map(|a| match a {
+            RouteAttribute::Priority(p) => Some(*p),
+            _ => None,
+        })
+        .unwrap_or(0);
+    let gateway = |attrs: &[RouteAttribute]| {
+        attrs.iter().find_map(|a| match a {
+            RouteAttribute::Gateway(g) => address(g),
+            _ => None,
+        })
+    };
+    let mut paths = Vec::new();
+    let mut hop = |ifindex: u32, via: Option<IpAddr>| match ifs.get(&ifindex) {
+        Some(&port) => paths.push(NextHop { port, via }),
+        None => *unmapped += 1,
+    };
+    match m.attributes.iter().find_map(|a| match a {
+        RouteAttribute::MultiPath(v) => Some(v),
+        _ => None,
+    }) {
+        Some(nhs) => {
+            for nh in nhs {
+                hop(nh.interface_index, gateway(&nh.attributes));
+            }
+        }
+        None => {
+            let oif = m.attributes.iter().find_map(|a| match a {
+                RouteAttribute::Oif(i) => Some(*i),
+                _ => None,
+            });
+            match oif {
+                Some(i) => hop(i, gateway(&m.attributes)),
+                None => return Err(Skip::Other),
+            }
+        }
+    }
+    if paths.is_empty() {
+        return Err(Skip::Unmapped);
+    }
+    Ok((dst, len, metric, paths))
+}
+
+/// The kernel table as the listener keeps it: per prefix, per metric, the
+/// paths; the FIB gets the lowest metric's.
+#[derive(Default)]
+struct Table(HashMap<(IpAddr, u8), BTreeMap<u32, Vec<NextHop>>>);
+
+impl Table {
+    fn best(&self, k: &(IpAddr, u8)) -> Option<Route> {
+        let (_, p) = self.0.get(k)?.iter().next()?;
+        Some((k.0, k.1, p.clone()))
+    }
+
+    fn routes(&self) -> Vec<Route> {
+        self.0.keys().filter_map(|k| self.best(k)).collect()
+    }
+}
+
+/// Sends one request and collects the dump's route messages.
+fn dump(buf: &mut [u8]) -> Result<Vec<RouteMessage>> {
+    let mut s = Socket::new(NETLINK_ROUTE).context("netlink socket")?;
+    s.bind_auto().context("netlink bind")?;
+    s.connect(&SocketAddr::new(0, 0))
+        .context("netlink connect")?;
+    let mut h = NetlinkHeader::default();
+    h.flags = NLM_F_REQUEST | NLM_F_DUMP;
+    let mut req = NetlinkMessage::new(
+        h,
+        NetlinkPayload::from(RouteNetlinkMessage::GetRoute(RouteMessage::default())),
+    );
+    req.finalize();
+    let mut out = vec![0; req.header.length as usize];
+    req.serialize(&mut out);
+    s.send(&out, 0).context("netlink send")?;
+    let mut routes = Vec::new();
+    loop {
+        let n = s.recv(&mut &mut buf[..], 0).context("netlink dump")?;
+        let mut off = 0;
+        while off < n {
+            let m = <NetlinkMessage<RouteNetlinkMessage>>::deserialize(&buf[off..n])
+                .context("netlink message")?;
+            let len = m.header.length as usize;
+            match m.payload {
+                NetlinkPayload::Done(_) => return Ok(routes),
+                NetlinkPayload::Error(e) => anyhow::bail!("netlink dump refused: {e:?}"),
+                NetlinkPayload::InnerMessage(RouteNetlinkMessage::NewRoute(r)) => routes.push(r),
+                _ => {}
+            }
+            if len == 0 {
+                break;
+            }
+            off += len;
+        }
+    }
+}
+
+/// Starts the listener: subscribes, dumps the table (sent as the first
+/// [`Change::Resync`]), then follows the changes.
+pub fn start(cp: &ControlPlane) -> Result<Mirror> {
+    let mut listen = Socket::new(NETLINK_ROUTE).context("netlink socket")?;
+    listen
+        .bind(&SocketAddr::new(0, GROUPS))
+        .context("netlink bind to the route groups")?;
+    listen
+        .set_rx_buf_sz(cp.rcvbuf)
+        .context("netlink receive buffer")?;
+    listen
+        .set_non_blocking(true)
+        .context("netlink non-blocking")?;
+    let (tx, rx) = crossbeam_channel::bounded(1 << 16);
+    let stats = Arc::new(Stats::default());
+    let stop = Arc::new(AtomicBool::new(false));
+    let thread = {
+        let (cp, stats, stop) = (cp.clone(), stats.clone(), stop.clone());
+        std::thread::Builder::new()
+            .name("sluice-netlink".into())
+            .spawn(move || run(listen, &cp, &tx, &stats, &stop))
+            .context("netlink thread")?
+    };
+    Ok(Mirror {
+        changes: rx,
+        stats,
+        stop,
+        thread: Some(thread),
+    })
+}
+
+fn resync(
+    buf: &mut [u8],
+    cp: &ControlPlane,
+    ifs: &mut HashMap<u32, u16>,
+    table: &mut Table,
+    tx: &Sender<Change>,
+    stats: &Stats,
+) -> bool {
+    *ifs = interface_map(cp);
+    let msgs = match dump(buf) {
+        Ok(m) => m,
+        Err(e) => {
+            eprintln!("netlink: {e:#}; retrying");
+            return false;
+        }
+    };
+    *table = Table::default();
+    let mut unmapped = 0;
+    for m in &msgs {
+        stats.messages.fetch_add(1, Ordering::Relaxed);
+        match convert(m, cp.table, ifs, &mut unmapped) {
+            Ok((a, l, metric, p)) => {
+                table.0.entry((a, l)).or_default().insert(metric, p);
+            }
+            Err(Skip::Other) => {
+                stats.other.fetch_add(1, Ordering::Relaxed);
+            }
+            Err(Skip::Unmapped) => {}
+        }
+    }
+    stats.unmapped.fetch_add(unmapped, Ordering::Relaxed);
+    stats.resyncs.fetch_add(1, Ordering::Relaxed);
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    stats.last_resync.store(now, Ordering::Relaxed);
+    tx.send(Change::Resync(table.routes())).is_ok()
+}
+
+fn run(listen: Socket, cp: &ControlPlane, tx: &Sender<Change>, stats: &Stats, stop: &AtomicBool) {
+    let mut buf = vec![0u8; 1 << 20];
+    let mut ifs = HashMap::new();
+    let mut table = Table::default();
+    let mut need_resync = true;
+    let mut last_map = Instant::now();
+    while !stop.load(Ordering::Acquire) {
+        if need_resync {
+            if !resync(&mut buf, cp, &mut ifs, &mut table, tx, stats) {
+                std::thread::sleep(Duration::from_millis(100));
+                continue;
+            }
+            need_resync = false;
+        }
+        let n = match listen.recv(&mut &mut buf[..], 0) {
+            Ok(n) => n,
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                std::thread::sleep(Duration::from_millis(1));
+                continue;
+            }
+            Err(e) if e.raw_os_error() == Some(ENOBUFS) => {
+                // Notifications were lost: read the table again. First
+                // empty the socket: the kernel reports the next loss only
+                // once its queue has been empty (until then it drops
+                // silently), and whatever is queued is older than the dump
+                // anyway. What arrives after the drain is applied after
+                // the dump, in order, which leaves the kernel's state.
+                stats.overruns.fetch_add(1, Ordering::Relaxed);
+                loop {
+                    match listen.recv(&mut &mut buf[..], 0) {
+                        Ok(_) => {}
+                        Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
+                        Err(_) => {}
+                    }
+                }
+                need_resync = true;
+                continue;
+            }
+            Err(e) => {
+                eprintln!("netlink: {e}");
+                std::thread::sleep(Duration::from_millis(100));
+                continue;
+            }
+        };
+        let mut off = 0;
+        while off < n {
+            let Ok(m) = <NetlinkMessage<RouteNetlinkMessage>>::deserialize(&buf[off..n]) else {
+                break;
+            };
+            let len = m.header.length as usize;
+            let route = match m.payload {
+                NetlinkPayload::InnerMessage(RouteNetlinkMessage::NewRoute(r)) => Some((r, false)),
+                NetlinkPayload::InnerMessage(RouteNetlinkMessage::DelRoute(r)) => Some((r, true)),
+                _ => None,
+            };
+            if let Some((msg, del)) = route {
+                stats.messages.fetch_add(1, Ordering::Relaxed);
+                let mut unmapped = 0;
+                let mut r = convert(&msg, cp.table, &ifs, &mut unmapped);
+                if r == Err(Skip::Unmapped) && last_map.elapsed() > Duration::from_secs(1) {
+                    // An interface created since: look the names up again.
+                    last_map = Instant::now();
+                    ifs = interface_map(cp);
+                    unmapped = 0;
+                    r = convert(&msg, cp.table, &ifs, &mut unmapped);
+                }
+                stats.unmapped.fetch_add(unmapped, Ordering::Relaxed);
+                let change = match r {
+                    Ok((a, l, metric, p)) => {
+                        let k = (a, l);
+                        if del {
+                            if let Some(m) = table.0.get_mut(&k) {
+                                m.remove(&metric);
+                                if m.is_empty() {
+                                    table.0.remove(&k);
+                                }
+                            }
+                        } else {
+                            table.0.entry(k).or_default().insert(metric, p);
+                        }
+                        Some(match table.best(&k) {
+                            Some(best) => Change::Add(best),
+                            None => Change::Del(a, l),
+                        })
+                    }
+                    Err(Skip::Other) => {
+                        stats.other.fetch_add(1, Ordering::Relaxed);
+                        None
+                    }
+                    Err(Skip::Unmapped) => None,
+                };
+                if let Some(c) = change {
+                    if tx.send(c).is_err() {
+                        return;
+                    }
+                }
+            }
+            if len == 0 {
+                break;
+            }
+            off += len;
+        }
+    }
+}
+
+/// The management thread's side: the routes it installed from the kernel,
+/// applied to the FIB.
+#[derive(Default)]
+pub struct Mirrored {
+    routes: HashMap<(IpAddr, u8), Vec<NextHop>>,
+    /// Changes the FIB refused (group pool or next-hop slots full).
+    pub failed: u64,
+}
+
+impl Mirrored {
+    /// Routes mirrored now.
+    pub fn len(&self) -> usize {
+        self.routes.len()
+    }
+
+    /// True when none are.
+    pub fn is_empty(&self) -> bool {
+        self.routes.is_empty()
+    }
+
+    /// Applies `c` to `fib`; a deleted kernel route gives way to the
+    /// config's static route for the same prefix, if there is one.
+    pub fn apply(
+        &mut self,
+        c: Change,
+        fib: &mut pipeline::fib::FibWriter,
+        statics: &[crate::config::router::Route],
+    ) {
+        match c {
+            Change::Add((a, l, p)) => self.add(a, l, p, fib),
+            Change::Del(a, l) => self.del(a, l, fib, statics),
+            Change::Resync(all) => {
+                let keep: std::collections::HashSet<(IpAddr, u8)> =
+                    all.iter().map(|r| (r.0, r.1)).collect();
+                let gone: Vec<_> = self
+                    .routes
+                    .keys()
+                    .filter(|k| !keep.contains(k))
+                    .copied()
+                    .collect();
+                for (a, l) in gone {
+                    self.del(a, l, fib, statics);
+                }
+                for (a, l, p) in all {
+                    self.add(a, l, p, fib);
+                }
+            }
+        }
+        fib.reclaim();
+    }
+
+    /// Puts every mirrored route into a new FIB (after a reload rebuilt it
+    /// from the config).
+    pub fn reinstall(&mut self, fib: &mut pipeline::fib::FibWriter) {
+        for ((a, l), p) in &self.routes {
+            if fib.add(*a, *l, p).is_err() {
+                self.failed += 1;
+            }
+        }
+    }
+
+    fn add(&mut self, a: IpAddr, l: u8, p: Vec<NextHop>, fib: &mut pipeline::fib::FibWriter) {
+        match fib.add(a, l, &p) {
+            Ok(_) => {
+                self.routes.insert((a, l), p);
+            }
+            Err(_) => self.failed += 1,
+        }
+    }
+
+    fn del(
+        &mut self,
+        a: IpAddr,
+        l: u8,
+        fib: &mut pipeline::fib::FibWriter,
+        statics: &[crate::config::router::Route],
+    ) {
+        if self.routes.remove(&(a, l)).is_none() {
+            return;
+        }
+        match statics.iter().find(|r| (r.addr, r.len) == (a, l)) {
+            Some(r) => {
+                if fib.add(a, l, &r.paths).is_err() {
+                    self.failed += 1;
+                }
+            }
+            None => {
+                fib.del(a, l);
+            }
+        }
+    }
+}

@@ -1,0 +1,307 @@
+//! The netlink route mirror against the real kernel: a namespace with
+//! veth interfaces standing for Sluice's two softnic ports, routes put
+//! into kernel table 100 with `ip route` (as a routing daemon would), and
+//! Sluice following them: the initial dump, adds, ECMP, metrics, IPv6,
+//! withdrawals, routes it must ignore (another table, a next hop on no
+//! port's interface), traffic forwarded by Sluice once the kernel has the
+//! route, and a 20,000-route burst through a socket buffer far too small
+//! for it (the kernel drops notifications; the mirror resyncs and ends
+//! equal to the kernel table). Needs root and `ip`; skipped without them
+//! unless `CI` is set. The namespace is removed when the test ends,
+//! passed or failed.
+
+mod common;
+
+use common::{ctl, wait_for, Killed};
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+fn root() -> bool {
+    std::fs::read_to_string("/proc/self/status")
+        .unwrap_or_default()
+        .lines()
+        .find(|l| l.starts_with("Uid:"))
+        .is_some_and(|l| l.split_whitespace().nth(2) == Some("0"))
+}
+
+/// A network namespace, deleted on drop.
+struct Ns(String);
+
+impl Ns {
+    fn ip(&self, args: &str) {
+        let out = Command::new("ip")
+            .arg("-n")
+            .arg(&self.0)
+            .args(args.split_whitespace())
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "ip -n {} {args}: {}",
+            self.0,
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+
+    /// Routes the kernel has in `table` for a family (`-4`/`-6`).
+    fn count(&self, fam: &str, table: &str) -> usize {
+        let out = Command::new("ip")
+            .args([fam, "-n", &self.0, "route", "show", "table", table])
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout).lines().count()
+    }
+}
+
+impl Drop for Ns {
+    fn drop(&mut self) {
+        let _ = Command::new("ip").args(["netns", "del", &self.0]).status();
+    }
+}
+
+fn json(sock: &Path, args: &[&str]) -> serde_json::Value {
+    let mut a = vec!["--json"];
+    a.extend_from_slice(args);
+    let o = ctl(sock, &a);
+    assert!(
+        o.status.success(),
+        "{args:?}: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    serde_json::from_slice(&o.stdout).unwrap()
+}
+
+/// Waits (up to `secs`) until `f` holds for `show routes ARGS`.
+fn until(sock: &Path, args: &[&str], secs: u64, f: impl Fn(&serde_json::Value) -> bool) {
+    let mut a = vec!["show", "routes"];
+    a.extend_from_slice(args);
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    loop {
+        let r = json(sock, &a);
+        if f(&r) {
+            return;
+        }
+        assert!(Instant::now() < deadline, "show routes {args:?}: {r}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+fn config(sock: &Path) -> String {
+    let router = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../configs/router.toml"
+    ))
+    .unwrap();
+    // The shipped router, without its static routes (they come from the
+    // kernel here), running until stopped, at a gentle rate.
+    let mut text = String::new();
+    let mut skip = false;
+    for l in router.lines() {
+        if l.starts_with("[[") {
+            skip = l == "[[route]]";
+        }
+        if !skip {
+            text += l;
+            text += "\n";
+        }
+    }
+    text.replacen("duration = 10", "duration = 0", 1)
+        .replace("rate = 200000", "rate = 20000")
+        + &format!(
+            "\n[management]\nsocket = \"{}\"\n\n[control_plane]\nnetlink = true\ntable = 100\nrcvbuf = 4096\ninterfaces = {{ p0 = \"d0\", p1 = \"d1\" }}\n",
+            sock.display()
+        )
+}
+
+#[test]
+fn kernel_routes_drive_the_fib() {
+    let ok = root()
+        && Command::new("sh")
+            .args(["-c", "command -v ip"])
+            .stdout(Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success());
+    if !ok {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "needs root and ip (scripts/test.sh runs as root)"
+        );
+        eprintln!("skipped: needs root and ip");
+        return;
+    }
+    let name = format!("sl-nl-{}", std::process::id());
+    let _ = Command::new("ip").args(["netns", "del", &name]).status();
+    assert!(Command::new("ip")
+        .args(["netns", "add", &name])
+        .status()
+        .unwrap()
+        .success());
+    let ns = Ns(name);
+    for (d, a) in [
+        ("d0", "198.18.0.1/24"),
+        ("d1", "198.19.0.1/24"),
+        ("d2", "198.20.0.1/24"),
+    ] {
+        // veth pairs (the lab's kernel may lack the dummy driver), both
+        // ends up so that the link has a carrier.
+        ns.ip(&format!("link add {d} type veth peer name {d}p"));
+        ns.ip(&format!("addr add {a} dev {d}"));
+        ns.ip(&format!("link set {d} up"));
+        ns.ip(&format!("link set {d}p up"));
+    }
+    ns.ip("-6 addr add 2001:db8:18::1/64 dev d0 nodad");
+    // In the table before Sluice starts: from the initial dump.
+    ns.ip("route add 198.51.100.0/24 via 198.18.0.2 dev d0 table 100");
+
+    let dir = std::env::temp_dir().join(format!("sluice-netlink-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let sock = dir.join("sluice.sock");
+    let cfg = dir.join("router.toml");
+    std::fs::write(&cfg, config(&sock)).unwrap();
+    let check = Command::new(env!("CARGO_BIN_EXE_sluice"))
+        .arg("check")
+        .arg(&cfg)
+        .output()
+        .unwrap();
+    assert!(
+        check.status.success(),
+        "{}",
+        String::from_utf8_lossy(&check.stderr)
+    );
+    let _run = Killed(
+        Command::new("ip")
+            .args(["netns", "exec", &ns.0])
+            .arg(env!("CARGO_BIN_EXE_sluice"))
+            .arg("run")
+            .arg(&cfg)
+            .stdout(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    wait_for(&sock);
+    let via = |addr: &'static str, gw: &'static str, port: &'static str| {
+        move |r: &serde_json::Value| {
+            r["paths"]
+                .as_array()
+                .is_some_and(|p| p.len() == 1 && p[0]["via"] == gw && p[0]["port"] == port)
+                && r["address"] == addr
+        }
+    };
+    until(
+        &sock,
+        &["198.51.100.7"],
+        10,
+        via("198.51.100.7", "198.18.0.2", "p0"),
+    );
+
+    // No route yet for the traffic p0's generator sends: dropped. Then
+    // the kernel gets one, and Sluice forwards it to p1.
+    let tx1 = || {
+        json(&sock, &["show", "ports"])["ports"][1]["tx_pkts"]
+            .as_u64()
+            .unwrap()
+    };
+    until(&sock, &["203.0.113.9"], 5, |r| r["route"].is_null());
+    let before = tx1();
+    ns.ip("route add 203.0.113.0/24 via 198.19.0.2 dev d1 table 100");
+    until(
+        &sock,
+        &["203.0.113.9"],
+        5,
+        via("203.0.113.9", "198.19.0.2", "p1"),
+    );
+    let t = Instant::now();
+    while tx1() < before + 1000 {
+        assert!(
+            t.elapsed() < Duration::from_secs(10),
+            "traffic to 203.0.113.0/24 is not forwarded by Sluice"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+
+    // A second route to the prefix with a higher metric takes over when
+    // the first is deleted.
+    ns.ip("route add 203.0.113.0/24 via 198.19.0.3 dev d1 table 100 metric 10");
+    std::thread::sleep(Duration::from_millis(200));
+    until(
+        &sock,
+        &["203.0.113.9"],
+        5,
+        via("203.0.113.9", "198.19.0.2", "p1"),
+    );
+    ns.ip("route del 203.0.113.0/24 via 198.19.0.2 dev d1 table 100 metric 0");
+    until(
+        &sock,
+        &["203.0.113.9"],
+        5,
+        via("203.0.113.9", "198.19.0.3", "p1"),
+    );
+
+    // ECMP, IPv6, withdrawal.
+    ns.ip("route add 192.0.2.0/24 table 100 nexthop via 198.18.0.2 dev d0 nexthop via 198.19.0.2 dev d1");
+    until(&sock, &["192.0.2.1"], 5, |r| {
+        r["paths"].as_array().is_some_and(|p| p.len() == 2)
+    });
+    ns.ip("-6 route add 2001:db8:99::/48 via 2001:db8:18::2 dev d0 table 100");
+    until(
+        &sock,
+        &["2001:db8:99::1"],
+        5,
+        via("2001:db8:99::1", "2001:db8:18::2", "p0"),
+    );
+    ns.ip("route del 192.0.2.0/24 table 100");
+    until(&sock, &["192.0.2.1"], 5, |r| r["route"].is_null());
+
+    // Ignored and counted: a next hop on no port's interface, another
+    // table.
+    ns.ip("route add 10.9.0.0/16 via 198.20.0.2 dev d2 table 100");
+    ns.ip("route add 10.8.0.0/16 via 198.18.0.2 dev d0");
+    until(&sock, &[], 5, |r| {
+        r["netlink"]["unmapped"].as_u64() >= Some(1) && r["netlink"]["other"].as_u64() >= Some(1)
+    });
+    for a in ["10.9.0.1", "10.8.0.1"] {
+        assert!(
+            json(&sock, &["show", "routes", a])["route"].is_null(),
+            "{a}"
+        );
+    }
+
+    // 20,000 routes at once through a 4 KiB socket buffer: notifications
+    // are lost, the mirror resyncs and ends equal to the kernel's table
+    // (less the one route it ignores).
+    let batch = dir.join("routes.batch");
+    let mut b = String::new();
+    for i in 0..20_000u32 {
+        b += &format!(
+            "route add 100.{}.{}.0/24 via 198.18.0.2 dev d0 table 100\n",
+            64 + (i >> 8),
+            i & 0xff
+        );
+    }
+    std::fs::write(&batch, b).unwrap();
+    ns.ip(&format!("-batch {}", batch.display()));
+    let kernel = ns.count("-4", "100") + ns.count("-6", "100") - 1;
+    assert!(kernel > 20_000);
+    until(&sock, &[], 60, |r| {
+        r["netlink"]["mirrored"].as_u64() == Some(kernel as u64)
+    });
+    let r = json(&sock, &["show", "routes"]);
+    assert!(r["netlink"]["overruns"].as_u64() >= Some(1), "{r}");
+    assert!(r["netlink"]["resyncs"].as_u64() >= Some(2), "{r}");
+    assert_eq!(r["netlink"]["refused"], 0, "{r}");
+    until(
+        &sock,
+        &["100.100.7.9"],
+        5,
+        via("100.100.7.9", "198.18.0.2", "p0"),
+    );
+    ns.ip("route flush table 100");
+    ns.ip("-6 route flush table 100");
+    until(&sock, &[], 60, |r| {
+        r["netlink"]["mirrored"].as_u64() == Some(0)
+    });
+    until(&sock, &["198.51.100.7"], 5, |r| r["route"].is_null());
+    let _ = std::fs::remove_dir_all(&dir);
+}
