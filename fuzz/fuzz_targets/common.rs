@@ -2,10 +2,10 @@
 //! (198.18.0.1/24 on port 0, 198.19.0.1/24 with MTU 576 on port 1, default
 //! routes via static gateways on port 1).
 
-use pipeline::lpm::{Lpm4Builder, Lpm6Builder};
+use pipeline::fib::FibWriter;
 use pipeline::router::{Interface, NextHop, Router, RouterConfig};
 use pipeline::wire::MacAddr;
-use std::sync::{Arc, OnceLock};
+use std::sync::OnceLock;
 
 /// Port 0's MAC.
 pub const R0: MacAddr = MacAddr([2, 0x51, 0, 0, 0, 0]);
@@ -14,12 +14,22 @@ pub const R0: MacAddr = MacAddr([2, 0x51, 0, 0, 0, 0]);
 pub fn router() -> Router {
     static R: OnceLock<Router> = OnceLock::new();
     R.get_or_init(|| {
-        let mut b = Lpm4Builder::new();
-        b.add("198.18.0.0".parse().unwrap(), 24, 0)
-            .add("0.0.0.0".parse().unwrap(), 0, 1);
-        let mut b6 = Lpm6Builder::new();
-        b6.add("2001:db8:18::".parse().unwrap(), 64, 0)
-            .add("::".parse().unwrap(), 0, 2);
+        let connected = NextHop { port: 0, via: None };
+        let gw4 = NextHop {
+            port: 1,
+            via: Some("198.19.0.2".parse().unwrap()),
+        };
+        let gw6 = NextHop {
+            port: 1,
+            via: Some("2001:db8:19::2".parse().unwrap()),
+        };
+        let fib = FibWriter::build(&[
+            ("198.18.0.0".parse().unwrap(), 24, vec![connected]),
+            ("0.0.0.0".parse().unwrap(), 0, vec![gw4]),
+            ("2001:db8:18::".parse().unwrap(), 64, vec![connected]),
+            ("::".parse().unwrap(), 0, vec![gw6]),
+        ])
+        .unwrap();
         Router::new(RouterConfig {
             interfaces: vec![
                 Interface {
@@ -35,19 +45,7 @@ pub fn router() -> Router {
                     mtu: 576,
                 },
             ],
-            next_hops: vec![
-                NextHop { port: 0, via: None },
-                NextHop {
-                    port: 1,
-                    via: Some("198.19.0.2".parse().unwrap()),
-                },
-                NextHop {
-                    port: 1,
-                    via: Some("2001:db8:19::2".parse().unwrap()),
-                },
-            ],
-            lpm4: Arc::new(b.build().unwrap()),
-            lpm6: Arc::new(b6.build().unwrap()),
+            fib: fib.fib().clone(),
             neighbors4: vec![(
                 1,
                 "198.19.0.2".parse().unwrap(),

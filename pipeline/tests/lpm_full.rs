@@ -50,9 +50,11 @@ fn load() -> Option<(Routes, Routes)> {
     let (mut v4, mut v6) = (Vec::new(), Vec::new());
     for (i, l) in lines.iter().enumerate() {
         let (a, len) = parse_prefix(l).unwrap_or_else(|| panic!("line {}: {l}", i + 1));
+        // As many distinct next hops as the tables hold (65,536).
+        let nh = (i % (pipeline::lpm::MAX_NEXT_HOP as usize + 1)) as u32;
         match a {
-            IpAddr::V4(a) => v4.push((u128::from(u32::from(a)), len, i as u32)),
-            IpAddr::V6(a) => v6.push((u128::from(a), len, i as u32)),
+            IpAddr::V4(a) => v4.push((u128::from(u32::from(a)), len, nh)),
+            IpAddr::V6(a) => v6.push((u128::from(a), len, nh)),
         }
     }
     Some((v4, v6))
