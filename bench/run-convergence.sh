@@ -110,6 +110,9 @@ print(f"| one poll of `sluice ctl show routes` (the lags' resolution) | {poll * 
 PY
   echo
   echo "Polled back to back through \`sluice ctl show routes\`; a lag shorter than"
-  echo "one poll reads as one poll."
+  echo "one poll reads as one poll. p1's TX also carries the router's ICMP"
+  echo "unreachables (rate-limited to 1,000/s) to p1's own generator, whose traffic"
+  echo "has no route here: TX above RX by about 1,000 per second of load means every"
+  echo "received packet was forwarded."
 } | tee bench/results/convergence.md.tmp
 mv bench/results/convergence.md.tmp bench/results/convergence.md
