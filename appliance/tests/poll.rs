@@ -113,7 +113,7 @@ fn adaptive_spins_under_load_blocks_when_idle() {
 /// polling(4): ticks at hz, the quota grows with the load.
 #[test]
 fn timer_ticks_and_adapts_its_quota() {
-    let s = run(&one_port(
+    let (periods, s) = common::run(&one_port(
         "150000",
         "mode = \"timer\"\nhz = 500\nburst = 32\neach_burst = 16\nburst_max = 4096",
     ));
@@ -122,7 +122,11 @@ fn timer_ticks_and_adapts_its_quota() {
     // so busy that the worker misses ticks, which it counts as late.
     assert!((100.0..=600.0).contains(&c.ticks_per_s), "{}", s.text());
     // 150 kpps at 500 Hz is 300 packets a tick: the quota grew from 32.
-    assert!(c.timer_burst >= 128, "{}", s.text());
+    // Read while the traffic flows (the periodic reports): after the
+    // generator stops, the quota shrinks by an eighth a tick, so the
+    // summary's value depends on when it was taken.
+    let most = periods.iter().map(|p| p.cores[0].timer_burst).max();
+    assert!(most >= Some(128), "{most:?}: {}", s.text());
     common::delivered_all_but_missed(&s, "timer");
 }
 

@@ -16,6 +16,11 @@ const GW: MacAddr = MacAddr([2, 0xbb, 0, 0, 0, 1]);
 /// port 1, 203.0.113.0/24 via 198.19.0.2 and 2001:db8:19::/48 via
 /// 2001:db8:19::2 on port 1.
 pub(super) fn fib(v6: &[(&str, u8, u16, Option<&str>)]) -> Arc<crate::fib::Fib> {
+    fib_writer(v6).fib().clone()
+}
+
+/// The writer of [`fib`]'s tables.
+fn fib_writer(v6: &[(&str, u8, u16, Option<&str>)]) -> crate::fib::FibWriter {
     let mut routes = vec![
         ("198.18.0.0", 24, 0, None),
         ("198.19.0.0", 24, 1, None),
@@ -32,7 +37,7 @@ pub(super) fn fib(v6: &[(&str, u8, u16, Option<&str>)]) -> Arc<crate::fib::Fib> 
             (a.parse().unwrap(), l, vec![NextHop { port, via }])
         })
         .collect();
-    crate::fib::FibWriter::build(&routes).unwrap().fib().clone()
+    crate::fib::FibWriter::build(&routes).unwrap()
 }
 
 /// Port 0: 198.18.0.1/24 (clients), port 1: 198.19.0.1/24 with gateway
@@ -553,19 +558,7 @@ fn multipath_routes_spread_flows_and_keep_them() {
             via: Some("198.19.0.2".parse().unwrap()),
         },
     ];
-    let mut w = crate::fib::FibWriter::build(&[
-        (
-            "198.18.0.0".parse().unwrap(),
-            24,
-            vec![NextHop { port: 0, via: None }],
-        ),
-        (
-            "198.19.0.0".parse().unwrap(),
-            24,
-            vec![NextHop { port: 1, via: None }],
-        ),
-    ])
-    .unwrap();
+    let mut w = fib_writer(&[]);
     let mut cfg = (*router().cfg).clone();
     cfg.fib = w.fib().clone();
     cfg.neighbors4.push((0, "198.18.0.2".parse().unwrap(), gw0));
