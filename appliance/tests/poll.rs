@@ -105,9 +105,14 @@ fn adaptive_spins_under_load_blocks_when_idle() {
         s.text()
     );
     common::delivered_all_but_missed(&s, "adaptive");
-    let s = run(&one_port("500", "mode = \"adaptive\""));
+    // Nearly idle: a packet every 10 ms on average, several times the
+    // back-off ladder (5,000 empty polls, 1–2.5 ms on this VM), so the
+    // ladder's prediction blocks at once. At 500 pps (2 ms gaps, as long
+    // as the ladder on a slow vCPU) it spins through most gaps and its CPU
+    // share is a coin toss around 50% (seen: 50.3% in CI).
+    let s = run(&one_port("100", "mode = \"adaptive\""));
     assert!(s.cores[0].cpu < 0.5, "idle: {}", s.text());
-    assert!(s.cores[0].wakeups_per_s > 50.0, "{}", s.text());
+    assert!(s.cores[0].wakeups_per_s > 30.0, "{}", s.text());
 }
 
 /// polling(4): ticks at hz, the quota grows with the load.
