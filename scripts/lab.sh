@@ -135,6 +135,15 @@ for dst in 198.19.0.2 198.18.0.1 198.19.0.1; do
   fi
 done
 
+# A host Sluice has no neighbour entry for: the first echo request waits
+# for the ARP reply (held) and goes out then, so one ping is answered.
+inns $NS_S ip addr add 198.19.0.3/24 dev s0
+if inns $NS_C ping -c 1 -W 3 -q 198.19.0.3 > "$WORK/ping1.log" 2>&1; then
+  pass "first ping to 198.19.0.3 (unresolved neighbour) answered: held for ARP"
+else
+  fail "first ping to an unresolved neighbour lost: $(tail -2 "$WORK/ping1.log" | head -1)"
+fi
+
 inns $NS_C traceroute -n -q 1 -w 1 -m 3 198.19.0.2 > "$WORK/trace.log" 2>&1
 hop1=$(awk '$1 == "1" {print $2}' "$WORK/trace.log")
 hop2=$(awk '$1 == "2" {print $2}' "$WORK/trace.log")
@@ -198,12 +207,18 @@ SLUICE_PID=
 C_TX=$(( $(lab_tx $NS_C c0) - C_TX0 ))
 S_TX=$(( $(lab_tx $NS_S s0) - S_TX0 ))
 summary=$(tail -1 "$WORK/sluice.json")
-read -r offered balanced handed <<< "$(python3 -c '
+read -r offered balanced handed injected held_sent <<< "$(python3 -c '
 import json, sys
 s = json.loads(sys.argv[1])
 b = s["balance"]
-print(b["offered"], b["balanced"], sum(p["drops"]["handed_off"] for p in s["ports"]))
+print(b["offered"], b["balanced"], sum(p["drops"]["handed_off"] for p in s["ports"]),
+      b["injected"], sum(c["events"].get("held_sent", 0) for c in s["cores"]))
 ' "$summary")"
+if [ "$held_sent" -ge 1 ] && [ "$injected" = "$held_sent" ]; then
+  pass "held packets: $held_sent sent once resolved, $injected injected in the balance"
+else
+  fail "held packets: held_sent $held_sent, injected $injected"
+fi
 sent=$((C_TX + S_TX))
 if [ "$DPDK" = 1 ]; then
   if [ "$src" = 0 ] && [ "$balanced" = True ]; then

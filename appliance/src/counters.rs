@@ -19,6 +19,9 @@ pub struct PortCounters {
     /// Packets received on this port whose output port has no TX queue on
     /// this worker.
     pub unroutable: Counter,
+    /// Packets the worker made and queued to this port's TX (held for
+    /// ARP/ND, sent once resolved).
+    pub injected: Counter,
     /// Packets received on this port that this worker handed to the
     /// worker owning their state (forwarded or dropped there).
     pub handed_off: Counter,

@@ -121,5 +121,20 @@ pub fn run(
         .with_context(|| format!("port {} ({}, {device})", p.name, p.origin))?;
         opened.push((port, None));
     }
-    crate::engine::run_ports(cfg, tsc, opened, None, dpdk::register_thread, stop, emit)
+    // Fresh mbufs for the router's held packets (sent once resolved).
+    let inject = if cfg.l3fwd_workers() > 0 {
+        let mp = Mempool::create(&eal, "sluice-inject", 1023, 32, 2048 + 128)
+            .context("mbuf pool for held packets")?;
+        let make: pmd::Injector<pmd::dpdk::DpdkMbuf> =
+            std::sync::Arc::new(move |b: &[u8]| pmd::filled(mp.alloc(), b));
+        Some(make)
+    } else {
+        None
+    };
+    let family = crate::engine::Family {
+        gen: None,
+        inject,
+        on_start: dpdk::register_thread,
+    };
+    crate::engine::run_ports(cfg, tsc, opened, family, stop, emit)
 }

@@ -77,6 +77,16 @@ pub fn management_core(cfg: &Config) -> Option<usize> {
         .find(|c| !busy.contains(c))
 }
 
+/// What a buffer family brings besides its ports.
+pub(crate) struct Family<B: PacketBuf> {
+    /// The softnic generator, if a port has one.
+    pub gen: Option<Generator>,
+    /// Fresh buffers for the packets workers send of their own.
+    pub inject: Option<pmd::Injector<B>>,
+    /// Called by each worker thread first, after pinning.
+    pub on_start: fn(),
+}
+
 /// Runs the appliance on opened ports of one buffer family: hands each
 /// queue to its worker, spawns the workers (each calls `on_start` first,
 /// after pinning) and the generator, runs the management loop, and stops.
@@ -84,8 +94,7 @@ pub(crate) fn run_ports<B, R, T>(
     cfg: &Config,
     tsc: Tsc,
     opened: Vec<(pmd::OpenPort<B, R, T>, Option<pmd::hist::HistReader>)>,
-    gen: Option<Generator>,
-    on_start: fn(),
+    family: Family<B>,
     stop: &AtomicBool,
     emit: &mut dyn FnMut(&Report),
 ) -> Result<Report>
@@ -94,6 +103,11 @@ where
     R: RxQueue<Buf = B> + 'static,
     T: TxQueue<Buf = B> + 'static,
 {
+    let Family {
+        gen,
+        inject,
+        on_start,
+    } = family;
     let nports = cfg.ports.len();
     let mut rx: Vec<Vec<Option<R>>> = Vec::new();
     let mut tx: Vec<Vec<Option<T>>> = Vec::new();
@@ -200,6 +214,7 @@ where
             drain: cfg.run.drain,
             tsc,
             handoff,
+            inject: inject.clone(),
         });
     }
 

@@ -79,6 +79,7 @@ pub(crate) struct PortSnap {
     pub(crate) tx_pkts: u64,
     pub(crate) tx_full: u64,
     pub(crate) unroutable: u64,
+    pub(crate) injected: u64,
     pub(crate) handed_off: u64,
     pub(crate) drops: [u64; DropReason::COUNT],
 }
@@ -231,6 +232,9 @@ pub struct Balance {
     pub offered: u64,
     /// Packets that left the appliance (softnic: received by the sink).
     pub delivered: u64,
+    /// Packets the workers sent that they did not receive as such (held
+    /// for ARP/ND, then sent in a fresh buffer): on the offered side.
+    pub injected: u64,
     /// NIC drops: RX ring full.
     pub rx_missed: u64,
     /// NIC drops: no buffer.
@@ -363,6 +367,7 @@ impl Telemetry {
                 s.tx_pkts += pc.tx_pkts.get();
                 s.tx_full += pc.tx_full.get();
                 s.unroutable += pc.unroutable.get();
+                s.injected += pc.injected.get();
                 s.handed_off += pc.handed_off.get();
                 for (d, v) in s.drops.iter_mut().zip(pc.drops.iter()) {
                     *d += v.get();
@@ -542,6 +547,7 @@ fn balance(s: &Snapshot) -> Balance {
     let mut b = Balance {
         offered: 0,
         delivered: 0,
+        injected: 0,
         rx_missed: 0,
         rx_nombuf: 0,
         tx_full: 0,
@@ -564,6 +570,7 @@ fn balance(s: &Snapshot) -> Balance {
         b.rx_nombuf += p.dev.rx_nombuf;
         b.tx_full += p.tx_full;
         b.unroutable += p.unroutable;
+        b.injected += p.injected;
         let consumed = p.drops[DropReason::Consumed as usize];
         b.consumed += consumed;
         b.stage_drops += p.drops.iter().sum::<u64>() - consumed;
@@ -575,7 +582,7 @@ fn balance(s: &Snapshot) -> Balance {
         + b.tx_full
         + b.stage_drops
         + b.unroutable;
-    b.in_flight = b.offered as i64 - accounted as i64;
+    b.in_flight = (b.offered + b.injected) as i64 - accounted as i64;
     b.balanced = b.in_flight == 0;
     b
 }
@@ -728,8 +735,13 @@ impl Report {
         if let Some(b) = &self.balance {
             let _ = writeln!(
                 s,
-                "  balance: offered {} = delivered {} + consumed {} + rx_missed {} + rx_nombuf {} + tx_full {} + stage {} + unroutable {} + in flight {}  [{}]",
+                "  balance: offered {}{} = delivered {} + consumed {} + rx_missed {} + rx_nombuf {} + tx_full {} + stage {} + unroutable {} + in flight {}  [{}]",
                 b.offered,
+                if b.injected > 0 {
+                    format!(" + injected {}", b.injected)
+                } else {
+                    String::new()
+                },
                 b.delivered,
                 b.consumed,
                 b.rx_missed,

@@ -68,6 +68,8 @@ fn namespace_lab_passes_every_check() {
     for check in [
         "PASS second instance on r0/r1 refused",
         "PASS ping client -> 198.19.0.2",
+        "PASS first ping to 198.19.0.3 (unresolved neighbour) answered",
+        "PASS held packets",
         "PASS traceroute",
         "PASS curl through SNAT",
         "PASS curl through the port forward",
@@ -94,6 +96,8 @@ fn af_xdp() {
     };
     for check in [
         "PASS ping client -> 198.19.0.2",
+        "PASS first ping to 198.19.0.3 (unresolved neighbour) answered",
+        "PASS held packets",
         "PASS traceroute",
         "PASS curl through SNAT",
         "PASS curl through the port forward",

@@ -90,6 +90,20 @@ pub trait ForwardMode: Clone + Send + 'static {
     #[inline]
     fn leave(&mut self) {}
 
+    /// Whether the stage has packets of its own to send ([`ForwardMode::emit`]):
+    /// asked after each poll round that had packets.
+    #[inline]
+    fn pending(&self) -> bool {
+        false
+    }
+
+    /// Hands the stage's own packets (not in any received buffer: packets
+    /// held for ARP that can go now) to `send(port, frame)`, which copies
+    /// each into a fresh buffer for `port`'s TX queue and returns false
+    /// when it has none. Called between [`ForwardMode::enter`] and
+    /// [`ForwardMode::leave`] when [`ForwardMode::pending`] says so.
+    fn emit(&mut self, _send: &mut dyn FnMut(u16, &[u8]) -> bool) {}
+
     /// Called once per poll round with the current time (ns, monotonic).
     #[inline]
     fn tick(&mut self, _now_ns: u64) {}

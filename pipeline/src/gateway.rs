@@ -973,6 +973,18 @@ impl ForwardMode for Gateway {
         self.router.leave();
     }
 
+    #[inline]
+    fn pending(&self) -> bool {
+        ForwardMode::pending(&self.router)
+    }
+
+    /// Held packets were translated and passed the rules before they were
+    /// held: only routing is left.
+    fn emit(&mut self, send: &mut dyn FnMut(u16, &[u8]) -> bool) {
+        ForwardMode::emit(&mut self.router, send);
+        self.refresh_events();
+    }
+
     fn tick(&mut self, now_ns: u64) {
         self.router.tick(now_ns);
         self.ct.tick(now_ns);

@@ -234,6 +234,24 @@ pub type BoxRx<B = Mbuf> = Box<dyn RxQueue<Buf = B>>;
 /// A boxed TX queue of a buffer family (native by default).
 pub type BoxTx<B = Mbuf> = Box<dyn TxQueue<Buf = B>>;
 
+/// Makes a buffer of a family holding a copy of some bytes: how a worker
+/// sends packets it did not receive (the router's packets held for ARP,
+/// sent once resolved). `None` when the pool is dry or the frame does not
+/// fit. A slow path: called per such packet, never per received one.
+pub type Injector<B = Mbuf> = std::sync::Arc<dyn Fn(&[u8]) -> Option<B> + Send + Sync>;
+
+/// `fresh` (an empty buffer just allocated) holding a copy of `bytes`.
+pub fn filled<B: PacketBuf>(fresh: Option<B>, bytes: &[u8]) -> Option<B> {
+    let mut m = fresh?;
+    m.append(bytes.len())?.copy_from_slice(bytes);
+    Some(m)
+}
+
+/// An [`Injector`] over a native pool.
+pub fn pool_injector(pool: Pool) -> Injector {
+    std::sync::Arc::new(move |b: &[u8]| filled(pool.alloc(), b))
+}
+
 /// A port opened by a backend: its control handle and its queues, which the
 /// appliance hands out to workers (each queue to exactly one). Queues are
 /// boxed (`BoxRx`, `BoxTx`) unless a backend gives its own types (DPDK:

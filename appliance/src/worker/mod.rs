@@ -137,6 +137,9 @@ pub struct WorkerSetup<B, R = pmd::BoxRx<B>, T = pmd::BoxTx<B>> {
     pub dumps: Option<crossbeam_channel::Receiver<DumpRequest>>,
     /// Handoff rings (empty unless several workers run the gateway).
     pub handoff: Handoff<B>,
+    /// Fresh buffers for the packets the stage sends of its own
+    /// ([`ForwardMode::emit`]); without one they are counted as dropped.
+    pub inject: Option<pmd::Injector<B>>,
 }
 
 struct Worker<'a, B, R, T, F> {
@@ -159,6 +162,7 @@ struct Worker<'a, B, R, T, F> {
     epoll: Option<Epoll>,
     tsc: Tsc,
     handoff: Handoff<B>,
+    inject: Option<pmd::Injector<B>>,
     /// Verdicts of the burst being processed.
     verdicts: Box<[Verdict; pmd::MAX_BURST]>,
     /// Where policy switches come from, and one received.
@@ -199,6 +203,7 @@ pub fn run<B: PacketBuf, R: RxQueue<Buf = B>, T: TxQueue<Buf = B>, F: ForwardMod
         taps,
         dumps,
         handoff,
+        inject,
     } = setup;
     let c = &*counters;
     let mut tx: Vec<Option<Tx<B, T>>> = (0..c.ports.len()).map(|_| None).collect();
@@ -236,6 +241,7 @@ pub fn run<B: PacketBuf, R: RxQueue<Buf = B>, T: TxQueue<Buf = B>, F: ForwardMod
         epoll,
         tsc,
         handoff,
+        inject,
         verdicts: Box::new([Verdict::Drop(DropReason::Truncated); pmd::MAX_BURST]),
         policy_changes,
         next_policy: None,

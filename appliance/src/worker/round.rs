@@ -148,6 +148,7 @@ impl<B: PacketBuf, R: RxQueue<Buf = B>, T: TxQueue<Buf = B>, F: ForwardMode>
             verdicts,
             drain_cycles,
             tap,
+            inject,
             ..
         } = self;
         let mut got = 0usize;
@@ -256,6 +257,9 @@ impl<B: PacketBuf, R: RxQueue<Buf = B>, T: TxQueue<Buf = B>, F: ForwardMode>
             got += n;
         }
         if entered {
+            if fwd.pending() {
+                emit(fwd, inject.as_ref(), tx, c, t0);
+            }
             fwd.leave();
         }
         (got, more)
@@ -288,6 +292,37 @@ impl<B: PacketBuf, R: RxQueue<Buf = B>, T: TxQueue<Buf = B>, F: ForwardMode>
             }
         }
     }
+}
+
+/// Sends the stage's own packets ([`ForwardMode::emit`]: packets it held
+/// for ARP/ND) in fresh buffers through the TX buffers, counted per output
+/// port as `injected`; a port without a TX queue here, or no buffer, is a
+/// refusal the stage counts.
+#[cold]
+fn emit<B: PacketBuf, T: TxQueue<Buf = B>, F: ForwardMode>(
+    fwd: &mut F,
+    inject: Option<&pmd::Injector<B>>,
+    tx: &mut [Option<Tx<B, T>>],
+    c: &WorkerCounters,
+    t0: u64,
+) {
+    fwd.emit(&mut |port, frame| {
+        let (Some(Some(t)), Some(make)) = (tx.get_mut(usize::from(port)), inject) else {
+            return false;
+        };
+        let Some(m) = make(frame) else {
+            return false;
+        };
+        let pc = &c.ports[usize::from(port)];
+        t.rx_at[t.buf.len()] = t0;
+        // Cannot fail: the buffer is flushed when full.
+        let _ = t.buf.push(m);
+        pc.injected.add(1);
+        if t.buf.is_full() {
+            flush(t, rdtsc(), pc);
+        }
+        true
+    });
 }
 
 /// Offers a processed burst to a capture: the packets leaving on its port

@@ -68,7 +68,10 @@ impl Router {
         }
         let mac = match self.hop_mac4(nh, hop, dst) {
             Ok(m) => m,
-            Err(gw) => return self.arp_request(pkt, out, gw),
+            Err(gw) => {
+                self.hold(pkt.bytes(), in_port, out, 4, u128::from(gw));
+                return self.arp_request(pkt, out, gw);
+            }
         };
         forward4_rewrite(pkt.bytes_mut(), mac.0, out_mac.0);
         Verdict::Forward(out)

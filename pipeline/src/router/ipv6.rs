@@ -63,6 +63,7 @@ impl Router {
             _ => dst,
         };
         let Some(mac) = self.fresh(self.neigh6.get(&(h.port, gw))) else {
+            self.hold(pkt.bytes(), in_port, h.port, 6, gw);
             return self.solicit(pkt, h.port, gw);
         };
         let b = pkt.bytes_mut();

@@ -12,8 +12,8 @@
 //! never sent about ICMP errors, non-first fragments or martian sources);
 //! otherwise the TTL is decremented with an RFC 1624 checksum update, the
 //! MACs rewritten from the neighbour table and the packet sent. A neighbour
-//! miss turns the packet into an ARP request for the next hop (the packet
-//! itself is dropped and counted). ARP requests for the router's addresses
+//! miss turns the packet into an ARP request for the next hop and keeps a
+//! copy of it, sent when the neighbour answers (see `hold`). ARP requests for the router's addresses
 //! are answered in place, and senders on connected subnets are learned.
 //!
 //! IPv6: validated, hop limit decremented, routed through the LPM6 table;
@@ -34,6 +34,7 @@
 
 mod burst;
 mod emit;
+mod hold;
 mod icmp;
 mod ipv4;
 mod ipv6;
@@ -75,6 +76,15 @@ crate::counter_enum! {
         NdSolicit = "nd_solicit",
         /// IPv6 neighbours learned from ND.
         NdLearned = "nd_learned",
+        /// Packets kept (copied) while their next hop is resolved.
+        Held = "neighbor_held",
+        /// Held packets sent once their neighbour answered.
+        HeldSent = "held_sent",
+        /// Held packets dropped after waiting too long for an answer.
+        HeldExpired = "held_expired",
+        /// Packets not held or not sent: the store or the neighbour's
+        /// queue full, a frame too large, no buffer to send it in.
+        HeldDropped = "held_dropped",
     }
 }
 
@@ -144,6 +154,8 @@ pub struct Router {
     /// The FIB version last seen: when it changes, cached paths are
     /// resolved again.
     fib_version: u64,
+    /// Packets waiting for ARP/ND.
+    hold: hold::Hold,
 }
 
 /// A next hop's resolved MAC, valid for its generation, gateway and port.
@@ -167,6 +179,15 @@ impl Router {
             neigh6.insert((p, u128::from(a)), (m, STATIC));
         }
         let tokens = Self::burst(cfg.icmp_rate);
+        // Held copies are frames of up to the largest MTU (and a VLAN tag).
+        let room = cfg
+            .interfaces
+            .iter()
+            .map(|i| usize::from(i.mtu))
+            .max()
+            .unwrap_or(1500)
+            + ETHERNET_HEADER_LEN
+            + 4;
         let local4 = cfg
             .interfaces
             .iter()
@@ -186,6 +207,7 @@ impl Router {
             generation: 1,
             gen_at_ns: 0,
             hop_macs: Vec::new(),
+            hold: hold::Hold::new(room),
         }
     }
 
@@ -391,6 +413,7 @@ impl ForwardMode for Router {
 
     fn tick(&mut self, now_ns: u64) {
         self.now_ns = now_ns;
+        self.expire_held();
         if now_ns.saturating_sub(self.gen_at_ns) >= 1_000_000_000 {
             self.gen_at_ns = now_ns;
             self.bump();
@@ -401,6 +424,15 @@ impl ForwardMode for Router {
             self.tokens = (self.tokens + dt * rate).min(Self::burst(self.cfg.icmp_rate));
         }
         self.last_ns = now_ns;
+    }
+
+    #[inline]
+    fn pending(&self) -> bool {
+        self.hold.ready()
+    }
+
+    fn emit(&mut self, send: &mut dyn FnMut(u16, &[u8]) -> bool) {
+        self.release(send);
     }
 
     const EVENTS: &'static [&'static str] = Event::NAMES;

@@ -34,6 +34,7 @@ impl Router {
 
     pub(super) fn learn4(&mut self, port: u16, a: u32, m: MacAddr) -> bool {
         let changed = learn(&mut self.neigh4, self.now_ns, (port, a), m);
+        self.resolved(port, 4, u128::from(a));
         if changed {
             self.bump();
         }
@@ -42,6 +43,7 @@ impl Router {
 
     pub(super) fn learn6(&mut self, port: u16, a: u128, m: MacAddr) -> bool {
         let changed = learn(&mut self.neigh6, self.now_ns, (port, a), m);
+        self.resolved(port, 6, a);
         if changed {
             self.bump();
         }
@@ -98,7 +100,7 @@ impl Router {
         Ok(mac)
     }
 
-    /// Turns the packet (dropped, waiting for resolution) into an ARP
+    /// Turns the packet (held by the caller, see `hold`) into an ARP
     /// request for `target` on `port`.
     pub(super) fn arp_request(&mut self, pkt: &mut impl Frame, port: u16, target: u32) -> Verdict {
         let Some((our, mac)) = self.source4(port) else {
@@ -234,7 +236,7 @@ impl Router {
         Verdict::Forward(in_port)
     }
 
-    /// Turns the packet (dropped, waiting for resolution) into a Neighbor
+    /// Turns the packet (held by the caller, see `hold`) into a Neighbor
     /// Solicitation for `target` on `port`.
     pub(super) fn solicit(&mut self, pkt: &mut impl Frame, port: u16, target: u128) -> Verdict {
         let Some((our, mac)) = self.source6(port) else {

@@ -602,3 +602,148 @@ fn multipath_routes_spread_flows_and_keep_them() {
     }
     r.leave();
 }
+
+/// A packet from port 1 to the unresolved host 198.18.0.10 on port 0,
+/// marked by its IP identification.
+fn to_unresolved(id: u16) -> Vec<u8> {
+    let mut f = udp4("198.19.0.50", "198.18.0.10", 64, 0);
+    f[0..6].copy_from_slice(&R1.0);
+    f[18..20].copy_from_slice(&id.to_be_bytes());
+    let mut ip = Ipv4Packet::new_unchecked(&mut f[14..34]);
+    ip.fill_checksum();
+    f
+}
+
+/// What `emit` hands over: (port, frame) in order.
+fn released(r: &mut Router) -> Vec<(u16, Vec<u8>)> {
+    let mut out = Vec::new();
+    ForwardMode::emit(r, &mut |p, f| {
+        out.push((p, f.to_vec()));
+        true
+    });
+    out
+}
+
+/// The first packet to a new neighbour is held while ARP resolves it and
+/// sent, routed, when the reply comes: nothing is lost.
+#[test]
+fn packets_wait_for_arp_and_go_when_it_answers() {
+    let mut r = router();
+    r.tick(1_000_000_000);
+    let mut f = to_unresolved(7);
+    let orig = f.clone();
+    assert_eq!(r.process(&mut f, 1), Verdict::Forward(0));
+    assert_eq!(
+        &f[12..14],
+        &[0x08, 0x06],
+        "the buffer became the ARP request"
+    );
+    assert_eq!(r.events()[Event::Held as usize], 1);
+    assert!(!ForwardMode::pending(&r));
+    assert!(released(&mut r).is_empty());
+    // An ARP reply from someone else releases nothing.
+    let mut other = arp(2, GW, "198.18.0.99", "198.18.0.1", R0);
+    r.process(&mut other, 0);
+    assert!(!ForwardMode::pending(&r));
+    let mut reply = arp(2, HOST, "198.18.0.10", "198.18.0.1", R0);
+    assert_eq!(
+        r.process(&mut reply, 0),
+        Verdict::Drop(DropReason::Consumed)
+    );
+    assert!(ForwardMode::pending(&r));
+    let out = released(&mut r);
+    assert_eq!(out.len(), 1);
+    let (port, g) = &out[0];
+    assert_eq!(*port, 0);
+    assert_eq!(&g[0..6], &HOST.0);
+    assert_eq!(&g[6..12], &R0.0);
+    assert_eq!(g[14 + 8], 63, "TTL decremented once");
+    assert!(ip_ok(g));
+    assert_eq!(g.len(), orig.len());
+    assert_eq!(&g[14..22], &orig[14..22], "the IP header up to the TTL");
+    assert_eq!(&g[23..24], &orig[23..24], "the protocol");
+    assert_eq!(&g[26..], &orig[26..], "addresses and payload");
+    assert_eq!(r.events()[Event::HeldSent as usize], 1);
+    assert!(!ForwardMode::pending(&r));
+    assert!(released(&mut r).is_empty(), "sent once");
+}
+
+/// At most PER_NEIGHBOR copies wait per neighbour (the oldest make room),
+/// they go out oldest first, and a refused send is counted.
+#[test]
+fn held_packets_are_bounded_per_neighbor_and_keep_their_order() {
+    let mut r = router();
+    for id in 1..=6u16 {
+        let mut f = to_unresolved(id);
+        r.process(&mut f, 1);
+    }
+    assert_eq!(r.events()[Event::Held as usize], 6);
+    assert_eq!(r.events()[Event::HeldDropped as usize], 2);
+    let mut reply = arp(2, HOST, "198.18.0.10", "198.18.0.1", R0);
+    r.process(&mut reply, 0);
+    let mut ids = Vec::new();
+    let mut n = 0;
+    ForwardMode::emit(&mut r, &mut |_, f| {
+        n += 1;
+        ids.push(u16::from_be_bytes([f[18], f[19]]));
+        n != 2 // the second finds no buffer
+    });
+    assert_eq!(ids, vec![3, 4, 5, 6]);
+    assert_eq!(r.events()[Event::HeldSent as usize], 3);
+    assert_eq!(r.events()[Event::HeldDropped as usize], 3);
+}
+
+/// A neighbour that never answers: the copies expire after HOLD_NS; the
+/// store never holds more than its slots.
+#[test]
+fn held_packets_expire_and_the_store_is_bounded() {
+    let mut r = router();
+    r.tick(1_000_000_000);
+    let mut f = to_unresolved(1);
+    r.process(&mut f, 1);
+    r.tick(1_000_000_000 + hold::HOLD_NS + 1);
+    assert_eq!(r.events()[Event::HeldExpired as usize], 1);
+    let mut reply = arp(2, HOST, "198.18.0.10", "198.18.0.1", R0);
+    r.process(&mut reply, 0);
+    assert!(!ForwardMode::pending(&r));
+    // Many unresolved neighbours: SLOTS held, the rest counted.
+    let n = hold::SLOTS + 10;
+    for i in 0..n {
+        let mut f = udp4("198.19.0.50", &format!("198.18.0.{}", 100 + i), 64, 0);
+        f[0..6].copy_from_slice(&R1.0);
+        r.process(&mut f, 1);
+    }
+    assert_eq!(r.events()[Event::Held as usize], 1 + hold::SLOTS as u64);
+    assert_eq!(r.events()[Event::HeldDropped as usize], 10);
+}
+
+/// IPv6: the packet that triggered a Neighbor Solicitation goes out when
+/// the advertisement comes.
+#[test]
+fn ipv6_packets_wait_for_neighbor_discovery() {
+    let mut cfg = (*router().cfg).clone();
+    cfg.fib = fib(&[("2001:db8:18::", 64, 0, None)]);
+    let mut r = Router::new(cfg);
+    let mut p = nd(128, "2001:db8:19::5", "2001:db8:18::10", "::", 0, GW, R0.0);
+    p[14 + 6] = IpProto::UDP;
+    p[14 + 7] = 64;
+    let mut q = p.clone();
+    assert_eq!(r.process(&mut q, 0), Verdict::Forward(0));
+    assert_eq!(Ipv6Packet::new_checked(&q[14..]).unwrap().payload()[0], 135);
+    assert_eq!(r.events()[Event::Held as usize], 1);
+    let mut na = nd(
+        136,
+        "2001:db8:18::10",
+        "2001:db8:18::1",
+        "2001:db8:18::10",
+        2,
+        HOST,
+        R0.0,
+    );
+    r.process(&mut na, 0);
+    let out = released(&mut r);
+    assert_eq!(out.len(), 1);
+    assert_eq!(&out[0].1[0..6], &HOST.0);
+    assert_eq!(out[0].1[14 + 7], 63, "hop limit decremented");
+    assert_eq!(&out[0].1[14 + 8..], &p[14 + 8..], "the rest unchanged");
+}
