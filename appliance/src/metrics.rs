@@ -286,6 +286,12 @@ pub fn render(tel: &Telemetry, cur: &Snapshot, rule_hits: &RuleHits) -> String {
             p.drops[DropReason::Consumed as usize] as f64,
         );
         f.counter(
+            "sluice_port_injected_total",
+            "Packets the workers sent on this port in fresh buffers (held for ARP/ND, sent once resolved).",
+            &l,
+            p.injected as f64,
+        );
+        f.counter(
             "sluice_port_handed_off_total",
             "Packets handed to the worker that owns their NAT state (counted there).",
             &l,
