@@ -37,12 +37,38 @@ pub fn router() -> Router {
                     ipv4: vec![("198.18.0.1".parse().unwrap(), 24)],
                     ipv6: vec![("2001:db8:18::1".parse().unwrap(), 64)],
                     mtu: 1500,
+                    vlan: None,
                 },
                 Interface {
                     mac: MacAddr([2, 0x51, 0, 0, 0, 1]),
                     ipv4: vec![("198.19.0.1".parse().unwrap(), 24)],
                     ipv6: vec![("2001:db8:19::1".parse().unwrap(), 64)],
                     mtu: 576,
+                    vlan: None,
+                },
+                // Tagged frames (VLAN 100 and QinQ 7.8 on port 1) reach
+                // the sub-interface paths.
+                Interface {
+                    mac: MacAddr([2, 0x51, 0, 0, 0, 1]),
+                    ipv4: vec![("198.20.0.1".parse().unwrap(), 24)],
+                    ipv6: vec![],
+                    mtu: 1500,
+                    vlan: Some(pipeline::router::Vlan {
+                        port: 1,
+                        outer: None,
+                        id: 100,
+                    }),
+                },
+                Interface {
+                    mac: MacAddr([2, 0x51, 0, 0, 0, 1]),
+                    ipv4: vec![("198.21.0.1".parse().unwrap(), 24)],
+                    ipv6: vec![],
+                    mtu: 1500,
+                    vlan: Some(pipeline::router::Vlan {
+                        port: 1,
+                        outer: Some(7),
+                        id: 8,
+                    }),
                 },
             ],
             fib: fib.fib().clone(),

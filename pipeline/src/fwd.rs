@@ -23,6 +23,16 @@ pub trait Frame {
     /// Sets the length (new bytes at the end are unspecified); false, and
     /// unchanged, when the buffer is too small.
     fn set_len(&mut self, len: usize) -> bool;
+    /// Removes `n` bytes from the front (a VLAN tag's room); false, and
+    /// unchanged, when the frame is shorter. None by default.
+    fn cut_front(&mut self, _n: usize) -> bool {
+        false
+    }
+    /// Adds `n` bytes at the front (unspecified; room for VLAN tags);
+    /// false, and unchanged, without the headroom. None by default.
+    fn grow_front(&mut self, _n: usize) -> bool {
+        false
+    }
 }
 
 impl Frame for Vec<u8> {
@@ -34,6 +44,17 @@ impl Frame for Vec<u8> {
     }
     fn set_len(&mut self, len: usize) -> bool {
         self.resize(len, 0);
+        true
+    }
+    fn cut_front(&mut self, n: usize) -> bool {
+        if n > self.len() {
+            return false;
+        }
+        self.drain(..n);
+        true
+    }
+    fn grow_front(&mut self, n: usize) -> bool {
+        self.splice(0..0, std::iter::repeat_n(0, n));
         true
     }
 }

@@ -959,6 +959,9 @@ impl ForwardMode for Gateway {
         match u16::from_be_bytes([b[12], b[13]]) {
             EtherType::IPV4 if for_us => self.ipv4(pkt, in_port),
             EtherType::IPV6 if for_us => self.ipv6(pkt, in_port),
+            // Tagged frames would reach the router past the rules: the
+            // gateway has no VLAN sub-interfaces (the config refuses them).
+            EtherType::VLAN | EtherType::QINQ => Verdict::Drop(DropReason::UnknownVlan),
             _ => self.router.process(pkt, in_port),
         }
     }

@@ -14,6 +14,9 @@ crate::counter_enum! {
         BadChecksum = "bad_checksum",
         /// Neither IPv4, IPv6 nor ARP.
         NotIp = "not_ip",
+        /// An 802.1Q/802.1ad tagged frame whose tags name no VLAN
+        /// sub-interface of the port it arrived on.
+        UnknownVlan = "unknown_vlan",
         /// An IP frame not addressed to the receiving port's MAC.
         NotForUs = "not_for_us",
         /// A destination a router never forwards to (0/8, 127/8, multicast,

@@ -43,6 +43,10 @@ const PACKET_FANOUT_HASH: u32 = 0;
 const TPACKET_V3: libc::c_int = 2;
 const TP_STATUS_KERNEL: u32 = 0;
 const TP_STATUS_USER: u32 = 1;
+/// The frame's VLAN tag was taken off by the kernel and is in the header
+/// (`tp_vlan_tci`), with its TPID (`tp_vlan_tpid`) when the second is set.
+const TP_STATUS_VLAN_VALID: u32 = 1 << 4;
+const TP_STATUS_VLAN_TPID_VALID: u32 = 1 << 6;
 
 /// Bytes per ring block.
 pub const BLOCK_SIZE: usize = 1 << 16;
@@ -249,9 +253,10 @@ impl RxQueue for RxQ {
             let snap = rd32(blk, h + 12) as usize;
             let mac = usize::from(rd16(blk, h + 24));
             let frame = &blk[(h + mac).min(BLOCK_SIZE)..(h + mac + snap).min(BLOCK_SIZE)];
+            let status = rd32(blk, h + 20);
             match self.pool.alloc() {
                 Some(mut m) => {
-                    if m.copy_from(frame) {
+                    if m.copy_from(frame) && retag(&mut m, blk, h, status) {
                         m.set_rx_meta(self.port, self.queue, now, rd32(blk, h + 28));
                         bytes += frame.len();
                         let _ = out.push(m);
@@ -277,6 +282,31 @@ impl RxQueue for RxQ {
     fn interrupt(&self) -> Option<&dyn RxInterrupt> {
         Some(&self.intr)
     }
+}
+
+/// Puts back the VLAN tag the kernel took off a received frame (its
+/// receive path always moves the outer tag to the packet's metadata, and
+/// AF_PACKET reports it in the frame header, as libpcap reads it): the
+/// router's sub-interfaces match frames by their tags. False when the
+/// buffer has no headroom for it.
+fn retag(m: &mut Mbuf, blk: &[u8], h: usize, status: u32) -> bool {
+    if status & TP_STATUS_VLAN_VALID == 0 {
+        return true;
+    }
+    let tci = rd32(blk, h + 32) as u16;
+    let tpid = if status & TP_STATUS_VLAN_TPID_VALID != 0 {
+        rd16(blk, h + 36)
+    } else {
+        0x8100
+    };
+    if m.len() < 12 || m.prepend(4).is_none() {
+        return false;
+    }
+    let b = m.data_mut();
+    b.copy_within(4..16, 0);
+    b[12..14].copy_from_slice(&tpid.to_be_bytes());
+    b[14..16].copy_from_slice(&tci.to_be_bytes());
+    true
 }
 
 impl RxQ {

@@ -237,6 +237,12 @@ impl pipeline::fwd::Frame for DpdkMbuf {
         // SAFETY: the shim checks the length against the buffer.
         unsafe { ffi::sluice_set_data_len(self.raw(), len) == 0 }
     }
+    fn cut_front(&mut self, n: usize) -> bool {
+        PacketBuf::adj(self, n)
+    }
+    fn grow_front(&mut self, n: usize) -> bool {
+        PacketBuf::prepend(self, n).is_some()
+    }
 }
 
 impl PacketBuf for DpdkMbuf {

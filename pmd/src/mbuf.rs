@@ -522,6 +522,12 @@ impl pipeline::fwd::Frame for Mbuf {
         h.data_len = len as u16;
         true
     }
+    fn cut_front(&mut self, n: usize) -> bool {
+        PacketBuf::adj(self, n)
+    }
+    fn grow_front(&mut self, n: usize) -> bool {
+        PacketBuf::prepend(self, n).is_some()
+    }
 }
 
 impl PacketBuf for Mbuf {

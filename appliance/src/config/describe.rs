@@ -87,6 +87,27 @@ pub fn describe(c: &Config) -> String {
             per
         );
     }
+    for (i, name) in c.router.names.iter().enumerate() {
+        let Some((iface, v)) = c.router.interfaces.get(i).and_then(|f| Some((f, f.vlan?))) else {
+            continue;
+        };
+        let tags = match v.outer {
+            Some(o) => format!("QinQ {o}.{}", v.id),
+            None => format!("802.1Q {}", v.id),
+        };
+        let addrs: Vec<String> = iface
+            .ipv4
+            .iter()
+            .map(|(a, l)| format!("{a}/{l}"))
+            .chain(iface.ipv6.iter().map(|(a, l)| format!("{a}/{l}")))
+            .collect();
+        s += &format!(
+            "  vlan {name} on {}: {tags}; mtu {}; {}\n",
+            c.ports[usize::from(v.port)].name,
+            iface.mtu,
+            addrs.join(" ")
+        );
+    }
     let multipath = c.router.routes.iter().filter(|r| r.paths.len() > 1).count();
     if multipath > 0 {
         s += &format!("  ecmp: {multipath} routes with several paths\n");

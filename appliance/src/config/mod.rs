@@ -375,12 +375,15 @@ fn validate(cx: &mut Ctx<'_>, raw: RawFile, base: Option<&Path>) -> Config {
             ),
         );
     }
-    let addrs: Vec<router::PortAddrs<'_>> = raw
+    let mut addrs: Vec<router::PortAddrs<'_>> = raw
         .port
         .iter()
         .zip(&ports)
-        .map(|(rp, pc)| router::PortAddrs {
+        .enumerate()
+        .map(|(i, (rp, pc))| router::PortAddrs {
+            key: format!("port[{i}]"),
             name: rp.name.get_ref(),
+            vlan: None,
             mac: pc.mac,
             ipv4: rp.ipv4.get_ref(),
             ipv6: &rp.ipv6,
@@ -395,6 +398,27 @@ fn validate(cx: &mut Ctx<'_>, raw: RawFile, base: Option<&Path>) -> Config {
             ),
         })
         .collect();
+    let vlan_names = vlans(cx, &raw.vlan, &raw.port);
+    for (vi, (v, (name, vlan))) in raw.vlan.iter().zip(&vlan_names).enumerate() {
+        let Some(vlan) = vlan else { continue };
+        addrs.push(router::PortAddrs {
+            key: format!("vlan[{vi}]"),
+            name,
+            vlan: Some(*vlan),
+            mac: ports[usize::from(vlan.port)].mac,
+            ipv4: v.ipv4.get_ref(),
+            ipv6: &v.ipv6,
+            mtu: v.mtu.as_ref(),
+            at: Spanned::new(
+                if v.ipv4.span().is_empty() {
+                    v.port.span()
+                } else {
+                    v.ipv4.span()
+                },
+                (),
+            ),
+        });
+    }
     let router = router::check(cx, &raw.router, &raw.route, &raw.neighbor, &addrs, base);
     let names: std::collections::BTreeMap<&str, u16> = raw
         .port
@@ -414,6 +438,17 @@ fn validate(cx: &mut Ctx<'_>, raw: RawFile, base: Option<&Path>) -> Config {
             .collect::<Vec<_>>(),
         base,
     );
+    // The gateway's rules and NAT do not see sub-interfaces yet: tagged
+    // traffic would pass them.
+    if gateway.enabled {
+        if let Some(v) = raw.vlan.first() {
+            cx.err(
+                &v.port,
+                "vlan[0].port",
+                "VLAN sub-interfaces are not supported with [firewall]/[nat] yet (their traffic would not be filtered): use them in a router without those sections",
+            );
+        }
+    }
     // One buffer family per process: DPDK ports cannot mix with the others.
     let dpdk_ports = raw
         .port
@@ -625,4 +660,77 @@ fn control_plane(raw: &RawFile, ports: &[PortConfig], cx: &mut Ctx<'_>) -> Optio
         interfaces,
         rcvbuf,
     })
+}
+
+/// Checks the `[[vlan]]` tables: each one's name (given, or `PORT.ID`,
+/// `PORT.OUTER.ID` for QinQ) and place, `None` where it is wrong.
+fn vlans(
+    cx: &mut Ctx<'_>,
+    raw: &[router::RawVlan],
+    ports: &[RawPort],
+) -> Vec<(String, Option<pipeline::router::Vlan>)> {
+    let mut out: Vec<(String, Option<pipeline::router::Vlan>)> = Vec::new();
+    for (vi, v) in raw.iter().enumerate() {
+        let k = |f: &str| format!("vlan[{vi}].{f}");
+        let id = *v.id.get_ref();
+        let outer = v.outer.as_ref().map(|o| *o.get_ref());
+        let port = ports
+            .iter()
+            .position(|p| p.name.get_ref() == v.port.get_ref());
+        let name = match &v.name {
+            Some(n) => n.get_ref().clone(),
+            None => match outer {
+                Some(o) => format!("{}.{o}.{id}", v.port.get_ref()),
+                None => format!("{}.{id}", v.port.get_ref()),
+            },
+        };
+        let mut ok = true;
+        if port.is_none() {
+            cx.err(
+                &v.port,
+                k("port"),
+                format!("port `{}` does not exist", v.port.get_ref()),
+            );
+            ok = false;
+        }
+        if !(1..=4094).contains(&id) {
+            cx.err(&v.id, k("id"), "a VLAN id is 1..=4094");
+            ok = false;
+        }
+        if let Some(o) = &v.outer {
+            if !(1..=4094).contains(o.get_ref()) {
+                cx.err(o, k("outer"), "a VLAN id is 1..=4094");
+                ok = false;
+            }
+        }
+        let vlan = port.map(|p| pipeline::router::Vlan {
+            port: p as u16,
+            outer,
+            id,
+        });
+        let at = v.name.as_ref().map_or(v.port.span(), |n| n.span());
+        if let Some(dup) = out.iter().position(|(_, x)| x.is_some() && *x == vlan) {
+            // (Its default name is the other's too: one error.)
+            cx.err(
+                &v.id,
+                k("id"),
+                format!(
+                    "the same tags on the same port as vlan[{dup}] (`{}`)",
+                    out[dup].0
+                ),
+            );
+            ok = false;
+        } else if ports.iter().any(|p| *p.name.get_ref() == name)
+            || out.iter().any(|(n, _)| *n == name)
+        {
+            cx.err(
+                &Spanned::new(at, ()),
+                k("name"),
+                format!("`{name}` is already the name of a port or VLAN"),
+            );
+            ok = false;
+        }
+        out.push((name, vlan.filter(|_| ok)));
+    }
+    out
 }

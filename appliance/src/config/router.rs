@@ -3,7 +3,7 @@
 
 use super::{Ctx, Prefix, Str};
 use pipeline::prefix;
-use pipeline::router::{Interface, NextHop};
+use pipeline::router::{Interface, NextHop, Vlan};
 use pipeline::wire::MacAddr;
 use serde::Deserialize;
 use std::collections::BTreeMap;
@@ -42,9 +42,28 @@ pub(super) struct RawNeighbor {
     port: Spanned<String>,
 }
 
-/// What the router needs of one `[[port]]`.
+/// A VLAN sub-interface (`[[vlan]]`): 802.1Q, or QinQ with `outer`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawVlan {
+    pub(super) port: Spanned<String>,
+    pub(super) id: Spanned<u16>,
+    pub(super) outer: Option<Spanned<u16>>,
+    pub(super) name: Option<Spanned<String>>,
+    #[serde(default = "super::schema::empty_list")]
+    pub(super) ipv4: Spanned<Vec<Str<Prefix<Ipv4Addr>>>>,
+    #[serde(default)]
+    pub(super) ipv6: Vec<Str<Prefix<Ipv6Addr>>>,
+    pub(super) mtu: Option<Spanned<u16>>,
+}
+
+/// What the router needs of one `[[port]]` or `[[vlan]]`.
 pub(super) struct PortAddrs<'a> {
+    /// `port[i]` or `vlan[i]`: where errors point.
+    pub key: String,
     pub name: &'a str,
+    /// A sub-interface's port and tags.
+    pub vlan: Option<Vlan>,
     pub mac: MacAddr,
     pub ipv4: &'a [Str<Prefix<Ipv4Addr>>],
     pub ipv6: &'a [Str<Prefix<Ipv6Addr>>],
@@ -74,8 +93,10 @@ pub struct Route {
 /// Checked router settings.
 #[derive(Debug, Clone, Default)]
 pub struct RouterSetup {
-    /// Interfaces, index = port.
+    /// Interfaces: index = port, then the VLAN sub-interfaces.
     pub interfaces: Vec<Interface>,
+    /// The interfaces' names (ports', then sub-interfaces').
+    pub names: Vec<String>,
     /// Connected and static routes.
     pub routes: Vec<Route>,
     /// Static neighbours: (port, address, MAC).
@@ -178,10 +199,14 @@ pub(super) fn check(
         }
     }
     for (i, a) in ports.iter().enumerate() {
-        let mtu = a.mtu.map_or(1500, |m| *m.get_ref());
+        // A sub-interface's MTU is its port's unless it says.
+        let mtu = a
+            .mtu
+            .or_else(|| a.vlan.and_then(|v| ports[usize::from(v.port)].mtu))
+            .map_or(1500, |m| *m.get_ref());
         if let Some(m) = a.mtu {
             if !(68..=9000).contains(m.get_ref()) {
-                cx.err(m, format!("port[{i}].mtu"), "must be 68..=9000 bytes");
+                cx.err(m, format!("{}.mtu", a.key), "must be 68..=9000 bytes");
             }
         }
         let ipv4: Vec<(Ipv4Addr, u8)> = a.ipv4.iter().map(|p| (p.0.addr, p.0.len)).collect();
@@ -193,7 +218,7 @@ pub(super) fn check(
                 let IpAddr::V4(first) = first else { continue };
                 cx.err(
                     a.span_of_ipv4(),
-                    format!("port[{i}].ipv4"),
+                    format!("{}.ipv4", a.key),
                     format!("{x}/{l} is the {what} address of its subnet; give the interface a host address (such as {}/{l})", Ipv4Addr::from(u32::from(first) + 1)),
                 );
             }
@@ -209,7 +234,7 @@ pub(super) fn check(
                 {
                     cx.err(
                         a.span_of_ipv4(),
-                        format!("port[{i}].ipv4"),
+                        format!("{}.ipv4", a.key),
                         format!("{x}/{l} overlaps {y}/{m} of port `{}`: connected subnets must not overlap", ports[j].name),
                     );
                 }
@@ -219,7 +244,7 @@ pub(super) fn check(
             if let Some(&(y, m)) = ipv4[..k].iter().find(|&&(y, m)| in_prefix4(y, m.min(l), x)) {
                 cx.err(
                     a.span_of_ipv4(),
-                    format!("port[{i}].ipv4"),
+                    format!("{}.ipv4", a.key),
                     format!("{x}/{l} overlaps {y}/{m} on the same port"),
                 );
             }
@@ -237,7 +262,7 @@ pub(super) fn check(
             if l <= 126 && host == 0 {
                 cx.err(
                     &a.at,
-                    format!("port[{i}].ipv6"),
+                    format!("{}.ipv6", a.key),
                     format!("{x}/{l} is its subnet's Subnet-Router anycast address; give the interface a host address (such as {}/{l})", Ipv6Addr::from(u128::from(x) + 1)),
                 );
             }
@@ -267,7 +292,9 @@ pub(super) fn check(
             ipv4,
             ipv6,
             mtu,
+            vlan: a.vlan,
         });
+        s.names.push(a.name.to_string());
     }
     for (ri, r) in routes.iter().enumerate() {
         let k = |f: &str| format!("route[{ri}].{f}");

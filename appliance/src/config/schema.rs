@@ -148,6 +148,8 @@ pub(super) struct RawFile {
     #[serde(default)]
     pub(super) neighbor: Vec<router::RawNeighbor>,
     #[serde(default)]
+    pub(super) vlan: Vec<router::RawVlan>,
+    #[serde(default)]
     pub(super) dpdk: RawDpdk,
     #[serde(default)]
     pub(super) management: RawManagement,

@@ -206,10 +206,9 @@ fn show_routes(cx: &mut Context<'_>, what: Option<&str>) -> Response {
     };
     let rs = &cx.cfg.router;
     let port_name = |p: u16| {
-        cx.cfg
-            .ports
+        rs.names
             .get(usize::from(p))
-            .map_or("?".to_string(), |p| p.name.clone())
+            .map_or("?".to_string(), |n| n.clone())
     };
     if let Some(w) = what {
         let addr: IpAddr = match w.parse::<IpAddr>() {

@@ -46,12 +46,14 @@ fn router() -> Router {
                 ipv4: vec![(INSIDE.parse().unwrap(), 24)],
                 ipv6: vec![],
                 mtu: 1500,
+                vlan: None,
             },
             Interface {
                 mac: R1,
                 ipv4: vec![(OUTSIDE.parse().unwrap(), 24)],
                 ipv6: vec![],
                 mtu: 1500,
+                vlan: None,
             },
         ],
         fib: crate::fib::FibWriter::build(&[

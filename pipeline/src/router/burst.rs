@@ -74,6 +74,9 @@ impl Router {
     ) -> Option<Verdict> {
         let l3 = &pkt.bytes()[ETHERNET_HEADER_LEN..];
         let (nh, hop) = self.cfg.fib.path(nh, || Router::flow_hash(l3))?;
+        if hop.port >= self.ports {
+            return None; // a VLAN sub-interface: tagged on the full path
+        }
         let oif = self.iface(hop.port)?;
         let (out_mac, mtu) = (oif.mac, oif.mtu);
         let b = pkt.bytes_mut();

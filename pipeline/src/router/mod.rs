@@ -39,6 +39,7 @@ mod icmp;
 mod ipv4;
 mod ipv6;
 mod neighbors;
+mod vlan;
 
 pub use crate::fib::NextHop;
 use crate::fib::{flow_hash, Fib};
@@ -50,6 +51,7 @@ use neighbors::{BROADCAST, STATIC};
 use rustc_hash::FxHashMap as HashMap;
 use std::net::{Ipv4Addr, Ipv6Addr};
 use std::sync::Arc;
+pub use vlan::Vlan;
 
 crate::counter_enum! {
     /// Slow-path work the router did, counted per core.
@@ -88,7 +90,8 @@ crate::counter_enum! {
     }
 }
 
-/// A router interface (one per port).
+/// A router interface: one per port (index = port), then the VLAN
+/// sub-interfaces.
 #[derive(Clone, Debug, Default)]
 pub struct Interface {
     /// The port's MAC.
@@ -99,12 +102,15 @@ pub struct Interface {
     pub ipv6: Vec<(Ipv6Addr, u8)>,
     /// Largest IP packet (bytes, without Ethernet header) it sends.
     pub mtu: u16,
+    /// For a VLAN sub-interface: its port and tags (`None` for a port).
+    pub vlan: Option<Vlan>,
 }
 
 /// What the router is built from (control path).
 #[derive(Clone, Debug)]
 pub struct RouterConfig {
-    /// Interfaces, index = port.
+    /// Interfaces: index = port, then VLAN sub-interfaces (next hops
+    /// and neighbours name interfaces).
     pub interfaces: Vec<Interface>,
     /// The route tables and next hops (changed in place by their
     /// writer).
@@ -156,6 +162,9 @@ pub struct Router {
     fib_version: u64,
     /// Packets waiting for ARP/ND.
     hold: hold::Hold,
+    /// Interfaces below this index are ports; the others are VLAN
+    /// sub-interfaces, whose frames are tagged as they leave.
+    ports: u16,
 }
 
 /// A next hop's resolved MAC, valid for its generation, gateway and port.
@@ -179,6 +188,7 @@ impl Router {
             neigh6.insert((p, u128::from(a)), (m, STATIC));
         }
         let tokens = Self::burst(cfg.icmp_rate);
+        let ports = ports(&cfg.interfaces);
         // Held copies are frames of up to the largest MTU (and a VLAN tag).
         let room = cfg
             .interfaces
@@ -208,6 +218,7 @@ impl Router {
             gen_at_ns: 0,
             hop_macs: Vec::new(),
             hold: hold::Hold::new(room),
+            ports,
         }
     }
 
@@ -237,6 +248,7 @@ impl Router {
             .iter()
             .flat_map(|i| i.ipv4.iter().map(|(a, _)| u32::from(*a)))
             .collect();
+        self.ports = ports(&cfg.interfaces);
         self.reader.leave();
         if !Arc::ptr_eq(&self.cfg.fib, &cfg.fib) {
             self.reader = cfg.fib.reader();
@@ -363,6 +375,52 @@ impl Router {
     }
 }
 
+impl Router {
+    /// [`ForwardMode::process`] up to the verdict, which names an
+    /// interface (a sub-interface's frame is tagged after).
+    #[inline]
+    fn process_iface<P: Frame>(&mut self, pkt: &mut P, in_port: u16) -> Verdict {
+        let b = pkt.bytes();
+        if b.len() < ETHERNET_HEADER_LEN {
+            return Verdict::Drop(DropReason::Truncated);
+        }
+        let mut ethertype = u16::from_be_bytes([b[12], b[13]]);
+        let mut in_port = in_port;
+        if matches!(ethertype, EtherType::VLAN | EtherType::QINQ) {
+            in_port = match self.untag(pkt, in_port) {
+                Ok(i) => i,
+                Err(v) => return v,
+            };
+            let b = pkt.bytes();
+            ethertype = u16::from_be_bytes([b[12], b[13]]);
+            if matches!(ethertype, EtherType::VLAN | EtherType::QINQ) {
+                // More tags than a sub-interface has.
+                return Verdict::Drop(DropReason::UnknownVlan);
+            }
+        }
+        let b = pkt.bytes();
+        let dst = MacAddr([b[0], b[1], b[2], b[3], b[4], b[5]]);
+        let Some(iface) = self.iface(in_port) else {
+            return Verdict::Drop(DropReason::NotForUs);
+        };
+        let for_us = dst == iface.mac;
+        match ethertype {
+            EtherType::IPV4 if for_us => self.ipv4(pkt, in_port),
+            EtherType::IPV6 if for_us || dst.0[0] & 1 == 1 => self.ipv6(pkt, in_port),
+            EtherType::ARP if for_us || dst == BROADCAST => self.arp(pkt, in_port),
+            EtherType::IPV4 | EtherType::IPV6 | EtherType::ARP => {
+                Verdict::Drop(DropReason::NotForUs)
+            }
+            _ => Verdict::Drop(DropReason::NotIp),
+        }
+    }
+}
+
+/// How many of the interfaces are ports (they come first).
+fn ports(ifaces: &[Interface]) -> u16 {
+    ifaces.iter().take_while(|i| i.vlan.is_none()).count() as u16
+}
+
 impl ForwardMode for Router {
     const NAME: &'static str = "l3fwd";
 
@@ -380,24 +438,9 @@ impl ForwardMode for Router {
 
     #[inline]
     fn process<P: Frame>(&mut self, pkt: &mut P, in_port: u16) -> Verdict {
-        let b = pkt.bytes();
-        if b.len() < ETHERNET_HEADER_LEN {
-            return Verdict::Drop(DropReason::Truncated);
-        }
-        let dst = MacAddr([b[0], b[1], b[2], b[3], b[4], b[5]]);
-        let ethertype = u16::from_be_bytes([b[12], b[13]]);
-        let Some(iface) = self.iface(in_port) else {
-            return Verdict::Drop(DropReason::NotForUs);
-        };
-        let for_us = dst == iface.mac;
-        match ethertype {
-            EtherType::IPV4 if for_us => self.ipv4(pkt, in_port),
-            EtherType::IPV6 if for_us || dst.0[0] & 1 == 1 => self.ipv6(pkt, in_port),
-            EtherType::ARP if for_us || dst == BROADCAST => self.arp(pkt, in_port),
-            EtherType::IPV4 | EtherType::IPV6 | EtherType::ARP => {
-                Verdict::Drop(DropReason::NotForUs)
-            }
-            _ => Verdict::Drop(DropReason::NotIp),
+        match self.process_iface(pkt, in_port) {
+            Verdict::Forward(o) if o >= self.ports => self.tag(pkt, o),
+            v => v,
         }
     }
 

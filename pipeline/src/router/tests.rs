@@ -50,12 +50,14 @@ fn router() -> Router {
                 ipv4: vec![("198.18.0.1".parse().unwrap(), 24)],
                 ipv6: vec![("2001:db8:18::1".parse().unwrap(), 64)],
                 mtu: 1500,
+                vlan: None,
             },
             Interface {
                 mac: R1,
                 ipv4: vec![("198.19.0.1".parse().unwrap(), 24)],
                 ipv6: vec![],
                 mtu: 1400,
+                vlan: None,
             },
         ],
         fib: fib(&[]),
@@ -746,4 +748,156 @@ fn ipv6_packets_wait_for_neighbor_discovery() {
     assert_eq!(&out[0].1[0..6], &HOST.0);
     assert_eq!(out[0].1[14 + 7], 63, "hop limit decremented");
     assert_eq!(&out[0].1[14 + 8..], &p[14 + 8..], "the rest unchanged");
+}
+
+const HOST_V: MacAddr = MacAddr([2, 0xcc, 0, 0, 0, 1]);
+const HOST_Q: MacAddr = MacAddr([2, 0xdd, 0, 0, 0, 1]);
+
+/// [`router`] with two sub-interfaces of port 1: VLAN 100
+/// (198.19.100.1/24, interface 2) and QinQ 200/300 (198.19.200.1/24,
+/// interface 3), a neighbour on each, and host 198.18.0.10 on port 0.
+fn vlan_router() -> Router {
+    let mut cfg = (*router().cfg).clone();
+    let sub = |outer, id, a: &str| Interface {
+        mac: R1,
+        ipv4: vec![(a.parse().unwrap(), 24)],
+        ipv6: vec![],
+        mtu: 1500,
+        vlan: Some(Vlan { port: 1, outer, id }),
+    };
+    cfg.interfaces.push(sub(None, 100, "198.19.100.1"));
+    cfg.interfaces.push(sub(Some(200), 300, "198.19.200.1"));
+    cfg.fib = fib(&[("198.19.100.0", 24, 2, None), ("198.19.200.0", 24, 3, None)]);
+    cfg.neighbors4
+        .push((2, "198.19.100.5".parse().unwrap(), HOST_V));
+    cfg.neighbors4
+        .push((3, "198.19.200.5".parse().unwrap(), HOST_Q));
+    cfg.neighbors4
+        .push((0, "198.18.0.10".parse().unwrap(), HOST));
+    Router::new(cfg)
+}
+
+/// `f` with tags (TPID, VID) inserted after the MACs, outermost first.
+fn tagged(f: &[u8], tags: &[(u16, u16)]) -> Vec<u8> {
+    let mut t = f[..12].to_vec();
+    for &(tpid, vid) in tags {
+        t.extend_from_slice(&tpid.to_be_bytes());
+        t.extend_from_slice(&vid.to_be_bytes());
+    }
+    t.extend_from_slice(&f[12..]);
+    t
+}
+
+/// Routed onto a sub-interface, a frame leaves its port tagged (one tag,
+/// or QinQ's two), with the neighbour's MAC and the TTL decremented.
+#[test]
+fn vlan_sub_interfaces_tag_what_they_send() {
+    let mut r = vlan_router();
+    let mut f = udp4("198.18.0.10", "198.19.100.5", 64, 0);
+    let orig = f.clone();
+    assert_eq!(r.process(&mut f, 0), Verdict::Forward(1));
+    assert_eq!(f.len(), orig.len() + 4);
+    assert_eq!(&f[0..6], &HOST_V.0);
+    assert_eq!(&f[6..12], &R1.0);
+    assert_eq!(&f[12..18], &[0x81, 0x00, 0, 100, 0x08, 0x00]);
+    assert_eq!(f[18 + 8], 63);
+    assert!(Ipv4Packet::new_checked(&f[18..]).unwrap().verify_checksum());
+    assert_eq!(&f[18 + 12..], &orig[14 + 12..], "addresses and payload");
+    let mut f = udp4("198.18.0.10", "198.19.200.5", 64, 0);
+    assert_eq!(r.process(&mut f, 0), Verdict::Forward(1));
+    assert_eq!(&f[0..6], &HOST_Q.0);
+    assert_eq!(
+        &f[12..22],
+        &[0x88, 0xa8, 0, 200, 0x81, 0x00, 0x01, 0x2c, 0x08, 0x00]
+    );
+    // The burst path agrees (sub-interfaces take the per-packet way).
+    let mut pkts = vec![
+        udp4("198.18.0.10", "198.19.100.5", 64, 0),
+        udp4("198.18.0.10", "203.0.113.9", 64, 0),
+        udp4("198.18.0.10", "198.19.200.5", 64, 0),
+    ];
+    let mut each = pkts.clone();
+    let mut v = [Verdict::Drop(DropReason::Truncated); 3];
+    let mut r2 = vlan_router();
+    // All three leave on port 1 (two of them tagged): one verdict.
+    let same = r2.process_burst(&mut pkts, 0, &mut v);
+    assert_eq!(same, Some(Verdict::Forward(1)));
+    for (i, p) in each.iter_mut().enumerate() {
+        assert_eq!(r.process(p, 0), Verdict::Forward(1));
+        assert_eq!(*p, pkts[i]);
+    }
+    assert_eq!(&pkts[1][12..14], &[0x08, 0x00], "the untagged one");
+}
+
+/// A tagged frame is received on its sub-interface: untagged to route
+/// on, answered tagged (echo, ARP); unknown tags are dropped as
+/// `unknown_vlan`; a priority tag (VID 0) belongs to the port.
+#[test]
+fn vlan_sub_interfaces_receive_their_tags() {
+    let mut r = vlan_router();
+    let mut from = udp4("198.19.100.5", "198.18.0.10", 64, 0);
+    from[0..6].copy_from_slice(&R1.0);
+    let orig = from.clone();
+    let mut f = tagged(&from, &[(0x8100, 100)]);
+    assert_eq!(r.process(&mut f, 1), Verdict::Forward(0));
+    assert_eq!(f.len(), orig.len(), "untagged on port 0");
+    assert_eq!(&f[0..6], &HOST.0);
+    assert_eq!(&f[12..14], &[0x08, 0x00]);
+    assert_eq!(f[14 + 8], 63);
+    // QinQ, with either outer TPID.
+    for tpid in [0x88a8, 0x8100] {
+        let mut from = udp4("198.19.200.5", "198.18.0.10", 64, 0);
+        from[0..6].copy_from_slice(&R1.0);
+        let mut f = tagged(&from, &[(tpid, 200), (0x8100, 300)]);
+        assert_eq!(r.process(&mut f, 1), Verdict::Forward(0), "{tpid:x}");
+        assert_eq!(&f[12..14], &[0x08, 0x00]);
+    }
+    // Unknown tags, tags on the wrong port, too many tags.
+    for (tags, port) in [
+        (&[(0x8100, 999)][..], 1),
+        (&[(0x8100, 100)][..], 0),
+        (&[(0x88a8, 200), (0x8100, 301)][..], 1),
+        (&[(0x8100, 100), (0x8100, 5)][..], 1),
+    ] {
+        let mut f = tagged(&from, tags);
+        assert_eq!(
+            r.process(&mut f, port),
+            Verdict::Drop(DropReason::UnknownVlan),
+            "{tags:?} on {port}"
+        );
+    }
+    // A priority tag: the port itself.
+    let mut f = tagged(&udp4("198.18.0.10", "203.0.113.9", 64, 0), &[(0x8100, 0)]);
+    assert_eq!(r.process(&mut f, 0), Verdict::Forward(1));
+    assert_eq!(&f[0..6], &GW.0);
+    assert_eq!(&f[12..14], &[0x08, 0x00]);
+    // Echo to the sub-interface's address: answered on it, tagged.
+    let mut echo = udp4("198.19.200.5", "198.19.200.1", 64, 0);
+    echo[0..6].copy_from_slice(&R1.0);
+    echo[14 + 9] = IpProto::ICMP;
+    echo[34..42].copy_from_slice(&[8, 0, 0, 0, 0, 1, 0, 1]);
+    let c = !checksum::fold(checksum::sum(&echo[34..], 0));
+    echo[36..38].copy_from_slice(&c.to_be_bytes());
+    {
+        let mut ip = Ipv4Packet::new_unchecked(&mut echo[14..34]);
+        ip.fill_checksum();
+    }
+    let mut f = tagged(&echo, &[(0x88a8, 200), (0x8100, 300)]);
+    assert_eq!(r.process(&mut f, 1), Verdict::Forward(1));
+    assert_eq!(&f[12..22], &[0x88, 0xa8, 0, 200, 0x81, 0, 1, 0x2c, 8, 0]);
+    assert_eq!(f[22 + 20], 0, "an echo reply");
+    assert_eq!(r.events()[Event::EchoReply as usize], 1);
+    // ARP for the VLAN 100 address: answered on VLAN 100; the asker is
+    // learned on the sub-interface.
+    let q = arp(1, HOST_Q, "198.19.100.7", "198.19.100.1", BROADCAST);
+    let mut f = tagged(&q, &[(0x8100, 100)]);
+    assert_eq!(r.process(&mut f, 1), Verdict::Forward(1));
+    assert_eq!(&f[12..16], &[0x81, 0, 0, 100]);
+    assert_eq!(u16::from_be_bytes([f[24], f[25]]), 2, "a reply");
+    assert_eq!(&f[0..6], &HOST_Q.0);
+    assert_eq!(
+        r.neighbor4(2, "198.19.100.7".parse().unwrap()),
+        Some(HOST_Q)
+    );
+    assert_eq!(r.neighbor4(1, "198.19.100.7".parse().unwrap()), None);
 }
