@@ -20,8 +20,11 @@ pub struct PortCounters {
     /// this worker.
     pub unroutable: Counter,
     /// Packets the worker made and queued to this port's TX (held for
-    /// ARP/ND, sent once resolved).
+    /// ARP/ND, sent once resolved; the kernel's, from the port's mirror).
     pub injected: Counter,
+    /// Packets received on this port and handed to the kernel (the
+    /// port's TAP mirror).
+    pub punted: Counter,
     /// Packets received on this port that this worker handed to the
     /// worker owning their state (forwarded or dropped there).
     pub handed_off: Counter,

@@ -215,8 +215,59 @@ where
             tsc,
             handoff,
             inject: inject.clone(),
+            mirror: None,
         });
     }
+
+    // The control-plane mirror (`[control_plane] tap`): TAPs made now (a
+    // name in use fails the start), rings to each routing worker, one
+    // thread between them.
+    let mirror_stop = Arc::new(AtomicBool::new(false));
+    let mirror_thread = if cfg.taps.is_empty() || l3_workers == 0 {
+        None
+    } else {
+        let mut taps = Vec::new();
+        for (p, name) in &cfg.taps {
+            let mtu = cfg
+                .router
+                .interfaces
+                .get(usize::from(*p))
+                .map_or(1500, |i| i.mtu);
+            let t = pmd::tap::Tap::create(name, cfg.ports[usize::from(*p)].mac.0, mtu)
+                .with_context(|| {
+                    format!(
+                        "the TAP mirror {name} of port {}",
+                        cfg.ports[usize::from(*p)].name
+                    )
+                })?;
+            eprintln!(
+                "control plane: port {} mirrored by TAP {name}",
+                cfg.ports[usize::from(*p)].name
+            );
+            taps.push((*p, t));
+        }
+        let mut ends = Vec::new();
+        let mut sender: Vec<Option<usize>> = vec![None; nports];
+        for (w, s) in cfg.workers.iter().zip(setups.iter_mut()) {
+            if w.mode != FwdMode::L3fwd {
+                continue;
+            }
+            let rings = crate::punt::WorkerRings::new();
+            for &(p, _) in &w.tx {
+                sender[usize::from(p)].get_or_insert(ends.len());
+            }
+            s.mirror = Some((rings.punt, rings.from_kernel));
+            ends.push(rings.mirror);
+        }
+        let counters = Arc::new(crate::punt::MirrorCounters::default());
+        let stop = mirror_stop.clone();
+        Some(
+            std::thread::Builder::new()
+                .name("sluice-mirror".into())
+                .spawn(move || crate::punt::run(taps, ends, sender, counters, &stop))
+                .context("spawning the TAP mirror thread")?,
+        )
+    };
 
     // The management thread keeps the FIB's writer: routes change in
     // place through it (`sluice ctl route`).
@@ -536,6 +587,10 @@ where
         p.control.stop_rx();
     }
     worker_stop.store(true, Ordering::Release);
+    mirror_stop.store(true, Ordering::Release);
+    if let Some(t) = mirror_thread {
+        let _ = t.join();
+    }
     let mut panicked = 0;
     let mut leftovers = Vec::new();
     for (i, h) in handles.into_iter().enumerate() {

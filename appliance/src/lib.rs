@@ -33,6 +33,7 @@ pub mod lock;
 pub mod metrics;
 pub mod netlink;
 pub mod poll;
+pub mod punt;
 pub mod reload;
 pub mod stages;
 pub mod telemetry;

@@ -292,6 +292,12 @@ pub fn render(tel: &Telemetry, cur: &Snapshot, rule_hits: &RuleHits) -> String {
             p.injected as f64,
         );
         f.counter(
+            "sluice_port_punted_total",
+            "Packets received on this port and handed to the kernel through its TAP mirror.",
+            &l,
+            p.punted as f64,
+        );
+        f.counter(
             "sluice_port_handed_off_total",
             "Packets handed to the worker that owns their NAT state (counted there).",
             &l,

@@ -53,6 +53,7 @@ pub fn build_router(cfg: &Config) -> Result<(Router, FibWriter)> {
         neighbors6: n6,
         icmp_rate: rs.icmp_rate,
         neighbor_timeout_ns: rs.neighbor_timeout.as_nanos() as u64,
+        punt: !cfg.taps.is_empty(),
     });
     Ok((router, fib))
 }

@@ -80,6 +80,7 @@ pub(crate) struct PortSnap {
     pub(crate) tx_full: u64,
     pub(crate) unroutable: u64,
     pub(crate) injected: u64,
+    pub(crate) punted: u64,
     pub(crate) handed_off: u64,
     pub(crate) drops: [u64; DropReason::COUNT],
 }
@@ -245,6 +246,8 @@ pub struct Balance {
     pub stage_drops: u64,
     /// Used up by the router's slow path (ARP, ND): not a drop.
     pub consumed: u64,
+    /// Handed to the kernel (the ports' TAP mirrors): not a drop.
+    pub punted: u64,
     /// Not part of the balance: packets the softnic generator should have
     /// offered at its configured rate but skipped because it fell behind
     /// (a busy machine). When this is more than 1% the offered load was
@@ -368,6 +371,7 @@ impl Telemetry {
                 s.tx_full += pc.tx_full.get();
                 s.unroutable += pc.unroutable.get();
                 s.injected += pc.injected.get();
+                s.punted += pc.punted.get();
                 s.handed_off += pc.handed_off.get();
                 for (d, v) in s.drops.iter_mut().zip(pc.drops.iter()) {
                     *d += v.get();
@@ -553,6 +557,7 @@ fn balance(s: &Snapshot) -> Balance {
         tx_full: 0,
         stage_drops: 0,
         consumed: 0,
+        punted: 0,
         gen_late: 0,
         unroutable: 0,
         in_flight: 0,
@@ -571,12 +576,14 @@ fn balance(s: &Snapshot) -> Balance {
         b.tx_full += p.tx_full;
         b.unroutable += p.unroutable;
         b.injected += p.injected;
+        b.punted += p.punted;
         let consumed = p.drops[DropReason::Consumed as usize];
         b.consumed += consumed;
         b.stage_drops += p.drops.iter().sum::<u64>() - consumed;
     }
     let accounted = b.delivered
         + b.consumed
+        + b.punted
         + b.rx_missed
         + b.rx_nombuf
         + b.tx_full
@@ -735,7 +742,7 @@ impl Report {
         if let Some(b) = &self.balance {
             let _ = writeln!(
                 s,
-                "  balance: offered {}{} = delivered {} + consumed {} + rx_missed {} + rx_nombuf {} + tx_full {} + stage {} + unroutable {} + in flight {}  [{}]",
+                "  balance: offered {}{} = delivered {} + consumed {}{} + rx_missed {} + rx_nombuf {} + tx_full {} + stage {} + unroutable {} + in flight {}  [{}]",
                 b.offered,
                 if b.injected > 0 {
                     format!(" + injected {}", b.injected)
@@ -744,6 +751,11 @@ impl Report {
                 },
                 b.delivered,
                 b.consumed,
+                if b.punted > 0 {
+                    format!(" + punted {}", b.punted)
+                } else {
+                    String::new()
+                },
                 b.rx_missed,
                 b.rx_nombuf,
                 b.tx_full,

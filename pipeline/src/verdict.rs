@@ -44,6 +44,9 @@ crate::counter_enum! {
         NatExhausted = "nat_exhausted",
         /// A new flow whose tuple collides with a tracked one.
         CtClash = "ct_clash",
+        /// For the kernel, but its mirror's ring was full (or there is
+        /// no mirror for the port).
+        PuntFull = "punt_full",
         /// Bound for the core that owns its NAT mapping, but that core's
         /// handoff ring was full (or it had stopped).
         HandoffFull = "handoff_full",
@@ -66,4 +69,8 @@ pub enum Verdict {
     /// the workers running the stage): it holds the state the packet
     /// needs (the gateway's NAT mappings).
     Handoff(u16),
+    /// For the kernel: the worker copies the packet, unchanged, to the
+    /// control-plane mirror (TAP) of the port it arrived on, then frees
+    /// it. Only with `[control_plane] tap`.
+    Punt,
 }

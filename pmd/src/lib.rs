@@ -59,6 +59,7 @@ pub mod null;
 pub mod pcap;
 pub mod softnic;
 pub mod sys;
+pub mod tap;
 
 use std::os::fd::RawFd;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};

@@ -112,6 +112,18 @@ pub fn wait_readable(fd: RawFd, timeout: Option<Duration>) -> bool {
     n > 0 && pfd.revents & libc::POLLIN != 0
 }
 
+/// Waits until one of `fds` is readable or `timeout` passes; their
+/// `revents` say which. True when one is.
+pub fn poll_readable(fds: &mut [libc::pollfd], timeout: Duration) -> bool {
+    for f in fds.iter_mut() {
+        f.revents = 0;
+    }
+    let ms = timeout.as_millis().min(i32::MAX as u128) as i32;
+    // SAFETY: `fds` is a valid slice of pollfds, its length the count.
+    let n = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, ms) };
+    n > 0
+}
+
 /// An epoll set: a worker blocks on the interrupt lines of all its queues
 /// at once (NAPI's wait).
 #[derive(Debug)]

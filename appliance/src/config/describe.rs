@@ -112,6 +112,17 @@ pub fn describe(c: &Config) -> String {
     if multipath > 0 {
         s += &format!("  ecmp: {multipath} routes with several paths\n");
     }
+    if !c.taps.is_empty() {
+        let t: Vec<String> = c
+            .taps
+            .iter()
+            .map(|(p, n)| format!("{}={n}", c.ports[usize::from(*p)].name))
+            .collect();
+        s += &format!(
+            "  control plane: TAP mirrors {} (traffic for the router's addresses to the kernel)\n",
+            t.join(", ")
+        );
+    }
     if let Some(cp) = &c.control_plane {
         let ifs: Vec<String> = cp
             .interfaces

@@ -560,6 +560,7 @@ fn validate(cx: &mut Ctx<'_>, raw: RawFile, base: Option<&Path>) -> Config {
         }
     });
     let control_plane = control_plane(&raw, &ports, cx);
+    let taps = taps(&raw, &ports, &router, cx);
     Config {
         source: cx.file.to_string(),
         run,
@@ -572,6 +573,7 @@ fn validate(cx: &mut Ctx<'_>, raw: RawFile, base: Option<&Path>) -> Config {
         metrics,
         control_socket,
         control_plane,
+        taps,
         text: "".into(),
         base: None,
         warnings: Vec::new(),
@@ -731,6 +733,66 @@ fn vlans(
             ok = false;
         }
         out.push((name, vlan.filter(|_| ok)));
+    }
+    out
+}
+
+/// `[control_plane] tap`: a TAP per port with addresses, named `sl-PORT`
+/// unless `tap_names` says otherwise.
+fn taps(
+    raw: &RawFile,
+    ports: &[PortConfig],
+    router: &router::RouterSetup,
+    cx: &mut Ctx<'_>,
+) -> Vec<(u16, String)> {
+    let Some(cp) = raw.control_plane.as_ref() else {
+        return Vec::new();
+    };
+    let c = cp.get_ref();
+    let on = c.tap.as_ref().is_some_and(|t| *t.get_ref());
+    for port in c.tap_names.keys() {
+        if !ports.iter().any(|p| p.name == *port.get_ref()) {
+            cx.err(
+                port,
+                format!("control_plane.tap_names.{}", port.get_ref()),
+                format!("port `{}` does not exist", port.get_ref()),
+            );
+        }
+    }
+    if !on {
+        return Vec::new();
+    }
+    let mut out = Vec::new();
+    for (i, p) in ports.iter().enumerate() {
+        let routed = router
+            .interfaces
+            .get(i)
+            .is_some_and(|f| !f.ipv4.is_empty() || !f.ipv6.is_empty());
+        if !routed {
+            continue;
+        }
+        let given = c.tap_names.iter().find(|(k, _)| *k.get_ref() == p.name);
+        let name = match given {
+            Some((_, n)) => n.get_ref().clone(),
+            None => format!("sl-{}", p.name).chars().take(15).collect(),
+        };
+        if name.is_empty()
+            || name.len() > 15
+            || name.contains('/')
+            || name.chars().any(char::is_whitespace)
+        {
+            let key = format!("control_plane.tap_names.{}", p.name);
+            let at = given.map_or(cp.span(), |(_, n)| n.span());
+            cx.err(
+                &Spanned::new(at, ()),
+                key,
+                format!(
+                    "`{name}` is not a Linux interface name (1 to 15 characters, no `/` or spaces)"
+                ),
+            );
+            continue;
+        }
+        out.push((i as u16, name));
     }
     out
 }

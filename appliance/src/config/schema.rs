@@ -219,6 +219,12 @@ pub(super) struct RawControlPlane {
     pub(super) interfaces: std::collections::BTreeMap<Spanned<String>, Spanned<String>>,
     /// Netlink receive buffer, bytes.
     pub(super) rcvbuf: Option<Spanned<i64>>,
+    /// A TAP mirror per routed port: what is for the router goes to the
+    /// kernel, what the kernel sends there leaves through the port.
+    pub(super) tap: Option<Spanned<bool>>,
+    /// Port name → TAP name (default `sl-PORT`).
+    #[serde(default)]
+    pub(super) tap_names: std::collections::BTreeMap<Spanned<String>, Spanned<String>>,
 }
 
 /// A listening address as a config gives it.

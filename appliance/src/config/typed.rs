@@ -189,6 +189,9 @@ pub struct Config {
     pub control_socket: Option<std::path::PathBuf>,
     /// The Linux control plane (`[control_plane]`; off when `None`).
     pub control_plane: Option<ControlPlane>,
+    /// TAP mirrors (`[control_plane] tap`): (port, interface name), one
+    /// per port with addresses; empty when off.
+    pub taps: Vec<(u16, String)>,
     /// The text it was parsed from, and where its relative paths start
     /// (`sluice ctl route add` validates its change against them).
     pub text: std::sync::Arc<str>,

@@ -140,6 +140,9 @@ pub struct WorkerSetup<B, R = pmd::BoxRx<B>, T = pmd::BoxTx<B>> {
     /// Fresh buffers for the packets the stage sends of its own
     /// ([`ForwardMode::emit`]); without one they are counted as dropped.
     pub inject: Option<pmd::Injector<B>>,
+    /// The control-plane mirror's rings ([`crate::punt`]): where punted
+    /// frames go, where the kernel's frames come from.
+    pub mirror: Option<(rtrb::Producer<u8>, rtrb::Consumer<u8>)>,
 }
 
 struct Worker<'a, B, R, T, F> {
@@ -163,6 +166,9 @@ struct Worker<'a, B, R, T, F> {
     tsc: Tsc,
     handoff: Handoff<B>,
     inject: Option<pmd::Injector<B>>,
+    /// The mirror's rings, and room to copy a frame out of one.
+    punt: Option<rtrb::Producer<u8>>,
+    from_kernel: Option<(rtrb::Consumer<u8>, Vec<u8>)>,
     /// Verdicts of the burst being processed.
     verdicts: Box<[Verdict; pmd::MAX_BURST]>,
     /// Where policy switches come from, and one received.
@@ -204,7 +210,15 @@ pub fn run<B: PacketBuf, R: RxQueue<Buf = B>, T: TxQueue<Buf = B>, F: ForwardMod
         dumps,
         handoff,
         inject,
+        mirror,
     } = setup;
+    let (punt, from_kernel) = match mirror {
+        Some((p, k)) => (
+            Some(p),
+            Some((k, Vec::with_capacity(crate::punt::MAX_FRAME))),
+        ),
+        None => (None, None),
+    };
     let c = &*counters;
     let mut tx: Vec<Option<Tx<B, T>>> = (0..c.ports.len()).map(|_| None).collect();
     for s in tx_slots {
@@ -242,6 +256,8 @@ pub fn run<B: PacketBuf, R: RxQueue<Buf = B>, T: TxQueue<Buf = B>, F: ForwardMod
         tsc,
         handoff,
         inject,
+        punt,
+        from_kernel,
         verdicts: Box::new([Verdict::Drop(DropReason::Truncated); pmd::MAX_BURST]),
         policy_changes,
         next_policy: None,

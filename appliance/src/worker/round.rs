@@ -80,6 +80,26 @@ pub(super) fn send_burst<B: PacketBuf, T: TxQueue<Buf = B>>(
     pc.tx_pkts.add(sent as u64);
 }
 
+/// Copies a frame for the kernel into the mirror's ring (counted as
+/// `punted`, a term of the balance of its own), or drops it as
+/// `punt_full`.
+#[cold]
+fn punt_one<B: PacketBuf>(
+    punt: &mut Option<rtrb::Producer<u8>>,
+    m: &B,
+    in_port: u16,
+    pc: &PortCounters,
+) {
+    let sent = punt
+        .as_mut()
+        .is_some_and(|p| crate::punt::put(p, in_port, m.data()));
+    if sent {
+        pc.punted.add(1);
+    } else {
+        pc.drops[DropReason::PuntFull as usize].add(1);
+    }
+}
+
 /// Sends one processed packet where its verdict says: the output port's
 /// TX buffer, the owning worker's handoff ring (not again if it was handed
 /// here already), or the drop counters of its input port.
@@ -94,9 +114,11 @@ pub(super) fn dispatch<B: PacketBuf, T: TxQueue<Buf = B>>(
     c: &WorkerCounters,
     out: &mut [Option<rtrb::Producer<Handed<B>>>],
     handed: bool,
+    punt: &mut Option<rtrb::Producer<u8>>,
 ) {
     let pc = &c.ports[usize::from(in_port)];
     match v {
+        Verdict::Punt => punt_one(punt, &m, in_port, pc),
         Verdict::Forward(o) => match tx.get_mut(usize::from(o)) {
             Some(Some(t)) => {
                 t.rx_at[t.buf.len()] = rx_at;
@@ -149,6 +171,8 @@ impl<B: PacketBuf, R: RxQueue<Buf = B>, T: TxQueue<Buf = B>, F: ForwardMode>
             drain_cycles,
             tap,
             inject,
+            punt,
+            from_kernel,
             ..
         } = self;
         let mut got = 0usize;
@@ -223,7 +247,7 @@ impl<B: PacketBuf, R: RxQueue<Buf = B>, T: TxQueue<Buf = B>, F: ForwardMode>
                         capture_verdicts(tp, in_port, t0, rxb.as_slice(), &verdicts[..n]);
                     }
                     for (m, v) in rxb.drain().zip(verdicts.iter()) {
-                        dispatch(*v, m, in_port, rx_at, tx, c, &mut handoff.out, false);
+                        dispatch(*v, m, in_port, rx_at, tx, c, &mut handoff.out, false, punt);
                     }
                 }
                 pc.rx_pkts.add(n as u64);
@@ -251,7 +275,7 @@ impl<B: PacketBuf, R: RxQueue<Buf = B>, T: TxQueue<Buf = B>, F: ForwardMode>
             if let Ok(items) = ring.read_chunk(n) {
                 for (mut m, in_port) in items {
                     let v = fwd.process(&mut m, in_port);
-                    dispatch(v, m, in_port, rx_at, tx, c, &mut [], true);
+                    dispatch(v, m, in_port, rx_at, tx, c, &mut [], true, punt);
                 }
             }
             got += n;
@@ -261,6 +285,13 @@ impl<B: PacketBuf, R: RxQueue<Buf = B>, T: TxQueue<Buf = B>, F: ForwardMode>
                 emit(fwd, inject.as_ref(), tx, c, t0);
             }
             fwd.leave();
+        }
+        // What the kernel sent on the ports' mirrors: one atomic load
+        // when there is none.
+        if let Some((k, scratch)) = from_kernel.as_mut() {
+            if k.slots() > 0 {
+                from_kernel_frames(k, scratch, inject.as_ref(), tx, c, t0);
+            }
         }
         (got, more)
     }
@@ -323,6 +354,41 @@ fn emit<B: PacketBuf, T: TxQueue<Buf = B>, F: ForwardMode>(
         }
         true
     });
+}
+
+/// Sends the kernel's frames (from the mirror's ring, a burst at most) out
+/// of their ports in fresh buffers, counted as `injected`; with no buffer
+/// or no TX queue for the port here, as `tx_full` of that port.
+#[cold]
+fn from_kernel_frames<B: PacketBuf, T: TxQueue<Buf = B>>(
+    k: &mut rtrb::Consumer<u8>,
+    scratch: &mut Vec<u8>,
+    inject: Option<&pmd::Injector<B>>,
+    tx: &mut [Option<Tx<B, T>>],
+    c: &WorkerCounters,
+    t0: u64,
+) {
+    for _ in 0..pmd::MAX_BURST {
+        let Some((port, frame)) = crate::punt::take(k, scratch) else {
+            break;
+        };
+        let Some(pc) = c.ports.get(usize::from(port)) else {
+            continue;
+        };
+        pc.injected.add(1);
+        let (Some(Some(t)), Some(m)) = (
+            tx.get_mut(usize::from(port)),
+            inject.and_then(|make| make(frame)),
+        ) else {
+            pc.tx_full.add(1);
+            continue;
+        };
+        t.rx_at[t.buf.len()] = t0;
+        let _ = t.buf.push(m);
+        if t.buf.is_full() {
+            flush(t, rdtsc(), pc);
+        }
+    }
 }
 
 /// Offers a processed burst to a capture: the packets leaving on its port

@@ -129,7 +129,7 @@ impl Router {
             && IcmpPacket::new_checked(ip.payload())
                 .is_ok_and(|i| (i.msg_type(), i.code()) == (8, 0));
         if !is_echo {
-            return Verdict::Drop(DropReason::ToRouter);
+            return self.to_router(in_port);
         }
         ip.swap_addrs();
         ip.set_ttl(64);

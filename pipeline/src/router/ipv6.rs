@@ -95,7 +95,7 @@ impl Router {
         let b = pkt.bytes_mut();
         let l4 = ETHERNET_HEADER_LEN + off;
         if icmp_type != Some(128) || b.len() < l4 + 8 {
-            return Verdict::Drop(DropReason::ToRouter);
+            return self.to_router(in_port);
         }
         // Swapping the addresses leaves the pseudo-header sum unchanged;
         // type 128 → 129 changes one word.

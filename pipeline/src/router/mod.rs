@@ -124,6 +124,12 @@ pub struct RouterConfig {
     /// Learned neighbours older than this (ns) are resolved again; static
     /// ones never age.
     pub neighbor_timeout_ns: u64,
+    /// Hand the kernel (the ports' TAP mirrors) what is for the router
+    /// and not answered here: TCP, UDP and other traffic to its
+    /// addresses, and ARP replies and Neighbor Advertisements (so that the
+    /// kernel resolves its own neighbours). Off: those are dropped as
+    /// `to_router` / consumed.
+    pub punt: bool,
 }
 
 /// New routes, neighbours and interfaces for running routers (a hot
@@ -328,6 +334,17 @@ impl Router {
     fn source6(&self, port: u16) -> Option<(Ipv6Addr, MacAddr)> {
         let i = self.iface(port)?;
         Some((i.ipv6.first()?.0, i.mac))
+    }
+
+    /// What happens to a packet for the router that it does not answer
+    /// itself: the kernel's (punted) on a port with a mirror, else
+    /// dropped as `to_router`.
+    pub(super) fn to_router(&self, in_port: u16) -> Verdict {
+        if self.cfg.punt && in_port < self.ports {
+            Verdict::Punt
+        } else {
+            Verdict::Drop(DropReason::ToRouter)
+        }
     }
 
     /// Whether `a` is one of the router's IPv4 addresses.

@@ -151,6 +151,11 @@ impl Router {
             self.count(Event::ArpReply);
             return Verdict::Forward(in_port);
         }
+        // A reply to the router: the kernel's too, when it has a mirror
+        // (it resolves its own neighbours through it).
+        if op == ARP_REPLY && ours && self.to_router(in_port) == Verdict::Punt {
+            return Verdict::Punt;
+        }
         Verdict::Drop(DropReason::Consumed)
     }
 
@@ -208,6 +213,9 @@ impl Router {
                     self.count(Event::NdLearned);
                 }
             }
+        }
+        if ty == 136 && self.to_router(in_port) == Verdict::Punt {
+            return Verdict::Punt; // the kernel resolves its neighbours too
         }
         if ty != 135 || !ours {
             return Verdict::Drop(DropReason::Consumed);

@@ -65,6 +65,7 @@ fn router() -> Router {
         neighbors6: vec![(1, "2001:db8:19::2".parse().unwrap(), GW)],
         icmp_rate: 1000,
         neighbor_timeout_ns: 300_000_000_000,
+        punt: false,
     })
 }
 
@@ -900,4 +901,47 @@ fn vlan_sub_interfaces_receive_their_tags() {
         Some(HOST_Q)
     );
     assert_eq!(r.neighbor4(1, "198.19.100.7".parse().unwrap()), None);
+}
+
+/// With a control-plane mirror, what is for the router and not answered
+/// here goes to the kernel: traffic to its addresses (not echo), ARP
+/// replies to it, Neighbor Advertisements; without, it is dropped or
+/// consumed as before. Sub-interfaces have no mirror.
+#[test]
+fn punts_to_the_kernel_only_with_a_mirror() {
+    let mut cfg = (*vlan_router().cfg).clone();
+    let mut plain = Router::new(cfg.clone());
+    cfg.punt = true;
+    let mut r = Router::new(cfg);
+    let mut tcp = udp4("198.18.0.10", "198.18.0.1", 64, 0);
+    tcp[14 + 9] = IpProto::TCP;
+    {
+        let mut ip = Ipv4Packet::new_unchecked(&mut tcp[14..34]);
+        ip.fill_checksum();
+    }
+    assert_eq!(r.process(&mut tcp.clone(), 0), Verdict::Punt);
+    assert_eq!(
+        plain.process(&mut tcp.clone(), 0),
+        Verdict::Drop(DropReason::ToRouter)
+    );
+    let mut reply = arp(2, HOST, "198.18.0.10", "198.18.0.1", R0);
+    assert_eq!(r.process(&mut reply.clone(), 0), Verdict::Punt);
+    assert_eq!(
+        plain.process(&mut reply, 0),
+        Verdict::Drop(DropReason::Consumed)
+    );
+    assert_eq!(r.neighbor4(0, "198.18.0.10".parse().unwrap()), Some(HOST));
+    // Requests are still answered here, and echo too.
+    let mut q = arp(1, HOST, "198.18.0.10", "198.18.0.1", BROADCAST);
+    assert_eq!(r.process(&mut q, 0), Verdict::Forward(0));
+    // On a sub-interface: no mirror, dropped.
+    let mut from = udp4("198.19.100.5", "198.19.100.1", 64, 0);
+    from[0..6].copy_from_slice(&R1.0);
+    from[14 + 9] = IpProto::TCP;
+    {
+        let mut ip = Ipv4Packet::new_unchecked(&mut from[14..34]);
+        ip.fill_checksum();
+    }
+    let mut f = tagged(&from, &[(0x8100, 100)]);
+    assert_eq!(r.process(&mut f, 1), Verdict::Drop(DropReason::ToRouter));
 }

@@ -1,0 +1,185 @@
+//! The control-plane mirror's data path (`[control_plane] tap = true`),
+//! as VPP's linux-cp does it: each routed port has a TAP interface in the
+//! kernel with the port's MAC and MTU. What the router punts (traffic to
+//! its addresses it does not answer itself, ARP replies and Neighbor
+//! Advertisements) goes to the port's TAP; what the kernel sends on a TAP
+//! leaves through the port. So a routing daemon (BIRD, FRR) on the TAPs
+//! holds its BGP sessions through Sluice's ports.
+//!
+//! Workers never make a syscall for it: each worker copies punted frames
+//! into its own lock-free byte ring (bounded: a full ring drops and counts
+//! `punt_full`), and takes the kernel's frames from a ring of its own,
+//! sending them in fresh buffers (counted as `injected`). One thread, the
+//! mirror's, moves frames between the rings and the TAPs (`poll` with a
+//! 1 ms timeout). A record in a ring is the frame's length and port (two
+//! little-endian u16) and the frame.
+
+use pmd::tap::Tap;
+use rtrb::{Consumer, Producer, RingBuffer};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Bytes of each ring (worker → mirror and mirror → worker).
+pub const RING_BYTES: usize = 1 << 20;
+/// The largest frame moved (longer ones are dropped and counted).
+pub const MAX_FRAME: usize = 9216 + 64;
+
+/// Appends a frame for `port` to a ring; false (nothing written) when it
+/// has no room.
+#[inline]
+pub fn put(p: &mut Producer<u8>, port: u16, frame: &[u8]) -> bool {
+    if frame.len() > MAX_FRAME {
+        return false;
+    }
+    let Ok(chunk) = p.write_chunk_uninit(4 + frame.len()) else {
+        return false;
+    };
+    let len = (frame.len() as u16).to_le_bytes();
+    let port = port.to_le_bytes();
+    let head = [len[0], len[1], port[0], port[1]];
+    chunk.fill_from_iter(head.into_iter().chain(frame.iter().copied()));
+    true
+}
+
+/// Takes the next frame from a ring into `scratch`: its port and bytes.
+pub fn take<'a>(c: &mut Consumer<u8>, scratch: &'a mut Vec<u8>) -> Option<(u16, &'a [u8])> {
+    if c.slots() < 4 {
+        return None;
+    }
+    let head = c.read_chunk(4).ok()?;
+    let (a, b) = head.as_slices();
+    let mut h = [0u8; 4];
+    for (d, s) in h.iter_mut().zip(a.iter().chain(b)) {
+        *d = *s;
+    }
+    let len = usize::from(u16::from_le_bytes([h[0], h[1]]));
+    let port = u16::from_le_bytes([h[2], h[3]]);
+    // The writer commits a record whole: its frame is there.
+    let chunk = c.read_chunk(4 + len).ok()?;
+    let (a, b) = chunk.as_slices();
+    scratch.clear();
+    scratch.extend(a.iter().chain(b).skip(4));
+    chunk.commit_all();
+    Some((port, &scratch[..]))
+}
+
+/// A pair of rings for one worker: its ends, and the mirror's.
+pub struct WorkerRings {
+    /// The worker's: where it punts, where it takes the kernel's frames.
+    pub punt: Producer<u8>,
+    /// See `punt`.
+    pub from_kernel: Consumer<u8>,
+    /// The mirror thread's ends.
+    pub mirror: (Consumer<u8>, Producer<u8>),
+}
+
+impl WorkerRings {
+    /// Two empty rings of [`RING_BYTES`].
+    pub fn new() -> WorkerRings {
+        let (punt, punted) = RingBuffer::new(RING_BYTES);
+        let (to_worker, from_kernel) = RingBuffer::new(RING_BYTES);
+        WorkerRings {
+            punt,
+            from_kernel,
+            mirror: (punted, to_worker),
+        }
+    }
+}
+
+impl Default for WorkerRings {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// The mirror's counters.
+#[derive(Debug, Default)]
+pub struct MirrorCounters {
+    /// Frames written to a TAP (punted by workers).
+    pub to_kernel: AtomicU64,
+    /// Frames the kernel sent on a TAP, handed to a worker.
+    pub from_kernel: AtomicU64,
+    /// Frames lost: a TAP write failed, a punted frame for a port without
+    /// TAP, or the worker's ring was full.
+    pub lost: AtomicU64,
+}
+
+/// The mirror thread's work: until `stop`, frames from the workers' punt
+/// rings to the TAPs, and from the TAPs to the worker that sends on each
+/// port (`sender[port]`: an index into `workers`).
+pub fn run(
+    taps: Vec<(u16, Tap)>,
+    mut workers: Vec<(Consumer<u8>, Producer<u8>)>,
+    sender: Vec<Option<usize>>,
+    counters: Arc<MirrorCounters>,
+    stop: &AtomicBool,
+) {
+    let mut scratch = Vec::with_capacity(MAX_FRAME);
+    let mut buf = vec![0u8; MAX_FRAME];
+    let mut poller = pmd::tap::Poller::new(&taps.iter().map(|(_, t)| t).collect::<Vec<_>>());
+    while !stop.load(Ordering::Relaxed) {
+        for (punted, _) in workers.iter_mut() {
+            while let Some((port, frame)) = take(punted, &mut scratch) {
+                let ok = taps
+                    .iter()
+                    .find(|(p, _)| *p == port)
+                    .is_some_and(|(_, t)| t.send(frame).is_ok());
+                let c = if ok {
+                    &counters.to_kernel
+                } else {
+                    &counters.lost
+                };
+                c.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+        if !poller.wait(Duration::from_millis(1)) {
+            continue;
+        }
+        for (i, (port, tap)) in taps.iter().enumerate() {
+            if !poller.ready(i) {
+                continue;
+            }
+            while let Ok(Some(n)) = tap.recv(&mut buf) {
+                let to = sender.get(usize::from(*port)).copied().flatten();
+                let ok = to
+                    .and_then(|w| workers.get_mut(w))
+                    .is_some_and(|(_, k)| put(k, *port, &buf[..n]));
+                let c = if ok {
+                    &counters.from_kernel
+                } else {
+                    &counters.lost
+                };
+                c.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Records go through whole and in order, across the ring's wrap, and
+    /// a full ring refuses without writing half a record.
+    #[test]
+    fn records_survive_the_wrap_and_a_full_ring_refuses() {
+        let (mut p, mut c) = RingBuffer::new(1000);
+        let mut scratch = Vec::new();
+        for round in 0..50u16 {
+            let frame: Vec<u8> = (0..(100 + round as usize * 7) % 300)
+                .map(|i| (i as u8) ^ (round as u8))
+                .collect();
+            assert!(put(&mut p, round, &frame));
+            let (port, got) = take(&mut c, &mut scratch).unwrap();
+            assert_eq!(port, round);
+            assert_eq!(got, &frame[..]);
+        }
+        assert!(take(&mut c, &mut scratch).is_none());
+        let big = vec![7u8; 600];
+        assert!(put(&mut p, 1, &big));
+        assert!(!put(&mut p, 2, &big), "no room for a second");
+        assert_eq!(take(&mut c, &mut scratch).unwrap().1.len(), 600);
+        assert!(take(&mut c, &mut scratch).is_none());
+    }
+}

@@ -1,0 +1,244 @@
+//! The control-plane mirror end to end (`[control_plane] tap = true`):
+//! Sluice on AF_PACKET ports in a namespace makes a TAP per routed port;
+//! the test gives the TAP the port's address (as a routing daemon's
+//! host would) and runs a TCP server on it in the kernel; a client in
+//! another namespace connects through Sluice's port. The handshake and
+//! the data only work if Sluice punts the client's segments (and its ARP
+//! reply) to the TAP and sends what the kernel writes there out of the
+//! port. Needs root, `ip` and `python3`; skipped without them unless `CI`
+//! is set. The namespaces are removed when the test ends, passed or
+//! failed.
+
+mod common;
+
+use common::have;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+fn root() -> bool {
+    std::fs::read_to_string("/proc/self/status")
+        .unwrap_or_default()
+        .lines()
+        .find(|l| l.starts_with("Uid:"))
+        .is_some_and(|l| l.split_whitespace().nth(2) == Some("0"))
+}
+
+/// Network namespaces, deleted on drop.
+struct Nets(Vec<String>);
+
+impl Nets {
+    fn new(names: &[&str]) -> Nets {
+        let tag = std::process::id();
+        let n = Nets(names.iter().map(|n| format!("sl-tap-{n}-{tag}")).collect());
+        for ns in &n.0 {
+            let _ = Command::new("ip")
+                .args(["netns", "del", ns])
+                .stderr(Stdio::null())
+                .status();
+            assert!(Command::new("ip")
+                .args(["netns", "add", ns])
+                .status()
+                .unwrap()
+                .success());
+            n.sh(ns, "sysctl -qw net.ipv6.conf.all.disable_ipv6=1");
+            n.sh(ns, "sysctl -qw net.ipv6.conf.default.disable_ipv6=1");
+        }
+        n
+    }
+
+    /// Runs `cmd` in namespace `ns`; panics with its output on failure.
+    fn sh(&self, ns: &str, cmd: &str) -> String {
+        let out = Command::new("ip")
+            .args(["netns", "exec", ns, "sh", "-c", cmd])
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{ns}: {cmd}: {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+}
+
+impl Drop for Nets {
+    fn drop(&mut self) {
+        for ns in &self.0 {
+            let _ = Command::new("ip").args(["netns", "del", ns]).status();
+        }
+    }
+}
+
+const CONFIG: &str = r#"
+[run]
+duration = 60
+stats_period = 1.0
+
+[[port]]
+name = "inside"
+driver = "afpacket"
+mac = "02:51:00:00:00:00"
+ipv4 = ["198.18.0.1/24"]
+[port.afpacket]
+iface = "r0"
+
+[[port]]
+name = "outside"
+driver = "afpacket"
+mac = "02:51:00:00:00:01"
+ipv4 = ["198.19.0.1/24"]
+[port.afpacket]
+iface = "r1"
+
+[control_plane]
+tap = true
+tap_names = { outside = "cp-out" }
+
+[[worker]]
+core = 0
+mode = "l3fwd"
+rx = ["inside", "outside"]
+[worker.poll]
+mode = "adaptive"
+"#;
+
+const SERVER: &str = r#"
+import socket
+s = socket.socket()
+s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(("198.18.0.1", 1790))
+s.listen(1)
+c, _ = s.accept()
+c.sendall(c.recv(100))
+c.close()
+"#;
+
+const CLIENT: &str = r#"
+import socket, sys
+s = socket.create_connection(("198.18.0.1", 1790), timeout=10)
+s.sendall(b"open-message")
+print("PASS echo" if s.recv(100) == b"open-message" else "FAIL echo")
+"#;
+
+#[test]
+fn tcp_to_the_router_reaches_the_kernel_through_the_tap() {
+    if !root() {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "needs root (scripts/test.sh runs as root)"
+        );
+        eprintln!("skipped: needs root");
+        return;
+    }
+    if !have("ip") || !have("python3") {
+        return;
+    }
+    let n = Nets::new(&["c", "r", "s"]);
+    let (c, r, s) = (&n.0[0], &n.0[1], &n.0[2]);
+    let root_ip = |args: &str| {
+        let out = Command::new("ip")
+            .args(args.split_whitespace())
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "ip {args}: {:?}", out);
+    };
+    root_ip(&format!(
+        "link add c0 netns {c} type veth peer name r0 netns {r}"
+    ));
+    root_ip(&format!(
+        "link add s0 netns {s} type veth peer name r1 netns {r}"
+    ));
+    n.sh(r, "ip link set r0 up && ip link set r1 up");
+    n.sh(c, "ip link set c0 up && ip addr add 198.18.0.2/24 dev c0");
+    n.sh(s, "ip link set s0 up");
+
+    let dir = std::env::temp_dir().join(format!("sluice-tap-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let cfg = dir.join("tap.toml");
+    std::fs::write(&cfg, CONFIG).unwrap();
+    std::fs::write(dir.join("server.py"), SERVER).unwrap();
+    std::fs::write(dir.join("client.py"), CLIENT).unwrap();
+    let run = Command::new("ip")
+        .args(["netns", "exec", r])
+        .arg(env!("CARGO_BIN_EXE_sluice"))
+        .arg("run")
+        .arg(&cfg)
+        .arg("--json")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let child = common::Killed(run);
+    // The TAPs appear with the ports' MACs, up.
+    let t = Instant::now();
+    loop {
+        let out = Command::new("ip")
+            .args(["-n", r, "-o", "link", "show"])
+            .output()
+            .unwrap();
+        let links = String::from_utf8_lossy(&out.stdout).into_owned();
+        if links.contains("sl-inside") && links.contains("cp-out") {
+            assert!(links.contains("02:51:00:00:00:00"), "{links}");
+            break;
+        }
+        assert!(t.elapsed() < Duration::from_secs(20), "no TAPs: {links}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    n.sh(r, "ip addr add 198.18.0.1/24 dev sl-inside");
+    let server = common::Killed(
+        Command::new("ip")
+            .args(["netns", "exec", r, "python3"])
+            .arg(dir.join("server.py"))
+            .spawn()
+            .unwrap(),
+    );
+    std::thread::sleep(Duration::from_millis(500));
+    let out = n.sh(
+        c,
+        &format!("python3 {} 2>&1 || true", dir.join("client.py").display()),
+    );
+    drop(server);
+    assert!(out.contains("PASS echo"), "{out}");
+
+    let mut child = child;
+    let pid = child.0.id().to_string();
+    assert!(Command::new("kill")
+        .args(["-INT", &pid])
+        .status()
+        .unwrap()
+        .success());
+    let (mut stdout, mut stderr) = (String::new(), String::new());
+    use std::io::Read;
+    child
+        .0
+        .stdout
+        .take()
+        .unwrap()
+        .read_to_string(&mut stdout)
+        .unwrap();
+    child
+        .0
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut stderr)
+        .unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+    let summary = stdout.lines().last().unwrap_or_default().to_string();
+    let v: serde_json::Value =
+        serde_json::from_str(&summary).unwrap_or_else(|e| panic!("{e}: {summary}: {stderr}"));
+    let b = &v["balance"];
+    assert_eq!(b["balanced"], true, "{summary}");
+    // SYN, ACK, data, FIN, ACK and the ARP reply at least went to the
+    // kernel; its SYN-ACK, data, FIN and ARP request came out.
+    assert!(b["punted"].as_u64() >= Some(5), "{summary}");
+    assert!(b["injected"].as_u64() >= Some(4), "{summary}");
+    // The TAPs are gone with Sluice.
+    let out = Command::new("ip")
+        .args(["-n", r, "-o", "link", "show"])
+        .output()
+        .unwrap();
+    assert!(!String::from_utf8_lossy(&out.stdout).contains("sl-inside"));
+}
