@@ -11,64 +11,9 @@
 
 mod common;
 
-use common::have;
+use common::{have, root, Nets};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
-
-fn root() -> bool {
-    std::fs::read_to_string("/proc/self/status")
-        .unwrap_or_default()
-        .lines()
-        .find(|l| l.starts_with("Uid:"))
-        .is_some_and(|l| l.split_whitespace().nth(2) == Some("0"))
-}
-
-/// Network namespaces, deleted on drop.
-struct Nets(Vec<String>);
-
-impl Nets {
-    fn new(names: &[&str]) -> Nets {
-        let tag = std::process::id();
-        let n = Nets(names.iter().map(|n| format!("sl-tap-{n}-{tag}")).collect());
-        for ns in &n.0 {
-            let _ = Command::new("ip")
-                .args(["netns", "del", ns])
-                .stderr(Stdio::null())
-                .status();
-            assert!(Command::new("ip")
-                .args(["netns", "add", ns])
-                .status()
-                .unwrap()
-                .success());
-            n.sh(ns, "sysctl -qw net.ipv6.conf.all.disable_ipv6=1");
-            n.sh(ns, "sysctl -qw net.ipv6.conf.default.disable_ipv6=1");
-        }
-        n
-    }
-
-    /// Runs `cmd` in namespace `ns`; panics with its output on failure.
-    fn sh(&self, ns: &str, cmd: &str) -> String {
-        let out = Command::new("ip")
-            .args(["netns", "exec", ns, "sh", "-c", cmd])
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{ns}: {cmd}: {}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8_lossy(&out.stdout).into_owned()
-    }
-}
-
-impl Drop for Nets {
-    fn drop(&mut self) {
-        for ns in &self.0 {
-            let _ = Command::new("ip").args(["netns", "del", ns]).status();
-        }
-    }
-}
 
 const CONFIG: &str = r#"
 [run]
@@ -131,10 +76,10 @@ fn tcp_to_the_router_reaches_the_kernel_through_the_tap() {
         eprintln!("skipped: needs root");
         return;
     }
-    if !have("ip") || !have("python3") {
+    if !have("ip") || !have("python3") || !have("ethtool") {
         return;
     }
-    let n = Nets::new(&["c", "r", "s"]);
+    let n = Nets::new("sl-tap", &["c", "r", "s"]);
     let (c, r, s) = (&n.0[0], &n.0[1], &n.0[2]);
     let root_ip = |args: &str| {
         let out = Command::new("ip")
@@ -149,8 +94,21 @@ fn tcp_to_the_router_reaches_the_kernel_through_the_tap() {
     root_ip(&format!(
         "link add s0 netns {s} type veth peer name r1 netns {r}"
     ));
-    n.sh(r, "ip link set r0 up && ip link set r1 up");
-    n.sh(c, "ip link set c0 up && ip addr add 198.18.0.2/24 dev c0");
+    // The kernel here owns the router's addresses (on the TAP) but must
+    // not answer ARP on the AF_PACKET port's own interface (with the
+    // veth's MAC); and a veth leaves TCP checksums to offload, which a
+    // punted frame would carry to the kernel unfinished (the lab turns
+    // offloads off too).
+    n.sh(
+        r,
+        "ip link set r0 up && ip link set r1 up \
+         && sysctl -qw net.ipv4.conf.r0.arp_ignore=8 net.ipv4.conf.r1.arp_ignore=8",
+    );
+    n.sh(
+        c,
+        "ip link set c0 up && ip addr add 198.18.0.2/24 dev c0 \
+         && ethtool -K c0 tx off >/dev/null",
+    );
     n.sh(s, "ip link set s0 up");
 
     let dir = std::env::temp_dir().join(format!("sluice-tap-{}", std::process::id()));

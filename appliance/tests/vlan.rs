@@ -12,63 +12,8 @@
 
 mod common;
 
-use common::have;
+use common::{have, root, Nets};
 use std::process::{Command, Stdio};
-
-fn root() -> bool {
-    std::fs::read_to_string("/proc/self/status")
-        .unwrap_or_default()
-        .lines()
-        .find(|l| l.starts_with("Uid:"))
-        .is_some_and(|l| l.split_whitespace().nth(2) == Some("0"))
-}
-
-/// Network namespaces, deleted on drop.
-struct Nets(Vec<String>);
-
-impl Nets {
-    fn new(names: &[&str]) -> Nets {
-        let tag = std::process::id();
-        let n = Nets(names.iter().map(|n| format!("sl-vl-{n}-{tag}")).collect());
-        for ns in &n.0 {
-            let _ = Command::new("ip")
-                .args(["netns", "del", ns])
-                .stderr(Stdio::null())
-                .status();
-            assert!(Command::new("ip")
-                .args(["netns", "add", ns])
-                .status()
-                .unwrap()
-                .success());
-            n.sh(ns, "sysctl -qw net.ipv6.conf.all.disable_ipv6=1");
-            n.sh(ns, "sysctl -qw net.ipv6.conf.default.disable_ipv6=1");
-        }
-        n
-    }
-
-    /// Runs `cmd` in namespace `ns`; panics with its output on failure.
-    fn sh(&self, ns: &str, cmd: &str) -> String {
-        let out = Command::new("ip")
-            .args(["netns", "exec", ns, "sh", "-c", cmd])
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{ns}: {cmd}: {}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8_lossy(&out.stdout).into_owned()
-    }
-}
-
-impl Drop for Nets {
-    fn drop(&mut self) {
-        for ns in &self.0 {
-            let _ = Command::new("ip").args(["netns", "del", ns]).status();
-        }
-    }
-}
 
 const CONFIG: &str = r#"
 [run]
@@ -123,7 +68,7 @@ fn vlan_and_qinq_sub_interfaces_route_real_traffic() {
     if !have("ip") || !have("python3") {
         return;
     }
-    let n = Nets::new(&["c", "r", "s"]);
+    let n = Nets::new("sl-vl", &["c", "r", "s"]);
     let (c, r, s) = (&n.0[0], &n.0[1], &n.0[2]);
     let root_ip = |args: &str| {
         let out = Command::new("ip")

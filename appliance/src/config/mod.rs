@@ -559,8 +559,8 @@ fn validate(cx: &mut Ctx<'_>, raw: RawFile, base: Option<&Path>) -> Config {
             _ => Some(p),
         }
     });
-    let control_plane = control_plane(&raw, &ports, cx);
     let taps = taps(&raw, &ports, &router, cx);
+    let control_plane = control_plane(&raw, &ports, &taps, cx);
     Config {
         source: cx.file.to_string(),
         run,
@@ -584,8 +584,13 @@ fn validate(cx: &mut Ctx<'_>, raw: RawFile, base: Option<&Path>) -> Config {
 mod tests;
 
 /// `[control_plane]`, checked: the table, and a kernel interface per port
-/// (named, or the port's own on AF_PACKET/AF_XDP).
-fn control_plane(raw: &RawFile, ports: &[PortConfig], cx: &mut Ctx<'_>) -> Option<ControlPlane> {
+/// (named, else its TAP mirror, else the port's own on AF_PACKET/AF_XDP).
+fn control_plane(
+    raw: &RawFile,
+    ports: &[PortConfig],
+    taps: &[(u16, String)],
+    cx: &mut Ctx<'_>,
+) -> Option<ControlPlane> {
     let cp = raw.control_plane.as_ref()?;
     let c = cp.get_ref();
     let on = c.netlink.as_ref().is_some_and(|n| *n.get_ref());
@@ -647,6 +652,12 @@ fn control_plane(raw: &RawFile, ports: &[PortConfig], cx: &mut Ctx<'_>) -> Optio
     }
     for (i, p) in ports.iter().enumerate() {
         if interfaces.iter().any(|(q, _)| usize::from(*q) == i) {
+            continue;
+        }
+        // With a mirror, the kernel reaches the port's neighbours through
+        // its TAP: routes name the TAP.
+        if let Some((_, tap)) = taps.iter().find(|(q, _)| usize::from(*q) == i) {
+            interfaces.push((i as u16, tap.clone()));
             continue;
         }
         if let Some(iface) = p.kernel_iface() {

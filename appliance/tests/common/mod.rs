@@ -166,3 +166,65 @@ pub fn delivered_all_but_missed(s: &Report, what: &str) {
     }
     assert!(b.delivered * 4 >= b.offered, "{what}: {}", s.text());
 }
+
+/// Whether the tests run as root (network namespaces need it).
+pub fn root() -> bool {
+    std::fs::read_to_string("/proc/self/status")
+        .unwrap_or_default()
+        .lines()
+        .find(|l| l.starts_with("Uid:"))
+        .is_some_and(|l| l.split_whitespace().nth(2) == Some("0"))
+}
+
+/// Network namespaces, deleted on drop (the test passed or failed).
+pub struct Nets(pub Vec<String>);
+
+impl Nets {
+    /// Namespaces `PREFIX-NAME-PID`, IPv6 off (no stray ND or RS).
+    pub fn new(prefix: &str, names: &[&str]) -> Nets {
+        let tag = std::process::id();
+        let n = Nets(
+            names
+                .iter()
+                .map(|n| format!("{prefix}-{n}-{tag}"))
+                .collect(),
+        );
+        for ns in &n.0 {
+            let _ = Command::new("ip")
+                .args(["netns", "del", ns])
+                .stderr(Stdio::null())
+                .status();
+            assert!(Command::new("ip")
+                .args(["netns", "add", ns])
+                .status()
+                .unwrap()
+                .success());
+            n.sh(ns, "sysctl -qw net.ipv6.conf.all.disable_ipv6=1");
+            n.sh(ns, "sysctl -qw net.ipv6.conf.default.disable_ipv6=1");
+        }
+        n
+    }
+
+    /// Runs `cmd` in namespace `ns`; panics with its output on failure.
+    pub fn sh(&self, ns: &str, cmd: &str) -> String {
+        let out = Command::new("ip")
+            .args(["netns", "exec", ns, "sh", "-c", cmd])
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{ns}: {cmd}: {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+}
+
+impl Drop for Nets {
+    fn drop(&mut self) {
+        for ns in &self.0 {
+            let _ = Command::new("ip").args(["netns", "del", ns]).status();
+        }
+    }
+}
