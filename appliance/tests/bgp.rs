@@ -147,7 +147,7 @@ fn bgp_routes_from_bird_drive_the_fib_through_the_punt_path() {
         eprintln!("skipped: needs root");
         return;
     }
-    if !have("ip") || !have("bird") || !have("birdc") || !have("ping") || !have("ethtool") {
+    if !have("ip") || !have("bird") || !have("birdc") || !have("ping") {
         return;
     }
     let n = Nets::new("sl-bgp", &["p", "r", "s"]);
@@ -175,12 +175,9 @@ fn bgp_routes_from_bird_drive_the_fib_through_the_punt_path() {
     // answer ARP there with the veth's MAC (arp_ignore=8 stops that; IP
     // frames there are for Sluice's MAC, not the veth's, so the kernel
     // leaves them).
-    // As in the lab: a veth hands AF_PACKET frames whose TCP checksum the
-    // sender left to offload; Sluice punts frames unchanged, and the
-    // router's kernel would drop them (TcpInCsumErrors). A NIC's frames
-    // carry whole checksums.
-    n.sh(p, "ethtool -K p0 tx off >/dev/null");
-    n.sh(s, "ethtool -K s0 tx off >/dev/null");
+    // The veths keep their offloads: the peer's BGP segments reach
+    // Sluice with checksums left to offload, which its AF_PACKET port
+    // completes before punting them.
     // The peer owns the announced space (one address of it on lo) and
     // reaches srv back through the router.
     n.sh(

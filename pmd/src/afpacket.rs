@@ -47,6 +47,9 @@ const TP_STATUS_USER: u32 = 1;
 /// (`tp_vlan_tci`), with its TPID (`tp_vlan_tpid`) when the second is set.
 const TP_STATUS_VLAN_VALID: u32 = 1 << 4;
 const TP_STATUS_VLAN_TPID_VALID: u32 = 1 << 6;
+/// The frame's TCP/UDP checksum was left to offload (a local sender or a
+/// veth): the field holds only the pseudo-header's sum.
+const TP_STATUS_CSUMNOTREADY: u32 = 1 << 3;
 
 /// Bytes per ring block.
 pub const BLOCK_SIZE: usize = 1 << 16;
@@ -257,6 +260,9 @@ impl RxQueue for RxQ {
             match self.pool.alloc() {
                 Some(mut m) => {
                     if m.copy_from(frame) && retag(&mut m, blk, h, status) {
+                        if status & TP_STATUS_CSUMNOTREADY != 0 {
+                            complete_checksum(m.data_mut());
+                        }
                         m.set_rx_meta(self.port, self.queue, now, rd32(blk, h + 28));
                         bytes += frame.len();
                         let _ = out.push(m);
@@ -307,6 +313,51 @@ fn retag(m: &mut Mbuf, blk: &[u8], h: usize, status: u32) -> bool {
     b[12..14].copy_from_slice(&tpid.to_be_bytes());
     b[14..16].copy_from_slice(&tci.to_be_bytes());
     true
+}
+
+/// Finishes a TCP or UDP checksum the sender left to offload, as the
+/// NIC would have: the ones-complement sum of the segment from its
+/// header on, the field holding the pseudo-header's sum, inverted into
+/// the field. Frames it cannot parse (fragments, IPv6 extension headers,
+/// other protocols, short) are left as they are.
+pub fn complete_checksum(f: &mut [u8]) {
+    let mut l3 = 12;
+    while f.len() >= l3 + 2 && matches!(u16::from_be_bytes([f[l3], f[l3 + 1]]), 0x8100 | 0x88a8) {
+        l3 += 4;
+    }
+    if f.len() < l3 + 2 {
+        return;
+    }
+    let et = u16::from_be_bytes([f[l3], f[l3 + 1]]);
+    l3 += 2;
+    let (proto, l4, end) = match et {
+        0x0800 if f.len() >= l3 + 20 => {
+            let ihl = usize::from(f[l3] & 0x0f) * 4;
+            let total = usize::from(u16::from_be_bytes([f[l3 + 2], f[l3 + 3]]));
+            if u16::from_be_bytes([f[l3 + 6], f[l3 + 7]]) & 0x3fff != 0 {
+                return; // a fragment
+            }
+            (f[l3 + 9], l3 + ihl, l3 + total)
+        }
+        0x86dd if f.len() >= l3 + 40 => {
+            let plen = usize::from(u16::from_be_bytes([f[l3 + 4], f[l3 + 5]]));
+            (f[l3 + 6], l3 + 40, l3 + 40 + plen)
+        }
+        _ => return,
+    };
+    let at = match proto {
+        6 => l4 + 16,
+        17 => l4 + 6,
+        _ => return,
+    };
+    if end > f.len() || at + 2 > end {
+        return;
+    }
+    let mut c = !pipeline::checksum::fold(pipeline::checksum::sum(&f[l4..end], 0));
+    if proto == 17 && c == 0 {
+        c = 0xffff;
+    }
+    f[at..at + 2].copy_from_slice(&c.to_be_bytes());
 }
 
 impl RxQ {
@@ -600,5 +651,95 @@ pub fn iface_mac(iface: &str) -> Option<[u8; 6]> {
 impl std::fmt::Debug for Control {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "afpacket {}", self.iface)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::complete_checksum;
+    use pipeline::checksum::{fold, pseudo_v4, pseudo_v6, sum};
+
+    /// A frame as a sender that left its checksum to offload hands it
+    /// over (the field holds the pseudo-header's folded sum), and the
+    /// same frame as the wire should carry it.
+    fn frames(v6: bool, tcp: bool, tags: usize) -> (Vec<u8>, Vec<u8>) {
+        let mut f = vec![0u8; 12];
+        for _ in 0..tags {
+            f.extend_from_slice(&[0x81, 0x00, 0, 100]);
+        }
+        let proto = if tcp { 6u8 } else { 17 };
+        let l4len = if tcp { 20 + 11 } else { 8 + 11 };
+        let l3 = f.len() + 2;
+        let (src4, dst4) = ([198, 18, 0, 2], [198, 19, 0, 9]);
+        let (mut src6, mut dst6) = ([0u8; 16], [0u8; 16]);
+        src6[..2].copy_from_slice(&[0x20, 0x01]);
+        dst6[..2].copy_from_slice(&[0x20, 0x01]);
+        src6[15] = 2;
+        dst6[15] = 9;
+        if v6 {
+            f.extend_from_slice(&[0x86, 0xdd]);
+            let mut ip = vec![0x60, 0, 0, 0, 0, l4len as u8, proto, 64];
+            ip.extend_from_slice(&src6);
+            ip.extend_from_slice(&dst6);
+            f.extend_from_slice(&ip);
+        } else {
+            f.extend_from_slice(&[0x08, 0x00]);
+            let total = (20 + l4len) as u16;
+            let mut ip = vec![0x45, 0, 0, 0, 0, 1, 0x40, 0, 64, proto, 0, 0];
+            ip[2..4].copy_from_slice(&total.to_be_bytes());
+            ip.extend_from_slice(&src4);
+            ip.extend_from_slice(&dst4);
+            f.extend_from_slice(&ip);
+        }
+        let l4 = f.len();
+        let mut seg = vec![0u8; l4len];
+        seg[0..4].copy_from_slice(&[0x30, 0x39, 0x00, 0xb3]);
+        if tcp {
+            seg[12] = 5 << 4;
+        } else {
+            seg[4..6].copy_from_slice(&(l4len as u16).to_be_bytes());
+        }
+        seg[l4len - 11..].copy_from_slice(b"hello world");
+        f.extend_from_slice(&seg);
+        let ph = if v6 {
+            pseudo_v6(src6, dst6, proto, l4len as u32)
+        } else {
+            pseudo_v4(src4, dst4, proto, l4len as u16)
+        };
+        let at = l4 + if tcp { 16 } else { 6 };
+        let mut whole = f.clone();
+        let c = !fold(sum(&whole[l4..], ph));
+        whole[at..at + 2].copy_from_slice(&c.to_be_bytes());
+        let mut partial = f;
+        partial[at..at + 2].copy_from_slice(&fold(ph).to_be_bytes());
+        assert!(l3 < l4);
+        (partial, whole)
+    }
+
+    #[test]
+    fn offloaded_checksums_are_completed() {
+        for v6 in [false, true] {
+            for tcp in [false, true] {
+                for tags in [0, 1, 2] {
+                    let (mut partial, whole) = frames(v6, tcp, tags);
+                    assert_ne!(partial, whole);
+                    complete_checksum(&mut partial);
+                    assert_eq!(partial, whole, "v6 {v6} tcp {tcp} tags {tags}");
+                }
+            }
+        }
+        // Not parsed: left alone (ARP, a fragment, a short frame).
+        let mut arp = vec![0u8; 42];
+        arp[12..14].copy_from_slice(&[0x08, 0x06]);
+        let before = arp.clone();
+        complete_checksum(&mut arp);
+        assert_eq!(arp, before);
+        let (mut frag, _) = frames(false, false, 0);
+        frag[14 + 6] = 0x20; // more fragments
+        let before = frag.clone();
+        complete_checksum(&mut frag);
+        assert_eq!(frag, before);
+        let mut short = vec![0x08u8; 13];
+        complete_checksum(&mut short);
     }
 }
