@@ -12,7 +12,7 @@
 
 mod common;
 
-use common::{ctl, have, root, wait_for, Killed, Nets};
+use common::{as_root, ctl, have, wait_for, Killed, Nets};
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -139,12 +139,7 @@ fn birdc(ns: &str, dir: &Path, name: &str, cmd: &str) -> String {
 
 #[test]
 fn bgp_routes_from_bird_drive_the_fib_through_the_punt_path() {
-    if !root() {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "needs root (scripts/test.sh runs as root)"
-        );
-        eprintln!("skipped: needs root");
+    if !as_root() {
         return;
     }
     if !have("ip") || !have("bird") || !have("birdc") || !have("ping") {
@@ -152,19 +147,8 @@ fn bgp_routes_from_bird_drive_the_fib_through_the_punt_path() {
     }
     let n = Nets::new("sl-bgp", &["p", "r", "s"]);
     let (p, r, s) = (&n.0[0], &n.0[1], &n.0[2]);
-    let root_ip = |args: &str| {
-        let out = Command::new("ip")
-            .args(args.split_whitespace())
-            .output()
-            .unwrap();
-        assert!(out.status.success(), "ip {args}: {:?}", out);
-    };
-    root_ip(&format!(
-        "link add p0 netns {p} type veth peer name r0 netns {r}"
-    ));
-    root_ip(&format!(
-        "link add s0 netns {s} type veth peer name r1 netns {r}"
-    ));
+    n.veth("p0", p, "r0", r);
+    n.veth("s0", s, "r1", r);
     n.sh(
         r,
         "ip link set r0 up && ip link set r1 up && ip link set lo up \

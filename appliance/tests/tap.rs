@@ -11,7 +11,7 @@
 
 mod common;
 
-use common::{have, root, Nets};
+use common::{as_root, have, stop_for_summary, Nets};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -68,12 +68,7 @@ print("PASS echo" if s.recv(100) == b"open-message" else "FAIL echo")
 
 #[test]
 fn tcp_to_the_router_reaches_the_kernel_through_the_tap() {
-    if !root() {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "needs root (scripts/test.sh runs as root)"
-        );
-        eprintln!("skipped: needs root");
+    if !as_root() {
         return;
     }
     if !have("ip") || !have("python3") {
@@ -81,19 +76,8 @@ fn tcp_to_the_router_reaches_the_kernel_through_the_tap() {
     }
     let n = Nets::new("sl-tap", &["c", "r", "s"]);
     let (c, r, s) = (&n.0[0], &n.0[1], &n.0[2]);
-    let root_ip = |args: &str| {
-        let out = Command::new("ip")
-            .args(args.split_whitespace())
-            .output()
-            .unwrap();
-        assert!(out.status.success(), "ip {args}: {:?}", out);
-    };
-    root_ip(&format!(
-        "link add c0 netns {c} type veth peer name r0 netns {r}"
-    ));
-    root_ip(&format!(
-        "link add s0 netns {s} type veth peer name r1 netns {r}"
-    ));
+    n.veth("c0", c, "r0", r);
+    n.veth("s0", s, "r1", r);
     // The kernel here owns the router's addresses (on the TAP) but must
     // not answer ARP on the AF_PACKET port's own interface (with the
     // veth's MAC). The client's veth keeps its offloads: its TCP
@@ -156,33 +140,9 @@ fn tcp_to_the_router_reaches_the_kernel_through_the_tap() {
     drop(server);
     assert!(out.contains("PASS echo"), "{out}");
 
-    let mut child = child;
-    let pid = child.0.id().to_string();
-    assert!(Command::new("kill")
-        .args(["-INT", &pid])
-        .status()
-        .unwrap()
-        .success());
-    let (mut stdout, mut stderr) = (String::new(), String::new());
-    use std::io::Read;
-    child
-        .0
-        .stdout
-        .take()
-        .unwrap()
-        .read_to_string(&mut stdout)
-        .unwrap();
-    child
-        .0
-        .stderr
-        .take()
-        .unwrap()
-        .read_to_string(&mut stderr)
-        .unwrap();
+    let (v, _) = stop_for_summary(child);
     let _ = std::fs::remove_dir_all(&dir);
-    let summary = stdout.lines().last().unwrap_or_default().to_string();
-    let v: serde_json::Value =
-        serde_json::from_str(&summary).unwrap_or_else(|e| panic!("{e}: {summary}: {stderr}"));
+    let summary = v.to_string();
     let b = &v["balance"];
     assert_eq!(b["balanced"], true, "{summary}");
     // SYN, ACK, data, FIN, ACK and the ARP reply at least went to the

@@ -12,7 +12,7 @@
 
 mod common;
 
-use common::{have, root, Nets};
+use common::{as_root, have, stop_for_summary, Nets};
 use std::process::{Command, Stdio};
 
 const CONFIG: &str = r#"
@@ -57,12 +57,7 @@ mode = "interrupt"
 
 #[test]
 fn vlan_and_qinq_sub_interfaces_route_real_traffic() {
-    if !root() {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "needs root (scripts/test.sh runs as root)"
-        );
-        eprintln!("skipped: needs root");
+    if !as_root() {
         return;
     }
     if !have("ip") || !have("python3") {
@@ -70,19 +65,8 @@ fn vlan_and_qinq_sub_interfaces_route_real_traffic() {
     }
     let n = Nets::new("sl-vl", &["c", "r", "s"]);
     let (c, r, s) = (&n.0[0], &n.0[1], &n.0[2]);
-    let root_ip = |args: &str| {
-        let out = Command::new("ip")
-            .args(args.split_whitespace())
-            .output()
-            .unwrap();
-        assert!(out.status.success(), "ip {args}: {:?}", out);
-    };
-    root_ip(&format!(
-        "link add c0 netns {c} type veth peer name r0 netns {r}"
-    ));
-    root_ip(&format!(
-        "link add s0 netns {s} type veth peer name r1 netns {r}"
-    ));
+    n.veth("c0", c, "r0", r);
+    n.veth("s0", s, "r1", r);
     n.sh(
         r,
         "ip link set r0 address 02:51:00:00:00:00 && ip link set r0 up",
@@ -136,32 +120,8 @@ fn vlan_and_qinq_sub_interfaces_route_real_traffic() {
     }
 
     // Stop it as an operator would; it prints its summary and exits.
-    let mut child = child;
-    let pid = child.0.id().to_string();
-    assert!(Command::new("kill")
-        .args(["-INT", &pid])
-        .status()
-        .unwrap()
-        .success());
-    let (mut stdout, mut stderr) = (String::new(), String::new());
-    use std::io::Read;
-    child
-        .0
-        .stdout
-        .take()
-        .unwrap()
-        .read_to_string(&mut stdout)
-        .unwrap();
-    child
-        .0
-        .stderr
-        .take()
-        .unwrap()
-        .read_to_string(&mut stderr)
-        .unwrap();
-    let summary = stdout.lines().last().unwrap_or_default().to_string();
-    let v: serde_json::Value =
-        serde_json::from_str(&summary).unwrap_or_else(|e| panic!("{e}: {summary}: {stderr}"));
+    let (v, _) = stop_for_summary(child);
+    let summary = v.to_string();
     assert_eq!(v["balance"]["balanced"], true, "{summary}");
     let events = &v["cores"][0]["events"];
     // The first request to the server waited for Sluice's ARP (held, then

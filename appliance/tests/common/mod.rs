@@ -228,3 +228,53 @@ impl Drop for Nets {
         }
     }
 }
+
+/// Whether a test that needs root can run: true as root; otherwise it
+/// skips with a message, except in CI, where that is a failure.
+pub fn as_root() -> bool {
+    if root() {
+        return true;
+    }
+    assert!(
+        std::env::var_os("CI").is_none(),
+        "needs root (scripts/test.sh runs as root)"
+    );
+    eprintln!("skipped: needs root");
+    false
+}
+
+impl Nets {
+    /// A veth pair: `a` in namespace `na`, `b` in namespace `nb`.
+    pub fn veth(&self, a: &str, na: &str, b: &str, nb: &str) {
+        let out = Command::new("ip")
+            .args([
+                "link", "add", a, "netns", na, "type", "veth", "peer", "name", b, "netns", nb,
+            ])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "veth {a}/{b}: {out:?}");
+    }
+}
+
+/// Stops a `sluice run --json` child (stdout and stderr piped) with
+/// SIGINT, as an operator would; returns its summary (the last line it
+/// printed), parsed, and what it printed on stderr.
+pub fn stop_for_summary(mut child: Killed) -> (serde_json::Value, String) {
+    use std::io::Read;
+    let pid = child.0.id().to_string();
+    assert!(Command::new("kill")
+        .args(["-INT", &pid])
+        .status()
+        .unwrap()
+        .success());
+    let (mut stdout, mut stderr) = (String::new(), String::new());
+    if let Some(mut o) = child.0.stdout.take() {
+        o.read_to_string(&mut stdout).unwrap();
+    }
+    if let Some(mut e) = child.0.stderr.take() {
+        e.read_to_string(&mut stderr).unwrap();
+    }
+    let summary = stdout.lines().last().unwrap_or_default().to_string();
+    let v = serde_json::from_str(&summary).unwrap_or_else(|e| panic!("{e}: {summary}: {stderr}"));
+    (v, stderr)
+}
