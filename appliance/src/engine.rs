@@ -567,6 +567,27 @@ where
             }
             default(nap) => {}
         }
+        // Neighbours and addresses from the kernel (the netlink mirror):
+        // to the workers, and to this thread's router (`show`).
+        if let Some(u) = mirrored.take_neighbors() {
+            for tx in &update_tx {
+                let _ = tx.send(Box::new(u.clone()));
+            }
+            if let Some(r) = router.as_mut() {
+                r.mirror_neighbors(&u.0);
+            }
+        }
+        if mirrored.take_readdress() {
+            if let Some(r) = router.as_mut() {
+                let mut rc = (**r.config()).clone();
+                rc.interfaces = mirrored.interfaces(&current.router.interfaces);
+                let u = pipeline::router::RouterUpdate(Arc::new(rc));
+                r.reconfigure(u.0.clone());
+                for tx in &update_tx {
+                    let _ = tx.send(Box::new(u.clone()));
+                }
+            }
+        }
         // A running capture: write what the workers caught; when it is
         // complete, take the taps back and close the file.
         if let Some(cap) = capture.as_mut().filter(|c| c.running()) {

@@ -1,9 +1,13 @@
-//! The netlink route mirror (`[control_plane] netlink = true`): a thread,
-//! never a worker, listens to the kernel's route changes (`RTM_NEWROUTE`,
-//! `RTM_DELROUTE`, IPv4 and IPv6, multipath) in one routing table and
-//! hands them to the management thread, which applies them to the running
-//! FIB in place. Any routing daemon that programs that kernel table (BIRD,
-//! FRR, `ip route`) then drives Sluice, as VPP's linux-cp does.
+//! The netlink mirror (`[control_plane] netlink = true`): a thread, never
+//! a worker, listens to the kernel's route changes (`RTM_NEWROUTE`,
+//! `RTM_DELROUTE`, IPv4 and IPv6, multipath) in one routing table, and to
+//! the neighbours (`RTM_NEWNEIGH`/`RTM_DELNEIGH`), addresses
+//! (`RTM_NEWADDR`/`RTM_DELADDR`) and links (`RTM_NEWLINK`) of the ports'
+//! kernel interfaces, and hands them to the management thread, which
+//! applies routes to the running FIB in place and sends neighbours and
+//! addresses to the workers. Any routing daemon that programs that kernel
+//! table (BIRD, FRR, `ip route`) then drives Sluice, as VPP's linux-cp
+//! does.
 //!
 //! - A kernel interface stands for each port (`[control_plane]
 //!   interfaces`, or the port's own `iface` on AF_PACKET/AF_XDP); a route
@@ -21,6 +25,13 @@
 //! - Several routes to one prefix with different metrics: the FIB gets the
 //!   lowest metric's, as the kernel forwards; deleting it brings back the
 //!   next.
+//! - Neighbours the kernel holds as reachable, stale, delay, probe,
+//!   permanent or noarp (with a MAC) are mirrored; incomplete, failed or
+//!   deleted ones are removed. Addresses on a port's interface become the
+//!   router's own (link-local IPv6 ones excepted: Sluice answers for its
+//!   own). A link going down or up is reported, and the route table read
+//!   again: the kernel flushes the routes through a downed interface
+//!   without a `RTM_DELROUTE` for each.
 
 use crate::config::ControlPlane;
 use anyhow::{Context, Result};
@@ -28,10 +39,16 @@ use crossbeam_channel::{Receiver, Sender};
 use netlink_packet_core::{
     NetlinkHeader, NetlinkMessage, NetlinkPayload, NLM_F_DUMP, NLM_F_REQUEST,
 };
+use netlink_packet_route::address::{AddressAttribute, AddressMessage};
+use netlink_packet_route::link::{LinkAttribute, LinkFlags, LinkMessage};
+use netlink_packet_route::neighbour::{
+    NeighbourAddress, NeighbourAttribute, NeighbourMessage, NeighbourState,
+};
 use netlink_packet_route::route::{RouteAddress, RouteAttribute, RouteMessage, RouteType};
 use netlink_packet_route::{AddressFamily, RouteNetlinkMessage};
 use netlink_sys::{protocols::NETLINK_ROUTE, Socket, SocketAddr};
-use pipeline::router::NextHop;
+use pipeline::router::{Interface, NeighborUpdate, NextHop};
+use pipeline::wire::MacAddr;
 use std::collections::{BTreeMap, HashMap};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -52,6 +69,29 @@ pub enum Change {
     /// The whole table (initial dump, or after an overrun): the mirror
     /// becomes exactly this.
     Resync(Vec<Route>),
+    /// A kernel neighbour on a port's interface: its MAC, or `None` when
+    /// gone (deleted, failed, incomplete).
+    Neighbor(u16, IpAddr, Option<[u8; 6]>),
+    /// An address on a port's interface added (`true`) or removed.
+    Address(u16, IpAddr, u8, bool),
+    /// A port's kernel interface went up (`true`: up and with a carrier)
+    /// or down.
+    Link(u16, bool),
+    /// Every neighbour, address and link state of the ports' interfaces
+    /// (initial dump, or after an overrun): the mirror becomes exactly
+    /// this.
+    State(State),
+}
+
+/// The ports' kernel interfaces as a dump finds them.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct State {
+    /// (port, address, MAC) of the usable neighbours.
+    pub neighbors: Vec<(u16, IpAddr, [u8; 6])>,
+    /// (port, address, prefix length).
+    pub addresses: Vec<(u16, IpAddr, u8)>,
+    /// (port, up) of each interface found.
+    pub links: Vec<(u16, bool)>,
 }
 
 /// What the listener saw (read by `show routes` and the metrics).
@@ -59,6 +99,8 @@ pub enum Change {
 pub struct Stats {
     /// Route messages received (notifications and dumped routes).
     pub messages: AtomicU64,
+    /// Neighbour, address and link messages about the ports' interfaces.
+    pub iface_messages: AtomicU64,
     /// Routes (or paths) ignored: next hop on no port's interface.
     pub unmapped: AtomicU64,
     /// Routes ignored: another table, or not unicast (local, broadcast,
@@ -94,9 +136,10 @@ impl Drop for Mirror {
 /// `ENOBUFS` on Linux: the kernel dropped notifications.
 const ENOBUFS: i32 = 105;
 
-/// Multicast groups: IPv4 and IPv6 route changes (`RTMGRP_IPV4_ROUTE`,
-/// `RTMGRP_IPV6_ROUTE`).
-const GROUPS: u32 = 0x40 | 0x400;
+/// Multicast groups: links (`RTMGRP_LINK`), neighbours (`RTMGRP_NEIGH`),
+/// IPv4 and IPv6 addresses (`RTMGRP_IPV4_IFADDR`, `RTMGRP_IPV6_IFADDR`)
+/// and routes (`RTMGRP_IPV4_ROUTE`, `RTMGRP_IPV6_ROUTE`).
+const GROUPS: u32 = 0x1 | 0x4 | 0x10 | 0x100 | 0x40 | 0x400;
 
 /// Kernel interface index → port, from the interface names (sysfs).
 fn interface_map(cp: &ControlPlane) -> HashMap<u32, u16> {
@@ -107,6 +150,69 @@ fn interface_map(cp: &ControlPlane) -> HashMap<u32, u16> {
             Some((idx.trim().parse().ok()?, *port))
         })
         .collect()
+}
+
+/// A neighbour message on a port's interface: (port, address, MAC if
+/// usable). `None` for other interfaces and families.
+fn neighbor(
+    m: &NeighbourMessage,
+    del: bool,
+    ifs: &HashMap<u32, u16>,
+) -> Option<(u16, IpAddr, Option<[u8; 6]>)> {
+    let port = *ifs.get(&m.header.ifindex)?;
+    let addr = m.attributes.iter().find_map(|a| match a {
+        NeighbourAttribute::Destination(NeighbourAddress::Inet(v)) => Some(IpAddr::V4(*v)),
+        NeighbourAttribute::Destination(NeighbourAddress::Inet6(v)) => Some(IpAddr::V6(*v)),
+        _ => None,
+    })?;
+    let mac = m.attributes.iter().find_map(|a| match a {
+        NeighbourAttribute::LinkLayerAddress(l) => <[u8; 6]>::try_from(&l[..]).ok(),
+        _ => None,
+    });
+    let usable = matches!(
+        m.header.state,
+        NeighbourState::Reachable
+            | NeighbourState::Stale
+            | NeighbourState::Delay
+            | NeighbourState::Probe
+            | NeighbourState::Permanent
+            | NeighbourState::Noarp
+    );
+    Some((port, addr, mac.filter(|_| usable && !del)))
+}
+
+/// An address message on a port's interface: (port, address, length).
+/// IPv6 link-local addresses are left out.
+fn address_of(m: &AddressMessage, ifs: &HashMap<u32, u16>) -> Option<(u16, IpAddr, u8)> {
+    let port = *ifs.get(&m.header.index)?;
+    // IFA_LOCAL is the interface's own address (IFA_ADDRESS the peer's on
+    // a point-to-point link); IPv6 has only IFA_ADDRESS.
+    let local = m.attributes.iter().find_map(|a| match a {
+        AddressAttribute::Local(a) => Some(*a),
+        _ => None,
+    });
+    let a = local.or_else(|| {
+        m.attributes.iter().find_map(|a| match a {
+            AddressAttribute::Address(a) => Some(*a),
+            _ => None,
+        })
+    })?;
+    if let IpAddr::V6(v) = a {
+        if v.segments()[0] & 0xffc0 == 0xfe80 {
+            return None;
+        }
+    }
+    Some((port, a, m.header.prefix_len))
+}
+
+/// A link message about a port's interface: (port, up and with carrier).
+fn link_of(m: &LinkMessage, ifs: &HashMap<u32, u16>) -> Option<(u16, bool)> {
+    let port = *ifs.get(&m.header.index)?;
+    let f = m.header.flags;
+    Some((
+        port,
+        f.contains(LinkFlags::Up) && f.contains(LinkFlags::LowerUp),
+    ))
 }
 
 fn address(a: &RouteAddress) -> Option<IpAddr> {
@@ -220,23 +326,20 @@ impl Table {
     }
 }
 
-/// Sends one request and collects the dump's route messages.
-fn dump(buf: &mut [u8]) -> Result<Vec<RouteMessage>> {
+/// Sends one dump request and collects the messages it answers with.
+fn dump(buf: &mut [u8], what: RouteNetlinkMessage) -> Result<Vec<RouteNetlinkMessage>> {
     let mut s = Socket::new(NETLINK_ROUTE).context("netlink socket")?;
     s.bind_auto().context("netlink bind")?;
     s.connect(&SocketAddr::new(0, 0))
         .context("netlink connect")?;
     let mut h = NetlinkHeader::default();
     h.flags = NLM_F_REQUEST | NLM_F_DUMP;
-    let mut req = NetlinkMessage::new(
-        h,
-        NetlinkPayload::from(RouteNetlinkMessage::GetRoute(RouteMessage::default())),
-    );
+    let mut req = NetlinkMessage::new(h, NetlinkPayload::from(what));
     req.finalize();
     let mut out = vec![0; req.header.length as usize];
     req.serialize(&mut out);
     s.send(&out, 0).context("netlink send")?;
-    let mut routes = Vec::new();
+    let mut got = Vec::new();
     loop {
         let n = s.recv(&mut &mut buf[..], 0).context("netlink dump")?;
         let mut off = 0;
@@ -245,9 +348,9 @@ fn dump(buf: &mut [u8]) -> Result<Vec<RouteMessage>> {
                 .context("netlink message")?;
             let len = m.header.length as usize;
             match m.payload {
-                NetlinkPayload::Done(_) => return Ok(routes),
+                NetlinkPayload::Done(_) => return Ok(got),
                 NetlinkPayload::Error(e) => anyhow::bail!("netlink dump refused: {e:?}"),
-                NetlinkPayload::InnerMessage(RouteNetlinkMessage::NewRoute(r)) => routes.push(r),
+                NetlinkPayload::InnerMessage(m) => got.push(m),
                 _ => {}
             }
             if len == 0 {
@@ -294,17 +397,56 @@ fn resync(
     cp: &ControlPlane,
     ifs: &mut HashMap<u32, u16>,
     table: &mut Table,
+    links: &mut HashMap<u16, bool>,
     tx: &Sender<Change>,
     stats: &Stats,
 ) -> bool {
     *ifs = interface_map(cp);
-    let msgs = match dump(buf) {
-        Ok(m) => m,
-        Err(e) => {
-            eprintln!("netlink: {e:#}; retrying");
-            return false;
+    let mut state = State::default();
+    let what = [
+        RouteNetlinkMessage::GetLink(LinkMessage::default()),
+        RouteNetlinkMessage::GetAddress(AddressMessage::default()),
+        RouteNetlinkMessage::GetNeighbour(NeighbourMessage::default()),
+    ];
+    for w in what {
+        let got = match dump(buf, w) {
+            Ok(m) => m,
+            Err(e) => {
+                eprintln!("netlink: {e:#}; retrying");
+                return false;
+            }
+        };
+        for m in got {
+            match m {
+                RouteNetlinkMessage::NewLink(l) => state.links.extend(link_of(&l, ifs)),
+                RouteNetlinkMessage::NewAddress(a) => state.addresses.extend(address_of(&a, ifs)),
+                RouteNetlinkMessage::NewNeighbour(n) => {
+                    if let Some((p, a, Some(m))) = neighbor(&n, false, ifs) {
+                        state.neighbors.push((p, a, m));
+                    }
+                }
+                _ => {}
+            }
         }
-    };
+    }
+    *links = state.links.iter().copied().collect();
+    if tx.send(Change::State(state)).is_err() {
+        return false;
+    }
+    let msgs: Vec<RouteMessage> =
+        match dump(buf, RouteNetlinkMessage::GetRoute(RouteMessage::default())) {
+            Ok(m) => m
+                .into_iter()
+                .filter_map(|m| match m {
+                    RouteNetlinkMessage::NewRoute(r) => Some(r),
+                    _ => None,
+                })
+                .collect(),
+            Err(e) => {
+                eprintln!("netlink: {e:#}; retrying");
+                return false;
+            }
+        };
     *table = Table::default();
     let mut unmapped = 0;
     for m in &msgs {
@@ -334,9 +476,11 @@ fn run(listen: Socket, cp: &ControlPlane, tx: &Sender<Change>, stats: &Stats, st
     let mut table = Table::default();
     let mut need_resync = true;
     let mut last_map = Instant::now();
+    // The last state seen of each port's interface.
+    let mut links: HashMap<u16, bool> = HashMap::new();
     while !stop.load(Ordering::Acquire) {
         if need_resync {
-            if !resync(&mut buf, cp, &mut ifs, &mut table, tx, stats) {
+            if !resync(&mut buf, cp, &mut ifs, &mut table, &mut links, tx, stats) {
                 std::thread::sleep(Duration::from_millis(100));
                 continue;
             }
@@ -378,11 +522,57 @@ fn run(listen: Socket, cp: &ControlPlane, tx: &Sender<Change>, stats: &Stats, st
                 break;
             };
             let len = m.header.length as usize;
-            let route = match m.payload {
-                NetlinkPayload::InnerMessage(RouteNetlinkMessage::NewRoute(r)) => Some((r, false)),
-                NetlinkPayload::InnerMessage(RouteNetlinkMessage::DelRoute(r)) => Some((r, true)),
-                _ => None,
-            };
+            let mut route = None;
+            let mut iface = None;
+            match m.payload {
+                NetlinkPayload::InnerMessage(RouteNetlinkMessage::NewRoute(r)) => {
+                    route = Some((r, false))
+                }
+                NetlinkPayload::InnerMessage(RouteNetlinkMessage::DelRoute(r)) => {
+                    route = Some((r, true))
+                }
+                NetlinkPayload::InnerMessage(RouteNetlinkMessage::NewNeighbour(n)) => {
+                    iface = neighbor(&n, false, &ifs).map(|(p, a, m)| Change::Neighbor(p, a, m))
+                }
+                NetlinkPayload::InnerMessage(RouteNetlinkMessage::DelNeighbour(n)) => {
+                    iface = neighbor(&n, true, &ifs).map(|(p, a, m)| Change::Neighbor(p, a, m))
+                }
+                NetlinkPayload::InnerMessage(RouteNetlinkMessage::NewAddress(a)) => {
+                    iface = address_of(&a, &ifs).map(|(p, a, l)| Change::Address(p, a, l, true))
+                }
+                NetlinkPayload::InnerMessage(RouteNetlinkMessage::DelAddress(a)) => {
+                    iface = address_of(&a, &ifs).map(|(p, a, l)| Change::Address(p, a, l, false))
+                }
+                NetlinkPayload::InnerMessage(RouteNetlinkMessage::NewLink(l)) => {
+                    if let Some((p, up)) = link_of(&l, &ifs) {
+                        if links.insert(p, up) != Some(up) {
+                            // The kernel flushed (or brings back) routes
+                            // through it without a message each.
+                            need_resync = true;
+                            iface = Some(Change::Link(p, up));
+                        }
+                    } else if l.attributes.iter().any(|a| {
+                        matches!(a, LinkAttribute::IfName(n) if cp.interfaces.iter().any(|(_, x)| x == n))
+                    }) {
+                        // A port's interface created (or renamed) since.
+                        need_resync = true;
+                    }
+                }
+                NetlinkPayload::InnerMessage(RouteNetlinkMessage::DelLink(l)) => {
+                    if let Some((p, _)) = link_of(&l, &ifs) {
+                        links.insert(p, false);
+                        need_resync = true;
+                        iface = Some(Change::Link(p, false));
+                    }
+                }
+                _ => {}
+            }
+            if let Some(c) = iface {
+                stats.iface_messages.fetch_add(1, Ordering::Relaxed);
+                if tx.send(c).is_err() {
+                    return;
+                }
+            }
             if let Some((msg, del)) = route {
                 stats.messages.fetch_add(1, Ordering::Relaxed);
                 let mut unmapped = 0;
@@ -440,6 +630,18 @@ pub struct Mirrored {
     routes: HashMap<(IpAddr, u8), Vec<NextHop>>,
     /// Changes the FIB refused (group pool or next-hop slots full).
     pub failed: u64,
+    /// The kernel's neighbours on the ports' interfaces.
+    pub neighbors: HashMap<(u16, IpAddr), [u8; 6]>,
+    /// The addresses on the ports' interfaces.
+    pub addresses: std::collections::BTreeSet<(u16, IpAddr, u8)>,
+    /// The state of the ports' interfaces (up and with a carrier).
+    pub links: BTreeMap<u16, bool>,
+    /// Link changes seen.
+    pub link_changes: u64,
+    /// Neighbour changes not yet sent to the workers.
+    neighbor_changes: Vec<(u16, IpAddr, Option<MacAddr>)>,
+    /// Addresses changed since the workers last got them.
+    readdress: bool,
 }
 
 impl Mirrored {
@@ -464,6 +666,40 @@ impl Mirrored {
         match c {
             Change::Add((a, l, p)) => self.add(a, l, p, fib),
             Change::Del(a, l) => self.del(a, l, fib, statics),
+            Change::Neighbor(p, a, m) => self.neighbor(p, a, m),
+            Change::Address(p, a, l, add) => {
+                self.readdress |= if add {
+                    self.addresses.insert((p, a, l))
+                } else {
+                    self.addresses.remove(&(p, a, l))
+                };
+            }
+            Change::Link(p, up) => {
+                self.link_changes += 1;
+                self.links.insert(p, up);
+            }
+            Change::State(st) => {
+                let now: HashMap<(u16, IpAddr), [u8; 6]> =
+                    st.neighbors.iter().map(|&(p, a, m)| ((p, a), m)).collect();
+                let gone: Vec<_> = self
+                    .neighbors
+                    .keys()
+                    .filter(|k| !now.contains_key(k))
+                    .copied()
+                    .collect();
+                for (p, a) in gone {
+                    self.neighbor(p, a, None);
+                }
+                for ((p, a), m) in now {
+                    self.neighbor(p, a, Some(m));
+                }
+                let addresses = st.addresses.into_iter().collect();
+                if addresses != self.addresses {
+                    self.addresses = addresses;
+                    self.readdress = true;
+                }
+                self.links = st.links.into_iter().collect();
+            }
             Change::Resync(all) => {
                 let keep: std::collections::HashSet<(IpAddr, u8)> =
                     all.iter().map(|r| (r.0, r.1)).collect();
@@ -484,9 +720,55 @@ impl Mirrored {
         fib.reclaim();
     }
 
+    fn neighbor(&mut self, p: u16, a: IpAddr, m: Option<[u8; 6]>) {
+        let old = match m {
+            Some(m) => self.neighbors.insert((p, a), m),
+            None => self.neighbors.remove(&(p, a)),
+        };
+        if old != m {
+            self.neighbor_changes.push((p, a, m.map(MacAddr)));
+        }
+    }
+
+    /// The neighbour changes for the workers since the last call.
+    pub fn take_neighbors(&mut self) -> Option<NeighborUpdate> {
+        if self.neighbor_changes.is_empty() {
+            return None;
+        }
+        Some(NeighborUpdate(
+            std::mem::take(&mut self.neighbor_changes).into(),
+        ))
+    }
+
+    /// True once after the addresses changed: the workers need
+    /// [`Mirrored::interfaces`].
+    pub fn take_readdress(&mut self) -> bool {
+        std::mem::take(&mut self.readdress)
+    }
+
+    /// The router's interfaces: the config's (`base`), with the kernel's
+    /// addresses on each port added.
+    pub fn interfaces(&self, base: &[Interface]) -> Vec<Interface> {
+        let mut out = base.to_vec();
+        for &(p, a, l) in &self.addresses {
+            let Some(i) = out.get_mut(usize::from(p)) else {
+                continue;
+            };
+            match a {
+                IpAddr::V4(v) if !i.ipv4.iter().any(|x| x.0 == v) => i.ipv4.push((v, l)),
+                IpAddr::V6(v) if !i.ipv6.iter().any(|x| x.0 == v) => i.ipv6.push((v, l)),
+                _ => {}
+            }
+        }
+        out
+    }
+
     /// Puts every mirrored route into a new FIB (after a reload rebuilt it
     /// from the config).
+    /// The kernel's addresses are sent to the workers again too (the
+    /// reload gave them the config's).
     pub fn reinstall(&mut self, fib: &mut pipeline::fib::FibWriter) {
+        self.readdress |= !self.addresses.is_empty();
         for ((a, l), p) in &self.routes {
             if fib.add(*a, *l, p).is_err() {
                 self.failed += 1;

@@ -265,6 +265,125 @@ fn kernel_routes_drive_the_fib() {
         );
     }
 
+    // The kernel's neighbours: traffic to 203.0.113.0/24 now goes via
+    // 198.19.0.3, which nothing answers ARP for (the generator's packets
+    // wait, then are dropped: few reach p1). Once the kernel has the
+    // neighbour, Sluice forwards with its MAC (nearly all reach p1).
+    let ports = || {
+        let p = json(&sock, &["show", "ports"]);
+        let g = |i: usize, k: &str| p["ports"][i][k].as_u64().unwrap();
+        (g(0, "rx_pkts"), g(1, "tx_pkts"))
+    };
+    // p1's share of p0's traffic over half a second.
+    let share = || {
+        let (rx0, tx0) = ports();
+        std::thread::sleep(Duration::from_millis(500));
+        let (rx1, tx1) = ports();
+        (tx1 - tx0) as f64 / (rx1 - rx0).max(1) as f64
+    };
+    let unresolved = share();
+    assert!(unresolved < 0.5, "without the neighbour: {unresolved}");
+    ns.ip("neigh add 198.19.0.3 lladdr 02:5e:00:00:00:33 dev d1 nud permanent");
+    let t = Instant::now();
+    loop {
+        let s = share();
+        if s > 0.9 {
+            break;
+        }
+        assert!(
+            t.elapsed() < Duration::from_secs(10),
+            "with the kernel's neighbour: {s}; {}",
+            json(&sock, &["show", "neighbors"])
+        );
+    }
+    let n = json(&sock, &["show", "neighbors"]);
+    assert!(
+        n["kernel"]
+            .as_array()
+            .is_some_and(|k| k.iter().any(|e| e["ip"] == "198.19.0.3"
+                && e["mac"] == "02:5e:00:00:00:33"
+                && e["port"] == "p1")),
+        "{n}"
+    );
+    ns.ip("neigh del 198.19.0.3 dev d1");
+    let t = Instant::now();
+    loop {
+        let s = share();
+        if s < 0.5 {
+            break;
+        }
+        assert!(
+            t.elapsed() < Duration::from_secs(10),
+            "neighbour deleted: {s}"
+        );
+    }
+
+    // The kernel's addresses: 198.51.100.1 on d1 makes it the router's
+    // own (p1's generator sends to it among other 198.51.100.0/24
+    // addresses: those packets stop being routed and are dropped as
+    // `to_router`); removed, it is routed again.
+    let to_router = || {
+        json(&sock, &["stats"])["ports"][1]["drops"]["stage"]["to_router"]
+            .as_u64()
+            .unwrap()
+    };
+    let before = to_router();
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(to_router(), before, "198.51.100.1 is not ours yet");
+    ns.ip("addr add 198.51.100.1/32 dev d1");
+    until(&sock, &[], 5, |r| {
+        r["netlink"]["addresses"].as_array().is_some_and(|a| {
+            a.iter()
+                .any(|x| x["addr"] == "198.51.100.1/32" && x["port"] == "p1")
+        })
+    });
+    let t = Instant::now();
+    while to_router() == before {
+        assert!(
+            t.elapsed() < Duration::from_secs(10),
+            "the kernel's address is not the router's"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    ns.ip("addr del 198.51.100.1/32 dev d1");
+    until(&sock, &[], 5, |r| {
+        r["netlink"]["addresses"]
+            .as_array()
+            .is_some_and(|a| !a.iter().any(|x| x["addr"] == "198.51.100.1/32"))
+    });
+    std::thread::sleep(Duration::from_millis(300));
+    let gone = to_router();
+    std::thread::sleep(Duration::from_millis(500));
+    assert_eq!(to_router(), gone, "198.51.100.1 is routed again");
+
+    // A link going down: seen, and the routes the kernel flushed through
+    // it (without a message each) leave the FIB; back up, the link is
+    // seen up and a route through it is mirrored again.
+    let resyncs = json(&sock, &["show", "routes"])["netlink"]["resyncs"]
+        .as_u64()
+        .unwrap();
+    ns.ip("link set d1 down");
+    until(&sock, &[], 5, |r| {
+        r["netlink"]["links"]
+            .as_array()
+            .is_some_and(|l| l.iter().any(|x| x["port"] == "p1" && x["up"] == false))
+            && r["netlink"]["resyncs"].as_u64() > Some(resyncs)
+    });
+    until(&sock, &["203.0.113.9"], 5, |r| r["route"].is_null());
+    ns.ip("link set d1 up");
+    until(&sock, &[], 5, |r| {
+        r["netlink"]["links"]
+            .as_array()
+            .is_some_and(|l| l.iter().any(|x| x["port"] == "p1" && x["up"] == true))
+    });
+    ns.ip("route add 203.0.113.0/24 via 198.19.0.2 dev d1 table 100");
+    until(
+        &sock,
+        &["203.0.113.9"],
+        5,
+        via("203.0.113.9", "198.19.0.2", "p1"),
+    );
+
     // 20,000 routes at once through a 4 KiB socket buffer: notifications
     // are lost, the mirror resyncs and ends equal to the kernel's table
     // (less the one route it ignores).

@@ -241,16 +241,22 @@ impl Gateway {
         }
     }
 
-    /// Takes new rules, NAT and routes (see [`GatewayUpdate`]): hit counts
-    /// start again with the new rules; NAT allocates new ports from this
-    /// worker's share of the new range.
-    pub fn reconfigure(&mut self, u: &GatewayUpdate) {
-        self.router.reconfigure(u.router.0.clone());
+    /// Takes new interfaces, routes and neighbours; rules and NAT as they
+    /// were (the netlink mirror's address changes).
+    pub fn reroute(&mut self, u: &crate::router::RouterUpdate) {
+        self.router.reconfigure(u.0.clone());
         self.min_mtu = (0..u16::MAX)
             .map_while(|p| self.router.iface(p))
             .map(|i| i.mtu)
             .min()
             .unwrap_or(1500);
+    }
+
+    /// Takes new rules, NAT and routes (see [`GatewayUpdate`]): hit counts
+    /// start again with the new rules; NAT allocates new ports from this
+    /// worker's share of the new range.
+    pub fn reconfigure(&mut self, u: &GatewayUpdate) {
+        self.reroute(&u.router);
         self.rules = u.rules.clone();
         self.hits = vec![0; self.rules.rules().len()];
         self.hits_out = u.hits.clone();
@@ -1011,12 +1017,17 @@ impl ForwardMode for Gateway {
     }
 
     fn reconfigure(&mut self, update: &dyn std::any::Any) -> bool {
-        match update.downcast_ref::<GatewayUpdate>() {
-            Some(u) => {
-                Gateway::reconfigure(self, u);
-                true
-            }
-            None => false,
+        if let Some(u) = update.downcast_ref::<GatewayUpdate>() {
+            Gateway::reconfigure(self, u);
+            true
+        } else if let Some(u) = update.downcast_ref::<crate::router::RouterUpdate>() {
+            self.reroute(u);
+            true
+        } else if let Some(u) = update.downcast_ref::<crate::router::NeighborUpdate>() {
+            self.router.mirror_neighbors(&u.0);
+            true
+        } else {
+            false
         }
     }
 }

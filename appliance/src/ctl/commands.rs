@@ -21,7 +21,7 @@ commands:
   show ports                 ports: driver, addresses, queues, packets, drops
   show cores                 workers: mode, poll policy and state, load
   show routes [ADDR|PREFIX]  route counts and static routes, or the route ADDR takes
-  show neighbors             static neighbours
+  show neighbors             static neighbours, and the kernel's (netlink)
   show rules                 firewall rules and their hit counters
   show conntrack [--limit N] tracked flows per worker (N each, default 20)
   show nat                   NAT rules, mappings and ports per worker
@@ -279,7 +279,26 @@ fn show_routes(cx: &mut Context<'_>, what: Option<&str>) -> Response {
             get(&st.resyncs),
             get(&st.overruns),
         );
+        let links: Vec<String> = m
+            .links
+            .iter()
+            .map(|(p, up)| format!("{} {}", port_name(*p), if *up { "up" } else { "down" }))
+            .collect();
+        let _ = writeln!(
+            text,
+            "netlink: {} kernel neighbours, {} kernel addresses mirrored; links: {} ({} changes); {} interface messages",
+            m.neighbors.len(),
+            m.addresses.len(),
+            if links.is_empty() { "none found".to_string() } else { links.join(", ") },
+            m.link_changes,
+            get(&st.iface_messages),
+        );
         json!({
+            "neighbors": m.neighbors.len(),
+            "addresses": m.addresses.iter().map(|(p, a, l)| json!({ "port": port_name(*p), "addr": format!("{a}/{l}") })).collect::<Vec<_>>(),
+            "links": m.links.iter().map(|(p, up)| json!({ "port": port_name(*p), "up": up })).collect::<Vec<_>>(),
+            "link_changes": m.link_changes,
+            "iface_messages": get(&st.iface_messages),
             "table": cp.map_or(0, |c| c.table),
             "mirrored": m.len(),
             "messages": get(&st.messages),
@@ -321,7 +340,23 @@ fn show_neighbors(cx: &mut Context<'_>) -> Response {
         let _ = writeln!(text, "  {ip} {mac} port {port}");
         data.push(json!({ "ip": ip.to_string(), "mac": mac.to_string(), "port": port }));
     }
-    Response::ok(text, json!({ "static": data }))
+    let mut kernel = Vec::new();
+    if let Some((_, m)) = cx.netlink {
+        let _ = writeln!(text, "from the kernel (netlink):");
+        let mut all: Vec<_> = m.neighbors.iter().collect();
+        all.sort();
+        for ((p, ip), mac) in all {
+            let port = cx
+                .cfg
+                .ports
+                .get(usize::from(*p))
+                .map_or_else(|| p.to_string(), |x| x.name.clone());
+            let mac = pipeline::wire::MacAddr(*mac);
+            let _ = writeln!(text, "  {ip} {mac} port {port}");
+            kernel.push(json!({ "ip": ip.to_string(), "mac": mac.to_string(), "port": port }));
+        }
+    }
+    Response::ok(text, json!({ "static": data, "kernel": kernel }))
 }
 
 fn show_rules(cx: &mut Context<'_>) -> Response {

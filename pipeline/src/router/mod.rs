@@ -138,6 +138,12 @@ pub struct RouterConfig {
 #[derive(Clone)]
 pub struct RouterUpdate(pub Arc<RouterConfig>);
 
+/// Neighbours from the kernel's table for running routers (the netlink
+/// mirror): `(interface, address, Some(MAC))` added or changed,
+/// `(…, None)` removed. See [`Router::mirror_neighbors`].
+#[derive(Clone, Debug)]
+pub struct NeighborUpdate(pub Arc<[(u16, std::net::IpAddr, Option<MacAddr>)]>);
+
 /// The router stage; clone one per worker.
 #[derive(Clone)]
 pub struct Router {
@@ -502,12 +508,14 @@ impl ForwardMode for Router {
     }
 
     fn reconfigure(&mut self, update: &dyn std::any::Any) -> bool {
-        match update.downcast_ref::<RouterUpdate>() {
-            Some(u) => {
-                Router::reconfigure(self, u.0.clone());
-                true
-            }
-            None => false,
+        if let Some(u) = update.downcast_ref::<RouterUpdate>() {
+            Router::reconfigure(self, u.0.clone());
+            true
+        } else if let Some(u) = update.downcast_ref::<NeighborUpdate>() {
+            self.mirror_neighbors(&u.0);
+            true
+        } else {
+            false
         }
     }
 }

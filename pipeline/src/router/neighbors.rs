@@ -12,12 +12,16 @@ use crate::wire::{
     ArpPacket, EtherType, Ipv6Packet, MacAddr, ARP_REPLY, ARP_REQUEST, ETHERNET_HEADER_LEN,
 };
 use rustc_hash::FxHashMap as HashMap;
-use std::net::Ipv4Addr;
+use std::net::{IpAddr, Ipv4Addr};
 
 /// The broadcast MAC.
 pub(super) const BROADCAST: MacAddr = MacAddr([0xff; 6]);
 /// "Learned at" of a configured neighbour: it never ages.
 pub(super) const STATIC: u64 = u64::MAX;
+/// "Learned at" of a neighbour mirrored from the kernel's table (netlink):
+/// it never ages here (the kernel ages it and says so), a reload keeps
+/// it, and only the kernel's word removes it.
+pub(super) const MIRRORED: u64 = u64::MAX - 1;
 
 impl Router {
     /// The neighbour MAC for `addr` on `port`, if known and fresh.
@@ -28,7 +32,7 @@ impl Router {
     #[inline]
     pub(super) fn fresh(&self, e: Option<&(MacAddr, u64)>) -> Option<MacAddr> {
         let &(m, at) = e?;
-        (at == STATIC || self.now_ns.saturating_sub(at) <= self.cfg.neighbor_timeout_ns)
+        (at >= MIRRORED || self.now_ns.saturating_sub(at) <= self.cfg.neighbor_timeout_ns)
             .then_some(m)
     }
 
@@ -52,6 +56,32 @@ impl Router {
 
     pub(super) fn bump(&mut self) {
         self.generation = self.generation.wrapping_add(1).max(1);
+    }
+
+    /// Takes the kernel's neighbours (`Some(mac)`: reachable or stale
+    /// there; `None`: gone or failed). A configured neighbour stays as
+    /// configured; a learned one gives way to the kernel's. Packets held
+    /// for a neighbour the kernel resolved are sent. An ARP/ND message
+    /// seen here with another MAC overrides the kernel's (the freshest
+    /// word wins: a host that moved announces itself).
+    pub fn mirror_neighbors(&mut self, changes: &[(u16, IpAddr, Option<MacAddr>)]) {
+        let mut changed = false;
+        for &(port, addr, mac) in changes {
+            let (fam, key) = match addr {
+                IpAddr::V4(a) => (4, u128::from(u32::from(a))),
+                IpAddr::V6(a) => (6, u128::from(a)),
+            };
+            changed |= match (addr, mac) {
+                (IpAddr::V4(a), m) => mirror(&mut self.neigh4, (port, u32::from(a)), m),
+                (IpAddr::V6(a), m) => mirror(&mut self.neigh6, (port, u128::from(a)), m),
+            };
+            if mac.is_some() {
+                self.resolved(port, fam, key);
+            }
+        }
+        if changed {
+            self.bump();
+        }
     }
 
     /// The output port and next hop's MAC for `dst`, if routed and the
@@ -278,6 +308,27 @@ impl Router {
 
 /// Learns a neighbour at time `now` (static entries are kept); true when it
 /// is new or its MAC changed.
+/// One mirrored neighbour into `map`; true when the table changed.
+fn mirror<K: std::hash::Hash + Eq>(
+    map: &mut HashMap<K, (MacAddr, u64)>,
+    key: K,
+    mac: Option<MacAddr>,
+) -> bool {
+    match (map.get(&key), mac) {
+        (Some(&(_, STATIC)), _) => false,
+        (Some(&(old, MIRRORED)), Some(m)) if old == m => false,
+        (_, Some(m)) => {
+            map.insert(key, (m, MIRRORED));
+            true
+        }
+        (Some(&(_, MIRRORED)), None) => {
+            map.remove(&key);
+            true
+        }
+        (_, None) => false,
+    }
+}
+
 fn learn<K: std::hash::Hash + Eq>(
     map: &mut HashMap<K, (MacAddr, u64)>,
     now: u64,
@@ -286,6 +337,10 @@ fn learn<K: std::hash::Hash + Eq>(
 ) -> bool {
     match map.get_mut(&key) {
         Some((_, STATIC)) => false,
+        // The kernel's entry, confirmed: it stays the kernel's.
+        Some(&mut (old, MIRRORED)) if old == m => false,
+        // Learned now (or a new MAC against the kernel's: the freshest
+        // word wins, and ages like any learned entry).
         Some(e) => {
             let changed = e.0 != m;
             *e = (m, now);

@@ -945,3 +945,66 @@ fn punts_to_the_kernel_only_with_a_mirror() {
     let mut f = tagged(&from, &[(0x8100, 100)]);
     assert_eq!(r.process(&mut f, 1), Verdict::Drop(DropReason::ToRouter));
 }
+
+/// Neighbours mirrored from the kernel: they release held packets, are
+/// used without ARP, never age, survive a reload, give way to configured
+/// ones, and only the kernel's word removes them.
+#[test]
+fn kernel_neighbors_are_mirrored() {
+    use crate::router::NeighborUpdate;
+    let mut r = router();
+    r.tick(1_000_000_000);
+    let host: std::net::IpAddr = "198.18.0.10".parse().unwrap();
+    let mut f = to_unresolved(1);
+    assert_eq!(r.process(&mut f, 1), Verdict::Forward(0));
+    assert_eq!(&f[12..14], &[0x08, 0x06], "an ARP request first");
+    let u = NeighborUpdate(vec![(0, host, Some(HOST))].into());
+    assert!(ForwardMode::reconfigure(&mut r, &u));
+    let out = released(&mut r);
+    assert_eq!(
+        out.len(),
+        1,
+        "the held packet goes when the kernel resolves"
+    );
+    assert_eq!(&out[0].1[0..6], &HOST.0);
+    // Used directly, and still after the learned-neighbour timeout.
+    r.tick(1_000_000_000 + 600_000_000_000);
+    let mut f = to_unresolved(2);
+    assert_eq!(r.process(&mut f, 1), Verdict::Forward(0));
+    assert_eq!(&f[0..6], &HOST.0, "no ARP: the mirrored MAC");
+    // The same MAC seen by ARP leaves it the kernel's (it does not age).
+    let mut reply = arp(2, HOST, "198.18.0.10", "198.18.0.1", R0);
+    r.process(&mut reply, 0);
+    r.tick(1_000_000_000 + 1_200_000_000_000);
+    assert_eq!(r.neighbor4(0, "198.18.0.10".parse().unwrap()), Some(HOST));
+    // A reload keeps it.
+    let cfg = r.config().clone();
+    r.reconfigure(cfg);
+    assert_eq!(r.neighbor4(0, "198.18.0.10".parse().unwrap()), Some(HOST));
+    // The configured neighbour 198.19.0.2 is not the kernel's to change.
+    let gw: std::net::IpAddr = "198.19.0.2".parse().unwrap();
+    let u = NeighborUpdate(vec![(1, gw, Some(HOST)), (1, gw, None)].into());
+    assert!(ForwardMode::reconfigure(&mut r, &u));
+    assert_eq!(r.neighbor4(1, "198.19.0.2".parse().unwrap()), Some(GW));
+    // Removed: the next packet asks by ARP again.
+    let u = NeighborUpdate(vec![(0, host, None)].into());
+    assert!(ForwardMode::reconfigure(&mut r, &u));
+    assert_eq!(r.neighbor4(0, "198.18.0.10".parse().unwrap()), None);
+    let mut f = to_unresolved(3);
+    assert_eq!(r.process(&mut f, 1), Verdict::Forward(0));
+    assert_eq!(&f[12..14], &[0x08, 0x06]);
+    // A host that moves (an ARP reply with another MAC) overrides the
+    // kernel's entry.
+    let u = NeighborUpdate(vec![(0, host, Some(HOST))].into());
+    assert!(ForwardMode::reconfigure(&mut r, &u));
+    let mut moved = arp(2, GW, "198.18.0.10", "198.18.0.1", R0);
+    r.process(&mut moved, 0);
+    assert_eq!(r.neighbor4(0, "198.18.0.10".parse().unwrap()), Some(GW));
+    // IPv6 too.
+    let v6: std::net::IpAddr = "2001:db8:18::10".parse().unwrap();
+    let u = NeighborUpdate(vec![(0, v6, Some(HOST))].into());
+    assert!(ForwardMode::reconfigure(&mut r, &u));
+    assert!(r
+        .neigh6
+        .contains_key(&(0, u128::from_be_bytes(v6addr("2001:db8:18::10")))));
+}
