@@ -244,7 +244,7 @@ where
                 "control plane: port {} mirrored by TAP {name}",
                 cfg.ports[usize::from(*p)].name
             );
-            taps.push((*p, t));
+            taps.push((*p, t, views[usize::from(*p)].control.clone()));
         }
         let mut ends = Vec::new();
         let mut sender: Vec<Option<usize>> = vec![None; nports];

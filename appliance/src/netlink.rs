@@ -31,7 +31,9 @@
 //!   router's own (link-local IPv6 ones excepted: Sluice answers for its
 //!   own). A link going down or up is reported, and the route table read
 //!   again: the kernel flushes the routes through a downed interface
-//!   without a `RTM_DELROUTE` for each.
+//!   without a `RTM_DELROUTE` for each. Next hops the kernel flags dead
+//!   (interface down) or linkdown (no carrier) are left out; a route with
+//!   none left is removed.
 
 use crate::config::ControlPlane;
 use anyhow::{Context, Result};
@@ -44,7 +46,9 @@ use netlink_packet_route::link::{LinkAttribute, LinkFlags, LinkMessage};
 use netlink_packet_route::neighbour::{
     NeighbourAddress, NeighbourAttribute, NeighbourMessage, NeighbourState,
 };
-use netlink_packet_route::route::{RouteAddress, RouteAttribute, RouteMessage, RouteType};
+use netlink_packet_route::route::{
+    RouteAddress, RouteAttribute, RouteFlags, RouteMessage, RouteNextHopFlags, RouteType,
+};
 use netlink_packet_route::{AddressFamily, RouteNetlinkMessage};
 use netlink_sys::{protocols::NETLINK_ROUTE, Socket, SocketAddr};
 use pipeline::router::{Interface, NeighborUpdate, NextHop};
@@ -106,6 +110,8 @@ pub struct Stats {
     /// Routes ignored: another table, or not unicast (local, broadcast,
     /// blackhole, …).
     pub other: AtomicU64,
+    /// Messages the netlink library could not decode (skipped).
+    pub undecoded: AtomicU64,
     /// Full dumps applied (the first one included).
     pub resyncs: AtomicU64,
     /// Socket-buffer overruns (ENOBUFS) recovered by a resync.
@@ -280,8 +286,16 @@ fn convert(
         })
     };
     let mut paths = Vec::new();
-    let mut hop = |ifindex: u32, via: Option<IpAddr>| match ifs.get(&ifindex) {
-        Some(&port) => paths.push(NextHop { port, via }),
+    let mut mapped = false;
+    // A next hop whose interface is down (dead) or without a carrier
+    // (linkdown) stays in the kernel's route, flagged: it carries nothing.
+    let mut hop = |ifindex: u32, via: Option<IpAddr>, down: bool| match ifs.get(&ifindex) {
+        Some(&port) => {
+            mapped = true;
+            if !down {
+                paths.push(NextHop { port, via });
+            }
+        }
         None => *unmapped += 1,
     };
     match m.attributes.iter().find_map(|a| match a {
@@ -290,7 +304,10 @@ fn convert(
     }) {
         Some(nhs) => {
             for nh in nhs {
-                hop(nh.interface_index, gateway(&nh.attributes));
+                let down = nh
+                    .flags
+                    .intersects(RouteNextHopFlags::Dead | RouteNextHopFlags::Linkdown);
+                hop(nh.interface_index, gateway(&nh.attributes), down);
             }
         }
         None => {
@@ -298,15 +315,20 @@ fn convert(
                 RouteAttribute::Oif(i) => Some(*i),
                 _ => None,
             });
+            let down = m
+                .header
+                .flags
+                .intersects(RouteFlags::Dead | RouteFlags::Linkdown);
             match oif {
-                Some(i) => hop(i, gateway(&m.attributes)),
+                Some(i) => hop(i, gateway(&m.attributes), down),
                 None => return Err(Skip::Other),
             }
         }
     }
-    if paths.is_empty() {
+    if !mapped {
         return Err(Skip::Unmapped);
     }
+    // Empty: every path is down (the route carries nothing here).
     Ok((dst, len, metric, paths))
 }
 
@@ -453,7 +475,9 @@ fn resync(
         stats.messages.fetch_add(1, Ordering::Relaxed);
         match convert(m, cp.table, ifs, &mut unmapped) {
             Ok((a, l, metric, p)) => {
-                table.0.entry((a, l)).or_default().insert(metric, p);
+                if !p.is_empty() {
+                    table.0.entry((a, l)).or_default().insert(metric, p);
+                }
             }
             Err(Skip::Other) => {
                 stats.other.fetch_add(1, Ordering::Relaxed);
@@ -517,11 +541,26 @@ fn run(listen: Socket, cp: &ControlPlane, tx: &Sender<Change>, stats: &Stats, st
             }
         };
         let mut off = 0;
-        while off < n {
-            let Ok(m) = <NetlinkMessage<RouteNetlinkMessage>>::deserialize(&buf[off..n]) else {
+        while off + 16 <= n {
+            // Each message's own length (aligned to 4): one the library
+            // cannot decode (an attribute newer than it) is skipped and
+            // counted, not the rest of the datagram with it.
+            let len =
+                u32::from_ne_bytes([buf[off], buf[off + 1], buf[off + 2], buf[off + 3]]) as usize;
+            if len < 16 || off + len > n {
                 break;
+            }
+            let next = off + ((len + 3) & !3);
+            let m = match <NetlinkMessage<RouteNetlinkMessage>>::deserialize(&buf[off..off + len]) {
+                Ok(m) => m,
+                Err(e) => {
+                    if stats.undecoded.fetch_add(1, Ordering::Relaxed) == 0 {
+                        eprintln!("netlink: a message the library cannot decode, skipped (counted from now on): {e}");
+                    }
+                    off = next;
+                    continue;
+                }
             };
-            let len = m.header.length as usize;
             let mut route = None;
             let mut iface = None;
             match m.payload {
@@ -588,7 +627,7 @@ fn run(listen: Socket, cp: &ControlPlane, tx: &Sender<Change>, stats: &Stats, st
                 let change = match r {
                     Ok((a, l, metric, p)) => {
                         let k = (a, l);
-                        if del {
+                        if del || p.is_empty() {
                             if let Some(m) = table.0.get_mut(&k) {
                                 m.remove(&metric);
                                 if m.is_empty() {
@@ -615,10 +654,7 @@ fn run(listen: Socket, cp: &ControlPlane, tx: &Sender<Change>, stats: &Stats, st
                     }
                 }
             }
-            if len == 0 {
-                break;
-            }
-            off += len;
+            off = next;
         }
     }
 }

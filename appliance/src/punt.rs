@@ -18,7 +18,7 @@ use pmd::tap::Tap;
 use rtrb::{Consumer, Producer, RingBuffer};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// Bytes of each ring (worker → mirror and mirror → worker).
 pub const RING_BYTES: usize = 1 << 20;
@@ -103,13 +103,25 @@ pub struct MirrorCounters {
     /// Frames lost: a TAP write failed, a punted frame for a port without
     /// TAP, or the worker's ring was full.
     pub lost: AtomicU64,
+    /// TAP carriers switched to follow their port's link.
+    pub carrier_changes: AtomicU64,
 }
+
+/// How often the ports' links are looked at (their TAPs' carriers follow).
+const LINK_CHECK: Duration = Duration::from_millis(100);
+
+/// A port's TAP and the port's control (whose link the TAP's carrier
+/// follows, as linux-cp keeps a TAP's carrier with its interface's link).
+pub type Mirror = (u16, Tap, Arc<dyn pmd::PortControl>);
 
 /// The mirror thread's work: until `stop`, frames from the workers' punt
 /// rings to the TAPs, and from the TAPs to the worker that sends on each
-/// port (`sender[port]`: an index into `workers`).
+/// port (`sender[port]`: an index into `workers`); every [`LINK_CHECK`],
+/// each TAP's carrier set to its port's link (a link down on the wire is
+/// then a link down in the kernel: routes through it flushed, routing
+/// daemons told).
 pub fn run(
-    taps: Vec<(u16, Tap)>,
+    taps: Vec<Mirror>,
     mut workers: Vec<(Consumer<u8>, Producer<u8>)>,
     sender: Vec<Option<usize>>,
     counters: Arc<MirrorCounters>,
@@ -117,14 +129,42 @@ pub fn run(
 ) {
     let mut scratch = Vec::with_capacity(MAX_FRAME);
     let mut buf = vec![0u8; MAX_FRAME];
-    let mut poller = pmd::tap::Poller::new(&taps.iter().map(|(_, t)| t).collect::<Vec<_>>());
+    let mut poller = pmd::tap::Poller::new(&taps.iter().map(|(_, t, _)| t).collect::<Vec<_>>());
+    let mut links: Vec<Option<bool>> = vec![None; taps.len()];
+    let mut checked = Instant::now() - LINK_CHECK;
     while !stop.load(Ordering::Relaxed) {
+        if checked.elapsed() >= LINK_CHECK {
+            checked = Instant::now();
+            for ((_, tap, port), last) in taps.iter().zip(links.iter_mut()) {
+                let now = port.link_up();
+                if now.is_some() && now != *last {
+                    let up = now == Some(true);
+                    match tap.set_carrier(up) {
+                        Ok(()) => {
+                            if last.is_some() {
+                                counters.carrier_changes.fetch_add(1, Ordering::Relaxed);
+                                eprintln!(
+                                    "control plane: link {} on the port of TAP {}",
+                                    if up { "up" } else { "down" },
+                                    tap.name()
+                                );
+                            }
+                            *last = now;
+                        }
+                        Err(e) => {
+                            eprintln!("control plane: TAP {}: {e}", tap.name());
+                            *last = now;
+                        }
+                    }
+                }
+            }
+        }
         for (punted, _) in workers.iter_mut() {
             while let Some((port, frame)) = take(punted, &mut scratch) {
                 let ok = taps
                     .iter()
-                    .find(|(p, _)| *p == port)
-                    .is_some_and(|(_, t)| t.send(frame).is_ok());
+                    .find(|(p, _, _)| *p == port)
+                    .is_some_and(|(_, t, _)| t.send(frame).is_ok());
                 let c = if ok {
                     &counters.to_kernel
                 } else {
@@ -136,7 +176,7 @@ pub fn run(
         if !poller.wait(Duration::from_millis(1)) {
             continue;
         }
-        for (i, (port, tap)) in taps.iter().enumerate() {
+        for (i, (port, tap, _)) in taps.iter().enumerate() {
             if !poller.ready(i) {
                 continue;
             }

@@ -112,6 +112,14 @@ uint32_t sluice_toeplitz_v4(uint32_t src, uint32_t dst, uint16_t sport, uint16_t
 	return rte_softrss(tuple, 3, sym_key);
 }
 
+int sluice_link_up(uint16_t port)
+{
+	struct rte_eth_link l;
+	if (rte_eth_link_get_nowait(port, &l) != 0)
+		return -1;
+	return l.link_status == RTE_ETH_LINK_UP;
+}
+
 int sluice_xstats_count(uint16_t port)
 {
 	return rte_eth_xstats_get(port, NULL, 0);

@@ -35,6 +35,8 @@ int sluice_configure(uint16_t port, uint16_t rxq, uint16_t txq, int rss, int rx_
  * Toeplitz, for tests): addresses and ports in network order. */
 uint32_t sluice_toeplitz_v4(uint32_t src, uint32_t dst, uint16_t sport, uint16_t dport);
 /* Extended statistics: count, names and values (up to n). */
+/* 1: link up, 0: down, -1: unknown (rte_eth_link_get_nowait). */
+int sluice_link_up(uint16_t port);
 int sluice_xstats_count(uint16_t port);
 int sluice_xstat_name(uint16_t port, unsigned idx, char *out, unsigned len);
 int sluice_xstats_values(uint16_t port, uint64_t *out, unsigned n);

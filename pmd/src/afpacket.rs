@@ -495,6 +495,9 @@ impl PortControl for Control {
     fn stop_rx(&self) {
         self.stopped.store(true, Ordering::Relaxed);
     }
+    fn link_up(&self) -> Option<bool> {
+        crate::carrier(&self.iface)
+    }
     fn xstats(&self) -> Vec<(&'static str, u64)> {
         vec![(
             "kernel_rx_packets",

@@ -402,6 +402,7 @@ impl TxQueue for XdpTx {
 }
 
 struct Control {
+    iface: String,
     xsk: Arc<Xsk>,
     rx: Arc<QueueCounters>,
     tx: Arc<QueueCounters>,
@@ -445,6 +446,9 @@ impl PortControl for Control {
     }
     fn stop_rx(&self) {
         self.stopped.store(true, Ordering::Relaxed);
+    }
+    fn link_up(&self) -> Option<bool> {
+        crate::carrier(&self.iface)
     }
     fn xstats(&self) -> Vec<(&'static str, u64)> {
         let k = self.kernel();
@@ -526,6 +530,7 @@ pub fn open(cfg: &AfXdpConfig, umem: &Arc<Umem>) -> Result<OpenPort, PortError> 
     }) as BoxTx;
     Ok(OpenPort {
         control: Arc::new(Control {
+            iface: cfg.iface.clone(),
             xsk,
             rx: rxc,
             tx: txc,

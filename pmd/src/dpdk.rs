@@ -352,6 +352,13 @@ impl PortControl for Control {
         // not allowed); the queues stop handing out packets.
         self.stopped.store(true, Ordering::Relaxed);
     }
+    fn link_up(&self) -> Option<bool> {
+        // SAFETY: a valid port id; the shim reads the link without waiting.
+        match unsafe { ffi::sluice_link_up(self.port) } {
+            r if r < 0 => None,
+            r => Some(r == 1),
+        }
+    }
     fn xstats(&self) -> Vec<(&'static str, u64)> {
         let mut v = vec![0u64; self.xnames.len()];
         // SAFETY: `v` has room for as many values as the port has xstats.

@@ -228,6 +228,23 @@ pub trait PortControl: Send + Sync {
     fn xstats(&self) -> Vec<(&'static str, u64)> {
         Vec::new()
     }
+    /// The link: up with a carrier (`Some(true)`), down, or `None` where
+    /// the port has no link to speak of (software ports). A control-path
+    /// call (a syscall or a driver query), never per packet.
+    fn link_up(&self) -> Option<bool> {
+        None
+    }
+}
+
+/// The carrier of kernel interface `iface` (sysfs): `None` when there is
+/// no such interface; down when it is administratively down too.
+pub fn carrier(iface: &str) -> Option<bool> {
+    let dir = format!("/sys/class/net/{iface}");
+    if !std::path::Path::new(&dir).exists() {
+        return None;
+    }
+    // Reading `carrier` fails (EINVAL) while the interface is down.
+    Some(std::fs::read_to_string(format!("{dir}/carrier")).is_ok_and(|c| c.trim() == "1"))
 }
 
 /// A boxed RX queue of a buffer family (native by default).

@@ -18,6 +18,8 @@ pub struct Tap {
 const IFF_TAP: libc::c_short = 0x0002;
 const IFF_NO_PI: libc::c_short = 0x1000;
 const TUNSETIFF: libc::c_ulong = 0x400454ca;
+/// `_IOW('T', 226, int)`: carrier on or off (Linux 5.0 and later).
+const TUNSETCARRIER: libc::c_ulong = 0x400454e2;
 
 /// `struct ifreq` with the name and one union member as bytes.
 #[repr(C)]
@@ -119,6 +121,21 @@ impl Tap {
             fd,
             name: name.to_string(),
         })
+    }
+
+    /// Sets the TAP's carrier: off, the kernel sees the link down (routes
+    /// through it flushed, daemons told), as when the port's own link
+    /// goes down.
+    pub fn set_carrier(&self, on: bool) -> io::Result<()> {
+        let v: libc::c_int = on.into();
+        // SAFETY: TUNSETCARRIER reads one int through the pointer, which
+        // points at a live local.
+        let r = unsafe { libc::ioctl(self.fd.as_raw_fd(), TUNSETCARRIER as _, &v) };
+        if r < 0 {
+            let e = io::Error::last_os_error();
+            return Err(io::Error::new(e.kind(), format!("TUNSETCARRIER: {e}")));
+        }
+        Ok(())
     }
 
     /// Its name.

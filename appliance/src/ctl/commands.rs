@@ -299,6 +299,7 @@ fn show_routes(cx: &mut Context<'_>, what: Option<&str>) -> Response {
             "links": m.links.iter().map(|(p, up)| json!({ "port": port_name(*p), "up": up })).collect::<Vec<_>>(),
             "link_changes": m.link_changes,
             "iface_messages": get(&st.iface_messages),
+            "undecoded": get(&st.undecoded),
             "table": cp.map_or(0, |c| c.table),
             "mirrored": m.len(),
             "messages": get(&st.messages),
