@@ -223,6 +223,7 @@ where
     // name in use fails the start), rings to each routing worker, one
     // thread between them.
     let mirror_stop = Arc::new(AtomicBool::new(false));
+    let mirror_counters = Arc::new(crate::punt::MirrorCounters::default());
     let mirror_thread = if cfg.taps.is_empty() || l3_workers == 0 {
         None
     } else {
@@ -247,24 +248,25 @@ where
             taps.push((*p, t, views[usize::from(*p)].control.clone()));
         }
         let mut ends = Vec::new();
+        let bell = Arc::new(pmd::sys::EventFd::new().context("the TAP mirror's doorbell")?);
         let mut sender: Vec<Option<usize>> = vec![None; nports];
         for (w, s) in cfg.workers.iter().zip(setups.iter_mut()) {
             if w.mode != FwdMode::L3fwd {
                 continue;
             }
-            let rings = crate::punt::WorkerRings::new();
+            let rings = crate::punt::WorkerRings::new(&bell).context("a worker's doorbell")?;
             for &(p, _) in &w.tx {
                 sender[usize::from(p)].get_or_insert(ends.len());
             }
             s.mirror = Some((rings.punt, rings.from_kernel));
             ends.push(rings.mirror);
         }
-        let counters = Arc::new(crate::punt::MirrorCounters::default());
+        let counters = mirror_counters.clone();
         let stop = mirror_stop.clone();
         Some(
             std::thread::Builder::new()
                 .name("sluice-mirror".into())
-                .spawn(move || crate::punt::run(taps, ends, sender, counters, &stop))
+                .spawn(move || crate::punt::run(taps, ends, &bell, sender, counters, &stop))
                 .context("spawning the TAP mirror thread")?,
         )
     };
@@ -501,7 +503,10 @@ where
                 if let Ok(reply) = reply {
                     let cur = tel.snapshot();
                     let hits = rule_hits(&gateway, &hit_sinks);
-                    let _ = reply.send(crate::metrics::render(&tel, &cur, &hits));
+                    let _ = reply.send(crate::metrics::render(&tel, &cur, &hits, &crate::metrics::ControlPlane {
+                        netlink: mirror.as_ref().map(|m| (&*m.stats, &mirrored)),
+                        taps: mirror_thread.as_ref().map(|_| &*mirror_counters),
+                    }));
                 }
             }
             recv(commands) -> cmd => {

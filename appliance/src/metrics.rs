@@ -211,9 +211,130 @@ impl Families {
 /// rule was written, packets it matched).
 pub type RuleHits = Vec<(String, u64)>;
 
+/// The netlink and TAP mirrors' families.
+fn control_plane(f: &mut Families, tel: &Telemetry, cp: &ControlPlane<'_>) {
+    use std::sync::atomic::Ordering::Relaxed;
+    if let Some((st, m)) = cp.netlink {
+        let msgs = "Netlink messages the mirror received, by kind (route: route messages and dumped routes; interface: neighbour, address and link messages about the ports' interfaces; undecoded: skipped).";
+        for (kind, v) in [
+            ("route", st.messages.load(Relaxed)),
+            ("interface", st.iface_messages.load(Relaxed)),
+            ("undecoded", st.undecoded.load(Relaxed)),
+        ] {
+            f.counter(
+                "sluice_netlink_messages_total",
+                msgs,
+                &[("kind", kind)],
+                v as f64,
+            );
+        }
+        let ign = "Kernel routes not mirrored, by reason (unmapped: next hop on no port's interface; other: another table or type; refused: the FIB had no room).";
+        for (reason, v) in [
+            ("unmapped", st.unmapped.load(Relaxed)),
+            ("other", st.other.load(Relaxed)),
+            ("refused", m.failed),
+        ] {
+            f.counter(
+                "sluice_netlink_routes_ignored_total",
+                ign,
+                &[("reason", reason)],
+                v as f64,
+            );
+        }
+        f.gauge(
+            "sluice_netlink_routes",
+            "Routes mirrored from the kernel table into the FIB.",
+            &[],
+            m.len() as f64,
+        );
+        f.gauge(
+            "sluice_netlink_neighbors",
+            "Kernel neighbours mirrored into the workers.",
+            &[],
+            m.neighbors.len() as f64,
+        );
+        f.gauge(
+            "sluice_netlink_addresses",
+            "Kernel addresses on the ports' interfaces, mirrored.",
+            &[],
+            m.addresses.len() as f64,
+        );
+        f.counter(
+            "sluice_netlink_resyncs_total",
+            "Full dumps of the kernel's state applied (the start-up one included).",
+            &[],
+            st.resyncs.load(Relaxed) as f64,
+        );
+        f.counter(
+            "sluice_netlink_overruns_total",
+            "Netlink socket overruns (ENOBUFS), each recovered by a resync.",
+            &[],
+            st.overruns.load(Relaxed) as f64,
+        );
+        f.gauge(
+            "sluice_netlink_last_resync_timestamp_seconds",
+            "When the last resync happened (Unix time).",
+            &[],
+            st.last_resync.load(Relaxed) as f64,
+        );
+        f.counter(
+            "sluice_netlink_link_changes_total",
+            "Link state changes of the ports' kernel interfaces.",
+            &[],
+            m.link_changes as f64,
+        );
+        for (p, up) in &m.links {
+            let name = tel
+                .ports
+                .get(usize::from(*p))
+                .map_or("?", |v| v.name.as_str());
+            f.gauge(
+                "sluice_netlink_link_up",
+                "1 when the port's kernel interface is up with a carrier.",
+                &[("port", name)],
+                f64::from(u8::from(*up)),
+            );
+        }
+    }
+    if let Some(t) = cp.taps {
+        let help = "Frames the TAP mirror thread moved, by direction (to_kernel: punted frames written to the TAPs; from_kernel: the kernel's frames handed to a worker; lost: a TAP write failed or a worker's ring was full).";
+        for (dir, v) in [
+            ("to_kernel", t.to_kernel.load(Relaxed)),
+            ("from_kernel", t.from_kernel.load(Relaxed)),
+            ("lost", t.lost.load(Relaxed)),
+        ] {
+            f.counter(
+                "sluice_tap_frames_total",
+                help,
+                &[("direction", dir)],
+                v as f64,
+            );
+        }
+        f.counter(
+            "sluice_tap_carrier_changes_total",
+            "TAP carriers switched to follow their port's link.",
+            &[],
+            t.carrier_changes.load(Relaxed) as f64,
+        );
+    }
+}
+
+/// What the control-plane mirror reports, where it runs.
+pub struct ControlPlane<'a> {
+    /// The netlink mirror's counters and state.
+    pub netlink: Option<(&'a crate::netlink::Stats, &'a crate::netlink::Mirrored)>,
+    /// The TAP mirror thread's counters.
+    pub taps: Option<&'a crate::punt::MirrorCounters>,
+}
+
 /// The exposition text of `cur` (totals since start) for `tel`'s ports and
-/// workers, with `rule_hits`.
-pub fn render(tel: &Telemetry, cur: &Snapshot, rule_hits: &RuleHits) -> String {
+/// workers, with `rule_hits` and the control plane's counters.
+pub fn render(
+    tel: &Telemetry,
+    cur: &Snapshot,
+    rule_hits: &RuleHits,
+    cp: &ControlPlane<'_>,
+) -> String {
     let hz = tel.tsc_hz();
     let mut f = Families::default();
     f.gauge(
@@ -228,9 +349,18 @@ pub fn render(tel: &Telemetry, cur: &Snapshot, rule_hits: &RuleHits) -> String {
         &[],
         tel.seconds_since_start(cur),
     );
+    control_plane(&mut f, tel, cp);
     for (view, p) in tel.ports.iter().zip(cur.ports()) {
         let port = view.name.as_str();
         let l = [("port", port)];
+        if let Some(up) = view.control.link_up() {
+            f.gauge(
+                "sluice_port_link_up",
+                "1 when the port's link is up (carrier), 0 when down.",
+                &l,
+                f64::from(u8::from(up)),
+            );
+        }
         f.counter(
             "sluice_port_rx_packets_total",
             "Packets the workers received from the port.",

@@ -10,12 +10,17 @@
 //! into its own lock-free byte ring (bounded: a full ring drops and counts
 //! `punt_full`), and takes the kernel's frames from a ring of its own,
 //! sending them in fresh buffers (counted as `injected`). One thread, the
-//! mirror's, moves frames between the rings and the TAPs (`poll` with a
-//! 1 ms timeout). A record in a ring is the frame's length and port (two
+//! mirror's, moves frames between the rings and the TAPs (`poll`). Each
+//! side rings the other's doorbell (an eventfd) when it puts a frame into
+//! an empty ring, so neither waits on a timeout: a worker blocked on
+//! interrupts wakes for the kernel's frames, the mirror thread for
+//! punted ones. A record in a ring is the frame's length and port (two
 //! little-endian u16) and the frame.
 
+use pmd::sys::EventFd;
 use pmd::tap::Tap;
 use rtrb::{Consumer, Producer, RingBuffer};
+use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -64,32 +69,73 @@ pub fn take<'a>(c: &mut Consumer<u8>, scratch: &'a mut Vec<u8>) -> Option<(u16, 
     Some((port, &scratch[..]))
 }
 
-/// A pair of rings for one worker: its ends, and the mirror's.
-pub struct WorkerRings {
-    /// The worker's: where it punts, where it takes the kernel's frames.
-    pub punt: Producer<u8>,
-    /// See `punt`.
-    pub from_kernel: Consumer<u8>,
-    /// The mirror thread's ends.
-    pub mirror: (Consumer<u8>, Producer<u8>),
+/// A worker's end of its punt ring, with the mirror thread's doorbell.
+pub struct PuntEnd {
+    ring: Producer<u8>,
+    bell: Arc<EventFd>,
+    /// A frame went into an empty ring this round: the mirror thread may
+    /// be asleep in `poll`.
+    wake: bool,
 }
 
-impl WorkerRings {
-    /// Two empty rings of [`RING_BYTES`].
-    pub fn new() -> WorkerRings {
-        let (punt, punted) = RingBuffer::new(RING_BYTES);
-        let (to_worker, from_kernel) = RingBuffer::new(RING_BYTES);
-        WorkerRings {
-            punt,
-            from_kernel,
-            mirror: (punted, to_worker),
+impl PuntEnd {
+    /// Appends a frame (see [`put`]).
+    #[inline]
+    pub fn put(&mut self, port: u16, frame: &[u8]) -> bool {
+        let empty = self.ring.slots() == self.ring.buffer().capacity();
+        let ok = put(&mut self.ring, port, frame);
+        self.wake |= ok && empty;
+        ok
+    }
+
+    /// Rings the mirror thread's doorbell if this round put a frame into
+    /// an empty ring: one write per round at most, none while the mirror
+    /// thread is behind (a flood at the router's addresses costs the
+    /// worker no syscalls).
+    #[inline]
+    pub fn wake(&mut self) {
+        if self.wake {
+            self.wake = false;
+            self.bell.signal();
         }
     }
 }
 
-impl Default for WorkerRings {
-    fn default() -> Self {
-        Self::new()
+/// The mirror thread's ends of one worker's rings, and the worker's
+/// doorbell (rung after the kernel's frames are put in its ring, so that a
+/// worker blocked on interrupts sends them at once).
+pub type MirrorEnds = (Consumer<u8>, Producer<u8>, Arc<EventFd>);
+
+/// Where a worker takes the kernel's frames, and its doorbell.
+pub type FromKernel = (Consumer<u8>, Arc<EventFd>);
+
+/// A pair of rings for one worker: its ends, and the mirror's.
+pub struct WorkerRings {
+    /// The worker's: where it punts.
+    pub punt: PuntEnd,
+    /// Where it takes the kernel's frames, and its doorbell (in its
+    /// interrupt set).
+    pub from_kernel: FromKernel,
+    /// The mirror thread's ends.
+    pub mirror: MirrorEnds,
+}
+
+impl WorkerRings {
+    /// Two empty rings of [`RING_BYTES`]; `mirror_bell` wakes the mirror
+    /// thread.
+    pub fn new(mirror_bell: &Arc<EventFd>) -> std::io::Result<WorkerRings> {
+        let (punt, punted) = RingBuffer::new(RING_BYTES);
+        let (to_worker, from_kernel) = RingBuffer::new(RING_BYTES);
+        let bell = Arc::new(EventFd::new()?);
+        Ok(WorkerRings {
+            punt: PuntEnd {
+                ring: punt,
+                bell: mirror_bell.clone(),
+                wake: false,
+            },
+            from_kernel: (from_kernel, bell.clone()),
+            mirror: (punted, to_worker, bell),
+        })
     }
 }
 
@@ -122,14 +168,17 @@ pub type Mirror = (u16, Tap, Arc<dyn pmd::PortControl>);
 /// daemons told).
 pub fn run(
     taps: Vec<Mirror>,
-    mut workers: Vec<(Consumer<u8>, Producer<u8>)>,
+    mut workers: Vec<MirrorEnds>,
+    bell: &EventFd,
     sender: Vec<Option<usize>>,
     counters: Arc<MirrorCounters>,
     stop: &AtomicBool,
 ) {
     let mut scratch = Vec::with_capacity(MAX_FRAME);
     let mut buf = vec![0u8; MAX_FRAME];
-    let mut poller = pmd::tap::Poller::new(&taps.iter().map(|(_, t, _)| t).collect::<Vec<_>>());
+    let mut poller = pmd::tap::Poller::new(&taps.iter().map(|(_, t, _)| t).collect::<Vec<_>>())
+        .also(bell.as_raw_fd());
+    let mut woken = vec![false; workers.len()];
     let mut links: Vec<Option<bool>> = vec![None; taps.len()];
     let mut checked = Instant::now() - LINK_CHECK;
     while !stop.load(Ordering::Relaxed) {
@@ -159,7 +208,7 @@ pub fn run(
                 }
             }
         }
-        for (punted, _) in workers.iter_mut() {
+        for (punted, _, _) in workers.iter_mut() {
             while let Some((port, frame)) = take(punted, &mut scratch) {
                 let ok = taps
                     .iter()
@@ -176,21 +225,31 @@ pub fn run(
         if !poller.wait(Duration::from_millis(1)) {
             continue;
         }
+        if poller.ready(taps.len()) {
+            bell.clear();
+        }
         for (i, (port, tap, _)) in taps.iter().enumerate() {
             if !poller.ready(i) {
                 continue;
             }
             while let Ok(Some(n)) = tap.recv(&mut buf) {
                 let to = sender.get(usize::from(*port)).copied().flatten();
-                let ok = to
-                    .and_then(|w| workers.get_mut(w))
-                    .is_some_and(|(_, k)| put(k, *port, &buf[..n]));
+                let mut ok = false;
+                if let Some((w, (_, k, _))) = to.and_then(|w| Some((w, workers.get_mut(w)?))) {
+                    ok = put(k, *port, &buf[..n]);
+                    woken[w] |= ok;
+                }
                 let c = if ok {
                     &counters.from_kernel
                 } else {
                     &counters.lost
                 };
                 c.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+        for ((_, _, b), w) in workers.iter().zip(woken.iter_mut()) {
+            if std::mem::take(w) {
+                b.signal();
             }
         }
     }

@@ -165,6 +165,10 @@ pub struct PortReport {
     pub tx_pps: f64,
     /// Sent bits per second (frame bytes × 8).
     pub tx_bps: f64,
+    /// Packets handed to the kernel through the port's TAP mirror.
+    pub punted: u64,
+    /// Packets sent in fresh buffers (held for ARP/ND, or the kernel's).
+    pub injected: u64,
     /// Drops.
     pub drops: Drops,
     /// Driver-specific counters over the interval.
@@ -447,6 +451,8 @@ impl Telemetry {
                 rx_bps: d(|s| s.dev.ibytes) as f64 * 8.0 / dt,
                 tx_pps: d(|s| s.tx_pkts) as f64 / dt,
                 tx_bps: d(|s| s.dev.obytes) as f64 * 8.0 / dt,
+                punted: d(|s| s.punted),
+                injected: d(|s| s.injected),
                 drops: Drops {
                     rx_missed: d(|s| s.dev.imissed),
                     rx_nombuf: d(|s| s.dev.rx_nombuf),

@@ -230,7 +230,10 @@ fn bgp_routes_from_bird_drive_the_fib_through_the_punt_path() {
     let cfg = dir.join("rtr.toml");
     std::fs::write(
         &cfg,
-        format!("{CONFIG}\n[management]\nsocket = \"{}\"\n", sock.display()),
+        format!(
+            "{CONFIG}\n[management]\nsocket = \"{}\"\nmetrics = \"127.0.0.1:9917\"\n",
+            sock.display()
+        ),
     )
     .unwrap();
     let _sluice = Killed(
@@ -364,6 +367,48 @@ fn bgp_routes_from_bird_drive_the_fib_through_the_punt_path() {
     established("peer2", 40);
     until_route(&sock, "203.0.113.1", 20, both);
 
+    // The control plane in the metrics (the endpoint is in `rtr`'s
+    // namespace), which Prometheus' linter accepts.
+    let text = n.sh(
+        r,
+        "python3 -c \"import urllib.request; \
+         print(urllib.request.urlopen('http://127.0.0.1:9917/metrics').read().decode())\"",
+    );
+    let sample = |name: &str| {
+        text.lines()
+            .find(|l| l.starts_with(name) && l[name.len()..].starts_with(' '))
+            .and_then(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+            .unwrap_or_else(|| panic!("{name} not in the metrics:\n{text}"))
+    };
+    assert!(sample("sluice_tap_carrier_changes_total") >= 2.0);
+    assert!(sample("sluice_netlink_link_changes_total") >= 2.0);
+    assert!(sample("sluice_netlink_routes") >= 4.0);
+    assert!(sample("sluice_netlink_neighbors") >= 2.0);
+    assert_eq!(sample(r#"sluice_port_link_up{port="third"}"#), 1.0);
+    assert_eq!(sample(r#"sluice_netlink_link_up{port="third"}"#), 1.0);
+    if have("promtool") {
+        let mut lint = Command::new("promtool")
+            .args(["check", "metrics"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        use std::io::Write;
+        lint.stdin
+            .take()
+            .unwrap()
+            .write_all(text.as_bytes())
+            .unwrap();
+        let lint = lint.wait_with_output().unwrap();
+        assert!(
+            lint.status.success(),
+            "promtool: {}{}",
+            String::from_utf8_lossy(&lint.stdout),
+            String::from_utf8_lossy(&lint.stderr)
+        );
+    }
+
     // The peer withdraws: the route leaves the FIB.
     let _ = birdc(p, &dir, "peer", "disable extra");
     until_route(&sock, "198.51.100.1", 20, |r| r["route"].is_null());
@@ -371,6 +416,116 @@ fn bgp_routes_from_bird_drive_the_fib_through_the_punt_path() {
     assert!(
         out.contains("100% packet loss") || out.contains("Unreachable"),
         "after the withdrawal: {out}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// OSPF through Sluice: its hellos go to 224.0.0.5, link-local multicast
+/// that Sluice punts to the TAP (and the kernel's leave through the
+/// port); the peer's external route reaches the FIB.
+#[test]
+fn ospf_through_the_punt_path() {
+    if !as_root() {
+        return;
+    }
+    if !have("ip") || !have("bird") || !have("birdc") || !have("ping") {
+        return;
+    }
+    let n = Nets::new("sl-ospf", &["p", "r", "s"]);
+    let (p, r, s) = (&n.0[0], &n.0[1], &n.0[2]);
+    n.veth("p0", p, "r0", r);
+    n.veth("s0", s, "r1", r);
+    n.sh(
+        r,
+        "ip link set r0 up && ip link set r1 up && ip link set lo up \
+         && sysctl -qw net.ipv4.conf.r0.arp_ignore=8 net.ipv4.conf.r1.arp_ignore=8",
+    );
+    n.sh(
+        p,
+        "ip link set lo up && ip link set p0 up && ip addr add 198.18.0.2/24 dev p0 \
+         && ip addr add 203.0.113.1/32 dev lo && ip route add 198.19.0.0/24 via 198.18.0.1",
+    );
+    n.sh(
+        s,
+        "ip link set s0 up && ip addr add 198.19.0.2/24 dev s0 \
+         && ip route add default via 198.19.0.1",
+    );
+    let dir = std::env::temp_dir().join(format!("sluice-ospf-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let sock = dir.join("sluice.sock");
+    let cfg = dir.join("rtr.toml");
+    // The BGP test's router, without its third port.
+    let third = CONFIG.find("[[port]]\nname = \"third\"").unwrap();
+    let end = CONFIG[third..].find("iface = \"r2\"\n").unwrap() + third + 13;
+    let config = format!("{}{}", &CONFIG[..third], &CONFIG[end..]).replace(", \"third\"]", "]");
+    std::fs::write(
+        &cfg,
+        format!("{config}\n[management]\nsocket = \"{}\"\n", sock.display()),
+    )
+    .unwrap();
+    let _sluice = Killed(
+        Command::new("ip")
+            .args(["netns", "exec", r])
+            .arg(env!("CARGO_BIN_EXE_sluice"))
+            .arg("run")
+            .arg(&cfg)
+            .stdout(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    wait_for(&sock);
+    n.sh(
+        r,
+        "ip addr add 198.18.0.1/24 dev sl-inside && ip addr add 198.19.0.1/24 dev sl-outside",
+    );
+    let rtr = r#"
+router id 198.18.0.1;
+protocol device { scan time 1; }
+protocol kernel { ipv4 { export where source = RTS_OSPF_EXT2; }; scan time 1; }
+protocol ospf v2 o {
+  ipv4 { import all; export none; };
+  area 0 { interface "sl-inside" { type ptp; hello 1; dead 4; }; };
+}
+"#;
+    let peer = r#"
+router id 198.18.0.2;
+protocol device { scan time 1; }
+protocol static { ipv4; route 203.0.113.0/24 blackhole; }
+protocol ospf v2 o {
+  ipv4 { import none; export where source = RTS_STATIC; };
+  area 0 { interface "p0" { type ptp; hello 1; dead 4; }; };
+}
+"#;
+    let _bird_r = bird(&n, r, &dir, "rtr", rtr);
+    let _bird_p = bird(&n, p, &dir, "peer", peer);
+    let t = Instant::now();
+    loop {
+        let st = birdc(r, &dir, "rtr", "show ospf neighbors");
+        if st.contains("Full") {
+            break;
+        }
+        assert!(
+            t.elapsed() < Duration::from_secs(40),
+            "OSPF adjacency not full: {st}\n{}",
+            json(&sock, &["show", "ports"])
+        );
+        std::thread::sleep(Duration::from_millis(300));
+    }
+    until_route(&sock, "203.0.113.1", 30, |r| {
+        r["paths"].as_array().is_some_and(|p| {
+            p.len() == 1 && p[0]["via"] == "198.18.0.2" && p[0]["port"] == "inside"
+        })
+    });
+    let ports = json(&sock, &["show", "ports"]);
+    assert!(
+        ports["ports"][0]["punted"].as_u64() > Some(0),
+        "the hellos were punted: {ports}"
+    );
+    let out = n.sh(s, "ping -c 3 -i 0.2 -W 2 -q 203.0.113.1 || true");
+    assert!(
+        out.contains(" 0% packet loss"),
+        "ping over the OSPF route: {out}"
     );
     let _ = std::fs::remove_dir_all(&dir);
 }

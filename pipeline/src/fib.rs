@@ -310,10 +310,13 @@ pub struct FibWriter {
     stats: FibStats,
 }
 
-/// The smallest group pools of a FIB's tables (IPv4, IPv6): 32 Ki groups
-/// of 1 KiB, mapped lazily (see [`spare_groups`]); a table whose routes
-/// need more gets half again as many.
-pub const SPARE_GROUPS: (usize, usize) = (32768, 32768);
+/// The smallest group pools of a FIB's tables (IPv4, IPv6): 64 Ki and
+/// 256 Ki groups of 1 KiB, mapped lazily (see [`spare_groups`]: address
+/// space, not memory, until used); a table whose routes need more gets
+/// half again as many. A FIB that starts empty and fills from a routing
+/// daemon needs room for a whole table: the shared full table uses 451
+/// IPv4 and 38,096 IPv6 groups.
+pub const SPARE_GROUPS: (usize, usize) = (65536, 262144);
 
 impl FibWriter {
     /// A FIB with `routes` (prefix, length, paths; a later duplicate

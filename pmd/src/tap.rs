@@ -195,6 +195,17 @@ impl Poller {
         }
     }
 
+    /// Also waits on `fd` (a doorbell): `ready(n)` for it, `n` being the
+    /// number of TAPs.
+    pub fn also(mut self, fd: RawFd) -> Poller {
+        self.fds.push(libc::pollfd {
+            fd,
+            events: libc::POLLIN,
+            revents: 0,
+        });
+        self
+    }
+
     /// Waits up to `timeout` for one to be readable; true when one is
     /// (then [`Poller::ready`] says which).
     pub fn wait(&mut self, timeout: std::time::Duration) -> bool {

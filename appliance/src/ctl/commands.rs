@@ -161,6 +161,8 @@ fn show_ports(cx: &mut Context<'_>) -> Response {
             "tx_pkts": pr.tx_pkts,
             "rx_pps": pr.rx_pps,
             "tx_pps": pr.tx_pps,
+            "punted": pr.punted,
+            "injected": pr.injected,
             "drops": pr.drops,
         }));
     }

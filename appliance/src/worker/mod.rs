@@ -25,9 +25,10 @@ use crossbeam_channel::Sender;
 use pipeline::fwd::ForwardMode;
 use pipeline::{DropReason, Verdict};
 use pmd::hist::HistWriter;
-use pmd::sys::{rdtsc, thread_cpu_ns, Epoll, Tsc};
+use pmd::sys::{rdtsc, thread_cpu_ns, Epoll, EventFd, Tsc};
 use pmd::{Batch, PacketBuf, RxQueue, TxQueue};
 use round::Tx;
+use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -142,7 +143,7 @@ pub struct WorkerSetup<B, R = pmd::BoxRx<B>, T = pmd::BoxTx<B>> {
     pub inject: Option<pmd::Injector<B>>,
     /// The control-plane mirror's rings ([`crate::punt`]): where punted
     /// frames go, where the kernel's frames come from.
-    pub mirror: Option<(rtrb::Producer<u8>, rtrb::Consumer<u8>)>,
+    pub mirror: Option<(crate::punt::PuntEnd, crate::punt::FromKernel)>,
 }
 
 struct Worker<'a, B, R, T, F> {
@@ -167,8 +168,10 @@ struct Worker<'a, B, R, T, F> {
     handoff: Handoff<B>,
     inject: Option<pmd::Injector<B>>,
     /// The mirror's rings, and room to copy a frame out of one.
-    punt: Option<rtrb::Producer<u8>>,
+    punt: Option<crate::punt::PuntEnd>,
     from_kernel: Option<(rtrb::Consumer<u8>, Vec<u8>)>,
+    /// Rung when the kernel's frames are in `from_kernel` (in `epoll`).
+    doorbell: Option<Arc<EventFd>>,
     /// Verdicts of the burst being processed.
     verdicts: Box<[Verdict; pmd::MAX_BURST]>,
     /// Where policy switches come from, and one received.
@@ -212,12 +215,13 @@ pub fn run<B: PacketBuf, R: RxQueue<Buf = B>, T: TxQueue<Buf = B>, F: ForwardMod
         inject,
         mirror,
     } = setup;
-    let (punt, from_kernel) = match mirror {
-        Some((p, k)) => (
+    let (punt, from_kernel, doorbell) = match mirror {
+        Some((p, (k, bell))) => (
             Some(p),
             Some((k, Vec::with_capacity(crate::punt::MAX_FRAME))),
+            Some(bell),
         ),
-        None => (None, None),
+        None => (None, None, None),
     };
     let c = &*counters;
     let mut tx: Vec<Option<Tx<B, T>>> = (0..c.ports.len()).map(|_| None).collect();
@@ -232,7 +236,7 @@ pub fn run<B: PacketBuf, R: RxQueue<Buf = B>, T: TxQueue<Buf = B>, F: ForwardMod
     }
     // Built whatever the policy, so that a switch to one that blocks finds
     // it (None when a queue has no interrupt line).
-    let epoll = intr_set(&rx);
+    let epoll = intr_set(&rx, doorbell.as_deref());
     let now = rdtsc();
     let mut fwd = fwd;
     // The stage's clock starts before the first packet.
@@ -258,6 +262,7 @@ pub fn run<B: PacketBuf, R: RxQueue<Buf = B>, T: TxQueue<Buf = B>, F: ForwardMod
         inject,
         punt,
         from_kernel,
+        doorbell,
         verdicts: Box::new([Verdict::Drop(DropReason::Truncated); pmd::MAX_BURST]),
         policy_changes,
         next_policy: None,
@@ -291,13 +296,19 @@ pub fn run<B: PacketBuf, R: RxQueue<Buf = B>, T: TxQueue<Buf = B>, F: ForwardMod
 
 /// An epoll set over the queues' interrupt lines, or `None` if a queue has
 /// none (or epoll fails).
-fn intr_set<R: RxQueue>(rx: &[RxSlot<R>]) -> Option<Epoll> {
-    let ep = Epoll::new(rx.len()).ok()?;
+fn intr_set<R: RxQueue>(rx: &[RxSlot<R>], doorbell: Option<&EventFd>) -> Option<Epoll> {
+    let ep = Epoll::new(rx.len() + 1).ok()?;
     for (i, s) in rx.iter().enumerate() {
         ep.add(s.q.interrupt()?.fd(), i as u64).ok()?;
     }
+    if let Some(d) = doorbell {
+        ep.add(d.as_raw_fd(), DOORBELL).ok()?;
+    }
     Some(ep)
 }
+
+/// The epoll token of the mirror's doorbell.
+pub(super) const DOORBELL: u64 = u64::MAX;
 
 impl<B: PacketBuf, R: RxQueue<Buf = B>, T: TxQueue<Buf = B>, F: ForwardMode>
     Worker<'_, B, R, T, F>

@@ -98,12 +98,23 @@ impl<B: PacketBuf, R: RxQueue<Buf = B>, T: TxQueue<Buf = B>, F: ForwardMode>
             self.c.core.blocks.add(1);
             let ms = PUBLISH.as_millis() as i32;
             let mut fired = 0u64;
+            let mut woke = false;
             if let Some(ep) = self.epoll.as_mut() {
                 for tok in ep.wait(ms) {
-                    fired |= 1 << (tok % 64);
+                    if tok == super::DOORBELL {
+                        // The kernel's frames: sent by the next round.
+                        woke = true;
+                    } else {
+                        fired |= 1 << (tok % 64);
+                    }
                 }
             }
-            if fired != 0 {
+            if woke {
+                if let Some(d) = &self.doorbell {
+                    d.clear();
+                }
+            }
+            if fired != 0 || woke {
                 self.c.core.wakeups.add(1);
             }
             for (i, s) in self.rx.iter().enumerate() {

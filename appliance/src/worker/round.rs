@@ -85,14 +85,12 @@ pub(super) fn send_burst<B: PacketBuf, T: TxQueue<Buf = B>>(
 /// `punt_full`.
 #[cold]
 fn punt_one<B: PacketBuf>(
-    punt: &mut Option<rtrb::Producer<u8>>,
+    punt: &mut Option<crate::punt::PuntEnd>,
     m: &B,
     in_port: u16,
     pc: &PortCounters,
 ) {
-    let sent = punt
-        .as_mut()
-        .is_some_and(|p| crate::punt::put(p, in_port, m.data()));
+    let sent = punt.as_mut().is_some_and(|p| p.put(in_port, m.data()));
     if sent {
         pc.punted.add(1);
     } else {
@@ -114,7 +112,7 @@ pub(super) fn dispatch<B: PacketBuf, T: TxQueue<Buf = B>>(
     c: &WorkerCounters,
     out: &mut [Option<rtrb::Producer<Handed<B>>>],
     handed: bool,
-    punt: &mut Option<rtrb::Producer<u8>>,
+    punt: &mut Option<crate::punt::PuntEnd>,
 ) {
     let pc = &c.ports[usize::from(in_port)];
     match v {
@@ -285,6 +283,10 @@ impl<B: PacketBuf, R: RxQueue<Buf = B>, T: TxQueue<Buf = B>, F: ForwardMode>
                 emit(fwd, inject.as_ref(), tx, c, t0);
             }
             fwd.leave();
+        }
+        // Punted frames: the mirror thread woken if it may sleep.
+        if let Some(p) = punt.as_mut() {
+            p.wake();
         }
         // What the kernel sent on the ports' mirrors: one atomic load
         // when there is none.

@@ -145,6 +145,30 @@ impl Router {
     }
 }
 
+impl Router {
+    /// A multicast or broadcast IPv4 frame on a port with a mirror: link-
+    /// local multicast (224.0.0.0/24: OSPF's 224.0.0.5 and .6, VRRP, RIP,
+    /// IGMP) and limited broadcast (DHCP) are the kernel's, never
+    /// forwarded; the rest is not for the router.
+    #[cold]
+    pub(super) fn ipv4_link_local(&mut self, pkt: &mut impl Frame, in_port: u16) -> Verdict {
+        let b = pkt.bytes();
+        let ip = match Ipv4Packet::new_checked(&b[ETHERNET_HEADER_LEN..]) {
+            Ok(ip) => ip,
+            Err(e) => return Verdict::Drop(e.into()),
+        };
+        if !ip.verify_checksum() {
+            return Verdict::Drop(DropReason::BadChecksum);
+        }
+        let dst = u32::from_be_bytes(ip.dst());
+        if dst >> 8 == 0xe0_00_00 || dst == u32::MAX {
+            self.to_router(in_port)
+        } else {
+            Verdict::Drop(DropReason::NotForUs)
+        }
+    }
+}
+
 /// Destinations and sources a router never forwards for (RFC 1812 5.3.7):
 /// 0/8, 127/8, multicast and reserved 224/3, limited broadcast.
 /// Forwards an IPv4 frame whose TTL is above 1: decrements the TTL

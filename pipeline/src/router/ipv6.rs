@@ -32,7 +32,13 @@ impl Router {
             return self.nd(pkt, in_port);
         }
         if dst >> 120 == 0xff {
-            return Verdict::Drop(DropReason::NotRoutable); // other multicast
+            // Link-local multicast (ff02::/16: router solicitations and
+            // advertisements, MLD, OSPFv3, DHCPv6) is the kernel's where
+            // it has a mirror; other multicast is not routed.
+            if dst >> 112 == 0xff02 && self.cfg.punt {
+                return self.to_router(in_port);
+            }
+            return Verdict::Drop(DropReason::NotRoutable);
         }
         if !self.for_us6(pkt.bytes()) {
             return Verdict::Drop(DropReason::NotForUs);

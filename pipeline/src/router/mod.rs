@@ -429,6 +429,9 @@ impl Router {
         let for_us = dst == iface.mac;
         match ethertype {
             EtherType::IPV4 if for_us => self.ipv4(pkt, in_port),
+            EtherType::IPV4 if dst.0[0] & 1 == 1 && self.cfg.punt => {
+                self.ipv4_link_local(pkt, in_port)
+            }
             EtherType::IPV6 if for_us || dst.0[0] & 1 == 1 => self.ipv6(pkt, in_port),
             EtherType::ARP if for_us || dst == BROADCAST => self.arp(pkt, in_port),
             EtherType::IPV4 | EtherType::IPV6 | EtherType::ARP => {

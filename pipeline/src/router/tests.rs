@@ -944,6 +944,60 @@ fn punts_to_the_kernel_only_with_a_mirror() {
     }
     let mut f = tagged(&from, &[(0x8100, 100)]);
     assert_eq!(r.process(&mut f, 1), Verdict::Drop(DropReason::ToRouter));
+    // Link-local multicast (an OSPF hello to 224.0.0.5) and limited
+    // broadcast are the kernel's; other multicast is not.
+    let group = |dst: &str, mac: [u8; 6]| {
+        let mut f = udp4("198.18.0.10", dst, 1, 0);
+        f[0..6].copy_from_slice(&mac);
+        f[14 + 9] = 89;
+        let mut ip = Ipv4Packet::new_unchecked(&mut f[14..34]);
+        ip.fill_checksum();
+        f
+    };
+    let hello = group("224.0.0.5", [0x01, 0x00, 0x5e, 0, 0, 5]);
+    assert_eq!(r.process(&mut hello.clone(), 0), Verdict::Punt);
+    assert_eq!(
+        plain.process(&mut hello.clone(), 0),
+        Verdict::Drop(DropReason::NotForUs)
+    );
+    let mut bcast = group("255.255.255.255", [0xff; 6]);
+    assert_eq!(r.process(&mut bcast, 0), Verdict::Punt);
+    let mut other = group("224.1.2.3", [0x01, 0x00, 0x5e, 1, 2, 3]);
+    assert_eq!(
+        r.process(&mut other, 0),
+        Verdict::Drop(DropReason::NotForUs)
+    );
+    let mut bad = hello.clone();
+    bad[14 + 10] ^= 0xff;
+    assert_eq!(
+        r.process(&mut bad, 0),
+        Verdict::Drop(DropReason::BadChecksum)
+    );
+    // IPv6: a router solicitation to ff02::2 is the kernel's; ff05::2 is
+    // not routed.
+    let rs = |dst: &str| {
+        let mut f = vec![0u8; 14 + 40 + 8];
+        f[0..6].copy_from_slice(&[0x33, 0x33, 0, 0, 0, 2]);
+        f[6..12].copy_from_slice(&HOST.0);
+        f[12..14].copy_from_slice(&[0x86, 0xdd]);
+        f[14] = 0x60;
+        f[18..20].copy_from_slice(&8u16.to_be_bytes());
+        f[20] = 58;
+        f[21] = 255;
+        f[22..38].copy_from_slice(&v6addr("fe80::10"));
+        f[38..54].copy_from_slice(&v6addr(dst));
+        f[54] = 133;
+        f
+    };
+    assert_eq!(r.process(&mut rs("ff02::2"), 0), Verdict::Punt);
+    assert_eq!(
+        plain.process(&mut rs("ff02::2"), 0),
+        Verdict::Drop(DropReason::NotRoutable)
+    );
+    assert_eq!(
+        r.process(&mut rs("ff05::2"), 0),
+        Verdict::Drop(DropReason::NotRoutable)
+    );
 }
 
 /// Neighbours mirrored from the kernel: they release held packets, are
