@@ -748,8 +748,13 @@ impl Mirrored {
                 for (a, l) in gone {
                     self.del(a, l, fib, statics);
                 }
+                // What the FIB holds already is left alone: a resync after
+                // an overrun during a full-table load changes a few
+                // thousand routes of a million, not the million.
                 for (a, l, p) in all {
-                    self.add(a, l, p, fib);
+                    if self.routes.get(&(a, l)) != Some(&p) {
+                        self.add(a, l, p, fib);
+                    }
                 }
             }
         }

@@ -90,6 +90,13 @@ fn tcp_to_the_router_reaches_the_kernel_through_the_tap() {
     );
     n.sh(c, "ip link set c0 up && ip addr add 198.18.0.2/24 dev c0");
     n.sh(s, "ip link set s0 up");
+    // GRO on the port's interface: off while Sluice has it, back after.
+    let ethtool = have("ethtool");
+    let gro = || n.sh(r, "ethtool -k r0 | grep generic-receive-offload:");
+    if ethtool {
+        n.sh(r, "ethtool -K r0 gro on");
+        assert!(gro().contains(": on"), "{}", gro());
+    }
 
     let dir = std::env::temp_dir().join(format!("sluice-tap-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
@@ -124,6 +131,9 @@ fn tcp_to_the_router_reaches_the_kernel_through_the_tap() {
         assert!(t.elapsed() < Duration::from_secs(20), "no TAPs: {links}");
         std::thread::sleep(Duration::from_millis(100));
     }
+    if ethtool {
+        assert!(gro().contains(": off"), "GRO while open: {}", gro());
+    }
     n.sh(r, "ip addr add 198.18.0.1/24 dev sl-inside");
     let server = common::Killed(
         Command::new("ip")
@@ -155,4 +165,7 @@ fn tcp_to_the_router_reaches_the_kernel_through_the_tap() {
         .output()
         .unwrap();
     assert!(!String::from_utf8_lossy(&out.stdout).contains("sl-inside"));
+    if ethtool {
+        assert!(gro().contains(": on"), "GRO after stop: {}", gro());
+    }
 }

@@ -215,7 +215,9 @@ struct RxQ {
     off: usize,
     c: Arc<QueueCounters>,
     stopped: Arc<AtomicBool>,
-    too_big: u64,
+    /// Frames larger than a buffer (GRO/LRO aggregates, a veth peer's
+    /// TSO/GSO frames): dropped, counted (`rx_too_big`).
+    too_big: Arc<crate::Counter>,
 }
 
 fn rd32(b: &[u8], at: usize) -> u32 {
@@ -268,7 +270,7 @@ impl RxQueue for RxQ {
                         let _ = out.push(m);
                         got += 1;
                     } else {
-                        self.too_big += 1;
+                        self.too_big.add(1);
                         self.c.nombuf.add(1);
                     }
                 }
@@ -446,6 +448,100 @@ struct Control {
     kernel_packets: AtomicU64,
     kernel_drops: AtomicU64,
     stopped: Arc<AtomicBool>,
+    /// Each RX queue's `rx_too_big`.
+    too_big: Vec<Arc<crate::Counter>>,
+    /// Offloads turned off while open (put back on drop).
+    _offloads: Offloads,
+}
+
+/// `SIOCETHTOOL` commands: GRO get/set, flags (LRO) get/set.
+const ETHTOOL_GGRO: u32 = 0x2b;
+const ETHTOOL_SGRO: u32 = 0x2c;
+const ETHTOOL_GFLAGS: u32 = 0x25;
+const ETHTOOL_SFLAGS: u32 = 0x26;
+const ETH_FLAG_LRO: u32 = 1 << 15;
+
+/// GRO and LRO of an interface, turned off by [`Offloads::off`] and put
+/// back as they were when dropped.
+struct Offloads {
+    iface: String,
+    gro: bool,
+    lro: bool,
+}
+
+/// One `struct ethtool_value` exchange with the interface: `None` when
+/// the driver does not support it (or the ioctl fails).
+fn ethtool_value(iface: &str, cmd: u32, data: u32) -> Option<u32> {
+    #[repr(C)]
+    struct EthtoolValue {
+        cmd: u32,
+        data: u32,
+    }
+    #[repr(C)]
+    struct IfReq {
+        name: [u8; libc::IFNAMSIZ],
+        data: *mut EthtoolValue,
+        _pad: [u8; 16],
+    }
+    if iface.len() >= libc::IFNAMSIZ {
+        return None;
+    }
+    let mut v = EthtoolValue { cmd, data };
+    let mut req = IfReq {
+        name: [0; libc::IFNAMSIZ],
+        data: &mut v,
+        _pad: [0; 16],
+    };
+    req.name[..iface.len()].copy_from_slice(iface.as_bytes());
+    // SAFETY: a plain socket call; the result is checked.
+    let s = unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
+    if s < 0 {
+        return None;
+    }
+    // SAFETY: `s` was just created and is owned here only.
+    let sock = unsafe { OwnedFd::from_raw_fd(s) };
+    // SAFETY: `req` is a live `struct ifreq` whose data pointer points at a
+    // live `struct ethtool_value`, which the kernel reads and writes.
+    let r = unsafe { libc::ioctl(sock.as_raw_fd(), libc::SIOCETHTOOL as _, &mut req) };
+    (r == 0).then_some(v.data)
+}
+
+impl Offloads {
+    fn off(iface: &str) -> Offloads {
+        let gro = ethtool_value(iface, ETHTOOL_GGRO, 0) == Some(1)
+            && ethtool_value(iface, ETHTOOL_SGRO, 0).is_some();
+        let flags = ethtool_value(iface, ETHTOOL_GFLAGS, 0).unwrap_or(0);
+        let lro = flags & ETH_FLAG_LRO != 0
+            && ethtool_value(iface, ETHTOOL_SFLAGS, flags & !ETH_FLAG_LRO).is_some();
+        if gro || lro {
+            eprintln!(
+                "afpacket {iface}: {} off while Sluice has the port (aggregated frames cannot be forwarded)",
+                match (gro, lro) {
+                    (true, true) => "GRO and LRO",
+                    (true, false) => "GRO",
+                    _ => "LRO",
+                }
+            );
+        }
+        Offloads {
+            iface: iface.to_string(),
+            gro,
+            lro,
+        }
+    }
+}
+
+impl Drop for Offloads {
+    fn drop(&mut self) {
+        if self.gro {
+            let _ = ethtool_value(&self.iface, ETHTOOL_SGRO, 1);
+        }
+        if self.lro {
+            if let Some(f) = ethtool_value(&self.iface, ETHTOOL_GFLAGS, 0) {
+                let _ = ethtool_value(&self.iface, ETHTOOL_SFLAGS, f | ETH_FLAG_LRO);
+            }
+        }
+    }
 }
 
 impl Control {
@@ -499,10 +595,13 @@ impl PortControl for Control {
         crate::carrier(&self.iface)
     }
     fn xstats(&self) -> Vec<(&'static str, u64)> {
-        vec![(
-            "kernel_rx_packets",
-            self.kernel_packets.load(Ordering::Relaxed),
-        )]
+        vec![
+            (
+                "kernel_rx_packets",
+                self.kernel_packets.load(Ordering::Relaxed),
+            ),
+            ("rx_too_big", self.too_big.iter().map(|c| c.get()).sum()),
+        ]
     }
 }
 
@@ -513,6 +612,7 @@ fn open_rx(
     fanout: u32,
     pool: Pool,
     stopped: &Arc<AtomicBool>,
+    too_big: &Arc<crate::Counter>,
 ) -> Result<(RxQ, Arc<QueueCounters>), PortError> {
     let iface = &cfg.iface;
     let proto = (libc::ETH_P_ALL as u16).to_be();
@@ -587,7 +687,7 @@ fn open_rx(
             off: 0,
             c: c.clone(),
             stopped: stopped.clone(),
-            too_big: 0,
+            too_big: too_big.clone(),
         },
         c,
     ))
@@ -602,8 +702,15 @@ pub fn open(cfg: &AfPacketConfig) -> Result<OpenPort, PortError> {
     let mut rx = Vec::new();
     let mut rxc = Vec::new();
     let mut fds = Vec::new();
+    let mut too_big = Vec::new();
+    // Aggregated frames (GRO, LRO) are larger than the MTU and than a
+    // buffer: turned off while the port is open, as a NIC given to a
+    // poll-mode driver would have them; restored at close.
+    let offloads = Offloads::off(&cfg.iface);
     for q in 0..cfg.rxq {
-        let (r, c) = open_rx(cfg, ifi, q, fanout, pool, &stopped)?;
+        let big = Arc::new(crate::Counter::default());
+        let (r, c) = open_rx(cfg, ifi, q, fanout, pool, &stopped, &big)?;
+        too_big.push(big);
         fds.push(r.intr.0.clone());
         rx.push(Box::new(r) as BoxRx);
         rxc.push(c);
@@ -633,6 +740,8 @@ pub fn open(cfg: &AfPacketConfig) -> Result<OpenPort, PortError> {
             kernel_packets: AtomicU64::new(0),
             kernel_drops: AtomicU64::new(0),
             stopped,
+            too_big,
+            _offloads: offloads,
         }),
         rx,
         tx,
