@@ -204,8 +204,8 @@ while [ -z "$TK" ] || [ -z "$TS" ]; do
 done
 kill -INT $PING
 wait $PING 2>/dev/null || true
-LOSS=$(grep -o '[0-9.]*% packet loss' "$WORK/ping.txt" || echo "?")
 SENT=$(grep -o '^[0-9]* packets transmitted' "$WORK/ping.txt" | cut -d' ' -f1 || echo "?")
+GOT=$(grep -o '[0-9]* received' "$WORK/ping.txt" | cut -d' ' -f1 || echo "?")
 OVR=$(field overruns); RES=$(field resyncs); REF=$(field refused)
 BIRD_DROPS=$(grep -c "dropped some netlink" "$WORK/rtr.log" || true)
 
@@ -264,7 +264,7 @@ PY
   echo "| netlink overruns (ENOBUFS) and resyncs during the load | $OVR, $RES (the first resync is the start-up dump) |"
   echo "| routes the FIB refused | $REF |"
   echo "| \"kernel dropped some netlink messages\" in the router's BIRD log | $BIRD_DROPS |"
-  echo "| ping through Sluice during the load (200/s, route present all along) | $SENT sent, $LOSS |"
+  echo "| ping through Sluice during the load (200/s, route present all along) | $SENT sent, $GOT answered (ping counts an echo still in flight when it is stopped as lost) |"
   echo
   echo "Polled in rounds, back to back: the kernel's own counts (\`/proc/net/fib_triestat\`"
   echo "main-table prefixes, \`/proc/net/rt6_stats\` route entries), Sluice's"
