@@ -15,7 +15,7 @@
 
 mod common;
 
-use common::{as_root, ctl, have, wait_for, Killed, Nets};
+use common::{as_root, ctl, have, promtool_accepts, sluice_in, Killed, Nets};
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -236,17 +236,7 @@ fn bgp_routes_from_bird_drive_the_fib_through_the_punt_path() {
         ),
     )
     .unwrap();
-    let _sluice = Killed(
-        Command::new("ip")
-            .args(["netns", "exec", r])
-            .arg(env!("CARGO_BIN_EXE_sluice"))
-            .arg("run")
-            .arg(&cfg)
-            .stdout(Stdio::null())
-            .spawn()
-            .unwrap(),
-    );
-    wait_for(&sock);
+    let _sluice = sluice_in(r, &cfg, &sock);
     // The kernel side of the router: the ports' addresses on the TAPs, as
     // the host of a routing daemon configures them.
     n.sh(
@@ -387,26 +377,7 @@ fn bgp_routes_from_bird_drive_the_fib_through_the_punt_path() {
     assert_eq!(sample(r#"sluice_port_link_up{port="third"}"#), 1.0);
     assert_eq!(sample(r#"sluice_netlink_link_up{port="third"}"#), 1.0);
     if have("promtool") {
-        let mut lint = Command::new("promtool")
-            .args(["check", "metrics"])
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        use std::io::Write;
-        lint.stdin
-            .take()
-            .unwrap()
-            .write_all(text.as_bytes())
-            .unwrap();
-        let lint = lint.wait_with_output().unwrap();
-        assert!(
-            lint.status.success(),
-            "promtool: {}{}",
-            String::from_utf8_lossy(&lint.stdout),
-            String::from_utf8_lossy(&lint.stderr)
-        );
+        promtool_accepts(&text);
     }
 
     // The peer withdraws: the route leaves the FIB.
@@ -464,17 +435,7 @@ fn ospf_through_the_punt_path() {
         format!("{config}\n[management]\nsocket = \"{}\"\n", sock.display()),
     )
     .unwrap();
-    let _sluice = Killed(
-        Command::new("ip")
-            .args(["netns", "exec", r])
-            .arg(env!("CARGO_BIN_EXE_sluice"))
-            .arg("run")
-            .arg(&cfg)
-            .stdout(Stdio::null())
-            .spawn()
-            .unwrap(),
-    );
-    wait_for(&sock);
+    let _sluice = sluice_in(r, &cfg, &sock);
     n.sh(
         r,
         "ip addr add 198.18.0.1/24 dev sl-inside && ip addr add 198.19.0.1/24 dev sl-outside",

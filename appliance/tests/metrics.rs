@@ -134,25 +134,7 @@ rx = ["in", "out"]
         std::thread::sleep(Duration::from_millis(200));
     };
     // Prometheus' linter accepts it.
-    let mut lint = Command::new("promtool")
-        .args(["check", "metrics"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    lint.stdin
-        .take()
-        .unwrap()
-        .write_all(text.as_bytes())
-        .unwrap();
-    let lint = lint.wait_with_output().unwrap();
-    assert!(
-        lint.status.success(),
-        "promtool: {}{}",
-        String::from_utf8_lossy(&lint.stdout),
-        String::from_utf8_lossy(&lint.stderr)
-    );
+    common::promtool_accepts(&text);
     // Exact counters, a histogram with its +Inf bucket, the core's series.
     let n = want as f64;
     assert_eq!(

@@ -278,3 +278,45 @@ pub fn stop_for_summary(mut child: Killed) -> (serde_json::Value, String) {
     let v = serde_json::from_str(&summary).unwrap_or_else(|e| panic!("{e}: {summary}: {stderr}"));
     (v, stderr)
 }
+
+/// Asserts that Prometheus' linter (`promtool check metrics`) accepts an
+/// exposition text.
+pub fn promtool_accepts(text: &str) {
+    use std::io::Write;
+    let mut lint = Command::new("promtool")
+        .args(["check", "metrics"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    lint.stdin
+        .take()
+        .unwrap()
+        .write_all(text.as_bytes())
+        .unwrap();
+    let lint = lint.wait_with_output().unwrap();
+    assert!(
+        lint.status.success(),
+        "promtool: {}{}",
+        String::from_utf8_lossy(&lint.stdout),
+        String::from_utf8_lossy(&lint.stderr)
+    );
+}
+
+/// `sluice run CFG` in network namespace `ns`, killed however the test
+/// ends; returns once its control socket `sock` is up.
+pub fn sluice_in(ns: &str, cfg: &Path, sock: &Path) -> Killed {
+    let k = Killed(
+        Command::new("ip")
+            .args(["netns", "exec", ns])
+            .arg(env!("CARGO_BIN_EXE_sluice"))
+            .arg("run")
+            .arg(cfg)
+            .stdout(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    wait_for(sock);
+    k
+}
