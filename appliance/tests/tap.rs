@@ -56,6 +56,13 @@ s.bind(("198.18.0.1", 1790))
 s.listen(1)
 c, _ = s.accept()
 c.sendall(c.recv(100))
+n = 0
+while True:
+    b = c.recv(65536)
+    if not b:
+        break
+    n += len(b)
+c.sendall(str(n).encode())
 c.close()
 "#;
 
@@ -64,6 +71,10 @@ import socket, sys
 s = socket.create_connection(("198.18.0.1", 1790), timeout=10)
 s.sendall(b"open-message")
 print("PASS echo" if s.recv(100) == b"open-message" else "FAIL echo")
+s.sendall(bytes(range(256)) * 4096)
+s.shutdown(socket.SHUT_WR)
+n = s.recv(100)
+print("PASS bulk" if n == b"1048576" else "FAIL bulk %r" % n)
 "#;
 
 #[test]
@@ -93,6 +104,9 @@ fn tcp_to_the_router_reaches_the_kernel_through_the_tap() {
     // GRO on the port's interface: off while Sluice has it, back after.
     let ethtool = have("ethtool");
     let gro = || n.sh(r, "ethtool -k r0 | grep generic-receive-offload:");
+    let tso = ethtool
+        && n.sh(c, "ethtool -k c0")
+            .contains("tcp-segmentation-offload: on");
     if ethtool {
         n.sh(r, "ethtool -K r0 gro on");
         assert!(gro().contains(": on"), "{}", gro());
@@ -149,6 +163,7 @@ fn tcp_to_the_router_reaches_the_kernel_through_the_tap() {
     );
     drop(server);
     assert!(out.contains("PASS echo"), "{out}");
+    assert!(out.contains("PASS bulk"), "{out}");
 
     let (v, _) = stop_for_summary(child);
     let _ = std::fs::remove_dir_all(&dir);
@@ -159,6 +174,17 @@ fn tcp_to_the_router_reaches_the_kernel_through_the_tap() {
     // kernel; its SYN-ACK, data, FIN and ARP request came out.
     assert!(b["punted"].as_u64() >= Some(5), "{summary}");
     assert!(b["injected"].as_u64() >= Some(4), "{summary}");
+    // The client's veth sends TSO aggregates of the megabyte: split into
+    // segments by the AF_PACKET port, none dropped as too big.
+    let x = &v["ports"][0]["xstats"];
+    assert_eq!(x["rx_too_big"], 0, "{summary}");
+    if tso {
+        assert!(x["rx_gso_frames"].as_u64() > Some(0), "{summary}");
+        assert!(
+            x["rx_gso_segments"].as_u64() > x["rx_gso_frames"].as_u64(),
+            "{summary}"
+        );
+    }
     // The TAPs are gone with Sluice.
     let out = Command::new("ip")
         .args(["-n", r, "-o", "link", "show"])

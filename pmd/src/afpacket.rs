@@ -215,9 +215,31 @@ struct RxQ {
     off: usize,
     c: Arc<QueueCounters>,
     stopped: Arc<AtomicBool>,
-    /// Frames larger than a buffer (GRO/LRO aggregates, a veth peer's
-    /// TSO/GSO frames): dropped, counted (`rx_too_big`).
-    too_big: Arc<crate::Counter>,
+    /// Aggregates split, and those dropped.
+    big: Arc<Oversize>,
+    /// The interface's MTU: TCP frames larger than it (a veth peer's
+    /// TSO/GSO aggregates) are split into segments ([`crate::gso`]).
+    mtu: usize,
+    /// Segments waiting for room in the next burst, and the scratch
+    /// buffer they are built in (both allocated once).
+    pending: std::collections::VecDeque<Mbuf>,
+    seg: Vec<u8>,
+}
+
+/// Most segments waiting for the next burst (a 64 KiB aggregate at an
+/// MTU of 576 makes about 120).
+const PENDING: usize = 256;
+
+/// An RX queue's frames larger than the MTU (the `rx_too_big`,
+/// `rx_gso_frames`, `rx_gso_segments` xstats).
+#[derive(Default)]
+struct Oversize {
+    /// Not split (not TCP, or truncated by the ring): dropped.
+    too_big: crate::Counter,
+    /// Split into segments ([`crate::gso`]).
+    frames: crate::Counter,
+    /// The segments made.
+    segments: crate::Counter,
 }
 
 fn rd32(b: &[u8], at: usize) -> u32 {
@@ -239,6 +261,14 @@ impl RxQueue for RxQ {
         let mut bytes = 0;
         let now = rdtsc();
         while out.room() > 0 {
+            let Some(m) = self.pending.pop_front() else {
+                break;
+            };
+            bytes += m.len();
+            let _ = out.push(m);
+            got += 1;
+        }
+        while out.room() > 0 {
             if self.left == 0 {
                 let st = self.ring.status(self.cur);
                 if st.load(Ordering::Acquire) & TP_STATUS_USER == 0 {
@@ -259,22 +289,76 @@ impl RxQueue for RxQ {
             let mac = usize::from(rd16(blk, h + 24));
             let frame = &blk[(h + mac).min(BLOCK_SIZE)..(h + mac + snap).min(BLOCK_SIZE)];
             let status = rd32(blk, h + 20);
-            match self.pool.alloc() {
-                Some(mut m) => {
-                    if m.copy_from(frame) && retag(&mut m, blk, h, status) {
-                        if status & TP_STATUS_CSUMNOTREADY != 0 {
-                            complete_checksum(m.data_mut());
+            let len = rd32(blk, h + 16) as usize;
+            if frame.len() > self.mtu + 22 || frame.len() > FRAME_SIZE - crate::mbuf::HEADROOM {
+                // An aggregate: split if it is whole TCP, else dropped.
+                let (pool, pending, port, queue) =
+                    (&self.pool, &mut self.pending, self.port, self.queue);
+                let rss = rd32(blk, h + 28);
+                let mut made = 0u64;
+                let mut refused = false;
+                // Segments no larger than a buffer holds (with two tags).
+                let mtu = self.mtu.min(FRAME_SIZE - crate::mbuf::HEADROOM - 22);
+                let split = (len == frame.len())
+                    .then(|| {
+                        crate::gso::segment_tcp(frame, mtu, &mut self.seg, |s| {
+                            let Some(mut m) = pool.alloc() else {
+                                refused = true;
+                                return false;
+                            };
+                            if !m.copy_from(s) || !retag(&mut m, blk, h, status) {
+                                refused = true;
+                                return false;
+                            }
+                            m.set_rx_meta(port, queue, now, rss);
+                            made += 1;
+                            if out.room() > 0 {
+                                bytes += s.len();
+                                got += 1;
+                                let _ = out.push(m);
+                                true
+                            } else if pending.len() < PENDING {
+                                pending.push_back(m);
+                                true
+                            } else {
+                                refused = true;
+                                false
+                            }
+                        })
+                    })
+                    .flatten();
+                match split {
+                    Some(_) => {
+                        self.big.frames.add(1);
+                        self.big.segments.add(made);
+                        if refused {
+                            // The rest of the aggregate: no buffer.
+                            self.c.nombuf.add(1);
                         }
-                        m.set_rx_meta(self.port, self.queue, now, rd32(blk, h + 28));
-                        bytes += frame.len();
-                        let _ = out.push(m);
-                        got += 1;
-                    } else {
-                        self.too_big.add(1);
+                    }
+                    None => {
+                        self.big.too_big.add(1);
                         self.c.nombuf.add(1);
                     }
                 }
-                None => self.c.nombuf.add(1),
+            } else {
+                match self.pool.alloc() {
+                    Some(mut m) => {
+                        if m.copy_from(frame) && retag(&mut m, blk, h, status) {
+                            if status & TP_STATUS_CSUMNOTREADY != 0 {
+                                complete_checksum(m.data_mut());
+                            }
+                            m.set_rx_meta(self.port, self.queue, now, rd32(blk, h + 28));
+                            bytes += frame.len();
+                            let _ = out.push(m);
+                            got += 1;
+                        } else {
+                            self.big.too_big.add(1);
+                            self.c.nombuf.add(1);
+                        }
+                    }
+                    None => self.c.nombuf.add(1),
+                }
             }
             self.left -= 1;
             self.off = h + next;
@@ -448,8 +532,8 @@ struct Control {
     kernel_packets: AtomicU64,
     kernel_drops: AtomicU64,
     stopped: Arc<AtomicBool>,
-    /// Each RX queue's `rx_too_big`.
-    too_big: Vec<Arc<crate::Counter>>,
+    /// Each RX queue's oversize frames.
+    big: Vec<Arc<Oversize>>,
     /// Offloads turned off while open (put back on drop).
     _offloads: Offloads,
 }
@@ -600,7 +684,15 @@ impl PortControl for Control {
                 "kernel_rx_packets",
                 self.kernel_packets.load(Ordering::Relaxed),
             ),
-            ("rx_too_big", self.too_big.iter().map(|c| c.get()).sum()),
+            ("rx_too_big", self.big.iter().map(|b| b.too_big.get()).sum()),
+            (
+                "rx_gso_frames",
+                self.big.iter().map(|b| b.frames.get()).sum(),
+            ),
+            (
+                "rx_gso_segments",
+                self.big.iter().map(|b| b.segments.get()).sum(),
+            ),
         ]
     }
 }
@@ -612,7 +704,7 @@ fn open_rx(
     fanout: u32,
     pool: Pool,
     stopped: &Arc<AtomicBool>,
-    too_big: &Arc<crate::Counter>,
+    big: &Arc<Oversize>,
 ) -> Result<(RxQ, Arc<QueueCounters>), PortError> {
     let iface = &cfg.iface;
     let proto = (libc::ETH_P_ALL as u16).to_be();
@@ -687,7 +779,10 @@ fn open_rx(
             off: 0,
             c: c.clone(),
             stopped: stopped.clone(),
-            too_big: too_big.clone(),
+            big: big.clone(),
+            mtu: iface_mtu(iface).unwrap_or(1500),
+            pending: std::collections::VecDeque::with_capacity(PENDING),
+            seg: Vec::with_capacity(FRAME_SIZE),
         },
         c,
     ))
@@ -702,15 +797,15 @@ pub fn open(cfg: &AfPacketConfig) -> Result<OpenPort, PortError> {
     let mut rx = Vec::new();
     let mut rxc = Vec::new();
     let mut fds = Vec::new();
-    let mut too_big = Vec::new();
+    let mut big = Vec::new();
     // Aggregated frames (GRO, LRO) are larger than the MTU and than a
     // buffer: turned off while the port is open, as a NIC given to a
     // poll-mode driver would have them; restored at close.
     let offloads = Offloads::off(&cfg.iface);
     for q in 0..cfg.rxq {
-        let big = Arc::new(crate::Counter::default());
-        let (r, c) = open_rx(cfg, ifi, q, fanout, pool, &stopped, &big)?;
-        too_big.push(big);
+        let b = Arc::new(Oversize::default());
+        let (r, c) = open_rx(cfg, ifi, q, fanout, pool, &stopped, &b)?;
+        big.push(b);
         fds.push(r.intr.0.clone());
         rx.push(Box::new(r) as BoxRx);
         rxc.push(c);
@@ -740,13 +835,22 @@ pub fn open(cfg: &AfPacketConfig) -> Result<OpenPort, PortError> {
             kernel_packets: AtomicU64::new(0),
             kernel_drops: AtomicU64::new(0),
             stopped,
-            too_big,
+            big,
             _offloads: offloads,
         }),
         rx,
         tx,
         _buf: std::marker::PhantomData,
     })
+}
+
+/// The interface's MTU (from sysfs).
+fn iface_mtu(iface: &str) -> Option<usize> {
+    std::fs::read_to_string(format!("/sys/class/net/{iface}/mtu"))
+        .ok()?
+        .trim()
+        .parse()
+        .ok()
 }
 
 /// The interface's MAC address (from sysfs).

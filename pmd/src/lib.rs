@@ -53,6 +53,7 @@ pub mod alloc;
 pub mod batch;
 #[cfg(feature = "dpdk")]
 pub mod dpdk;
+pub mod gso;
 pub mod hist;
 pub mod mbuf;
 pub mod null;
