@@ -27,7 +27,7 @@ BENCHES=(
   "run-dpdk-io.sh|root && have dpdk-testpmd|needs root and dpdk-testpmd (apt-get install dpdk)"
   "run-dpdk-l3fwd.sh|root && [ -d /usr/share/dpdk/examples/l3fwd ] && have make|needs root, dpdk-doc (the l3fwd sources) and make"
   "run-convergence.sh|root && data routes|needs root and ../shared/data/routes"
-  "run-convergence-bgp.sh|root && data routes && have bird && have birdc && have ethtool|needs root, ../shared/data/routes, bird2 and ethtool"
+  "run-convergence-bgp.sh|root && data routes && have bird && have birdc|needs root, ../shared/data/routes and bird2"
   "run-lab.sh|root && have trafgen && have nft|needs root, netsniff-ng (trafgen) and nftables"
 )
 
