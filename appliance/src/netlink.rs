@@ -390,9 +390,17 @@ pub fn start(cp: &ControlPlane) -> Result<Mirror> {
     listen
         .bind(&SocketAddr::new(0, GROUPS))
         .context("netlink bind to the route groups")?;
-    listen
-        .set_rx_buf_sz(cp.rcvbuf)
+    // Above `net.core.rmem_max` (208 KiB by default) only by force: a
+    // plain SO_RCVBUF would be capped there, far below a full-table load.
+    let got = pmd::sys::set_rcvbuf(std::os::fd::AsRawFd::as_raw_fd(&listen), cp.rcvbuf)
         .context("netlink receive buffer")?;
+    if got / 2 < cp.rcvbuf {
+        eprintln!(
+            "netlink: receive buffer {} KiB, not the {} KiB asked (no CAP_NET_ADMIN: capped at net.core.rmem_max)",
+            got / 2 / 1024,
+            cp.rcvbuf / 1024
+        );
+    }
     listen
         .set_non_blocking(true)
         .context("netlink non-blocking")?;

@@ -124,6 +124,43 @@ pub fn poll_readable(fds: &mut [libc::pollfd], timeout: Duration) -> bool {
     n > 0
 }
 
+/// Sets socket `fd`'s receive buffer to `bytes`, above
+/// `net.core.rmem_max` too (`SO_RCVBUFFORCE`, which needs CAP_NET_ADMIN;
+/// without it `SO_RCVBUF`, which the kernel caps at `rmem_max`). Returns
+/// the size the kernel then reports (twice what it accounts for data).
+pub fn set_rcvbuf(fd: RawFd, bytes: usize) -> io::Result<usize> {
+    let v = libc::c_int::try_from(bytes).unwrap_or(libc::c_int::MAX);
+    let len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
+    for opt in [libc::SO_RCVBUFFORCE, libc::SO_RCVBUF] {
+        // SAFETY: a live int and its size, for the caller's socket.
+        let r = unsafe {
+            libc::setsockopt(
+                fd,
+                libc::SOL_SOCKET,
+                opt,
+                std::ptr::from_ref(&v).cast(),
+                len,
+            )
+        };
+        if r == 0 {
+            let mut got: libc::c_int = 0;
+            let mut l = len;
+            // SAFETY: room for one int, its size passed.
+            unsafe {
+                libc::getsockopt(
+                    fd,
+                    libc::SOL_SOCKET,
+                    libc::SO_RCVBUF,
+                    std::ptr::from_mut(&mut got).cast(),
+                    &mut l,
+                )
+            };
+            return Ok(got.max(0) as usize);
+        }
+    }
+    Err(io::Error::last_os_error())
+}
+
 /// An epoll set: a worker blocks on the interrupt lines of all its queues
 /// at once (NAPI's wait).
 #[derive(Debug)]
