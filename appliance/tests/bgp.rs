@@ -15,7 +15,9 @@
 
 mod common;
 
-use common::{as_root, ctl, have, promtool_accepts, sluice_in, Killed, Nets};
+use common::{
+    as_root, ctl_json as json, have, promtool_accepts, sluice_in, until_routes, Killed, Nets,
+};
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -119,36 +121,6 @@ protocol bgp rtr {{
 }}
 "#
     )
-}
-
-fn json(sock: &Path, args: &[&str]) -> serde_json::Value {
-    let mut a = vec!["--json"];
-    a.extend_from_slice(args);
-    let o = ctl(sock, &a);
-    assert!(
-        o.status.success(),
-        "{args:?}: {}",
-        String::from_utf8_lossy(&o.stderr)
-    );
-    serde_json::from_slice(&o.stdout).unwrap()
-}
-
-/// Waits up to `secs` for `f` over `show routes ADDR` (`show routes` when
-/// `addr` is empty).
-fn until_route(sock: &Path, addr: &str, secs: u64, f: impl Fn(&serde_json::Value) -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(secs);
-    loop {
-        let mut args = vec!["show", "routes"];
-        if !addr.is_empty() {
-            args.push(addr);
-        }
-        let r = json(sock, &args);
-        if f(&r) {
-            return;
-        }
-        assert!(Instant::now() < deadline, "show routes {addr}: {r}");
-        std::thread::sleep(Duration::from_millis(200));
-    }
 }
 
 fn bird(n: &Nets, ns: &str, dir: &Path, name: &str, conf: &str) -> Killed {
@@ -294,8 +266,8 @@ fn bgp_routes_from_bird_drive_the_fib_through_the_punt_path() {
                     .any(|h| h["via"] == "198.20.0.2" && h["port"] == "third")
         })
     };
-    until_route(&sock, "198.51.100.9", 20, via("198.18.0.2", "inside"));
-    until_route(&sock, "203.0.113.1", 20, both);
+    until_routes(&sock, &["198.51.100.9"], 20, via("198.18.0.2", "inside"));
+    until_routes(&sock, &["203.0.113.1"], 20, both);
 
     // Traffic to an announced prefix is forwarded by Sluice.
     let tx = |port: usize| {
@@ -340,8 +312,8 @@ fn bgp_routes_from_bird_drive_the_fib_through_the_punt_path() {
     // does its TAP; BIRD drops the session and the route shrinks to the
     // first peer. Back up: the session and the second path return.
     n.sh(q, "ip link set q0 down");
-    until_route(&sock, "203.0.113.1", 30, via("198.18.0.2", "inside"));
-    until_route(&sock, "", 10, |r| {
+    until_routes(&sock, &["203.0.113.1"], 30, via("198.18.0.2", "inside"));
+    until_routes(&sock, &[], 10, |r| {
         r["netlink"]["links"]
             .as_array()
             .is_some_and(|l| l.iter().any(|x| x["port"] == "third" && x["up"] == false))
@@ -355,7 +327,7 @@ fn bgp_routes_from_bird_drive_the_fib_through_the_punt_path() {
     );
     n.sh(q, "ip link set q0 up");
     established("peer2", 40);
-    until_route(&sock, "203.0.113.1", 20, both);
+    until_routes(&sock, &["203.0.113.1"], 20, both);
 
     // The control plane in the metrics (the endpoint is in `rtr`'s
     // namespace), which Prometheus' linter accepts.
@@ -382,7 +354,7 @@ fn bgp_routes_from_bird_drive_the_fib_through_the_punt_path() {
 
     // The peer withdraws: the route leaves the FIB.
     let _ = birdc(p, &dir, "peer", "disable extra");
-    until_route(&sock, "198.51.100.1", 20, |r| r["route"].is_null());
+    until_routes(&sock, &["198.51.100.1"], 20, |r| r["route"].is_null());
     let out = n.sh(s, "ping -c 2 -i 0.2 -W 1 -q 198.51.100.1 || true");
     assert!(
         out.contains("100% packet loss") || out.contains("Unreachable"),
@@ -473,7 +445,7 @@ protocol ospf v2 o {
         );
         std::thread::sleep(Duration::from_millis(300));
     }
-    until_route(&sock, "203.0.113.1", 30, |r| {
+    until_routes(&sock, &["203.0.113.1"], 30, |r| {
         r["paths"].as_array().is_some_and(|p| {
             p.len() == 1 && p[0]["via"] == "198.18.0.2" && p[0]["port"] == "inside"
         })

@@ -12,7 +12,7 @@
 
 mod common;
 
-use common::{ctl, have, wait_for, Killed};
+use common::{ctl_json as json, have, until_routes, wait_for, Killed};
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -57,33 +57,6 @@ impl Ns {
 impl Drop for Ns {
     fn drop(&mut self) {
         let _ = Command::new("ip").args(["netns", "del", &self.0]).status();
-    }
-}
-
-fn json(sock: &Path, args: &[&str]) -> serde_json::Value {
-    let mut a = vec!["--json"];
-    a.extend_from_slice(args);
-    let o = ctl(sock, &a);
-    assert!(
-        o.status.success(),
-        "{args:?}: {}",
-        String::from_utf8_lossy(&o.stderr)
-    );
-    serde_json::from_slice(&o.stdout).unwrap()
-}
-
-/// Waits (up to `secs`) until `f` holds for `show routes ARGS`.
-fn until(sock: &Path, args: &[&str], secs: u64, f: impl Fn(&serde_json::Value) -> bool) {
-    let mut a = vec!["show", "routes"];
-    a.extend_from_slice(args);
-    let deadline = Instant::now() + Duration::from_secs(secs);
-    loop {
-        let r = json(sock, &a);
-        if f(&r) {
-            return;
-        }
-        assert!(Instant::now() < deadline, "show routes {args:?}: {r}");
-        std::thread::sleep(Duration::from_millis(50));
     }
 }
 
@@ -186,7 +159,7 @@ fn kernel_routes_drive_the_fib() {
                 && r["address"] == addr
         }
     };
-    until(
+    until_routes(
         &sock,
         &["198.51.100.7"],
         10,
@@ -200,10 +173,10 @@ fn kernel_routes_drive_the_fib() {
             .as_u64()
             .unwrap()
     };
-    until(&sock, &["203.0.113.9"], 5, |r| r["route"].is_null());
+    until_routes(&sock, &["203.0.113.9"], 5, |r| r["route"].is_null());
     let before = tx1();
     ns.ip("route add 203.0.113.0/24 via 198.19.0.2 dev d1 table 100");
-    until(
+    until_routes(
         &sock,
         &["203.0.113.9"],
         5,
@@ -222,14 +195,14 @@ fn kernel_routes_drive_the_fib() {
     // the first is deleted.
     ns.ip("route add 203.0.113.0/24 via 198.19.0.3 dev d1 table 100 metric 10");
     std::thread::sleep(Duration::from_millis(200));
-    until(
+    until_routes(
         &sock,
         &["203.0.113.9"],
         5,
         via("203.0.113.9", "198.19.0.2", "p1"),
     );
     ns.ip("route del 203.0.113.0/24 via 198.19.0.2 dev d1 table 100 metric 0");
-    until(
+    until_routes(
         &sock,
         &["203.0.113.9"],
         5,
@@ -238,24 +211,24 @@ fn kernel_routes_drive_the_fib() {
 
     // ECMP, IPv6, withdrawal.
     ns.ip("route add 192.0.2.0/24 table 100 nexthop via 198.18.0.2 dev d0 nexthop via 198.19.0.2 dev d1");
-    until(&sock, &["192.0.2.1"], 5, |r| {
+    until_routes(&sock, &["192.0.2.1"], 5, |r| {
         r["paths"].as_array().is_some_and(|p| p.len() == 2)
     });
     ns.ip("-6 route add 2001:db8:99::/48 via 2001:db8:18::2 dev d0 table 100");
-    until(
+    until_routes(
         &sock,
         &["2001:db8:99::1"],
         5,
         via("2001:db8:99::1", "2001:db8:18::2", "p0"),
     );
     ns.ip("route del 192.0.2.0/24 table 100");
-    until(&sock, &["192.0.2.1"], 5, |r| r["route"].is_null());
+    until_routes(&sock, &["192.0.2.1"], 5, |r| r["route"].is_null());
 
     // Ignored and counted: a next hop on no port's interface, another
     // table.
     ns.ip("route add 10.9.0.0/16 via 198.20.0.2 dev d2 table 100");
     ns.ip("route add 10.8.0.0/16 via 198.18.0.2 dev d0");
-    until(&sock, &[], 5, |r| {
+    until_routes(&sock, &[], 5, |r| {
         r["netlink"]["unmapped"].as_u64() >= Some(1) && r["netlink"]["other"].as_u64() >= Some(1)
     });
     for a in ["10.9.0.1", "10.8.0.1"] {
@@ -331,7 +304,7 @@ fn kernel_routes_drive_the_fib() {
     std::thread::sleep(Duration::from_millis(300));
     assert_eq!(to_router(), before, "198.51.100.1 is not ours yet");
     ns.ip("addr add 198.51.100.1/32 dev d1");
-    until(&sock, &[], 5, |r| {
+    until_routes(&sock, &[], 5, |r| {
         r["netlink"]["addresses"].as_array().is_some_and(|a| {
             a.iter()
                 .any(|x| x["addr"] == "198.51.100.1/32" && x["port"] == "p1")
@@ -346,7 +319,7 @@ fn kernel_routes_drive_the_fib() {
         std::thread::sleep(Duration::from_millis(100));
     }
     ns.ip("addr del 198.51.100.1/32 dev d1");
-    until(&sock, &[], 5, |r| {
+    until_routes(&sock, &[], 5, |r| {
         r["netlink"]["addresses"]
             .as_array()
             .is_some_and(|a| !a.iter().any(|x| x["addr"] == "198.51.100.1/32"))
@@ -363,21 +336,21 @@ fn kernel_routes_drive_the_fib() {
         .as_u64()
         .unwrap();
     ns.ip("link set d1 down");
-    until(&sock, &[], 5, |r| {
+    until_routes(&sock, &[], 5, |r| {
         r["netlink"]["links"]
             .as_array()
             .is_some_and(|l| l.iter().any(|x| x["port"] == "p1" && x["up"] == false))
             && r["netlink"]["resyncs"].as_u64() > Some(resyncs)
     });
-    until(&sock, &["203.0.113.9"], 5, |r| r["route"].is_null());
+    until_routes(&sock, &["203.0.113.9"], 5, |r| r["route"].is_null());
     ns.ip("link set d1 up");
-    until(&sock, &[], 5, |r| {
+    until_routes(&sock, &[], 5, |r| {
         r["netlink"]["links"]
             .as_array()
             .is_some_and(|l| l.iter().any(|x| x["port"] == "p1" && x["up"] == true))
     });
     ns.ip("route add 203.0.113.0/24 via 198.19.0.2 dev d1 table 100");
-    until(
+    until_routes(
         &sock,
         &["203.0.113.9"],
         5,
@@ -400,14 +373,14 @@ fn kernel_routes_drive_the_fib() {
     ns.ip(&format!("-batch {}", batch.display()));
     let kernel = ns.count("-4", "100") + ns.count("-6", "100") - 1;
     assert!(kernel > 20_000);
-    until(&sock, &[], 60, |r| {
+    until_routes(&sock, &[], 60, |r| {
         r["netlink"]["mirrored"].as_u64() == Some(kernel as u64)
     });
     let r = json(&sock, &["show", "routes"]);
     assert!(r["netlink"]["overruns"].as_u64() >= Some(1), "{r}");
     assert!(r["netlink"]["resyncs"].as_u64() >= Some(2), "{r}");
     assert_eq!(r["netlink"]["refused"], 0, "{r}");
-    until(
+    until_routes(
         &sock,
         &["100.100.7.9"],
         5,
@@ -415,9 +388,9 @@ fn kernel_routes_drive_the_fib() {
     );
     ns.ip("route flush table 100");
     ns.ip("-6 route flush table 100");
-    until(&sock, &[], 60, |r| {
+    until_routes(&sock, &[], 60, |r| {
         r["netlink"]["mirrored"].as_u64() == Some(0)
     });
-    until(&sock, &["198.51.100.7"], 5, |r| r["route"].is_null());
+    until_routes(&sock, &["198.51.100.7"], 5, |r| r["route"].is_null());
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -320,3 +320,31 @@ pub fn sluice_in(ns: &str, cfg: &Path, sock: &Path) -> Killed {
     wait_for(sock);
     k
 }
+
+/// `sluice ctl --json ARGS`, which must succeed; its answer.
+pub fn ctl_json(sock: &Path, args: &[&str]) -> serde_json::Value {
+    let mut a = vec!["--json"];
+    a.extend_from_slice(args);
+    let o = ctl(sock, &a);
+    assert!(
+        o.status.success(),
+        "{args:?}: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    serde_json::from_slice(&o.stdout).unwrap()
+}
+
+/// Waits (up to `secs`) until `f` holds for `show routes ARGS`.
+pub fn until_routes(sock: &Path, args: &[&str], secs: u64, f: impl Fn(&serde_json::Value) -> bool) {
+    let mut a = vec!["show", "routes"];
+    a.extend_from_slice(args);
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    loop {
+        let r = ctl_json(sock, &a);
+        if f(&r) {
+            return;
+        }
+        assert!(Instant::now() < deadline, "show routes {args:?}: {r}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
