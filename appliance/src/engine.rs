@@ -228,24 +228,22 @@ where
         None
     } else {
         let mut taps = Vec::new();
-        for (p, name) in &cfg.taps {
-            let mtu = cfg
-                .router
-                .interfaces
-                .get(usize::from(*p))
-                .map_or(1500, |i| i.mtu);
-            let t = pmd::tap::Tap::create(name, cfg.ports[usize::from(*p)].mac.0, mtu)
-                .with_context(|| {
-                    format!(
-                        "the TAP mirror {name} of port {}",
-                        cfg.ports[usize::from(*p)].name
-                    )
-                })?;
-            eprintln!(
-                "control plane: port {} mirrored by TAP {name}",
-                cfg.ports[usize::from(*p)].name
-            );
-            taps.push((*p, t, views[usize::from(*p)].control.clone()));
+        for (i, name) in &cfg.taps {
+            let Some(iface) = cfg.router.interfaces.get(usize::from(*i)) else {
+                continue;
+            };
+            let port = iface.vlan.map_or(*i, |v| v.port);
+            let what = &cfg.router.names[usize::from(*i)];
+            let tap = pmd::tap::Tap::create(name, iface.mac.0, iface.mtu)
+                .with_context(|| format!("the TAP mirror {name} of {what}"))?;
+            eprintln!("control plane: {what} mirrored by TAP {name}");
+            taps.push(crate::punt::Mirror {
+                iface: *i,
+                port,
+                vlan: iface.vlan,
+                tap,
+                control: views[usize::from(port)].control.clone(),
+            });
         }
         let mut ends = Vec::new();
         let bell = Arc::new(pmd::sys::EventFd::new().context("the TAP mirror's doorbell")?);

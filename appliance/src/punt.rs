@@ -2,9 +2,11 @@
 //! as VPP's linux-cp does it: each routed port has a TAP interface in the
 //! kernel with the port's MAC and MTU. What the router punts (traffic to
 //! its addresses it does not answer itself, ARP replies and Neighbor
-//! Advertisements) goes to the port's TAP; what the kernel sends on a TAP
-//! leaves through the port. So a routing daemon (BIRD, FRR) on the TAPs
-//! holds its BGP sessions through Sluice's ports.
+//! Advertisements) goes to the receiving interface's TAP; what the kernel
+//! sends on a TAP leaves through the port. A VLAN sub-interface with
+//! addresses has a TAP of its own: its frames reach the kernel untagged,
+//! and the kernel's leave the port tagged. So a routing daemon (BIRD,
+//! FRR) on the TAPs holds its BGP sessions through Sluice's ports.
 //!
 //! Workers never make a syscall for it: each worker copies punted frames
 //! into its own lock-free byte ring (bounded: a full ring drops and counts
@@ -14,8 +16,10 @@
 //! side rings the other's doorbell (an eventfd) when it puts a frame into
 //! an empty ring, so neither waits on a timeout: a worker blocked on
 //! interrupts wakes for the kernel's frames, the mirror thread for
-//! punted ones. A record in a ring is the frame's length and port (two
-//! little-endian u16) and the frame.
+//! punted ones. A record in a ring is the frame's length and interface
+//! (two little-endian u16: a punted frame names the router interface
+//! whose TAP takes it, an injected one the port it leaves by) and the
+//! frame.
 
 use pmd::sys::EventFd;
 use pmd::tap::Tap;
@@ -156,16 +160,49 @@ pub struct MirrorCounters {
 /// How often the ports' links are looked at (their TAPs' carriers follow).
 const LINK_CHECK: Duration = Duration::from_millis(100);
 
-/// A port's TAP and the port's control (whose link the TAP's carrier
-/// follows, as linux-cp keeps a TAP's carrier with its interface's link).
-pub type Mirror = (u16, Tap, Arc<dyn pmd::PortControl>);
+/// A router interface's TAP: the interface (a port, or a VLAN
+/// sub-interface of one), the port its frames use and the tags they carry
+/// there, and the port's control (whose link the TAP's carrier follows, as
+/// linux-cp keeps a TAP's carrier with its interface's link).
+pub struct Mirror {
+    /// The router interface (what a punt names).
+    pub iface: u16,
+    /// Its port.
+    pub port: u16,
+    /// For a sub-interface: the tags its frames carry on the port.
+    pub vlan: Option<pipeline::router::Vlan>,
+    /// The TAP.
+    pub tap: Tap,
+    /// The port's control.
+    pub control: Arc<dyn pmd::PortControl>,
+}
+
+/// Room kept before a frame read from a TAP, for a sub-interface's tags.
+const HEADROOM: usize = 8;
+
+impl Mirror {
+    /// The kernel's frame in `buf[HEADROOM..HEADROOM + n]` as it leaves
+    /// the port: tagged in place for a sub-interface (its MACs moved into
+    /// the headroom).
+    fn outgoing<'a>(&self, buf: &'a mut [u8], n: usize) -> &'a [u8] {
+        let Some(v) = self.vlan.filter(|_| n >= 14) else {
+            return &buf[HEADROOM..HEADROOM + n];
+        };
+        let t = v.tag_len();
+        let at = HEADROOM - t;
+        buf.copy_within(HEADROOM..HEADROOM + 12, at);
+        buf[at + 12..HEADROOM + 12].copy_from_slice(&v.tag_bytes()[..t]);
+        &buf[at..HEADROOM + n]
+    }
+}
 
 /// The mirror thread's work: until `stop`, frames from the workers' punt
-/// rings to the TAPs, and from the TAPs to the worker that sends on each
-/// port (`sender[port]`: an index into `workers`); every [`LINK_CHECK`],
-/// each TAP's carrier set to its port's link (a link down on the wire is
-/// then a link down in the kernel: routes through it flushed, routing
-/// daemons told).
+/// rings to the TAPs of the interfaces they name, and from the TAPs
+/// (tagged for a sub-interface) to the worker that sends on each port
+/// (`sender[port]`: an index into `workers`); every [`LINK_CHECK`], each
+/// TAP's carrier set to its port's link (a link down on the wire is then a
+/// link down in the kernel: routes through it flushed, routing daemons
+/// told).
 pub fn run(
     taps: Vec<Mirror>,
     mut workers: Vec<MirrorEnds>,
@@ -175,8 +212,8 @@ pub fn run(
     stop: &AtomicBool,
 ) {
     let mut scratch = Vec::with_capacity(MAX_FRAME);
-    let mut buf = vec![0u8; MAX_FRAME];
-    let mut poller = pmd::tap::Poller::new(&taps.iter().map(|(_, t, _)| t).collect::<Vec<_>>())
+    let mut buf = vec![0u8; HEADROOM + MAX_FRAME];
+    let mut poller = pmd::tap::Poller::new(&taps.iter().map(|m| &m.tap).collect::<Vec<_>>())
         .also(bell.as_raw_fd());
     let mut woken = vec![false; workers.len()];
     let mut links: Vec<Option<bool>> = vec![None; taps.len()];
@@ -184,24 +221,24 @@ pub fn run(
     while !stop.load(Ordering::Relaxed) {
         if checked.elapsed() >= LINK_CHECK {
             checked = Instant::now();
-            for ((_, tap, port), last) in taps.iter().zip(links.iter_mut()) {
-                let now = port.link_up();
+            for (m, last) in taps.iter().zip(links.iter_mut()) {
+                let now = m.control.link_up();
                 if now.is_some() && now != *last {
                     let up = now == Some(true);
-                    match tap.set_carrier(up) {
+                    match m.tap.set_carrier(up) {
                         Ok(()) => {
                             if last.is_some() {
                                 counters.carrier_changes.fetch_add(1, Ordering::Relaxed);
                                 eprintln!(
                                     "control plane: link {} on the port of TAP {}",
                                     if up { "up" } else { "down" },
-                                    tap.name()
+                                    m.tap.name()
                                 );
                             }
                             *last = now;
                         }
                         Err(e) => {
-                            eprintln!("control plane: TAP {}: {e}", tap.name());
+                            eprintln!("control plane: TAP {}: {e}", m.tap.name());
                             *last = now;
                         }
                     }
@@ -209,11 +246,11 @@ pub fn run(
             }
         }
         for (punted, _, _) in workers.iter_mut() {
-            while let Some((port, frame)) = take(punted, &mut scratch) {
+            while let Some((iface, frame)) = take(punted, &mut scratch) {
                 let ok = taps
                     .iter()
-                    .find(|(p, _, _)| *p == port)
-                    .is_some_and(|(_, t, _)| t.send(frame).is_ok());
+                    .find(|m| m.iface == iface)
+                    .is_some_and(|m| m.tap.send(frame).is_ok());
                 let c = if ok {
                     &counters.to_kernel
                 } else {
@@ -228,15 +265,15 @@ pub fn run(
         if poller.ready(taps.len()) {
             bell.clear();
         }
-        for (i, (port, tap, _)) in taps.iter().enumerate() {
+        for (i, m) in taps.iter().enumerate() {
             if !poller.ready(i) {
                 continue;
             }
-            while let Ok(Some(n)) = tap.recv(&mut buf) {
-                let to = sender.get(usize::from(*port)).copied().flatten();
+            while let Ok(Some(n)) = m.tap.recv(&mut buf[HEADROOM..]) {
+                let to = sender.get(usize::from(m.port)).copied().flatten();
                 let mut ok = false;
                 if let Some((w, (_, k, _))) = to.and_then(|w| Some((w, workers.get_mut(w)?))) {
-                    ok = put(k, *port, &buf[..n]);
+                    ok = put(k, m.port, m.outgoing(&mut buf, n));
                     woken[w] |= ok;
                 }
                 let c = if ok {

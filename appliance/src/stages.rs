@@ -7,7 +7,7 @@ use anyhow::{Context, Result};
 use pipeline::fib::FibWriter;
 use pipeline::firewall::RuleSet;
 use pipeline::gateway::GatewayConfig;
-use pipeline::router::{NextHop, Router, RouterConfig};
+use pipeline::router::{NextHop, PuntPolicy, Router, RouterConfig};
 use std::sync::Arc;
 
 /// Builds the route tables (the FIB and its writer, which the management
@@ -53,7 +53,12 @@ pub fn build_router(cfg: &Config) -> Result<(Router, FibWriter)> {
         neighbors6: n6,
         icmp_rate: rs.icmp_rate,
         neighbor_timeout_ns: rs.neighbor_timeout.as_nanos() as u64,
-        punt: !cfg.taps.is_empty(),
+        punt: PuntPolicy {
+            mirrored: (0..rs.interfaces.len())
+                .map(|i| cfg.taps.iter().any(|(t, _)| usize::from(*t) == i))
+                .collect(),
+            rules: cfg.punt_rules.clone(),
+        },
     });
     Ok((router, fib))
 }

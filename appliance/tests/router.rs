@@ -68,7 +68,7 @@ fn replays_tcpdump_captures() {
                 Verdict::Forward(_) => "forwarded",
                 Verdict::Drop(d) => d.name(),
                 Verdict::Handoff(_) => "handoff",
-                Verdict::Punt => "punt",
+                Verdict::Punt(_) => "punt",
             };
             *reasons.entry(what).or_default() += 1;
             *per_file.entry(what).or_default() += 1;

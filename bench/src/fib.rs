@@ -132,7 +132,7 @@ pub fn fib(a: FibArgs) -> Result<()> {
         neighbors6: vec![],
         icmp_rate: 1000,
         neighbor_timeout_ns: u64::MAX / 2,
-        punt: false,
+        punt: Default::default(),
     });
     // Packets to hosts inside random IPv4 table prefixes.
     let mut rng = SmallRng::seed_from_u64(1);

@@ -80,7 +80,7 @@ pub fn router() -> Router {
             neighbors6: vec![],
             icmp_rate: 1_000_000,
             neighbor_timeout_ns: u64::MAX,
-            punt: false,
+            punt: Default::default(),
         })
     })
     .clone()

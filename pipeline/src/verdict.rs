@@ -47,6 +47,11 @@ crate::counter_enum! {
         /// For the kernel, but its mirror's ring was full (or there is
         /// no mirror for the port).
         PuntFull = "punt_full",
+        /// For the router, on an interface with a mirror, but no punt
+        /// rule admits it (`[[control_plane.punt]]`).
+        PuntDenied = "punt_denied",
+        /// For the kernel, but over its punt rule's rate.
+        PuntPoliced = "punt_policed",
         /// Bound for the core that owns its NAT mapping, but that core's
         /// handoff ring was full (or it had stopped).
         HandoffFull = "handoff_full",
@@ -69,8 +74,9 @@ pub enum Verdict {
     /// the workers running the stage): it holds the state the packet
     /// needs (the gateway's NAT mappings).
     Handoff(u16),
-    /// For the kernel: the worker copies the packet, unchanged, to the
-    /// control-plane mirror (TAP) of the port it arrived on, then frees
-    /// it. Only with `[control_plane] tap`.
-    Punt,
+    /// For the kernel: the worker copies the packet to the control-plane
+    /// mirror (TAP) of this interface (the port it arrived on, or the
+    /// VLAN sub-interface, its tags stripped), then frees it. Only with
+    /// `[control_plane] tap`.
+    Punt(u16),
 }

@@ -116,18 +116,48 @@ pub fn describe(c: &Config) -> String {
         let t: Vec<String> = c
             .taps
             .iter()
-            .map(|(p, n)| format!("{}={n}", c.ports[usize::from(*p)].name))
+            .map(|(i, n)| format!("{}={n}", iface_name(c, *i)))
             .collect();
         s += &format!(
             "  control plane: TAP mirrors {} (traffic for the router's addresses to the kernel)\n",
             t.join(", ")
+        );
+        if c.punt_rules.is_empty() {
+            s += "  control plane: no punt rules (everything for the router goes to the kernel)\n";
+        }
+    }
+    for (i, r) in c.punt_rules.iter().enumerate() {
+        let mut what = Vec::new();
+        if let Some(p) = r.proto {
+            what.push(format!("proto {p}"));
+        }
+        if let Some((lo, hi)) = r.ports {
+            what.push(if lo == hi {
+                format!("port {lo}")
+            } else {
+                format!("ports {lo}-{hi}")
+            });
+        }
+        if !r.from.is_empty() {
+            let f: Vec<String> = r.from.iter().map(|(a, l)| format!("{a}/{l}")).collect();
+            what.push(format!("from {}", f.join(" ")));
+        }
+        if what.is_empty() {
+            what.push("any".into());
+        }
+        let rate = r
+            .rate
+            .map_or("unlimited".to_string(), |n| format!("{n} pps per core"));
+        s += &format!(
+            "  control plane: punt rule {i}: {}, {rate} (the rest: punt_denied)\n",
+            what.join(" ")
         );
     }
     if let Some(cp) = &c.control_plane {
         let ifs: Vec<String> = cp
             .interfaces
             .iter()
-            .map(|(p, n)| format!("{}={n}", c.ports[usize::from(*p)].name))
+            .map(|(i, n)| format!("{}={n}", iface_name(c, *i)))
             .collect();
         s += &format!(
             "  control plane: routes mirrored from kernel table {} over netlink (receive buffer {} KiB); kernel interfaces {}\n",
@@ -137,4 +167,13 @@ pub fn describe(c: &Config) -> String {
         );
     }
     s
+}
+
+/// The name of router interface `i` (a port or a VLAN sub-interface).
+fn iface_name(c: &Config, i: u16) -> &str {
+    c.router
+        .names
+        .get(usize::from(i))
+        .or_else(|| c.ports.get(usize::from(i)).map(|p| &p.name))
+        .map_or("?", |n| n.as_str())
 }

@@ -179,7 +179,7 @@ pub(super) fn proto_num(p: &ProtoSpec) -> Result<u8, String> {
     }
 }
 
-fn port_range(p: &PortSpec) -> Result<(u16, u16), String> {
+pub(super) fn port_range(p: &PortSpec) -> Result<(u16, u16), String> {
     match p {
         PortSpec::Num(n) => u16::try_from(*n)
             .map(|p| (p, p))

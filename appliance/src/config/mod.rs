@@ -8,6 +8,7 @@
 //! line, column and key (`source.rs` locates them); `check` and `run` go
 //! through the same code.
 
+mod control_plane;
 mod describe;
 mod error;
 mod files;
@@ -559,8 +560,9 @@ fn validate(cx: &mut Ctx<'_>, raw: RawFile, base: Option<&Path>) -> Config {
             _ => Some(p),
         }
     });
-    let taps = taps(&raw, &ports, &router, cx);
-    let control_plane = control_plane(&raw, &ports, &taps, cx);
+    let taps = control_plane::taps(&raw, &ports, &router, cx);
+    let punt_rules = control_plane::punt_rules(&raw, cx);
+    let control_plane = control_plane::control_plane(&raw, &ports, &router, &taps, cx);
     Config {
         source: cx.file.to_string(),
         run,
@@ -574,6 +576,7 @@ fn validate(cx: &mut Ctx<'_>, raw: RawFile, base: Option<&Path>) -> Config {
         control_socket,
         control_plane,
         taps,
+        punt_rules,
         text: "".into(),
         base: None,
         warnings: Vec::new(),
@@ -582,98 +585,6 @@ fn validate(cx: &mut Ctx<'_>, raw: RawFile, base: Option<&Path>) -> Config {
 
 #[cfg(test)]
 mod tests;
-
-/// `[control_plane]`, checked: the table, and a kernel interface per port
-/// (named, else its TAP mirror, else the port's own on AF_PACKET/AF_XDP).
-fn control_plane(
-    raw: &RawFile,
-    ports: &[PortConfig],
-    taps: &[(u16, String)],
-    cx: &mut Ctx<'_>,
-) -> Option<ControlPlane> {
-    let cp = raw.control_plane.as_ref()?;
-    let c = cp.get_ref();
-    let on = c.netlink.as_ref().is_some_and(|n| *n.get_ref());
-    let table = match &c.table {
-        Some(t) => match u32::try_from(*t.get_ref()) {
-            Ok(v) if v != 0 => v,
-            _ => {
-                cx.err(
-                    t,
-                    "control_plane.table",
-                    format!(
-                        "a kernel routing table is 1 to 4294967295 (254 is `main`); got {}",
-                        t.get_ref()
-                    ),
-                );
-                return None;
-            }
-        },
-        None => 254,
-    };
-    let rcvbuf = match &c.rcvbuf {
-        Some(b) => match usize::try_from(*b.get_ref()) {
-            Ok(v) if (4096..=1 << 30).contains(&v) => v,
-            _ => {
-                cx.err(
-                    b,
-                    "control_plane.rcvbuf",
-                    format!("bytes, 4096 to 1073741824; got {}", b.get_ref()),
-                );
-                return None;
-            }
-        },
-        None => 32 << 20,
-    };
-    let mut interfaces: Vec<(u16, String)> = Vec::new();
-    for (port, name) in &c.interfaces {
-        let key = format!("control_plane.interfaces.{}", port.get_ref());
-        let Some(i) = ports.iter().position(|p| p.name == *port.get_ref()) else {
-            cx.err(
-                port,
-                &key,
-                format!("port `{}` does not exist", port.get_ref()),
-            );
-            continue;
-        };
-        let n = name.get_ref();
-        if n.is_empty() || n.len() > 15 || n.contains('/') || n.chars().any(|ch| ch.is_whitespace())
-        {
-            cx.err(
-                name,
-                &key,
-                format!(
-                    "`{n}` is not a Linux interface name (1 to 15 characters, no `/` or spaces)"
-                ),
-            );
-            continue;
-        }
-        interfaces.push((i as u16, n.clone()));
-    }
-    for (i, p) in ports.iter().enumerate() {
-        if interfaces.iter().any(|(q, _)| usize::from(*q) == i) {
-            continue;
-        }
-        // With a mirror, the kernel reaches the port's neighbours through
-        // its TAP: routes name the TAP.
-        if let Some((_, tap)) = taps.iter().find(|(q, _)| usize::from(*q) == i) {
-            interfaces.push((i as u16, tap.clone()));
-            continue;
-        }
-        if let Some(iface) = p.kernel_iface() {
-            interfaces.push((i as u16, iface.to_string()));
-        }
-    }
-    if on && interfaces.is_empty() {
-        cx.err(cp, "control_plane.netlink", "no port has a kernel interface: name one per port in `control_plane.interfaces` (such as { p0 = \"eth1\" })");
-        return None;
-    }
-    on.then_some(ControlPlane {
-        table,
-        interfaces,
-        rcvbuf,
-    })
-}
 
 /// Checks the `[[vlan]]` tables: each one's name (given, or `PORT.ID`,
 /// `PORT.OUTER.ID` for QinQ) and place, `None` where it is wrong.
@@ -744,66 +655,6 @@ fn vlans(
             ok = false;
         }
         out.push((name, vlan.filter(|_| ok)));
-    }
-    out
-}
-
-/// `[control_plane] tap`: a TAP per port with addresses, named `sl-PORT`
-/// unless `tap_names` says otherwise.
-fn taps(
-    raw: &RawFile,
-    ports: &[PortConfig],
-    router: &router::RouterSetup,
-    cx: &mut Ctx<'_>,
-) -> Vec<(u16, String)> {
-    let Some(cp) = raw.control_plane.as_ref() else {
-        return Vec::new();
-    };
-    let c = cp.get_ref();
-    let on = c.tap.as_ref().is_some_and(|t| *t.get_ref());
-    for port in c.tap_names.keys() {
-        if !ports.iter().any(|p| p.name == *port.get_ref()) {
-            cx.err(
-                port,
-                format!("control_plane.tap_names.{}", port.get_ref()),
-                format!("port `{}` does not exist", port.get_ref()),
-            );
-        }
-    }
-    if !on {
-        return Vec::new();
-    }
-    let mut out = Vec::new();
-    for (i, p) in ports.iter().enumerate() {
-        let routed = router
-            .interfaces
-            .get(i)
-            .is_some_and(|f| !f.ipv4.is_empty() || !f.ipv6.is_empty());
-        if !routed {
-            continue;
-        }
-        let given = c.tap_names.iter().find(|(k, _)| *k.get_ref() == p.name);
-        let name = match given {
-            Some((_, n)) => n.get_ref().clone(),
-            None => format!("sl-{}", p.name).chars().take(15).collect(),
-        };
-        if name.is_empty()
-            || name.len() > 15
-            || name.contains('/')
-            || name.chars().any(char::is_whitespace)
-        {
-            let key = format!("control_plane.tap_names.{}", p.name);
-            let at = given.map_or(cp.span(), |(_, n)| n.span());
-            cx.err(
-                &Spanned::new(at, ()),
-                key,
-                format!(
-                    "`{name}` is not a Linux interface name (1 to 15 characters, no `/` or spaces)"
-                ),
-            );
-            continue;
-        }
-        out.push((i as u16, name));
     }
     out
 }

@@ -214,7 +214,7 @@ pub(super) struct RawControlPlane {
     pub(super) netlink: Option<Spanned<bool>>,
     /// The table (254, `main`, by default).
     pub(super) table: Option<Spanned<i64>>,
-    /// Port name → kernel interface name.
+    /// Port or VLAN name → kernel interface name.
     #[serde(default)]
     pub(super) interfaces: std::collections::BTreeMap<Spanned<String>, Spanned<String>>,
     /// Netlink receive buffer, bytes.
@@ -222,9 +222,13 @@ pub(super) struct RawControlPlane {
     /// A TAP mirror per routed port: what is for the router goes to the
     /// kernel, what the kernel sends there leaves through the port.
     pub(super) tap: Option<Spanned<bool>>,
-    /// Port name → TAP name (default `sl-PORT`).
+    /// Port or VLAN name → TAP name (default `sl-NAME`).
     #[serde(default)]
     pub(super) tap_names: std::collections::BTreeMap<Spanned<String>, Spanned<String>>,
+    /// Punt rules: what of the traffic for the router goes to the
+    /// kernel (all of it without rules).
+    #[serde(default)]
+    pub(super) punt: Vec<super::control_plane::RawPuntRule>,
 }
 
 /// A listening address as a config gives it.

@@ -189,9 +189,13 @@ pub struct Config {
     pub control_socket: Option<std::path::PathBuf>,
     /// The Linux control plane (`[control_plane]`; off when `None`).
     pub control_plane: Option<ControlPlane>,
-    /// TAP mirrors (`[control_plane] tap`): (port, interface name), one
-    /// per port with addresses; empty when off.
+    /// TAP mirrors (`[control_plane] tap`): (router interface: a port or
+    /// a VLAN sub-interface, TAP name), one per interface with addresses;
+    /// empty when off.
     pub taps: Vec<(u16, String)>,
+    /// Punt rules (`[[control_plane.punt]]`): what of the traffic for the
+    /// router the mirrors take; empty: all of it.
+    pub punt_rules: Vec<pipeline::router::PuntRule>,
     /// The text it was parsed from, and where its relative paths start
     /// (`sluice ctl route add` validates its change against them).
     pub text: std::sync::Arc<str>,
@@ -250,7 +254,8 @@ pub fn duration(s: f64) -> Result<Option<Duration>, String> {
 pub struct ControlPlane {
     /// The kernel routing table mirrored (254 is `main`).
     pub table: u32,
-    /// The kernel interface standing for each port: (port, name).
+    /// The kernel interface standing for each router interface (a port or
+    /// a VLAN sub-interface): (interface, name).
     pub interfaces: Vec<(u16, String)>,
     /// The netlink socket's receive buffer (bytes).
     pub rcvbuf: usize,

@@ -116,7 +116,7 @@ pub(super) fn dispatch<B: PacketBuf, T: TxQueue<Buf = B>>(
 ) {
     let pc = &c.ports[usize::from(in_port)];
     match v {
-        Verdict::Punt => punt_one(punt, &m, in_port, pc),
+        Verdict::Punt(i) => punt_one(punt, &m, i, pc),
         Verdict::Forward(o) => match tx.get_mut(usize::from(o)) {
             Some(Some(t)) => {
                 t.rx_at[t.buf.len()] = rx_at;

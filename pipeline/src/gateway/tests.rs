@@ -87,7 +87,7 @@ fn router() -> Router {
         neighbors6: vec![],
         icmp_rate: 1_000_000,
         neighbor_timeout_ns: 300 * S,
-        punt: false,
+        punt: Default::default(),
     })
 }
 

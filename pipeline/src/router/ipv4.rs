@@ -129,7 +129,7 @@ impl Router {
             && IcmpPacket::new_checked(ip.payload())
                 .is_ok_and(|i| (i.msg_type(), i.code()) == (8, 0));
         if !is_echo {
-            return self.to_router(in_port);
+            return self.for_router(pkt.bytes(), in_port);
         }
         ip.swap_addrs();
         ip.set_ttl(64);
@@ -162,7 +162,7 @@ impl Router {
         }
         let dst = u32::from_be_bytes(ip.dst());
         if dst >> 8 == 0xe0_00_00 || dst == u32::MAX {
-            self.to_router(in_port)
+            self.for_router(pkt.bytes(), in_port)
         } else {
             Verdict::Drop(DropReason::NotForUs)
         }

@@ -35,8 +35,8 @@ impl Router {
             // Link-local multicast (ff02::/16: router solicitations and
             // advertisements, MLD, OSPFv3, DHCPv6) is the kernel's where
             // it has a mirror; other multicast is not routed.
-            if dst >> 112 == 0xff02 && self.cfg.punt {
-                return self.to_router(in_port);
+            if dst >> 112 == 0xff02 && self.cfg.punt.mirrored(in_port) {
+                return self.for_router(pkt.bytes(), in_port);
             }
             return Verdict::Drop(DropReason::NotRoutable);
         }
@@ -101,7 +101,7 @@ impl Router {
         let b = pkt.bytes_mut();
         let l4 = ETHERNET_HEADER_LEN + off;
         if icmp_type != Some(128) || b.len() < l4 + 8 {
-            return self.to_router(in_port);
+            return self.for_router(pkt.bytes(), in_port);
         }
         // Swapping the addresses leaves the pseudo-header sum unchanged;
         // type 128 → 129 changes one word.

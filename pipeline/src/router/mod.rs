@@ -39,6 +39,7 @@ mod icmp;
 mod ipv4;
 mod ipv6;
 mod neighbors;
+mod punt;
 mod vlan;
 
 pub use crate::fib::NextHop;
@@ -48,6 +49,7 @@ use crate::rcu::Reader;
 use crate::verdict::{DropReason, Verdict};
 use crate::wire::{EtherType, MacAddr, ETHERNET_HEADER_LEN};
 use neighbors::{BROADCAST, STATIC};
+pub use punt::{PuntPolicy, PuntRule};
 use rustc_hash::FxHashMap as HashMap;
 use std::net::{Ipv4Addr, Ipv6Addr};
 use std::sync::Arc;
@@ -124,12 +126,14 @@ pub struct RouterConfig {
     /// Learned neighbours older than this (ns) are resolved again; static
     /// ones never age.
     pub neighbor_timeout_ns: u64,
-    /// Hand the kernel (the ports' TAP mirrors) what is for the router
-    /// and not answered here: TCP, UDP and other traffic to its
-    /// addresses, and ARP replies and Neighbor Advertisements (so that the
-    /// kernel resolves its own neighbours). Off: those are dropped as
-    /// `to_router` / consumed.
-    pub punt: bool,
+    /// What goes to the kernel (the TAP mirrors): the interfaces that
+    /// have one and the rules admitting traffic ([`PuntPolicy`]). What is
+    /// for the router and not answered here (TCP, UDP and other traffic to
+    /// its addresses, link-local multicast), and copies of ARP replies and
+    /// Neighbor Advertisements (so that the kernel resolves its own
+    /// neighbours). Without a mirror those are dropped as `to_router` /
+    /// consumed.
+    pub punt: PuntPolicy,
 }
 
 /// New routes, neighbours and interfaces for running routers (a hot
@@ -177,6 +181,9 @@ pub struct Router {
     /// Interfaces below this index are ports; the others are VLAN
     /// sub-interfaces, whose frames are tagged as they leave.
     ports: u16,
+    /// The punt rules' token buckets (grown to the highest rule with a
+    /// rate that was hit).
+    punt_buckets: Vec<punt::Bucket>,
 }
 
 /// A next hop's resolved MAC, valid for its generation, gateway and port.
@@ -231,6 +238,7 @@ impl Router {
             hop_macs: Vec::new(),
             hold: hold::Hold::new(room),
             ports,
+            punt_buckets: Vec::new(),
         }
     }
 
@@ -261,6 +269,7 @@ impl Router {
             .flat_map(|i| i.ipv4.iter().map(|(a, _)| u32::from(*a)))
             .collect();
         self.ports = ports(&cfg.interfaces);
+        self.punt_buckets.clear();
         self.reader.leave();
         if !Arc::ptr_eq(&self.cfg.fib, &cfg.fib) {
             self.reader = cfg.fib.reader();
@@ -342,17 +351,6 @@ impl Router {
         Some((i.ipv6.first()?.0, i.mac))
     }
 
-    /// What happens to a packet for the router that it does not answer
-    /// itself: the kernel's (punted) on a port with a mirror, else
-    /// dropped as `to_router`.
-    pub(super) fn to_router(&self, in_port: u16) -> Verdict {
-        if self.cfg.punt && in_port < self.ports {
-            Verdict::Punt
-        } else {
-            Verdict::Drop(DropReason::ToRouter)
-        }
-    }
-
     /// Whether `a` is one of the router's IPv4 addresses.
     #[inline]
     pub fn is_local4(&self, a: u32) -> bool {
@@ -429,7 +427,7 @@ impl Router {
         let for_us = dst == iface.mac;
         match ethertype {
             EtherType::IPV4 if for_us => self.ipv4(pkt, in_port),
-            EtherType::IPV4 if dst.0[0] & 1 == 1 && self.cfg.punt => {
+            EtherType::IPV4 if dst.0[0] & 1 == 1 && self.cfg.punt.mirrored(in_port) => {
                 self.ipv4_link_local(pkt, in_port)
             }
             EtherType::IPV6 if for_us || dst.0[0] & 1 == 1 => self.ipv6(pkt, in_port),

@@ -183,8 +183,10 @@ impl Router {
         }
         // A reply to the router: the kernel's too, when it has a mirror
         // (it resolves its own neighbours through it).
-        if op == ARP_REPLY && ours && self.to_router(in_port) == Verdict::Punt {
-            return Verdict::Punt;
+        if op == ARP_REPLY && ours {
+            if let Some(v) = self.punt_neighbor(in_port) {
+                return v;
+            }
         }
         Verdict::Drop(DropReason::Consumed)
     }
@@ -244,8 +246,10 @@ impl Router {
                 }
             }
         }
-        if ty == 136 && self.to_router(in_port) == Verdict::Punt {
-            return Verdict::Punt; // the kernel resolves its neighbours too
+        if ty == 136 {
+            if let Some(v) = self.punt_neighbor(in_port) {
+                return v; // the kernel resolves its neighbours too
+            }
         }
         if ty != 135 || !ours {
             return Verdict::Drop(DropReason::Consumed);

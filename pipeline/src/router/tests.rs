@@ -65,7 +65,7 @@ fn router() -> Router {
         neighbors6: vec![(1, "2001:db8:19::2".parse().unwrap(), GW)],
         icmp_rate: 1000,
         neighbor_timeout_ns: 300_000_000_000,
-        punt: false,
+        punt: Default::default(),
     })
 }
 
@@ -906,12 +906,16 @@ fn vlan_sub_interfaces_receive_their_tags() {
 /// With a control-plane mirror, what is for the router and not answered
 /// here goes to the kernel: traffic to its addresses (not echo), ARP
 /// replies to it, Neighbor Advertisements; without, it is dropped or
-/// consumed as before. Sub-interfaces have no mirror.
+/// consumed as before. A sub-interface punts to its own mirror (the
+/// frame untagged), or drops without one.
 #[test]
 fn punts_to_the_kernel_only_with_a_mirror() {
     let mut cfg = (*vlan_router().cfg).clone();
     let mut plain = Router::new(cfg.clone());
-    cfg.punt = true;
+    cfg.punt.mirrored = vec![true, true, false, false];
+    let mut sub = cfg.clone();
+    sub.punt.mirrored = vec![true, true, true, false];
+    let mut sub = Router::new(sub);
     let mut r = Router::new(cfg);
     let mut tcp = udp4("198.18.0.10", "198.18.0.1", 64, 0);
     tcp[14 + 9] = IpProto::TCP;
@@ -919,13 +923,13 @@ fn punts_to_the_kernel_only_with_a_mirror() {
         let mut ip = Ipv4Packet::new_unchecked(&mut tcp[14..34]);
         ip.fill_checksum();
     }
-    assert_eq!(r.process(&mut tcp.clone(), 0), Verdict::Punt);
+    assert_eq!(r.process(&mut tcp.clone(), 0), Verdict::Punt(0));
     assert_eq!(
         plain.process(&mut tcp.clone(), 0),
         Verdict::Drop(DropReason::ToRouter)
     );
     let mut reply = arp(2, HOST, "198.18.0.10", "198.18.0.1", R0);
-    assert_eq!(r.process(&mut reply.clone(), 0), Verdict::Punt);
+    assert_eq!(r.process(&mut reply.clone(), 0), Verdict::Punt(0));
     assert_eq!(
         plain.process(&mut reply, 0),
         Verdict::Drop(DropReason::Consumed)
@@ -943,7 +947,14 @@ fn punts_to_the_kernel_only_with_a_mirror() {
         ip.fill_checksum();
     }
     let mut f = tagged(&from, &[(0x8100, 100)]);
-    assert_eq!(r.process(&mut f, 1), Verdict::Drop(DropReason::ToRouter));
+    assert_eq!(
+        r.process(&mut f.clone(), 1),
+        Verdict::Drop(DropReason::ToRouter)
+    );
+    assert_eq!(sub.process(&mut f, 1), Verdict::Punt(2));
+    assert_eq!(f, from, "the kernel's copy is untagged");
+    let mut q = tagged(&from, &[(0x88a8, 200), (0x8100, 300)]);
+    assert_eq!(sub.process(&mut q, 1), Verdict::Drop(DropReason::ToRouter));
     // Link-local multicast (an OSPF hello to 224.0.0.5) and limited
     // broadcast are the kernel's; other multicast is not.
     let group = |dst: &str, mac: [u8; 6]| {
@@ -955,13 +966,13 @@ fn punts_to_the_kernel_only_with_a_mirror() {
         f
     };
     let hello = group("224.0.0.5", [0x01, 0x00, 0x5e, 0, 0, 5]);
-    assert_eq!(r.process(&mut hello.clone(), 0), Verdict::Punt);
+    assert_eq!(r.process(&mut hello.clone(), 0), Verdict::Punt(0));
     assert_eq!(
         plain.process(&mut hello.clone(), 0),
         Verdict::Drop(DropReason::NotForUs)
     );
     let mut bcast = group("255.255.255.255", [0xff; 6]);
-    assert_eq!(r.process(&mut bcast, 0), Verdict::Punt);
+    assert_eq!(r.process(&mut bcast, 0), Verdict::Punt(0));
     let mut other = group("224.1.2.3", [0x01, 0x00, 0x5e, 1, 2, 3]);
     assert_eq!(
         r.process(&mut other, 0),
@@ -989,7 +1000,7 @@ fn punts_to_the_kernel_only_with_a_mirror() {
         f[54] = 133;
         f
     };
-    assert_eq!(r.process(&mut rs("ff02::2"), 0), Verdict::Punt);
+    assert_eq!(r.process(&mut rs("ff02::2"), 0), Verdict::Punt(0));
     assert_eq!(
         plain.process(&mut rs("ff02::2"), 0),
         Verdict::Drop(DropReason::NotRoutable)
@@ -998,6 +1009,95 @@ fn punts_to_the_kernel_only_with_a_mirror() {
         r.process(&mut rs("ff05::2"), 0),
         Verdict::Drop(DropReason::NotRoutable)
     );
+}
+
+/// Punt rules (control-plane policing): only what a rule admits reaches
+/// the kernel, each rule within its rate; the rest is counted as denied
+/// or policed. Neighbour messages for the kernel pass regardless.
+#[test]
+fn punt_rules_admit_and_police() {
+    let mut cfg = (*router().cfg).clone();
+    cfg.punt = PuntPolicy {
+        mirrored: vec![true, true],
+        rules: vec![
+            PuntRule {
+                proto: Some(IpProto::TCP),
+                ports: Some((179, 179)),
+                from: vec![("198.18.0.0".parse().unwrap(), 24)],
+                rate: None,
+            },
+            PuntRule {
+                proto: Some(IpProto::UDP),
+                ports: Some((3784, 3785)),
+                ..Default::default()
+            },
+            PuntRule {
+                proto: Some(89),
+                rate: Some(10),
+                ..Default::default()
+            },
+        ],
+    };
+    let mut r = Router::new(cfg);
+    r.tick(1_000_000_000);
+    let l4 = |src: &str, proto: u8, dport: u16| {
+        let mut f = udp4(src, "198.18.0.1", 64, 0);
+        f[14 + 9] = proto;
+        f[36..38].copy_from_slice(&dport.to_be_bytes());
+        Ipv4Packet::new_unchecked(&mut f[14..34]).fill_checksum();
+        f
+    };
+    let denied = Verdict::Drop(DropReason::PuntDenied);
+    assert_eq!(
+        r.process(&mut l4("198.18.0.10", IpProto::TCP, 179), 0),
+        Verdict::Punt(0)
+    );
+    assert_eq!(
+        r.process(&mut l4("198.18.0.10", IpProto::TCP, 22), 0),
+        denied
+    );
+    assert_eq!(
+        r.process(&mut l4("198.18.7.10", IpProto::TCP, 179), 0),
+        denied
+    );
+    assert_eq!(
+        r.process(&mut l4("198.18.7.10", IpProto::UDP, 3785), 0),
+        Verdict::Punt(0)
+    );
+    assert_eq!(
+        r.process(&mut l4("198.18.0.10", IpProto::UDP, 53), 0),
+        denied
+    );
+    // A later fragment has no ports: not admitted by a port rule.
+    let mut frag = l4("198.18.0.10", IpProto::TCP, 179);
+    Ipv4Packet::new_unchecked(&mut frag[14..34]).set_flags_frag(0x0010);
+    Ipv4Packet::new_unchecked(&mut frag[14..34]).fill_checksum();
+    assert_eq!(r.process(&mut frag, 0), denied);
+    // OSPF hellos to 224.0.0.5 at 10/s: a burst of one, then policed; 100
+    // ms later one more.
+    let hello = || {
+        let mut f = udp4("198.18.0.10", "224.0.0.5", 1, 0);
+        f[0..6].copy_from_slice(&[0x01, 0x00, 0x5e, 0, 0, 5]);
+        f[14 + 9] = 89;
+        Ipv4Packet::new_unchecked(&mut f[14..34]).fill_checksum();
+        f
+    };
+    let got: Vec<Verdict> = (0..5).map(|_| r.process(&mut hello(), 0)).collect();
+    let policed = Verdict::Drop(DropReason::PuntPoliced);
+    assert_eq!(got, [Verdict::Punt(0), policed, policed, policed, policed]);
+    r.tick(1_100_000_000);
+    assert_eq!(r.process(&mut hello(), 0), Verdict::Punt(0));
+    assert_eq!(r.process(&mut hello(), 0), policed);
+    // The kernel still gets the ARP replies it resolves neighbours by, and
+    // echo requests are still answered here.
+    let mut reply = arp(2, HOST, "198.18.0.10", "198.18.0.1", R0);
+    assert_eq!(r.process(&mut reply, 0), Verdict::Punt(0));
+    let mut echo = l4("198.18.0.10", IpProto::ICMP, 0);
+    echo[34] = 8;
+    echo[35] = 0;
+    let c = checksum::checksum(&echo[34..]);
+    echo[36..38].copy_from_slice(&c.to_be_bytes());
+    assert_eq!(r.process(&mut echo, 0), Verdict::Forward(0));
 }
 
 /// Neighbours mirrored from the kernel: they release held packets, are

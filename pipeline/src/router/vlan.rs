@@ -39,6 +39,22 @@ impl Vlan {
             4
         }
     }
+
+    /// The tags it puts after a frame's MAC addresses (the first
+    /// [`Vlan::tag_len`] bytes): QinQ's S-tag (TPID 0x88a8) first, then
+    /// the 802.1Q tag (TPID 0x8100), PCP 0.
+    pub fn tag_bytes(&self) -> [u8; 8] {
+        let mut t = [0u8; 8];
+        let mut o = 0;
+        if let Some(outer) = self.outer {
+            t[0..2].copy_from_slice(&EtherType::QINQ.to_be_bytes());
+            t[2..4].copy_from_slice(&outer.to_be_bytes());
+            o = 4;
+        }
+        t[o..o + 2].copy_from_slice(&EtherType::VLAN.to_be_bytes());
+        t[o + 2..o + 4].copy_from_slice(&self.id.to_be_bytes());
+        t
+    }
 }
 
 /// The tags of a frame: (outer, inner) VLAN ids, `None` for the inner one
@@ -108,14 +124,7 @@ impl Router {
         }
         let b = pkt.bytes_mut();
         b.copy_within(n..n + 12, 0);
-        let mut o = 12;
-        if let Some(outer) = v.outer {
-            b[o..o + 2].copy_from_slice(&EtherType::QINQ.to_be_bytes());
-            b[o + 2..o + 4].copy_from_slice(&outer.to_be_bytes());
-            o += 4;
-        }
-        b[o..o + 2].copy_from_slice(&EtherType::VLAN.to_be_bytes());
-        b[o + 2..o + 4].copy_from_slice(&v.id.to_be_bytes());
+        b[12..12 + n].copy_from_slice(&v.tag_bytes()[..n]);
         Verdict::Forward(v.port)
     }
 }
