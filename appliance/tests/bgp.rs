@@ -55,6 +55,22 @@ iface = "r2"
 tap = true
 netlink = true
 
+# Control-plane policing: BGP from the peering LANs only (to port 179, and
+# the answers to sessions BIRD opens), OSPF within a rate.
+[[control_plane.punt]]
+proto = "tcp"
+port = 179
+from = ["198.18.0.0/24", "198.20.0.0/24"]
+
+[[control_plane.punt]]
+proto = "tcp"
+sport = 179
+from = ["198.18.0.0/24", "198.20.0.0/24"]
+
+[[control_plane.punt]]
+proto = "ospf"
+rate = 100
+
 [[worker]]
 core = 0
 mode = "l3fwd"

@@ -6,14 +6,17 @@
 //! module for VLAN interfaces) and checks the answers come back with the
 //! same tags: from the router itself, and from the server through Sluice
 //! (whose first request waits for Sluice's ARP). A frame with an unknown
-//! VLAN gets no answer and is counted. Needs root, `ip` and `python3`;
-//! skipped without them unless `CI` is set. The namespaces are removed
-//! when the test ends, passed or failed.
+//! VLAN gets no answer and is counted. A second test gives the VLAN
+//! sub-interface a TAP mirror of its own, with punt rules and the
+//! netlink route mirror (see its comment). Needs root, `ip` and
+//! `python3`; skipped without them unless `CI` is set. The namespaces are
+//! removed when the test ends, passed or failed.
 
 mod common;
 
-use common::{as_root, have, stop_for_summary, Nets};
+use common::{as_root, ctl_json, have, stop_for_summary, until_routes, wait_for, Nets};
 use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
 
 const CONFIG: &str = r#"
 [run]
@@ -229,3 +232,315 @@ V999 = [(0x8100, 999)]
 s.send(echo(V999, "198.18.100.2", "198.18.100.1", 31))
 print("PASS silent vlan999" if not any(et == 0x0800 for _, et, _ in frames(1.0)) else "FAIL silent vlan999")
 "#;
+
+const TAP_CONFIG: &str = r#"
+[run]
+duration = 60
+stats_period = 1.0
+
+[management]
+socket = "SOCK"
+
+[[port]]
+name = "inside"
+driver = "afpacket"
+mac = "02:51:00:00:00:00"
+[port.afpacket]
+iface = "r0"
+
+[[port]]
+name = "outside"
+driver = "afpacket"
+mac = "02:51:00:00:00:01"
+ipv4 = ["198.19.0.1/24"]
+[port.afpacket]
+iface = "r1"
+
+[[vlan]]
+port = "inside"
+id = 100
+mtu = 1400
+ipv4 = ["198.18.100.1/24"]
+
+[control_plane]
+tap = true
+netlink = true
+
+# TCP to 1790 from the VLAN's subnet only; UDP to 5000 at 5 per second.
+[[control_plane.punt]]
+proto = "tcp"
+port = 1790
+from = "198.18.100.0/24"
+
+[[control_plane.punt]]
+proto = "udp"
+port = 5000
+rate = 5
+
+[[worker]]
+core = 0
+mode = "l3fwd"
+rx = ["inside", "outside"]
+[worker.poll]
+mode = "adaptive"
+"#;
+
+/// A VLAN interface for the client, in Python: this kernel has no 8021q
+/// module, so a TAP (`cv`) stands for `c0.100`, and frames are tagged
+/// (VLAN 100) on their way from it to `c0` and untagged on their way back.
+const RELAY: &str = r#"
+import fcntl, os, select, socket, struct
+SOL_PACKET, PACKET_AUXDATA = 263, 8
+tap = os.open("/dev/net/tun", os.O_RDWR)
+fcntl.ioctl(tap, 0x400454ca, struct.pack("16sH", b"cv", 0x0002 | 0x1000))
+s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(3))
+s.bind(("c0", 0))
+s.setsockopt(SOL_PACKET, PACKET_AUXDATA, 1)
+TAG = struct.pack("!HH", 0x8100, 100)
+while True:
+    r, _, _ = select.select([tap, s], [], [])
+    if tap in r:
+        f = os.read(tap, 65536)
+        s.send(f[:12] + TAG + f[12:])
+    if s in r:
+        data, anc, _, addr = s.recvmsg(65536, socket.CMSG_SPACE(20))
+        if addr[2] == socket.PACKET_OUTGOING:
+            continue
+        vid = None
+        for lvl, typ, d in anc:
+            if lvl == SOL_PACKET and typ == PACKET_AUXDATA and len(d) >= 20:
+                st, _, _, _, _, tci, _ = struct.unpack("IIIHHHH", d[:20])
+                if st & (1 << 4):
+                    vid = tci & 0xfff
+        if vid is None and data[12:14] == b"\x81\x00":
+            vid = struct.unpack("!H", data[14:16])[0] & 0xfff
+            data = data[:12] + data[16:]
+        if vid == 100:
+            os.write(tap, data)
+"#;
+
+const TCP_SERVER: &str = r#"
+import socket
+s = socket.socket()
+s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(("198.18.100.1", 1790))
+s.listen(1)
+c, _ = s.accept()
+n = 0
+while True:
+    b = c.recv(65536)
+    if not b:
+        break
+    n += len(b)
+c.sendall(str(n).encode())
+c.close()
+"#;
+
+const UDP_SERVER: &str = r#"
+import socket
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+s.bind(("198.18.100.1", 5000))
+s.settimeout(30)
+n = 0
+try:
+    while True:
+        s.recv(2048)
+        n += 1
+        s.settimeout(2)
+except socket.timeout:
+    pass
+print("udp", n)
+"#;
+
+const TAP_CLIENT: &str = r#"
+import socket, time
+s = socket.create_connection(("198.18.100.1", 1790), timeout=10)
+s.sendall(bytes(range(256)) * 1024)
+s.shutdown(socket.SHUT_WR)
+n = s.recv(100)
+print("PASS tcp" if n == b"262144" else "FAIL tcp %r" % n)
+# Not admitted by any rule: no answer, no reset.
+t = socket.socket()
+t.settimeout(1)
+try:
+    t.connect(("198.18.100.1", 22))
+    print("FAIL ssh connected")
+except (socket.timeout, OSError) as e:
+    print("PASS ssh denied" if isinstance(e, socket.timeout) else "FAIL ssh %r" % e)
+u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+for i in range(100):
+    u.sendto(b"x" * 64, ("198.18.100.1", 5000))
+print("sent 100")
+"#;
+
+/// A VLAN sub-interface's own TAP mirror, punt rules and the netlink
+/// mirror, end to end: Sluice's `inside` port has no address, its VLAN
+/// 100 sub-interface has one and a TAP (`sl-inside.100`) where the test
+/// puts it (as a routing daemon's host would). A client behind a tagging
+/// relay (VLAN 100) reaches a TCP server the kernel runs there (punted
+/// untagged, the kernel's segments sent tagged), is refused port 22 (no
+/// rule: `punt_denied`, the kernel never sees it) and floods UDP port
+/// 5000 (rate 5: what the kernel's socket counts plus `punt_policed`
+/// is exactly what was sent). Then a kernel route via the sub-interface's
+/// TAP reaches Sluice's FIB over netlink and carries a ping from the
+/// server side, tagged on VLAN 100 (Sluice's ARP for the next hop too).
+#[test]
+fn vlan_sub_interface_has_its_own_tap_punt_rules_and_routes() {
+    if !as_root() {
+        return;
+    }
+    if !have("ip") || !have("python3") {
+        return;
+    }
+    let n = Nets::new("sl-vt", &["c", "r", "s"]);
+    let (c, r, s) = (&n.0[0], &n.0[1], &n.0[2]);
+    n.veth("c0", c, "r0", r);
+    n.veth("s0", s, "r1", r);
+    n.sh(
+        r,
+        "ip link set r0 up && ip link set r1 up \
+         && sysctl -qw net.ipv4.conf.r0.arp_ignore=8 net.ipv4.conf.r1.arp_ignore=8",
+    );
+    n.sh(
+        c,
+        "ip link set c0 up && ip addr add 203.0.113.1/32 dev lo && ip link set lo up",
+    );
+    n.sh(
+        s,
+        "ip link set s0 up && ip addr add 198.19.0.2/24 dev s0 \
+         && ip route add 203.0.113.0/24 via 198.19.0.1",
+    );
+
+    let dir = std::env::temp_dir().join(format!("sluice-vlantap-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let sock = dir.join("ctl.sock");
+    let cfg = dir.join("vlan-tap.toml");
+    std::fs::write(
+        &cfg,
+        TAP_CONFIG.replace("SOCK", &sock.display().to_string()),
+    )
+    .unwrap();
+    for (f, text) in [
+        ("relay.py", RELAY),
+        ("tcp.py", TCP_SERVER),
+        ("udp.py", UDP_SERVER),
+        ("client.py", TAP_CLIENT),
+    ] {
+        std::fs::write(dir.join(f), text).unwrap();
+    }
+    let py = |ns: &str, f: &str| {
+        common::Killed(
+            Command::new("ip")
+                .args(["netns", "exec", ns, "python3"])
+                .arg(dir.join(f))
+                .stdout(Stdio::piped())
+                .spawn()
+                .unwrap(),
+        )
+    };
+    let _relay = py(c, "relay.py");
+    let child = common::Killed(
+        Command::new("ip")
+            .args(["netns", "exec", r])
+            .arg(env!("CARGO_BIN_EXE_sluice"))
+            .arg("run")
+            .arg(&cfg)
+            .arg("--json")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    wait_for(&sock);
+    // The sub-interface's TAP, with the port's MAC and the VLAN's MTU; no
+    // TAP for the port without addresses.
+    let t = Instant::now();
+    loop {
+        let links = n.sh(r, "ip -o link show");
+        let relay = n.sh(c, "ip -o link show");
+        if links.contains("sl-inside.100") && relay.contains("cv:") {
+            let line = links.lines().find(|l| l.contains("sl-inside.100")).unwrap();
+            assert!(line.contains("mtu 1400"), "{line}");
+            assert!(line.contains("02:51:00:00:00:00"), "{line}");
+            assert!(!links.contains("sl-inside:"), "{links}");
+            break;
+        }
+        assert!(t.elapsed() < Duration::from_secs(20), "no TAP: {links}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    n.sh(
+        c,
+        "ip link set cv address 02:c1:00:00:00:02 mtu 1400 up \
+         && ip addr add 198.18.100.2/24 dev cv && ip route add 198.19.0.0/24 via 198.18.100.1",
+    );
+    n.sh(r, "ip addr add 198.18.100.1/24 dev sl-inside.100");
+
+    let tcp = py(r, "tcp.py");
+    // Ends by itself, 2 s after the last datagram (30 s at most).
+    let udp = Command::new("ip")
+        .args(["netns", "exec", r, "python3"])
+        .arg(dir.join("udp.py"))
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(500));
+    let out = n.sh(
+        c,
+        &format!("python3 {} 2>&1 || true", dir.join("client.py").display()),
+    );
+    drop(tcp);
+    let udp = udp.wait_with_output().unwrap();
+    let got: u64 = String::from_utf8_lossy(&udp.stdout)
+        .trim()
+        .strip_prefix("udp ")
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("udp server: {udp:?}"));
+    assert!(out.contains("PASS tcp"), "{out}");
+    assert!(out.contains("PASS ssh denied"), "{out}");
+    assert!(out.contains("sent 100"), "{out}");
+
+    // A route the kernel has via the sub-interface's TAP: in the FIB over
+    // netlink, on the sub-interface, and it carries traffic tagged.
+    n.sh(
+        r,
+        "ip route add 203.0.113.0/24 via 198.18.100.2 dev sl-inside.100",
+    );
+    until_routes(&sock, &["203.0.113.1"], 20, |v| {
+        v["paths"].as_array().is_some_and(|p| {
+            p.len() == 1 && p[0]["via"] == "198.18.100.2" && p[0]["port"] == "inside.100"
+        })
+    });
+    let ping = n.sh(s, "ping -c 3 -i 0.2 -W 2 -q 203.0.113.1 || true");
+    assert!(ping.contains(" 0% packet loss"), "{ping}");
+    let nl = ctl_json(&sock, &["show", "routes"]);
+    assert!(nl["netlink"]["mirrored"].as_u64() >= Some(1), "{nl}");
+    let addrs = nl["netlink"]["addresses"].to_string();
+    assert!(
+        addrs.contains(r#"{"addr":"198.18.100.1/24","port":"inside.100"}"#),
+        "{nl}"
+    );
+
+    let (v, _) = stop_for_summary(child);
+    let _ = std::fs::remove_dir_all(&dir);
+    let summary = v.to_string();
+    assert_eq!(v["balance"]["balanced"], true, "{summary}");
+    let drops = &v["ports"][0]["drops"]["stage"];
+    // The SYN to port 22 and its retransmissions: denied, never punted.
+    assert!(drops["punt_denied"].as_u64() >= Some(1), "{summary}");
+    // Every datagram was either policed or reached the kernel's socket;
+    // a burst of 100 at 5/s mostly policed.
+    let policed = drops["punt_policed"].as_u64().unwrap_or(0);
+    assert_eq!(got + policed, 100, "server got {got}: {summary}");
+    assert!(policed >= 80, "{summary}");
+    assert!(
+        v["balance"]["punted"].as_u64() >= Some(5 + got),
+        "{summary}"
+    );
+    assert!(v["balance"]["injected"].as_u64() >= Some(3), "{summary}");
+    // The kernel's echo replies came back through Sluice: tagged on the
+    // way in (the relay drops anything else).
+    assert!(v["ports"][1]["tx_pkts"].as_u64() >= Some(3), "{summary}");
+    // The TAP is gone with Sluice.
+    assert!(!n.sh(r, "ip -o link show").contains("sl-inside.100"));
+}

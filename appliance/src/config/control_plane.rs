@@ -21,6 +21,8 @@ pub(super) struct RawPuntRule {
     proto: Option<Spanned<ProtoSpec>>,
     /// Destination port or range (TCP, UDP, SCTP).
     port: Option<Spanned<PortSpec>>,
+    /// Source port or range (TCP, UDP, SCTP).
+    sport: Option<Spanned<PortSpec>>,
     /// Source prefixes.
     from: Option<Spanned<OneOrMany>>,
     /// Packets per second per core.
@@ -164,15 +166,19 @@ pub(super) fn punt_rules(raw: &RawFile, cx: &mut Ctx<'_>) -> Vec<PuntRule> {
                 }
             }
         }
-        if let Some(p) = &r.port {
+        for (field, spec, slot) in [
+            ("port", &r.port, &mut rule.ports),
+            ("sport", &r.sport, &mut rule.sports),
+        ] {
+            let Some(p) = spec else { continue };
             match port_range(p.get_ref()) {
-                Ok(range) if matches!(rule.proto, Some(6 | 17 | 132)) => rule.ports = Some(range),
+                Ok(range) if matches!(rule.proto, Some(6 | 17 | 132)) => *slot = Some(range),
                 Ok(_) => {
-                    cx.err(p, k("port"), "a port needs `proto` tcp, udp or sctp");
+                    cx.err(p, k(field), "a port needs `proto` tcp, udp or sctp");
                     ok = false;
                 }
                 Err(e) => {
-                    cx.err(p, k("port"), e);
+                    cx.err(p, k(field), e);
                     ok = false;
                 }
             }

@@ -131,12 +131,14 @@ pub fn describe(c: &Config) -> String {
         if let Some(p) = r.proto {
             what.push(format!("proto {p}"));
         }
-        if let Some((lo, hi)) = r.ports {
-            what.push(if lo == hi {
-                format!("port {lo}")
-            } else {
-                format!("ports {lo}-{hi}")
-            });
+        for (name, range) in [("port", r.ports), ("sport", r.sports)] {
+            if let Some((lo, hi)) = range {
+                what.push(if lo == hi {
+                    format!("{name} {lo}")
+                } else {
+                    format!("{name} {lo}-{hi}")
+                });
+            }
         }
         if !r.from.is_empty() {
             let f: Vec<String> = r.from.iter().map(|(a, l)| format!("{a}/{l}")).collect();

@@ -13,8 +13,9 @@
 //! to resolve its own neighbours (ARP replies, Neighbor Advertisements)
 //! are never subject to rules. Rules match the frame as received on its
 //! interface (tags stripped): protocol (IPv6: the first next header, so
-//! no match on a protocol behind extension headers), destination port
-//! range (TCP, UDP, SCTP; not fragments after the first), source prefixes.
+//! no match on a protocol behind extension headers), destination and
+//! source port ranges (TCP, UDP, SCTP; not fragments after the first),
+//! source prefixes.
 
 use super::Router;
 use crate::verdict::{DropReason, Verdict};
@@ -28,6 +29,10 @@ pub struct PuntRule {
     pub proto: Option<u8>,
     /// Destination port range (inclusive), for TCP, UDP and SCTP.
     pub ports: Option<(u16, u16)>,
+    /// Source port range (inclusive), for TCP, UDP and SCTP: the replies
+    /// to connections the kernel opened (a BGP session from an ephemeral
+    /// port to a peer's 179).
+    pub sports: Option<(u16, u16)>,
     /// Source prefixes, any if empty.
     pub from: Vec<(IpAddr, u8)>,
     /// Packets per second per core; unlimited if `None`.
@@ -70,7 +75,8 @@ pub(super) struct Bucket {
 struct Fields {
     proto: u8,
     src: IpAddr,
-    dport: Option<u16>,
+    /// (source, destination) ports.
+    ports: Option<(u16, u16)>,
 }
 
 /// Reads protocol, source and destination port from the IP packet after
@@ -93,13 +99,16 @@ fn fields(b: &[u8]) -> Option<Fields> {
         }
         _ => return None,
     };
-    let dport = match proto {
-        6 | 17 | 132 if first => l3
-            .get(l4 + 2..l4 + 4)
-            .map(|p| u16::from_be_bytes([p[0], p[1]])),
+    let ports = match proto {
+        6 | 17 | 132 if first => l3.get(l4..l4 + 4).map(|p| {
+            (
+                u16::from_be_bytes([p[0], p[1]]),
+                u16::from_be_bytes([p[2], p[3]]),
+            )
+        }),
         _ => None,
     };
-    Some(Fields { proto, src, dport })
+    Some(Fields { proto, src, ports })
 }
 
 fn within(a: IpAddr, (p, len): (IpAddr, u8)) -> bool {
@@ -112,10 +121,12 @@ fn within(a: IpAddr, (p, len): (IpAddr, u8)) -> bool {
 
 impl PuntRule {
     fn admits(&self, f: &Fields) -> bool {
+        let in_range = |r: Option<(u16, u16)>, p: Option<u16>| {
+            r.is_none_or(|(lo, hi)| p.is_some_and(|p| (lo..=hi).contains(&p)))
+        };
         self.proto.is_none_or(|p| p == f.proto)
-            && self
-                .ports
-                .is_none_or(|(lo, hi)| f.dport.is_some_and(|d| (lo..=hi).contains(&d)))
+            && in_range(self.ports, f.ports.map(|p| p.1))
+            && in_range(self.sports, f.ports.map(|p| p.0))
             && (self.from.is_empty() || self.from.iter().any(|p| within(f.src, *p)))
     }
 }

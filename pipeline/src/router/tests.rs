@@ -1024,11 +1024,17 @@ fn punt_rules_admit_and_police() {
                 proto: Some(IpProto::TCP),
                 ports: Some((179, 179)),
                 from: vec![("198.18.0.0".parse().unwrap(), 24)],
-                rate: None,
+                ..Default::default()
             },
             PuntRule {
                 proto: Some(IpProto::UDP),
                 ports: Some((3784, 3785)),
+                ..Default::default()
+            },
+            PuntRule {
+                proto: Some(IpProto::TCP),
+                sports: Some((179, 179)),
+                from: vec![("198.18.0.0".parse().unwrap(), 24)],
                 ..Default::default()
             },
             PuntRule {
@@ -1068,6 +1074,13 @@ fn punt_rules_admit_and_police() {
         r.process(&mut l4("198.18.0.10", IpProto::UDP, 53), 0),
         denied
     );
+    // A peer's answer from its port 179 to the kernel's ephemeral port.
+    let mut answer = l4("198.18.0.10", IpProto::TCP, 40000);
+    answer[34..36].copy_from_slice(&179u16.to_be_bytes());
+    assert_eq!(r.process(&mut answer.clone(), 0), Verdict::Punt(0));
+    answer[26] = 7; // from 7.18.0.10: not the peering LAN
+    Ipv4Packet::new_unchecked(&mut answer[14..34]).fill_checksum();
+    assert_eq!(r.process(&mut answer, 0), denied);
     // A later fragment has no ports: not admitted by a port rule.
     let mut frag = l4("198.18.0.10", IpProto::TCP, 179);
     Ipv4Packet::new_unchecked(&mut frag[14..34]).set_flags_frag(0x0010);
