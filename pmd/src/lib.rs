@@ -58,6 +58,7 @@ pub mod hist;
 pub mod mbuf;
 pub mod null;
 pub mod pcap;
+pub mod probe;
 pub mod softnic;
 pub mod sys;
 pub mod tap;

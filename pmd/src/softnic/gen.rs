@@ -8,28 +8,18 @@
 //! remainder, so packets and coalescing timers fire on time. At `Rate::Max`
 //! it spins.
 
-use super::{Coalesce, GenConfig, Intr, Pattern, Rate, Shared, SinkCounters, SoftRx, SoftTx};
+use super::{Coalesce, Intr, Rate, Shared, SinkCounters, SoftRx, SoftTx};
 use super::{Control, SoftnicConfig};
 use crate::hist::{hist_pair, HistReader, HistWriter};
 use crate::mbuf::{Mbuf, Pool, CACHE_SIZE, DEFAULT_DATA_ROOM};
+use crate::probe::{build_flows, Flow, Pacer};
 use crate::sys::{rdtsc, set_timer_slack, EventFd, Tsc};
 use crate::{BoxRx, BoxTx, Counter, OpenPort, PacketBuf, PortError, QueueCounters};
-use pipeline::checksum;
-use pipeline::wire::{
-    EtherType, EthernetFrame, IpProto, Ipv4Packet, Ipv6Packet, ETHERNET_HEADER_LEN,
-};
-use rand::rngs::SmallRng;
-use rand::{RngExt, SeedableRng};
-use rand_distr::{Distribution, Exp};
 use std::sync::atomic::{fence, AtomicBool, AtomicU8, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-/// First word of the payload signature ("SLC1").
-pub const MAGIC: u32 = 0x534c_4331;
-/// Bytes of the signature: magic, sequence, TSC.
-pub const SIG_LEN: usize = 16;
 /// Shortest sleep between batches below the top rate.
 const MIN_SLEEP: Duration = Duration::from_micros(5);
 /// Longest the sink goes without draining the TX rings.
@@ -50,17 +40,6 @@ struct Ctl {
     gen_stopped: AtomicBool,
 }
 
-/// One precomputed flow: its frame with a zero signature and the offsets to
-/// patch per packet.
-struct Flow {
-    frame: Vec<u8>,
-    sig_off: usize,
-    csum_off: usize,
-    udp: bool,
-    queue: u16,
-    rss: u32,
-}
-
 struct GenPort {
     port: u16,
     shared: Arc<Shared>,
@@ -69,12 +48,10 @@ struct GenPort {
     tx: Vec<rtrb::Consumer<Mbuf>>,
     flows: Vec<Flow>,
     next_flow: usize,
-    seq: u32,
+    /// Per flow, its next sequence number.
+    seq: Vec<u32>,
     rate: Rate,
-    gap: f64,
-    next_due: f64,
-    exp: Option<Exp<f64>>,
-    rng: SmallRng,
+    pacer: Pacer,
     coalesce_cycles: u64,
     coalesce_frames: usize,
     pending_since: Vec<u64>,
@@ -91,154 +68,6 @@ pub struct Generator {
 pub struct GenHandle {
     ctl: Arc<Ctl>,
     thread: JoinHandle<()>,
-}
-
-fn symmetric_hash(a: &[u8], b: &[u8], pa: u16, pb: u16) -> u32 {
-    // Order-independent: XOR of both endpoints, then a 32-bit finaliser.
-    let mut x: u64 = u64::from(pa ^ pb);
-    for (i, (p, q)) in a.iter().zip(b).enumerate() {
-        x ^= u64::from(p ^ q) << ((i % 8) * 8);
-    }
-    x = (x ^ (x >> 33)).wrapping_mul(0xff51_afd7_ed55_8ccd);
-    x = (x ^ (x >> 33)).wrapping_mul(0xc4ce_b9fe_1a85_ec53);
-    (x ^ (x >> 33)) as u32
-}
-
-fn pick<T: Copy + Into<u128> + TryFrom<u128>>(rng: &mut SmallRng, s: super::Span<T>) -> T {
-    let (a, b) = (s.first.into(), s.last.into());
-    let (lo, hi) = if a <= b { (a, b) } else { (b, a) };
-    let v = lo + rng.random_range(0..=(hi - lo).min(u64::MAX as u128) as u64) as u128;
-    T::try_from(v).unwrap_or(s.first)
-}
-
-fn build_flow(cfg: &GenConfig, rng: &mut SmallRng, nrxq: u16) -> Flow {
-    let tcp = rng.random_bool(cfg.tcp_share.clamp(0.0, 1.0));
-    let v6 = rng.random_bool(cfg.ipv6_share.clamp(0.0, 1.0));
-    let sport = pick(rng, cfg.src_port);
-    let dport = pick(rng, cfg.dst_port);
-    let l3_len = if v6 { 40 } else { 20 };
-    let l4_len = if tcp { 20 } else { 8 };
-    let min = ETHERNET_HEADER_LEN + l3_len + l4_len + SIG_LEN;
-    let len = cfg.size.clamp(min, DEFAULT_DATA_ROOM);
-    let mut f = vec![0u8; len];
-    // Payload after the signature: a recognisable byte pattern.
-    for (i, b) in f[min..].iter_mut().enumerate() {
-        *b = i as u8;
-    }
-    let mut eth = EthernetFrame::new_unchecked(&mut f[..]);
-    eth.set_dst(cfg.dst_mac);
-    eth.set_src(cfg.src_mac);
-    let l4_off = ETHERNET_HEADER_LEN + l3_len;
-    let l4_total = len - l4_off;
-    let proto = if tcp { IpProto::TCP } else { IpProto::UDP };
-    let (pseudo, rss) = if v6 {
-        eth.set_ethertype(EtherType::IPV6);
-        let src = pick(rng, cfg.src_ip6.map(u128::from)).to_be_bytes();
-        let dst = pick(rng, cfg.dst_ip6.map(u128::from)).to_be_bytes();
-        let mut ip = Ipv6Packet::new_unchecked(&mut f[ETHERNET_HEADER_LEN..]);
-        ip.set_version();
-        ip.set_payload_len(l4_total as u16);
-        ip.set_next_header(proto);
-        ip.set_hop_limit(64);
-        ip.set_src(src);
-        ip.set_dst(dst);
-        (
-            checksum::pseudo_v6(src, dst, proto, l4_total as u32),
-            symmetric_hash(&src, &dst, sport, dport),
-        )
-    } else {
-        eth.set_ethertype(EtherType::IPV4);
-        let src = pick(rng, cfg.src_ip.map(u32::from)).to_be_bytes();
-        let dst = pick(rng, cfg.dst_ip.map(u32::from)).to_be_bytes();
-        let mut ip = Ipv4Packet::new_unchecked(&mut f[ETHERNET_HEADER_LEN..]);
-        ip.set_version_ihl(20);
-        ip.set_total_len((len - ETHERNET_HEADER_LEN) as u16);
-        ip.set_flags_frag(0x4000);
-        ip.set_ttl(64);
-        ip.set_protocol(proto);
-        ip.set_src(src);
-        ip.set_dst(dst);
-        ip.fill_checksum();
-        (
-            checksum::pseudo_v4(src, dst, proto, l4_total as u16),
-            symmetric_hash(&src, &dst, sport, dport),
-        )
-    };
-    let l4 = &mut f[l4_off..];
-    l4[0..2].copy_from_slice(&sport.to_be_bytes());
-    l4[2..4].copy_from_slice(&dport.to_be_bytes());
-    let csum_off = if tcp {
-        l4[4..8].copy_from_slice(&1u32.to_be_bytes()); // seq
-        l4[8..12].copy_from_slice(&1u32.to_be_bytes()); // ack
-        l4[12] = 5 << 4; // data offset
-        l4[13] = 0x18; // PSH|ACK
-        l4[14..16].copy_from_slice(&65535u16.to_be_bytes());
-        16
-    } else {
-        l4[4..6].copy_from_slice(&(l4_total as u16).to_be_bytes());
-        6
-    };
-    let c = !checksum::fold(checksum::sum(l4, pseudo));
-    let c = if !tcp && c == 0 { 0xffff } else { c };
-    l4[csum_off..csum_off + 2].copy_from_slice(&c.to_be_bytes());
-    Flow {
-        frame: f,
-        sig_off: l4_off + l4_len,
-        csum_off: l4_off + csum_off,
-        udp: !tcp,
-        queue: (rss % u32::from(nrxq.max(1))) as u16,
-        rss,
-    }
-}
-
-impl<T: Copy> super::Span<T> {
-    fn map<U>(self, f: impl Fn(T) -> U) -> super::Span<U> {
-        super::Span {
-            first: f(self.first),
-            last: f(self.last),
-        }
-    }
-}
-
-/// Checks a frame the sink received; returns the generator's TSC stamp.
-fn check(frame: &[u8]) -> Option<u64> {
-    let eth = EthernetFrame::new_checked(frame).ok()?;
-    let (proto, l4) = match eth.ethertype() {
-        EtherType::IPV4 => {
-            let ip = Ipv4Packet::new_checked(eth.payload()).ok()?;
-            if !ip.verify_checksum()
-                || ETHERNET_HEADER_LEN + usize::from(ip.total_len()) != frame.len()
-            {
-                return None;
-            }
-            let l3 = eth.payload();
-            (
-                ip.protocol(),
-                &l3[ip.header_len()..usize::from(ip.total_len())],
-            )
-        }
-        EtherType::IPV6 => {
-            let ip = Ipv6Packet::new_checked(eth.payload()).ok()?;
-            let l3 = eth.payload();
-            (
-                ip.next_header(),
-                &l3[40..40 + usize::from(ip.payload_len())],
-            )
-        }
-        _ => return None,
-    };
-    let hl = match proto {
-        IpProto::UDP => 8,
-        IpProto::TCP => usize::from(l4.get(12)? >> 4) * 4,
-        _ => return None,
-    };
-    let sig = l4.get(hl..hl + SIG_LEN)?;
-    if u32::from_be_bytes([sig[0], sig[1], sig[2], sig[3]]) != MAGIC {
-        return None;
-    }
-    let mut t = [0u8; 8];
-    t.copy_from_slice(&sig[8..16]);
-    Some(u64::from_be_bytes(t))
 }
 
 impl Generator {
@@ -277,10 +106,8 @@ impl Generator {
             pool_size,
             DEFAULT_DATA_ROOM,
         )?;
-        let mut rng = SmallRng::seed_from_u64(g.seed ^ u64::from(cfg.port) << 32);
-        let flows = (0..g.flows)
-            .map(|_| build_flow(g, &mut rng, cfg.rxq))
-            .collect();
+        let mut rng = crate::probe::rng_for(g.seed, cfg.port);
+        let flows = build_flows(g, &mut rng, cfg.rxq, DEFAULT_DATA_ROOM);
         let intr = (0..cfg.rxq)
             .map(|_| {
                 Ok(Intr {
@@ -315,17 +142,7 @@ impl Generator {
             tx_cons.push(c);
             tx_q.push(Box::new(SoftTx { ring: p }) as BoxTx);
         }
-        let (gap, exp) = match g.rate {
-            Rate::Pps(pps) if pps > 0.0 => {
-                let gap = self.tsc.hz as f64 / pps;
-                let exp = (g.pattern == Pattern::Poisson)
-                    .then(|| Exp::new(1.0 / gap).ok())
-                    .flatten();
-                (gap, exp)
-            }
-            Rate::Pps(_) => (f64::INFINITY, None),
-            Rate::Max => (0.0, None),
-        };
+        let pacer = Pacer::new(g.rate, g.pattern, self.tsc.hz, g.seed ^ u64::from(cfg.port));
         let (hist_w, hist_r) = hist_pair();
         let Coalesce {
             rx_usecs,
@@ -337,14 +154,11 @@ impl Generator {
             pool,
             rx: rx_prod,
             tx: tx_cons,
+            seq: vec![0; flows.len()],
             flows,
             next_flow: 0,
-            seq: 0,
             rate: g.rate,
-            gap,
-            next_due: 0.0,
-            exp,
-            rng,
+            pacer,
             coalesce_cycles: self.tsc.cycles(Duration::from_micros(u64::from(rx_usecs))),
             coalesce_frames: rx_frames.max(1) as usize,
             pending_since: vec![0; usize::from(cfg.rxq)],
@@ -381,9 +195,9 @@ impl Generator {
     fn run(mut self, ctl: &Ctl) {
         set_timer_slack(1_000);
         let tsc = self.tsc;
-        let start = rdtsc() as f64;
+        let start = rdtsc();
         for p in &mut self.ports {
-            p.next_due = start;
+            p.pacer.start(start);
         }
         let sink_cycles = tsc.cycles(SINK_INTERVAL);
         let max_lag = tsc.cycles(MAX_LAG) as f64;
@@ -427,8 +241,8 @@ impl Generator {
             }
             let mut next = now + sink_cycles;
             for p in &self.ports {
-                if phase == RUN && p.gap.is_finite() {
-                    next = next.min(p.next_due as u64);
+                if let Some(due) = p.pacer.next_due().filter(|_| phase == RUN) {
+                    next = next.min(due);
                 }
                 for &since in &p.pending_since {
                     if since != 0 {
@@ -460,7 +274,6 @@ impl Generator {
 impl GenPort {
     /// Offers the packets that are due by `now` to the RX rings.
     fn generate(&mut self, now: u64, max_lag: f64) {
-        let nowf = now as f64;
         if self.rate == Rate::Max {
             for q in 0..self.rx.len() {
                 for _ in 0..MAX_BURST_OFFER {
@@ -470,25 +283,13 @@ impl GenPort {
             self.kick();
             return;
         }
-        if nowf - self.next_due > max_lag {
-            // Behind by more than MAX_LAG (the thread did not run): skip
-            // the backlog rather than burst it, and count what was skipped
-            // (in mean gaps; Poisson's mean gap is `gap` too).
-            let skipped = (nowf - max_lag - self.next_due) / self.gap;
-            if skipped.is_finite() && skipped >= 1.0 {
-                self.shared.sink.late.add(skipped as u64);
-            }
-            self.next_due = nowf - max_lag;
-        }
-        let mut n = 0;
-        while self.next_due <= nowf && n < EMIT_BUDGET {
+        // Behind by more than MAX_LAG (the thread did not run): the
+        // backlog is skipped rather than burst, and counted.
+        let (n, skipped) = self.pacer.due(now, EMIT_BUDGET, max_lag);
+        self.shared.sink.late.add(skipped);
+        for _ in 0..n {
             let q = usize::from(self.flows[self.next_flow].queue);
             self.emit_to(q, now);
-            n += 1;
-            self.next_due += match &self.exp {
-                Some(e) => e.sample(&mut self.rng),
-                None => self.gap,
-            };
         }
         if n > 0 {
             self.kick();
@@ -520,21 +321,9 @@ impl GenPort {
         };
         let f = &self.flows[fi];
         m.copy_from(&f.frame);
-        let seq = self.seq;
-        self.seq = seq.wrapping_add(1);
-        let mut sig = [0u8; SIG_LEN];
-        sig[0..4].copy_from_slice(&MAGIC.to_be_bytes());
-        sig[4..8].copy_from_slice(&seq.to_be_bytes());
-        sig[8..16].copy_from_slice(&now.to_be_bytes());
-        let d = m.data_mut();
-        d[f.sig_off..f.sig_off + SIG_LEN].copy_from_slice(&sig);
-        // The template's checksum covers a zero signature: add its words.
-        let old = u16::from_be_bytes([d[f.csum_off], d[f.csum_off + 1]]);
-        let mut new = !checksum::fold(u64::from(!old) + checksum::sum(&sig, 0));
-        if f.udp && new == 0 {
-            new = 0xffff;
-        }
-        d[f.csum_off..f.csum_off + 2].copy_from_slice(&new.to_be_bytes());
+        let seq = self.seq[fi];
+        self.seq[fi] = seq.wrapping_add(1);
+        f.stamp(m.data_mut(), fi as u16, seq, now);
         m.set_rx_meta(self.port, q as u16, now, f.rss);
         let len = f.frame.len() as u64;
         if self.rx[q].push(m).is_ok() {
@@ -599,8 +388,8 @@ impl GenPort {
             let mut bytes = 0;
             for m in chunk {
                 bytes += m.len() as u64;
-                match check(m.data()) {
-                    Some(t0) => self.hist.record(m.aux().saturating_sub(t0)),
+                match crate::probe::read(m.data()) {
+                    Some(s) => self.hist.record(m.aux().saturating_sub(s.tsc)),
                     None => self.shared.sink.bad.add(1),
                 }
             }
