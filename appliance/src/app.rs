@@ -13,10 +13,6 @@ use std::time::Duration;
 
 /// Buffers in each null / pcap port's pool.
 const POOL_SIZE: usize = 8192;
-/// Buffers for the packets the router held for ARP/ND and sends once
-/// resolved (64 per worker are held at most; several workers share it).
-const INJECT_POOL: usize = 1024;
-
 /// Runs the appliance until the configured duration passes or `stop` is
 /// set; calls `emit` with each period's report and returns the summary.
 pub fn run(cfg: &Config, stop: &AtomicBool, emit: &mut dyn FnMut(&Report)) -> Result<Report> {
@@ -145,9 +141,9 @@ pub fn run(cfg: &Config, stop: &AtomicBool, emit: &mut dyn FnMut(&Report)) -> Re
     let gen = (!gen.is_empty()).then_some(gen);
     // Fresh buffers for the router's held packets (sent once resolved):
     // jumbo-sized, committed only as used.
-    let inject = if cfg.l3fwd_workers() > 0 {
-        let pool = pmd::Pool::new("inject", INJECT_POOL, 9216 + 64)
-            .context("buffer pool for held packets")?;
+    let inject = if cfg.inject_buffers() > 0 {
+        let pool = pmd::Pool::new("inject", cfg.inject_buffers(), 9216 + 64)
+            .context("buffer pool for held packets and generated traffic")?;
         Some(pmd::pool_injector(pool))
     } else {
         None

@@ -25,6 +25,14 @@ pub struct PortCounters {
     /// Packets received on this port and handed to the kernel (the
     /// port's TAP mirror).
     pub punted: Counter,
+    /// Packets the worker's generator (`txonly`, `flowgen`) made for this
+    /// port's TX (a source of the balance, like `injected`).
+    pub generated: Counter,
+    /// Packets the generator skipped because it fell behind its schedule
+    /// (not made: a tester does not burst its backlog).
+    pub gen_late: Counter,
+    /// Packets the generator could not make: no buffer.
+    pub gen_nombuf: Counter,
     /// Packets received on this port that this worker handed to the
     /// worker owning their state (forwarded or dropped there).
     pub handed_off: Counter,
@@ -92,6 +100,11 @@ pub struct WorkerCounters {
     pub gauges: Box<[Counter]>,
     /// The names of `gauges` (the stage's `ForwardMode::GAUGES`).
     pub gauge_names: &'static [&'static str],
+    /// What its probe saw of stamped streams (`txonly`, `flowgen`, and
+    /// `rxonly` with `measure`).
+    pub probe: std::sync::Arc<pmd::probe::ProbeCounters>,
+    /// 1 while its generator is sending (`sluice ctl gen`).
+    pub gen_running: Counter,
 }
 
 impl WorkerCounters {
@@ -110,6 +123,8 @@ impl WorkerCounters {
             event_names,
             gauges: gauge_names.iter().map(|_| Counter::default()).collect(),
             gauge_names,
+            probe: Default::default(),
+            gen_running: Counter::default(),
         }
     }
 }

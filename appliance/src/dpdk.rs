@@ -122,9 +122,16 @@ pub fn run(
         opened.push((port, None));
     }
     // Fresh mbufs for the router's held packets (sent once resolved).
-    let inject = if cfg.l3fwd_workers() > 0 {
-        let mp = Mempool::create(&eal, "sluice-inject", 1023, 32, 2048 + 128)
-            .context("mbuf pool for held packets")?;
+    let inject = if cfg.inject_buffers() > 0 {
+        // DPDK's best pool sizes are 2^n - 1.
+        let mp = Mempool::create(
+            &eal,
+            "sluice-inject",
+            cfg.inject_buffers() - 1,
+            256,
+            2048 + 128,
+        )
+        .context("mbuf pool for held packets and generated traffic")?;
         let make: pmd::Injector<pmd::dpdk::DpdkMbuf> =
             std::sync::Arc::new(move |b: &[u8]| pmd::filled(mp.alloc(), b));
         Some(make)

@@ -148,6 +148,10 @@ where
     let mut tap_tx = Vec::new();
     // Per worker: where `show conntrack` asks for the worker's flows.
     let mut dump_tx = Vec::new();
+    // Per worker: where `sluice ctl gen` sends its generators' commands.
+    let mut gen_tx = Vec::new();
+    // The next generator's first flow number (unique in the process).
+    let mut flow_base = 0u32;
     for w in &cfg.workers {
         let (ptx, prx) = crossbeam_channel::bounded::<crate::poll::Policy>(1);
         policy_tx.push(ptx);
@@ -193,11 +197,50 @@ where
                 hist: hw,
             });
         }
+        // A tester: a generator per TX port (the port's MAC as source, its
+        // peer's as destination), and a probe on what it receives.
+        let (probe, probe_hist) = if w.measure {
+            let (hw, hr) = hist_pair();
+            (
+                Some(pmd::probe::Probe::new(counters.probe.clone(), hw)),
+                Some(hr),
+            )
+        } else {
+            (None, None)
+        };
+        let now = pmd::sys::rdtsc();
+        let mut gens: Vec<crate::tester::TxGen> = Vec::new();
+        if let Some(g) = &w.gen {
+            for &(p, _) in &w.tx {
+                let port = &cfg.ports[usize::from(p)];
+                let mut g = g.clone();
+                g.src_mac = port.mac;
+                g.dst_mac = port.peer_mac;
+                let n = g.flows;
+                gens.push(crate::tester::TxGen::new(
+                    p,
+                    g,
+                    tsc.hz,
+                    now,
+                    flow_base as u16,
+                ));
+                flow_base += n;
+            }
+        }
+        let gen_ctl = if gens.is_empty() {
+            gen_tx.push(None);
+            None
+        } else {
+            let (gtx, grx) = crossbeam_channel::bounded::<crate::tester::GenCommand>(16);
+            gen_tx.push(Some(gtx));
+            Some(grx)
+        };
         wviews.push(WorkerView {
             core: w.core,
             mode: w.mode.name(),
             policy: w.poll.name(),
             counters: counters.clone(),
+            probe_hist,
         });
         setups.push(WorkerSetup {
             core: w.core,
@@ -216,6 +259,9 @@ where
             handoff,
             inject: inject.clone(),
             mirror: None,
+            gens,
+            gen_ctl,
+            probe,
         });
     }
 
@@ -350,7 +396,9 @@ where
                 on_start,
             ),
             FwdMode::MacSwap => spawn_worker(w.core, setup, MacSwap(peers.clone()), s, on_start),
-            FwdMode::RxOnly => spawn_worker(w.core, setup, RxOnly, s, on_start),
+            FwdMode::RxOnly | FwdMode::TxOnly | FwdMode::FlowGen => {
+                spawn_worker(w.core, setup, RxOnly, s, on_start)
+            }
             FwdMode::Csum => spawn_worker(
                 w.core,
                 setup,
@@ -562,6 +610,7 @@ where
                             rule_hits: rule_hits(&gateway, &hit_sinks),
                             policies: &policy_tx,
                             dumps: &dump_tx,
+                            gens: &gen_tx,
                         };
                         crate::ctl::commands::run(&cmd.args, &mut cx)
                     };

@@ -15,6 +15,9 @@
 //!   [`metrics`] (the Prometheus endpoint), [`ctl`] (the control socket
 //!   and `sluice ctl`), [`reload`] (hot reload), [`lock`] (one instance per
 //!   device and socket), [`netlink`] (routes mirrored from a kernel table).
+//! - [`tester`]: the generator of `txonly`/`flowgen` workers and the
+//!   commands that drive it; `sluice bench ndr` ([`ndr`]) searches a
+//!   device's no-drop rate with it.
 //!
 //! Never here: `unsafe` (that lives in `pmd`), or anything per packet that
 //! allocates, locks, makes a syscall or touches a channel (the worker's
@@ -37,4 +40,5 @@ pub mod punt;
 pub mod reload;
 pub mod stages;
 pub mod telemetry;
+pub mod tester;
 pub mod worker;

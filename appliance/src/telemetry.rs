@@ -35,6 +35,9 @@ pub struct WorkerView {
     pub policy: &'static str,
     /// Its counters.
     pub counters: Arc<WorkerCounters>,
+    /// One-way latency of the stamped packets its probe received (a
+    /// tester's receiver).
+    pub probe_hist: Option<pmd::hist::HistReader>,
 }
 
 /// Raw counter totals at one instant.
@@ -82,6 +85,7 @@ pub(crate) struct PortSnap {
     pub(crate) injected: u64,
     pub(crate) punted: u64,
     pub(crate) handed_off: u64,
+    pub(crate) generated: u64,
     pub(crate) drops: [u64; DropReason::COUNT],
 }
 
@@ -106,6 +110,48 @@ pub(crate) struct CoreSnap {
     pub(crate) burst: u64,
     pub(crate) events: Vec<u64>,
     pub(crate) gauges: Vec<u64>,
+    pub(crate) tester: TesterSnap,
+}
+
+/// A tester's counters (a worker's generators and probe).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct TesterSnap {
+    pub(crate) generated: u64,
+    pub(crate) late: u64,
+    pub(crate) nombuf: u64,
+    pub(crate) signed: u64,
+    pub(crate) unsigned: u64,
+    pub(crate) lost: u64,
+    pub(crate) reordered: u64,
+    pub(crate) duplicate: u64,
+    pub(crate) running: bool,
+}
+
+/// What a tester worker (`txonly`, `flowgen`, `rxonly` with `measure`)
+/// generated and what its probe received, over the interval.
+#[derive(Clone, Debug, Serialize)]
+pub struct TesterReport {
+    /// Packets its generators made (all its TX ports).
+    pub generated: u64,
+    /// Packets skipped because a generator fell behind its schedule.
+    pub gen_late: u64,
+    /// Packets not made for want of a buffer.
+    pub gen_nombuf: u64,
+    /// Whether a generator is sending (at the end of the interval).
+    pub running: bool,
+    /// Received packets with the tester's signature.
+    pub signed: u64,
+    /// Received packets without one.
+    pub unsigned: u64,
+    /// Sequence numbers missing (net of those that came late).
+    pub lost: i64,
+    /// Packets that came after a later one of their flow.
+    pub reordered: u64,
+    /// Packets received twice.
+    pub duplicate: u64,
+    /// One-way latency of the signed packets (ns; sender's TSC stamp to
+    /// the receiving burst's).
+    pub latency_ns: Option<Latency>,
 }
 
 /// Latency percentiles in nanoseconds.
@@ -227,6 +273,9 @@ pub struct CoreReport {
     pub pkts_per_poll: f64,
     /// Packets received per second.
     pub rx_pps: f64,
+    /// A tester's figures (`txonly`, `flowgen`, `rxonly` with `measure`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tester: Option<TesterReport>,
 }
 
 /// The accounting identity over a whole run.
@@ -240,6 +289,9 @@ pub struct Balance {
     /// Packets the workers sent that they did not receive as such (held
     /// for ARP/ND, then sent in a fresh buffer): on the offered side.
     pub injected: u64,
+    /// Packets the tester's generators made (`txonly`, `flowgen`): on the
+    /// offered side.
+    pub generated: u64,
     /// NIC drops: RX ring full.
     pub rx_missed: u64,
     /// NIC drops: no buffer.
@@ -336,6 +388,18 @@ impl Telemetry {
         }
     }
 
+    /// Starts the probes' latency anew (a tester's new trial): what was
+    /// published so far is merged and forgotten.
+    pub fn restart_probes(&mut self) {
+        for w in &mut self.workers {
+            if let Some(h) = &mut w.probe_hist {
+                h.collect();
+                h.total.reset();
+                h.period.reset();
+            }
+        }
+    }
+
     /// TSC cycles per second.
     pub fn tsc_hz(&self) -> f64 {
         self.tsc.hz as f64
@@ -353,6 +417,11 @@ impl Telemetry {
                 h.collect();
             }
             for h in &mut p.resid {
+                h.collect();
+            }
+        }
+        for w in &mut self.workers {
+            if let Some(h) = &mut w.probe_hist {
                 h.collect();
             }
         }
@@ -377,6 +446,7 @@ impl Telemetry {
                 s.injected += pc.injected.get();
                 s.punted += pc.punted.get();
                 s.handed_off += pc.handed_off.get();
+                s.generated += pc.generated.get();
                 for (d, v) in s.drops.iter_mut().zip(pc.drops.iter()) {
                     *d += v.get();
                 }
@@ -402,6 +472,17 @@ impl Telemetry {
                 burst: k.burst.get(),
                 events: c.events.iter().map(|e| e.get()).collect(),
                 gauges: c.gauges.iter().map(|e| e.get()).collect(),
+                tester: TesterSnap {
+                    generated: c.ports.iter().map(|p| p.generated.get()).sum(),
+                    late: c.ports.iter().map(|p| p.gen_late.get()).sum(),
+                    nombuf: c.ports.iter().map(|p| p.gen_nombuf.get()).sum(),
+                    signed: c.probe.signed.get(),
+                    unsigned: c.probe.unsigned.get(),
+                    lost: c.probe.lost.get(),
+                    reordered: c.probe.reordered.get(),
+                    duplicate: c.probe.duplicate.get(),
+                    running: c.gen_running.get() == 1,
+                },
             });
         }
         Snapshot {
@@ -480,7 +561,7 @@ impl Telemetry {
             }
         }
         let mut cores = Vec::new();
-        for (i, w) in self.workers.iter().enumerate() {
+        for (i, w) in self.workers.iter_mut().enumerate() {
             let (x, y) = (&a.cores.get(i).cloned().unwrap_or_default(), &b.cores[i]);
             let busy = y.busy.saturating_sub(x.busy) as f64;
             let idle = y.idle.saturating_sub(x.idle) as f64;
@@ -538,6 +619,7 @@ impl Telemetry {
                     0.0
                 },
                 rx_pps: rx / dt,
+                tester: tester_report(w, &x.tester, &y.tester, summary, &tsc),
             });
         }
         let balance = summary.then(|| balance(b));
@@ -553,11 +635,47 @@ impl Telemetry {
     }
 }
 
+/// A tester worker's figures between two snapshots (`None` for a worker
+/// that neither generates nor measures); a period report starts a new
+/// latency period.
+fn tester_report(
+    w: &mut WorkerView,
+    x: &TesterSnap,
+    y: &TesterSnap,
+    summary: bool,
+    tsc: &Tsc,
+) -> Option<TesterReport> {
+    let measures = w.probe_hist.is_some();
+    if !measures && *y == TesterSnap::default() {
+        return None;
+    }
+    let latency = w.probe_hist.as_mut().and_then(|h| {
+        let l = lat(if summary { &h.total } else { &h.period }, tsc);
+        if !summary {
+            h.reset_period();
+        }
+        l
+    });
+    Some(TesterReport {
+        generated: y.generated - x.generated,
+        gen_late: y.late - x.late,
+        gen_nombuf: y.nombuf - x.nombuf,
+        running: y.running,
+        signed: y.signed - x.signed,
+        unsigned: y.unsigned - x.unsigned,
+        lost: y.lost as i64 - x.lost as i64,
+        reordered: y.reordered - x.reordered,
+        duplicate: y.duplicate - x.duplicate,
+        latency_ns: latency,
+    })
+}
+
 fn balance(s: &Snapshot) -> Balance {
     let mut b = Balance {
         offered: 0,
         delivered: 0,
         injected: 0,
+        generated: 0,
         rx_missed: 0,
         rx_nombuf: 0,
         tx_full: 0,
@@ -582,6 +700,7 @@ fn balance(s: &Snapshot) -> Balance {
         b.tx_full += p.tx_full;
         b.unroutable += p.unroutable;
         b.injected += p.injected;
+        b.generated += p.generated;
         b.punted += p.punted;
         let consumed = p.drops[DropReason::Consumed as usize];
         b.consumed += consumed;
@@ -595,7 +714,7 @@ fn balance(s: &Snapshot) -> Balance {
         + b.tx_full
         + b.stage_drops
         + b.unroutable;
-    b.in_flight = (b.offered + b.injected) as i64 - accounted as i64;
+    b.in_flight = (b.offered + b.injected + b.generated) as i64 - accounted as i64;
     b.balanced = b.in_flight == 0;
     b
 }
@@ -741,6 +860,22 @@ impl Report {
             if !extra.is_empty() {
                 let _ = writeln!(s, "          {}", extra.trim_start());
             }
+            if let Some(t) = &c.tester {
+                let _ = writeln!(
+                    s,
+                    "          tester: generated {} (late {}, no buffer {}){}  received signed {} unsigned {}  lost {} reordered {} duplicate {}  {}",
+                    t.generated,
+                    t.gen_late,
+                    t.gen_nombuf,
+                    if t.running { " sending" } else { "" },
+                    t.signed,
+                    t.unsigned,
+                    t.lost,
+                    t.reordered,
+                    t.duplicate,
+                    lat_text("latency", &t.latency_ns)
+                );
+            }
         }
         for (origin, n) in &self.rule_hits {
             let _ = writeln!(s, "  rule {origin}: {n} packets");
@@ -750,8 +885,20 @@ impl Report {
                 s,
                 "  balance: offered {}{} = delivered {} + consumed {}{} + rx_missed {} + rx_nombuf {} + tx_full {} + stage {} + unroutable {} + in flight {}  [{}]",
                 b.offered,
-                if b.injected > 0 {
-                    format!(" + injected {}", b.injected)
+                if b.injected + b.generated > 0 {
+                    format!(
+                        "{}{}",
+                        if b.injected > 0 {
+                            format!(" + injected {}", b.injected)
+                        } else {
+                            String::new()
+                        },
+                        if b.generated > 0 {
+                            format!(" + generated {}", b.generated)
+                        } else {
+                            String::new()
+                        }
+                    )
                 } else {
                     String::new()
                 },

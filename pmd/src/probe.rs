@@ -19,15 +19,16 @@
 //!   window; a packet older than that is counted as reordered).
 
 use crate::hist::HistWriter;
-use crate::softnic::{GenConfig, Pattern, Rate, Span};
 use crate::Counter;
 use pipeline::checksum;
+use pipeline::wire::MacAddr;
 use pipeline::wire::{
     EtherType, EthernetFrame, IpProto, Ipv4Packet, Ipv6Packet, ETHERNET_HEADER_LEN,
 };
 use rand::rngs::SmallRng;
 use rand::{RngExt, SeedableRng};
 use rand_distr::{Distribution, Exp};
+use std::net::{Ipv4Addr, Ipv6Addr};
 
 /// First two bytes of the payload signature ("SL").
 pub const MAGIC: u16 = 0x534c;
@@ -35,6 +36,107 @@ pub const MAGIC: u16 = 0x534c;
 pub const SIG_LEN: usize = 16;
 /// The most flows a stream has (the flow number is 16 bits).
 pub const MAX_FLOWS: u32 = 65536;
+
+/// Offered load.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Rate {
+    /// Packets per second.
+    Pps(f64),
+    /// As fast as the generator can go; what does not fit the ring is missed.
+    Max,
+}
+
+/// Inter-arrival pattern.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Pattern {
+    /// Evenly spaced packets.
+    Constant,
+    /// Exponential gaps (Poisson arrivals) with the same mean rate.
+    Poisson,
+}
+
+/// An inclusive range of values.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Span<T> {
+    /// First value.
+    pub first: T,
+    /// Last value (inclusive).
+    pub last: T,
+}
+
+/// What the generator sends on one port.
+#[derive(Clone, Debug)]
+pub struct GenConfig {
+    /// Offered load.
+    pub rate: Rate,
+    /// Frame length in bytes without FCS (raised to the minimum that holds
+    /// the headers and the 16-byte signature: 58 for IPv4/UDP, 70 for
+    /// IPv4/TCP, 78 for IPv6/UDP, 90 for IPv6/TCP).
+    pub size: usize,
+    /// Number of distinct flows (5-tuples), sent round-robin.
+    pub flows: u32,
+    /// Share of flows that are TCP (the rest UDP).
+    pub tcp_share: f64,
+    /// Share of flows that are IPv6 (the rest IPv4).
+    pub ipv6_share: f64,
+    /// Inter-arrival pattern.
+    pub pattern: Pattern,
+    /// IPv4 source addresses.
+    pub src_ip: Span<Ipv4Addr>,
+    /// IPv4 destination addresses.
+    pub dst_ip: Span<Ipv4Addr>,
+    /// IPv6 source addresses.
+    pub src_ip6: Span<Ipv6Addr>,
+    /// IPv6 destination addresses.
+    pub dst_ip6: Span<Ipv6Addr>,
+    /// Source ports.
+    pub src_port: Span<u16>,
+    /// Destination ports.
+    pub dst_port: Span<u16>,
+    /// Source MAC of generated frames (the tester's).
+    pub src_mac: MacAddr,
+    /// Destination MAC of generated frames (the port's).
+    pub dst_mac: MacAddr,
+    /// Seed for flow fields and Poisson gaps (runs are reproducible).
+    pub seed: u64,
+}
+
+impl Default for GenConfig {
+    fn default() -> Self {
+        GenConfig {
+            rate: Rate::Pps(100_000.0),
+            size: 64,
+            flows: 1024,
+            tcp_share: 0.0,
+            ipv6_share: 0.0,
+            pattern: Pattern::Constant,
+            src_ip: Span {
+                first: Ipv4Addr::new(198, 18, 0, 1),
+                last: Ipv4Addr::new(198, 18, 0, 254),
+            },
+            dst_ip: Span {
+                first: Ipv4Addr::new(198, 19, 0, 1),
+                last: Ipv4Addr::new(198, 19, 0, 254),
+            },
+            src_ip6: Span {
+                first: "2001:db8:18::1".parse().expect("literal"),
+                last: "2001:db8:18::ffff".parse().expect("literal"),
+            },
+            dst_ip6: Span {
+                first: "2001:db8:19::1".parse().expect("literal"),
+                last: "2001:db8:19::ffff".parse().expect("literal"),
+            },
+            src_port: Span {
+                first: 1024,
+                last: 65535,
+            },
+            dst_port: Span { first: 9, last: 9 },
+            src_mac: MacAddr([0x02, 0x5e, 0, 0, 0, 0x01]),
+            dst_mac: MacAddr([0x02, 0x51, 0, 0, 0, 0x01]),
+            seed: 1,
+        }
+    }
+}
 
 /// A signature read back from a frame.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -326,13 +326,57 @@ fn validate(cx: &mut Ctx<'_>, raw: RawFile, base: Option<&Path>) -> Config {
             Some(p) => check_poll(cx, wi, p.get_ref()),
             None => Policy::Busy,
         };
+        let mode = *w.mode.get_ref();
+        if let (true, Some(p)) = (mode.generates(), &w.poll) {
+            if poll != Policy::Busy {
+                cx.err(
+                    p,
+                    format!("worker[{wi}].poll"),
+                    "a generating worker busy-polls: its pacing needs the core (mode = \"busy\")",
+                );
+            }
+        }
+        let gen = check_worker_gen(cx, wi, w, mode);
+        let measure = match &w.measure {
+            Some(m) if mode == FwdMode::RxOnly || mode.generates() => {
+                *m.get_ref() || mode.generates()
+            }
+            Some(m) => {
+                cx.err(
+                    m,
+                    format!("worker[{wi}].measure"),
+                    "only an rxonly worker measures (txonly and flowgen always do)",
+                );
+                false
+            }
+            None => mode.generates(),
+        };
         workers.push(WorkerConfig {
             core,
-            mode: *w.mode.get_ref(),
+            mode,
             rx,
             tx,
             poll,
+            gen,
+            measure,
         });
+    }
+    // Generators number their flows across the process (16 bits).
+    let flows: u64 = workers
+        .iter()
+        .filter_map(|w| Some(u64::from(w.gen.as_ref()?.flows) * w.tx.len() as u64))
+        .sum();
+    if flows > u64::from(pmd::probe::MAX_FLOWS) {
+        if let Some((wi, w)) = raw.worker.iter().enumerate().find(|(_, w)| w.gen.is_some()) {
+            cx.err(
+                &w.mode,
+                format!("worker[{wi}].gen.flows"),
+                format!(
+                    "the generators have {flows} flows in all (flows x TX ports of each); at most {}",
+                    pmd::probe::MAX_FLOWS
+                ),
+            );
+        }
     }
     // Unpolled queues: one error per port, and none when a worker's own
     // errors (a bad queue reference, say) may be the cause.
@@ -585,6 +629,43 @@ fn validate(cx: &mut Ctx<'_>, raw: RawFile, base: Option<&Path>) -> Config {
 
 #[cfg(test)]
 mod tests;
+
+/// A `txonly`/`flowgen` worker's generator (`[worker.gen]`; without
+/// one, at the top rate: one flow for txonly, 1024 for flowgen, as
+/// testpmd); an error for other modes.
+fn check_worker_gen(
+    cx: &mut Ctx<'_>,
+    wi: usize,
+    w: &RawWorker,
+    mode: FwdMode,
+) -> Option<GenConfig> {
+    let flows = if mode == FwdMode::TxOnly { 1 } else { 1024 };
+    let Some(g) = &w.gen else {
+        return mode.generates().then(|| GenConfig {
+            rate: Rate::Max,
+            flows,
+            ..GenConfig::default()
+        });
+    };
+    let at = format!("worker[{wi}].gen");
+    if !mode.generates() {
+        cx.err(g, &at, "only txonly and flowgen workers generate");
+        return None;
+    }
+    let raw = g.get_ref();
+    if raw.rx_usecs.is_some() || raw.rx_frames.is_some() {
+        cx.err(
+            g,
+            &at,
+            "rx_usecs and rx_frames are a softnic port's interrupt coalescing, not a generator's",
+        );
+    }
+    let mut c = ports::check_gen(cx, &at, raw, MacAddr::default(), true);
+    if raw.flows.is_none() {
+        c.flows = flows;
+    }
+    Some(c)
+}
 
 /// Checks the `[[vlan]]` tables: each one's name (given, or `PORT.ID`,
 /// `PORT.OUTER.ID` for QinQ) and place, `None` where it is wrong.

@@ -357,19 +357,45 @@ pub(super) fn driver_name(d: Driver) -> &'static str {
 }
 
 pub(super) fn check_softnic(cx: &mut Ctx<'_>, i: usize, s: &RawSoftnic, mac: MacAddr) -> PortKind {
-    let k = |f: &str| format!("port[{i}].softnic.{f}");
+    let g = check_gen(cx, &format!("port[{i}].softnic"), s, mac, false);
+    let d = Coalesce::default();
+    PortKind::Softnic {
+        gen: g,
+        coalesce: Coalesce {
+            rx_usecs: s.rx_usecs.unwrap_or(d.rx_usecs),
+            rx_frames: s.rx_frames.unwrap_or(d.rx_frames),
+        },
+    }
+}
+
+/// A generator's settings (`[port.softnic]`, or a `txonly`/`flowgen`
+/// worker's `[worker.gen]` at `at`, where a rate of 0 means idle until
+/// `sluice ctl gen start`), sending to `dst_mac`.
+pub(super) fn check_gen(
+    cx: &mut Ctx<'_>,
+    at: &str,
+    s: &RawSoftnic,
+    dst_mac: MacAddr,
+    idle_ok: bool,
+) -> GenConfig {
+    let k = |f: &str| format!("{at}.{f}");
     let mut g = GenConfig {
-        dst_mac: mac,
+        dst_mac,
         ..GenConfig::default()
     };
     g.rate = match s.rate.get_ref() {
         RawRate::Pps(p) if p.is_finite() && *p > 0.0 && *p <= 1e9 => Rate::Pps(*p),
+        RawRate::Pps(p) if idle_ok && *p == 0.0 => Rate::Pps(0.0),
         RawRate::Word(w) if w == "max" => Rate::Max,
         _ => {
             cx.err(
                 &s.rate,
                 k("rate"),
-                "must be packets per second (> 0, up to 1e9) or \"max\"",
+                if idle_ok {
+                    "must be packets per second (0: idle until `sluice ctl gen start`, up to 1e9) or \"max\""
+                } else {
+                    "must be packets per second (> 0, up to 1e9) or \"max\""
+                },
             );
             Rate::Max
         }
@@ -430,12 +456,5 @@ pub(super) fn check_softnic(cx: &mut Ctx<'_>, i: usize, s: &RawSoftnic, mac: Mac
     if let Some(seed) = s.seed {
         g.seed = seed;
     }
-    let d = Coalesce::default();
-    PortKind::Softnic {
-        gen: g,
-        coalesce: Coalesce {
-            rx_usecs: s.rx_usecs.unwrap_or(d.rx_usecs),
-            rx_frames: s.rx_frames.unwrap_or(d.rx_frames),
-        },
-    }
+    g
 }

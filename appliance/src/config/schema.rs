@@ -401,6 +401,11 @@ pub(super) struct RawWorker {
     pub(super) mode: Spanned<FwdMode>,
     pub(super) rx: Spanned<Vec<Spanned<Str<QueueRef>>>>,
     pub(super) poll: Option<Spanned<RawPoll>>,
+    /// `txonly`/`flowgen`: the generator (the softnic's keys but the
+    /// coalescing ones).
+    pub(super) gen: Option<Spanned<RawSoftnic>>,
+    /// `rxonly`: check the tester's signatures.
+    pub(super) measure: Option<Spanned<bool>>,
 }
 
 #[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq)]

@@ -31,6 +31,14 @@ pub enum FwdMode {
     /// forward as `mac` does (testpmd's `csum`).
     #[serde(rename = "csum")]
     Csum,
+    /// Generate on the TX queues of the peers of its RX ports (testpmd's
+    /// `txonly`: one flow unless `flows` says otherwise), paced; what it
+    /// receives is checked (signatures, latency, loss) and freed.
+    #[serde(rename = "txonly")]
+    TxOnly,
+    /// `txonly` over many flows (testpmd's `flowgen`: 1024 by default).
+    #[serde(rename = "flowgen")]
+    FlowGen,
 }
 
 impl FwdMode {
@@ -45,7 +53,14 @@ impl FwdMode {
             FwdMode::RxOnly => "rxonly",
             FwdMode::IcmpEcho => "icmpecho",
             FwdMode::Csum => "csum",
+            FwdMode::TxOnly => "txonly",
+            FwdMode::FlowGen => "flowgen",
         }
+    }
+
+    /// Whether it generates traffic.
+    pub fn generates(self) -> bool {
+        matches!(self, FwdMode::TxOnly | FwdMode::FlowGen)
     }
 }
 
@@ -161,6 +176,13 @@ pub struct WorkerConfig {
     pub tx: Vec<(u16, u16)>,
     /// Poll-mode policy.
     pub poll: Policy,
+    /// `txonly`/`flowgen`: what it generates on each TX port (MACs from
+    /// the port: its own as source, its `peer_mac` as destination).
+    pub gen: Option<pmd::softnic::GenConfig>,
+    /// Check what it receives for the tester's signatures (latency, loss,
+    /// reordering, duplicates): `txonly`, `flowgen`, and `rxonly` with
+    /// `measure = true`.
+    pub measure: bool,
 }
 
 /// A validated configuration.
@@ -214,6 +236,19 @@ impl Config {
             .iter()
             .filter(|w| w.mode == FwdMode::L3fwd)
             .count() as u16
+    }
+
+    /// Buffers the workers make packets in (held packets, the kernel's
+    /// frames, a tester's traffic): none when no worker routes or
+    /// generates; more for a generator, whose packets wait in TX rings.
+    pub fn inject_buffers(&self) -> usize {
+        if self.workers.iter().any(|w| w.gen.is_some()) {
+            16384
+        } else if self.l3fwd_workers() > 0 {
+            1024
+        } else {
+            0
+        }
     }
 }
 

@@ -37,6 +37,12 @@ commands:
   neighbor add ADDR MAC port P | neighbor del ADDR
                              change routes and neighbours until the next
                              reload or restart
+  gen start RATE [size N] [duration S]
+                             tester (txonly, flowgen): send RATE packets per
+                             second per port (or `max`), N-byte frames, for
+                             S seconds (default: until `gen stop`); starts
+                             the receivers' latency anew
+  gen stop                   tester: stop sending
   reload                     read the config file again and apply rules, NAT,
                              routes, neighbours and poll policies (SIGHUP too)
   help                       this list
@@ -60,6 +66,9 @@ pub struct Context<'a> {
     pub policies: &'a [Sender<Policy>],
     /// Per worker (config order): where to ask for its flows.
     pub dumps: &'a [Sender<crate::worker::DumpRequest>],
+    /// Per worker (config order): where its generators' commands go
+    /// (`None`: it does not generate).
+    pub gens: &'a [Option<Sender<crate::tester::GenCommand>>],
 }
 
 /// Answers `args`.
@@ -96,8 +105,91 @@ pub fn run(args: &[String], cx: &mut Context<'_>) -> Response {
             Err(_) => Response::error(format!("--limit `{n}`: a number of flows")),
         },
         ["show", "nat"] => show_nat(cx),
+        ["gen", "stop"] => gen(
+            cx,
+            crate::tester::GenCommand {
+                rate: pmd::softnic::Rate::Pps(0.0),
+                size: None,
+                duration: None,
+            },
+        ),
+        ["gen", "start", rate, rest @ ..] => match gen_command(rate, rest) {
+            Ok(c) => gen(cx, c),
+            Err(e) => Response::error(e),
+        },
         _ => Response::error(format!("unknown command `{}`\n{HELP}", words.join(" "))),
     }
+}
+
+/// `gen start RATE [size N] [duration S]`, parsed.
+fn gen_command(rate: &str, rest: &[&str]) -> Result<crate::tester::GenCommand, String> {
+    use pmd::softnic::Rate;
+    let rate = match rate {
+        "max" => Rate::Max,
+        r => match r.parse::<f64>() {
+            Ok(p) if p.is_finite() && (0.0..=1e9).contains(&p) => Rate::Pps(p),
+            _ => {
+                return Err(format!(
+                    "rate `{r}`: packets per second (0 to 1e9) or `max`"
+                ))
+            }
+        },
+    };
+    let mut c = crate::tester::GenCommand {
+        rate,
+        size: None,
+        duration: None,
+    };
+    let mut it = rest.iter();
+    while let Some(k) = it.next() {
+        let v = it.next().ok_or_else(|| format!("`{k}` needs a value"))?;
+        match *k {
+            "size" => match v.parse::<usize>() {
+                Ok(n) if (58..=crate::tester::MAX_FRAME).contains(&n) => c.size = Some(n),
+                _ => {
+                    return Err(format!(
+                        "size `{v}`: frame bytes without FCS, 58 to {}",
+                        crate::tester::MAX_FRAME
+                    ))
+                }
+            },
+            "duration" => match v.parse::<f64>() {
+                Ok(s) if s.is_finite() && s > 0.0 && s <= 86_400.0 => {
+                    c.duration = Some(std::time::Duration::from_secs_f64(s))
+                }
+                _ => return Err(format!("duration `{v}`: seconds, above 0")),
+            },
+            other => return Err(format!("`{other}`: expected size or duration")),
+        }
+    }
+    Ok(c)
+}
+
+/// Hands a command to every generating worker; a start begins the
+/// receivers' latency anew.
+fn gen(cx: &mut Context<'_>, c: crate::tester::GenCommand) -> Response {
+    let mut n = 0;
+    for tx in cx.gens.iter().flatten() {
+        if tx.try_send(c).is_ok() {
+            n += 1;
+        }
+    }
+    if n == 0 {
+        return Response::error("no worker generates (mode txonly or flowgen)".to_string());
+    }
+    let starting = c.rate != pmd::softnic::Rate::Pps(0.0);
+    if starting {
+        cx.tel.restart_probes();
+    }
+    let what = match c.rate {
+        pmd::softnic::Rate::Max => "at the top rate".to_string(),
+        pmd::softnic::Rate::Pps(p) if p > 0.0 => format!("at {p} pps per port"),
+        _ => "stopped".to_string(),
+    };
+    Response::ok(
+        format!("{n} generating worker(s): {what}\n"),
+        json!({ "workers": n, "running": starting }),
+    )
 }
 
 /// The report from the last clear (or start) to now.

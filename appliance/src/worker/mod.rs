@@ -144,6 +144,12 @@ pub struct WorkerSetup<B, R = pmd::BoxRx<B>, T = pmd::BoxTx<B>> {
     /// The control-plane mirror's rings ([`crate::punt`]): where punted
     /// frames go, where the kernel's frames come from.
     pub mirror: Option<(crate::punt::PuntEnd, crate::punt::FromKernel)>,
+    /// `txonly`/`flowgen`: a generator per TX port.
+    pub gens: Vec<crate::tester::TxGen>,
+    /// Changes to the generators (`sluice ctl gen`), read every `PUBLISH`.
+    pub gen_ctl: Option<crossbeam_channel::Receiver<crate::tester::GenCommand>>,
+    /// Checks what it receives for the tester's signatures.
+    pub probe: Option<pmd::probe::Probe>,
 }
 
 struct Worker<'a, B, R, T, F> {
@@ -184,6 +190,10 @@ struct Worker<'a, B, R, T, F> {
     tap: Option<crate::capture::Tap>,
     /// Where requests for the stage's state come from.
     dumps: Option<crossbeam_channel::Receiver<DumpRequest>>,
+    /// The generators, where their commands come from, and the probe.
+    gens: Vec<crate::tester::TxGen>,
+    gen_ctl: Option<crossbeam_channel::Receiver<crate::tester::GenCommand>>,
+    probe: Option<pmd::probe::Probe>,
 }
 
 /// Runs the worker until `stop` is set, then drains its RX queues (the
@@ -214,6 +224,9 @@ pub fn run<B: PacketBuf, R: RxQueue<Buf = B>, T: TxQueue<Buf = B>, F: ForwardMod
         handoff,
         inject,
         mirror,
+        gens,
+        gen_ctl,
+        probe,
     } = setup;
     let (punt, from_kernel, doorbell) = match mirror {
         Some((p, (k, bell))) => (
@@ -270,7 +283,12 @@ pub fn run<B: PacketBuf, R: RxQueue<Buf = B>, T: TxQueue<Buf = B>, F: ForwardMod
         taps,
         tap: None,
         dumps,
+        gens,
+        gen_ctl,
+        probe,
     };
+    c.gen_running
+        .set(u64::from(w.gens.iter().any(|g| g.running())));
     c.core.running.set(1);
     loop {
         c.core.policy.set(policy.index() as u64);
@@ -335,6 +353,21 @@ impl<B: PacketBuf, R: RxQueue<Buf = B>, T: TxQueue<Buf = B>, F: ForwardMode>
         if let Some((limit, reply)) = self.dumps.as_ref().and_then(|d| d.try_recv().ok()) {
             let _ = reply.try_send(self.fwd.dump(limit));
         }
+        if let Some(rx) = &self.gen_ctl {
+            while let Ok(cmd) = rx.try_recv() {
+                for g in &mut self.gens {
+                    g.apply(&cmd, now);
+                }
+            }
+        }
+        if !self.gens.is_empty() {
+            self.c
+                .gen_running
+                .set(u64::from(self.gens.iter().any(|g| g.running())));
+        }
+        if let Some(p) = &mut self.probe {
+            p.hist.publish();
+        }
         self.c.core.cpu_ns.set(thread_cpu_ns());
         self.fwd.tick(self.tsc.ns(now) as u64);
         for (c, v) in self.c.events.iter().zip(self.fwd.events()) {
@@ -358,6 +391,9 @@ impl<B: PacketBuf, R: RxQueue<Buf = B>, T: TxQueue<Buf = B>, F: ForwardMode>
     /// handoff rings' receiving ends.
     fn drain_and_close(mut self) -> Vec<rtrb::Consumer<Handed<B>>> {
         self.c.core.state.set(State::Spin as u64);
+        for g in &mut self.gens {
+            g.stop();
+        }
         let mut quiet = 0;
         while quiet < 2 {
             let got = self.busy_round(self.burst);
@@ -374,6 +410,10 @@ impl<B: PacketBuf, R: RxQueue<Buf = B>, T: TxQueue<Buf = B>, F: ForwardMode>
         for t in self.tx.into_iter().flatten() {
             t.hist.close();
         }
+        if let Some(p) = self.probe {
+            p.hist.close();
+        }
+        self.c.gen_running.set(0);
         self.c.core.running.set(0);
         self.handoff.inp
     }

@@ -171,6 +171,9 @@ impl<B: PacketBuf, R: RxQueue<Buf = B>, T: TxQueue<Buf = B>, F: ForwardMode>
             inject,
             punt,
             from_kernel,
+            gens,
+            probe,
+            burst,
             ..
         } = self;
         let mut got = 0usize;
@@ -197,6 +200,14 @@ impl<B: PacketBuf, R: RxQueue<Buf = B>, T: TxQueue<Buf = B>, F: ForwardMode>
                 // the round's start is every burst's RX time.
                 let rx_at = t0;
                 taken += n;
+                // A tester's receiver: signatures, latency, sequences
+                // (the clock read per burst: a span's start may be old).
+                if let Some(p) = probe.as_mut() {
+                    let now = rdtsc();
+                    for m in rxb.as_slice() {
+                        p.record(m.data(), now);
+                    }
+                }
                 // A capture sees the packets as received (stages rewrite
                 // them in place); without one, one branch per burst.
                 if let Some(tp) = tap.as_mut() {
@@ -295,6 +306,11 @@ impl<B: PacketBuf, R: RxQueue<Buf = B>, T: TxQueue<Buf = B>, F: ForwardMode>
                 from_kernel_frames(k, scratch, inject.as_ref(), tx, c, t0);
             }
         }
+        // A tester's generators: what is due now. Generated packets count
+        // as the round's work.
+        if !gens.is_empty() {
+            got += generate(gens, inject.as_ref(), tx, c, *burst);
+        }
         (got, more)
     }
 
@@ -391,6 +407,53 @@ fn from_kernel_frames<B: PacketBuf, T: TxQueue<Buf = B>>(
             flush(t, rdtsc(), pc);
         }
     }
+}
+
+/// Makes the packets each generator has due now (a burst at most per
+/// port at the top rate, four when paced) in fresh buffers, queued on the
+/// port's TX buffer and counted as `generated`; skipped ones as
+/// `gen_late`, those without a buffer (or a TX queue here) as
+/// `gen_nombuf`. Returns how many it made.
+#[inline(never)]
+fn generate<B: PacketBuf, T: TxQueue<Buf = B>>(
+    gens: &mut [crate::tester::TxGen],
+    inject: Option<&pmd::Injector<B>>,
+    tx: &mut [Option<Tx<B, T>>],
+    c: &WorkerCounters,
+    burst: usize,
+) -> usize {
+    let now = rdtsc();
+    let mut made = 0;
+    for g in gens.iter_mut() {
+        let pc = &c.ports[usize::from(g.port)];
+        let (Some(Some(t)), Some(make)) = (tx.get_mut(usize::from(g.port)), inject) else {
+            continue;
+        };
+        let budget = if g.paced() {
+            4 * burst
+        } else {
+            burst - t.buf.len()
+        };
+        let (n, skipped) = g.due(now, budget);
+        if skipped > 0 {
+            pc.gen_late.add(skipped);
+        }
+        for _ in 0..n {
+            let Some(m) = g.make(&**make, now) else {
+                pc.gen_nombuf.add(1);
+                continue;
+            };
+            t.rx_at[t.buf.len()] = now;
+            // Cannot fail: the buffer is flushed when full.
+            let _ = t.buf.push(m);
+            pc.generated.add(1);
+            made += 1;
+            if t.buf.is_full() {
+                flush(t, now, pc);
+            }
+        }
+    }
+    made
 }
 
 /// Offers a processed burst to a capture: the packets leaving on its port
