@@ -127,7 +127,7 @@ pub fn run(
         let mp = Mempool::create(
             &eal,
             "sluice-inject",
-            cfg.inject_buffers() - 1,
+            (cfg.inject_buffers() - 1) as u32,
             256,
             2048 + 128,
         )
