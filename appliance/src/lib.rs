@@ -34,6 +34,7 @@ pub mod dpdk;
 pub mod engine;
 pub mod lock;
 pub mod metrics;
+pub mod ndr;
 pub mod netlink;
 pub mod poll;
 pub mod punt;

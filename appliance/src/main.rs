@@ -64,6 +64,53 @@ enum Cmd {
         #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true)]
         args: Vec<String>,
     },
+    /// Benchmarks a device with a running Sluice tester.
+    Bench {
+        #[command(subcommand)]
+        what: Bench,
+    },
+}
+
+#[derive(Subcommand)]
+enum Bench {
+    /// RFC 2544 throughput (no-drop rate) and latency for each frame size,
+    /// with a running tester instance (a `txonly` or `flowgen` worker
+    /// sending to the device under test, and what it forwards received by
+    /// a probe: the same worker's RX ports, or an `rxonly` worker with
+    /// `measure = true`), driven through its control socket.
+    Ndr {
+        /// The tester's control socket.
+        #[arg(short, long, default_value = appliance::ctl::DEFAULT_SOCKET)]
+        socket: PathBuf,
+        /// Frame sizes, bytes without FCS.
+        #[arg(long, value_delimiter = ',', default_values_t = [64usize, 128, 256, 512, 1024, 1280, 1518])]
+        sizes: Vec<usize>,
+        /// Seconds per trial.
+        #[arg(long, default_value_t = 2.0)]
+        trial: f64,
+        /// Loss allowed, percent (RFC 2544: 0).
+        #[arg(long, default_value_t = 0.0)]
+        loss: f64,
+        /// Stop the search when the bracket is this close, percent.
+        #[arg(long, default_value_t = 1.0)]
+        resolution: f64,
+        /// Highest rate tried, packets per second per generating port
+        /// (default: the tester's top rate).
+        #[arg(long)]
+        max_rate: Option<f64>,
+        /// Percentages of the NDR at which latency is measured.
+        #[arg(long, value_delimiter = ',', default_values_t = [10.0, 50.0, 90.0, 100.0])]
+        latency_at: Vec<f64>,
+        /// Seconds to wait after a trial for packets in flight.
+        #[arg(long, default_value_t = 0.3)]
+        settle: f64,
+        /// Also write the results as JSON here.
+        #[arg(long)]
+        json: Option<PathBuf>,
+        /// Also write a chart (NDR and latency against frame size) here.
+        #[arg(long)]
+        svg: Option<PathBuf>,
+    },
 }
 
 /// `sluice ctl capture ...`: starts it (with `-w` made absolute: the
@@ -265,6 +312,66 @@ fn real_main() -> Result<ExitCode> {
             count,
             args,
         } => Ok(ctl(&socket, json, interval, count, &args)),
+        Cmd::Bench {
+            what:
+                Bench::Ndr {
+                    socket,
+                    sizes,
+                    trial,
+                    loss,
+                    resolution,
+                    max_rate,
+                    latency_at,
+                    settle,
+                    json,
+                    svg,
+                },
+        } => {
+            let secs = |v: f64, what: &str| {
+                if v.is_finite() && v > 0.0 && v <= 3600.0 {
+                    Ok(std::time::Duration::from_secs_f64(v))
+                } else {
+                    Err(anyhow::anyhow!("--{what} {v}: seconds, above 0"))
+                }
+            };
+            if let Some(s) = sizes
+                .iter()
+                .find(|s| !(58..=appliance::tester::MAX_FRAME).contains(*s))
+            {
+                anyhow::bail!(
+                    "--sizes: {s} bytes; frames are 58 to {} bytes without FCS",
+                    appliance::tester::MAX_FRAME
+                );
+            }
+            if !(0.0..100.0).contains(&loss)
+                || !(0.0..100.0).contains(&resolution)
+                || resolution == 0.0
+            {
+                anyhow::bail!(
+                    "--loss and --resolution are percentages (0 to 100; resolution above 0)"
+                );
+            }
+            let o = appliance::ndr::Options {
+                sizes,
+                trial: secs(trial, "trial")?,
+                loss: loss / 100.0,
+                resolution: resolution / 100.0,
+                max_rate,
+                latency_at: latency_at.iter().map(|p| p / 100.0).collect(),
+                settle: secs(settle, "settle")?,
+            };
+            let rs = appliance::ndr::run(&socket, &o, &mut |l| eprintln!("{l}"))?;
+            if let Some(p) = json {
+                std::fs::write(&p, serde_json::to_string_pretty(&rs)? + "\n")
+                    .with_context(|| format!("writing {}", p.display()))?;
+            }
+            if let Some(p) = svg {
+                std::fs::write(&p, appliance::ndr::svg(&rs))
+                    .with_context(|| format!("writing {}", p.display()))?;
+            }
+            let _ = out(&appliance::ndr::table(&rs, &o));
+            Ok(ExitCode::SUCCESS)
+        }
         Cmd::Check { file } => match config::load_file(&file) {
             Ok(c) => {
                 warn(&c);

@@ -18,7 +18,7 @@ use pmd::PacketBuf;
 use std::time::Duration;
 
 /// How far behind its schedule a generator may fall before it skips.
-pub const MAX_LAG: Duration = Duration::from_micros(200);
+pub const MAX_LAG: Duration = Duration::from_millis(1);
 
 /// The largest frame a generator makes (bytes, without FCS): a pool
 /// buffer's data room.

@@ -186,9 +186,16 @@ fn gen(cx: &mut Context<'_>, c: crate::tester::GenCommand) -> Response {
         pmd::softnic::Rate::Pps(p) if p > 0.0 => format!("at {p} pps per port"),
         _ => "stopped".to_string(),
     };
+    let ports: usize = cx
+        .cfg
+        .workers
+        .iter()
+        .filter(|w| w.gen.is_some())
+        .map(|w| w.tx.len())
+        .sum();
     Response::ok(
-        format!("{n} generating worker(s): {what}\n"),
-        json!({ "workers": n, "running": starting }),
+        format!("{n} generating worker(s), {ports} port(s): {what}\n"),
+        json!({ "workers": n, "ports": ports, "running": starting }),
     )
 }
 
