@@ -563,6 +563,50 @@ pub fn render(
                 c.gauges.get(k).copied().unwrap_or(0) as f64,
             );
         }
+        let t = &c.tester;
+        if w.probe_hist.is_some() || *t != Default::default() {
+            for (what, v) in [
+                ("made", t.generated),
+                ("late", t.late),
+                ("nombuf", t.nombuf),
+            ] {
+                f.counter(
+                    "sluice_tester_generated_packets_total",
+                    "A tester worker's generators: packets made (made), skipped behind schedule (late), not made for want of a buffer (nombuf).",
+                    &[("core", core.as_str()), ("outcome", what)],
+                    v as f64,
+                );
+            }
+            for (what, v) in [
+                ("signed", t.signed),
+                ("unsigned", t.unsigned),
+                ("lost", t.lost),
+                ("reordered", t.reordered),
+                ("duplicate", t.duplicate),
+            ] {
+                f.counter(
+                    "sluice_tester_received_packets_total",
+                    "A tester worker's probe: received packets with the signature (signed), without (unsigned); sequence numbers missing net of late ones (lost), packets after a later one of their flow (reordered), seen twice (duplicate).",
+                    &[("core", core.as_str()), ("kind", what)],
+                    v as f64,
+                );
+            }
+            f.gauge(
+                "sluice_tester_sending",
+                "1 while the worker's generators send.",
+                &l,
+                f64::from(u8::from(t.running)),
+            );
+            if let Some(h) = &w.probe_hist {
+                f.latency(
+                    "sluice_tester_latency_seconds",
+                    "One-way latency of the stamped packets the tester's probe received (since the last `gen start`).",
+                    &l,
+                    &h.total,
+                    hz,
+                );
+            }
+        }
         for (k, name) in w.counters.event_names.iter().enumerate() {
             f.counter(
                 "sluice_core_events_total",

@@ -128,8 +128,12 @@ impl TxGen {
             return (0, 0);
         }
         if now >= self.stop_at {
+            // The trial's time is up: what was due before its end and not
+            // made (the core was away) is skipped, so that made + skipped
+            // is the schedule's count.
+            let (n, s) = self.pacer.due(self.stop_at - 1, usize::MAX, f64::INFINITY);
             self.stop();
-            return (0, 0);
+            return (0, n as u64 + s);
         }
         self.pacer.due(now, budget, self.max_lag)
     }

@@ -411,12 +411,14 @@ impl Pacer {
         }
         let nowf = now as f64;
         let mut skipped = 0;
-        if nowf - self.next_due > max_lag {
-            let s = (nowf - max_lag - self.next_due) / self.gap;
-            if s.is_finite() && s >= 1.0 {
-                skipped = s as u64;
+        if nowf - self.next_due > max_lag && self.gap > 0.0 {
+            // Whole gaps off the schedule (mean gaps for Poisson), so that
+            // made + skipped is the schedule's count.
+            let k = ((nowf - max_lag - self.next_due) / self.gap).floor() + 1.0;
+            if k.is_finite() {
+                skipped = k as u64;
+                self.next_due += k * self.gap;
             }
-            self.next_due = nowf - max_lag;
         }
         let mut n = 0;
         while self.next_due <= nowf && n < budget {
@@ -595,10 +597,11 @@ mod tests {
         assert_eq!(p.due(999, 32, 1e9), (0, 0));
         assert_eq!(p.due(5_000, 32, 1e9), (5, 0));
         assert_eq!(p.next_due(), Some(6_000));
-        // 100 ms late with a 10 ms lag allowed: 90 skipped, 10 due (the
-        // budget caps a call).
+        // 100 ms late with a 10 ms lag allowed: 91 skipped (whole gaps),
+        // 10 due, 8 of them in this call (its budget), the rest next.
         let (n, skipped) = p.due(106_000, 8, 10_000.0);
-        assert_eq!((n, skipped), (8, 90));
+        assert_eq!((n, skipped), (8, 91));
+        assert_eq!(p.due(106_000, 8, 10_000.0), (2, 0));
         let mut m = Pacer::new(Rate::Max, Pattern::Constant, 1_000_000, 1);
         assert_eq!(m.due(5, 32, 1.0), (32, 0));
         // Poisson: the mean gap over many packets is the rate's.

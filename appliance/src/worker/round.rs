@@ -411,7 +411,8 @@ fn from_kernel_frames<B: PacketBuf, T: TxQueue<Buf = B>>(
 
 /// Makes the packets each generator has due now (a burst at most per
 /// port at the top rate, four when paced) in fresh buffers, queued on the
-/// port's TX buffer and counted as `generated`; skipped ones as
+/// port's TX buffer (flushed at once when paced) and counted as
+/// `generated`; skipped ones as
 /// `gen_late`, those without a buffer (or a TX queue here) as
 /// `gen_nombuf`. Returns how many it made.
 #[inline(never)]
@@ -451,6 +452,11 @@ fn generate<B: PacketBuf, T: TxQueue<Buf = B>>(
             if t.buf.is_full() {
                 flush(t, now, pc);
             }
+        }
+        // Paced packets leave when due, not when a burst fills or the
+        // drain timer fires (that would bunch them).
+        if n > 0 && g.paced() {
+            flush(t, now, pc);
         }
     }
     made
