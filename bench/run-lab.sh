@@ -63,41 +63,6 @@ cat > "$WORK/udp.cfg" <<'EOF'
 }
 EOF
 
-kernel_router() {
-  inns $NS_R ip addr add 198.18.0.1/24 dev r0
-  inns $NS_R ip addr add 198.19.0.1/24 dev r1
-  inns $NS_R ip neigh replace 198.18.0.2 lladdr 02:c1:00:00:00:02 dev r0
-  inns $NS_R ip neigh replace 198.19.0.2 lladdr 02:5e:00:00:00:02 dev r1
-  inns $NS_R sysctl -qw net.ipv4.ip_forward=1
-  local mask=$(printf %x $((1 << ROUTER_CPU))) d
-  for d in r0 r1; do echo "$mask" | inns $NS_R tee /sys/class/net/$d/queues/rx-0/rps_cpus > /dev/null; done
-  # The same policy as configs/router-nat.toml.
-  inns $NS_R nft -f - <<'EOF'
-table inet filter {
-  chain forward {
-    type filter hook forward priority 0; policy drop;
-    ct state established accept
-    oifname "r1" tcp dport 23 reject with tcp reset
-    oifname "r1" tcp dport 25 drop
-    ct state invalid drop
-    iifname "r0" ct state { new, related } accept
-    iifname "r1" oifname "r0" tcp dport 80 ct state new ct status dnat ct original ip daddr 198.19.0.1 ct original proto-dst 8080 accept
-    ct state related accept
-  }
-}
-table ip nat {
-  chain prerouting {
-    type nat hook prerouting priority -100;
-    iifname "r1" ip daddr 198.19.0.1 tcp dport 8080 dnat to 198.18.0.2:80
-  }
-  chain postrouting {
-    type nat hook postrouting priority 100;
-    oifname "r1" ip saddr 198.18.0.0/24 masquerade
-  }
-}
-EOF
-}
-
 # Idle (+ iowait) time of all CPUs / of one CPU. Busy time is what is left of
 # the wall time: with a tickless idle the kernel measures idle time exactly,
 # while its busy fields are tick samples, which a router that wakes and
@@ -117,7 +82,7 @@ run() { # router rate
     pid=$!
     for _ in $(seq 50); do [ -s "$WORK/s.json" ] && break; sleep 0.1; done
   else
-    kernel_router
+    lab_kernel_router $ROUTER_CPU
   fi
   # The server drops the stream first thing (UDP port 9 is closed there, and
   # answering it would cost every router's CPU the same ICMP work).

@@ -1,5 +1,5 @@
-# The namespace lab's topology, shared by scripts/lab.sh and
-# bench/run-lab.sh (source it):
+# The namespace lab's topology, shared by scripts/lab.sh, bench/run-lab.sh
+# and bench/run-ndr.sh (source it):
 #
 #   sl-client-PID: c0 198.18.0.2/24 (02:c1:00:00:00:02), default via 198.18.0.1
 #   sl-router-PID: r0 (02:51:00:00:00:00) and r1 (02:51:00:00:00:01), no
@@ -59,4 +59,42 @@ lab_rx() { inns "$1" cat "/sys/class/net/$2/statistics/rx_packets"; }
 # The lab config (AF_PACKET ports) with its ports as AF_XDP sockets.
 lab_afxdp_config() { # from to
   sed 's/^driver = "afpacket"/driver = "afxdp"/; s/^\[port\.afpacket\]/[port.afxdp]/' "$1" > "$2"
+}
+
+# The kernel as the router: ip_forward, static neighbours, the policy of
+# configs/router-nat.toml in nftables (filter, masquerade, DNAT), RPS
+# steering the router interfaces' receive work to CPU $1.
+lab_kernel_router() { # cpu
+  inns $NS_R ip addr add 198.18.0.1/24 dev r0
+  inns $NS_R ip addr add 198.19.0.1/24 dev r1
+  inns $NS_R ip neigh replace 198.18.0.2 lladdr 02:c1:00:00:00:02 dev r0
+  inns $NS_R ip neigh replace 198.19.0.2 lladdr 02:5e:00:00:00:02 dev r1
+  inns $NS_R sysctl -qw net.ipv4.ip_forward=1
+  local mask=$(printf %x $((1 << $1))) d
+  for d in r0 r1; do echo "$mask" | inns $NS_R tee /sys/class/net/$d/queues/rx-0/rps_cpus > /dev/null; done
+  # The same policy as configs/router-nat.toml.
+  inns $NS_R nft -f - <<'EOF'
+table inet filter {
+  chain forward {
+    type filter hook forward priority 0; policy drop;
+    ct state established accept
+    oifname "r1" tcp dport 23 reject with tcp reset
+    oifname "r1" tcp dport 25 drop
+    ct state invalid drop
+    iifname "r0" ct state { new, related } accept
+    iifname "r1" oifname "r0" tcp dport 80 ct state new ct status dnat ct original ip daddr 198.19.0.1 ct original proto-dst 8080 accept
+    ct state related accept
+  }
+}
+table ip nat {
+  chain prerouting {
+    type nat hook prerouting priority -100;
+    iifname "r1" ip daddr 198.19.0.1 tcp dport 8080 dnat to 198.18.0.2:80
+  }
+  chain postrouting {
+    type nat hook postrouting priority 100;
+    oifname "r1" ip saddr 198.18.0.0/24 masquerade
+  }
+}
+EOF
 }
