@@ -82,7 +82,8 @@ enum Bench {
         /// The tester's control socket.
         #[arg(short, long, default_value = appliance::ctl::DEFAULT_SOCKET)]
         socket: PathBuf,
-        /// Frame sizes, bytes without FCS.
+        /// Frame sizes in bytes with the FCS, as RFC 2544 counts them (the
+        /// generator makes frames 4 bytes shorter; the NIC adds the FCS).
         #[arg(long, value_delimiter = ',', default_values_t = [64usize, 128, 256, 512, 1024, 1280, 1518])]
         sizes: Vec<usize>,
         /// Seconds per trial.

@@ -23,10 +23,18 @@ use std::fmt::Write as _;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
+/// Bytes of the Ethernet FCS, which RFC 2544's frame sizes count and the
+/// generator's do not (the NIC appends it).
+pub const FCS: usize = 4;
+
+/// The frame sizes `sluice bench ndr` accepts (with FCS).
+pub const SIZES: std::ops::RangeInclusive<usize> = 62..=crate::tester::MAX_FRAME + FCS;
+
 /// What to search.
 #[derive(Clone, Debug)]
 pub struct Options {
-    /// Frame sizes (bytes without FCS).
+    /// Ethernet frame sizes as RFC 2544 counts them (bytes with the
+    /// 4-byte FCS: 64 to 1518 on a 1500-byte MTU).
     pub sizes: Vec<usize>,
     /// Length of one trial.
     pub trial: Duration,
@@ -84,13 +92,13 @@ pub struct Trial {
 /// The result for one frame size.
 #[derive(Clone, Debug, Serialize)]
 pub struct SizeResult {
-    /// Frame bytes (without FCS).
+    /// Frame bytes (with FCS, as RFC 2544 counts them).
     pub size: usize,
     /// The highest rate within the allowed loss, packets per second (all
     /// generating ports).
     pub ndr_pps: f64,
-    /// The same on the wire, bits per second (frame + FCS, preamble and
-    /// inter-frame gap: 24 bytes more per frame).
+    /// The same on the wire, bits per second (frame with FCS, plus
+    /// preamble and inter-frame gap: 20 bytes more per frame).
     pub ndr_l1_bps: f64,
     /// The NDR is the tester's ceiling (the device lost nothing there).
     pub tester_limited: bool,
@@ -176,14 +184,15 @@ fn figures(stats: &serde_json::Value) -> Result<Figures> {
 }
 
 /// Runs one trial at `rate` per port (`None`: the top rate) with
-/// `size`-byte frames, `ports` generating.
+/// `size`-byte frames (with FCS: the generator makes them 4 bytes
+/// shorter, the NIC adds the FCS), `ports` generating.
 fn trial(sock: &Path, o: &Options, rate: Option<f64>, size: usize, ports: f64) -> Result<Trial> {
     ask(sock, &["gen", "stop"])?;
     std::thread::sleep(o.settle);
     ask(sock, &["clear", "stats"])?;
     let r = rate.map_or("max".to_string(), |r| format!("{r:.3}"));
     let secs = format!("{:.6}", o.trial.as_secs_f64());
-    let s = size.to_string();
+    let s = (size - FCS).to_string();
     ask(sock, &["gen", "start", &r, "size", &s, "duration", &secs])?;
     let started = Instant::now();
     std::thread::sleep(o.trial);
@@ -294,7 +303,7 @@ pub fn search(
     Ok(SizeResult {
         size,
         ndr_pps,
-        ndr_l1_bps: ndr_pps * (size + 24) as f64 * 8.0,
+        ndr_l1_bps: ndr_pps * (size + 20) as f64 * 8.0,
         tester_limited: top.pass,
         at_ndr: best,
         latency,
@@ -325,7 +334,7 @@ pub fn table(rs: &[SizeResult], o: &Options) -> String {
     let mut s = String::new();
     let _ = writeln!(
         s,
-        "RFC 2544 throughput (loss <= {}%, {:.1} s trials, resolution {}%), one-way latency p50/p99 in µs at fractions of the NDR",
+        "RFC 2544 throughput (frame sizes with FCS; loss <= {}%, {:.1} s trials, resolution {}%), one-way latency p50/p99 in µs at fractions of the NDR",
         o.loss * 100.0,
         o.trial.as_secs_f64(),
         o.resolution * 100.0
@@ -408,7 +417,7 @@ pub fn svg(rs: &[SizeResult]) -> String {
          <line x1=\"{m}\" y1=\"{b}\" x2=\"{r}\" y2=\"{b}\" stroke=\"black\"/>\n\
          <line x1=\"{m}\" y1=\"{m}\" x2=\"{m}\" y2=\"{b}\" stroke=\"black\"/>\n\
          <line x1=\"{r}\" y1=\"{m}\" x2=\"{r}\" y2=\"{b}\" stroke=\"black\"/>\n\
-         <text x=\"{cx}\" y=\"{t}\" text-anchor=\"middle\">frame size (bytes)</text>\n\
+         <text x=\"{cx}\" y=\"{t}\" text-anchor=\"middle\">frame size (bytes, with FCS)</text>\n\
          <text x=\"{m}\" y=\"{ty}\" fill=\"#1f77b4\">NDR (Mpps, max {top_r:.3})</text>\n\
          <text x=\"{r}\" y=\"{ty}\" text-anchor=\"end\" fill=\"#d62728\">latency at the NDR, p50 solid, p99 dashed (µs, max {top_l:.1})</text>\n",
         b = h - m,
