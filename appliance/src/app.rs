@@ -141,16 +141,18 @@ pub fn run(cfg: &Config, stop: &AtomicBool, emit: &mut dyn FnMut(&Report)) -> Re
     let gen = (!gen.is_empty()).then_some(gen);
     // Fresh buffers for the router's held packets (sent once resolved):
     // jumbo-sized, committed only as used.
-    let inject = if cfg.inject_buffers() > 0 {
+    let (inject, bulk) = if cfg.inject_buffers() > 0 {
         let pool = pmd::Pool::new("inject", cfg.inject_buffers(), 9216 + 64)
             .context("buffer pool for held packets and generated traffic")?;
-        Some(pmd::pool_injector(pool))
+        let bulk: pmd::BulkAlloc = std::sync::Arc::new(move |b, n| pool.alloc_bulk(b, n));
+        (Some(pmd::pool_injector(pool)), Some(bulk))
     } else {
-        None
+        (None, None)
     };
     let family = crate::engine::Family {
         gen,
         inject,
+        bulk,
         on_start: || {},
     };
     crate::engine::run_ports(cfg, tsc, opened, family, stop, emit)

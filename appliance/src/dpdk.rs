@@ -121,8 +121,9 @@ pub fn run(
         .with_context(|| format!("port {} ({}, {device})", p.name, p.origin))?;
         opened.push((port, None));
     }
-    // Fresh mbufs for the router's held packets (sent once resolved).
-    let inject = if cfg.inject_buffers() > 0 {
+    // Fresh mbufs for the router's held packets (sent once resolved) and
+    // the tester's generators (in bulk).
+    let (inject, bulk) = if cfg.inject_buffers() > 0 {
         // DPDK's best pool sizes are 2^n - 1.
         let mp = Mempool::create(
             &eal,
@@ -134,13 +135,16 @@ pub fn run(
         .context("mbuf pool for held packets and generated traffic")?;
         let make: pmd::Injector<pmd::dpdk::DpdkMbuf> =
             std::sync::Arc::new(move |b: &[u8]| pmd::filled(mp.alloc(), b));
-        Some(make)
+        let bulk: pmd::BulkAlloc<pmd::dpdk::DpdkMbuf> =
+            std::sync::Arc::new(move |out, n| mp.alloc_bulk(out, n));
+        (Some(make), Some(bulk))
     } else {
-        None
+        (None, None)
     };
     let family = crate::engine::Family {
         gen: None,
         inject,
+        bulk,
         on_start: dpdk::register_thread,
     };
     crate::engine::run_ports(cfg, tsc, opened, family, stop, emit)

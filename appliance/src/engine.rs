@@ -83,6 +83,8 @@ pub(crate) struct Family<B: PacketBuf> {
     pub gen: Option<Generator>,
     /// Fresh buffers for the packets workers send of their own.
     pub inject: Option<pmd::Injector<B>>,
+    /// The same in bulk, for the tester's generators.
+    pub bulk: Option<pmd::BulkAlloc<B>>,
     /// Called by each worker thread first, after pinning.
     pub on_start: fn(),
 }
@@ -106,6 +108,7 @@ where
     let Family {
         gen,
         inject,
+        bulk,
         on_start,
     } = family;
     let nports = cfg.ports.len();
@@ -258,6 +261,7 @@ where
             tsc,
             handoff,
             inject: inject.clone(),
+            bulk: if gens.is_empty() { None } else { bulk.clone() },
             mirror: None,
             gens,
             gen_ctl,

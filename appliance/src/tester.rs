@@ -138,6 +138,23 @@ impl TxGen {
         self.pacer.due(now, budget, self.max_lag)
     }
 
+    /// The next packet, written into `m` (a fresh, empty buffer) and
+    /// stamped at `now`; false when it does not fit.
+    #[inline]
+    pub fn fill<B: PacketBuf>(&mut self, m: &mut B, now: u64) -> bool {
+        let i = self.next;
+        let f = &self.flows[i];
+        let Some(d) = m.append(f.frame.len()) else {
+            return false;
+        };
+        d.copy_from_slice(&f.frame);
+        self.next = if i + 1 == self.flows.len() { 0 } else { i + 1 };
+        let seq = self.seq[i];
+        self.seq[i] = seq.wrapping_add(1);
+        f.stamp(m.data_mut(), self.base.wrapping_add(i as u16), seq, now);
+        true
+    }
+
     /// The next packet, made by `make` (a fresh buffer holding a copy of
     /// the bytes given) and stamped at `now`; `None` without a buffer.
     #[inline]

@@ -39,7 +39,8 @@ pub struct NullIo {
     /// Hugepages for testpmd.
     #[arg(long, value_enum, default_value_t = Huge::Auto)]
     hugepages: Huge,
-    /// Forwarding mode on both sides (io, mac, macswap, 5tswap).
+    /// Forwarding mode on both sides (io, mac, macswap, 5tswap; txonly
+    /// with a txonly config: one `no-rx` net_null port).
     #[arg(long, default_value = "io")]
     forward_mode: String,
 }
@@ -116,17 +117,17 @@ fn setup_hugepages() -> bool {
 /// non-zero stats period.
 fn testpmd_run(a: &NullIo, huge: bool, run: usize) -> Result<f64> {
     let prefix = format!("sluice-bench-{}-{run}", std::process::id());
+    // txonly: one port that receives nothing (as the Sluice config).
+    let tx = a.forward_mode == "txonly";
     let mut cmd = Command::new("timeout");
     cmd.args(["-s", "INT", &(a.seconds + 2).to_string(), "dpdk-testpmd"])
-        .args(["-l", &format!("0,{}", a.core), "--no-pci"])
-        .args([
-            "--vdev",
-            "net_null0",
-            "--vdev",
-            "net_null1",
-            "--file-prefix",
-            &prefix,
-        ]);
+        .args(["-l", &format!("0,{}", a.core), "--no-pci"]);
+    if tx {
+        cmd.args(["--vdev", "net_null0,no-rx=1"]);
+    } else {
+        cmd.args(["--vdev", "net_null0", "--vdev", "net_null1"]);
+    }
+    cmd.args(["--file-prefix", &prefix]);
     if !huge {
         cmd.args(["--no-huge", "-m", "1024"]);
     }
@@ -142,13 +143,18 @@ fn testpmd_run(a: &NullIo, huge: bool, run: usize) -> Result<f64> {
         .output()
         .context("running dpdk-testpmd")?;
     let text = String::from_utf8_lossy(&out.stdout);
-    // Each stats period prints one "Rx-pps:" line per port (2 ports).
+    // Each stats period prints one "Rx-pps: … Rx-bps" and one "Tx-pps:"
+    // line per port (2 ports; txonly: 1, and what it sent counts).
+    let (key, ports) = if tx { ("Tx-pps:", 1) } else { ("Rx-pps:", 2) };
     let per_port: Vec<f64> = text
         .lines()
-        .filter_map(|l| l.trim().strip_prefix("Rx-pps:"))
+        .filter_map(|l| l.trim().strip_prefix(key))
         .filter_map(|l| l.split_whitespace().next()?.parse().ok())
         .collect();
-    let periods: Vec<f64> = per_port.chunks_exact(2).map(|c| c[0] + c[1]).collect();
+    let periods: Vec<f64> = per_port
+        .chunks_exact(ports)
+        .map(|c| c.iter().sum())
+        .collect();
     let busy: Vec<f64> = periods
         .iter()
         .copied()

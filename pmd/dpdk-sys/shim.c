@@ -25,6 +25,11 @@ struct rte_mbuf *sluice_pktmbuf_alloc(struct rte_mempool *mp)
 	return rte_pktmbuf_alloc(mp);
 }
 
+int sluice_pktmbuf_alloc_bulk(struct rte_mempool *mp, struct rte_mbuf **mbufs, unsigned int n)
+{
+	return rte_pktmbuf_alloc_bulk(mp, mbufs, n) == 0 ? 0 : -1;
+}
+
 void sluice_pktmbuf_free(struct rte_mbuf *m)
 {
 	rte_pktmbuf_free(m);

@@ -15,6 +15,8 @@ uint16_t sluice_tx_burst(uint16_t port, uint16_t queue, struct rte_mbuf **pkts, 
  * and rte_eth_tx_burst read): its address is fixed for the process. */
 struct rte_eth_fp_ops *sluice_fp_ops(uint16_t port);
 struct rte_mbuf *sluice_pktmbuf_alloc(struct rte_mempool *mp);
+/* n mbufs at once, all or none: 0, or -1 when the pool has fewer. */
+int sluice_pktmbuf_alloc_bulk(struct rte_mempool *mp, struct rte_mbuf **mbufs, unsigned int n);
 void sluice_pktmbuf_free(struct rte_mbuf *m);
 int sluice_set_data_len(struct rte_mbuf *m, uint16_t len);
 uint32_t sluice_mbuf_rss(const struct rte_mbuf *m);

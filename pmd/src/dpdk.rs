@@ -136,6 +136,34 @@ impl Mempool {
         // SAFETY: the pool pointer is valid; a null return means exhausted.
         NonNull::new(unsafe { ffi::sluice_pktmbuf_alloc(self.0.as_ptr()) }).map(DpdkMbuf)
     }
+
+    /// Allocates `n` mbufs (at most `out.room()`, and 64) with empty
+    /// packets in one call, appended to `out`; returns how many (0 when
+    /// the pool has fewer: all or none, as `rte_pktmbuf_alloc_bulk`).
+    pub fn alloc_bulk(&self, out: &mut crate::Batch<DpdkMbuf>, n: usize) -> usize {
+        // At most 64 a call: the pointer array is zeroed each time (a
+        // MAX_BURST one costs a 4 KiB memset per call).
+        const MOST: usize = 64;
+        let n = n.min(out.room()).min(MOST);
+        let mut raw = [std::ptr::null_mut::<ffi::rte_mbuf>(); MOST];
+        // SAFETY: the pool pointer is valid; `raw` has room for n pointers,
+        // which the call fills only on success (returning 0).
+        if n == 0
+            || unsafe {
+                ffi::sluice_pktmbuf_alloc_bulk(self.0.as_ptr(), raw.as_mut_ptr(), n as u32)
+            } != 0
+        {
+            return 0;
+        }
+        for p in &raw[..n] {
+            // Non-null on success; each a fresh mbuf we now own.
+            if let Some(p) = NonNull::new(*p) {
+                // Cannot fail: n <= out.room().
+                let _ = out.push(DpdkMbuf(p));
+            }
+        }
+        n
+    }
 }
 
 /// An `rte_mbuf` owned by Sluice (single segment). Dropping it frees it.
@@ -295,12 +323,29 @@ impl PacketBuf for DpdkMbuf {
             .map(|p| unsafe { std::slice::from_raw_parts_mut(p.as_ptr().cast::<u8>(), n) })
     }
     fn append(&mut self, n: usize) -> Option<&mut [u8]> {
-        let n16 = u16::try_from(n).ok()?;
-        // SAFETY: as prepend, at the tail.
-        let p = unsafe { ffi::sluice_append(self.raw(), n16) };
-        // SAFETY: non-null p points at n bytes we own exclusively.
-        NonNull::new(p)
-            .map(|p| unsafe { std::slice::from_raw_parts_mut(p.as_ptr().cast::<u8>(), n) })
+        // rte_pktmbuf_append for Sluice's single-segment mbufs, inline (no
+        // call per packet: a generator appends to every mbuf it makes).
+        // SAFETY: we own the mbuf exclusively (see `DpdkMbuf`); its header
+        // is plain data.
+        let m = unsafe { self.0.as_mut() };
+        if m.nb_segs != 1 {
+            let n16 = u16::try_from(n).ok()?;
+            // SAFETY: as prepend, at the tail (the shim walks the segments).
+            let p = unsafe { ffi::sluice_append(self.raw(), n16) };
+            // SAFETY: non-null p points at n bytes we own exclusively.
+            return NonNull::new(p)
+                .map(|p| unsafe { std::slice::from_raw_parts_mut(p.as_ptr().cast::<u8>(), n) });
+        }
+        let tail = usize::from(m.data_off) + usize::from(m.data_len);
+        if tail + n > usize::from(m.buf_len) {
+            return None;
+        }
+        // Cannot truncate: tail + n fits a u16 buffer length.
+        m.data_len += n as u16;
+        m.pkt_len += n as u32;
+        // SAFETY: buf_addr + tail .. + n lies inside the mbuf's buffer
+        // (checked against buf_len above), which we own exclusively.
+        Some(unsafe { std::slice::from_raw_parts_mut(m.buf_addr.cast::<u8>().add(tail), n) })
     }
     fn adj(&mut self, n: usize) -> bool {
         // SAFETY: the shim returns -1 (no change) when n > data_len.

@@ -260,6 +260,10 @@ pub type BoxTx<B = Mbuf> = Box<dyn TxQueue<Buf = B>>;
 /// fit. A slow path: called per such packet, never per received one.
 pub type Injector<B = Mbuf> = std::sync::Arc<dyn Fn(&[u8]) -> Option<B> + Send + Sync>;
 
+/// Fresh empty buffers in bulk: appends up to `n` to the batch and returns
+/// how many (a generator's buffers, one call per burst).
+pub type BulkAlloc<B = Mbuf> = std::sync::Arc<dyn Fn(&mut Batch<B>, usize) -> usize + Send + Sync>;
+
 /// `fresh` (an empty buffer just allocated) holding a copy of `bytes`.
 pub fn filled<B: PacketBuf>(fresh: Option<B>, bytes: &[u8]) -> Option<B> {
     let mut m = fresh?;

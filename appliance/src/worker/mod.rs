@@ -146,6 +146,8 @@ pub struct WorkerSetup<B, R = pmd::BoxRx<B>, T = pmd::BoxTx<B>> {
     pub mirror: Option<(crate::punt::PuntEnd, crate::punt::FromKernel)>,
     /// `txonly`/`flowgen`: a generator per TX port.
     pub gens: Vec<crate::tester::TxGen>,
+    /// Their buffers, in bulk (else one at a time from `inject`).
+    pub bulk: Option<pmd::BulkAlloc<B>>,
     /// Changes to the generators (`sluice ctl gen`), read every `PUBLISH`.
     pub gen_ctl: Option<crossbeam_channel::Receiver<crate::tester::GenCommand>>,
     /// Checks what it receives for the tester's signatures.
@@ -190,8 +192,10 @@ struct Worker<'a, B, R, T, F> {
     tap: Option<crate::capture::Tap>,
     /// Where requests for the stage's state come from.
     dumps: Option<crossbeam_channel::Receiver<DumpRequest>>,
-    /// The generators, where their commands come from, and the probe.
+    /// The generators, where their commands come from, and the probe;
+    /// the generators' buffers in bulk, and a batch to take them into.
     gens: Vec<crate::tester::TxGen>,
+    bulk: Option<(pmd::BulkAlloc<B>, Batch<B>)>,
     gen_ctl: Option<crossbeam_channel::Receiver<crate::tester::GenCommand>>,
     probe: Option<pmd::probe::Probe>,
 }
@@ -225,6 +229,7 @@ pub fn run<B: PacketBuf, R: RxQueue<Buf = B>, T: TxQueue<Buf = B>, F: ForwardMod
         inject,
         mirror,
         gens,
+        bulk,
         gen_ctl,
         probe,
     } = setup;
@@ -284,6 +289,7 @@ pub fn run<B: PacketBuf, R: RxQueue<Buf = B>, T: TxQueue<Buf = B>, F: ForwardMod
         tap: None,
         dumps,
         gens,
+        bulk: bulk.map(|b| (b, Batch::new(burst))),
         gen_ctl,
         probe,
     };

@@ -172,6 +172,7 @@ impl<B: PacketBuf, R: RxQueue<Buf = B>, T: TxQueue<Buf = B>, F: ForwardMode>
             punt,
             from_kernel,
             gens,
+            bulk,
             probe,
             burst,
             ..
@@ -309,7 +310,7 @@ impl<B: PacketBuf, R: RxQueue<Buf = B>, T: TxQueue<Buf = B>, F: ForwardMode>
         // A tester's generators: what is due now. Generated packets count
         // as the round's work.
         if !gens.is_empty() {
-            got += generate(gens, inject.as_ref(), tx, c, *burst);
+            got += generate(gens, inject.as_ref(), bulk.as_mut(), tx, c, *burst);
         }
         (got, more)
     }
@@ -419,6 +420,7 @@ fn from_kernel_frames<B: PacketBuf, T: TxQueue<Buf = B>>(
 fn generate<B: PacketBuf, T: TxQueue<Buf = B>>(
     gens: &mut [crate::tester::TxGen],
     inject: Option<&pmd::Injector<B>>,
+    mut bulk: Option<&mut (pmd::BulkAlloc<B>, Batch<B>)>,
     tx: &mut [Option<Tx<B, T>>],
     c: &WorkerCounters,
     burst: usize,
@@ -439,16 +441,46 @@ fn generate<B: PacketBuf, T: TxQueue<Buf = B>>(
         if skipped > 0 {
             pc.gen_late.add(skipped);
         }
-        for _ in 0..n {
-            let Some(m) = g.make(&**make, now) else {
-                pc.gen_nombuf.add(1);
-                continue;
+        let mut left = n;
+        while left > 0 {
+            // Buffers for what fits the TX buffer: in bulk when the pool
+            // can, else one at a time.
+            let want = left.min(t.buf.room()).max(1);
+            let taken = match bulk.as_deref_mut() {
+                Some((alloc, b)) => {
+                    let k = alloc(b, want);
+                    (k > 0).then_some((k, b))
+                }
+                None => None,
             };
-            t.rx_at[t.buf.len()] = now;
-            // Cannot fail: the buffer is flushed when full.
-            let _ = t.buf.push(m);
-            pc.generated.add(1);
-            made += 1;
+            if let Some((fresh, b)) = taken {
+                let mut k = 0;
+                for mut m in b.drain() {
+                    if !g.fill(&mut m, now) {
+                        pc.gen_nombuf.add(1);
+                        continue;
+                    }
+                    t.rx_at[t.buf.len()] = now;
+                    // Cannot fail: at most its room was asked for.
+                    let _ = t.buf.push(m);
+                    k += 1;
+                }
+                pc.generated.add(k as u64);
+                made += k;
+                left -= fresh;
+            } else {
+                match g.make(&**make, now) {
+                    Some(m) => {
+                        t.rx_at[t.buf.len()] = now;
+                        // Cannot fail: the buffer is flushed when full.
+                        let _ = t.buf.push(m);
+                        pc.generated.add(1);
+                        made += 1;
+                    }
+                    None => pc.gen_nombuf.add(1),
+                }
+                left -= 1;
+            }
             if t.buf.is_full() {
                 flush(t, now, pc);
             }
