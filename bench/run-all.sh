@@ -29,6 +29,7 @@ BENCHES=(
   "run-convergence.sh|root && data routes|needs root and ../shared/data/routes"
   "run-convergence-bgp.sh|root && data routes && have bird && have birdc|needs root, ../shared/data/routes and bird2"
   "run-lab.sh|root && have trafgen && have nft|needs root, netsniff-ng (trafgen) and nftables"
+  "run-ndr.sh|root && have nft && [ \$(nproc) -ge 2 ]|needs root, nftables and 2 or more CPUs"
 )
 
 rows=()
