@@ -85,20 +85,11 @@ fn tcp_to_the_router_reaches_the_kernel_through_the_tap() {
     if !have("ip") || !have("python3") {
         return;
     }
-    let n = Nets::new("sl-tap", &["c", "r", "s"]);
+    // The client's veth keeps its offloads: its TCP checksums reach
+    // Sluice unfinished, and Sluice's AF_PACKET port completes them (else
+    // the kernel behind the TAP drops them).
+    let n = Nets::mirror_lab("sl-tap");
     let (c, r, s) = (&n.0[0], &n.0[1], &n.0[2]);
-    n.veth("c0", c, "r0", r);
-    n.veth("s0", s, "r1", r);
-    // The kernel here owns the router's addresses (on the TAP) but must
-    // not answer ARP on the AF_PACKET port's own interface (with the
-    // veth's MAC). The client's veth keeps its offloads: its TCP
-    // checksums reach Sluice unfinished, and Sluice's AF_PACKET port
-    // completes them (else the kernel behind the TAP drops them).
-    n.sh(
-        r,
-        "ip link set r0 up && ip link set r1 up \
-         && sysctl -qw net.ipv4.conf.r0.arp_ignore=8 net.ipv4.conf.r1.arp_ignore=8",
-    );
     n.sh(c, "ip link set c0 up && ip addr add 198.18.0.2/24 dev c0");
     n.sh(s, "ip link set s0 up");
     // GRO on the port's interface: off while Sluice has it, back after.

@@ -392,15 +392,8 @@ fn vlan_sub_interface_has_its_own_tap_punt_rules_and_routes() {
     if !have("ip") || !have("python3") {
         return;
     }
-    let n = Nets::new("sl-vt", &["c", "r", "s"]);
+    let n = Nets::mirror_lab("sl-vt");
     let (c, r, s) = (&n.0[0], &n.0[1], &n.0[2]);
-    n.veth("c0", c, "r0", r);
-    n.veth("s0", s, "r1", r);
-    n.sh(
-        r,
-        "ip link set r0 up && ip link set r1 up \
-         && sysctl -qw net.ipv4.conf.r0.arp_ignore=8 net.ipv4.conf.r1.arp_ignore=8",
-    );
     n.sh(
         c,
         "ip link set c0 up && ip addr add 203.0.113.1/32 dev lo && ip link set lo up",

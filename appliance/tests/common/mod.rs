@@ -244,6 +244,24 @@ pub fn as_root() -> bool {
 }
 
 impl Nets {
+    /// The control-plane lab: namespaces `c` (client), `r` (router), `s`
+    /// (server), veths `c0`—`r0` and `s0`—`r1`, the router's up. The
+    /// kernel in `r` will own the router's addresses (on Sluice's TAPs),
+    /// so it must not answer ARP on the AF_PACKET ports' own interfaces
+    /// (`arp_ignore=8`).
+    pub fn mirror_lab(prefix: &str) -> Nets {
+        let n = Nets::new(prefix, &["c", "r", "s"]);
+        let (c, r, s) = (&n.0[0], &n.0[1], &n.0[2]);
+        n.veth("c0", c, "r0", r);
+        n.veth("s0", s, "r1", r);
+        n.sh(
+            r,
+            "ip link set r0 up && ip link set r1 up \
+             && sysctl -qw net.ipv4.conf.r0.arp_ignore=8 net.ipv4.conf.r1.arp_ignore=8",
+        );
+        n
+    }
+
     /// A veth pair: `a` in namespace `na`, `b` in namespace `nb`.
     pub fn veth(&self, a: &str, na: &str, b: &str, nb: &str) {
         let out = Command::new("ip")
