@@ -59,7 +59,7 @@ impl TxGen {
     /// A generator of `cfg`'s traffic on `port` (TSC of `hz`), starting
     /// its schedule at `now`, its flows numbered from `base`.
     pub fn new(port: u16, cfg: GenConfig, hz: u64, now: u64, base: u16) -> TxGen {
-        let flows = build_flows(&cfg, &mut rng_for(cfg.seed, port), 1, MAX_FRAME);
+        let flows = flows_of(&cfg, port);
         let mut pacer = Pacer::new(cfg.rate, cfg.pattern, hz, cfg.seed ^ u64::from(port));
         pacer.start(now);
         TxGen {
@@ -99,13 +99,7 @@ impl TxGen {
     pub fn apply(&mut self, c: &GenCommand, now: u64) {
         if let Some(size) = c.size.filter(|s| *s != self.cfg.size) {
             self.cfg.size = size;
-            let flows = build_flows(
-                &self.cfg,
-                &mut rng_for(self.cfg.seed, self.port),
-                1,
-                MAX_FRAME,
-            );
-            self.flows = flows;
+            self.flows = flows_of(&self.cfg, self.port);
         }
         self.cfg.rate = c.rate;
         self.pacer = Pacer::new(
@@ -142,16 +136,12 @@ impl TxGen {
     /// stamped at `now`; false when it does not fit.
     #[inline]
     pub fn fill<B: PacketBuf>(&mut self, m: &mut B, now: u64) -> bool {
-        let i = self.next;
-        let f = &self.flows[i];
-        let Some(d) = m.append(f.frame.len()) else {
+        let frame = &self.flows[self.next].frame;
+        let Some(d) = m.append(frame.len()) else {
             return false;
         };
-        d.copy_from_slice(&f.frame);
-        self.next = if i + 1 == self.flows.len() { 0 } else { i + 1 };
-        let seq = self.seq[i];
-        self.seq[i] = seq.wrapping_add(1);
-        f.stamp(m.data_mut(), self.base.wrapping_add(i as u16), seq, now);
+        d.copy_from_slice(frame);
+        self.stamp(m, now);
         true
     }
 
@@ -159,15 +149,26 @@ impl TxGen {
     /// the bytes given) and stamped at `now`; `None` without a buffer.
     #[inline]
     pub fn make<B: PacketBuf>(&mut self, make: &dyn Fn(&[u8]) -> Option<B>, now: u64) -> Option<B> {
+        let mut m = make(&self.flows[self.next].frame)?;
+        self.stamp(&mut m, now);
+        Some(m)
+    }
+
+    /// Stamps `m`, a copy of the next flow's frame, with that flow's next
+    /// sequence number and `now`, and moves on to the following flow.
+    #[inline]
+    fn stamp<B: PacketBuf>(&mut self, m: &mut B, now: u64) {
         let i = self.next;
-        let f = &self.flows[i];
-        let mut m = make(&f.frame)?;
         self.next = if i + 1 == self.flows.len() { 0 } else { i + 1 };
         let seq = self.seq[i];
         self.seq[i] = seq.wrapping_add(1);
-        f.stamp(m.data_mut(), self.base.wrapping_add(i as u16), seq, now);
-        Some(m)
+        self.flows[i].stamp(m.data_mut(), self.base.wrapping_add(i as u16), seq, now);
     }
+}
+
+/// A generator's flows for `port` (reproducible from `cfg.seed`).
+fn flows_of(cfg: &GenConfig, port: u16) -> Vec<Flow> {
+    build_flows(cfg, &mut rng_for(cfg.seed, port), 1, MAX_FRAME)
 }
 
 #[cfg(test)]

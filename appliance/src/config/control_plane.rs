@@ -60,7 +60,7 @@ fn interface(
 }
 
 /// The name interface `i` is reported under.
-fn name_of(router: &RouterSetup, ports: &[PortConfig], i: u16) -> String {
+pub(super) fn name_of(router: &RouterSetup, ports: &[PortConfig], i: u16) -> String {
     router
         .names
         .get(usize::from(i))

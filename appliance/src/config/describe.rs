@@ -116,7 +116,12 @@ pub fn describe(c: &Config) -> String {
         let t: Vec<String> = c
             .taps
             .iter()
-            .map(|(i, n)| format!("{}={n}", iface_name(c, *i)))
+            .map(|(i, n)| {
+                format!(
+                    "{}={n}",
+                    super::control_plane::name_of(&c.router, &c.ports, *i)
+                )
+            })
             .collect();
         s += &format!(
             "  control plane: TAP mirrors {} (traffic for the router's addresses to the kernel)\n",
@@ -159,7 +164,12 @@ pub fn describe(c: &Config) -> String {
         let ifs: Vec<String> = cp
             .interfaces
             .iter()
-            .map(|(i, n)| format!("{}={n}", iface_name(c, *i)))
+            .map(|(i, n)| {
+                format!(
+                    "{}={n}",
+                    super::control_plane::name_of(&c.router, &c.ports, *i)
+                )
+            })
             .collect();
         s += &format!(
             "  control plane: routes mirrored from kernel table {} over netlink (receive buffer {} KiB); kernel interfaces {}\n",
@@ -169,13 +179,4 @@ pub fn describe(c: &Config) -> String {
         );
     }
     s
-}
-
-/// The name of router interface `i` (a port or a VLAN sub-interface).
-fn iface_name(c: &Config, i: u16) -> &str {
-    c.router
-        .names
-        .get(usize::from(i))
-        .or_else(|| c.ports.get(usize::from(i)).map(|p| &p.name))
-        .map_or("?", |n| n.as_str())
 }
