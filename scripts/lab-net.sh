@@ -21,6 +21,7 @@ lab_down() {
     # Kill what runs in the namespace, then the namespace.
     for p in $(ip netns pids "$ns" 2>/dev/null); do kill -9 "$p" 2>/dev/null; done
     ip netns del "$ns" 2>/dev/null
+    rm -rf "/etc/netns/$ns"
   done
   return 0
 }
@@ -28,7 +29,16 @@ lab_down() {
 lab_up() {
   local ns
   lab_down
-  for ns in $NS_C $NS_R $NS_S; do ip netns add "$ns"; done
+  for ns in $NS_C $NS_R $NS_S; do
+    ip netns add "$ns"
+    # No name server in the lab (`ip netns exec` mounts this file over
+    # /etc/resolv.conf): a server's reverse lookup of its own address
+    # (python's http.server does one at bind) would otherwise send DNS
+    # through the router and ARP for the gateway, unpredictably, before
+    # and after the router under test starts.
+    mkdir -p "/etc/netns/$ns"
+    echo "nameserver 127.0.0.1" > "/etc/netns/$ns/resolv.conf"
+  done
   ip link add c0 netns $NS_C type veth peer name r0 netns $NS_R
   ip link add s0 netns $NS_S type veth peer name r1 netns $NS_R
   for ns in $NS_C $NS_R $NS_S; do

@@ -199,13 +199,21 @@ ok=$(inns $NS_C python3 "$WORK/udp_ask.py" 198.19.0.2 5353 200)
 [ "$ok" = 200 ] && pass "UDP request/response through NAT: 200 of 200 answered" || fail "UDP request/response: $ok of 200"
 
 # ---------------------------------------------------------------- accounting
+# The peers fall silent before their counters are read and Sluice stops:
+# their links go down (nothing more leaves them: no ARP probe of a stale
+# neighbour, no late TCP segment), what is in flight reaches Sluice, and
+# only then is Sluice stopped. Read after the stop instead, a packet a
+# peer sends in between counts as sent and never reaches Sluice.
 sleep 0.5
+inns $NS_C ip link set c0 down
+inns $NS_S ip link set s0 down
+sleep 0.3
+C_TX=$(( $(lab_tx $NS_C c0) - C_TX0 ))
+S_TX=$(( $(lab_tx $NS_S s0) - S_TX0 ))
 kill -INT "$SLUICE_PID"
 wait "$SLUICE_PID"
 src=$?
 SLUICE_PID=
-C_TX=$(( $(lab_tx $NS_C c0) - C_TX0 ))
-S_TX=$(( $(lab_tx $NS_S s0) - S_TX0 ))
 summary=$(tail -1 "$WORK/sluice.json")
 read -r offered balanced handed injected held_sent <<< "$(python3 -c '
 import json, sys
