@@ -132,17 +132,61 @@ impl TxGen {
         self.pacer.due(now, budget, self.max_lag)
     }
 
-    /// The next packet, written into `m` (a fresh, empty buffer) and
-    /// stamped at `now`; false when it does not fit.
+    /// The next packets, written into `bufs` (fresh, empty buffers) and
+    /// stamped at `now`; returns how many did not fit (left empty). The
+    /// flow and sequence counters stay in registers for the burst (kept
+    /// in `self` they would chain every packet to the one before through
+    /// memory).
     #[inline]
-    pub fn fill<B: PacketBuf>(&mut self, m: &mut B, now: u64) -> bool {
-        let frame = &self.flows[self.next].frame;
-        let Some(d) = m.append(frame.len()) else {
-            return false;
-        };
-        d.copy_from_slice(frame);
-        self.stamp(m, now);
-        true
+    pub fn fill<B: PacketBuf>(&mut self, bufs: &mut [B], now: u64) -> usize {
+        let mut unfit = 0;
+        let mut next = self.next;
+        let nflows = self.flows.len();
+        if !self.cfg.signature {
+            // Copies only (testpmd's txonly): the flows in turn.
+            for m in bufs {
+                let flow = &self.flows[next];
+                let Some(d) = m.append(flow.frame.len()) else {
+                    unfit += 1;
+                    continue;
+                };
+                flow.copy_to(d);
+                next = if next + 1 == nflows { 0 } else { next + 1 };
+            }
+            self.next = next;
+            return unfit;
+        }
+        if nflows == 1 {
+            // One flow (txonly): its sequence in a register too.
+            let (flow, number) = (&self.flows[0], self.base);
+            let (len, st) = (flow.frame.len(), flow.stamper());
+            let mut seq = self.seq[0];
+            for m in bufs {
+                let Some(d) = m.append(len) else {
+                    unfit += 1;
+                    continue;
+                };
+                flow.copy_to(d);
+                st.stamp(d, number, seq, now);
+                seq = seq.wrapping_add(1);
+            }
+            self.seq[0] = seq;
+            return unfit;
+        }
+        for m in bufs {
+            let flow = &self.flows[next];
+            let Some(d) = m.append(flow.frame.len()) else {
+                unfit += 1;
+                continue;
+            };
+            flow.copy_to(d);
+            let seq = &mut self.seq[next];
+            flow.stamp(d, self.base.wrapping_add(next as u16), *seq, now);
+            *seq = seq.wrapping_add(1);
+            next = if next + 1 == nflows { 0 } else { next + 1 };
+        }
+        self.next = next;
+        unfit
     }
 
     /// The next packet, made by `make` (a fresh buffer holding a copy of
@@ -160,6 +204,9 @@ impl TxGen {
     fn stamp<B: PacketBuf>(&mut self, m: &mut B, now: u64) {
         let i = self.next;
         self.next = if i + 1 == self.flows.len() { 0 } else { i + 1 };
+        if !self.cfg.signature {
+            return;
+        }
         let seq = self.seq[i];
         self.seq[i] = seq.wrapping_add(1);
         self.flows[i].stamp(m.data_mut(), self.base.wrapping_add(i as u16), seq, now);

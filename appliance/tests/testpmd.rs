@@ -57,7 +57,19 @@ fn testpmd(d: &Path, mode: &str) -> (Vec<Vec<u8>>, u64) {
 
 /// Sluice's DPDK build in `mode` over the same vdev.
 fn sluice(d: &Path, mode: &str) -> (Vec<Vec<u8>>, serde_json::Value) {
+    sluice_with(d, mode, &d.join("in.pcap"), "")
+}
+
+/// Sluice in `mode` on a net_pcap port replaying `input`, with `extra`
+/// TOML after the worker (its `[worker.gen]`).
+fn sluice_with(
+    d: &Path,
+    mode: &str,
+    input: &Path,
+    extra: &str,
+) -> (Vec<Vec<u8>>, serde_json::Value) {
     let out = d.join("sluice.pcap");
+    let _ = std::fs::remove_file(&out);
     let cfg = d.join("s.toml");
     std::fs::write(
         &cfg,
@@ -78,8 +90,9 @@ device = "net_pcap0,rx_pcap={},tx_pcap={}"
 core = 1
 mode = "{mode}"
 rx = ["p0"]
+{extra}
 "#,
-            d.join("in.pcap").display(),
+            input.display(),
             out.display()
         ),
     )
@@ -145,5 +158,122 @@ fn icmpecho_csum_and_rxonly_match_testpmd() {
     assert_eq!(s["balance"]["offered"], 24, "{s}");
     assert_eq!(s["balance"]["consumed"], 24, "{s}");
     assert!(ours.is_empty());
+    std::fs::remove_dir_all(&d).unwrap();
+}
+
+/// testpmd's txonly frame (from `start tx_first`: one burst of its txonly
+/// engine, 32 frames) against Sluice's txonly on the same vdev with the
+/// same addresses: the same frame length, MACs, IPv4 and UDP header fields
+/// (Sluice sets DF and fills the UDP checksum, which testpmd leaves 0),
+/// valid checksums; every frame Sluice counted is in the capture, paced
+/// (the signatures' TSC gaps even), and without signatures the frames are
+/// the template as is.
+#[test]
+fn txonly_frames_match_testpmds() {
+    if !common::have("dpdk-testpmd") {
+        return;
+    }
+    let d = dir("txonly");
+    let empty = d.join("empty.pcap");
+    common::write_pcap(&empty, &[]);
+    let out = d.join("testpmd.pcap");
+    let o = Command::new("sh")
+        .arg("-c")
+        .arg(format!(
+            "printf 'start tx_first\\nstop\\nquit\\n' | timeout 60 dpdk-testpmd -l 0,1 \
+             --no-pci --no-huge -m 512 --file-prefix tpmd-tx-{pid} --log-level '*:error' \
+             --vdev net_pcap0,rx_pcap={inp},tx_pcap={out} -- -i --total-num-mbufs=2048",
+            pid = std::process::id(),
+            inp = empty.display(),
+            out = out.display()
+        ))
+        .output()
+        .unwrap();
+    let theirs = pmd::pcap::read_frames(&out).unwrap();
+    assert_eq!(
+        theirs.len(),
+        32,
+        "testpmd's tx_first burst:\n{}",
+        String::from_utf8_lossy(&o.stdout)
+    );
+    let gen = |sig: bool| {
+        format!(
+            "[worker.gen]\nrate = 200\nsize = 64\nsrc_ip = \"198.18.0.1/32\"\n\
+             dst_ip = \"198.18.0.2/32\"\nsrc_port = \"9\"\ndst_port = \"9\"\nsignature = {sig}\n"
+        )
+    };
+    for sig in [true, false] {
+        let (ours, s) = sluice_with(&d, "txonly", &empty, &gen(sig));
+        let made = s["balance"]["generated"]
+            .as_u64()
+            .unwrap_or_else(|| panic!("{s}"));
+        assert_eq!(ours.len() as u64, made, "every generated frame sent: {s}");
+        assert_eq!(s["ports"][0]["tx_pkts"].as_u64(), Some(made), "{s}");
+        assert_eq!(
+            s["ports"][0]["xstats"]["tx_good_bytes"].as_u64(),
+            Some(made * 64),
+            "the PMD's byte count: {s}"
+        );
+        assert_eq!(s["balance"]["balanced"], true, "{s}");
+        assert!((150..=250).contains(&made), "200 pps for 1 s made {made}");
+        for (i, f) in ours.iter().enumerate() {
+            let t = &theirs[0];
+            assert_eq!(f.len(), t.len(), "frame {i}: length");
+            assert_eq!(f[..14], t[..14], "frame {i}: MACs and ethertype");
+            // IPv4: version/IHL, TOS, total length; TTL and protocol;
+            // addresses. Identification 0 in both; flags: DF in Sluice's.
+            assert_eq!(f[14..18], t[14..18], "frame {i}: IPv4 version, TOS, length");
+            assert_eq!(f[18..20], t[18..20], "frame {i}: identification");
+            assert_eq!((f[20], t[20]), (0x40, 0), "frame {i}: DF in Sluice's only");
+            assert_eq!(f[22..24], t[22..24], "frame {i}: TTL, protocol");
+            assert_eq!(f[26..34], t[26..34], "frame {i}: addresses");
+            assert_eq!(f[34..40], t[34..40], "frame {i}: UDP ports and length");
+            for fr in [f, t] {
+                let ip = &fr[14..34];
+                assert_eq!(
+                    pipeline::checksum::checksum(ip),
+                    0,
+                    "frame {i}: IPv4 checksum"
+                );
+            }
+            let udp_csum = u16::from_be_bytes([f[40], f[41]]);
+            assert_ne!(udp_csum, 0, "frame {i}: Sluice fills the UDP checksum");
+            let mut pseudo = Vec::from(&f[26..34]);
+            pseudo.extend_from_slice(&[0, 17]);
+            pseudo.extend_from_slice(&f[38..40]);
+            pseudo.extend_from_slice(&f[34..]);
+            assert_eq!(
+                pipeline::checksum::checksum(&pseudo),
+                0,
+                "frame {i}: UDP checksum"
+            );
+        }
+        let sigs: Vec<_> = ours.iter().map(|f| pmd::probe::read(f)).collect();
+        if sig {
+            for (i, g) in sigs.iter().enumerate() {
+                let g = g.unwrap_or_else(|| panic!("frame {i} unsigned"));
+                assert_eq!(g.seq, i as u32, "sequence in order");
+            }
+            // Paced: the TSC gaps between stamps are even (no bursts).
+            let mut gaps: Vec<u64> = sigs
+                .windows(2)
+                .map(|w| w[1].unwrap().tsc - w[0].unwrap().tsc)
+                .collect();
+            gaps.sort_unstable();
+            let median = gaps[gaps.len() / 2];
+            let even = gaps
+                .iter()
+                .filter(|g| g.abs_diff(median) * 5 < median)
+                .count();
+            assert!(
+                even * 10 >= gaps.len() * 9,
+                "{even} of {} gaps within 20% of the median {median}",
+                gaps.len()
+            );
+        } else {
+            assert!(sigs.iter().all(Option::is_none), "no signatures");
+            assert!(ours.windows(2).all(|w| w[0] == w[1]), "one flow: one frame");
+        }
+    }
     std::fs::remove_dir_all(&d).unwrap();
 }

@@ -32,6 +32,11 @@ fn main() {
     for f in &cflags {
         cc.flag(f);
     }
+    // The shim is linked into executables: DPDK's per-lcore variables
+    // (rte_lcore_id() in the mempool cache lookup of every bulk
+    // allocation and free) are read through the initial-exec TLS model, as
+    // in testpmd, instead of a __tls_get_addr call each time.
+    cc.flag("-ftls-model=initial-exec");
     cc.compile("sluice_dpdk_shim");
 
     let bindings = bindgen::Builder::default()

@@ -107,6 +107,11 @@ impl<B> Batch<B> {
         self.bufs.drain(..n)
     }
 
+    /// Keeps the packets `keep` says yes to (in order), dropping the rest.
+    pub fn retain(&mut self, keep: impl FnMut(&mut B) -> bool) {
+        self.bufs.retain(keep);
+    }
+
     /// Removes and yields every packet.
     #[inline]
     pub fn drain(&mut self) -> arrayvec::Drain<'_, B, MAX_BURST> {

@@ -456,5 +456,8 @@ pub(super) fn check_gen(
     if let Some(seed) = s.seed {
         g.seed = seed;
     }
+    if let Some(sig) = s.signature {
+        g.signature = sig;
+    }
     g
 }

@@ -359,6 +359,7 @@ pub(super) struct RawSoftnic {
     pub(super) src_port: Option<Str<PortRange>>,
     pub(super) dst_port: Option<Str<PortRange>>,
     pub(super) seed: Option<u64>,
+    pub(super) signature: Option<bool>,
     pub(super) rx_usecs: Option<u32>,
     pub(super) rx_frames: Option<u32>,
 }

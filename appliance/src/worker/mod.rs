@@ -195,7 +195,7 @@ struct Worker<'a, B, R, T, F> {
     /// The generators, where their commands come from, and the probe;
     /// the generators' buffers in bulk, and a batch to take them into.
     gens: Vec<crate::tester::TxGen>,
-    bulk: Option<(pmd::BulkAlloc<B>, Batch<B>)>,
+    bulk: Option<pmd::BulkAlloc<B>>,
     gen_ctl: Option<crossbeam_channel::Receiver<crate::tester::GenCommand>>,
     probe: Option<pmd::probe::Probe>,
 }
@@ -289,7 +289,7 @@ pub fn run<B: PacketBuf, R: RxQueue<Buf = B>, T: TxQueue<Buf = B>, F: ForwardMod
         tap: None,
         dumps,
         gens,
-        bulk: bulk.map(|b| (b, Batch::new(burst))),
+        bulk,
         gen_ctl,
         probe,
     };

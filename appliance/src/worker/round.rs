@@ -310,7 +310,7 @@ impl<B: PacketBuf, R: RxQueue<Buf = B>, T: TxQueue<Buf = B>, F: ForwardMode>
         // A tester's generators: what is due now. Generated packets count
         // as the round's work.
         if !gens.is_empty() {
-            got += generate(gens, inject.as_ref(), bulk.as_mut(), tx, c, *burst);
+            got += generate(gens, inject.as_ref(), bulk.as_ref(), tx, c, *burst);
         }
         (got, more)
     }
@@ -410,17 +410,19 @@ fn from_kernel_frames<B: PacketBuf, T: TxQueue<Buf = B>>(
     }
 }
 
-/// Makes the packets each generator has due now (a burst at most per
-/// port at the top rate, four when paced) in fresh buffers, queued on the
-/// port's TX buffer (flushed at once when paced) and counted as
-/// `generated`; skipped ones as
-/// `gen_late`, those without a buffer (or a TX queue here) as
-/// `gen_nombuf`. Returns how many it made.
+/// TX bursts a generator at the top rate makes per round.
+const GEN_BURSTS: usize = 4;
+
+/// Makes the packets each generator has due now ([`GEN_BURSTS`] bursts
+/// per port at the top rate, up to four when paced) in fresh buffers,
+/// queued on the port's TX buffer (flushed at once when paced) and counted
+/// as `generated`; skipped ones as `gen_late`, those without a buffer (or
+/// a TX queue here) as `gen_nombuf`. Returns how many it made.
 #[inline(never)]
 fn generate<B: PacketBuf, T: TxQueue<Buf = B>>(
     gens: &mut [crate::tester::TxGen],
     inject: Option<&pmd::Injector<B>>,
-    mut bulk: Option<&mut (pmd::BulkAlloc<B>, Batch<B>)>,
+    bulk: Option<&pmd::BulkAlloc<B>>,
     tx: &mut [Option<Tx<B, T>>],
     c: &WorkerCounters,
     burst: usize,
@@ -432,10 +434,15 @@ fn generate<B: PacketBuf, T: TxQueue<Buf = B>>(
         let (Some(Some(t)), Some(make)) = (tx.get_mut(usize::from(g.port)), inject) else {
             continue;
         };
+        // Paced: up to four bursts' worth a round. At the top rate: what
+        // fills the TX buffer GEN_BURSTS times over (each flush one TX
+        // burst), so that a round's fixed costs (the RX poll, the clock
+        // reads, the reports) spread over several bursts, as testpmd's
+        // txonly spends no RX poll at all.
         let budget = if g.paced() {
             4 * burst
         } else {
-            burst - t.buf.len()
+            GEN_BURSTS * burst - t.buf.len()
         };
         let (n, skipped) = g.due(now, budget);
         if skipped > 0 {
@@ -446,25 +453,17 @@ fn generate<B: PacketBuf, T: TxQueue<Buf = B>>(
             // Buffers for what fits the TX buffer: in bulk when the pool
             // can, else one at a time.
             let want = left.min(t.buf.room()).max(1);
-            let taken = match bulk.as_deref_mut() {
-                Some((alloc, b)) => {
-                    let k = alloc(b, want);
-                    (k > 0).then_some((k, b))
+            // Bulk: straight into the TX buffer, then written in place.
+            let start = t.buf.len();
+            let fresh = bulk.map_or(0, |alloc| alloc(&mut t.buf, want));
+            if fresh > 0 {
+                let unfit = g.fill(&mut t.buf.as_mut_slice()[start..], now);
+                if unfit > 0 {
+                    drop_unfilled(&mut t.buf, start);
+                    pc.gen_nombuf.add(unfit as u64);
                 }
-                None => None,
-            };
-            if let Some((fresh, b)) = taken {
-                let mut k = 0;
-                for mut m in b.drain() {
-                    if !g.fill(&mut m, now) {
-                        pc.gen_nombuf.add(1);
-                        continue;
-                    }
-                    t.rx_at[t.buf.len()] = now;
-                    // Cannot fail: at most its room was asked for.
-                    let _ = t.buf.push(m);
-                    k += 1;
-                }
+                let k = fresh - unfit;
+                t.rx_at[start..start + k].fill(now);
                 pc.generated.add(k as u64);
                 made += k;
                 left -= fresh;
@@ -492,6 +491,18 @@ fn generate<B: PacketBuf, T: TxQueue<Buf = B>>(
         }
     }
     made
+}
+
+/// Frees the buffers from `start` on that a generator could not fill (a
+/// frame larger than the pool's buffers: still empty), keeping the rest in
+/// order.
+#[cold]
+fn drop_unfilled<B: PacketBuf>(buf: &mut Batch<B>, start: usize) {
+    let mut i = 0;
+    buf.retain(|m| {
+        i += 1;
+        i <= start || !m.is_empty()
+    });
 }
 
 /// Offers a processed burst to a capture: the packets leaving on its port

@@ -51,6 +51,8 @@ struct GenPort {
     /// Per flow, its next sequence number.
     seq: Vec<u32>,
     rate: Rate,
+    /// Whether packets carry the signature.
+    signature: bool,
     pacer: Pacer,
     coalesce_cycles: u64,
     coalesce_frames: usize,
@@ -158,6 +160,7 @@ impl Generator {
             flows,
             next_flow: 0,
             rate: g.rate,
+            signature: g.signature,
             pacer,
             coalesce_cycles: self.tsc.cycles(Duration::from_micros(u64::from(rx_usecs))),
             coalesce_frames: rx_frames.max(1) as usize,
@@ -323,7 +326,9 @@ impl GenPort {
         m.copy_from(&f.frame);
         let seq = self.seq[fi];
         self.seq[fi] = seq.wrapping_add(1);
-        f.stamp(m.data_mut(), fi as u16, seq, now);
+        if self.signature {
+            f.stamp(m.data_mut(), fi as u16, seq, now);
+        }
         m.set_rx_meta(self.port, q as u16, now, f.rss);
         let len = f.frame.len() as u64;
         if self.rx[q].push(m).is_ok() {
