@@ -14,7 +14,7 @@ root() { [ "$(id -u)" -eq 0 ]; }
 have() { command -v "$1" >/dev/null 2>&1; }
 data() { [ -d ../shared/data/"$1" ]; }
 
-# script | what it needs (a shell test) | why, when missing
+# [VAR=value] script | what it needs (a shell test) | why, when missing
 BENCHES=(
   "run-null-io.sh|true|"
   "run-scaling.sh|[ \$(nproc) -ge 2 ]|needs 2 or more CPUs"
@@ -28,24 +28,29 @@ BENCHES=(
   "run-dpdk-l3fwd.sh|root && [ -d /usr/share/dpdk/examples/l3fwd ] && have make|needs root, dpdk-doc (the l3fwd sources) and make"
   "run-convergence.sh|root && data routes|needs root and ../shared/data/routes"
   "run-convergence-bgp.sh|root && data routes && have bird && have birdc|needs root, ../shared/data/routes and bird2"
-  "run-lab.sh|root && have trafgen && have nft|needs root, netsniff-ng (trafgen) and nftables"
+  "run-lab.sh|root && have nft && [ \$(nproc) -ge 2 ]|needs root, nftables and 2 or more CPUs"
+  "LAB_GEN=trafgen run-lab.sh|root && have trafgen && have nft && [ \$(nproc) -ge 2 ]|needs root, netsniff-ng (trafgen), nftables and 2 or more CPUs"
   "run-ndr.sh|root && have nft && [ \$(nproc) -ge 2 ]|needs root, nftables and 2 or more CPUs"
 )
 
 rows=()
 for b in "${BENCHES[@]}"; do
   IFS='|' read -r script need why <<< "$b"
+  # "VAR=value script.sh": the script with that environment.
+  words=($script)
+  shown="${words[*]:0:${#words[@]}-1} bench/${words[-1]}"
+  shown=${shown# }
   if ! eval "$need"; then
     echo "== $script: skipped: $why" >&2
-    rows+=("| \`bench/$script\` | skipped: $why | - |")
+    rows+=("| \`$shown\` | skipped: $why | - |")
     continue
   fi
   echo "== $script" >&2
   t0=$(date +%s)
-  if bash "bench/$script" >&2; then
-    rows+=("| \`bench/$script\` | done | $(( $(date +%s) - t0 )) s |")
+  if env "${words[@]:0:${#words[@]}-1}" bash "bench/${words[-1]}" >&2; then
+    rows+=("| \`$shown\` | done | $(( $(date +%s) - t0 )) s |")
   else
-    rows+=("| \`bench/$script\` | FAILED (exit $?) | $(( $(date +%s) - t0 )) s |")
+    rows+=("| \`$shown\` | FAILED (exit $?) | $(( $(date +%s) - t0 )) s |")
   fi
 done
 

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Sluice on DPDK (two net_null vdevs, one worker) vs dpdk-testpmd on the same
 # vdevs, io and macswap, side by side, alternating, median of 3; and txonly
-# (one net_null vdev with no-rx=1: the generator's own ceiling). As root it
+# (one net_null vdev with no-rx=1: the generator's own ceiling), with and
+# without the per-packet signature. As root it
 # reserves hugepages when missing; Sluice's EAL then uses them too (it falls
 # back to --no-huge only when none are free). Writes
 # bench/results/dpdk-null.md. Needs Debian's dpdk, dpdk-dev, libdpdk-dev and
@@ -21,7 +22,11 @@ mkdir -p bench/results
     echo
     target/release/sluice-bench null-io --config configs/dpdk-null-io.toml --forward-mode "$mode" "$@"
   done
-  echo
-  target/release/sluice-bench null-io --config configs/dpdk-null-txonly.toml --forward-mode txonly "$@"
+  # txonly with the signature a receiving probe reads, then without it
+  # (the work testpmd's txonly does).
+  for cfg in configs/dpdk-null-txonly.toml configs/dpdk-null-txonly-nosig.toml; do
+    echo
+    target/release/sluice-bench null-io --config "$cfg" --forward-mode txonly "$@"
+  done
 } | tee bench/results/dpdk-null.md.tmp
 mv bench/results/dpdk-null.md.tmp bench/results/dpdk-null.md

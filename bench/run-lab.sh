@@ -1,17 +1,22 @@
 #!/usr/bin/env bash
 # Sluice (AF_PACKET and AF_XDP, configs/router-nat.toml) vs the Linux kernel doing the
 # same routing, source NAT and filtering with nftables, on the namespace
-# lab's veths (scripts/lab-net.sh): trafgen (netsniff-ng) in the client
-# namespace sends 64-byte UDP frames, 256 flows, to the server through the
-# router at fixed rates and at its maximum. trafgen runs on CPU 0, the
-# router on CPU 1 (Sluice's worker core; the kernel's forwarding through
-# RPS). Per run: offered and forwarded packets per second (the veths'
-# counters), CPU 1's busy time (the router CPU) and the machine's (all
-# CPUs: trafgen and the kernel's veth work are in it for every router).
-# Alternating runs; each row is the median run.
+# lab's veths (scripts/lab-net.sh): a generator in the client namespace
+# sends 64-byte UDP frames, 256 flows, to the server through the router at
+# fixed rates and at its maximum. The generator is Sluice itself (a
+# `flowgen` worker on an AF_PACKET port on c0, paced on the TSC, driven by
+# `sluice ctl gen`); with LAB_GEN=trafgen it is netsniff-ng's trafgen, the
+# independent generator the figures were first measured with (results then
+# in bench/results/lab-trafgen.md). The generator runs on CPU 0, the router
+# on CPU 1 (Sluice's worker core; the kernel's forwarding through RPS). Per
+# run: offered and forwarded packets per second (the veths' counters), CPU
+# 1's busy time (the router CPU) and the machine's (all CPUs, less the
+# generator's own user time: the kernel's veth work is in it for every
+# router). Alternating runs; each row is the median run.
 # These are kernel-bound figures: the veth path limits both routers.
 # Writes bench/results/lab.md. As root.
-#   bench/run-lab.sh [runs] [seconds] [rates...]   (default: 3 3 10000 100000 300000 max)
+#   [LAB_GEN=sluice|trafgen] bench/run-lab.sh [runs] [seconds] [rates...]
+#   (default: 3 3 10000 100000 300000 max)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 . bench/lib.sh
@@ -20,7 +25,13 @@ SECS=${2:-3}
 shift 2 2>/dev/null
 RATES=("$@")
 [ ${#RATES[@]} -gt 0 ] || RATES=(10000 100000 300000 max)
-for t in trafgen nft ip ethtool python3; do
+GEN=${LAB_GEN:-sluice}
+case $GEN in
+  sluice) TOOLS="nft ip ethtool python3"; OUT=lab.md ;;
+  trafgen) TOOLS="trafgen nft ip ethtool python3"; OUT=lab-trafgen.md ;;
+  *) echo "LAB_GEN must be sluice or trafgen" >&2; exit 1 ;;
+esac
+for t in $TOOLS; do
   command -v $t >/dev/null || { echo "needs $t (apt-get install netsniff-ng nftables iproute2 ethtool python3)" >&2; exit 1; }
 done
 cargo build --release -q -p appliance --features afxdp || exit 1
@@ -39,8 +50,8 @@ SYSCTLS="net.core.wmem_default net.core.wmem_max net.core.netdev_max_backlog"
 OLD=$(for k in $SYSCTLS; do echo -n "$k=$(sysctl -n $k) "; done)
 sysctl -qw net.core.wmem_default=4194304 net.core.wmem_max=104857600 net.core.netdev_max_backlog=8192
 trap 'lab_down; sysctl -qw $OLD; rm -rf "$WORK"' EXIT
-# The router works on CPU 1 and trafgen on CPU 0 (trafgen pins its one
-# process to CPU 0): Sluice's worker is moved to core 1, and the kernel's
+# The router works on CPU 1 and the generator on CPU 0 (trafgen pins its
+# one process to CPU 0; Sluice's generating worker is on core 0): Sluice's worker is moved to core 1, and the kernel's
 # forwarding is steered there with RPS on the router's interfaces.
 ROUTER_CPU=1
 [ "$(nproc)" -ge 2 ] || { echo "needs 2 CPUs" >&2; exit 1; }
@@ -48,8 +59,41 @@ sed "s/^core = 0/core = $ROUTER_CPU/" configs/router-nat.toml > "$WORK/router-na
 # The same config with AF_XDP ports.
 lab_afxdp_config "$WORK/router-nat.toml" "$WORK/router-nat-afxdp.toml"
 
-# 64-byte frames (60 + FCS): client -> server UDP port 9, source ports
-# 1024-1279 (256 flows).
+# The Sluice generator: 64-byte frames (60 + FCS) from c0 to the router's
+# r0, client -> server UDP port 9, source ports 1024-1279 (256 flows),
+# idle until `sluice ctl gen start`. Its worker busy-polls CPU 0.
+cat > "$WORK/tester.toml" <<EOF
+[run]
+duration = 0
+stats_period = 60.0
+
+[management]
+socket = "$WORK/tester.sock"
+
+[[port]]
+name = "c0"
+driver = "afpacket"
+mac = "02:c1:00:00:00:02"
+peer = "c0"
+peer_mac = "02:51:00:00:00:00"
+[port.afpacket]
+iface = "c0"
+
+[[worker]]
+core = 0
+mode = "flowgen"
+rx = ["c0"]
+[worker.gen]
+rate = 0
+size = 60
+flows = 256
+src_ip = "198.18.0.2/32"
+dst_ip = "198.19.0.2/32"
+src_port = "1024-1279"
+dst_port = "9"
+EOF
+
+# The same frames for trafgen.
 cat > "$WORK/udp.cfg" <<'EOF'
 {
   0x02, 0x51, 0x00, 0x00, 0x00, 0x00,
@@ -70,6 +114,9 @@ EOF
 idle_jiffies() { awk '/^cpu / {print $5 + $6}' /proc/stat; }
 cpu_idle_jiffies() { awk -v c="cpu$1" '$1 == c {print $5 + $6}' /proc/stat; }
 HZ=$(getconf CLK_TCK)
+# A process's user time (clock ticks; field 14 of /proc/PID/stat, the 12th
+# after the command name in parentheses).
+user_jiffies() { sed 's/.*) //' "/proc/$1/stat" | awk '{print $12}'; }
 
 # One run: prints "offered_pps forwarded_pps machine_cpu_pct router_cpu_pct".
 run() { # router rate
@@ -96,11 +143,22 @@ table inet sink {
 EOF
   # Warm up: ARP on the client, the flows' conntrack entries.
   inns $NS_C ping -c 1 -W 1 198.19.0.2 > /dev/null 2>&1
-  local n rate_opt=()
+  local n rate_opt=() tpid=
+  if [ "$GEN" = sluice ]; then
+    rm -f "$WORK/tester.sock"
+    ip netns exec $NS_C "$SLUICE" run "$WORK/tester.toml" > /dev/null 2> "$WORK/tester.err" &
+    tpid=$!
+    for _ in $(seq 100); do [ -S "$WORK/tester.sock" ] && break; sleep 0.1; done
+  fi
   if [ "$2" = max ]; then n=0; else n=$(( $2 * SECS )); rate_opt=(-b "${2}pps"); fi
   local c0=$(lab_tx $NS_C c0) s0=$(lab_rx $NS_S s0) j0=$(idle_jiffies) p0=$(cpu_idle_jiffies $ROUTER_CPU)
+  local u0=0 u1=0
+  [ -n "$tpid" ] && u0=$(user_jiffies "$tpid")
   local t0=$(date +%s%N)
-  if [ "$2" = max ]; then
+  if [ "$GEN" = sluice ]; then
+    "$SLUICE" ctl -s "$WORK/tester.sock" gen start "$2" size 60 duration "$SECS" > /dev/null
+    sleep "$SECS"
+  elif [ "$2" = max ]; then
     timeout -s INT "$SECS" ip netns exec $NS_C trafgen -d c0 -c "$WORK/udp.cfg" -P 1 -q -C "${rate_opt[@]}" > /dev/null 2>&1
   else
     ip netns exec $NS_C trafgen -d c0 -c "$WORK/udp.cfg" -P 1 -q -C -n "$n" "${rate_opt[@]}" > /dev/null 2>&1
@@ -109,14 +167,19 @@ EOF
   local t1=$(date +%s%N)
   local dt=$(( t1 - t0 ))
   local c1=$(lab_tx $NS_C c0) s1=$(lab_rx $NS_S s0) j1=$(idle_jiffies) p1=$(cpu_idle_jiffies $ROUTER_CPU)
+  [ -n "$tpid" ] && u1=$(user_jiffies "$tpid")
   python3 -c '
 import sys
-c0, c1, s0, s1, j0, j1, p0, p1, dt, hz, n = map(float, sys.argv[1:])
+c0, c1, s0, s1, j0, j1, p0, p1, u0, u1, dt, hz, n = map(float, sys.argv[1:])
 s = dt / 1e9
-machine = 100 * (n - (j1 - j0) / hz / s)
+machine = 100 * (n - (j1 - j0) / hz / s - (u1 - u0) / hz / s)
 router = 100 * (1 - (p1 - p0) / hz / s)
 print("%.0f %.0f %.1f %.1f" % ((c1 - c0) / s, (s1 - s0) / s, max(machine, 0), max(router, 0)))
-' "$c0" "$c1" "$s0" "$s1" "$j0" "$j1" "$p0" "$p1" "$dt" "$HZ" "$(nproc)"
+' "$c0" "$c1" "$s0" "$s1" "$j0" "$j1" "$p0" "$p1" "$u0" "$u1" "$dt" "$HZ" "$(nproc)"
+  if [ -n "$tpid" ]; then
+    kill -INT "$tpid" && wait "$tpid" 2>/dev/null
+    grep -i -E "error" "$WORK/tester.err" >&2
+  fi
   if [ -n "$pid" ]; then
     kill -INT "$pid" && wait "$pid" 2>/dev/null
     grep -i -E "warn|error" "$WORK/s.err" >&2
@@ -124,12 +187,19 @@ print("%.0f %.0f %.1f %.1f" % ((c1 - c0) / s, (s1 - s0) / s, max(machine, 0), ma
   lab_down
 }
 
+if [ "$GEN" = sluice ]; then
+  GEN_WHO="Sluice as the generator (a flowgen worker on CPU 0, AF_PACKET port on c0, driven by \`sluice ctl gen start RATE size 60 duration $SECS\`)"
+  GEN_NOTE="Sluice paces a fixed rate on the TSC: packets evenly spaced."
+else
+  GEN_WHO="trafgen (netsniff-ng, one process, on CPU 0)"
+  GEN_NOTE="trafgen's rate shaper sends each second's packets at its full speed and then sleeps out the second, so a fixed rate is a burst per second that the router has to buffer."
+fi
 {
   echo "# Sluice vs the kernel on the namespace lab"
   echo
-  echo "Command: \`bench/run-lab.sh $RUNS $SECS ${RATES[*]}\` $(provenance)."
+  echo "Command: \`LAB_GEN=$GEN bench/run-lab.sh $RUNS $SECS ${RATES[*]}\` $(provenance)."
   echo
-  echo "trafgen (one process, on CPU 0) in sl-client sends 64-byte UDP frames, 256 flows, to 198.19.0.2 through the router in sl-router: Sluice on AF_PACKET or AF_XDP (configs/router-nat.toml with its worker on core $ROUTER_CPU, and the AF_XDP variant with its ports' driver changed: conntrack, firewall, SNAT; poll mode \`interrupt\`) or the kernel (ip_forward, the same policy in nftables, masquerade; RPS steers the router interfaces' receive work to CPU $ROUTER_CPU). ${SECS} s per run, ${RUNS} alternating runs; each row is the run with the median forwarded rate. Router CPU is CPU $ROUTER_CPU's busy time (wall time less its idle time in /proc/stat, which a tickless kernel measures exactly; the busy fields are tick samples); machine CPU is all CPUs' (100% = one CPU), so it includes trafgen and the kernel's veth work on CPU 0 (for AF_XDP, the XDP program and the copy into the UMEM; for the kernel, the RPS hand-off). trafgen's rate shaper sends each second's packets at its full speed and then sleeps out the second, so a fixed rate is a burst per second that the router has to buffer; the kernel's backlog is raised to 8,192 packets, the size of Sluice's AF_XDP RX ring. The server drops the stream in its first netfilter hook, so that answering a closed port does not cost every router's CPU. Kernel-bound figures: the veth path limits every router."
+  echo "$GEN_WHO in sl-client sends 64-byte UDP frames, 256 flows, to 198.19.0.2 through the router in sl-router: Sluice on AF_PACKET or AF_XDP (configs/router-nat.toml with its worker on core $ROUTER_CPU, and the AF_XDP variant with its ports' driver changed: conntrack, firewall, SNAT; poll mode \`interrupt\`) or the kernel (ip_forward, the same policy in nftables, masquerade; RPS steers the router interfaces' receive work to CPU $ROUTER_CPU). ${SECS} s per run, ${RUNS} alternating runs; each row is the run with the median forwarded rate. Router CPU is CPU $ROUTER_CPU's busy time (wall time less its idle time in /proc/stat, which a tickless kernel measures exactly; the busy fields are tick samples); machine CPU is all CPUs' (100% = one CPU) less the generator's own user time, so it includes the kernel's veth work on CPU 0 (in the generator's system time) (for AF_XDP, the XDP program and the copy into the UMEM; for the kernel, the RPS hand-off). $GEN_NOTE The kernel's backlog is raised to 8,192 packets, the size of Sluice's AF_XDP RX ring. The server drops the stream in its first netfilter hook, so that answering a closed port does not cost every router's CPU. Kernel-bound figures: the veth path limits every router."
   echo
   echo "| offered (pps) | router | sent pps | forwarded pps | router CPU (CPU $ROUTER_CPU) % | router CPU ns per forwarded packet | machine CPU % | machine CPU ns per forwarded packet |"
   echo "|---|---|---|---|---|---|---|---|"
@@ -156,4 +226,4 @@ print("| %s | %s | %.0f | %.0f | %.1f | %.0f | %.1f | %.0f |" % (sys.argv[1], sy
   done
 } | tee "$WORK/lab.md"
 mkdir -p bench/results
-cp "$WORK/lab.md" bench/results/lab.md
+cp "$WORK/lab.md" "bench/results/$OUT"
