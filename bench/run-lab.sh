@@ -59,39 +59,8 @@ sed "s/^core = 0/core = $ROUTER_CPU/" configs/router-nat.toml > "$WORK/router-na
 # The same config with AF_XDP ports.
 lab_afxdp_config "$WORK/router-nat.toml" "$WORK/router-nat-afxdp.toml"
 
-# The Sluice generator: 64-byte frames (60 + FCS) from c0 to the router's
-# r0, client -> server UDP port 9, source ports 1024-1279 (256 flows),
-# idle until `sluice ctl gen start`. Its worker busy-polls CPU 0.
-cat > "$WORK/tester.toml" <<EOF
-[run]
-duration = 0
-stats_period = 60.0
-
-[management]
-socket = "$WORK/tester.sock"
-
-[[port]]
-name = "c0"
-driver = "afpacket"
-mac = "02:c1:00:00:00:02"
-peer = "c0"
-peer_mac = "02:51:00:00:00:00"
-[port.afpacket]
-iface = "c0"
-
-[[worker]]
-core = 0
-mode = "flowgen"
-rx = ["c0"]
-[worker.gen]
-rate = 0
-size = 60
-flows = 256
-src_ip = "198.18.0.2/32"
-dst_ip = "198.19.0.2/32"
-src_port = "1024-1279"
-dst_port = "9"
-EOF
+# The Sluice generator (its worker busy-polls CPU 0).
+lab_tester_config "$WORK/tester.toml" "$WORK/tester.sock" 0
 
 # The same frames for trafgen.
 cat > "$WORK/udp.cfg" <<'EOF'

@@ -33,43 +33,7 @@ lab_afxdp_config "$WORK/router-nat.toml" "$WORK/router-nat-afxdp.toml"
 
 # The tester: generates on c0 (to the router's r0), receives on s0; its one
 # worker polls both (c0's peer is c0 itself, so it generates there only).
-cat > "$WORK/tester.toml" <<EOF
-[run]
-duration = 0
-stats_period = 60.0
-
-[management]
-socket = "$WORK/tester.sock"
-
-[[port]]
-name = "c0"
-driver = "afpacket"
-mac = "02:c1:00:00:00:02"
-peer = "c0"
-peer_mac = "02:51:00:00:00:00"
-[port.afpacket]
-iface = "c0"
-
-[[port]]
-name = "s0"
-driver = "afpacket"
-mac = "02:5e:00:00:00:02"
-peer = "c0"
-[port.afpacket]
-iface = "s0"
-
-[[worker]]
-core = $TESTER_CPU
-mode = "flowgen"
-rx = ["c0", "s0"]
-[worker.gen]
-rate = 0
-flows = 256
-src_ip = "198.18.0.2/32"
-dst_ip = "198.19.0.2/32"
-src_port = "1024-1279"
-dst_port = "9"
-EOF
+lab_tester_config "$WORK/tester.toml" "$WORK/tester.sock" $TESTER_CPU both
 
 measure() { # router
   lab_up

@@ -71,6 +71,57 @@ lab_afxdp_config() { # from to
   sed 's/^driver = "afpacket"/driver = "afxdp"/; s/^\[port\.afpacket\]/[port.afxdp]/' "$1" > "$2"
 }
 
+# A Sluice tester for the lab (bench/run-lab.sh, bench/run-ndr.sh): a
+# flowgen worker on core CORE generating on c0 to the router's r0 (64-byte
+# frames, 256 UDP flows client -> server port 9, idle until `sluice ctl gen
+# start`), its control socket at SOCK; with `both`, also receiving on s0
+# (moved into the client namespace) what the router forwards.
+lab_tester_config() { # file sock core [both]
+  local rx='"c0"' s0=
+  if [ "${4:-}" = both ]; then
+    rx='"c0", "s0"'
+    s0='
+[[port]]
+name = "s0"
+driver = "afpacket"
+mac = "02:5e:00:00:00:02"
+peer = "c0"
+[port.afpacket]
+iface = "s0"
+'
+  fi
+  cat > "$1" <<EOF
+[run]
+duration = 0
+stats_period = 60.0
+
+[management]
+socket = "$2"
+
+[[port]]
+name = "c0"
+driver = "afpacket"
+mac = "02:c1:00:00:00:02"
+peer = "c0"
+peer_mac = "02:51:00:00:00:00"
+[port.afpacket]
+iface = "c0"
+$s0
+[[worker]]
+core = $3
+mode = "flowgen"
+rx = [$rx]
+[worker.gen]
+rate = 0
+size = 60
+flows = 256
+src_ip = "198.18.0.2/32"
+dst_ip = "198.19.0.2/32"
+src_port = "1024-1279"
+dst_port = "9"
+EOF
+}
+
 # The kernel as the router: ip_forward, static neighbours, the policy of
 # configs/router-nat.toml in nftables (filter, masquerade, DNAT), RPS
 # steering the router interfaces' receive work to CPU $1.

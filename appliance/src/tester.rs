@@ -142,21 +142,8 @@ impl TxGen {
         let mut unfit = 0;
         let mut next = self.next;
         let nflows = self.flows.len();
-        if !self.cfg.signature {
-            // Copies only (testpmd's txonly): the flows in turn.
-            for m in bufs {
-                let flow = &self.flows[next];
-                let Some(d) = m.append(flow.frame.len()) else {
-                    unfit += 1;
-                    continue;
-                };
-                flow.copy_to(d);
-                next = if next + 1 == nflows { 0 } else { next + 1 };
-            }
-            self.next = next;
-            return unfit;
-        }
-        if nflows == 1 {
+        let signed = self.cfg.signature;
+        if nflows == 1 && signed {
             // One flow (txonly): its sequence in a register too.
             let (flow, number) = (&self.flows[0], self.base);
             let (len, st) = (flow.frame.len(), flow.stamper());
@@ -180,9 +167,12 @@ impl TxGen {
                 continue;
             };
             flow.copy_to(d);
-            let seq = &mut self.seq[next];
-            flow.stamp(d, self.base.wrapping_add(next as u16), *seq, now);
-            *seq = seq.wrapping_add(1);
+            // Without the signature: the copy only (testpmd's txonly).
+            if signed {
+                let seq = &mut self.seq[next];
+                flow.stamp(d, self.base.wrapping_add(next as u16), *seq, now);
+                *seq = seq.wrapping_add(1);
+            }
             next = if next + 1 == nflows { 0 } else { next + 1 };
         }
         self.next = next;
