@@ -158,7 +158,7 @@ print("%.0f %.0f %.1f %.1f" % ((c1 - c0) / s, (s1 - s0) / s, max(machine, 0), ma
 
 if [ "$GEN" = sluice ]; then
   GEN_WHO="Sluice as the generator (a flowgen worker on CPU 0, AF_PACKET port on c0, driven by \`sluice ctl gen start RATE size 60 duration $SECS\`)"
-  GEN_NOTE="Sluice paces a fixed rate on the TSC: packets evenly spaced."
+  GEN_NOTE="Sluice paces a fixed rate on the TSC: packets evenly spaced, so at low rates every router wakes for nearly every packet (more CPU per packet than with bursts). Its worker busy-polls CPU 0: machine CPU, less its user time, still holds the system time of that polling, so compare machine CPU between routers of one run, not with trafgen's runs."
 else
   GEN_WHO="trafgen (netsniff-ng, one process, on CPU 0)"
   GEN_NOTE="trafgen's rate shaper sends each second's packets at its full speed and then sleeps out the second, so a fixed rate is a burst per second that the router has to buffer."
