@@ -142,8 +142,7 @@ impl TxGen {
         let mut unfit = 0;
         let mut next = self.next;
         let nflows = self.flows.len();
-        let signed = self.cfg.signature;
-        if nflows == 1 && signed {
+        if nflows == 1 && self.cfg.signature {
             // One flow (txonly): its sequence in a register too.
             let (flow, number) = (&self.flows[0], self.base);
             let (len, st) = (flow.frame.len(), flow.stamper());
@@ -161,18 +160,12 @@ impl TxGen {
             return unfit;
         }
         for m in bufs {
-            let flow = &self.flows[next];
-            let Some(d) = m.append(flow.frame.len()) else {
+            let Some(d) = m.append(self.flows[next].frame.len()) else {
                 unfit += 1;
                 continue;
             };
-            flow.copy_to(d);
-            // Without the signature: the copy only (testpmd's txonly).
-            if signed {
-                let seq = &mut self.seq[next];
-                flow.stamp(d, self.base.wrapping_add(next as u16), *seq, now);
-                *seq = seq.wrapping_add(1);
-            }
+            self.flows[next].copy_to(d);
+            self.stamp_flow(next, d, now);
             next = if next + 1 == nflows { 0 } else { next + 1 };
         }
         self.next = next;
@@ -188,18 +181,26 @@ impl TxGen {
         Some(m)
     }
 
-    /// Stamps `m`, a copy of the next flow's frame, with that flow's next
-    /// sequence number and `now`, and moves on to the following flow.
+    /// Stamps `m`, a copy of the next flow's frame, and moves on to the
+    /// following flow.
     #[inline]
     fn stamp<B: PacketBuf>(&mut self, m: &mut B, now: u64) {
         let i = self.next;
         self.next = if i + 1 == self.flows.len() { 0 } else { i + 1 };
+        self.stamp_flow(i, m.data_mut(), now);
+    }
+
+    /// Stamps `d`, a copy of flow `i`'s frame, with that flow's next
+    /// sequence number and `now`; without the signature, leaves it as is
+    /// (testpmd's txonly).
+    #[inline]
+    fn stamp_flow(&mut self, i: usize, d: &mut [u8], now: u64) {
         if !self.cfg.signature {
             return;
         }
         let seq = self.seq[i];
         self.seq[i] = seq.wrapping_add(1);
-        self.flows[i].stamp(m.data_mut(), self.base.wrapping_add(i as u16), seq, now);
+        self.flows[i].stamp(d, self.base.wrapping_add(i as u16), seq, now);
     }
 }
 

@@ -32,23 +32,37 @@ fn dir(name: &str) -> PathBuf {
     d
 }
 
-/// testpmd in `mode` over the capture; its output frames and its RX count.
-fn testpmd(d: &Path, mode: &str) -> (Vec<Vec<u8>>, u64) {
+/// dpdk-testpmd on a net_pcap port replaying `input` into
+/// `d/testpmd.pcap`, fed `stdin` (a shell command's output), with `args`
+/// after its EAL's; its output frames and what it printed.
+fn run_testpmd(d: &Path, input: &Path, stdin: &str, args: &str) -> (Vec<Vec<u8>>, String) {
     let out = d.join("testpmd.pcap");
     let o = Command::new("sh")
         .arg("-c")
         .arg(format!(
-            "(sleep 2; echo) | timeout 60 dpdk-testpmd -l 0,1 --no-pci --no-huge -m 512 \
+            "{stdin} | timeout 60 dpdk-testpmd -l 0,1 --no-pci --no-huge -m 512 \
              --file-prefix tpmd-{pid} --log-level '*:error' \
-             --vdev net_pcap0,rx_pcap={inp},tx_pcap={out} -- \
-             --forward-mode={mode} -a --no-flush-rx --total-num-mbufs=2048",
+             --vdev net_pcap0,rx_pcap={inp},tx_pcap={out} -- {args} --total-num-mbufs=2048",
             pid = std::process::id(),
-            inp = d.join("in.pcap").display(),
+            inp = input.display(),
             out = out.display()
         ))
         .output()
         .unwrap();
-    let text = String::from_utf8_lossy(&o.stdout);
+    (
+        pmd::pcap::read_frames(&out).unwrap(),
+        String::from_utf8_lossy(&o.stdout).into_owned(),
+    )
+}
+
+/// testpmd in `mode` over the capture; its output frames and its RX count.
+fn testpmd(d: &Path, mode: &str) -> (Vec<Vec<u8>>, u64) {
+    let (frames, text) = run_testpmd(
+        d,
+        &d.join("in.pcap"),
+        "(sleep 2; echo)",
+        &format!("--forward-mode={mode} -a --no-flush-rx"),
+    );
     let rx = text
         .lines()
         .find_map(|l| {
@@ -57,7 +71,7 @@ fn testpmd(d: &Path, mode: &str) -> (Vec<Vec<u8>>, u64) {
                 .and_then(|r| r.split_whitespace().next()?.parse().ok())
         })
         .unwrap_or_else(|| panic!("no RX count from testpmd:\n{text}"));
-    (pmd::pcap::read_frames(&out).unwrap(), rx)
+    (frames, rx)
 }
 
 /// Sluice's DPDK build in `mode` over the same vdev.
@@ -183,26 +197,8 @@ fn txonly_frames_match_testpmds() {
     let d = dir("txonly");
     let empty = d.join("empty.pcap");
     common::write_pcap(&empty, &[]);
-    let out = d.join("testpmd.pcap");
-    let o = Command::new("sh")
-        .arg("-c")
-        .arg(format!(
-            "printf 'start tx_first\\nstop\\nquit\\n' | timeout 60 dpdk-testpmd -l 0,1 \
-             --no-pci --no-huge -m 512 --file-prefix tpmd-tx-{pid} --log-level '*:error' \
-             --vdev net_pcap0,rx_pcap={inp},tx_pcap={out} -- -i --total-num-mbufs=2048",
-            pid = std::process::id(),
-            inp = empty.display(),
-            out = out.display()
-        ))
-        .output()
-        .unwrap();
-    let theirs = pmd::pcap::read_frames(&out).unwrap();
-    assert_eq!(
-        theirs.len(),
-        32,
-        "testpmd's tx_first burst:\n{}",
-        String::from_utf8_lossy(&o.stdout)
-    );
+    let (theirs, text) = run_testpmd(&d, &empty, "printf 'start tx_first\\nstop\\nquit\\n'", "-i");
+    assert_eq!(theirs.len(), 32, "testpmd's tx_first burst:\n{text}");
     let gen = |sig: bool| {
         format!(
             "[worker.gen]\nrate = 200\nsize = 64\nsrc_ip = \"198.18.0.1/32\"\n\

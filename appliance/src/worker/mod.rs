@@ -193,7 +193,7 @@ struct Worker<'a, B, R, T, F> {
     /// Where requests for the stage's state come from.
     dumps: Option<crossbeam_channel::Receiver<DumpRequest>>,
     /// The generators, where their commands come from, and the probe;
-    /// the generators' buffers in bulk, and a batch to take them into.
+    /// the generators' buffers in bulk (straight into the TX buffers).
     gens: Vec<crate::tester::TxGen>,
     bulk: Option<pmd::BulkAlloc<B>>,
     gen_ctl: Option<crossbeam_channel::Receiver<crate::tester::GenCommand>>,
