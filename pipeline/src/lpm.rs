@@ -94,7 +94,7 @@ impl std::error::Error for LpmError {}
 /// left-aligned in a u128): what workers read. Slot numbers below
 /// `TOP_LEN` are first-level entries, the others group entries.
 struct Trie {
-    top: Box<[AtomicU32]>,
+    top: Box<[AtomicU32; TOP_LEN]>,
     groups: Box<[AtomicU32]>,
     routes: AtomicUsize,
 }
@@ -108,7 +108,11 @@ fn atomics(n: usize) -> Box<[AtomicU32]> {
 impl Trie {
     fn new(groups: usize) -> Self {
         Trie {
-            top: atomics(TOP_LEN),
+            // A fixed length: a first-level index (< 2^24) needs no bounds
+            // check.
+            top: atomics(TOP_LEN)
+                .try_into()
+                .unwrap_or_else(|_| unreachable!("TOP_LEN entries")),
             groups: atomics(groups << 8),
             routes: AtomicUsize::new(0),
         }

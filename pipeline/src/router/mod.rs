@@ -169,8 +169,14 @@ pub struct Router {
     /// for another next hop), and the MAC. Grows to the highest slot
     /// resolved (once per slot).
     hop_macs: Vec<HopMac>,
+    /// Per next-hop slot: what the burst path rewrites with (see
+    /// `burst::Adj`); grows like `hop_macs`.
+    adj4: Vec<burst::Adj>,
     /// The router's own IPv4 addresses (from the interfaces), flat.
     local4: Box<[u32]>,
+    /// A one-word Bloom filter of `local4` (see `local4_bit`): most
+    /// destinations are told apart from the router's own with one test.
+    local4_bloom: u64,
     /// This worker's hold on the FIB.
     reader: Reader,
     /// The FIB version last seen: when it changes, cached paths are
@@ -184,6 +190,18 @@ pub struct Router {
     /// The punt rules' token buckets (grown to the highest rule with a
     /// rate that was hit).
     punt_buckets: Vec<punt::Bucket>,
+}
+
+/// `a`'s bit in the one-word Bloom filter of the router's addresses (a
+/// multiplicative hash's top 6 bits).
+#[inline(always)]
+fn local4_bit(a: u32) -> u64 {
+    1 << (a.wrapping_mul(0x9e37_79b1) >> 26)
+}
+
+/// The Bloom filter of `addrs` (see `local4_bit`).
+fn bloom(addrs: &[u32]) -> u64 {
+    addrs.iter().fold(0, |b, &a| b | local4_bit(a))
 }
 
 /// A next hop's resolved MAC, valid for its generation, gateway and port.
@@ -217,12 +235,13 @@ impl Router {
             .unwrap_or(1500)
             + ETHERNET_HEADER_LEN
             + 4;
-        let local4 = cfg
+        let local4: Box<[u32]> = cfg
             .interfaces
             .iter()
             .flat_map(|i| i.ipv4.iter().map(|(a, _)| u32::from(*a)))
             .collect();
         Router {
+            local4_bloom: bloom(&local4),
             local4,
             reader: cfg.fib.reader(),
             fib_version: cfg.fib.version(),
@@ -236,6 +255,7 @@ impl Router {
             generation: 1,
             gen_at_ns: 0,
             hop_macs: Vec::new(),
+            adj4: Vec::new(),
             hold: hold::Hold::new(room),
             ports,
             punt_buckets: Vec::new(),
@@ -268,6 +288,7 @@ impl Router {
             .iter()
             .flat_map(|i| i.ipv4.iter().map(|(a, _)| u32::from(*a)))
             .collect();
+        self.local4_bloom = bloom(&self.local4);
         self.ports = ports(&cfg.interfaces);
         self.punt_buckets.clear();
         self.reader.leave();
@@ -354,7 +375,7 @@ impl Router {
     /// Whether `a` is one of the router's IPv4 addresses.
     #[inline]
     pub fn is_local4(&self, a: u32) -> bool {
-        self.local4.contains(&a)
+        self.local4_bloom & local4_bit(a) != 0 && self.local4.contains(&a)
     }
 
     /// Whether `a` is one of the router's IPv6 addresses.

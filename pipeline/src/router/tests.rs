@@ -1175,3 +1175,74 @@ fn kernel_neighbors_are_mirrored() {
         .neigh6
         .contains_key(&(0, u128::from_be_bytes(v6addr("2001:db8:18::10")))));
 }
+
+/// Routes `frames` on a clone of `r` packet by packet and on `r` as one
+/// burst; asserts the same verdicts and bytes, returns the verdicts.
+fn burst_as_each(r: &mut Router, frames: &[Vec<u8>]) -> (Vec<Verdict>, Vec<Vec<u8>>) {
+    let mut each = r.clone();
+    let mut one = frames.to_vec();
+    let want: Vec<Verdict> = one.iter_mut().map(|p| each.process(p, 0)).collect();
+    let mut all = frames.to_vec();
+    let mut v = vec![Verdict::Drop(DropReason::NotIp); all.len()];
+    if let Some(x) = r.process_burst(&mut all, 0, &mut v) {
+        v.fill(x);
+    }
+    assert_eq!(v, want, "burst verdicts = per-packet verdicts");
+    assert_eq!(all, one, "burst bytes = per-packet bytes");
+    (v, all)
+}
+
+/// The burst path's cached next hops (`burst::Adj`) follow every change
+/// while the router runs: a gateway's new MAC (from the kernel or ARP), a
+/// route moved to another gateway and port (a FIB change between
+/// rounds), and a smaller MTU (a reload); each time the burst agrees with
+/// the per-packet path, which reads the tables afresh.
+#[test]
+fn burst_path_cache_follows_neighbour_route_and_mtu_changes() {
+    let gw0 = MacAddr([2, 0xcc, 0, 0, 0, 1]);
+    let moved = MacAddr([2, 0xbb, 0, 0, 0, 9]);
+    let mut w = fib_writer(&[]);
+    let mut cfg = (*router().cfg).clone();
+    cfg.fib = w.fib().clone();
+    // The gateway on port 1 as the kernel's (a configured one stays).
+    cfg.neighbors4 = vec![(0, "198.18.0.2".parse().unwrap(), gw0)];
+    let mut r = Router::new(cfg.clone());
+    r.mirror_neighbors(&[(1, "198.19.0.2".parse().unwrap(), Some(GW))]);
+    let burst: Vec<Vec<u8>> = (0..40)
+        .map(|i| udp4(&format!("198.18.0.{}", 10 + i), "203.0.113.5", 64, 0))
+        .collect();
+    r.enter();
+    let (v, out) = burst_as_each(&mut r, &burst);
+    assert!(v.iter().all(|v| *v == Verdict::Forward(1)));
+    assert!(out.iter().all(|f| f[..6] == GW.0 && f[6..12] == R1.0));
+    // Twice: the second burst takes the cache.
+    let (_, out) = burst_as_each(&mut r, &burst);
+    assert!(out
+        .iter()
+        .all(|f| f[..6] == GW.0 && f[22] == 63 && ip_ok(f)));
+    // The gateway moved to another MAC.
+    r.mirror_neighbors(&[(1, "198.19.0.2".parse().unwrap(), Some(moved))]);
+    let (_, out) = burst_as_each(&mut r, &burst);
+    assert!(out.iter().all(|f| f[..6] == moved.0), "the new MAC");
+    r.leave();
+    // The route now leaves by port 0 through 198.18.0.2.
+    let via0 = NextHop {
+        port: 0,
+        via: Some("198.18.0.2".parse().unwrap()),
+    };
+    w.add("203.0.113.0".parse().unwrap(), 24, &[via0]).unwrap();
+    r.enter();
+    let (v, out) = burst_as_each(&mut r, &burst);
+    assert!(v.iter().all(|v| *v == Verdict::Forward(0)), "{v:?}");
+    assert!(out.iter().all(|f| f[..6] == gw0.0 && f[6..12] == R0.0));
+    r.leave();
+    // Port 0's MTU below the packets' 36 bytes (DF set): each turns into
+    // an ICMP "fragmentation needed" back to its sender (on port 0 too).
+    let mut small = cfg;
+    small.interfaces[0].mtu = 30;
+    r.reconfigure(Arc::new(small));
+    r.enter();
+    let (_, out) = burst_as_each(&mut r, &burst);
+    assert!(out.iter().all(|f| f[23] == 1 && f[34] == 3 && f[35] == 4), "{:02x?}", out[0]);
+    r.leave();
+}
