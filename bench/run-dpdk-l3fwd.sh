@@ -1,13 +1,18 @@
 #!/usr/bin/env bash
 # Sluice's router (l3fwd mode, DPDK build) vs DPDK's l3fwd example in LPM
 # mode, side by side on the same vdevs and routes: `net_pcap0` replays
-# 1,024 distinct 64-byte IPv4/UDP packets from memory in a loop
-# (infinite_rx) and `net_null1` (no-rx) takes what is routed; 16 routes
-# 198.18.N.0/24 -> port 1. One forwarding core each, alternating runs,
-# median of N; forwarded Mpps from port 1's TX counter (Sluice's JSON
-# summary; l3fwd through DPDK telemetry, /ethdev/stats).
-# Builds l3fwd from dpdk-doc's sources (/usr/share/dpdk/examples/l3fwd)
-# into target/dpdk-examples. Writes bench/results/dpdk-l3fwd.md. As root.
+# distinct 64-byte IPv4/UDP packets from memory in a loop (infinite_rx)
+# and `net_null1` (no-rx) takes what is routed. Two tables: 16 routes
+# 198.18.N.0/24 -> port 1 (1,024 packets), and the shared full table
+# (901,899 IPv4 prefixes -> port 1; 8,192 packets to random addresses
+# inside random prefixes). Three forwarders: Sluice, l3fwd as shipped,
+# and l3fwd with Sluice's costliest checks added (header checksum, TTL).
+# One forwarding core each, alternating runs, median of N; forwarded Mpps
+# from port 1's TX counter (Sluice's JSON summary; l3fwd through DPDK
+# telemetry, /ethdev/stats, once it forwards).
+# Builds both l3fwd variants from dpdk-doc's sources
+# (/usr/share/dpdk/examples/l3fwd) into target/dpdk-examples. Writes
+# bench/results/dpdk-l3fwd.md. As root.
 #   bench/run-dpdk-l3fwd.sh [runs] [seconds]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -16,34 +21,64 @@ RUNS=${1:-3}
 SECS=${2:-5}
 SRC=/usr/share/dpdk/examples/l3fwd
 [ -d "$SRC" ] || { echo "needs dpdk-doc (apt-get install dpdk-doc) for the l3fwd sources" >&2; exit 1; }
-L3FWD=target/dpdk-examples/l3fwd/build/l3fwd
-if [ ! -x "$L3FWD" ]; then
-  # The example includes ../common: copy both.
-  rm -rf target/dpdk-examples && mkdir -p target/dpdk-examples
-  cp -r "$SRC" /usr/share/dpdk/examples/common target/dpdk-examples/
-  # l3fwd asks every port for RX checksum offload; net_pcap and net_null
-  # have none and refuse the configuration, so the copy asks for none.
-  # (Without the offload l3fwd does not verify IPv4 header checksums;
-  # Sluice does, in software.)
-  sed -i 's|\.offloads = RTE_ETH_RX_OFFLOAD_CHECKSUM,|.offloads = 0,|' target/dpdk-examples/l3fwd/main.c
-  grep -q '\.offloads = 0,' target/dpdk-examples/l3fwd/main.c
-  make -s -C target/dpdk-examples/l3fwd > /dev/null
+EX=target/dpdk-examples
+# What the copies change (rebuilt when this changes):
+# - l3fwd asks every port for RX checksum offload; net_pcap and net_null
+#   have none and refuse the configuration, so the copies ask for none
+#   (l3fwd then verifies no IPv4 header checksum at all);
+# - the LPM's limits (1,024 rules, 256 second-level groups) and the FIB's
+#   (65,536 routes) are raised to hold the full table, and the mbuf pool to
+#   hold the 8,192 packets net_pcap keeps in memory;
+# - the "checked" copy also drops a packet whose IPv4 header checksum does
+#   not verify (rte_ipv4_cksum, in software) or whose TTL is under 2, in
+#   rfc1812_process, where l3fwd makes its other RFC 1812 checks.
+PATCHES=4
+if [ "$(cat $EX/.patches 2>/dev/null)" != "$PATCHES" ]; then
+  rm -rf $EX && mkdir -p $EX
+  cp -r "$SRC" /usr/share/dpdk/examples/common $EX/
+  sed -i 's|\.offloads = RTE_ETH_RX_OFFLOAD_CHECKSUM,|.offloads = 0,|' $EX/l3fwd/main.c
+  sed -i 's|(unsigned)8192)|(unsigned)65536)|' $EX/l3fwd/main.c
+  sed -i 's|#define IPV4_L3FWD_LPM_MAX_RULES         1024|#define IPV4_L3FWD_LPM_MAX_RULES (1 << 20)|; s|#define IPV4_L3FWD_LPM_NUMBER_TBL8S (1 << 8)|#define IPV4_L3FWD_LPM_NUMBER_TBL8S (1 << 16)|' $EX/l3fwd/l3fwd_lpm.c
+  grep -q '\.offloads = 0,' $EX/l3fwd/main.c
+  grep -q '(unsigned)65536)' $EX/l3fwd/main.c
+  sed -i 's|config_ipv4.max_routes = (1 << 16);|config_ipv4.max_routes = (1 << 20);|' $EX/l3fwd/l3fwd_fib.c
+  grep -q 'MAX_RULES (1 << 20)' $EX/l3fwd/l3fwd_lpm.c
+  grep -q 'max_routes = (1 << 20)' $EX/l3fwd/l3fwd_fib.c
+  grep -q 'NUMBER_TBL8S (1 << 16)' $EX/l3fwd/l3fwd_lpm.c
+  cp -r $EX/l3fwd $EX/l3fwd-checked
+  python3 - $EX/l3fwd-checked/l3fwd_common.h <<'EOF'
+import sys
+p = sys.argv[1]
+s = open(p).read()
+old = "\t\tipv4_hdr->time_to_live--;\n"
+assert s.count(old) == 1
+s = s.replace(old, "\t\tif (rte_ipv4_cksum(ipv4_hdr) != 0 || ipv4_hdr->time_to_live < 2)\n\t\t\tdp[0] = BAD_PORT;\n" + old)
+open(p, "w").write(s)
+EOF
+  make -s -C $EX/l3fwd > /dev/null
+  make -s -C $EX/l3fwd-checked > /dev/null
+  echo "$PATCHES" > $EX/.patches
 fi
 cargo build --release -q -p appliance --features dpdk
 cargo build --release -q -p bench
 SLUICE=$PWD/target/release/sluice
 BENCH=$PWD/target/release/sluice-bench
+TABLE=$(realpath ../shared/data/routes/bart_tier1_fulltable/prefixes.txt.gz)
 WORK=$(mktemp -d /tmp/sluice-l3fwd.XXXXXX)
 trap 'rm -rf "$WORK"' EXIT
 
-# The traffic: 1,024 packets to 198.18.(i % 16).(i / 16 + 1), addressed to
-# Sluice's port 0 MAC (l3fwd does not check the destination MAC).
-"$BENCH" udp-pcap --out "$WORK/in.pcap" --packets 1024 --dst-mac 02:51:00:00:00:00
-: > "$WORK/routes4.cfg"
-for n in $(seq 0 15); do echo "R198.18.$n.0/24 1" >> "$WORK/routes4.cfg"; done
+# The traffic, addressed to Sluice's port 0 MAC (l3fwd does not check the
+# destination MAC): 1,024 packets to 198.18.(i % 16).(i / 16 + 1), and
+# 8,192 to the full table.
+"$BENCH" udp-pcap --out "$WORK/in-16.pcap" --packets 1024 --dst-mac 02:51:00:00:00:00
+"$BENCH" udp-pcap --out "$WORK/in-full.pcap" --packets 8192 --full-table --dst-mac 02:51:00:00:00:00
+: > "$WORK/routes4-16.cfg"
+for n in $(seq 0 15); do echo "R198.18.$n.0/24 1" >> "$WORK/routes4-16.cfg"; done
+zcat "$TABLE" | tr -d '\r' | awk '!/:/ && NF { print "R" $1 " 1" }' > "$WORK/routes4-full.cfg"
 echo "R2001:db8::/32 1" > "$WORK/routes6.cfg"
-{
-  cat <<EOF
+for t in 16 full; do
+  {
+    cat <<EOF
 [run]
 duration = $SECS
 stats_period = 1.0
@@ -52,6 +87,7 @@ drain_us = 100
 
 [dpdk]
 eal_args = ["-l", "0,1"]
+mbufs = 65535
 
 [[port]]
 name = "in"
@@ -61,7 +97,7 @@ ipv4 = ["198.19.0.1/24"]
 rxd = 1024
 txd = 1024
 [port.dpdk]
-device = "net_pcap0,rx_pcap=$WORK/in.pcap,infinite_rx=1"
+device = "net_pcap0,rx_pcap=$WORK/in-$t.pcap,infinite_rx=1"
 
 [[port]]
 name = "out"
@@ -78,21 +114,27 @@ ip = "198.20.0.2"
 mac = "02:5e:00:00:00:01"
 port = "out"
 EOF
-  for n in $(seq 0 15); do printf '\n[[route]]\nprefix = "198.18.%d.0/24"\nvia = "198.20.0.2"\n' "$n"; done
-  cat <<EOF
+    if [ "$t" = full ]; then
+      printf '\n[router]\nroute_file = "%s"\nroute_file_via = ["198.20.0.2"]\n' "$TABLE"
+    else
+      for n in $(seq 0 15); do printf '\n[[route]]\nprefix = "198.18.%d.0/24"\nvia = "198.20.0.2"\n' "$n"; done
+    fi
+    cat <<EOF
 
 [[worker]]
 core = 1
 mode = "l3fwd"
 rx = ["in", "out"]
 EOF
-} > "$WORK/sluice.toml"
+  } > "$WORK/sluice-$t.toml"
+done
 
 HUGE=()
 [ "$(cat /sys/kernel/mm/hugepages/hugepages-2048kB/free_hugepages 2>/dev/null || echo 0)" -gt 256 ] || HUGE=(--no-huge -m 1024)
 
+# sluice_run TABLE: "Mpps cycles/packet" of one run.
 sluice_run() {
-  "$SLUICE" run "$WORK/sluice.toml" --json 2> "$WORK/s.err" | tail -1 | python3 -c '
+  "$SLUICE" run "$WORK/sluice-$1.toml" --json 2> "$WORK/s.err" | tail -1 | python3 -c '
 import json, sys
 s = json.loads(sys.stdin.read())
 tx = s["ports"][1]["tx_pps"]
@@ -100,16 +142,21 @@ c = s["cores"][0]
 print("%.3f %.1f" % (tx / 1e6, c["cycles_per_pkt"] or float("nan")))'
 }
 
+# l3fwd_run BINARY TABLE: "Mpps nan" of one run, measured once it forwards
+# (loading the full table takes seconds after the telemetry socket is up).
+# The full table is looked up with rte_fib (`--lookup fib`, DIR-24-8 like
+# rte_lpm): rte_lpm takes over two minutes to load it (its rule table
+# insert scans every rule of the same length).
 l3fwd_run() {
-  local prefix=l3fwd-$$
-  "$L3FWD" -l 1 --no-pci "${HUGE[@]}" --file-prefix "$prefix" --log-level '*:error' \
-    --vdev "net_pcap0,rx_pcap=$WORK/in.pcap,infinite_rx=1" --vdev "net_null1,no-rx=1" \
-    -- -p 0x3 -P --parse-ptype --config "(0,0,1),(1,0,1)" --lookup lpm \
-    --rule_ipv4 "$WORK/routes4.cfg" --rule_ipv6 "$WORK/routes6.cfg" > "$WORK/l3fwd.log" 2>&1 &
+  local prefix=l3fwd-$$ lookup=lpm
+  [ "$2" = full ] && lookup=fib
+  "$EX/$1/build/l3fwd" -l 1 --no-pci "${HUGE[@]}" --file-prefix "$prefix" --log-level '*:error' \
+    --vdev "net_pcap0,rx_pcap=$WORK/in-$2.pcap,infinite_rx=1" --vdev "net_null1,no-rx=1" \
+    -- -p 0x3 -P --parse-ptype --config "(0,0,1),(1,0,1)" --lookup "$lookup" \
+    --rule_ipv4 "$WORK/routes4-$2.cfg" --rule_ipv6 "$WORK/routes6.cfg" > "$WORK/l3fwd.log" 2>&1 &
   local pid=$!
   local sock=/var/run/dpdk/$prefix/dpdk_telemetry.v2
   for _ in $(seq 100); do [ -S "$sock" ] && break; sleep 0.1; done
-  sleep 1
   python3 - "$sock" "$SECS" <<'EOF'
 import json, socket, sys, time
 def stats(path):
@@ -120,6 +167,11 @@ def stats(path):
     v = json.loads(s.recv(65536))["/ethdev/stats"]["opackets"]
     s.close()
     return v, time.time()
+for _ in range(600):
+    if stats(sys.argv[1])[0] > 0:
+        break
+    time.sleep(0.1)
+time.sleep(1)
 a, t0 = stats(sys.argv[1])
 time.sleep(float(sys.argv[2]) - 1)
 b, t1 = stats(sys.argv[1])
@@ -129,29 +181,41 @@ EOF
 }
 
 {
-  echo "# Sluice l3fwd vs DPDK l3fwd (LPM)"
+  echo "# Sluice l3fwd vs DPDK l3fwd"
   echo
   echo "Command: \`bench/run-dpdk-l3fwd.sh $RUNS $SECS\` $(provenance); hugepages: $([ ${#HUGE[@]} -eq 0 ] && echo yes || echo "no (--no-huge)")."
   echo
-  echo "net_pcap0 replays 1,024 distinct 64-byte IPv4/UDP packets from memory (infinite_rx); 16 routes 198.18.N.0/24 to port 1 (net_null1, no-rx); one forwarding core (core 1) each, burst 32; ${SECS} s per run, median of ${RUNS} alternating runs. Both check the IPv4 header (l3fwd its version and lengths; Sluice also its checksum, in software: the vdevs have no checksum offload), look up the LPM table, decrement the TTL with a checksum update and rewrite the MACs. The replay itself (net_pcap copying each packet into a fresh mbuf) is part of both figures."
+  echo "net_pcap0 replays distinct 64-byte IPv4/UDP packets from memory (infinite_rx) to net_null1 (no-rx); one forwarding core (core 1) each, burst 32; ${SECS} s per run, median of ${RUNS} runs, the three forwarders alternating. Two tables: **16 routes** 198.18.N.0/24 (1,024 packets across them), and the **full table**, the shared 901,899 IPv4 prefixes (8,192 packets to random addresses inside random prefixes: the lookups miss the caches' first level more often), all to port 1. l3fwd looks the 16 routes up in rte_lpm (\`--lookup lpm\`) and the full table in rte_fib (\`--lookup fib\`, the same DIR-24-8 structure): rte_lpm takes over two minutes to load 901,899 routes, as its rule table insert scans every rule of the same length. Sluice uses its own DIR-24-8 in both. The replay itself (net_pcap copying each packet into a fresh mbuf) is part of every figure."
   echo
-  echo "| forwarder | forwarded Mpps | Sluice busy cycles/packet |"
-  echo "|---|---|---|"
-  s=() l=()
-  for i in $(seq "$RUNS"); do
-    r=$(sluice_run); echo "run $i sluice: $r" >&2; s+=("$r")
-    r=$(l3fwd_run); echo "run $i l3fwd: $r" >&2; l+=("$r")
-  done
-  python3 - "${s[*]}" "${l[*]}" <<'EOF'
+  echo "What each forwarder does per packet. **Sluice**: checks the destination MAC, EtherType, version and header length, total length, TTL > 1, the IPv4 header checksum (in software: the vdevs have no checksum offload), a martian or own destination; looks up the LPM; decrements the TTL with an RFC 1624 checksum update; writes both MACs from its next hop's resolved neighbour. **l3fwd as shipped** (LPM, SSE path, \`--parse-ptype\`): takes the EtherType and header length from its software ptype parser; checks only the header length and total length (its RFC 1812 checks); does not verify the header checksum (it leaves that to a NIC's offload, which these vdevs lack), nor the TTL (a TTL of 0 or 1 is decremented and sent), nor the destination MAC; decrements the TTL and adds 1 to the checksum's high byte (no end-around carry); writes MACs from a per-port table. **l3fwd + checks**: the same, and drops a packet whose header checksum does not verify (\`rte_ipv4_cksum\`) or whose TTL is under 2: Sluice's costliest checks, not the MAC, martian and own-address ones."
+  echo
+  echo "| table | forwarder | forwarded Mpps | Sluice busy cycles/packet |"
+  echo "|---|---|---|---|"
+  for t in 16 full; do
+    s=() l=() c=()
+    for i in $(seq "$RUNS"); do
+      r=$(sluice_run $t); echo "$t run $i sluice: $r" >&2; s+=("$r")
+      r=$(l3fwd_run l3fwd $t); echo "$t run $i l3fwd: $r" >&2; l+=("$r")
+      r=$(l3fwd_run l3fwd-checked $t); echo "$t run $i l3fwd+checks: $r" >&2; c+=("$r")
+    done
+    python3 - "$t" "${s[*]}" "${l[*]}" "${c[*]}" "$WORK/ratios" <<'EOF' >> "$WORK/rows"
 import statistics, sys
 def med(x, k):
     v = x.split()
     return statistics.median(float(v[i]) for i in range(k, len(v), 2))
-s, l = sys.argv[1], sys.argv[2]
-print("| Sluice, l3fwd mode | %.2f | %.1f |" % (med(s, 0), med(s, 1)))
-print("| DPDK l3fwd example, LPM | %.2f | - |" % med(l, 0))
-print("\nSluice ÷ l3fwd: %.2f×" % (med(s, 0) / med(l, 0)))
+t, s, l, c, ratios = sys.argv[1:]
+name = "16 routes" if t == "16" else "full table"
+print("| %s | Sluice, l3fwd mode | %.2f | %.1f |" % (name, med(s, 0), med(s, 1)))
+lk = "LPM" if t == "16" else "FIB"
+print("| %s | DPDK l3fwd (%s) as shipped | %.2f | - |" % (name, lk, med(l, 0)))
+print("| %s | DPDK l3fwd (%s) + checksum and TTL checks | %.2f | - |" % (name, lk, med(c, 0)))
+with open(ratios, "a") as f:
+    print("%s: Sluice ÷ l3fwd as shipped **%.2f×**, Sluice ÷ l3fwd + checks **%.2f×**" % (name, med(s, 0) / med(l, 0), med(s, 0) / med(c, 0)), file=f)
 EOF
+  done
+  cat "$WORK/rows"
+  echo
+  sed 's/$/  /' "$WORK/ratios"
 } | tee "$WORK/out.md"
 mkdir -p bench/results
 cp "$WORK/out.md" bench/results/dpdk-l3fwd.md

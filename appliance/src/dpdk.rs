@@ -89,7 +89,11 @@ pub fn run(
         .iter()
         .map(|p| usize::from(p.rxq) * p.rxd + usize::from(p.txq) * p.txd)
         .sum();
-    let n = (descs + 4096 * cfg.workers.len().max(1)).next_power_of_two() - 1;
+    // A power of two less one is the mempool's best size (its ring).
+    let n = cfg.mbufs.map_or_else(
+        || (descs + 4096 * cfg.workers.len().max(1)).next_power_of_two() - 1,
+        |n| n as usize,
+    );
     let pool = Mempool::create(&eal, "sluice", n as u32, 256, 2048 + 128).context("mbuf pool")?;
     let mut opened = Vec::new();
     for (pi, p) in cfg.ports.iter().enumerate() {

@@ -1,7 +1,9 @@
 //! `udp-pcap`: writes a pcap of distinct IPv4/UDP packets for drivers that
 //! replay a file (DPDK's `net_pcap`, Sluice's pcap port): packet `i` goes
 //! from `--src` port `1024 + i` to `--dst-net`'s subnet `i % subnets`,
-//! host `i / subnets + 1`, port 9, addressed to `--dst-mac`.
+//! host `i / subnets + 1`, port 9, addressed to `--dst-mac`; or, with
+//! `--full-table`, to a random address inside a random prefix of the
+//! shared full Internet table.
 
 use anyhow::{bail, Context, Result};
 use clap::Args;
@@ -41,16 +43,25 @@ pub struct UdpPcapArgs {
     /// Destination /24 subnets the packets spread over.
     #[arg(long, default_value_t = 16)]
     subnets: u32,
+    /// Destinations inside random prefixes of the shared full table
+    /// (`routes/bart_tier1_fulltable`; martians, 198.18.0.0/15 and
+    /// 198.20.0.0/24, the lab's own, left out) instead of the subnets.
+    #[arg(long)]
+    full_table: bool,
 }
 
-/// Frame `i` of `a`.
-fn frame(a: &UdpPcapArgs, i: u32) -> Vec<u8> {
+/// Packet `i`'s destination among `a`'s subnets.
+fn subnet_dst(a: &UdpPcapArgs, i: u32) -> u32 {
+    u32::from(a.dst_net) + ((i % a.subnets) << 8) + i / a.subnets + 1
+}
+
+/// Frame `i` of `a`, to `dst`.
+fn frame(a: &UdpPcapArgs, i: u32, dst: u32) -> Vec<u8> {
     let mut f = vec![0u8; a.size];
     f[0..6].copy_from_slice(&a.dst_mac.0);
     f[6..12].copy_from_slice(&a.src_mac.0);
     f[12..14].copy_from_slice(&[0x08, 0x00]);
     let ip_len = a.size - ETHERNET_HEADER_LEN;
-    let dst = u32::from(a.dst_net) + ((i % a.subnets) << 8) + i / a.subnets + 1;
     {
         let mut ip = Ipv4Packet::new_unchecked(&mut f[ETHERNET_HEADER_LEN..]);
         ip.set_version_ihl(20);
@@ -77,9 +88,14 @@ pub fn udp_pcap(a: UdpPcapArgs) -> Result<()> {
     if a.size < ETHERNET_HEADER_LEN + 28 || a.size > 1514 {
         bail!("--size must be 42..=1514");
     }
-    if a.subnets == 0 || a.packets / a.subnets >= 254 {
-        bail!("--subnets must be at least 1 and leave under 254 hosts per subnet");
-    }
+    let dsts: Vec<u32> = if a.full_table {
+        full_table_dsts(a.packets as usize)?
+    } else {
+        if a.subnets == 0 || a.packets / a.subnets >= 254 {
+            bail!("--subnets must be at least 1 and leave under 254 hosts per subnet");
+        }
+        (0..a.packets).map(|i| subnet_dst(&a, i)).collect()
+    };
     let f = File::create(&a.out).with_context(|| format!("creating {}", a.out.display()))?;
     let hdr = PcapHeader {
         datalink: DataLink::ETHERNET,
@@ -88,11 +104,38 @@ pub fn udp_pcap(a: UdpPcapArgs) -> Result<()> {
         ..PcapHeader::default()
     };
     let mut w = PcapWriter::with_header(BufWriter::new(f), hdr)?;
-    for i in 0..a.packets {
-        let b = frame(&a, i);
+    for (i, &dst) in dsts.iter().enumerate() {
+        let b = frame(&a, i as u32, dst);
         w.write_packet(&PcapPacket::new(Duration::ZERO, b.len() as u32, &b))?;
     }
     Ok(())
+}
+
+/// `n` destinations inside random prefixes of the shared full table, none
+/// martian or in the benchmarks' own 198.18.0.0/15 and 198.20.0.0/24.
+fn full_table_dsts(n: usize) -> Result<Vec<u32>> {
+    let lines = testdata::gz_lines("routes/bart_tier1_fulltable/prefixes.txt.gz")
+        .context("the shared full table (../shared/data/routes)")?;
+    let prefixes: Vec<(u32, u8)> = lines
+        .iter()
+        .filter_map(|l| match pipeline::prefix::parse(l) {
+            Some((std::net::IpAddr::V4(p), len)) => Some((u32::from(p), len)),
+            _ => None,
+        })
+        .collect();
+    let ours = |a: u32| {
+        let first = a >> 24;
+        first == 0 || first == 127 || first >= 224 || a >> 17 == 0xc612 >> 1 || a >> 8 == 0xc6_1400
+    };
+    let mut seed = 3;
+    let mut out = Vec::with_capacity(n);
+    while out.len() < n {
+        let (_, inside) = crate::lpm::v4_addrs(n, &prefixes, seed);
+        out.extend(inside.into_iter().filter(|&a| !ours(a)));
+        seed += 1;
+    }
+    out.truncate(n);
+    Ok(out)
 }
 
 #[cfg(test)]
@@ -110,14 +153,39 @@ mod tests {
             src: "198.19.0.2".parse().unwrap(),
             dst_net: "198.18.0.0".parse().unwrap(),
             subnets: 16,
+            full_table: false,
         };
-        let f = frame(&a, 17);
+        let f = frame(&a, 17, subnet_dst(&a, 17));
         assert_eq!(f.len(), 60);
         let ip = Ipv4Packet::new_checked(&f[14..]).unwrap();
         assert!(ip.verify_checksum());
         assert_eq!(ip.dst(), [198, 18, 1, 2]);
         assert_eq!(ip.total_len(), 46);
         assert_eq!(&f[34..36], &(1024u16 + 17).to_be_bytes());
-        assert_ne!(frame(&a, 1), frame(&a, 2));
+        assert_ne!(
+            frame(&a, 1, subnet_dst(&a, 1)),
+            frame(&a, 2, subnet_dst(&a, 2))
+        );
+    }
+
+    /// Full-table destinations: as many as asked, none martian or in the
+    /// benchmarks' own ranges, and spread (most distinct).
+    #[test]
+    fn full_table_destinations_avoid_the_labs_ranges() {
+        if testdata::shared("routes/bart_tier1_fulltable/prefixes.txt.gz").is_none() {
+            eprintln!("skipped: no shared full table");
+            return;
+        }
+        let d = full_table_dsts(5000).unwrap();
+        assert_eq!(d.len(), 5000);
+        for &a in &d {
+            let first = a >> 24;
+            assert!(first != 0 && first != 127 && first < 224, "{a:#x}");
+            assert!(!(0xc612_0000..0xc614_0000).contains(&a) && a >> 8 != 0xc6_1400);
+        }
+        let mut u = d.clone();
+        u.sort_unstable();
+        u.dedup();
+        assert!(u.len() > 4900, "{} distinct", u.len());
     }
 }

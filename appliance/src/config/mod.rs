@@ -551,6 +551,24 @@ fn validate(cx: &mut Ctx<'_>, raw: RawFile, base: Option<&Path>) -> Config {
             );
         }
     }
+    // The pool must at least fill every RX ring at start.
+    let mbufs = raw.dpdk.mbufs.as_ref().and_then(|m| {
+        let rings: usize = ports.iter().map(|p| usize::from(p.rxq) * p.rxd).sum();
+        let n = *m.get_ref();
+        if !(1024..=1 << 24).contains(&n) {
+            cx.err(m, "dpdk.mbufs", "must be 1024..=16777216 mbufs");
+            None
+        } else if (n as usize) < rings {
+            cx.err(
+                m,
+                "dpdk.mbufs",
+                format!("must hold every port's RX descriptors ({rings} here)"),
+            );
+            None
+        } else {
+            Some(n)
+        }
+    });
     let metrics = raw.management.metrics.as_ref().and_then(|m| {
         let key = "management.metrics";
         let addr = match m.get_ref() {
@@ -616,6 +634,7 @@ fn validate(cx: &mut Ctx<'_>, raw: RawFile, base: Option<&Path>) -> Config {
         router,
         gateway,
         eal_args: raw.dpdk.eal_args,
+        mbufs,
         metrics,
         control_socket,
         control_plane,

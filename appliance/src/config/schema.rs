@@ -301,6 +301,9 @@ pub(super) struct RawDpdkPort {
 pub(super) struct RawDpdk {
     #[serde(default)]
     pub(super) eal_args: Vec<String>,
+    /// The mbuf pool's size (default: every ring's descriptors plus 4096
+    /// per worker).
+    pub(super) mbufs: Option<Spanned<u32>>,
 }
 
 #[derive(Debug, Deserialize)]

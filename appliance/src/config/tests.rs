@@ -126,6 +126,27 @@ fn type_and_value_errors_are_located() {
     assert_eq!((e[0].line, e[0].key.as_str()), (4, "run.burst"));
 }
 
+/// `[dpdk] mbufs`: taken, or refused (out of range, or fewer than the RX
+/// rings hold) at its line.
+#[test]
+fn mbuf_pool_size() {
+    let with = |n: &str| {
+        GOOD.replace(
+            "duration = 1",
+            &format!("duration = 1\n\n[dpdk]\nmbufs = {n}"),
+        )
+    };
+    let c = parse(&with("65535"), "t.toml", None).unwrap();
+    assert_eq!(c.mbufs, Some(65535));
+    assert_eq!(parse(GOOD, "t.toml", None).unwrap().mbufs, None);
+    let e = errs(&with("100"));
+    assert_eq!((e[0].line, e[0].key.as_str()), (6, "dpdk.mbufs"));
+    assert!(e[0].msg.contains("1024..="), "{e:?}");
+    // Two ports of 1024 RX descriptors (the default) need 2048.
+    let e = errs(&with("2000"));
+    assert!(e[0].msg.contains("RX descriptors (2048 here)"), "{e:?}");
+}
+
 #[test]
 fn queue_conflicts() {
     let e = errs(&GOOD.replace("\"a:0\", \"b\"", "\"a:0\", \"a:0\", \"b\""));

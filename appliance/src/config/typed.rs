@@ -204,6 +204,9 @@ pub struct Config {
     pub gateway: GatewaySetup,
     /// Extra EAL arguments (`[dpdk] eal_args`).
     pub eal_args: Vec<String>,
+    /// The mbuf pool's size (`[dpdk] mbufs`; `None`: sized from the
+    /// rings and workers).
+    pub mbufs: Option<u32>,
     /// Where the Prometheus endpoint listens (`[management] metrics`; off
     /// when `None`).
     pub metrics: Option<std::net::SocketAddr>,

@@ -1243,6 +1243,10 @@ fn burst_path_cache_follows_neighbour_route_and_mtu_changes() {
     r.reconfigure(Arc::new(small));
     r.enter();
     let (_, out) = burst_as_each(&mut r, &burst);
-    assert!(out.iter().all(|f| f[23] == 1 && f[34] == 3 && f[35] == 4), "{:02x?}", out[0]);
+    assert!(
+        out.iter().all(|f| f[23] == 1 && f[34] == 3 && f[35] == 4),
+        "{:02x?}",
+        out[0]
+    );
     r.leave();
 }
