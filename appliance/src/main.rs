@@ -382,10 +382,11 @@ fn real_main() -> Result<ExitCode> {
                 let (n4, n6) = (router.routes4(), router.routes6());
                 // A closed stdout (`sluice check f | head`) is no error.
                 let _ = out(&format!(
-                    "{}  routes: {n4} IPv4, {n6} IPv6 ({} from the route file); tables built in {:.1} ms\n",
+                    "{}  routes: {n4} IPv4, {n6} IPv6 ({} from the route file); tables built in {:.1} ms; {}\n",
                     config::describe(&c),
                     c.router.file_routes.len(),
-                    t0.elapsed().as_secs_f64() * 1e3
+                    t0.elapsed().as_secs_f64() * 1e3,
+                    appliance::stages::huge_tables_report()
                 ));
                 Ok(ExitCode::SUCCESS)
             }

@@ -10,10 +10,36 @@ use pipeline::gateway::GatewayConfig;
 use pipeline::router::{NextHop, PuntPolicy, Router, RouterConfig};
 use std::sync::Arc;
 
+/// Has the LPM tables allocated from now on advised for transparent huge
+/// pages (`pmd::sys::advise_hugepages_within`): a full table's random
+/// lookups into the 64 MiB IPv4 first level miss the TLB on 4 KiB pages.
+/// Where THP is `never` the tables stay on 4 KiB pages (`sluice check`
+/// says which).
+pub fn huge_tables() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| pipeline::lpm::on_large_tables(pmd::sys::advise_hugepages_within));
+}
+
+/// What `sluice check` says of the tables' pages: the THP mode and the
+/// bytes advised for huge pages.
+pub fn huge_tables_report() -> String {
+    let (took, not) = pipeline::lpm::huge_table_bytes();
+    let mib = |b: usize| b as f64 / f64::from(1 << 20);
+    match pmd::sys::thp_mode() {
+        Some(m) => format!(
+            "huge pages (THP {m}): {:.0} MiB of LPM tables advised, {:.0} MiB not",
+            mib(took),
+            mib(not)
+        ),
+        None => "huge pages: none (no THP in this kernel)".into(),
+    }
+}
+
 /// Builds the route tables (the FIB and its writer, which the management
 /// thread keeps to change routes in place) and the router stage (control
 /// path).
 pub fn build_router(cfg: &Config) -> Result<(Router, FibWriter)> {
+    huge_tables();
     use std::net::IpAddr;
     let rs = &cfg.router;
     let mut routes: Vec<(IpAddr, u8, Vec<NextHop>)> =

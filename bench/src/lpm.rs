@@ -100,6 +100,8 @@ fn rate6(t: &Lpm6, addrs: &[u128], runs: usize) -> (f64, f64) {
 
 /// Runs the LPM measurements and prints a Markdown report.
 pub fn lpm(a: LpmArgs) -> Result<()> {
+    // The tables advised for huge pages, as the appliance's are.
+    appliance::stages::huge_tables();
     let tsc = Tsc::calibrate(Duration::from_millis(100));
     let (b4, b6) = full_table()?;
     // The prefixes again, for generating addresses inside them.

@@ -215,14 +215,17 @@ impl Router {
             .chunks_mut(CHUNK)
             .zip(verdicts[..n].chunks_mut(CHUNK))
         {
-            // Headers checked and routes looked up for the whole chunk
-            // first, so that the lookups' loads overlap.
+            // Headers checked for the whole chunk, then routes looked up
+            // in a loop of their own, so that many lookups' loads (cache
+            // and TLB misses on a full table) are in flight at once.
             let mut dst = [0u32; CHUNK];
             let mut nh = [None::<u32>; CHUNK];
-            let lpm = self.cfg.fib.lpm4();
-            for ((p, d), h) in pc.iter().zip(dst.iter_mut()).zip(nh.iter_mut()) {
-                // 0 is martian: never a fast-path destination.
+            for (p, d) in pc.iter().zip(dst.iter_mut()) {
                 *d = fast4(p.bytes(), mac).unwrap_or(0);
+            }
+            let lpm = self.cfg.fib.lpm4();
+            for (d, h) in dst.iter().zip(nh.iter_mut()).take(pc.len()) {
+                // 0 is martian: never a fast-path destination.
                 if *d != 0 && !self.is_local4(*d) {
                     *h = lpm.lookup(*d);
                 }
