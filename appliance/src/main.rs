@@ -386,7 +386,7 @@ fn real_main() -> Result<ExitCode> {
                     config::describe(&c),
                     c.router.file_routes.len(),
                     t0.elapsed().as_secs_f64() * 1e3,
-                    appliance::stages::huge_tables_report()
+                    appliance::stages::huge_pages_report()
                 ));
                 Ok(ExitCode::SUCCESS)
             }

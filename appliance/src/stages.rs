@@ -10,28 +10,17 @@ use pipeline::gateway::GatewayConfig;
 use pipeline::router::{NextHop, PuntPolicy, Router, RouterConfig};
 use std::sync::Arc;
 
-/// Has the LPM tables allocated from now on advised for transparent huge
-/// pages (`pmd::sys::advise_hugepages_within`): a full table's random
-/// lookups into the 64 MiB IPv4 first level miss the TLB on 4 KiB pages.
-/// Where THP is `never` the tables stay on 4 KiB pages (`sluice check`
-/// says which).
-pub fn huge_tables() {
-    static ONCE: std::sync::Once = std::sync::Once::new();
-    ONCE.call_once(|| pipeline::lpm::on_large_tables(pmd::sys::advise_hugepages_within));
-}
-
-/// What `sluice check` says of the tables' pages: the THP mode and the
-/// bytes advised for huge pages.
-pub fn huge_tables_report() -> String {
-    let (took, not) = pipeline::lpm::huge_table_bytes();
-    let mib = |b: usize| b as f64 / f64::from(1 << 20);
-    match pmd::sys::thp_mode() {
-        Some(m) => format!(
-            "huge pages (THP {m}): {:.0} MiB of LPM tables advised, {:.0} MiB not",
-            mib(took),
-            mib(not)
-        ),
-        None => "huge pages: none (no THP in this kernel)".into(),
+/// What `sluice check` and the benchmarks say of the large tables' pages
+/// (the LPM, classifier and conntrack tables are allocated by
+/// `pmd::alloc::HugeAlloc`, advised for transparent huge pages): the THP
+/// mode and how much of the process is on huge pages, so that a run whose
+/// tables fell back to 4 KiB pages (no free 2 MiB blocks) says so.
+pub fn huge_pages_report() -> String {
+    let mib = |b: u64| b as f64 / f64::from(1 << 20);
+    match (pmd::sys::thp_mode(), pmd::sys::anon_huge_bytes()) {
+        (Some(m), Some(b)) => format!("{:.0} MiB on huge pages (THP {m})", mib(b)),
+        (Some(m), None) => format!("huge pages unknown (THP {m})"),
+        (None, _) => "no huge pages (no THP in this kernel)".into(),
     }
 }
 
@@ -39,7 +28,6 @@ pub fn huge_tables_report() -> String {
 /// thread keeps to change routes in place) and the router stage (control
 /// path).
 pub fn build_router(cfg: &Config) -> Result<(Router, FibWriter)> {
-    huge_tables();
     use std::net::IpAddr;
     let rs = &cfg.router;
     let mut routes: Vec<(IpAddr, u8, Vec<NextHop>)> =

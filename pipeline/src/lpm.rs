@@ -102,43 +102,7 @@ struct Trie {
 fn atomics(n: usize) -> Box<[AtomicU32]> {
     // A zeroed allocation: the kernel maps zero pages lazily, so an empty
     // 64 MiB first level costs nothing until written.
-    let b: Box<[AtomicU32]> = bytemuck::zeroed_slice_box(n);
-    let bytes = n * std::mem::size_of::<AtomicU32>();
-    if bytes >= LARGE {
-        let took = HUGE_HOOK
-            .get()
-            .is_some_and(|advise| advise(b.as_ptr().cast(), bytes));
-        HUGE_BYTES[usize::from(took)].fetch_add(bytes, Ordering::Relaxed);
-    }
-    b
-}
-
-/// A table at least this large is offered to the huge-page hook.
-const LARGE: usize = 2 << 20;
-
-/// See [`on_large_tables`].
-static HUGE_HOOK: std::sync::OnceLock<fn(*const u8, usize) -> bool> = std::sync::OnceLock::new();
-
-/// Bytes of large tables offered to the hook: `[refused, taken]`.
-static HUGE_BYTES: [AtomicUsize; 2] = [AtomicUsize::new(0), AtomicUsize::new(0)];
-
-/// Sets what is called with each large table (address, bytes) as it is
-/// allocated, before anything is written to it: the appliance asks the
-/// kernel for transparent huge pages there (random lookups into a 64 MiB
-/// first level on 4 KiB pages miss the TLB nearly every time), as this
-/// crate makes no system calls. The hook returns whether the advice was
-/// taken. The first call wins.
-pub fn on_large_tables(hook: fn(*const u8, usize) -> bool) {
-    let _ = HUGE_HOOK.set(hook);
-}
-
-/// Bytes of large tables allocated so far with the hook's advice taken,
-/// and without (refused, or no hook set when allocated).
-pub fn huge_table_bytes() -> (usize, usize) {
-    (
-        HUGE_BYTES[1].load(Ordering::Relaxed),
-        HUGE_BYTES[0].load(Ordering::Relaxed),
-    )
+    bytemuck::zeroed_slice_box(n)
 }
 
 impl Trie {
