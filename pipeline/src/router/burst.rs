@@ -12,6 +12,9 @@ use crate::wire::{MacAddr, ETHERNET_HEADER_LEN};
 /// Bursts are routed in chunks of this many packets (stack arrays).
 const CHUNK: usize = 32;
 
+/// "No route" among a chunk's next hops: above every next-hop slot.
+const NO_HOP: u32 = u32::MAX;
+
 /// The destination of a plain IPv4 packet to the port whose MAC is `mac`
 /// (see [`mac_word`]) that the fast path can route: a 20-byte header that
 /// is valid (version, lengths, checksum), a TTL above 1, a unicast
@@ -218,8 +221,10 @@ impl Router {
             // Headers checked for the whole chunk, then routes looked up
             // in a loop of their own, so that many lookups' loads (cache
             // and TLB misses on a full table) are in flight at once.
+            // No route is `NO_HOP`, past every slot: `adj4.get` misses it
+            // without a test of its own.
             let mut dst = [0u32; CHUNK];
-            let mut nh = [None::<u32>; CHUNK];
+            let mut nh = [NO_HOP; CHUNK];
             for (p, d) in pc.iter().zip(dst.iter_mut()) {
                 *d = fast4(p.bytes(), mac).unwrap_or(0);
             }
@@ -227,13 +232,14 @@ impl Router {
             for (d, h) in dst.iter().zip(nh.iter_mut()).take(pc.len()) {
                 // 0 is martian: never a fast-path destination.
                 if *d != 0 && !self.is_local4(*d) {
-                    *h = lpm.lookup(*d);
+                    *h = lpm.lookup(*d).unwrap_or(NO_HOP);
                 }
             }
             let generation = self.generation;
             for ((p, v), (d, h)) in pc.iter_mut().zip(vc.iter_mut()).zip(dst.iter().zip(&nh)) {
-                let adj = h
-                    .and_then(|h| self.adj4.get(h as usize))
+                let adj = self
+                    .adj4
+                    .get(*h as usize)
                     .filter(|a| a.generation == generation);
                 match adj {
                     Some(a) if rewrite4(p.bytes_mut(), a) => {
@@ -242,7 +248,8 @@ impl Router {
                         *v = Verdict::Forward(a.port);
                     }
                     _ => {
-                        *v = self.route_slow(p, in_port, *d, *h);
+                        let h = (*h != NO_HOP).then_some(*h);
+                        *v = self.route_slow(p, in_port, *d, h);
                         match slow {
                             None => slow = Some(*v),
                             Some(s) => same &= s == *v,
