@@ -189,7 +189,7 @@ EOF
   echo
   echo "What each forwarder does per packet. **Sluice**: checks the destination MAC, EtherType, version and header length, total length, TTL > 1, the IPv4 header checksum (in software: the vdevs have no checksum offload), a martian or own destination; looks up the LPM; decrements the TTL with an RFC 1624 checksum update; writes both MACs from its next hop's resolved neighbour. **l3fwd as shipped** (LPM, SSE path, \`--parse-ptype\`): takes the EtherType and header length from its software ptype parser; checks only the header length and total length (its RFC 1812 checks); does not verify the header checksum (it leaves that to a NIC's offload, which these vdevs lack), nor the TTL (a TTL of 0 or 1 is decremented and sent), nor the destination MAC; decrements the TTL and adds 1 to the checksum's high byte (no end-around carry); writes MACs from a per-port table. **l3fwd + checks**: the same, and drops a packet whose header checksum does not verify (\`rte_ipv4_cksum\`) or whose TTL is under 2: Sluice's costliest checks, not the MAC, martian and own-address ones."
   echo
-  echo "| table | forwarder | forwarded Mpps | Sluice busy cycles/packet |"
+  echo "| table | forwarder | forwarded Mpps: median [runs] | Sluice busy cycles/packet |"
   echo "|---|---|---|---|"
   for t in 16 full; do
     s=() l=() c=()
@@ -205,10 +205,14 @@ def med(x, k):
     return statistics.median(float(v[i]) for i in range(k, len(v), 2))
 t, s, l, c, ratios = sys.argv[1:]
 name = "16 routes" if t == "16" else "full table"
-print("| %s | Sluice, l3fwd mode | %.2f | %.1f |" % (name, med(s, 0), med(s, 1)))
 lk = "LPM" if t == "16" else "FIB"
-print("| %s | DPDK l3fwd (%s) as shipped | %.2f | - |" % (name, lk, med(l, 0)))
-print("| %s | DPDK l3fwd (%s) + checksum and TTL checks | %.2f | - |" % (name, lk, med(c, 0)))
+# The median, then every run in brackets: single runs swing here.
+def runs(x):
+    v = x.split()
+    return "%.2f [%s]" % (med(x, 0), ", ".join("%.2f" % float(r) for r in v[0::2]))
+print("| %s | Sluice, l3fwd mode | %s | %.1f |" % (name, runs(s), med(s, 1)))
+print("| %s | DPDK l3fwd (%s) as shipped | %s | - |" % (name, lk, runs(l)))
+print("| %s | DPDK l3fwd (%s) + checksum and TTL checks | %s | - |" % (name, lk, runs(c)))
 with open(ratios, "a") as f:
     print("%s: Sluice ÷ l3fwd as shipped **%.2f×**, Sluice ÷ l3fwd + checks **%.2f×**" % (name, med(s, 0) / med(l, 0), med(s, 0) / med(c, 0)), file=f)
 EOF
