@@ -3,7 +3,7 @@
 //! rewritten), as DPDK's l3fwd does; anything else falls back to the
 //! per-packet path.
 
-use super::ipv4::{forward4_rewrite, martian};
+use super::ipv4::martian;
 use super::Router;
 use crate::fwd::{ForwardMode, Frame};
 use crate::verdict::Verdict;
@@ -147,28 +147,25 @@ impl Router {
         }
         let oif = self.iface(hop.port)?;
         let (out_mac, mtu) = (oif.mac, oif.mtu);
-        let b = pkt.bytes_mut();
-        if u16::from_be_bytes([b[16], b[17]]) > mtu {
-            return None;
-        }
         let mac = self.hop_mac4(nh, hop, dst).ok()?;
+        let mut eth = [0u8; 12];
+        eth[..6].copy_from_slice(&mac.0);
+        eth[6..].copy_from_slice(&out_mac.0);
+        let a = Adj {
+            eth,
+            generation: self.generation,
+            port: hop.port,
+            mtu,
+        };
         if nh == lpm_nh && hop.via.is_some() && (nh as usize) < crate::fib::HOP_SLOTS {
             let i = nh as usize;
             if self.adj4.len() <= i {
                 self.adj4.resize(i + 1, Adj::default());
             }
-            let mut eth = [0u8; 12];
-            eth[..6].copy_from_slice(&mac.0);
-            eth[6..].copy_from_slice(&out_mac.0);
-            self.adj4[i] = Adj {
-                eth,
-                generation: self.generation,
-                port: hop.port,
-                mtu,
-            };
+            self.adj4[i] = a;
         }
-        forward4_rewrite(pkt.bytes_mut(), mac.0, out_mac.0);
-        Some(Verdict::Forward(hop.port))
+        // The cached path's rewrite (MTU, TTL, checksum, MACs).
+        rewrite4(pkt.bytes_mut(), &a).then_some(Verdict::Forward(hop.port))
     }
 
     /// A packet the cached next hops do not take: the next hop resolved
