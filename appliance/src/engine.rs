@@ -523,7 +523,7 @@ where
                 Ok(s) => {
                     edits = crate::ctl::edit::Edits::new(&current);
                     if let Some(w) = fib.as_mut() {
-                        mirrored.reinstall(w);
+                        mirrored.reinstall(w, &current.router);
                     }
                     eprint!("SIGHUP: {s}")
                 }
@@ -543,9 +543,9 @@ where
             recv(kernel) -> change => {
                 // Everything pending, then the other duties.
                 if let (Ok(c), Some(w)) = (change, fib.as_mut()) {
-                    mirrored.apply(c, w, &current.router.routes);
+                    mirrored.apply(c, w, &current.router);
                     for c in kernel.try_iter().take(1 << 16) {
-                        mirrored.apply(c, w, &current.router.routes);
+                        mirrored.apply(c, w, &current.router);
                     }
                 }
             }
@@ -568,7 +568,7 @@ where
                             Ok(s) => {
                                 edits = crate::ctl::edit::Edits::new(&current);
                                 if let Some(w) = fib.as_mut() {
-                                    mirrored.reinstall(w);
+                                    mirrored.reinstall(w, &current.router);
                                 }
                                 crate::ctl::Response::ok(s.clone(), serde_json::json!({ "reloaded": s.trim_end() }))
                             }
@@ -582,6 +582,9 @@ where
                                 Some(Ok(s)) => {
                                     edits = e;
                                     current = new;
+                                    if let Some(w) = fib.as_mut() {
+                                        mirrored.restatic(w, &current.router);
+                                    }
                                     crate::ctl::Response::ok(s.clone(), serde_json::json!({ "installed": s.trim_end() }))
                                 }
                                 Some(Err(err)) => crate::ctl::Response::error(err),
@@ -592,7 +595,7 @@ where
                                 router = r.router;
                                 fib = r.fib;
                                 if let Some(w) = fib.as_mut() {
-                                    mirrored.reinstall(w);
+                                    mirrored.reinstall(w, &current.router);
                                 }
                                 gateway = r.gateway;
                                 hit_sinks = r.hit_sinks;

@@ -684,8 +684,11 @@ pub struct Mirrored {
     pub link_changes: u64,
     /// Neighbour changes not yet sent to the workers.
     neighbor_changes: Vec<(u16, IpAddr, Option<MacAddr>)>,
-    /// Addresses changed since the workers last got them.
+    /// Addresses or link states changed since the workers last got them.
     readdress: bool,
+    /// Static (and connected) routes installed with fewer paths than the
+    /// config gives them (or withdrawn), because an interface is down.
+    cut: std::collections::HashSet<(IpAddr, u8)>,
 }
 
 impl Mirrored {
@@ -700,16 +703,17 @@ impl Mirrored {
     }
 
     /// Applies `c` to `fib`; a deleted kernel route gives way to the
-    /// config's static route for the same prefix, if there is one.
+    /// config's static route for the same prefix, if there is one (`setup`:
+    /// the config's routes and interfaces).
     pub fn apply(
         &mut self,
         c: Change,
         fib: &mut pipeline::fib::FibWriter,
-        statics: &[crate::config::router::Route],
+        setup: &crate::config::router::RouterSetup,
     ) {
         match c {
             Change::Add((a, l, p)) => self.add(a, l, p, fib),
-            Change::Del(a, l) => self.del(a, l, fib, statics),
+            Change::Del(a, l) => self.del(a, l, fib, setup),
             Change::Neighbor(p, a, m) => self.neighbor(p, a, m),
             Change::Address(p, a, l, add) => {
                 self.readdress |= if add {
@@ -720,7 +724,9 @@ impl Mirrored {
             }
             Change::Link(p, up) => {
                 self.link_changes += 1;
-                self.links.insert(p, up);
+                if self.links.insert(p, up) != Some(up) {
+                    self.relink(fib, setup);
+                }
             }
             Change::State(st) => {
                 let now: HashMap<(u16, IpAddr), [u8; 6]> =
@@ -742,7 +748,11 @@ impl Mirrored {
                     self.addresses = addresses;
                     self.readdress = true;
                 }
-                self.links = st.links.into_iter().collect();
+                let links: BTreeMap<u16, bool> = st.links.into_iter().collect();
+                if links != self.links {
+                    self.links = links;
+                    self.relink(fib, setup);
+                }
             }
             Change::Resync(all) => {
                 let keep: std::collections::HashSet<(IpAddr, u8)> =
@@ -754,7 +764,7 @@ impl Mirrored {
                     .copied()
                     .collect();
                 for (a, l) in gone {
-                    self.del(a, l, fib, statics);
+                    self.del(a, l, fib, setup);
                 }
                 // What the FIB holds already is left alone: a resync after
                 // an overrun during a full-table load changes a few
@@ -767,6 +777,93 @@ impl Mirrored {
             }
         }
         fib.reclaim();
+    }
+
+    /// Whether router interface `i` is down: its kernel interface (or its
+    /// port's, for a sub-interface) down or without a carrier.
+    pub fn is_down(&self, i: u16, base: &[Interface]) -> bool {
+        let parent = base
+            .get(usize::from(i))
+            .and_then(|f| f.vlan)
+            .map(|v| v.port);
+        [Some(i), parent]
+            .into_iter()
+            .flatten()
+            .any(|j| self.links.get(&j) == Some(&false))
+    }
+
+    /// The paths of static route `r` through interfaces that are up.
+    fn live_paths(&self, r: &crate::config::router::Route, base: &[Interface]) -> Vec<NextHop> {
+        r.paths
+            .iter()
+            .filter(|h| !self.is_down(h.port, base))
+            .copied()
+            .collect()
+    }
+
+    /// Installs static route `r` with the paths that are up (withdrawn if
+    /// none is), as the kernel drops the routes through a downed
+    /// interface: a less specific route (a default through another port)
+    /// then carries its traffic. A kernel route for the prefix wins.
+    fn install_static(
+        &mut self,
+        r: &crate::config::router::Route,
+        fib: &mut pipeline::fib::FibWriter,
+        base: &[Interface],
+    ) {
+        let key = (r.addr, r.len);
+        if self.routes.contains_key(&key) {
+            return;
+        }
+        let live = self.live_paths(r, base);
+        let ok = if live.is_empty() {
+            fib.del(r.addr, r.len);
+            true
+        } else {
+            fib.add(r.addr, r.len, &live).is_ok()
+        };
+        if !ok {
+            self.failed += 1;
+        }
+        if live.len() == r.paths.len() {
+            self.cut.remove(&key);
+        } else {
+            self.cut.insert(key);
+        }
+    }
+
+    /// After the config's routes changed in place (`sluice ctl route
+    /// add`): those through interfaces that are down are cut.
+    pub fn restatic(
+        &mut self,
+        fib: &mut pipeline::fib::FibWriter,
+        setup: &crate::config::router::RouterSetup,
+    ) {
+        if self.links.values().any(|up| !up) {
+            self.relink(fib, setup);
+        }
+    }
+
+    /// After a link change: the workers get the interfaces' states, and
+    /// every static route through a changed interface is installed again
+    /// with the paths that are up.
+    fn relink(
+        &mut self,
+        fib: &mut pipeline::fib::FibWriter,
+        setup: &crate::config::router::RouterSetup,
+    ) {
+        self.readdress = true;
+        for r in &setup.routes {
+            let key = (r.addr, r.len);
+            let live = r
+                .paths
+                .iter()
+                .filter(|h| !self.is_down(h.port, &setup.interfaces))
+                .count();
+            if live != r.paths.len() || self.cut.contains(&key) {
+                self.install_static(r, fib, &setup.interfaces);
+            }
+        }
     }
 
     fn neighbor(&mut self, p: u16, a: IpAddr, m: Option<[u8; 6]>) {
@@ -796,9 +893,12 @@ impl Mirrored {
     }
 
     /// The router's interfaces: the config's (`base`), with the kernel's
-    /// addresses on each port added.
+    /// addresses on each port added, and those that are down marked.
     pub fn interfaces(&self, base: &[Interface]) -> Vec<Interface> {
         let mut out = base.to_vec();
+        for (i, f) in out.iter_mut().enumerate() {
+            f.down = self.is_down(i as u16, base);
+        }
         for &(p, a, l) in &self.addresses {
             let Some(i) = out.get_mut(usize::from(p)) else {
                 continue;
@@ -813,15 +913,24 @@ impl Mirrored {
     }
 
     /// Puts every mirrored route into a new FIB (after a reload rebuilt it
-    /// from the config).
-    /// The kernel's addresses are sent to the workers again too (the
-    /// reload gave them the config's).
-    pub fn reinstall(&mut self, fib: &mut pipeline::fib::FibWriter) {
+    /// from the config, whose static routes through interfaces that are
+    /// down are cut again). The kernel's addresses and the links' states
+    /// are sent to the workers again too (the reload gave them the
+    /// config's).
+    pub fn reinstall(
+        &mut self,
+        fib: &mut pipeline::fib::FibWriter,
+        setup: &crate::config::router::RouterSetup,
+    ) {
         self.readdress |= !self.addresses.is_empty();
         for ((a, l), p) in &self.routes {
             if fib.add(*a, *l, p).is_err() {
                 self.failed += 1;
             }
+        }
+        self.cut.clear();
+        if self.links.values().any(|up| !up) {
+            self.relink(fib, setup);
         }
     }
 
@@ -839,20 +948,165 @@ impl Mirrored {
         a: IpAddr,
         l: u8,
         fib: &mut pipeline::fib::FibWriter,
-        statics: &[crate::config::router::Route],
+        setup: &crate::config::router::RouterSetup,
     ) {
         if self.routes.remove(&(a, l)).is_none() {
             return;
         }
-        match statics.iter().find(|r| (r.addr, r.len) == (a, l)) {
-            Some(r) => {
-                if fib.add(a, l, &r.paths).is_err() {
-                    self.failed += 1;
-                }
-            }
+        match setup.routes.iter().find(|r| (r.addr, r.len) == (a, l)) {
+            Some(r) => self.install_static(r, fib, &setup.interfaces),
             None => {
                 fib.del(a, l);
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::router::{Route as Static, RouterSetup};
+    use pipeline::router::Vlan;
+
+    fn hop(port: u16, via: Option<&str>) -> NextHop {
+        NextHop {
+            port,
+            via: via.map(|v| v.parse().unwrap()),
+        }
+    }
+
+    fn route(p: &str, len: u8, paths: Vec<NextHop>) -> Static {
+        Static {
+            addr: p.parse().unwrap(),
+            len,
+            paths,
+        }
+    }
+
+    /// Ports 0 and 1 and VLAN 100 on port 1 (interface 2); connected
+    /// routes on each, a default via port 0, an ECMP route over both
+    /// ports, a route via the sub-interface.
+    fn setup() -> RouterSetup {
+        let iface = |a: &str, vlan| Interface {
+            ipv4: vec![(a.parse().unwrap(), 24)],
+            mtu: 1500,
+            vlan,
+            ..Default::default()
+        };
+        RouterSetup {
+            interfaces: vec![
+                iface("198.18.0.1", None),
+                iface("198.19.0.1", None),
+                iface(
+                    "198.19.100.1",
+                    Some(Vlan {
+                        port: 1,
+                        outer: None,
+                        id: 100,
+                    }),
+                ),
+            ],
+            routes: vec![
+                route("198.18.0.0", 24, vec![hop(0, None)]),
+                route("198.19.0.0", 24, vec![hop(1, None)]),
+                route("198.19.100.0", 24, vec![hop(2, None)]),
+                route("0.0.0.0", 0, vec![hop(0, Some("198.18.0.2"))]),
+                route(
+                    "203.0.113.0",
+                    24,
+                    vec![hop(0, Some("198.18.0.3")), hop(1, Some("198.19.0.3"))],
+                ),
+                route("192.0.2.0", 24, vec![hop(2, Some("198.19.100.3"))]),
+            ],
+            ..Default::default()
+        }
+    }
+
+    fn paths(fib: &pipeline::fib::FibWriter, a: &str) -> Vec<NextHop> {
+        fib.lookup(a.parse().unwrap()).unwrap_or_default().to_vec()
+    }
+
+    /// A port whose kernel interface goes down loses its routes as the
+    /// kernel's do (connected and static, its sub-interfaces' too; an
+    /// ECMP route keeps its other path; the default then carries the
+    /// traffic), the workers are told it is down, and it all comes back
+    /// when it is up again. A kernel route for a prefix wins over the
+    /// static one and, when withdrawn, gives way to what is left of it.
+    #[test]
+    fn a_link_down_cuts_the_routes_through_it_and_up_restores_them() {
+        let s = setup();
+        let all: Vec<_> = s
+            .routes
+            .iter()
+            .map(|r| (r.addr, r.len, r.paths.clone()))
+            .collect();
+        let mut fib = pipeline::fib::FibWriter::build(&all).unwrap();
+        let mut m = Mirrored::default();
+        let whole = |fib: &pipeline::fib::FibWriter| {
+            assert_eq!(paths(fib, "198.19.0.9"), vec![hop(1, None)]);
+            assert_eq!(paths(fib, "198.19.100.9"), vec![hop(2, None)]);
+            assert_eq!(paths(fib, "203.0.113.9").len(), 2);
+            assert_eq!(paths(fib, "192.0.2.9"), vec![hop(2, Some("198.19.100.3"))]);
+        };
+        m.apply(
+            Change::State(State {
+                links: vec![(0, true), (1, true), (2, true)],
+                ..Default::default()
+            }),
+            &mut fib,
+            &s,
+        );
+        whole(&fib);
+        assert!(m.interfaces(&s.interfaces).iter().all(|i| !i.down));
+
+        m.apply(Change::Link(1, false), &mut fib, &s);
+        let default = vec![hop(0, Some("198.18.0.2"))];
+        assert_eq!(paths(&fib, "198.19.0.9"), default, "connected route gone");
+        assert_eq!(paths(&fib, "198.19.100.9"), default, "sub-interface's too");
+        assert_eq!(paths(&fib, "192.0.2.9"), default);
+        assert_eq!(
+            paths(&fib, "203.0.113.9"),
+            vec![hop(0, Some("198.18.0.3"))],
+            "the ECMP route keeps its live path"
+        );
+        let down: Vec<bool> = m.interfaces(&s.interfaces).iter().map(|i| i.down).collect();
+        assert_eq!(down, [false, true, true]);
+        assert!(m.take_readdress(), "the workers are told");
+
+        // A kernel route for the ECMP prefix wins; withdrawn, the static
+        // route comes back with its live path only.
+        let k = hop(0, Some("198.18.0.4"));
+        m.apply(
+            Change::Add(("203.0.113.0".parse().unwrap(), 24, vec![k])),
+            &mut fib,
+            &s,
+        );
+        assert_eq!(paths(&fib, "203.0.113.9"), vec![k]);
+        m.apply(
+            Change::Del("203.0.113.0".parse().unwrap(), 24),
+            &mut fib,
+            &s,
+        );
+        assert_eq!(paths(&fib, "203.0.113.9"), vec![hop(0, Some("198.18.0.3"))]);
+
+        // A full dump that finds it up again restores everything.
+        m.apply(
+            Change::State(State {
+                links: vec![(0, true), (1, true), (2, true)],
+                ..Default::default()
+            }),
+            &mut fib,
+            &s,
+        );
+        whole(&fib);
+        assert!(m.interfaces(&s.interfaces).iter().all(|i| !i.down));
+
+        // The sub-interface alone down: the port keeps its routes.
+        m.apply(Change::Link(2, false), &mut fib, &s);
+        assert_eq!(paths(&fib, "198.19.0.9"), vec![hop(1, None)]);
+        assert_eq!(paths(&fib, "192.0.2.9"), default);
+        m.apply(Change::Link(2, true), &mut fib, &s);
+        whole(&fib);
+        assert_eq!(m.failed, 0);
     }
 }

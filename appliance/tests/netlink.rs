@@ -330,8 +330,16 @@ fn kernel_routes_drive_the_fib() {
     assert_eq!(to_router(), gone, "198.51.100.1 is routed again");
 
     // A link going down: seen, and the routes the kernel flushed through
-    // it (without a message each) leave the FIB; back up, the link is
-    // seen up and a route through it is mirrored again.
+    // it (without a message each) leave the FIB, the port neither
+    // receives (its generator's packets are dropped as `link_down`) nor
+    // sends; back up, the link is seen up, the port forwards again and a
+    // route through it is mirrored again.
+    let link_down = || {
+        json(&sock, &["stats"])["ports"][1]["drops"]["stage"]["link_down"]
+            .as_u64()
+            .unwrap()
+    };
+    assert_eq!(link_down(), 0);
     let resyncs = json(&sock, &["show", "routes"])["netlink"]["resyncs"]
         .as_u64()
         .unwrap();
@@ -343,12 +351,25 @@ fn kernel_routes_drive_the_fib() {
             && r["netlink"]["resyncs"].as_u64() > Some(resyncs)
     });
     until_routes(&sock, &["203.0.113.9"], 5, |r| r["route"].is_null());
+    std::thread::sleep(Duration::from_millis(100));
+    let (down0, sent0) = (link_down(), tx1());
+    std::thread::sleep(Duration::from_millis(500));
+    let (down1, sent1) = (link_down(), tx1());
+    assert!(
+        down1 > down0 + 100,
+        "p1's traffic is not dropped as link_down: {down0} -> {down1}"
+    );
+    assert_eq!(sent1, sent0, "p1 sends while down");
     ns.ip("link set d1 up");
     until_routes(&sock, &[], 5, |r| {
         r["netlink"]["links"]
             .as_array()
             .is_some_and(|l| l.iter().any(|x| x["port"] == "p1" && x["up"] == true))
     });
+    std::thread::sleep(Duration::from_millis(100));
+    let down2 = link_down();
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(link_down(), down2, "p1 still dropped as down once up");
     ns.ip("route add 203.0.113.0/24 via 198.19.0.2 dev d1 table 100");
     until_routes(
         &sock,

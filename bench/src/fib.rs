@@ -118,6 +118,7 @@ pub fn fib(a: FibArgs) -> Result<()> {
                 ipv6: vec![],
                 mtu: 1500,
                 vlan: None,
+                down: false,
             },
             Interface {
                 mac: R1,
@@ -125,6 +126,7 @@ pub fn fib(a: FibArgs) -> Result<()> {
                 ipv6: vec![],
                 mtu: 1500,
                 vlan: None,
+                down: false,
             },
         ],
         fib: w.fib().clone(),

@@ -38,6 +38,7 @@ pub fn router() -> Router {
                     ipv6: vec![("2001:db8:18::1".parse().unwrap(), 64)],
                     mtu: 1500,
                     vlan: None,
+                    down: false,
                 },
                 Interface {
                     mac: MacAddr([2, 0x51, 0, 0, 0, 1]),
@@ -45,6 +46,7 @@ pub fn router() -> Router {
                     ipv6: vec![("2001:db8:19::1".parse().unwrap(), 64)],
                     mtu: 576,
                     vlan: None,
+                    down: false,
                 },
                 // Tagged frames (VLAN 100 and QinQ 7.8 on port 1) reach
                 // the sub-interface paths.
@@ -58,6 +60,7 @@ pub fn router() -> Router {
                         outer: None,
                         id: 100,
                     }),
+                    down: false,
                 },
                 Interface {
                     mac: MacAddr([2, 0x51, 0, 0, 0, 1]),
@@ -69,6 +72,7 @@ pub fn router() -> Router {
                         outer: Some(7),
                         id: 8,
                     }),
+                    down: false,
                 },
             ],
             fib: fib.fib().clone(),

@@ -958,9 +958,13 @@ impl ForwardMode for Gateway {
         if b.len() < ETH {
             return Verdict::Drop(DropReason::Truncated);
         }
-        let Some(mac) = self.router.iface(in_port).map(|i| i.mac) else {
+        let Some(iface) = self.router.iface(in_port) else {
             return Verdict::Drop(DropReason::NotForUs);
         };
+        if iface.down {
+            return Verdict::Drop(DropReason::LinkDown);
+        }
+        let mac = iface.mac;
         let for_us = b[0..6] == mac.0;
         match u16::from_be_bytes([b[12], b[13]]) {
             EtherType::IPV4 if for_us => self.ipv4(pkt, in_port),

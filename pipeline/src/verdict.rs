@@ -30,6 +30,10 @@ crate::counter_enum! {
         NoNeighbor = "no_neighbor",
         /// Larger than the output MTU (fragmentation is not implemented).
         MtuExceeded = "mtu_exceeded",
+        /// Received on, or routed out of, an interface that is down: set
+        /// down from the kernel (its mirror, `ip link set sl-PORT down`)
+        /// or without a carrier.
+        LinkDown = "link_down",
         /// For the router itself, which has no local stack to give it to
         /// (local traffic other than echo requests).
         ToRouter = "to_router",

@@ -293,6 +293,7 @@ pub(super) fn check(
             ipv6,
             mtu,
             vlan: a.vlan,
+            down: false,
         });
         s.names.push(a.name.to_string());
     }

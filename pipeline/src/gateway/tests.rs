@@ -47,6 +47,7 @@ fn router() -> Router {
                 ipv6: vec![],
                 mtu: 1500,
                 vlan: None,
+                down: false,
             },
             Interface {
                 mac: R1,
@@ -54,6 +55,7 @@ fn router() -> Router {
                 ipv6: vec![],
                 mtu: 1500,
                 vlan: None,
+                down: false,
             },
         ],
         fib: crate::fib::FibWriter::build(&[

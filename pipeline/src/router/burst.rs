@@ -145,7 +145,7 @@ impl Router {
         if hop.port >= self.ports {
             return None; // a VLAN sub-interface: tagged on the full path
         }
-        let oif = self.iface(hop.port)?;
+        let oif = self.iface(hop.port).filter(|i| !i.down)?;
         let (out_mac, mtu) = (oif.mac, oif.mtu);
         let mac = self.hop_mac4(nh, hop, dst).ok()?;
         let mut eth = [0u8; 12];
@@ -199,7 +199,12 @@ impl Router {
         in_port: u16,
         verdicts: &mut [Verdict],
     ) -> Option<Verdict> {
-        let Some(mac) = self.iface(in_port).map(|i| mac_word(i.mac)) else {
+        // A port that is down: every packet the full way (dropped there).
+        let Some(mac) = self
+            .iface(in_port)
+            .filter(|i| !i.down)
+            .map(|i| mac_word(i.mac))
+        else {
             return self.process_each_cold(pkts, in_port, verdicts);
         };
         // Whether every verdict is the same, tracked apart for the two

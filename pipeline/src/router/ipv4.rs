@@ -52,6 +52,9 @@ impl Router {
         let Some(oif) = self.iface(out) else {
             return Verdict::Drop(DropReason::NoRoute);
         };
+        if oif.down {
+            return Verdict::Drop(DropReason::LinkDown);
+        }
         let (out_mac, mtu) = (oif.mac, oif.mtu);
         if total > mtu {
             if df {
@@ -106,7 +109,12 @@ impl Router {
                 mac: mac.0,
             };
         }
-        let Some(oif) = self.cfg.interfaces.get(usize::from(cache.port)) else {
+        let Some(oif) = self
+            .cfg
+            .interfaces
+            .get(usize::from(cache.port))
+            .filter(|i| !i.down)
+        else {
             return self.ipv4_valid(pkt, in_port);
         };
         if total > oif.mtu || martian(u32::from_be_bytes([l3[16], l3[17], l3[18], l3[19]])) {

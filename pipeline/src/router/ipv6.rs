@@ -59,6 +59,9 @@ impl Router {
         let Some(oif) = self.iface(h.port) else {
             return Verdict::Drop(DropReason::NoRoute);
         };
+        if oif.down {
+            return Verdict::Drop(DropReason::LinkDown);
+        }
         let mtu = oif.mtu;
         if 40 + plen > mtu {
             return self.icmp6_error(pkt, in_port, 2, 0, u32::from(mtu), DropReason::MtuExceeded);

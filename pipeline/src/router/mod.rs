@@ -106,6 +106,9 @@ pub struct Interface {
     pub mtu: u16,
     /// For a VLAN sub-interface: its port and tags (`None` for a port).
     pub vlan: Option<Vlan>,
+    /// Down (its kernel mirror set down, or its link lost): what arrives
+    /// on it or would leave by it is dropped as `link_down`.
+    pub down: bool,
 }
 
 /// What the router is built from (control path).
@@ -445,6 +448,9 @@ impl Router {
         let Some(iface) = self.iface(in_port) else {
             return Verdict::Drop(DropReason::NotForUs);
         };
+        if iface.down {
+            return Verdict::Drop(DropReason::LinkDown);
+        }
         let for_us = dst == iface.mac;
         match ethertype {
             EtherType::IPV4 if for_us => self.ipv4(pkt, in_port),

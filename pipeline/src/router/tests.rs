@@ -51,6 +51,7 @@ fn router() -> Router {
                 ipv6: vec![("2001:db8:18::1".parse().unwrap(), 64)],
                 mtu: 1500,
                 vlan: None,
+                down: false,
             },
             Interface {
                 mac: R1,
@@ -58,6 +59,7 @@ fn router() -> Router {
                 ipv6: vec![],
                 mtu: 1400,
                 vlan: None,
+                down: false,
             },
         ],
         fib: fib(&[]),
@@ -765,6 +767,7 @@ fn vlan_router() -> Router {
         ipv6: vec![],
         mtu: 1500,
         vlan: Some(Vlan { port: 1, outer, id }),
+        down: false,
     };
     cfg.interfaces.push(sub(None, 100, "198.19.100.1"));
     cfg.interfaces.push(sub(Some(200), 300, "198.19.200.1"));
@@ -1248,5 +1251,59 @@ fn burst_path_cache_follows_neighbour_route_and_mtu_changes() {
         "{:02x?}",
         out[0]
     );
+    r.leave();
+}
+
+/// An interface set down (the kernel mirror's `ip link set sl-PORT down`,
+/// or a lost carrier): what arrives on it and what would leave by it is
+/// dropped as `link_down`, on the burst and per-packet paths alike, with
+/// the cached next hops forgotten; set up again, it forwards as before.
+#[test]
+fn a_down_interface_neither_receives_nor_sends() {
+    let burst: Vec<Vec<u8>> = (0..40)
+        .map(|i| udp4(&format!("198.18.0.{}", 10 + i), "203.0.113.5", 64, 0))
+        .collect();
+    let mut r = router();
+    let cfg = (*r.cfg).clone();
+    r.enter();
+    let (v, _) = burst_as_each(&mut r, &burst);
+    assert!(v.iter().all(|v| *v == Verdict::Forward(1)), "{v:?}");
+    r.leave();
+    // Port 1 (the way out) down.
+    let mut out_down = cfg.clone();
+    out_down.interfaces[1].down = true;
+    r.reconfigure(Arc::new(out_down.clone()));
+    r.enter();
+    let (v, out) = burst_as_each(&mut r, &burst);
+    assert!(
+        v.iter().all(|v| *v == Verdict::Drop(DropReason::LinkDown)),
+        "{v:?}"
+    );
+    assert_eq!(out, burst, "nothing rewritten");
+    // A connected destination on the down port.
+    let mut f = udp4("198.18.0.10", "198.19.0.7", 64, 0);
+    assert_eq!(r.process(&mut f, 0), Verdict::Drop(DropReason::LinkDown));
+    r.leave();
+    // Port 0 (the way in) down: even an echo to the router is dropped.
+    let mut in_down = cfg.clone();
+    in_down.interfaces[0].down = true;
+    r.reconfigure(Arc::new(in_down));
+    r.enter();
+    let (v, _) = burst_as_each(&mut r, &burst);
+    assert!(v.iter().all(|v| *v == Verdict::Drop(DropReason::LinkDown)));
+    let mut arp_req = arp(1, HOST, "198.18.0.10", "198.18.0.1", BROADCAST);
+    assert_eq!(
+        r.process(&mut arp_req, 0),
+        Verdict::Drop(DropReason::LinkDown)
+    );
+    r.leave();
+    // Up again: forwarded, through the cache from the second burst on.
+    r.reconfigure(Arc::new(cfg));
+    r.enter();
+    for _ in 0..2 {
+        let (v, out) = burst_as_each(&mut r, &burst);
+        assert!(v.iter().all(|v| *v == Verdict::Forward(1)));
+        assert!(out.iter().all(|f| f[..6] == GW.0 && ip_ok(f)));
+    }
     r.leave();
 }
