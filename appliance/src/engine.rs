@@ -155,6 +155,10 @@ where
     let mut gen_tx = Vec::new();
     // The next generator's first flow number (unique in the process).
     let mut flow_base = 0u32;
+    // Neighbours a routing worker learned, for the others (kept open here:
+    // the management loop waits on it).
+    let (learned_tx, learned_rx) =
+        crossbeam_channel::unbounded::<(usize, pipeline::router::LearnedNeighbors)>();
     for w in &cfg.workers {
         let (ptx, prx) = crossbeam_channel::bounded::<crate::poll::Policy>(1);
         policy_tx.push(ptx);
@@ -245,7 +249,10 @@ where
             counters: counters.clone(),
             probe_hist,
         });
+        let learned = (w.mode == FwdMode::L3fwd && l3_workers > 1)
+            .then(|| (setups.len(), learned_tx.clone()));
         setups.push(WorkerSetup {
+            learned,
             core: w.core,
             policy: w.poll.clone(),
             switches: Some(switch_tx.clone()),
@@ -540,6 +547,16 @@ where
         let commands = control.as_ref().map_or(&never_c, |(_, r)| r);
         let kernel = mirror.as_ref().map_or(&never_n, |m| &m.changes);
         crossbeam_channel::select! {
+            recv(learned_rx) -> l => {
+                // A neighbour one routing worker learned: to the others.
+                if let Ok((from, l)) = l {
+                    for (i, tx) in update_tx.iter().enumerate() {
+                        if i != from && cfg.workers[i].mode == FwdMode::L3fwd {
+                            let _ = tx.send(Box::new(l.clone()));
+                        }
+                    }
+                }
+            }
             recv(kernel) -> change => {
                 // Everything pending, then the other duties.
                 if let (Ok(c), Some(w)) = (change, fib.as_mut()) {

@@ -163,6 +163,14 @@ pub trait ForwardMode: Clone + Send + 'static {
     fn reconfigure(&mut self, _update: &dyn std::any::Any) -> bool {
         false
     }
+
+    /// What this worker learned that the others running the mode need
+    /// (neighbours resolved by ARP/ND replies that reached this worker's
+    /// queue), taken every publishing period; the caller hands it to the
+    /// other workers' [`ForwardMode::reconfigure`].
+    fn take_learned(&mut self) -> Option<crate::router::LearnedNeighbors> {
+        None
+    }
 }
 
 /// [`ForwardMode::process_burst`] by [`ForwardMode::process`] packet by

@@ -1030,9 +1030,16 @@ impl ForwardMode for Gateway {
         } else if let Some(u) = update.downcast_ref::<crate::router::NeighborUpdate>() {
             self.router.mirror_neighbors(&u.0);
             true
+        } else if let Some(u) = update.downcast_ref::<crate::router::LearnedNeighbors>() {
+            self.router.learn_shared(&u.0);
+            true
         } else {
             false
         }
+    }
+
+    fn take_learned(&mut self) -> Option<crate::router::LearnedNeighbors> {
+        ForwardMode::take_learned(&mut self.router)
     }
 }
 

@@ -303,11 +303,14 @@ fn validate(cx: &mut Ctx<'_>, raw: RawFile, base: Option<&Path>) -> Config {
         }
         // One TX queue on every port this worker's packets leave on: the
         // peers of its RX ports (icmpecho: those ports themselves; rxonly
-        // sends nothing).
+        // sends nothing; a router: every port, as l3fwd gives each lcore
+        // a queue on each port, since a route, an ARP or echo reply or an
+        // ICMP error can leave by any, the receiving one included).
         let mut tx = Vec::new();
         let outs: BTreeSet<u16> = match *w.mode.get_ref() {
             FwdMode::RxOnly => BTreeSet::new(),
             FwdMode::IcmpEcho => rx.iter().map(|&(p, _)| p).collect(),
+            FwdMode::L3fwd => (0..ports.len() as u16).collect(),
             _ => rx
                 .iter()
                 .map(|&(p, _)| ports[usize::from(p)].peer)

@@ -152,6 +152,10 @@ pub struct WorkerSetup<B, R = pmd::BoxRx<B>, T = pmd::BoxTx<B>> {
     pub gen_ctl: Option<crossbeam_channel::Receiver<crate::tester::GenCommand>>,
     /// Checks what it receives for the tester's signatures.
     pub probe: Option<pmd::probe::Probe>,
+    /// Where what the stage learned for the other workers goes
+    /// ([`ForwardMode::take_learned`]), with this worker's index; `None`
+    /// when no other worker runs the stage.
+    pub learned: Option<(usize, Sender<(usize, pipeline::router::LearnedNeighbors)>)>,
 }
 
 struct Worker<'a, B, R, T, F> {
@@ -198,6 +202,7 @@ struct Worker<'a, B, R, T, F> {
     bulk: Option<pmd::BulkAlloc<B>>,
     gen_ctl: Option<crossbeam_channel::Receiver<crate::tester::GenCommand>>,
     probe: Option<pmd::probe::Probe>,
+    learned: Option<(usize, Sender<(usize, pipeline::router::LearnedNeighbors)>)>,
 }
 
 /// Runs the worker until `stop` is set, then drains its RX queues (the
@@ -232,6 +237,7 @@ pub fn run<B: PacketBuf, R: RxQueue<Buf = B>, T: TxQueue<Buf = B>, F: ForwardMod
         bulk,
         gen_ctl,
         probe,
+        learned,
     } = setup;
     let (punt, from_kernel, doorbell) = match mirror {
         Some((p, (k, bell))) => (
@@ -292,6 +298,7 @@ pub fn run<B: PacketBuf, R: RxQueue<Buf = B>, T: TxQueue<Buf = B>, F: ForwardMod
         bulk,
         gen_ctl,
         probe,
+        learned,
     };
     c.gen_running
         .set(u64::from(w.gens.iter().any(|g| g.running())));
@@ -349,6 +356,12 @@ impl<B: PacketBuf, R: RxQueue<Buf = B>, T: TxQueue<Buf = B>, F: ForwardMode>
         if let Some(rx) = &self.updates {
             while let Ok(u) = rx.try_recv() {
                 self.fwd.reconfigure(&*u);
+            }
+        }
+        // Taken whether or not anyone listens, so it never piles up.
+        if let Some(l) = self.fwd.take_learned() {
+            if let Some((me, tx)) = &self.learned {
+                let _ = tx.send((*me, l));
             }
         }
         if let Some(rx) = &self.taps {

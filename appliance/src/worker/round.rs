@@ -290,7 +290,13 @@ impl<B: PacketBuf, R: RxQueue<Buf = B>, T: TxQueue<Buf = B>, F: ForwardMode>
             }
             got += n;
         }
-        if entered {
+        // Packets the stage holds that can go now: also in a round
+        // without packets (a neighbour learned by another worker, or from
+        // the kernel, releases what waited here).
+        if entered || fwd.pending() {
+            if !entered {
+                fwd.enter();
+            }
             if fwd.pending() {
                 emit(fwd, inject.as_ref(), tx, c, t0);
             }

@@ -151,6 +151,18 @@ pub struct RouterUpdate(pub Arc<RouterConfig>);
 #[derive(Clone, Debug)]
 pub struct NeighborUpdate(pub Arc<[(u16, std::net::IpAddr, Option<MacAddr>)]>);
 
+/// Neighbours one worker learned from ARP/ND, for the other workers
+/// ([`ForwardMode::take_learned`]): `(interface, address, MAC)`. With
+/// several workers a reply reaches one of them (the queue RSS or a fanout
+/// gives it), while packets for that neighbour can be waiting on any.
+#[derive(Clone, Debug)]
+pub struct LearnedNeighbors(pub Arc<[(u16, std::net::IpAddr, MacAddr)]>);
+
+/// Neighbours learned since the last [`ForwardMode::take_learned`] kept for
+/// the other workers at most (more in one publishing period are learned
+/// here only; the others resolve them themselves).
+const LEARNED_MAX: usize = 256;
+
 /// The router stage; clone one per worker.
 #[derive(Clone)]
 pub struct Router {
@@ -193,6 +205,9 @@ pub struct Router {
     /// The punt rules' token buckets (grown to the highest rule with a
     /// rate that was hit).
     punt_buckets: Vec<punt::Bucket>,
+    /// Neighbours learned (or confirmed) from ARP/ND since the other
+    /// workers were last told (at most `LEARNED_MAX`, one entry each).
+    learned: Vec<(u16, std::net::IpAddr, MacAddr)>,
 }
 
 /// `a`'s bit in the one-word Bloom filter of the router's addresses (a
@@ -262,6 +277,7 @@ impl Router {
             hold: hold::Hold::new(room),
             ports,
             punt_buckets: Vec::new(),
+            learned: Vec::new(),
         }
     }
 
@@ -542,9 +558,19 @@ impl ForwardMode for Router {
         } else if let Some(u) = update.downcast_ref::<NeighborUpdate>() {
             self.mirror_neighbors(&u.0);
             true
+        } else if let Some(u) = update.downcast_ref::<LearnedNeighbors>() {
+            self.learn_shared(&u.0);
+            true
         } else {
             false
         }
+    }
+
+    fn take_learned(&mut self) -> Option<LearnedNeighbors> {
+        if self.learned.is_empty() {
+            return None;
+        }
+        Some(LearnedNeighbors(std::mem::take(&mut self.learned).into()))
     }
 }
 

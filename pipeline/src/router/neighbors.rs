@@ -42,6 +42,7 @@ impl Router {
         if changed {
             self.bump();
         }
+        self.share(port, IpAddr::V4(Ipv4Addr::from(a)), m);
         changed
     }
 
@@ -51,7 +52,44 @@ impl Router {
         if changed {
             self.bump();
         }
+        self.share(port, IpAddr::V6(a.into()), m);
         changed
+    }
+
+    /// Keeps a neighbour learned here (or confirmed: another worker's
+    /// entry may have aged) for the other workers.
+    fn share(&mut self, port: u16, a: IpAddr, m: MacAddr) {
+        let full = self.learned.len() >= super::LEARNED_MAX;
+        match self.learned.iter_mut().find(|e| e.0 == port && e.1 == a) {
+            Some(e) => e.2 = m,
+            None if !full => self.learned.push((port, a, m)),
+            None => {}
+        }
+    }
+
+    /// Takes neighbours another worker learned from ARP/ND (see
+    /// [`super::LearnedNeighbors`]) as if learned here, now: packets
+    /// held here for them are sent. Configured and kernel entries stay
+    /// as they are, as with a message seen here.
+    pub fn learn_shared(&mut self, learned: &[(u16, IpAddr, MacAddr)]) {
+        let mut changed = false;
+        for &(port, a, m) in learned {
+            match a {
+                IpAddr::V4(v) => {
+                    let k = u32::from(v);
+                    changed |= learn(&mut self.neigh4, self.now_ns, (port, k), m);
+                    self.resolved(port, 4, u128::from(k));
+                }
+                IpAddr::V6(v) => {
+                    let k = u128::from(v);
+                    changed |= learn(&mut self.neigh6, self.now_ns, (port, k), m);
+                    self.resolved(port, 6, k);
+                }
+            }
+        }
+        if changed {
+            self.bump();
+        }
     }
 
     pub(super) fn bump(&mut self) {

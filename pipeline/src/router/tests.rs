@@ -1307,3 +1307,64 @@ fn a_down_interface_neither_receives_nor_sends() {
     }
     r.leave();
 }
+
+/// Two workers: one holds the first packet to a new neighbour and asks
+/// for it, the reply reaches the other (RSS or a fanout chose its queue).
+/// The one that learned hands the neighbour on (`take_learned`, once,
+/// the confirmations of a period as one entry); the holder, taking it,
+/// sends what it held, rewritten for the neighbour, and routes the next
+/// packets straight.
+#[test]
+fn a_neighbour_learned_by_one_worker_releases_what_another_holds() {
+    let mut holder = router();
+    let mut learner = router();
+    holder.tick(1_000_000_000);
+    learner.tick(1_000_000_000);
+    let mut f = to_unresolved(9);
+    assert_eq!(
+        holder.process(&mut f, 1),
+        Verdict::Forward(0),
+        "ARP request"
+    );
+    assert!(ForwardMode::take_learned(&mut holder).is_none());
+    for _ in 0..3 {
+        let mut reply = arp(2, HOST, "198.18.0.10", "198.18.0.1", R0);
+        assert_eq!(
+            learner.process(&mut reply, 0),
+            Verdict::Drop(DropReason::Consumed)
+        );
+    }
+    let l = ForwardMode::take_learned(&mut learner).expect("learned");
+    assert_eq!(
+        &l.0[..],
+        &[(0, "198.18.0.10".parse().unwrap(), HOST)],
+        "one entry for three replies"
+    );
+    assert!(ForwardMode::take_learned(&mut learner).is_none(), "taken");
+    assert!(!ForwardMode::pending(&holder));
+    assert!(ForwardMode::reconfigure(&mut holder, &l));
+    assert!(ForwardMode::pending(&holder));
+    let out = released(&mut holder);
+    assert_eq!(out.len(), 1);
+    assert_eq!(out[0].0, 0);
+    assert_eq!(&out[0].1[0..6], &HOST.0);
+    assert_eq!(&out[0].1[18..20], &9u16.to_be_bytes(), "the held packet");
+    assert!(
+        ForwardMode::take_learned(&mut holder).is_none(),
+        "not handed back"
+    );
+    let mut next = to_unresolved(10);
+    assert_eq!(holder.process(&mut next, 1), Verdict::Forward(0));
+    assert_eq!(&next[0..6], &HOST.0, "routed with the shared MAC");
+    // A configured neighbour is not overridden by another worker's word.
+    let mut r = router();
+    let gw = (
+        1,
+        "198.19.0.2".parse().unwrap(),
+        MacAddr([2, 0xee, 0, 0, 0, 1]),
+    );
+    r.learn_shared(&[gw]);
+    let mut g = udp4("198.18.0.10", "203.0.113.7", 64, 0);
+    assert_eq!(r.process(&mut g, 0), Verdict::Forward(1));
+    assert_eq!(&g[0..6], &GW.0);
+}

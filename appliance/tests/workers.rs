@@ -1,0 +1,144 @@
+//! Several routing workers end to end: Sluice on two AF_PACKET ports in
+//! a namespace, each port's RX queue on its own worker, so a neighbour's
+//! ARP reply reaches another worker than the packet that waited for it
+//! (on a multi-queue NIC, RSS or a fanout decides the same way). The
+//! first ping to the unresolved server is held by the worker that
+//! received it and must go out when the other worker learns the server's
+//! MAC. Needs root and `ip`; skipped without them unless `CI` is set. The
+//! namespaces are removed when the test ends, passed or failed.
+
+mod common;
+
+use common::{as_root, have, stop_for_summary, Nets};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+const CONFIG: &str = r#"
+[run]
+duration = 60
+stats_period = 1.0
+
+[[port]]
+name = "inside"
+driver = "afpacket"
+mac = "02:51:00:00:00:00"
+ipv4 = ["198.18.0.1/24"]
+txq = 2
+[port.afpacket]
+iface = "r0"
+
+[[port]]
+name = "outside"
+driver = "afpacket"
+mac = "02:51:00:00:00:01"
+ipv4 = ["198.19.0.1/24"]
+txq = 2
+[port.afpacket]
+iface = "r1"
+
+[[worker]]
+core = 0
+mode = "l3fwd"
+rx = ["inside"]
+[worker.poll]
+mode = "adaptive"
+
+[[worker]]
+core = 1
+mode = "l3fwd"
+rx = ["outside"]
+[worker.poll]
+mode = "adaptive"
+"#;
+
+#[test]
+fn a_neighbour_learned_on_one_worker_releases_the_packet_another_held() {
+    if !as_root() {
+        return;
+    }
+    if !have("ip") || !have("ping") {
+        return;
+    }
+    let n = Nets::new("sl-wk", &["c", "r", "s"]);
+    let (c, r, s) = (&n.0[0], &n.0[1], &n.0[2]);
+    n.veth("c0", c, "r0", r);
+    n.veth("s0", s, "r1", r);
+    n.sh(r, "ip link set r0 up && ip link set r1 up");
+    n.sh(
+        c,
+        "ip link set c0 up && ip addr add 198.18.0.2/24 dev c0 \
+         && ip route add default via 198.18.0.1",
+    );
+    n.sh(
+        s,
+        "ip link set s0 up && ip addr add 198.19.0.2/24 dev s0 \
+         && ip route add default via 198.19.0.1",
+    );
+
+    let dir = std::env::temp_dir().join(format!("sluice-workers-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let cfg = dir.join("workers.toml");
+    std::fs::write(&cfg, CONFIG).unwrap();
+    let child = common::Killed(
+        Command::new("ip")
+            .args(["netns", "exec", r])
+            .arg(env!("CARGO_BIN_EXE_sluice"))
+            .arg("run")
+            .arg(&cfg)
+            .arg("--json")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    // Up once it answers the client's ARP (the client learns the router).
+    let t = Instant::now();
+    while Command::new("ip")
+        .args([
+            "netns",
+            "exec",
+            c,
+            "ping",
+            "-c",
+            "1",
+            "-W",
+            "1",
+            "198.18.0.1",
+        ])
+        .stdout(Stdio::null())
+        .status()
+        .map_or(true, |s| !s.success())
+    {
+        assert!(
+            t.elapsed() < Duration::from_secs(20),
+            "Sluice never answered"
+        );
+    }
+    // The first echo request to the server: held on the inside worker
+    // while the outside worker receives the ARP reply.
+    let first = n.sh(c, "ping -c 1 -W 3 198.19.0.2 || true");
+    assert!(
+        first.contains("1 received"),
+        "the first ping was lost: {first}"
+    );
+    let more = n.sh(c, "ping -c 20 -i 0.05 -W 2 198.19.0.2 || true");
+    assert!(more.contains("20 received"), "{more}");
+
+    let (v, _) = stop_for_summary(child);
+    let _ = std::fs::remove_dir_all(&dir);
+    let summary = v.to_string();
+    assert_eq!(v["balance"]["balanced"], true, "{summary}");
+    let held: u64 = (0..2)
+        .map(|i| v["cores"][i]["events"]["held_sent"].as_u64().unwrap_or(0))
+        .sum();
+    assert!(held >= 1, "nothing was held and sent: {summary}");
+    let dropped: u64 = (0..2)
+        .map(|i| {
+            v["cores"][i]["events"]["held_dropped"]
+                .as_u64()
+                .unwrap_or(0)
+        })
+        .sum();
+    assert_eq!(dropped, 0, "{summary}");
+}
