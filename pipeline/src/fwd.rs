@@ -168,10 +168,17 @@ pub trait ForwardMode: Clone + Send + 'static {
     /// (neighbours resolved by ARP/ND replies that reached this worker's
     /// queue), taken every publishing period; the caller hands it to the
     /// other workers' [`ForwardMode::reconfigure`].
-    fn take_learned(&mut self) -> Option<crate::router::LearnedNeighbors> {
+    fn take_learned(&mut self) -> Option<LearnedNeighbors> {
         None
     }
 }
+
+/// Neighbours one worker learned from ARP/ND, for the other workers
+/// ([`ForwardMode::take_learned`]): `(interface, address, MAC)`. With
+/// several workers a reply reaches one of them (the queue RSS or a fanout
+/// gives it), while packets for that neighbour can be waiting on any.
+#[derive(Clone, Debug)]
+pub struct LearnedNeighbors(pub std::sync::Arc<[(u16, std::net::IpAddr, crate::wire::MacAddr)]>);
 
 /// [`ForwardMode::process_burst`] by [`ForwardMode::process`] packet by
 /// packet (the default, and what modes with their own burst path fall

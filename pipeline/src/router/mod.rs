@@ -151,17 +151,12 @@ pub struct RouterUpdate(pub Arc<RouterConfig>);
 #[derive(Clone, Debug)]
 pub struct NeighborUpdate(pub Arc<[(u16, std::net::IpAddr, Option<MacAddr>)]>);
 
-/// Neighbours one worker learned from ARP/ND, for the other workers
-/// ([`ForwardMode::take_learned`]): `(interface, address, MAC)`. With
-/// several workers a reply reaches one of them (the queue RSS or a fanout
-/// gives it), while packets for that neighbour can be waiting on any.
-#[derive(Clone, Debug)]
-pub struct LearnedNeighbors(pub Arc<[(u16, std::net::IpAddr, MacAddr)]>);
-
 /// Neighbours learned since the last [`ForwardMode::take_learned`] kept for
 /// the other workers at most (more in one publishing period are learned
 /// here only; the others resolve them themselves).
 const LEARNED_MAX: usize = 256;
+
+pub use crate::fwd::LearnedNeighbors;
 
 /// The router stage; clone one per worker.
 #[derive(Clone)]
