@@ -116,6 +116,10 @@ pub struct Fib {
     slots: Slots,
     epochs: Arc<Epochs>,
     version: AtomicU64,
+    /// Changes when a next-hop slot is freed or given a next hop: what a
+    /// worker cached per slot may then be stale. Routes moving between
+    /// next hops that stay in use leave it alone.
+    hops: AtomicU64,
     /// Multipath slots in use (flow hashes are needed only when some).
     multipath: AtomicU64,
 }
@@ -197,6 +201,13 @@ impl Fib {
     #[inline]
     pub fn version(&self) -> u64 {
         self.version.load(Ordering::Acquire)
+    }
+
+    /// The next-hop slots' version: changes when a slot is freed or given
+    /// a next hop (see [`Fib::version`] for any change of routes).
+    #[inline]
+    pub fn hops_version(&self) -> u64 {
+        self.hops.load(Ordering::Acquire)
     }
 
     /// Whether some route has several paths (then flows need a hash).
@@ -331,6 +342,7 @@ impl FibWriter {
                 slots: Slots::new(),
                 epochs: epochs.clone(),
                 version: AtomicU64::new(1),
+                hops: AtomicU64::new(1),
                 multipath: AtomicU64::new(0),
             }),
             w4: TrieWriter::default(),
@@ -386,6 +398,7 @@ impl FibWriter {
             slots,
             epochs,
             version: AtomicU64::new(1),
+            hops: AtomicU64::new(1),
             multipath: AtomicU64::new(multipath),
         });
         w.w4 = w4;
@@ -425,6 +438,10 @@ impl FibWriter {
         if self.free.is_empty() && !self.retired.is_empty() {
             self.reclaim();
         }
+        // Before the slot is written: a worker that sees the new contents
+        // through a route entered a round after this (the route's store
+        // is later), so it sees the new version too.
+        self.fib.hops.fetch_add(1, Ordering::AcqRel);
         match self.free.pop() {
             Some(i) => Ok(i),
             None if (self.fresh as usize) < HOP_SLOTS => {
@@ -565,6 +582,10 @@ impl FibWriter {
                 }
             }
         }
+        // Workers forget what they cached for the slot at their next
+        // round (its route's removal is published after this): by the
+        // time it is reused, none can hold its old next hop.
+        self.fib.hops.fetch_add(1, Ordering::AcqRel);
         self.retired.push((self.fib.epochs.retire(), i));
     }
 

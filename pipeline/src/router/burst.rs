@@ -78,8 +78,10 @@ fn mac_word(m: MacAddr) -> u64 {
 /// `val_eth` kept per next-hop slot: the Ethernet addresses it writes (the
 /// gateway's MAC, then the output port's), the output port and its MTU.
 /// Valid while the router's generation is `generation`: a change of
-/// neighbours, routes or interfaces bumps it (and the FIB reuses a slot
-/// only after every worker has left the round that could have seen it).
+/// neighbours or interfaces bumps it, and so does a slot given a next hop
+/// (the FIB's `hops_version`; it reuses a slot only after every worker
+/// has left the round that could have seen it). Routes moving between
+/// next hops leave it valid: every packet's route is looked up.
 /// Only single-path routes via a gateway on a port are kept (a connected
 /// route's MAC depends on the destination, a multipath route's path on
 /// the flow). 32-byte aligned: never split over two cache lines.

@@ -98,13 +98,13 @@ impl Router {
         let b = pkt.bytes_mut();
         let l3 = &b[ETHERNET_HEADER_LEN..];
         let total = u16::from_be_bytes([l3[2], l3[3]]);
-        if cache.generation != self.generation {
+        if cache.generation != self.flow_generation() {
             let dst = u32::from_be_bytes([l3[16], l3[17], l3[18], l3[19]]);
             let Some((port, mac)) = self.resolve4(dst, hash) else {
                 return self.ipv4_valid(pkt, in_port);
             };
             *cache = RouteCache {
-                generation: self.generation,
+                generation: self.flow_generation(),
                 port,
                 mac: mac.0,
             };

@@ -174,6 +174,13 @@ pub struct Router {
     /// elsewhere ([`RouteCache`]) are valid while it is unchanged.
     generation: u32,
     gen_at_ns: u64,
+    /// Changes with every FIB change: with `generation`, what a flow's
+    /// cached path ([`RouteCache`]) is valid for (its route may have
+    /// moved). The burst path's per-slot cache follows next-hop slot
+    /// changes only (`hops_version`): it looks every route up.
+    route_gen: u32,
+    /// The FIB's next-hop slot version last seen.
+    hops_version: u64,
     /// Per next-hop slot: the generation its gateway's MAC was resolved
     /// in, the gateway and port it was resolved for (a slot can be reused
     /// for another next hop), and the MAC. Grows to the highest slot
@@ -253,6 +260,7 @@ impl Router {
             .iter()
             .flat_map(|i| i.ipv4.iter().map(|(a, _)| u32::from(*a)))
             .collect();
+        let hops_version = cfg.fib.hops_version();
         Router {
             local4_bloom: bloom(&local4),
             local4,
@@ -267,6 +275,8 @@ impl Router {
             events: [0; Event::COUNT],
             generation: 1,
             gen_at_ns: 0,
+            route_gen: 0,
+            hops_version,
             hop_macs: Vec::new(),
             adj4: Vec::new(),
             hold: hold::Hold::new(room),
@@ -310,6 +320,7 @@ impl Router {
             self.reader = cfg.fib.reader();
         }
         self.fib_version = cfg.fib.version();
+        self.hops_version = cfg.fib.hops_version();
         self.cfg = cfg;
         self.bump();
     }
@@ -325,15 +336,29 @@ impl Router {
     }
 
     /// Enters the FIB for a poll round; a changed FIB drops the paths
-    /// cached from it (here and in conntrack's flows).
+    /// flows cached from it (conntrack's), a next-hop slot given a new
+    /// next hop what is cached per slot.
     #[inline]
     pub fn enter(&mut self) {
         self.reader.enter();
         let v = self.cfg.fib.version();
         if v != self.fib_version {
             self.fib_version = v;
-            self.bump();
+            self.route_gen = self.route_gen.wrapping_add(1);
+            let h = self.cfg.fib.hops_version();
+            if h != self.hops_version {
+                self.hops_version = h;
+                self.bump();
+            }
         }
+    }
+
+    /// What a flow's cached path is valid for: changes with the
+    /// neighbours, the interfaces and every FIB change (never 0, the
+    /// empty cache).
+    #[inline]
+    pub(super) fn flow_generation(&self) -> u32 {
+        self.generation.wrapping_add(self.route_gen).max(1)
     }
 
     /// Leaves the FIB at the end of a poll round.

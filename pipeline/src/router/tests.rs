@@ -1368,3 +1368,89 @@ fn a_neighbour_learned_by_one_worker_releases_what_another_holds() {
     assert_eq!(r.process(&mut g, 0), Verdict::Forward(1));
     assert_eq!(&g[0..6], &GW.0);
 }
+
+/// The burst path's per-slot cache and a flow's cached path, when routes
+/// change under them: a next-hop slot freed and given another next hop
+/// (the burst path must not rewrite with the old one), and a route moved
+/// between next hops that both stay in use (the slots' version does not
+/// change, so the per-slot cache stays; the flow's path must still
+/// follow the route).
+#[test]
+fn cached_paths_follow_slot_reuse_and_routes_moving_between_next_hops() {
+    let m3 = MacAddr([2, 0xbb, 0, 0, 0, 3]);
+    let m0 = MacAddr([2, 0xcc, 0, 0, 0, 2]);
+    let mut w = fib_writer(&[]);
+    let mut cfg = (*router().cfg).clone();
+    cfg.fib = w.fib().clone();
+    cfg.neighbors4 = vec![
+        (1, "198.19.0.2".parse().unwrap(), GW),
+        (1, "198.19.0.3".parse().unwrap(), m3),
+        (0, "198.18.0.2".parse().unwrap(), m0),
+    ];
+    let mut r = Router::new(cfg);
+    let burst: Vec<Vec<u8>> = (0..40)
+        .map(|i| udp4(&format!("198.18.0.{}", 10 + i), "203.0.113.5", 64, 0))
+        .collect();
+    let dst: std::net::IpAddr = "203.0.113.0".parse().unwrap();
+    let hop = |port, via: &str| NextHop {
+        port,
+        via: Some(via.parse().unwrap()),
+    };
+    let slot = |w: &crate::fib::FibWriter| {
+        let mut rd = w.fib().reader();
+        rd.enter();
+        let s = w.fib().lpm4().lookup(0xcb00_7105);
+        rd.leave();
+        s
+    };
+    for _ in 0..2 {
+        r.enter();
+        let (_, out) = burst_as_each(&mut r, &burst);
+        assert!(out.iter().all(|f| f[..6] == GW.0));
+        r.leave();
+    }
+    // The route's only next hop goes (its slot freed, and reclaimed: no
+    // worker is inside), and the route comes back via another gateway:
+    // the same slot, another next hop.
+    let before = slot(&w);
+    assert!(w.del(dst, 24));
+    w.reclaim();
+    w.add(dst, 24, &[hop(1, "198.19.0.3")]).unwrap();
+    assert_eq!(slot(&w), before, "the slot was reused");
+    r.enter();
+    let (_, out) = burst_as_each(&mut r, &burst);
+    assert!(out.iter().all(|f| f[..6] == m3.0), "{:02x?}", &out[0][..6]);
+    r.leave();
+
+    // Both gateways in use by other routes: moving the route between
+    // them gives no slot a new next hop.
+    w.add("198.51.100.0".parse().unwrap(), 24, &[hop(0, "198.18.0.2")])
+        .unwrap();
+    w.add("192.0.2.0".parse().unwrap(), 24, &[hop(1, "198.19.0.3")])
+        .unwrap();
+    let mut flow = crate::route_cache::RouteCache::default();
+    let mut f = udp4("198.19.0.50", "203.0.113.5", 64, 0);
+    r.enter();
+    assert_eq!(
+        r.forward4_cached(&mut f, 1, &mut flow, 0),
+        Verdict::Forward(1)
+    );
+    let (_, out) = burst_as_each(&mut r, &burst);
+    assert!(out.iter().all(|f| f[..6] == m3.0));
+    r.leave();
+    let hops = w.fib().hops_version();
+    w.add(dst, 24, &[hop(0, "198.18.0.2")]).unwrap();
+    assert_eq!(w.fib().hops_version(), hops, "no slot changed");
+    r.enter();
+    let mut f = udp4("198.19.0.50", "203.0.113.5", 64, 0);
+    assert_eq!(
+        r.forward4_cached(&mut f, 1, &mut flow, 0),
+        Verdict::Forward(0),
+        "the flow follows its route"
+    );
+    assert_eq!(&f[..6], &m0.0);
+    let (v, out) = burst_as_each(&mut r, &burst);
+    assert!(v.iter().all(|v| *v == Verdict::Forward(0)));
+    assert!(out.iter().all(|f| f[..6] == m0.0));
+    r.leave();
+}
