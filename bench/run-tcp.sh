@@ -1,0 +1,170 @@
+#!/usr/bin/env bash
+# Real TCP and request/response latency through the gateway, Sluice vs the
+# Linux kernel (issue 16 item 2): on the namespace lab's veths
+# (scripts/lab-net.sh; offloads off, every frame whole), the router in
+# sl-router is Sluice on AF_PACKET or AF_XDP (configs/router-nat.toml:
+# conntrack, firewall, SNAT; its worker on CPU 1, poll mode as shipped) or
+# the kernel (ip_forward, the same policy in nftables, masquerade; RPS
+# steers the router interfaces' receive work to CPU 1). The client and the
+# server run on CPU 0. Per router and run:
+#   - iperf3 TCP, 1 stream and 4 streams, client -> server: Gbit/s
+#     received, router CPU (CPU 1 busy) and router CPU per Gbit/s;
+#   - ping RTT, 500 echo requests 10 ms apart: p50 and p99, and the
+#     router CPU meanwhile (what a policy costs while nearly idle);
+#   - a UDP request/response loop (64-byte request, echoed; one in
+#     flight, as netperf's UDP_RR): transactions per second, p50, p99.
+# Routers alternate; each figure is the median of the runs. Writes
+# bench/results/tcp.md. As root; needs iperf3, nft, ethtool, python3.
+#   bench/run-tcp.sh [runs] [seconds per iperf3/RR test]   (default 3 5)
+set -uo pipefail
+cd "$(dirname "$0")/.."
+. bench/lib.sh
+RUNS=${1:-3}
+SECS=${2:-5}
+for t in iperf3 nft ip ethtool python3 ping taskset; do
+  command -v $t >/dev/null || { echo "needs $t (apt-get install iperf3 nftables iproute2 ethtool python3 iputils-ping)" >&2; exit 1; }
+done
+[ "$(nproc)" -ge 2 ] || { echo "needs 2 CPUs" >&2; exit 1; }
+cargo build --release -q -p appliance --features afxdp || exit 1
+SLUICE=$PWD/target/release/sluice
+source scripts/lab-net.sh
+WORK=$(mktemp -d /tmp/sluice-tcpbench.XXXXXX)
+trap 'lab_down; rm -rf "$WORK"' EXIT
+ROUTER_CPU=1
+APP_CPU=0
+sed "s/^core = 0/core = $ROUTER_CPU/" configs/router-nat.toml > "$WORK/router-nat.toml"
+lab_afxdp_config "$WORK/router-nat.toml" "$WORK/router-nat-afxdp.toml"
+POLICY=$(awk '/^\[worker.poll\]/ {p = 1} p && /^mode/ {gsub(/"/, "", $3); print $3; exit}' configs/router-nat.toml)
+
+HZ=$(getconf CLK_TCK)
+cpu_idle_jiffies() { awk -v c="cpu$1" '$1 == c {print $5 + $6}' /proc/stat; }
+# Busy % of the router CPU between two idle readings over $3 ns.
+busy() { python3 -c 'import sys; a, b, ns, hz = map(float, sys.argv[1:]); print("%.1f" % max(0.0, 100 * (1 - (b - a) / hz / (ns / 1e9))))' "$1" "$2" "$3" "$HZ"; }
+
+cat > "$WORK/echo.py" <<'EOF'
+import socket
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+s.bind(("198.19.0.2", 7007))
+while True:
+    d, a = s.recvfrom(2048)
+    s.sendto(d, a)
+EOF
+cat > "$WORK/rr.py" <<'EOF'
+import socket, sys, time
+secs = float(sys.argv[1])
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+s.settimeout(1.0)
+s.connect(("198.19.0.2", 7007))
+msg = b"r" * 64
+rtt, lost = [], 0
+end = time.perf_counter() + secs
+while time.perf_counter() < end:
+    t = time.perf_counter()
+    s.send(msg)
+    try:
+        s.recv(2048)
+        rtt.append(time.perf_counter() - t)
+    except socket.timeout:
+        lost += 1
+rtt.sort()
+n = len(rtt)
+print("%.0f %.1f %.1f %d" % (n / secs, rtt[n // 2] * 1e6 if n else 0, rtt[min(n - 1, n * 99 // 100)] * 1e6 if n else 0, lost))
+EOF
+
+# One run of every test through router $1; prints
+# "gbps1 cpu1 gbps4 cpu4 ping_p50_us ping_p99_us ping_cpu rr_tps rr_p50 rr_p99 rr_lost".
+run() {
+  lab_up
+  local pid=
+  if [ "$1" != kernel ]; then
+    local cfg=$WORK/router-nat.toml
+    [ "$1" = sluice-afxdp ] && cfg=$WORK/router-nat-afxdp.toml
+    ip netns exec $NS_R "$SLUICE" run "$cfg" --json > "$WORK/s.json" 2> "$WORK/s.err" &
+    pid=$!
+    for _ in $(seq 50); do grep -q "control socket\|^  core" "$WORK/s.err" 2>/dev/null && break; sleep 0.1; done
+    sleep 0.5
+  else
+    lab_kernel_router $ROUTER_CPU
+  fi
+  inns $NS_S taskset -c $APP_CPU iperf3 -s -B 198.19.0.2 -D -I "$WORK/iperf.pid" > /dev/null 2>&1
+  inns $NS_S taskset -c $APP_CPU python3 "$WORK/echo.py" &
+  local epid=$!
+  sleep 0.3
+  inns $NS_C ping -c 1 -W 2 198.19.0.2 > /dev/null 2>&1
+  local out=() streams p0 p1 t0 t1
+  for streams in 1 4; do
+    p0=$(cpu_idle_jiffies $ROUTER_CPU); t0=$(date +%s%N)
+    inns $NS_C taskset -c $APP_CPU iperf3 -c 198.19.0.2 -t "$SECS" -P $streams -J > "$WORK/i.json" 2> "$WORK/i.err"
+    p1=$(cpu_idle_jiffies $ROUTER_CPU); t1=$(date +%s%N)
+    out+=("$(python3 -c 'import json, sys; j = json.load(open(sys.argv[1])); print("%.3f" % (j["end"]["sum_received"]["bits_per_second"] / 1e9))' "$WORK/i.json" 2>/dev/null || echo 0)")
+    out+=("$(busy "$p0" "$p1" $((t1 - t0)))")
+  done
+  p0=$(cpu_idle_jiffies $ROUTER_CPU); t0=$(date +%s%N)
+  inns $NS_C taskset -c $APP_CPU ping -c 500 -i 0.01 -W 1 198.19.0.2 > "$WORK/ping.txt" 2>&1
+  p1=$(cpu_idle_jiffies $ROUTER_CPU); t1=$(date +%s%N)
+  out+=("$(python3 -c '
+import re, sys
+r = sorted(float(x) for x in re.findall(r"time=([0-9.]+) ms", open(sys.argv[1]).read()))
+n = len(r)
+print("%.0f %.0f" % (r[n // 2] * 1e3, r[min(n - 1, n * 99 // 100)] * 1e3) if n else "0 0")' "$WORK/ping.txt")")
+  out+=("$(busy "$p0" "$p1" $((t1 - t0)))")
+  out+=("$(inns $NS_C taskset -c $APP_CPU python3 "$WORK/rr.py" "$SECS")")
+  kill "$epid" 2>/dev/null
+  [ -s "$WORK/iperf.pid" ] && kill "$(cat "$WORK/iperf.pid")" 2>/dev/null
+  if [ -n "$pid" ]; then
+    kill -INT "$pid" && wait "$pid" 2>/dev/null
+    grep -i -E "warn|error" "$WORK/s.err" | grep -v "differs from interface" >&2
+  fi
+  lab_down
+  echo "${out[*]}"
+}
+
+declare -A res=()
+for i in $(seq "$RUNS"); do
+  for r in sluice-afpacket sluice-afxdp kernel; do
+    o=$(run $r)
+    echo "run $i $r: $o" >&2
+    res[$r]+="$o;"
+  done
+done
+
+{
+  echo "# TCP and latency through the gateway: Sluice vs the kernel"
+  echo
+  echo "Command: \`bench/run-tcp.sh $RUNS $SECS\` $(provenance)."
+  echo
+  echo "The namespace lab (scripts/lab-net.sh: veths, offloads off, every frame whole). The router in sl-router: Sluice on AF_PACKET or AF_XDP (configs/router-nat.toml: conntrack, firewall, SNAT; worker on CPU $ROUTER_CPU, poll mode \`$POLICY\` as shipped), or the kernel (ip_forward, the same policy in nftables with masquerade; RPS steers the router interfaces' receive work to CPU $ROUTER_CPU). Client and server programs run on CPU $APP_CPU. Router CPU is CPU $ROUTER_CPU's busy time (wall time less its idle time in /proc/stat). TCP: \`iperf3 -c -t $SECS -P N\`, client to server, Gbit/s received. Ping: 500 echo requests 10 ms apart. UDP RR: a 64-byte request echoed by the server, one in flight, for $SECS s (Python on both ends: its own cost is in every router's figure). Each figure is the median of $RUNS runs, routers alternating (runs in brackets)."
+  echo
+  echo "| router | TCP 1 stream Gbit/s | router CPU % | CPU % per Gbit/s | TCP 4 streams Gbit/s | router CPU % | CPU % per Gbit/s | ping p50 / p99 µs | router CPU % while pinging | UDP RR transactions/s | RR p50 / p99 µs |"
+  echo "|---|---|---|---|---|---|---|---|---|---|---|"
+  for r in sluice-afpacket sluice-afxdp kernel; do
+    python3 - "$r" "${res[$r]}" <<'EOF'
+import statistics, sys
+rows = [list(map(float, x.split())) for x in sys.argv[2].split(";") if x.strip()]
+col = lambda i: [r[i] for r in rows]
+med = lambda i: statistics.median(col(i))
+runs = lambda i, f="%.2f": " [" + ", ".join(f % v for v in col(i)) + "]"
+per = lambda g, c: "%.0f" % (c / g) if g > 0 else "-"
+print("| %s | %.2f%s | %.0f | %s | %.2f%s | %.0f | %s | %.0f / %.0f | %.1f | %.0f%s | %.0f / %.0f |" % (
+    sys.argv[1], med(0), runs(0), med(1), per(med(0), med(1)),
+    med(2), runs(2), med(3), per(med(2), med(3)),
+    med(4), med(5), med(6), med(7), runs(7, "%.0f"), med(8), med(9)))
+EOF
+  done
+  echo
+  python3 - "${res[sluice-afpacket]}" "${res[sluice-afxdp]}" "${res[kernel]}" <<'EOF'
+import statistics, sys
+def med(s, i):
+    return statistics.median([list(map(float, x.split()))[i] for x in s.split(";") if x.strip()])
+k = sys.argv[3]
+print("Against the kernel (medians; the issue's goal for AF_XDP: TCP >= 1.0x at <= its CPU per Gbit/s, ping p50 <= 1.5x):")
+print()
+for name, s in (("Sluice AF_PACKET", sys.argv[1]), ("Sluice AF_XDP", sys.argv[2])):
+    r = lambda i: med(s, i) / med(k, i) if med(k, i) else float("nan")
+    cpg = lambda g, c: (med(s, c) / med(s, g)) / (med(k, c) / med(k, g)) if med(s, g) and med(k, g) and med(k, c) else float("nan")
+    print("- %s: TCP 1 stream %.2fx (CPU per Gbit/s %.2fx), 4 streams %.2fx (%.2fx); ping p50 %.2fx; UDP RR %.2fx the transactions" % (
+        name, r(0), cpg(0, 1), r(2), cpg(2, 3), r(4), r(7)))
+EOF
+} | tee "$WORK/tcp.md"
+mkdir -p bench/results
+cp "$WORK/tcp.md" bench/results/tcp.md
