@@ -169,7 +169,7 @@ where
         let (dtx, drx) = crossbeam_channel::bounded::<crate::worker::DumpRequest>(1);
         dump_tx.push(dtx);
         let (events, gauges) = match w.mode {
-            FwdMode::L3fwd if cfg.gateway.enabled => (Gateway::EVENTS, Gateway::GAUGES),
+            FwdMode::L3fwd if cfg.gateway.enabled => (<Gateway>::EVENTS, <Gateway>::GAUGES),
             FwdMode::L3fwd => (Router::EVENTS, Router::GAUGES),
             FwdMode::Csum => (Csum::EVENTS, &[][..]),
             _ => (&[][..], &[][..]),

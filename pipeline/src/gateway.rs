@@ -47,6 +47,9 @@ use crate::wire::{EtherType, IpProto, Ipv4Packet, Ipv6Packet, ETHERNET_HEADER_LE
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
+mod clock;
+pub use clock::{CycleClock, NoClock, Stage, StageClock};
+
 /// Ports tried for a new source NAT mapping before giving up.
 pub const NAT_PROBES: u32 = 256;
 
@@ -105,8 +108,9 @@ pub const GAUGES: [&str; 4] = [
     "nat_ports",
 ];
 
-/// The gateway stage of one worker.
-pub struct Gateway {
+/// The gateway stage of one worker; `C` profiles its stages (the
+/// benchmark's [`CycleClock`]; by default nothing).
+pub struct Gateway<C: StageClock = NoClock> {
     router: Router,
     rules: Arc<RuleSet>,
     nat: Arc<NatConfig>,
@@ -129,9 +133,10 @@ pub struct Gateway {
     /// This worker's index among `workers` (for return-traffic steering).
     worker: u16,
     workers: u16,
+    clock: C,
 }
 
-impl Clone for Gateway {
+impl<C: StageClock> Clone for Gateway<C> {
     /// A fresh worker instance: same rules, an empty table.
     fn clone(&self) -> Self {
         Gateway {
@@ -150,6 +155,7 @@ impl Clone for Gateway {
             min_mtu: self.min_mtu,
             worker: self.worker,
             workers: self.workers,
+            clock: self.clock.clone(),
         }
     }
 }
@@ -216,6 +222,13 @@ fn ports(proto: u8, l4: &[u8], v6: bool) -> Result<Option<(u16, u16, u16)>, Drop
 impl Gateway {
     /// A gateway over `router` for worker `worker` of `cfg.workers`.
     pub fn new(router: Router, cfg: &GatewayConfig, worker: u16) -> Self {
+        Gateway::with_clock(router, cfg, worker, NoClock)
+    }
+}
+
+impl<C: StageClock> Gateway<C> {
+    /// [`Gateway::new`], its stages profiled by `clock`.
+    pub fn with_clock(router: Router, cfg: &GatewayConfig, worker: u16, clock: C) -> Self {
         let ports = cfg.nat.ports.slice(worker, cfg.workers);
         let min_mtu = (0..u16::MAX)
             .map_while(|p| router.iface(p))
@@ -238,7 +251,13 @@ impl Gateway {
             nat_events: [0; nat::Event::COUNT],
             events: [0; EVENTS.len()],
             gauges: [0; GAUGES.len()],
+            clock,
         }
+    }
+
+    /// The stage profile.
+    pub fn clock(&self) -> &C {
+        &self.clock
     }
 
     /// Takes new interfaces, routes and neighbours; rules and NAT as they
@@ -389,8 +408,12 @@ impl Gateway {
             Err(r) => return Verdict::Drop(r),
         };
         let t = tuple4(src, dst, sport, dport, proto);
-        if let Some((i, reply)) = self.ct.find(&t) {
-            if self.ct.advance(i, reply, flags) == crate::conntrack::Conn::Invalid {
+        self.clock.mark(Stage::Parse);
+        let found = self.ct.find(&t);
+        if let Some((i, reply)) = found {
+            let conn = self.ct.advance(i, reply, flags);
+            self.clock.mark(Stage::Conntrack);
+            if conn == crate::conntrack::Conn::Invalid {
                 return self.invalid(
                     pkt,
                     in_port,
@@ -403,6 +426,7 @@ impl Gateway {
             if f.nat() && !self.too_big4(ip.total_len(), ip.flags_frag(), f.translated(reply)) {
                 let to = f.translated(reply);
                 nat::rewrite4(&mut pkt.bytes_mut()[ETH..], &to);
+                self.clock.mark(Stage::Nat);
             }
             // Validated above (the rewrite kept the checksum right); the
             // flow caches its next hop.
@@ -411,8 +435,11 @@ impl Gateway {
                 .router
                 .tuple_hash(&if f.nat() { f.translated(reply) } else { t });
             let hop = self.ct.hop_mut(i, reply);
-            return self.router.forward4_cached(pkt, in_port, hop, fh);
+            let v = self.router.forward4_cached(pkt, in_port, hop, fh);
+            self.clock.mark(Stage::Route);
+            return v;
         }
+        self.clock.mark(Stage::Conntrack);
         if let Some(o) = self.owner(in_port, &t) {
             return Verdict::Handoff(o);
         }
@@ -474,6 +501,7 @@ impl Gateway {
                 }
             }
         }
+        self.clock.mark(Stage::Nat);
         if !dnat && self.router.is_local4(dst) {
             return self.router.process(pkt, in_port);
         }
@@ -483,6 +511,7 @@ impl Gateway {
             }
             return self.router.process(pkt, in_port); // ICMP unreachable
         };
+        self.clock.mark(Stage::Route);
         // Firewall.
         let k = Key {
             src: t.src,
@@ -494,7 +523,9 @@ impl Gateway {
             meta: meta(in_port, Some(out), state::NEW)
                 | meta_ct(if dnat { status::DNAT } else { 0 }, entry),
         };
-        match self.decide(&k) {
+        let action = self.decide(&k);
+        self.clock.mark(Stage::Firewall);
+        match action {
             Action::Accept => {}
             a => return self.refuse(pkt, in_port, a, tcp),
         }
@@ -532,7 +563,10 @@ impl Gateway {
                 return Verdict::Drop(DropReason::NatExhausted);
             }
         }
-        match self.ct.open(t, reply, flags) {
+        self.clock.mark(Stage::Nat);
+        let opened = self.ct.open(t, reply, flags);
+        self.clock.mark(Stage::Conntrack);
+        match opened {
             Ok(i) => {
                 let f = self.ct.flow(i);
                 if f.nat() {
@@ -542,8 +576,11 @@ impl Gateway {
                     if !self.too_big4(ip.total_len(), ip.flags_frag(), to) {
                         nat::rewrite4(&mut pkt.bytes_mut()[ETH..], &to);
                     }
+                    self.clock.mark(Stage::Nat);
                 }
-                self.router.process(pkt, in_port)
+                let v = self.router.process(pkt, in_port);
+                self.clock.mark(Stage::Route);
+                v
             }
             Err(Refused::Full) => Verdict::Drop(DropReason::CtFull),
             Err(_) => Verdict::Drop(DropReason::CtClash),
@@ -928,13 +965,14 @@ impl Gateway {
     }
 }
 
-impl ForwardMode for Gateway {
+impl<C: StageClock> ForwardMode for Gateway<C> {
     const NAME: &'static str = "l3fwd";
 
     /// Two passes over the burst: prefetch each packet's conntrack buckets,
     /// then (those lines now on their way or in) each packet's flow.
     #[inline]
     fn prefetch<P: Frame>(&mut self, pkts: &[P], pf: fn(*const u8)) {
+        self.clock.start();
         for p in pkts {
             if let Some(t) = Self::quick_tuple(p.bytes()) {
                 let [a, b] = self.ct.buckets_of(&t);
@@ -950,10 +988,13 @@ impl ForwardMode for Gateway {
                 }
             }
         }
+        // Conntrack's work for the burst (its hashes, its buckets read).
+        self.clock.mark(Stage::Conntrack);
     }
 
     #[inline]
     fn process<P: Frame>(&mut self, pkt: &mut P, in_port: u16) -> Verdict {
+        self.clock.start();
         let b = pkt.bytes();
         if b.len() < ETH {
             return Verdict::Drop(DropReason::Truncated);
