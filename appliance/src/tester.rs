@@ -97,8 +97,13 @@ impl TxGen {
 
     /// Applies a command at `now` (control path: may rebuild the flows).
     pub fn apply(&mut self, c: &GenCommand, now: u64) {
-        if let Some(size) = c.size.filter(|s| *s != self.cfg.size) {
+        if let Some(size) = c
+            .size
+            .filter(|s| *s != self.cfg.size || !self.cfg.sizes.is_empty())
+        {
+            // One size for every flow (a mix given in the config ends).
             self.cfg.size = size;
+            self.cfg.sizes.clear();
             self.flows = flows_of(&self.cfg, self.port);
         }
         self.cfg.rate = c.rate;

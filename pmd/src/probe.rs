@@ -73,6 +73,13 @@ pub struct GenConfig {
     /// the headers and the 16-byte signature: 58 for IPv4/UDP, 70 for
     /// IPv4/TCP, 78 for IPv6/UDP, 90 for IPv6/TCP).
     pub size: usize,
+    /// A mix of frame lengths (IMIX), one per flow in turn: flow `i` is
+    /// `sizes[i % sizes.len()]` bytes (without FCS; raised and capped as
+    /// `size` is), so with the flows sent round-robin and a multiple of
+    /// `sizes.len()` of them, the packets follow the list's proportions,
+    /// as TRex's IMIX profile mixes streams of three sizes. Empty: every
+    /// flow is `size` bytes.
+    pub sizes: Vec<usize>,
     /// Number of distinct flows (5-tuples), sent round-robin.
     pub flows: u32,
     /// Share of flows that are TCP (the rest UDP).
@@ -111,6 +118,7 @@ impl Default for GenConfig {
         GenConfig {
             rate: Rate::Pps(100_000.0),
             size: 64,
+            sizes: Vec::new(),
             flows: 1024,
             tcp_share: 0.0,
             ipv6_share: 0.0,
@@ -215,16 +223,28 @@ pub fn min_len(v6: bool, tcp: bool) -> usize {
     ETHERNET_HEADER_LEN + if v6 { 40 } else { 20 } + if tcp { 20 } else { 8 } + SIG_LEN
 }
 
+/// The simple IMIX (TRex's `imix.py`, after the classic Agilent mix): 64,
+/// 594 and 1518-byte frames on the wire (FCS included) in the proportions
+/// 7:4:1, as a list of lengths without FCS for [`GenConfig::sizes`].
+pub const IMIX: [usize; 12] = [60, 60, 60, 60, 60, 60, 60, 590, 590, 590, 590, 1514];
+
 /// The flows of a stream, drawn from `cfg` with `rng` (reproducible from
-/// its seed); frames are `cfg.size` bytes (raised to [`min_len`], capped
-/// at `max_len`), queues picked among `nrxq`.
+/// its seed); frames are `cfg.size` bytes, or flow by flow the lengths of
+/// `cfg.sizes` in turn (raised to [`min_len`], capped at `max_len`),
+/// queues picked among `nrxq`.
 pub fn build_flows(cfg: &GenConfig, rng: &mut SmallRng, nrxq: u16, max_len: usize) -> Vec<Flow> {
-    (0..cfg.flows.clamp(1, MAX_FLOWS))
-        .map(|_| build_flow(cfg, rng, nrxq, max_len))
+    (0..cfg.flows.clamp(1, MAX_FLOWS) as usize)
+        .map(|i| {
+            let size = match cfg.sizes.len() {
+                0 => cfg.size,
+                n => cfg.sizes[i % n],
+            };
+            build_flow(cfg, size, rng, nrxq, max_len)
+        })
         .collect()
 }
 
-fn build_flow(cfg: &GenConfig, rng: &mut SmallRng, nrxq: u16, max_len: usize) -> Flow {
+fn build_flow(cfg: &GenConfig, size: usize, rng: &mut SmallRng, nrxq: u16, max_len: usize) -> Flow {
     let tcp = rng.random_bool(cfg.tcp_share.clamp(0.0, 1.0));
     let v6 = rng.random_bool(cfg.ipv6_share.clamp(0.0, 1.0));
     let sport = pick(rng, cfg.src_port);
@@ -232,7 +252,7 @@ fn build_flow(cfg: &GenConfig, rng: &mut SmallRng, nrxq: u16, max_len: usize) ->
     let l3_len = if v6 { 40 } else { 20 };
     let l4_len = if tcp { 20 } else { 8 };
     let min = min_len(v6, tcp);
-    let len = cfg.size.clamp(min, max_len.max(min));
+    let len = size.clamp(min, max_len.max(min));
     let mut f = vec![0u8; len];
     // Payload after the signature: a recognisable byte pattern.
     for (i, b) in f[min..].iter_mut().enumerate() {
@@ -685,6 +705,42 @@ mod tests {
                 assert_eq!(d, f.frame, "size {size}");
             }
         }
+    }
+
+    /// A size mix gives each flow its length in turn (IMIX: 7:4:1 over
+    /// every 12 flows, IPv4 and IPv6, UDP and TCP), each frame whole:
+    /// IP lengths and checksums match the frame, and a stamp keeps them.
+    #[test]
+    fn a_size_mix_gives_each_flow_its_length() {
+        for (v6, tcp) in [(0.0, 0.0), (1.0, 1.0)] {
+            let cfg = GenConfig {
+                flows: 24,
+                sizes: IMIX.to_vec(),
+                ipv6_share: v6,
+                tcp_share: tcp,
+                ..Default::default()
+            };
+            let f = build_flows(&cfg, &mut rng_for(5, 0), 1, 2048);
+            let lens: Vec<usize> = f.iter().map(|f| f.frame.len()).collect();
+            let min = min_len(v6 > 0.0, tcp > 0.0);
+            let want: Vec<usize> = (0..24).map(|i| IMIX[i % 12].max(min)).collect();
+            assert_eq!(lens, want);
+            for f in &f {
+                let d = &f.frame;
+                let ip_len = if v6 > 0.0 {
+                    40 + usize::from(u16::from_be_bytes([d[18], d[19]]))
+                } else {
+                    usize::from(u16::from_be_bytes([d[16], d[17]]))
+                };
+                assert_eq!(ip_len + 14, d.len());
+                let mut c = d.clone();
+                f.stamp(&mut c, 3, 9, 27);
+                assert!(l4_checksum_ok(&c));
+            }
+        }
+        // The mean of the simple IMIX on the wire (with FCS): 353.8 bytes.
+        let wire: usize = IMIX.iter().map(|l| l + 4).sum();
+        assert_eq!(wire, 64 * 7 + 594 * 4 + 1518);
     }
 
     /// Constant pacing spaces packets evenly, skips a backlog, and the

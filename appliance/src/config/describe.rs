@@ -5,6 +5,20 @@
 use super::{Config, PortKind};
 use std::path::PathBuf;
 
+/// A generator's frame length, or its mix (`imix`, or the lengths and the
+/// mean).
+fn sizes_of(g: &pmd::probe::GenConfig) -> String {
+    if g.sizes.is_empty() {
+        return g.size.to_string();
+    }
+    let mean = g.sizes.iter().sum::<usize>() as f64 / g.sizes.len() as f64;
+    if g.sizes == pmd::probe::IMIX {
+        return format!("imix (mean {mean:.1})");
+    }
+    let l: Vec<String> = g.sizes.iter().map(|x| x.to_string()).collect();
+    format!("[{}] (mean {mean:.1})", l.join(","))
+}
+
 /// The config in a few lines.
 pub fn describe(c: &Config) -> String {
     let mut s = format!("{}: ok\n", c.source);
@@ -16,7 +30,7 @@ pub fn describe(c: &Config) -> String {
                     pmd::softnic::Rate::Pps(p) => format!("{p} pps"),
                     pmd::softnic::Rate::Max => "max".into(),
                 },
-                gen.size,
+                sizes_of(gen),
                 gen.flows
             ),
             PortKind::Null { size } => format!("null size {size}"),

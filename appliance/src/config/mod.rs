@@ -684,7 +684,9 @@ fn check_worker_gen(
     }
     let mut c = ports::check_gen(cx, &at, raw, MacAddr::default(), true);
     if raw.flows.is_none() {
-        c.flows = flows;
+        // The mode's default, in whole rounds of a size mix.
+        let n = (c.sizes.len() as u32).max(1);
+        c.flows = flows.div_ceil(n) * n;
     }
     Some(c)
 }

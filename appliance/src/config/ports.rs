@@ -412,6 +412,45 @@ pub(super) fn check_gen(
         }
         g.flows = *v.get_ref();
     }
+    if let Some(v) = &s.sizes {
+        if s.size.is_some() {
+            cx.err(v, k("sizes"), "give `size` or `sizes`, not both");
+        }
+        g.sizes = match v.get_ref() {
+            RawSizes::Word(w) if w == "imix" => pmd::probe::IMIX.to_vec(),
+            RawSizes::List(l) if !l.is_empty() && l.len() <= 64 => {
+                if let Some(x) = l.iter().find(|x| !(58..=2048).contains(*x)) {
+                    cx.err(
+                        v,
+                        k("sizes"),
+                        format!("{x}: each must be 58..=2048 bytes (frame without FCS)"),
+                    );
+                }
+                l.clone()
+            }
+            _ => {
+                cx.err(
+                    v,
+                    k("sizes"),
+                    "must be \"imix\" (64, 594 and 1518-byte frames with FCS, 7:4:1) or a list of 1 to 64 frame lengths without FCS, one per flow in turn (repeat a length to weigh it)",
+                );
+                Vec::new()
+            }
+        };
+        let n = g.sizes.len() as u32;
+        if n > 0 {
+            match &s.flows {
+                Some(f) if *f.get_ref() % n != 0 => cx.err(
+                    f,
+                    k("flows"),
+                    format!("must be a multiple of the {n} lengths of `sizes` (each flow has one length; the mix is exact over whole rounds of them)"),
+                ),
+                Some(_) => {}
+                // Unset: the default rounded up to whole rounds.
+                None => g.flows = g.flows.div_ceil(n) * n,
+            }
+        }
+    }
     for (v, f, slot) in [
         (&s.tcp_share, "tcp_share", &mut g.tcp_share),
         (&s.ipv6_share, "ipv6_share", &mut g.ipv6_share),

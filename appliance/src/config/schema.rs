@@ -130,6 +130,14 @@ pub(super) enum RawRate {
     Word(String),
 }
 
+/// A generator's frame-size mix: a list of lengths, or `"imix"`.
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+pub(super) enum RawSizes {
+    List(Vec<usize>),
+    Word(String),
+}
+
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(super) struct RawFile {
@@ -351,6 +359,7 @@ pub(super) fn d_ring() -> Spanned<usize> {
 pub(super) struct RawSoftnic {
     pub(super) rate: Spanned<RawRate>,
     pub(super) size: Option<Spanned<usize>>,
+    pub(super) sizes: Option<Spanned<RawSizes>>,
     pub(super) flows: Option<Spanned<u32>>,
     pub(super) tcp_share: Option<Spanned<f64>>,
     pub(super) ipv6_share: Option<Spanned<f64>>,

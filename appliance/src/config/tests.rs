@@ -147,6 +147,40 @@ fn mbuf_pool_size() {
     assert!(e[0].msg.contains("RX descriptors (2048 here)"), "{e:?}");
 }
 
+/// `sizes`: `"imix"` or a list, one length per flow in turn; the flows
+/// rounded up to whole rounds when unset, refused when given otherwise;
+/// errors at the key.
+#[test]
+fn generator_size_mixes() {
+    let with = |gen: &str| {
+        GOOD.replace(
+            "mode = \"macswap\"\nrx = [\"a:0\", \"b\"]",
+            &format!("mode = \"txonly\"\nrx = [\"a\", \"b\"]\n[worker.gen]\nrate = 1000\n{gen}"),
+        )
+    };
+    let gen = |text: &str| {
+        parse(text, "t.toml", None).unwrap().workers[0]
+            .gen
+            .clone()
+            .unwrap()
+    };
+    let g = gen(&with("sizes = \"imix\""));
+    assert_eq!(g.sizes, pmd::probe::IMIX);
+    assert_eq!(g.flows, 12, "txonly's one flow, rounded to a round");
+    let g = gen(&with("sizes = [64, 64, 1500]\nflows = 30"));
+    assert_eq!((g.sizes, g.flows), (vec![64, 64, 1500], 30));
+    let e = errs(&with("sizes = [64, 64, 1500]\nflows = 31"));
+    assert_eq!(e[0].key, "worker[0].gen.flows", "{e:?}");
+    assert!(e[0].msg.contains("multiple of the 3 lengths"), "{e:?}");
+    let e = errs(&with("sizes = [64, 40]"));
+    assert_eq!(e[0].key, "worker[0].gen.sizes", "{e:?}");
+    assert!(e[0].msg.contains("58..=2048"), "{e:?}");
+    let e = errs(&with("sizes = \"trimodal\""));
+    assert!(e[0].msg.contains("\"imix\""), "{e:?}");
+    let e = errs(&with("size = 64\nsizes = \"imix\""));
+    assert!(e[0].msg.contains("not both"), "{e:?}");
+}
+
 #[test]
 fn queue_conflicts() {
     let e = errs(&GOOD.replace("\"a:0\", \"b\"", "\"a:0\", \"a:0\", \"b\""));
