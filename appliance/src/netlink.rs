@@ -1042,20 +1042,20 @@ mod tests {
             .collect();
         let mut fib = pipeline::fib::FibWriter::build(&all).unwrap();
         let mut m = Mirrored::default();
+        // A full dump finding every interface up.
+        let all_up = || {
+            Change::State(State {
+                links: vec![(0, true), (1, true), (2, true)],
+                ..Default::default()
+            })
+        };
         let whole = |fib: &pipeline::fib::FibWriter| {
             assert_eq!(paths(fib, "198.19.0.9"), vec![hop(1, None)]);
             assert_eq!(paths(fib, "198.19.100.9"), vec![hop(2, None)]);
             assert_eq!(paths(fib, "203.0.113.9").len(), 2);
             assert_eq!(paths(fib, "192.0.2.9"), vec![hop(2, Some("198.19.100.3"))]);
         };
-        m.apply(
-            Change::State(State {
-                links: vec![(0, true), (1, true), (2, true)],
-                ..Default::default()
-            }),
-            &mut fib,
-            &s,
-        );
+        m.apply(all_up(), &mut fib, &s);
         whole(&fib);
         assert!(m.interfaces(&s.interfaces).iter().all(|i| !i.down));
 
@@ -1090,14 +1090,7 @@ mod tests {
         assert_eq!(paths(&fib, "203.0.113.9"), vec![hop(0, Some("198.18.0.3"))]);
 
         // A full dump that finds it up again restores everything.
-        m.apply(
-            Change::State(State {
-                links: vec![(0, true), (1, true), (2, true)],
-                ..Default::default()
-            }),
-            &mut fib,
-            &s,
-        );
+        m.apply(all_up(), &mut fib, &s);
         whole(&fib);
         assert!(m.interfaces(&s.interfaces).iter().all(|i| !i.down));
 

@@ -12,7 +12,7 @@
 mod common;
 
 use common::{as_root, have, stop_for_summary, Nets};
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 const CONFIG: &str = r#"
@@ -110,17 +110,7 @@ fn tcp_to_the_router_reaches_the_kernel_through_the_tap() {
     std::fs::write(&cfg, CONFIG).unwrap();
     std::fs::write(dir.join("server.py"), SERVER).unwrap();
     std::fs::write(dir.join("client.py"), CLIENT).unwrap();
-    let run = Command::new("ip")
-        .args(["netns", "exec", r])
-        .arg(env!("CARGO_BIN_EXE_sluice"))
-        .arg("run")
-        .arg(&cfg)
-        .arg("--json")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let child = common::Killed(run);
+    let child = common::sluice_json_in(r, &cfg);
     // The TAPs appear with the ports' MACs, up.
     let t = Instant::now();
     loop {

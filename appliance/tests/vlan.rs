@@ -95,17 +95,7 @@ fn vlan_and_qinq_sub_interfaces_route_real_traffic() {
     std::fs::write(&cfg, CONFIG).unwrap();
     let script = dir.join("client.py");
     std::fs::write(&script, CLIENT).unwrap();
-    let run = Command::new("ip")
-        .args(["netns", "exec", r])
-        .arg(env!("CARGO_BIN_EXE_sluice"))
-        .arg("run")
-        .arg(&cfg)
-        .arg("--json")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let child = common::Killed(run);
+    let child = common::sluice_json_in(r, &cfg);
     // The ports are open well before this.
     std::thread::sleep(std::time::Duration::from_millis(1500));
     let out = n.sh(c, &format!("python3 {}", script.display()));
@@ -433,18 +423,7 @@ fn vlan_sub_interface_has_its_own_tap_punt_rules_and_routes() {
         )
     };
     let _relay = py(c, "relay.py");
-    let child = common::Killed(
-        Command::new("ip")
-            .args(["netns", "exec", r])
-            .arg(env!("CARGO_BIN_EXE_sluice"))
-            .arg("run")
-            .arg(&cfg)
-            .arg("--json")
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap(),
-    );
+    let child = common::sluice_json_in(r, &cfg);
     wait_for(&sock);
     // The sub-interface's TAP, with the port's MAC and the VLAN's MTU; no
     // TAP for the port without addresses.

@@ -80,18 +80,7 @@ fn a_neighbour_learned_on_one_worker_releases_the_packet_another_held() {
     std::fs::create_dir_all(&dir).unwrap();
     let cfg = dir.join("workers.toml");
     std::fs::write(&cfg, CONFIG).unwrap();
-    let child = common::Killed(
-        Command::new("ip")
-            .args(["netns", "exec", r])
-            .arg(env!("CARGO_BIN_EXE_sluice"))
-            .arg("run")
-            .arg(&cfg)
-            .arg("--json")
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap(),
-    );
+    let child = common::sluice_json_in(r, &cfg);
     // Up once it answers the client's ARP (the client learns the router).
     let t = Instant::now();
     while Command::new("ip")

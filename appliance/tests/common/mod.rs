@@ -339,6 +339,23 @@ pub fn sluice_in(ns: &str, cfg: &Path, sock: &Path) -> Killed {
     k
 }
 
+/// `sluice run CFG --json` in network namespace `ns`, its output piped
+/// (for [`stop_for_summary`]), killed however the test ends.
+pub fn sluice_json_in(ns: &str, cfg: &Path) -> Killed {
+    Killed(
+        Command::new("ip")
+            .args(["netns", "exec", ns])
+            .arg(env!("CARGO_BIN_EXE_sluice"))
+            .arg("run")
+            .arg(cfg)
+            .arg("--json")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    )
+}
+
 /// `sluice ctl --json ARGS`, which must succeed; its answer.
 pub fn ctl_json(sock: &Path, args: &[&str]) -> serde_json::Value {
     let mut a = vec!["--json"];
