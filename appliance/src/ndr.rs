@@ -30,12 +30,82 @@ pub const FCS: usize = 4;
 /// The frame sizes `sluice bench ndr` accepts (with FCS).
 pub const SIZES: std::ops::RangeInclusive<usize> = 62..=crate::tester::MAX_FRAME + FCS;
 
+/// A row of the search: one frame size (bytes with FCS, as RFC 2544
+/// counts them), or the simple IMIX (64, 594 and 1518-byte frames, 7:4:1,
+/// as a datasheet's IMIX row; the tester's flows must be a multiple of
+/// 12). JSON: the number, or `"imix"`.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum FrameSize {
+    /// Bytes with FCS.
+    Bytes(usize),
+    /// The simple IMIX.
+    Imix,
+}
+
+impl FrameSize {
+    /// Its mean length on the wire, FCS included (IMIX: 361.8 bytes).
+    pub fn mean(self) -> f64 {
+        match self {
+            FrameSize::Bytes(n) => n as f64,
+            FrameSize::Imix => {
+                let l = &pmd::probe::IMIX;
+                l.iter().sum::<usize>() as f64 / l.len() as f64 + FCS as f64
+            }
+        }
+    }
+
+    /// What `sluice ctl gen start … size` takes (bytes without FCS).
+    fn ctl_arg(self) -> String {
+        match self {
+            FrameSize::Bytes(n) => (n - FCS).to_string(),
+            FrameSize::Imix => "imix".into(),
+        }
+    }
+}
+
+impl std::fmt::Display for FrameSize {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            FrameSize::Bytes(n) => write!(f, "{n}"),
+            FrameSize::Imix => f.write_str("imix"),
+        }
+    }
+}
+
+impl std::str::FromStr for FrameSize {
+    type Err = String;
+    /// A size in bytes with FCS (62 to the largest frame plus FCS), or
+    /// `imix`.
+    fn from_str(s: &str) -> Result<Self, String> {
+        if s == "imix" {
+            return Ok(FrameSize::Imix);
+        }
+        match s.parse::<usize>() {
+            Ok(n) if SIZES.contains(&n) => Ok(FrameSize::Bytes(n)),
+            _ => Err(format!(
+                "`{s}`: frame bytes with FCS, {} to {}, or imix",
+                SIZES.start(),
+                SIZES.end()
+            )),
+        }
+    }
+}
+
+impl Serialize for FrameSize {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self {
+            FrameSize::Bytes(n) => s.serialize_u64(*n as u64),
+            FrameSize::Imix => s.serialize_str("imix"),
+        }
+    }
+}
+
 /// What to search.
 #[derive(Clone, Debug)]
 pub struct Options {
     /// Ethernet frame sizes as RFC 2544 counts them (bytes with the
-    /// 4-byte FCS: 64 to 1518 on a 1500-byte MTU).
-    pub sizes: Vec<usize>,
+    /// 4-byte FCS: 64 to 1518 on a 1500-byte MTU), or IMIX.
+    pub sizes: Vec<FrameSize>,
     /// Length of one trial.
     pub trial: Duration,
     /// Loss ratio allowed (0: none).
@@ -54,7 +124,9 @@ pub struct Options {
 impl Default for Options {
     fn default() -> Self {
         Options {
-            sizes: vec![64, 128, 256, 512, 1024, 1280, 1518],
+            sizes: [64, 128, 256, 512, 1024, 1280, 1518]
+                .map(FrameSize::Bytes)
+                .to_vec(),
             trial: Duration::from_secs(2),
             loss: 0.0,
             resolution: 0.01,
@@ -92,8 +164,8 @@ pub struct Trial {
 /// The result for one frame size.
 #[derive(Clone, Debug, Serialize)]
 pub struct SizeResult {
-    /// Frame bytes (with FCS, as RFC 2544 counts them).
-    pub size: usize,
+    /// Frame bytes (with FCS, as RFC 2544 counts them), or `"imix"`.
+    pub size: FrameSize,
     /// The highest rate within the allowed loss, packets per second (all
     /// generating ports).
     pub ndr_pps: f64,
@@ -186,13 +258,19 @@ fn figures(stats: &serde_json::Value) -> Result<Figures> {
 /// Runs one trial at `rate` per port (`None`: the top rate) with
 /// `size`-byte frames (with FCS: the generator makes them 4 bytes
 /// shorter, the NIC adds the FCS), `ports` generating.
-fn trial(sock: &Path, o: &Options, rate: Option<f64>, size: usize, ports: f64) -> Result<Trial> {
+fn trial(
+    sock: &Path,
+    o: &Options,
+    rate: Option<f64>,
+    size: FrameSize,
+    ports: f64,
+) -> Result<Trial> {
     ask(sock, &["gen", "stop"])?;
     std::thread::sleep(o.settle);
     ask(sock, &["clear", "stats"])?;
     let r = rate.map_or("max".to_string(), |r| format!("{r:.3}"));
     let secs = format!("{:.6}", o.trial.as_secs_f64());
-    let s = (size - FCS).to_string();
+    let s = size.ctl_arg();
     ask(sock, &["gen", "start", &r, "size", &s, "duration", &secs])?;
     let started = Instant::now();
     std::thread::sleep(o.trial);
@@ -237,7 +315,7 @@ fn trial(sock: &Path, o: &Options, rate: Option<f64>, size: usize, ports: f64) -
 pub fn search(
     sock: &Path,
     o: &Options,
-    size: usize,
+    size: FrameSize,
     log: &mut dyn FnMut(&str),
 ) -> Result<SizeResult> {
     let mut trials = Vec::new();
@@ -303,7 +381,7 @@ pub fn search(
     Ok(SizeResult {
         size,
         ndr_pps,
-        ndr_l1_bps: ndr_pps * (size + 20) as f64 * 8.0,
+        ndr_l1_bps: ndr_pps * (size.mean() + 20.0) * 8.0,
         tester_limited: top.pass,
         at_ndr: best,
         latency,
@@ -316,7 +394,7 @@ pub fn run(sock: &Path, o: &Options, log: &mut dyn FnMut(&str)) -> Result<Vec<Si
     let mut out = Vec::new();
     for &size in &o.sizes {
         log(&format!("frame size {size} B:"));
-        let r = search(sock, o, size, log).with_context(|| format!("{size}-byte frames"))?;
+        let r = search(sock, o, size, log).with_context(|| format!("{size} frames"))?;
         out.push(r);
     }
     ask(sock, &["gen", "stop"])?;
@@ -350,7 +428,7 @@ pub fn table(rs: &[SizeResult], o: &Options) -> String {
     for r in rs {
         let mut line = format!(
             "{:>6} {:>12.0} {:>12.1} {:>9.4}%{}",
-            r.size,
+            r.size.to_string(),
             r.ndr_pps,
             r.ndr_l1_bps / 1e6,
             r.at_ndr.as_ref().map_or(0.0, |t| t.loss * 100.0),
@@ -378,7 +456,8 @@ pub fn table(rs: &[SizeResult], o: &Options) -> String {
 /// size, as a datasheet plots them.
 pub fn svg(rs: &[SizeResult]) -> String {
     let (w, h, m) = (720.0, 420.0, 60.0);
-    let xs: Vec<f64> = rs.iter().map(|r| r.size as f64).collect();
+    // IMIX sits at its mean frame length.
+    let xs: Vec<f64> = rs.iter().map(|r| r.size.mean()).collect();
     let (xmin, xmax) = (
         xs.iter().copied().fold(f64::INFINITY, f64::min),
         xs.iter().copied().fold(0.0, f64::max),
@@ -426,12 +505,13 @@ pub fn svg(rs: &[SizeResult]) -> String {
         t = h - 20.0,
         ty = m - 20.0,
     );
-    for (a, v) in xs.iter().zip(&mpps) {
+    for ((a, v), r) in xs.iter().zip(&mpps).zip(rs) {
         let _ = writeln!(
             s,
-            "<text x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"middle\">{a:.0}</text><circle cx=\"{:.1}\" cy=\"{:.1}\" r=\"3\" fill=\"#1f77b4\"/>",
+            "<text x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"middle\">{}</text><circle cx=\"{:.1}\" cy=\"{:.1}\" r=\"3\" fill=\"#1f77b4\"/>",
             x(*a),
             h - m + 16.0,
+            r.size,
             x(*a),
             y(*v, top_r)
         );
@@ -441,4 +521,44 @@ pub fn svg(rs: &[SizeResult]) -> String {
     s += &line(&p99, top_l, "#d62728", "6,4");
     s += "</svg>\n";
     s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Sizes parse as bytes with FCS or `imix`; IMIX's mean on the wire is
+    /// the mix's (4,342 / 12 bytes); the control socket gets bytes without
+    /// FCS or `imix`; JSON holds the number or the word; the table and
+    /// the chart label the row.
+    #[test]
+    fn frame_sizes_and_imix() {
+        assert_eq!("64".parse(), Ok(FrameSize::Bytes(64)));
+        assert_eq!("imix".parse(), Ok(FrameSize::Imix));
+        for bad in ["61", "4000", "IMIX", ""] {
+            assert!(bad.parse::<FrameSize>().is_err(), "{bad}");
+        }
+        assert!((FrameSize::Imix.mean() - 4342.0 / 12.0).abs() < 1e-9);
+        assert_eq!(FrameSize::Bytes(1518).ctl_arg(), "1514");
+        assert_eq!(FrameSize::Imix.ctl_arg(), "imix");
+        assert_eq!(
+            serde_json::to_string(&[FrameSize::Bytes(64), FrameSize::Imix]).unwrap(),
+            r#"[64,"imix"]"#
+        );
+        let row = |size| SizeResult {
+            size,
+            ndr_pps: 1e6,
+            ndr_l1_bps: 1e6 * (size.mean() + 20.0) * 8.0,
+            tester_limited: false,
+            at_ndr: None,
+            latency: Vec::new(),
+            search: Vec::new(),
+        };
+        let rs = [row(FrameSize::Bytes(64)), row(FrameSize::Imix)];
+        let t = table(&rs, &Options::default());
+        assert!(t.contains("\n  imix "), "{t}");
+        // 1 Mpps of IMIX on the wire: (361.8 + 20) × 8 bits per frame.
+        assert!(t.contains("3054.7"), "{t}");
+        assert!(svg(&rs).contains(">imix<"));
+    }
 }

@@ -24,13 +24,23 @@ pub const MAX_LAG: Duration = Duration::from_millis(1);
 /// buffer's data room.
 pub const MAX_FRAME: usize = pmd::mbuf::DEFAULT_DATA_ROOM;
 
+/// A frame size for the generators: one length for every flow, or the
+/// simple IMIX ([`pmd::probe::IMIX`], one length per flow in turn).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum GenSize {
+    /// Bytes without FCS.
+    One(usize),
+    /// 64, 594 and 1518-byte frames with FCS, 7:4:1.
+    Imix,
+}
+
 /// A change to a running generator (`sluice ctl gen start/stop`).
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct GenCommand {
     /// The new rate (packets per second per port; 0 stops).
     pub rate: Rate,
     /// A new frame size (the flows are rebuilt, their sequences go on).
-    pub size: Option<usize>,
+    pub size: Option<GenSize>,
     /// Stop by itself after this long (a trial); `None`: until told.
     pub duration: Option<Duration>,
 }
@@ -97,13 +107,20 @@ impl TxGen {
 
     /// Applies a command at `now` (control path: may rebuild the flows).
     pub fn apply(&mut self, c: &GenCommand, now: u64) {
-        if let Some(size) = c
-            .size
-            .filter(|s| *s != self.cfg.size || !self.cfg.sizes.is_empty())
-        {
+        let rebuild = match c.size {
             // One size for every flow (a mix given in the config ends).
-            self.cfg.size = size;
-            self.cfg.sizes.clear();
+            Some(GenSize::One(n)) if n != self.cfg.size || !self.cfg.sizes.is_empty() => {
+                self.cfg.size = n;
+                self.cfg.sizes.clear();
+                true
+            }
+            Some(GenSize::Imix) if self.cfg.sizes != pmd::probe::IMIX => {
+                self.cfg.sizes = pmd::probe::IMIX.to_vec();
+                true
+            }
+            _ => false,
+        };
+        if rebuild {
             self.flows = flows_of(&self.cfg, self.port);
         }
         self.cfg.rate = c.rate;
@@ -237,7 +254,7 @@ mod tests {
         g.apply(
             &GenCommand {
                 rate: Rate::Pps(1_000_000.0),
-                size: Some(256),
+                size: Some(GenSize::One(256)),
                 duration: Some(Duration::from_micros(100)),
             },
             10_000,

@@ -9,7 +9,7 @@
 //!   probe; a capture on the router's side (tcpdump, nanosecond stamps)
 //!   shows evenly spaced packets (median gap near 100 µs, fewer than half
 //!   back to back: a busy machine's catch-ups make some), not bursts.
-//! - `sluice bench ndr` over two frame sizes: each has a no-drop rate
+//! - `sluice bench ndr` over two frame sizes and IMIX: each has a no-drop rate
 //!   whose trial lost nothing, no passing trial above it, and latency
 //!   trials that received packets.
 //!
@@ -55,6 +55,7 @@ mode = "txonly"
 rx = ["t1"]
 [worker.gen]
 rate = 0
+flows = 12          # whole rounds of IMIX's 12 lengths
 src_ip = "198.18.0.2/32"
 dst_ip = "198.19.0.2/32"
 
@@ -213,12 +214,19 @@ fn tester_paces_counts_and_finds_a_kernel_routers_ndr() {
         gaps.len()
     );
 
-    // The no-drop rate of the kernel router, two frame sizes.
+    // The no-drop rate of the kernel router, two frame sizes and IMIX.
     let json = dir.join("ndr.json");
     let out = Command::new(env!("CARGO_BIN_EXE_sluice"))
         .args(["bench", "ndr", "-s"])
         .arg(&sock)
-        .args(["--sizes", "64,512", "--trial", "0.3", "--resolution", "10"])
+        .args([
+            "--sizes",
+            "64,512,imix",
+            "--trial",
+            "0.3",
+            "--resolution",
+            "10",
+        ])
         .args(["--latency-at", "50,100", "--max-rate", "300000", "--json"])
         .arg(&json)
         .output()
@@ -248,8 +256,14 @@ fn tester_paces_counts_and_finds_a_kernel_routers_ndr() {
         promtool_accepts(&text);
     }
     let rs = rs.as_array().unwrap();
-    assert_eq!(rs.len(), 2, "{table}");
-    for (r, size) in rs.iter().zip([64, 512]) {
+    assert_eq!(rs.len(), 3, "{table}");
+    assert!(table.contains("\n  imix "), "{table}");
+    let sizes = [
+        serde_json::json!(64),
+        serde_json::json!(512),
+        serde_json::json!("imix"),
+    ];
+    for (r, size) in rs.iter().zip(sizes) {
         assert_eq!(r["size"], size);
         assert!(r["ndr_pps"].as_f64() > Some(0.0), "{r}\n{log}");
         let at = &r["at_ndr"];

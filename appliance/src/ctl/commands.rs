@@ -121,7 +121,7 @@ pub fn run(args: &[String], cx: &mut Context<'_>) -> Response {
     }
 }
 
-/// `gen start RATE [size N] [duration S]`, parsed.
+/// `gen start RATE [size N|imix] [duration S]`, parsed.
 fn gen_command(rate: &str, rest: &[&str]) -> Result<crate::tester::GenCommand, String> {
     use pmd::softnic::Rate;
     let rate = match rate {
@@ -145,10 +145,13 @@ fn gen_command(rate: &str, rest: &[&str]) -> Result<crate::tester::GenCommand, S
         let v = it.next().ok_or_else(|| format!("`{k}` needs a value"))?;
         match *k {
             "size" => match v.parse::<usize>() {
-                Ok(n) if (58..=crate::tester::MAX_FRAME).contains(&n) => c.size = Some(n),
+                Ok(n) if (58..=crate::tester::MAX_FRAME).contains(&n) => {
+                    c.size = Some(crate::tester::GenSize::One(n))
+                }
+                _ if *v == "imix" => c.size = Some(crate::tester::GenSize::Imix),
                 _ => {
                     return Err(format!(
-                        "size `{v}`: frame bytes without FCS, 58 to {}",
+                        "size `{v}`: frame bytes without FCS, 58 to {}, or imix",
                         crate::tester::MAX_FRAME
                     ))
                 }
@@ -166,8 +169,24 @@ fn gen_command(rate: &str, rest: &[&str]) -> Result<crate::tester::GenCommand, S
 }
 
 /// Hands a command to every generating worker; a start begins the
-/// receivers' latency anew.
+/// receivers' latency anew. IMIX needs each generator's flows in whole
+/// rounds of its 12 lengths (one length per flow).
 fn gen(cx: &mut Context<'_>, c: crate::tester::GenCommand) -> Response {
+    let n = pmd::probe::IMIX.len() as u32;
+    if c.size == Some(crate::tester::GenSize::Imix) {
+        if let Some(f) = cx
+            .cfg
+            .workers
+            .iter()
+            .filter_map(|w| w.gen.as_ref())
+            .map(|g| g.flows)
+            .find(|f| f % n != 0)
+        {
+            return Response::error(format!(
+                "size imix: a generator has {f} flows; IMIX gives each flow one of {n} lengths in turn, so `flows` must be a multiple of {n} (set it in [worker.gen])"
+            ));
+        }
+    }
     let mut n = 0;
     for tx in cx.gens.iter().flatten() {
         if tx.try_send(c).is_ok() {
@@ -621,4 +640,24 @@ fn show_nat(cx: &mut Context<'_>) -> Response {
             "workers": data,
         }),
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tester::GenSize;
+
+    /// `gen start` takes a size in bytes or `imix`, and refuses others.
+    #[test]
+    fn gen_start_sizes() {
+        let c = gen_command("1000", &["size", "imix", "duration", "2"]).unwrap();
+        assert_eq!(c.size, Some(GenSize::Imix));
+        assert_eq!(c.duration, Some(std::time::Duration::from_secs(2)));
+        let c = gen_command("max", &["size", "508"]).unwrap();
+        assert_eq!(c.size, Some(GenSize::One(508)));
+        for bad in ["57", "trimodal", "-1"] {
+            let e = gen_command("1000", &["size", bad]).unwrap_err();
+            assert!(e.contains("or imix"), "{bad}: {e}");
+        }
+    }
 }
