@@ -35,6 +35,13 @@ const PACKET_ADD_MEMBERSHIP: libc::c_int = 1;
 const PACKET_RX_RING: libc::c_int = 5;
 const PACKET_STATISTICS: libc::c_int = 6;
 const PACKET_VERSION: libc::c_int = 10;
+const PACKET_VNET_HDR: libc::c_int = 15;
+/// `struct virtio_net_hdr`'s size: with `PACKET_VNET_HDR` the kernel writes
+/// one before each received frame (its GSO type and size: how a sender's
+/// aggregate is to be cut).
+const VNET_HDR_LEN: usize = 10;
+/// `VIRTIO_NET_HDR_GSO_UDP_L4`: a UDP GSO aggregate (`UDP_SEGMENT`).
+const GSO_UDP_L4: u8 = 5;
 const PACKET_FANOUT: libc::c_int = 18;
 const PACKET_QDISC_BYPASS: libc::c_int = 20;
 const PACKET_IGNORE_OUTGOING: libc::c_int = 23;
@@ -220,6 +227,9 @@ struct RxQ {
     /// The interface's MTU: TCP frames larger than it (a veth peer's
     /// TSO/GSO aggregates) are split into segments ([`crate::gso`]).
     mtu: usize,
+    /// A virtio-net header precedes each frame (`PACKET_VNET_HDR`): UDP
+    /// aggregates are split at the sender's datagram size it gives.
+    vnet: bool,
     /// Segments waiting for room in the next burst, and the scratch
     /// buffer they are built in (both allocated once).
     pending: std::collections::VecDeque<Mbuf>,
@@ -291,7 +301,8 @@ impl RxQueue for RxQ {
             let status = rd32(blk, h + 20);
             let len = rd32(blk, h + 16) as usize;
             if frame.len() > self.mtu + 22 || frame.len() > FRAME_SIZE - crate::mbuf::HEADROOM {
-                // An aggregate: split if it is whole TCP, else dropped.
+                // An aggregate: split if it is whole TCP or UDP (GSO),
+                // else dropped.
                 let (pool, pending, port, queue) =
                     (&self.pool, &mut self.pending, self.port, self.queue);
                 let rss = rd32(blk, h + 28);
@@ -299,9 +310,18 @@ impl RxQueue for RxQ {
                 let mut refused = false;
                 // Segments no larger than a buffer holds (with two tags).
                 let mtu = self.mtu.min(FRAME_SIZE - crate::mbuf::HEADROOM - 22);
+                // A UDP aggregate: the sender's datagram size, from the
+                // virtio-net header before the frame.
+                let udp = (self.vnet && h + mac >= VNET_HDR_LEN)
+                    .then(|| {
+                        let v = &blk[h + mac - VNET_HDR_LEN..h + mac];
+                        (v[1] & 0x7f == GSO_UDP_L4)
+                            .then(|| usize::from(u16::from_le_bytes([v[4], v[5]])))
+                    })
+                    .flatten();
                 let split = (len == frame.len())
                     .then(|| {
-                        crate::gso::segment_tcp(frame, mtu, &mut self.seg, |s| {
+                        let emit = |s: &[u8]| {
                             let Some(mut m) = pool.alloc() else {
                                 refused = true;
                                 return false;
@@ -324,7 +344,11 @@ impl RxQueue for RxQ {
                                 refused = true;
                                 false
                             }
-                        })
+                        };
+                        match udp {
+                            Some(size) => crate::gso::segment_udp(frame, size, &mut self.seg, emit),
+                            None => crate::gso::segment_tcp(frame, mtu, &mut self.seg, emit),
+                        }
                     })
                     .flatten();
                 match split {
@@ -713,6 +737,11 @@ fn open_rx(
     if !setopt(raw, libc::SOL_PACKET, PACKET_VERSION, &TPACKET_V3) {
         return Err(err("PACKET_VERSION 3", iface));
     }
+    // A virtio-net header before each frame (before the ring exists, as
+    // the kernel requires): a UDP GSO aggregate's datagram size. Without
+    // it (an older kernel) such aggregates are dropped as too big.
+    let one: libc::c_int = 1;
+    let vnet = setopt(raw, libc::SOL_PACKET, PACKET_VNET_HDR, &one);
     let blocks = cfg.blocks.max(2);
     let req = TpacketReq3 {
         tp_block_size: BLOCK_SIZE as u32,
@@ -748,7 +777,6 @@ fn open_rx(
         blocks: blocks as usize,
     };
     // Our own transmissions are not input.
-    let one: libc::c_int = 1;
     let _ = setopt(raw, libc::SOL_PACKET, PACKET_IGNORE_OUTGOING, &one);
     let mreq = PacketMreq {
         mr_ifindex: ifi,
@@ -769,6 +797,7 @@ fn open_rx(
     let c = Arc::new(QueueCounters::default());
     Ok((
         RxQ {
+            vnet,
             intr: Intr(Arc::new(fd)),
             ring,
             pool,

@@ -1,4 +1,4 @@
-//! Software TCP segmentation of received frames larger than the MTU: what
+//! Software segmentation of received frames larger than the MTU: what
 //! a veth peer with TSO/GSO on (or a NIC's GRO) hands a packet socket is
 //! one aggregate of many TCP segments, which no wire carries and a router
 //! must not forward as such. Split here into segments that fit the MTU,
@@ -9,8 +9,14 @@
 //! segment's TCP checksum computed whole.
 //!
 //! The segment size is the largest the MTU allows (MTU less the IP and
-//! TCP headers, options included): a packet socket is not told the
-//! sender's own segment size, which is at most that.
+//! TCP headers, options included), which the sender's own segment size
+//! is at most.
+//!
+//! UDP aggregates (a sender's UDP GSO) are cut into the sender's
+//! datagrams instead ([`segment_udp`]): their boundaries are the
+//! application's, so the size must be the one the sender gave, which the
+//! AF_PACKET port reads from the virtio-net header the kernel writes
+//! before each frame.
 
 use pipeline::checksum::{fold, sum};
 
@@ -20,6 +26,107 @@ fn be16(b: &[u8], at: usize) -> usize {
 
 fn set16(b: &mut [u8], at: usize, v: u16) {
     b[at..at + 2].copy_from_slice(&v.to_be_bytes());
+}
+
+/// Where the headers of an IP packet of protocol `proto` are in `frame`
+/// (Ethernet, up to two VLAN tags, IPv4 without fragments or IPv6 without
+/// extension headers): (IPv4, IP header, L4 header, end of the packet).
+fn locate(frame: &[u8], proto: u8) -> Option<(bool, usize, usize, usize)> {
+    let mut l3 = 12;
+    while frame.len() >= l3 + 2 && matches!(be16(frame, l3), 0x8100 | 0x88a8) {
+        l3 += 4;
+    }
+    if frame.len() < l3 + 2 {
+        return None;
+    }
+    let et = be16(frame, l3);
+    l3 += 2;
+    let (v4, l4, end) = match et {
+        0x0800 if frame.len() >= l3 + 20 => {
+            let ihl = usize::from(frame[l3] & 0x0f) * 4;
+            if ihl < 20 || frame[l3 + 9] != proto || be16(frame, l3 + 6) & 0x3fff != 0 {
+                return None;
+            }
+            (true, l3 + ihl, l3 + be16(frame, l3 + 2))
+        }
+        0x86dd if frame.len() >= l3 + 40 => {
+            if frame[l3 + 6] != proto {
+                return None;
+            }
+            (false, l3 + 40, l3 + 40 + be16(frame, l3 + 4))
+        }
+        _ => return None,
+    };
+    (end <= frame.len()).then_some((v4, l3, l4, end))
+}
+
+/// Writes segment `i`'s IP length (`l4_len` bytes of L4 after the IP
+/// header) into `seg`: IPv4 total length, identification (one more per
+/// segment, from `id0`) and header checksum, or the IPv6 payload length.
+fn set_ip(seg: &mut [u8], v4: bool, l3: usize, l4: usize, l4_len: usize, id0: u16, i: usize) {
+    if v4 {
+        set16(seg, l3 + 2, (l4 - l3 + l4_len) as u16);
+        set16(seg, l3 + 4, id0.wrapping_add(i as u16));
+        set16(seg, l3 + 10, 0);
+        let c = !fold(sum(&seg[l3..l4], 0));
+        set16(seg, l3 + 10, c);
+    } else {
+        set16(seg, l3 + 4, l4_len as u16);
+    }
+}
+
+/// The L4 checksum of `seg`'s transport header and payload from `l4`
+/// (protocol `proto`), over the pseudo-header.
+fn l4_checksum(seg: &[u8], v4: bool, l3: usize, l4: usize, proto: u8) -> u16 {
+    let addrs = if v4 {
+        &seg[l3 + 12..l3 + 20]
+    } else {
+        &seg[l3 + 8..l3 + 40]
+    };
+    let acc = sum(addrs, u64::from(proto) + (seg.len() - l4) as u64);
+    !fold(sum(&seg[l4..], acc))
+}
+
+/// Splits a UDP aggregate (a sender's UDP GSO, `UDP_SEGMENT`: one packet
+/// carrying many datagrams of `size` payload bytes each, the last one
+/// shorter) into its datagrams, as the kernel's GSO would before sending:
+/// the headers copied, the IP length (and the IPv4 identification, one
+/// more per datagram, and header checksum), the UDP length and checksum
+/// per datagram. Each is built in `seg` and handed to `emit` (false:
+/// stop). Returns the datagrams handed over, or `None` when the frame is
+/// not UDP it can split.
+pub fn segment_udp(
+    frame: &[u8],
+    size: usize,
+    seg: &mut Vec<u8>,
+    mut emit: impl FnMut(&[u8]) -> bool,
+) -> Option<usize> {
+    let (v4, l3, l4, end) = locate(frame, 17)?;
+    let hdr = l4 + 8;
+    if size == 0 || hdr > end {
+        return None;
+    }
+    let payload = &frame[hdr..end];
+    let id0 = be16(frame, l3 + 4) as u16;
+    let n = payload.len().div_ceil(size);
+    for (i, chunk) in payload.chunks(size).enumerate() {
+        seg.clear();
+        seg.extend_from_slice(&frame[..hdr]);
+        seg.extend_from_slice(chunk);
+        let udp_len = 8 + chunk.len();
+        set_ip(seg, v4, l3, l4, udp_len, id0, i);
+        set16(seg, l4 + 4, udp_len as u16);
+        set16(seg, l4 + 6, 0);
+        let c = match l4_checksum(seg, v4, l3, l4, 17) {
+            0 => 0xffff,
+            c => c,
+        };
+        set16(seg, l4 + 6, c);
+        if !emit(seg) {
+            return Some(i);
+        }
+    }
+    Some(n)
 }
 
 /// Splits `frame` (Ethernet, up to two VLAN tags, IPv4 without fragments
@@ -34,32 +141,8 @@ pub fn segment_tcp(
     seg: &mut Vec<u8>,
     mut emit: impl FnMut(&[u8]) -> bool,
 ) -> Option<usize> {
-    let mut l3 = 12;
-    while frame.len() >= l3 + 2 && matches!(be16(frame, l3), 0x8100 | 0x88a8) {
-        l3 += 4;
-    }
-    if frame.len() < l3 + 2 {
-        return None;
-    }
-    let et = be16(frame, l3);
-    l3 += 2;
-    let (v4, l4, end) = match et {
-        0x0800 if frame.len() >= l3 + 20 => {
-            let ihl = usize::from(frame[l3] & 0x0f) * 4;
-            if ihl < 20 || frame[l3 + 9] != 6 || be16(frame, l3 + 6) & 0x3fff != 0 {
-                return None;
-            }
-            (true, l3 + ihl, l3 + be16(frame, l3 + 2))
-        }
-        0x86dd if frame.len() >= l3 + 40 => {
-            if frame[l3 + 6] != 6 {
-                return None;
-            }
-            (false, l3 + 40, l3 + 40 + be16(frame, l3 + 4))
-        }
-        _ => return None,
-    };
-    if end > frame.len() || l4 + 20 > end {
+    let (v4, l3, l4, end) = locate(frame, 6)?;
+    if l4 + 20 > end {
         return None;
     }
     let thl = usize::from(frame[l4 + 12] >> 4) * 4;
@@ -81,15 +164,7 @@ pub fn segment_tcp(
         seg.extend_from_slice(&frame[..hdr]);
         seg.extend_from_slice(chunk);
         let tcp_len = thl + chunk.len();
-        if v4 {
-            set16(seg, l3 + 2, (l4 - l3 + tcp_len) as u16);
-            set16(seg, l3 + 4, id0.wrapping_add(i as u16));
-            set16(seg, l3 + 10, 0);
-            let c = !fold(sum(&seg[l3..l4], 0));
-            set16(seg, l3 + 10, c);
-        } else {
-            set16(seg, l3 + 4, tcp_len as u16);
-        }
+        set_ip(seg, v4, l3, l4, tcp_len, id0, i);
         let seq = seq0.wrapping_add((i * mss) as u32);
         seg[l4 + 4..l4 + 8].copy_from_slice(&seq.to_be_bytes());
         let mut f = flags0;
@@ -101,13 +176,7 @@ pub fn segment_tcp(
         }
         seg[l4 + 13] = f;
         set16(seg, l4 + 16, 0);
-        let addrs = if v4 {
-            &seg[l3 + 12..l3 + 20]
-        } else {
-            &seg[l3 + 8..l3 + 40]
-        };
-        let acc = sum(addrs, 6 + tcp_len as u64);
-        let c = !fold(sum(&seg[l4..], acc));
+        let c = l4_checksum(seg, v4, l3, l4, 6);
         set16(seg, l4 + 16, c);
         if !emit(seg) {
             return Some(i);
@@ -263,6 +332,78 @@ mod tests {
                 assert!(s.len() <= mtu + 14 + 8);
                 true
             });
+            // The same bytes as UDP, split at a random datagram size.
+            let mut u = f.clone();
+            if u.len() > 14 + 9 && u[12] == 0x08 {
+                u[14 + 9] = 17;
+            }
+            let size = 1 + (rnd() % 2000) as usize;
+            let _ = segment_udp(&u[..cut.max(u.len() / 2)], size, &mut seg, |s| {
+                assert!(s.len() <= 14 + 8 + 40 + 8 + size);
+                true
+            });
         }
+    }
+
+    /// A UDP GSO aggregate (`frame` with protocol 17: its first 8 TCP
+    /// bytes become the UDP header) splits into datagrams of the sender's
+    /// size, the last shorter, each with its IP and UDP lengths and valid
+    /// checksums, the payload in order; IPv4 and IPv6.
+    #[test]
+    fn udp_aggregates_split_into_the_senders_datagrams() {
+        for v4 in [true, false] {
+            let (l3, l4) = if v4 { (14, 34) } else { (14, 54) };
+            let mut f = frame(v4, 10_000);
+            if v4 {
+                f[l3 + 9] = 17;
+                f[l3 + 10..l3 + 12].fill(0);
+                let c = checksum(&f[l3..l4]);
+                f[l3 + 10..l3 + 12].copy_from_slice(&c.to_be_bytes());
+            } else {
+                f[l3 + 6] = 17;
+            }
+            let udp_total = f.len() - l4;
+            f[l4 + 4..l4 + 6].copy_from_slice(&(udp_total as u16).to_be_bytes());
+            let mut seg = Vec::new();
+            let mut out: Vec<Vec<u8>> = Vec::new();
+            let n = segment_udp(&f, 1200, &mut seg, |s| {
+                out.push(s.to_vec());
+                true
+            });
+            let payload = &f[l4 + 8..];
+            assert_eq!(n, Some(payload.len().div_ceil(1200)));
+            assert_eq!(out.len(), n.unwrap());
+            let mut data = Vec::new();
+            for (i, s) in out.iter().enumerate() {
+                let last = i + 1 == out.len();
+                let want = if last { payload.len() - 1200 * i } else { 1200 };
+                assert_eq!(s.len() - l4 - 8, want, "datagram {i}");
+                assert_eq!(be16(s, l4 + 4), 8 + want, "UDP length");
+                if v4 {
+                    assert_eq!(be16(s, l3 + 2), s.len() - 14);
+                    assert_eq!(checksum(&s[l3..l4]), 0, "IPv4 header checksum");
+                    assert_eq!(be16(s, l3 + 4) as u16, 0xfffeu16.wrapping_add(i as u16));
+                } else {
+                    assert_eq!(be16(s, l3 + 4), s.len() - l4);
+                }
+                let addrs = if v4 {
+                    &s[l3 + 12..l3 + 20]
+                } else {
+                    &s[l3 + 8..l3 + 40]
+                };
+                let ok = fold(sum(&s[l4..], sum(addrs, 17 + (s.len() - l4) as u64)));
+                assert_eq!(ok, 0xffff, "UDP checksum of datagram {i}");
+                assert_eq!(&s[l4..l4 + 4], &f[l4..l4 + 4], "ports kept");
+                data.extend_from_slice(&s[l4 + 8..]);
+            }
+            assert_eq!(&data[..], payload, "the payload, in order");
+        }
+        let mut seg = Vec::new();
+        let never = |_: &[u8]| -> bool { panic!("nothing to emit") };
+        assert_eq!(
+            segment_udp(&frame(true, 5000), 1200, &mut seg, never),
+            None,
+            "TCP"
+        );
     }
 }
