@@ -40,7 +40,10 @@ const PACKET_VNET_HDR: libc::c_int = 15;
 /// one before each received frame (its GSO type and size: how a sender's
 /// aggregate is to be cut).
 const VNET_HDR_LEN: usize = 10;
-/// `VIRTIO_NET_HDR_GSO_UDP_L4`: a UDP GSO aggregate (`UDP_SEGMENT`).
+/// `VIRTIO_NET_HDR_GSO_TCPV4`, `_TCPV6` and `_UDP_L4` (a UDP GSO
+/// aggregate, `UDP_SEGMENT`).
+const GSO_TCPV4: u8 = 1;
+const GSO_TCPV6: u8 = 4;
 const GSO_UDP_L4: u8 = 5;
 const PACKET_FANOUT: libc::c_int = 18;
 const PACKET_QDISC_BYPASS: libc::c_int = 20;
@@ -310,15 +313,13 @@ impl RxQueue for RxQ {
                 let mut refused = false;
                 // Segments no larger than a buffer holds (with two tags).
                 let mtu = self.mtu.min(FRAME_SIZE - crate::mbuf::HEADROOM - 22);
-                // A UDP aggregate: the sender's datagram size, from the
-                // virtio-net header before the frame.
-                let udp = (self.vnet && h + mac >= VNET_HDR_LEN)
-                    .then(|| {
-                        let v = &blk[h + mac - VNET_HDR_LEN..h + mac];
-                        (v[1] & 0x7f == GSO_UDP_L4)
-                            .then(|| usize::from(u16::from_le_bytes([v[4], v[5]])))
-                    })
-                    .flatten();
+                // The GSO type and size (a UDP aggregate's datagram size,
+                // a TCP one's segment payload) from the virtio-net header
+                // before the frame.
+                let gso = (self.vnet && h + mac >= VNET_HDR_LEN).then(|| {
+                    let v = &blk[h + mac - VNET_HDR_LEN..h + mac];
+                    (v[1] & 0x7f, usize::from(u16::from_le_bytes([v[4], v[5]])))
+                });
                 let split = (len == frame.len())
                     .then(|| {
                         let emit = |s: &[u8]| {
@@ -345,9 +346,14 @@ impl RxQueue for RxQ {
                                 false
                             }
                         };
-                        match udp {
-                            Some(size) => crate::gso::segment_udp(frame, size, &mut self.seg, emit),
-                            None => crate::gso::segment_tcp(frame, mtu, &mut self.seg, emit),
+                        match gso {
+                            Some((GSO_UDP_L4, size)) => {
+                                crate::gso::segment_udp(frame, size, &mut self.seg, emit)
+                            }
+                            Some((GSO_TCPV4 | GSO_TCPV6, mss)) => {
+                                crate::gso::segment_tcp(frame, mtu, Some(mss), &mut self.seg, emit)
+                            }
+                            _ => crate::gso::segment_tcp(frame, mtu, None, &mut self.seg, emit),
                         }
                     })
                     .flatten();

@@ -8,9 +8,10 @@
 //! and PSH on the last segment only, CWR on the first only, and each
 //! segment's TCP checksum computed whole.
 //!
-//! The segment size is the largest the MTU allows (MTU less the IP and
-//! TCP headers, options included), which the sender's own segment size
-//! is at most.
+//! The segment size is the sender's when known (the aggregate's GSO size,
+//! which the AF_PACKET port reads from the kernel's virtio-net header),
+//! capped at the largest the MTU allows (MTU less the IP and TCP headers,
+//! options included); without it, that largest.
 //!
 //! UDP aggregates (a sender's UDP GSO) are cut into the sender's
 //! datagrams instead ([`segment_udp`]): their boundaries are the
@@ -132,12 +133,15 @@ pub fn segment_udp(
 /// Splits `frame` (Ethernet, up to two VLAN tags, IPv4 without fragments
 /// or IPv6 without extension headers, TCP) into segments whose IP packets
 /// are at most `mtu` bytes, each built in `seg` and handed to `emit`
-/// (which returns false to stop: no buffer). Returns the segments handed
-/// over, or `None` when the frame is not a TCP segment it can split (or
-/// already fits).
+/// (which returns false to stop: no buffer). `sender_mss`, when known
+/// (the aggregate's GSO size), is the sender's segment payload, used when
+/// smaller than what the MTU allows (a peer's smaller MSS or path MTU is
+/// kept). Returns the segments handed over, or `None` when the frame is
+/// not a TCP segment it can split (or already fits).
 pub fn segment_tcp(
     frame: &[u8],
     mtu: usize,
+    sender_mss: Option<usize>,
     seg: &mut Vec<u8>,
     mut emit: impl FnMut(&[u8]) -> bool,
 ) -> Option<usize> {
@@ -151,6 +155,7 @@ pub fn segment_tcp(
         return None;
     }
     let mss = mtu.checked_sub(l4 - l3 + thl).filter(|&m| m >= 8)?;
+    let mss = sender_mss.filter(|&m| m > 0).map_or(mss, |m| m.min(mss));
     let payload = &frame[hdr..end];
     if payload.len() <= mss {
         return None;
@@ -252,7 +257,7 @@ mod tests {
             let f = frame(v4, 10_000);
             let mut seg = Vec::new();
             let mut out: Vec<Vec<u8>> = Vec::new();
-            let n = segment_tcp(&f, 1500, &mut seg, |s| {
+            let n = segment_tcp(&f, 1500, None, &mut seg, |s| {
                 out.push(s.to_vec());
                 true
             });
@@ -283,26 +288,57 @@ mod tests {
         }
     }
 
+    /// The sender's segment size (the aggregate's GSO size) is kept when
+    /// smaller than what the MTU allows, capped by it when larger.
+    #[test]
+    fn keeps_the_senders_smaller_segment_size() {
+        let f = frame(true, 10_000);
+        let mut seg = Vec::new();
+        for (hint, mss) in [
+            (Some(500), 500),
+            (Some(5000), 1500 - 20 - 32),
+            (Some(0), 1448),
+        ] {
+            let mut sizes = Vec::new();
+            let n = segment_tcp(&f, 1500, hint, &mut seg, |s| {
+                sizes.push(s.len() - 14 - 20 - 32);
+                true
+            });
+            assert_eq!(n, Some(10_000usize.div_ceil(mss)), "{hint:?}");
+            assert!(
+                sizes[..sizes.len() - 1].iter().all(|&l| l == mss),
+                "{hint:?}"
+            );
+            assert_eq!(sizes.iter().sum::<usize>(), 10_000);
+        }
+    }
+
     #[test]
     fn leaves_what_it_cannot_or_need_not_split() {
         let mut seg = Vec::new();
         let never = |_: &[u8]| -> bool { panic!("nothing to emit") };
-        assert_eq!(segment_tcp(&frame(true, 1000), 1500, &mut seg, never), None);
+        assert_eq!(
+            segment_tcp(&frame(true, 1000), 1500, None, &mut seg, never),
+            None
+        );
         let mut udp = frame(true, 5000);
         udp[14 + 9] = 17;
-        assert_eq!(segment_tcp(&udp, 1500, &mut seg, never), None);
+        assert_eq!(segment_tcp(&udp, 1500, None, &mut seg, never), None);
         let mut frag = frame(true, 5000);
         frag[14 + 6] = 0x20;
-        assert_eq!(segment_tcp(&frag, 1500, &mut seg, never), None);
+        assert_eq!(segment_tcp(&frag, 1500, None, &mut seg, never), None);
         let short = frame(true, 5000);
-        assert_eq!(segment_tcp(&short[..3000], 1500, &mut seg, never), None);
         assert_eq!(
-            segment_tcp(&frame(true, 5000)[..30], 1500, &mut seg, never),
+            segment_tcp(&short[..3000], 1500, None, &mut seg, never),
+            None
+        );
+        assert_eq!(
+            segment_tcp(&frame(true, 5000)[..30], 1500, None, &mut seg, never),
             None
         );
         // No buffer after two: two handed over.
         let mut k = 0;
-        let got = segment_tcp(&frame(false, 5000), 1500, &mut seg, |_| {
+        let got = segment_tcp(&frame(false, 5000), 1500, None, &mut seg, |_| {
             k += 1;
             k <= 2
         });
@@ -328,7 +364,7 @@ mod tests {
             }
             let cut = (rnd() as usize) % (f.len() + 1);
             let mtu = 60 + (rnd() % 1500) as usize;
-            let _ = segment_tcp(&f[..cut.max(f.len() / 2)], mtu, &mut seg, |s| {
+            let _ = segment_tcp(&f[..cut.max(f.len() / 2)], mtu, None, &mut seg, |s| {
                 assert!(s.len() <= mtu + 14 + 8);
                 true
             });
