@@ -832,8 +832,9 @@ impl Mirrored {
         }
     }
 
-    /// After the config's routes changed in place (`sluice ctl route
-    /// add`): those through interfaces that are down are cut.
+    /// After the config's routes were installed afresh (a reload, or
+    /// `sluice ctl route add` in place): those through interfaces that are
+    /// down are cut.
     pub fn restatic(
         &mut self,
         fib: &mut pipeline::fib::FibWriter,
@@ -854,13 +855,11 @@ impl Mirrored {
     ) {
         self.readdress = true;
         for r in &setup.routes {
-            let key = (r.addr, r.len);
-            let live = r
+            let through_down = r
                 .paths
                 .iter()
-                .filter(|h| !self.is_down(h.port, &setup.interfaces))
-                .count();
-            if live != r.paths.len() || self.cut.contains(&key) {
+                .any(|h| self.is_down(h.port, &setup.interfaces));
+            if through_down || self.cut.contains(&(r.addr, r.len)) {
                 self.install_static(r, fib, &setup.interfaces);
             }
         }
@@ -929,9 +928,7 @@ impl Mirrored {
             }
         }
         self.cut.clear();
-        if self.links.values().any(|up| !up) {
-            self.relink(fib, setup);
-        }
+        self.restatic(fib, setup);
     }
 
     fn add(&mut self, a: IpAddr, l: u8, p: Vec<NextHop>, fib: &mut pipeline::fib::FibWriter) {

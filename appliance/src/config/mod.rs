@@ -682,13 +682,14 @@ fn check_worker_gen(
             "rx_usecs and rx_frames are a softnic port's interrupt coalescing, not a generator's",
         );
     }
-    let mut c = ports::check_gen(cx, &at, raw, MacAddr::default(), true);
-    if raw.flows.is_none() {
-        // The mode's default, in whole rounds of a size mix.
-        let n = (c.sizes.len() as u32).max(1);
-        c.flows = flows.div_ceil(n) * n;
-    }
-    Some(c)
+    Some(ports::check_gen(
+        cx,
+        &at,
+        raw,
+        MacAddr::default(),
+        true,
+        flows,
+    ))
 }
 
 /// Checks the `[[vlan]]` tables: each one's name (given, or `PORT.ID`,

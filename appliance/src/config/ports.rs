@@ -357,7 +357,8 @@ pub(super) fn driver_name(d: Driver) -> &'static str {
 }
 
 pub(super) fn check_softnic(cx: &mut Ctx<'_>, i: usize, s: &RawSoftnic, mac: MacAddr) -> PortKind {
-    let g = check_gen(cx, &format!("port[{i}].softnic"), s, mac, false);
+    let flows = GenConfig::default().flows;
+    let g = check_gen(cx, &format!("port[{i}].softnic"), s, mac, false, flows);
     let d = Coalesce::default();
     PortKind::Softnic {
         gen: g,
@@ -370,17 +371,20 @@ pub(super) fn check_softnic(cx: &mut Ctx<'_>, i: usize, s: &RawSoftnic, mac: Mac
 
 /// A generator's settings (`[port.softnic]`, or a `txonly`/`flowgen`
 /// worker's `[worker.gen]` at `at`, where a rate of 0 means idle until
-/// `sluice ctl gen start`), sending to `dst_mac`.
+/// `sluice ctl gen start`), sending to `dst_mac`; `default_flows` when
+/// `flows` is not given (rounded up to whole rounds of a size mix).
 pub(super) fn check_gen(
     cx: &mut Ctx<'_>,
     at: &str,
     s: &RawSoftnic,
     dst_mac: MacAddr,
     idle_ok: bool,
+    default_flows: u32,
 ) -> GenConfig {
     let k = |f: &str| format!("{at}.{f}");
     let mut g = GenConfig {
         dst_mac,
+        flows: default_flows,
         ..GenConfig::default()
     };
     g.rate = match s.rate.get_ref() {

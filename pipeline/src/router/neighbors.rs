@@ -36,24 +36,36 @@ impl Router {
             .then_some(m)
     }
 
-    pub(super) fn learn4(&mut self, port: u16, a: u32, m: MacAddr) -> bool {
-        let changed = learn(&mut self.neigh4, self.now_ns, (port, a), m);
-        self.resolved(port, 4, u128::from(a));
+    /// Learns `a` at `m` from an ARP/ND message seen here: packets held
+    /// for it are sent, and the other workers are told. True if the entry
+    /// is new or its MAC changed.
+    pub(super) fn learn_ip(&mut self, port: u16, a: IpAddr, m: MacAddr) -> bool {
+        let changed = self.take_neighbor(port, a, m);
         if changed {
             self.bump();
         }
-        self.share(port, IpAddr::V4(Ipv4Addr::from(a)), m);
+        self.share(port, a, m);
         changed
     }
 
-    pub(super) fn learn6(&mut self, port: u16, a: u128, m: MacAddr) -> bool {
-        let changed = learn(&mut self.neigh6, self.now_ns, (port, a), m);
-        self.resolved(port, 6, a);
-        if changed {
-            self.bump();
+    /// Puts `a` at `m` in its family's table as learned now (configured
+    /// and kernel entries stay) and sends what was held for it; true if
+    /// the entry is new or its MAC changed.
+    fn take_neighbor(&mut self, port: u16, a: IpAddr, m: MacAddr) -> bool {
+        match a {
+            IpAddr::V4(v) => {
+                let k = u32::from(v);
+                let changed = learn(&mut self.neigh4, self.now_ns, (port, k), m);
+                self.resolved(port, 4, u128::from(k));
+                changed
+            }
+            IpAddr::V6(v) => {
+                let k = u128::from(v);
+                let changed = learn(&mut self.neigh6, self.now_ns, (port, k), m);
+                self.resolved(port, 6, k);
+                changed
+            }
         }
-        self.share(port, IpAddr::V6(a.into()), m);
-        changed
     }
 
     /// Keeps a neighbour learned here (or confirmed: another worker's
@@ -74,18 +86,7 @@ impl Router {
     pub fn learn_shared(&mut self, learned: &[(u16, IpAddr, MacAddr)]) {
         let mut changed = false;
         for &(port, a, m) in learned {
-            match a {
-                IpAddr::V4(v) => {
-                    let k = u32::from(v);
-                    changed |= learn(&mut self.neigh4, self.now_ns, (port, k), m);
-                    self.resolved(port, 4, u128::from(k));
-                }
-                IpAddr::V6(v) => {
-                    let k = u128::from(v);
-                    changed |= learn(&mut self.neigh6, self.now_ns, (port, k), m);
-                    self.resolved(port, 6, k);
-                }
-            }
+            changed |= self.take_neighbor(port, a, m);
         }
         if changed {
             self.bump();
@@ -206,7 +207,7 @@ impl Router {
             .iter()
             .any(|(x, l)| prefix::in4(spa_u, (u32::from(*x), *l)));
         let ours = iface.ipv4.iter().any(|(x, _)| x.octets() == tpa);
-        if on_link && spa_u != 0 && self.learn4(in_port, spa_u, sha) {
+        if on_link && spa_u != 0 && self.learn_ip(in_port, IpAddr::V4(Ipv4Addr::from(spa_u)), sha) {
             self.count(Event::ArpLearned);
         }
         if op == ARP_REQUEST && ours {
@@ -279,7 +280,7 @@ impl Router {
         };
         if learn_ip != 0 {
             if let Some(m) = learn_mac {
-                if self.learn6(in_port, learn_ip, m) {
+                if self.learn_ip(in_port, IpAddr::V6(learn_ip.into()), m) {
                     self.count(Event::NdLearned);
                 }
             }
