@@ -290,3 +290,125 @@ fn txonly_frames_match_testpmds() {
     }
     std::fs::remove_dir_all(&d).unwrap();
 }
+
+/// txonly and flowgen into a net_ring, rxonly out of it on another core
+/// (the shipped `configs/dpdk-ring-txrx.toml`, paced so that the ring never
+/// fills): every frame made arrives signed, in order, once, except what the
+/// ring still held when the run stopped.
+#[test]
+fn generated_frames_cross_a_ring_to_rxonly() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let d = std::env::temp_dir().join(format!("sluice-tpmd-ring-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    let shipped = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../configs/dpdk-ring-txrx.toml"
+    ))
+    .unwrap();
+    for (mode, flows) in [("txonly", 1u64), ("flowgen", 64)] {
+        let cfg = d.join(format!("{mode}.toml"));
+        let text = shipped
+            .replace("duration = 5", "duration = 1")
+            .replace("rate = \"max\"", &format!("rate = 20000\nflows = {flows}"))
+            .replace("mode = \"txonly\"", &format!("mode = \"{mode}\""))
+            + "[dpdk]\neal_args = [\"--no-huge\", \"-m\", \"512\"]\n";
+        std::fs::write(&cfg, text).unwrap();
+        let o = Command::new(env!("CARGO_BIN_EXE_sluice"))
+            .arg("run")
+            .arg(&cfg)
+            .arg("--json")
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        let out = String::from_utf8_lossy(&o.stdout);
+        let s: serde_json::Value = serde_json::from_str(out.lines().last().unwrap()).unwrap();
+        let b = &s["balance"];
+        assert_eq!(b["balanced"], true, "{s}");
+        assert_eq!(b["tx_full"], 0, "paced: the ring never fills: {s}");
+        let made = b["generated"].as_u64().unwrap();
+        let t = &s["cores"][1]["tester"];
+        let signed = t["signed"].as_u64().unwrap();
+        assert!(made >= 1000, "{mode}: made {made}: too few to check");
+        assert!(
+            signed <= made && made - signed <= 1024,
+            "{mode}: {signed} of {made} received (the ring holds 1024): {s}"
+        );
+        assert_eq!(s["ports"][1]["rx_pkts"].as_u64(), Some(signed), "{s}");
+        for k in ["unsigned", "lost", "reordered", "duplicate"] {
+            assert_eq!(t[k], 0, "{mode}: {k}: {s}");
+        }
+        assert_eq!(t["latency_ns"]["count"].as_u64(), Some(signed), "{s}");
+    }
+    std::fs::remove_dir_all(&d).unwrap();
+}
+
+/// flowgen with testpmd's address plan (source 10.254.0.0 port 1000,
+/// destinations from 10.253.0.0 on, one address a flow, port 1001,
+/// 64-byte frames): Sluice's `walk = "sequential"` sends testpmd's frames
+/// in testpmd's order, flow after flow.
+#[test]
+fn flowgen_frames_match_testpmds() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    if !common::have("dpdk-testpmd") {
+        return;
+    }
+    let d = dir("flowgen");
+    let empty = d.join("empty.pcap");
+    common::write_pcap(&empty, &[]);
+    let (theirs, text) = run_testpmd(
+        &d,
+        &empty,
+        "(sleep 2; echo start; sleep 0.05; echo stop; echo quit)",
+        "-i --forward-mode=flowgen --flowgen-flows=64",
+    );
+    assert!(
+        theirs.len() >= 128,
+        "testpmd's flowgen sent {}:\n{text}",
+        theirs.len()
+    );
+    let (ours, s) = sluice_with(
+        &d,
+        "flowgen",
+        &empty,
+        "[worker.gen]\nrate = 2000\nsize = 60\nflows = 64\nwalk = \"sequential\"\n\
+         src_ip = \"10.254.0.0/32\"\ndst_ip = \"10.253.0.0-10.253.0.63\"\n\
+         src_port = \"1000\"\ndst_port = \"1001\"\nsignature = false\n",
+    );
+    assert_eq!(s["balance"]["balanced"], true, "{s}");
+    assert!(
+        ours.len() >= 128,
+        "Sluice's flowgen sent {}: {s}",
+        ours.len()
+    );
+    for (i, (f, t)) in ours.iter().zip(&theirs).take(128).enumerate() {
+        assert_eq!(f.len(), t.len(), "frame {i}: length");
+        // MACs: Sluice's are the port's and its peer's; testpmd's flowgen
+        // has fixed ones (00:01:02:03:04:00 -> :01).
+        assert_eq!(t[..12], [0, 1, 2, 3, 4, 1, 0, 1, 2, 3, 4, 0], "frame {i}");
+        assert_eq!(f[..6], [2, 0, 0, 0, 0, 0], "frame {i}: peer_mac");
+        assert_eq!(f[6..12], PCAP_MAC_BYTES, "frame {i}: the port's MAC");
+        assert_eq!(
+            f[12..20],
+            t[12..20],
+            "frame {i}: ethertype, IPv4 header, length, id"
+        );
+        assert_eq!((f[20], t[20]), (0x40, 0), "frame {i}: DF in Sluice's only");
+        assert_eq!(f[22..24], t[22..24], "frame {i}: TTL, protocol");
+        assert_eq!(f[26..34], t[26..34], "frame {i}: addresses");
+        assert_eq!(
+            f[30..34],
+            [10, 253, 0, (i % 64) as u8],
+            "frame {i}: flow order"
+        );
+        assert_eq!(f[34..40], t[34..40], "frame {i}: UDP ports and length");
+        for fr in [f, t] {
+            assert_eq!(
+                pipeline::checksum::checksum(&fr[14..34]),
+                0,
+                "frame {i}: IPv4 checksum"
+            );
+        }
+    }
+    std::fs::remove_dir_all(&d).unwrap();
+}

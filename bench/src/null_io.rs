@@ -40,7 +40,9 @@ pub struct NullIo {
     #[arg(long, value_enum, default_value_t = Huge::Auto)]
     hugepages: Huge,
     /// Forwarding mode on both sides (io, mac, macswap, 5tswap; txonly
-    /// with a txonly config: one `no-rx` net_null port).
+    /// with a txonly config: one `no-rx` net_null port; `ring` with a
+    /// txonly -> rxonly config over net_ring0, against testpmd's txonly in
+    /// a primary process and rxonly in a secondary one on the same ring).
     #[arg(long, default_value = "io")]
     forward_mode: String,
 }
@@ -72,6 +74,12 @@ fn sluice_run(a: &NullIo) -> Result<(f64, f64)> {
     let last = text.lines().last().context("sluice printed nothing")?;
     let r: serde_json::Value = serde_json::from_str(last)?;
     // Skip the first second (start-up) by using the period reports.
+    // Over a ring: what the rxonly worker took out of it.
+    let key = if a.forward_mode == "ring" {
+        "rx_pps"
+    } else {
+        "tx_pps"
+    };
     let periods: Vec<serde_json::Value> = text
         .lines()
         .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
@@ -86,7 +94,7 @@ fn sluice_run(a: &NullIo) -> Result<(f64, f64)> {
             .as_array()
             .context("ports")?
             .iter()
-            .map(|p| p["tx_pps"].as_f64().unwrap_or(0.0))
+            .map(|p| p[key].as_f64().unwrap_or(0.0))
             .sum();
         pps.push(p / 1e6);
         cpp.push(v["cores"][0]["cycles_per_pkt"].as_f64().unwrap_or(f64::NAN));
@@ -117,10 +125,13 @@ fn setup_hugepages() -> bool {
 /// non-zero stats period.
 fn testpmd_run(a: &NullIo, huge: bool, run: usize) -> Result<f64> {
     let prefix = format!("sluice-bench-{}-{run}", std::process::id());
+    if a.forward_mode == "ring" {
+        return testpmd_ring_run(a, &prefix);
+    }
     // txonly: one port that receives nothing (as the Sluice config).
     let tx = a.forward_mode == "txonly";
     let mut cmd = Command::new("timeout");
-    cmd.args(["-s", "INT", &(a.seconds + 2).to_string(), "dpdk-testpmd"])
+    cmd.args(["-s", "INT", &(a.seconds + 3).to_string(), "dpdk-testpmd"])
         .args(["-l", &format!("0,{}", a.core), "--no-pci"]);
     if tx {
         cmd.args(["--vdev", "net_null0,no-rx=1"]);
@@ -146,30 +157,95 @@ fn testpmd_run(a: &NullIo, huge: bool, run: usize) -> Result<f64> {
     // Each stats period prints one "Rx-pps: … Rx-bps" and one "Tx-pps:"
     // line per port (2 ports; txonly: 1, and what it sent counts).
     let (key, ports) = if tx { ("Tx-pps:", 1) } else { ("Rx-pps:", 2) };
+    testpmd_pps(&text, key, ports).with_context(|| {
+        format!(
+            "dpdk-testpmd printed no throughput (exit {}):\n{}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        )
+    })
+}
+
+/// The Mpps of the periods after the first busy one in testpmd's stats
+/// output (`key`: "Rx-pps:" or "Tx-pps:"), each period summed over
+/// `ports` lines; `None` when it printed no throughput.
+fn testpmd_pps(text: &str, key: &str, ports: usize) -> Option<f64> {
     let per_port: Vec<f64> = text
         .lines()
         .filter_map(|l| l.trim().strip_prefix(key))
         .filter_map(|l| l.split_whitespace().next()?.parse().ok())
         .collect();
-    let periods: Vec<f64> = per_port
+    let busy: Vec<f64> = per_port
         .chunks_exact(ports)
         .map(|c| c.iter().sum())
-        .collect();
-    let busy: Vec<f64> = periods
-        .iter()
-        .copied()
-        .skip_while(|&p| p == 0.0)
+        .skip_while(|&p: &f64| p == 0.0)
         .skip(1)
         .filter(|&p| p > 0.0)
         .collect();
-    if busy.is_empty() {
-        bail!(
-            "dpdk-testpmd printed no throughput (exit {}):\n{}",
+    (!busy.is_empty()).then(|| mean(&busy) / 1e6)
+}
+
+/// testpmd's txonly -> rxonly over net_ring0: txonly in a primary process
+/// (forwarding on the bench's core), rxonly in a secondary process on the
+/// same port and queue (forwarding on core 0), as Sluice's two workers;
+/// the rate is what the secondary received. Multi-process needs
+/// hugepages (the ring lives in shared memory).
+fn testpmd_ring_run(a: &NullIo, prefix: &str) -> Result<f64> {
+    let testpmd = |secs: u64, lcores: String, main: usize, kind: &str, mode: &str| {
+        let mut cmd = Command::new("timeout");
+        cmd.args(["-s", "INT", &secs.to_string(), "dpdk-testpmd"])
+            .args(["-l", &lcores, "--main-lcore", &main.to_string(), "--no-pci"])
+            .args(["--file-prefix", prefix, "--proc-type", kind]);
+        if kind == "primary" {
+            cmd.args(["--vdev", "net_ring0"]);
+        }
+        cmd.args([
+            "--",
+            &format!("--forward-mode={mode}"),
+            &format!("--burst={}", a.burst),
+            "--stats-period=1",
+            "--num-procs=1",
+            "--proc-id=0",
+        ])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+        cmd
+    };
+    let mut primary = testpmd(
+        a.seconds + 6,
+        format!("0,{}", a.core),
+        0,
+        "primary",
+        "txonly",
+    )
+    .spawn()
+    .context("running dpdk-testpmd (primary)")?;
+    // The primary sets the port up before the secondary may attach.
+    std::thread::sleep(Duration::from_secs(3));
+    let out = testpmd(
+        a.seconds + 2,
+        format!("{},0", a.core),
+        a.core,
+        "secondary",
+        "rxonly",
+    )
+    .output()
+    .context("running dpdk-testpmd (secondary)");
+    let _ = Command::new("kill")
+        .args(["-INT", &primary.id().to_string()])
+        .status();
+    let _ = primary.wait();
+    let out = out?;
+    // Both processes print the shared port's stats; the secondary's
+    // periods are the ones while rxonly ran.
+    testpmd_pps(&String::from_utf8_lossy(&out.stdout), "Rx-pps:", 1).with_context(|| {
+        format!(
+            "dpdk-testpmd (secondary, rxonly) printed no throughput (exit {}):\n{}",
             out.status,
             String::from_utf8_lossy(&out.stderr)
-        );
-    }
-    Ok(mean(&busy) / 1e6)
+        )
+    })
 }
 
 pub fn null_io(a: NullIo) -> Result<()> {
@@ -182,7 +258,12 @@ pub fn null_io(a: NullIo) -> Result<()> {
         if huge {
             modes.push(true);
         }
-        modes.push(false);
+        // Multi-process (the ring's two sides) needs hugepages.
+        if a.forward_mode != "ring" {
+            modes.push(false);
+        } else if !huge {
+            eprintln!("bench: no hugepages, so no testpmd primary/secondary pair over net_ring");
+        }
     } else {
         eprintln!("bench: dpdk-testpmd not installed (apt-get install dpdk); Sluice only");
     }
@@ -221,9 +302,13 @@ pub fn null_io(a: NullIo) -> Result<()> {
     );
     for (i, &h) in modes.iter().enumerate() {
         let tp = median(&mut t_pps[i]);
+        let what = if a.forward_mode == "ring" {
+            "txonly -> rxonly (primary, secondary process), net_ring".to_string()
+        } else {
+            format!("{}, net_null", a.forward_mode)
+        };
         println!(
-            "| dpdk-testpmd {}, net_null, {} | {tp:.1} | {:.1} | {:.2} |",
-            a.forward_mode,
+            "| dpdk-testpmd {what}, {} | {tp:.1} | {:.1} | {:.2} |",
             if h { "hugepages" } else { "--no-huge -m 1024" },
             tsc.hz as f64 / (tp * 1e6),
             sp / tp

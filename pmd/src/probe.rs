@@ -55,6 +55,18 @@ pub enum Pattern {
     Poisson,
 }
 
+/// How flows take their addresses and ports from the spans.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Walk {
+    /// Each field drawn at random from its span (reproducible from the
+    /// seed).
+    Random,
+    /// Flow `i` takes the `i`-th value of each span (wrapping at its end):
+    /// testpmd's `flowgen` walks its destination addresses this way, and
+    /// TRex's field engine with `op = "inc"`.
+    Sequential,
+}
+
 /// An inclusive range of values.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Span<T> {
@@ -88,6 +100,8 @@ pub struct GenConfig {
     pub ipv6_share: f64,
     /// Inter-arrival pattern.
     pub pattern: Pattern,
+    /// How flows take their addresses and ports from the spans.
+    pub walk: Walk,
     /// IPv4 source addresses.
     pub src_ip: Span<Ipv4Addr>,
     /// IPv4 destination addresses.
@@ -123,6 +137,7 @@ impl Default for GenConfig {
             tcp_share: 0.0,
             ipv6_share: 0.0,
             pattern: Pattern::Constant,
+            walk: Walk::Random,
             src_ip: Span {
                 first: Ipv4Addr::new(198, 18, 0, 1),
                 last: Ipv4Addr::new(198, 18, 0, 254),
@@ -201,10 +216,20 @@ fn symmetric_hash(a: &[u8], b: &[u8], pa: u16, pb: u16) -> u32 {
     (x ^ (x >> 33)) as u32
 }
 
-fn pick<T: Copy + Into<u128> + TryFrom<u128>>(rng: &mut SmallRng, s: Span<T>) -> T {
+/// A value from span `s` for flow number `flow`: drawn from `rng`, or
+/// (sequential) the flow's place in the span, wrapping at its end.
+fn pick<T: Copy + Into<u128> + TryFrom<u128>>(
+    rng: &mut SmallRng,
+    s: Span<T>,
+    walk: Walk,
+    flow: usize,
+) -> T {
     let (a, b) = (s.first.into(), s.last.into());
     let (lo, hi) = if a <= b { (a, b) } else { (b, a) };
-    let v = lo + rng.random_range(0..=(hi - lo).min(u64::MAX as u128) as u64) as u128;
+    let v = match walk {
+        Walk::Random => lo + rng.random_range(0..=(hi - lo).min(u64::MAX as u128) as u64) as u128,
+        Walk::Sequential => lo + (flow as u128) % (hi - lo).saturating_add(1),
+    };
     T::try_from(v).unwrap_or(s.first)
 }
 
@@ -239,16 +264,24 @@ pub fn build_flows(cfg: &GenConfig, rng: &mut SmallRng, nrxq: u16, max_len: usiz
                 0 => cfg.size,
                 n => cfg.sizes[i % n],
             };
-            build_flow(cfg, size, rng, nrxq, max_len)
+            build_flow(cfg, i, size, rng, nrxq, max_len)
         })
         .collect()
 }
 
-fn build_flow(cfg: &GenConfig, size: usize, rng: &mut SmallRng, nrxq: u16, max_len: usize) -> Flow {
+fn build_flow(
+    cfg: &GenConfig,
+    i: usize,
+    size: usize,
+    rng: &mut SmallRng,
+    nrxq: u16,
+    max_len: usize,
+) -> Flow {
     let tcp = rng.random_bool(cfg.tcp_share.clamp(0.0, 1.0));
     let v6 = rng.random_bool(cfg.ipv6_share.clamp(0.0, 1.0));
-    let sport = pick(rng, cfg.src_port);
-    let dport = pick(rng, cfg.dst_port);
+    let w = cfg.walk;
+    let sport = pick(rng, cfg.src_port, w, i);
+    let dport = pick(rng, cfg.dst_port, w, i);
     let l3_len = if v6 { 40 } else { 20 };
     let l4_len = if tcp { 20 } else { 8 };
     let min = min_len(v6, tcp);
@@ -266,8 +299,8 @@ fn build_flow(cfg: &GenConfig, size: usize, rng: &mut SmallRng, nrxq: u16, max_l
     let proto = if tcp { IpProto::TCP } else { IpProto::UDP };
     let (pseudo, rss) = if v6 {
         eth.set_ethertype(EtherType::IPV6);
-        let src = pick(rng, cfg.src_ip6.map(u128::from)).to_be_bytes();
-        let dst = pick(rng, cfg.dst_ip6.map(u128::from)).to_be_bytes();
+        let src = pick(rng, cfg.src_ip6.map(u128::from), w, i).to_be_bytes();
+        let dst = pick(rng, cfg.dst_ip6.map(u128::from), w, i).to_be_bytes();
         let mut ip = Ipv6Packet::new_unchecked(&mut f[ETHERNET_HEADER_LEN..]);
         ip.set_version();
         ip.set_payload_len(l4_total as u16);
@@ -281,8 +314,8 @@ fn build_flow(cfg: &GenConfig, size: usize, rng: &mut SmallRng, nrxq: u16, max_l
         )
     } else {
         eth.set_ethertype(EtherType::IPV4);
-        let src = pick(rng, cfg.src_ip.map(u32::from)).to_be_bytes();
-        let dst = pick(rng, cfg.dst_ip.map(u32::from)).to_be_bytes();
+        let src = pick(rng, cfg.src_ip.map(u32::from), w, i).to_be_bytes();
+        let dst = pick(rng, cfg.dst_ip.map(u32::from), w, i).to_be_bytes();
         let mut ip = Ipv4Packet::new_unchecked(&mut f[ETHERNET_HEADER_LEN..]);
         ip.set_version_ihl(20);
         ip.set_total_len((len - ETHERNET_HEADER_LEN) as u16);
@@ -741,6 +774,82 @@ mod tests {
         // The mean of the simple IMIX on the wire (with FCS): 353.8 bytes.
         let wire: usize = IMIX.iter().map(|l| l + 4).sum();
         assert_eq!(wire, 64 * 7 + 594 * 4 + 1518);
+    }
+
+    /// A sequential walk gives flow `i` the `i`-th value of each span,
+    /// wrapping at its end (testpmd's flowgen: destinations in order);
+    /// a random one draws, reproducibly from the seed.
+    #[test]
+    fn a_sequential_walk_takes_each_span_in_order() {
+        let span = |a: [u8; 4], b: [u8; 4]| Span {
+            first: Ipv4Addr::from(a),
+            last: Ipv4Addr::from(b),
+        };
+        let cfg = GenConfig {
+            flows: 6,
+            walk: Walk::Sequential,
+            src_ip: span([10, 254, 0, 0], [10, 254, 0, 0]),
+            dst_ip: span([10, 253, 0, 0], [10, 253, 0, 3]),
+            src_port: Span {
+                first: 1000,
+                last: 1001,
+            },
+            dst_port: Span {
+                first: 1001,
+                last: 1001,
+            },
+            ..Default::default()
+        };
+        let fields = |f: &Flow| {
+            let d = &f.frame;
+            (
+                [d[26], d[27], d[28], d[29]],
+                [d[30], d[31], d[32], d[33]],
+                u16::from_be_bytes([d[34], d[35]]),
+                u16::from_be_bytes([d[36], d[37]]),
+            )
+        };
+        let got: Vec<_> = build_flows(&cfg, &mut rng_for(1, 0), 1, 2048)
+            .iter()
+            .map(fields)
+            .collect();
+        let want: Vec<_> = (0..6u8)
+            .map(|i| {
+                (
+                    [10, 254, 0, 0],
+                    [10, 253, 0, i % 4],
+                    1000 + u16::from(i % 2),
+                    1001,
+                )
+            })
+            .collect();
+        assert_eq!(got, want);
+        // IPv6 walks the same way.
+        let v6 = GenConfig {
+            ipv6_share: 1.0,
+            ..cfg.clone()
+        };
+        let dsts: Vec<u8> = build_flows(&v6, &mut rng_for(1, 0), 1, 2048)
+            .iter()
+            .map(|f| f.frame[14 + 39])
+            .collect();
+        let first = GenConfig::default().dst_ip6.first.octets()[15];
+        assert_eq!(dsts, (0..6).map(|i| first + i).collect::<Vec<u8>>());
+        // Random: the same seed, the same flows; not in order.
+        let random = GenConfig {
+            walk: Walk::Random,
+            flows: 64,
+            dst_ip: span([10, 253, 0, 0], [10, 253, 255, 255]),
+            ..cfg
+        };
+        let a: Vec<_> = build_flows(&random, &mut rng_for(1, 0), 1, 2048);
+        let b: Vec<_> = build_flows(&random, &mut rng_for(1, 0), 1, 2048);
+        assert!(a.iter().zip(&b).all(|(x, y)| x.frame == y.frame));
+        assert!(a.windows(2).any(|w| fields(&w[1]).1 != {
+            let mut n = fields(&w[0]).1;
+            n[3] = n[3].wrapping_add(1);
+            n
+        }));
     }
 
     /// Constant pacing spaces packets evenly, skips a backlog, and the

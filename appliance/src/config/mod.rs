@@ -41,7 +41,7 @@ pub use router::{Route, RouterSetup};
 
 use crate::poll::{self, Policy};
 use pipeline::wire::MacAddr;
-use pmd::softnic::{Coalesce, GenConfig, Pattern, Rate, Span};
+use pmd::softnic::{Coalesce, GenConfig, Pattern, Rate, Span, Walk};
 use serde::Deserialize;
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;

@@ -472,17 +472,23 @@ pub(super) fn check_gen(
             RawPattern::Poisson => Pattern::Poisson,
         };
     }
+    if let Some(w) = s.walk {
+        g.walk = match w {
+            RawWalk::Random => Walk::Random,
+            RawWalk::Sequential => Walk::Sequential,
+        };
+    }
     if let Some(p) = s.src_ip {
-        g.src_ip = p.0.span();
+        g.src_ip = p.0 .0;
     }
     if let Some(p) = s.dst_ip {
-        g.dst_ip = p.0.span();
+        g.dst_ip = p.0 .0;
     }
     if let Some(p) = s.src_ip6 {
-        g.src_ip6 = p.0.span();
+        g.src_ip6 = p.0 .0;
     }
     if let Some(p) = s.dst_ip6 {
-        g.dst_ip6 = p.0.span();
+        g.dst_ip6 = p.0 .0;
     }
     if let Some(r) = s.src_port {
         g.src_port = Span {

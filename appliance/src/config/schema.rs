@@ -78,6 +78,54 @@ macro_rules! prefix_fromstr {
 prefix_fromstr!(Ipv4Addr, pipeline::prefix::Ipv4Net, 32, u32);
 prefix_fromstr!(Ipv6Addr, pipeline::prefix::Ipv6Net, 128, u128);
 
+/// The addresses a generator's flows take: a prefix (its hosts, as
+/// [`Prefix::span`] gives them), one address, or a range
+/// `10.253.0.0-10.253.0.255` (every address in it, ends included).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AddrSpan<A>(pub Span<A>);
+
+impl<A> std::str::FromStr for AddrSpan<A>
+where
+    A: std::str::FromStr + Ord + Copy,
+    Prefix<A>: std::str::FromStr<Err = String> + PrefixSpan<A>,
+{
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        let Some((a, b)) = s.split_once('-') else {
+            return Ok(AddrSpan(s.parse::<Prefix<A>>()?.hosts()));
+        };
+        let bad = || format!("`{s}` is not a prefix, an address or a range first-last");
+        let (first, last): (A, A) = (
+            a.trim().parse().map_err(|_| bad())?,
+            b.trim().parse().map_err(|_| bad())?,
+        );
+        if first > last {
+            return Err(format!(
+                "`{s}`: the range's first address is after its last"
+            ));
+        }
+        Ok(AddrSpan(Span { first, last }))
+    }
+}
+
+/// [`Prefix::span`] for either address family (for [`AddrSpan`]).
+pub trait PrefixSpan<A> {
+    /// The prefix's hosts.
+    fn hosts(&self) -> Span<A>;
+}
+
+impl PrefixSpan<Ipv4Addr> for Prefix<Ipv4Addr> {
+    fn hosts(&self) -> Span<Ipv4Addr> {
+        self.span()
+    }
+}
+
+impl PrefixSpan<Ipv6Addr> for Prefix<Ipv6Addr> {
+    fn hosts(&self) -> Span<Ipv6Addr> {
+        self.span()
+    }
+}
+
 /// A port range `1024-65535` or a single port `53`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct PortRange(pub u16, pub u16);
@@ -364,10 +412,11 @@ pub(super) struct RawSoftnic {
     pub(super) tcp_share: Option<Spanned<f64>>,
     pub(super) ipv6_share: Option<Spanned<f64>>,
     pub(super) pattern: Option<RawPattern>,
-    pub(super) src_ip: Option<Str<Prefix<Ipv4Addr>>>,
-    pub(super) dst_ip: Option<Str<Prefix<Ipv4Addr>>>,
-    pub(super) src_ip6: Option<Str<Prefix<Ipv6Addr>>>,
-    pub(super) dst_ip6: Option<Str<Prefix<Ipv6Addr>>>,
+    pub(super) walk: Option<RawWalk>,
+    pub(super) src_ip: Option<Str<AddrSpan<Ipv4Addr>>>,
+    pub(super) dst_ip: Option<Str<AddrSpan<Ipv4Addr>>>,
+    pub(super) src_ip6: Option<Str<AddrSpan<Ipv6Addr>>>,
+    pub(super) dst_ip6: Option<Str<AddrSpan<Ipv6Addr>>>,
     pub(super) src_port: Option<Str<PortRange>>,
     pub(super) dst_port: Option<Str<PortRange>>,
     pub(super) seed: Option<u64>,
@@ -381,6 +430,13 @@ pub(super) struct RawSoftnic {
 pub(super) enum RawPattern {
     Constant,
     Poisson,
+}
+
+#[derive(Debug, Clone, Copy, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub(super) enum RawWalk {
+    Random,
+    Sequential,
 }
 
 #[derive(Debug, Deserialize)]

@@ -181,6 +181,51 @@ fn generator_size_mixes() {
     assert!(e[0].msg.contains("not both"), "{e:?}");
 }
 
+/// Flow fields: `walk` (random or sequential) and address ranges beside
+/// prefixes; a range backwards or a bad walk is an error at its key.
+#[test]
+fn generator_walks_and_address_ranges() {
+    let with = |gen: &str| {
+        GOOD.replace(
+            "mode = \"macswap\"\nrx = [\"a:0\", \"b\"]",
+            &format!("mode = \"flowgen\"\nrx = [\"a\", \"b\"]\n[worker.gen]\nrate = 1000\n{gen}"),
+        )
+    };
+    let gen = |text: &str| {
+        parse(text, "t.toml", None).unwrap().workers[0]
+            .gen
+            .clone()
+            .unwrap()
+    };
+    let g = gen(&with("walk = \"sequential\"\ndst_ip = \"10.253.0.0-10.253.3.255\"\nsrc_ip = \"10.254.0.0/24\"\ndst_ip6 = \"2001:db8::-2001:db8::ff\""));
+    assert_eq!(g.walk, pmd::probe::Walk::Sequential);
+    let v4 = |s: &str| s.parse::<std::net::Ipv4Addr>().unwrap();
+    assert_eq!(
+        (g.dst_ip.first, g.dst_ip.last),
+        (v4("10.253.0.0"), v4("10.253.3.255"))
+    );
+    // A prefix: its hosts.
+    assert_eq!(
+        (g.src_ip.first, g.src_ip.last),
+        (v4("10.254.0.1"), v4("10.254.0.254"))
+    );
+    assert_eq!(
+        g.dst_ip6.last,
+        "2001:db8::ff".parse::<std::net::Ipv6Addr>().unwrap()
+    );
+    assert_eq!(gen(&with("")).walk, pmd::probe::Walk::Random);
+    let e = errs(&with("dst_ip = \"10.253.0.9-10.253.0.1\""));
+    assert_eq!(e[0].key, "worker[0].gen.dst_ip", "{e:?}");
+    assert!(
+        e[0].msg.contains("first address is after its last"),
+        "{e:?}"
+    );
+    let e = errs(&with("src_ip = \"10.0.0.1-fe80::1\""));
+    assert!(e[0].msg.contains("range first-last"), "{e:?}");
+    let e = errs(&with("walk = \"inc\""));
+    assert_eq!(e[0].key, "worker[0].gen.walk", "{e:?}");
+}
+
 #[test]
 fn queue_conflicts() {
     let e = errs(&GOOD.replace("\"a:0\", \"b\"", "\"a:0\", \"a:0\", \"b\""));

@@ -21,7 +21,7 @@
 
 mod gen;
 
-pub use crate::probe::{GenConfig, Pattern, Rate, Span};
+pub use crate::probe::{GenConfig, Pattern, Rate, Span, Walk};
 pub use gen::{GenHandle, Generator};
 
 use crate::mbuf::Mbuf;
