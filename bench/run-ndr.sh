@@ -5,16 +5,17 @@
 # policy in nftables, each measured by `sluice bench ndr` for each frame
 # size. The lab of scripts/lab-net.sh, with the server's veth end (s0) moved
 # into the client namespace: the tester (a flowgen worker on CPU 0, AF_PACKET
-# ports c0 and s0) sends 256 UDP flows from c0 through the router (CPU 1) and
+# ports c0 and s0) sends 264 UDP flows (whole rounds of the IMIX's 12
+# lengths) from c0 through the router (CPU 1) and
 # receives them on s0. Also reported: what each router forwarded at the
 # tester's top rate (the figure bench/run-lab.sh measures with trafgen).
 # Writes bench/results/ndr.md and bench/results/ndr-ROUTER.svg. As root.
 #   bench/run-ndr.sh [sizes] [trial seconds] [resolution %]
-#   (default: 64,128,256,512,1024,1280,1518 1 2)
+#   (default: 64,128,256,512,1024,1280,1518,imix 1 2)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 . bench/lib.sh
-SIZES=${1:-64,128,256,512,1024,1280,1518}
+SIZES=${1:-64,128,256,512,1024,1280,1518,imix}
 TRIAL=${2:-1}
 RES=${3:-2}
 for t in nft ip ethtool python3; do
@@ -33,7 +34,7 @@ lab_afxdp_config "$WORK/router-nat.toml" "$WORK/router-nat-afxdp.toml"
 
 # The tester: generates on c0 (to the router's r0), receives on s0; its one
 # worker polls both (c0's peer is c0 itself, so it generates there only).
-lab_tester_config "$WORK/tester.toml" "$WORK/tester.sock" $TESTER_CPU both
+lab_tester_config "$WORK/tester.toml" "$WORK/tester.sock" $TESTER_CPU both 264
 
 measure() { # router
   lab_up
@@ -80,13 +81,14 @@ mkdir -p bench/results
   echo
   echo "Command: \`bench/run-ndr.sh $SIZES $TRIAL $RES\` $(provenance)."
   echo
-  echo "\`sluice bench ndr\` (RFC 2544 throughput: loss 0, ${TRIAL} s trials, resolution ${RES}%) against each router of the namespace lab: Sluice on AF_PACKET or AF_XDP (configs/router-nat.toml, worker on CPU $ROUTER_CPU, poll mode \`interrupt\`: routing, conntrack, firewall, SNAT) and the kernel (ip_forward, the same policy in nftables, RPS to CPU $ROUTER_CPU). The tester is a Sluice \`flowgen\` worker on CPU $TESTER_CPU with AF_PACKET ports on both ends of the lab (256 UDP flows, paced on the TSC), so on this machine the tester, the router and the kernel's veth work share two CPUs: read the figures as the pair's. Frame sizes with FCS, as RFC 2544 counts them. NDR in packets per second (L1 Mbit/s: frame with FCS, preamble and gap); one-way latency p50/p99 in µs at 50% and 100% of each router's NDR (every percentile at 10/50/90/100% in the JSON of \`sluice bench ndr\`); \"top\": what the router forwarded while the tester sent at its top rate (with loss; the figure bench/run-lab.sh measures with trafgen). \`*\`: no loss at the tester's top rate (the NDR is the tester's limit)."
+  echo "\`sluice bench ndr\` (RFC 2544 throughput: loss 0, ${TRIAL} s trials, resolution ${RES}%) against each router of the namespace lab: Sluice on AF_PACKET or AF_XDP (configs/router-nat.toml, worker on CPU $ROUTER_CPU, poll mode \`interrupt\`: routing, conntrack, firewall, SNAT) and the kernel (ip_forward, the same policy in nftables, RPS to CPU $ROUTER_CPU). The tester is a Sluice \`flowgen\` worker on CPU $TESTER_CPU with AF_PACKET ports on both ends of the lab (264 UDP flows, one source port each, paced on the TSC; imix: TRex's simple IMIX, 64/594/1518 bytes 7:4:1), so on this machine the tester, the router and the kernel's veth work share two CPUs: read the figures as the pair's. Frame sizes with FCS, as RFC 2544 counts them. NDR in packets per second (L1 Mbit/s: frame with FCS, preamble and gap); one-way latency p50/p99 in µs at 50% and 100% of each router's NDR (every percentile at 10/50/90/100% in the JSON of \`sluice bench ndr\`); \"top\": what the router forwarded while the tester sent at its top rate (with loss; the figure bench/run-lab.sh measures with trafgen). \`*\`: no loss at the tester's top rate (the NDR is the tester's limit)."
   echo
   python3 - "$WORK" "$TRIAL" "${ROUTERS[@]}" <<'PY'
 import json, sys
 work, secs, routers = sys.argv[1], float(sys.argv[2]), sys.argv[3:]
 res = {r: {x["size"]: x for x in json.load(open(f"{work}/{r}.json"))} for r in routers}
-sizes = sorted(next(iter(res.values())).keys())
+# Byte sizes in order, then the mixes ("imix").
+sizes = sorted(next(iter(res.values())).keys(), key=lambda s: (isinstance(s, str), str(s) if isinstance(s, str) else s))
 head = "| size (B) |"
 sep = "|---|"
 for r in routers:

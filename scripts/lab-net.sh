@@ -73,11 +73,12 @@ lab_afxdp_config() { # from to
 
 # A Sluice tester for the lab (bench/run-lab.sh, bench/run-ndr.sh): a
 # flowgen worker on core CORE generating on c0 to the router's r0 (64-byte
-# frames, 256 UDP flows client -> server port 9, idle until `sluice ctl gen
+# frames, FLOWS UDP flows client -> server port 9 from source ports 1024
+# on, one each, as trafgen's; 256 unless given; idle until `sluice ctl gen
 # start`), its control socket at SOCK; with `both`, also receiving on s0
 # (moved into the client namespace) what the router forwards.
-lab_tester_config() { # file sock core [both]
-  local rx='"c0"' s0=
+lab_tester_config() { # file sock core [both] [flows]
+  local rx='"c0"' s0= flows=${5:-256}
   if [ "${4:-}" = both ]; then
     rx='"c0", "s0"'
     s0='
@@ -114,10 +115,11 @@ rx = [$rx]
 [worker.gen]
 rate = 0
 size = 60
-flows = 256
+flows = $flows
+walk = "sequential"
 src_ip = "198.18.0.2/32"
 dst_ip = "198.19.0.2/32"
-src_port = "1024-1279"
+src_port = "1024-$((1023 + flows))"
 dst_port = "9"
 EOF
 }
