@@ -94,6 +94,7 @@ pub fn run(cfg: &Config, stop: &AtomicBool, emit: &mut dyn FnMut(&Report)) -> Re
             PortKind::AfPacket {
                 iface,
                 blocks,
+                ring,
                 qdisc_bypass,
             } => (
                 pmd::afpacket::open(&pmd::afpacket::AfPacketConfig {
@@ -102,6 +103,7 @@ pub fn run(cfg: &Config, stop: &AtomicBool, emit: &mut dyn FnMut(&Report)) -> Re
                     rxq: p.rxq,
                     txq: p.txq,
                     blocks: *blocks,
+                    ring: *ring,
                     qdisc_bypass: *qdisc_bypass,
                     pool_size: POOL_SIZE.max(4 * usize::from(p.rxq) * 2048),
                 })

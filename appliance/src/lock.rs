@@ -247,6 +247,7 @@ mod tests {
             resources(&PortKind::AfPacket {
                 iface: "veth0".into(),
                 blocks: 1,
+                ring: pmd::afpacket::RingVersion::V3,
                 qdisc_bypass: true
             })[0]
                 .0,

@@ -7,7 +7,10 @@
 //! MAC. Then UDP GSO: the client sends with `UDP_SEGMENT` through a veth
 //! that passes the aggregate on whole, and the server must receive the
 //! sender's datagrams (Sluice's AF_PACKET port cuts the aggregate at the
-//! size the kernel's virtio-net header gives). Needs root, `ip` and
+//! size the kernel's virtio-net header gives). Both RX ring layouts:
+//! `TPACKET_V3` (the aggregate in its block) and `TPACKET_V2` (the
+//! aggregate larger than a frame slot, read whole from the socket). Needs
+//! root, `ip` and
 //! `python3`; skipped without them unless `CI` is set. The namespaces are
 //! removed when the test ends, passed or failed.
 
@@ -30,6 +33,7 @@ ipv4 = ["198.18.0.1/24"]
 txq = 2
 [port.afpacket]
 iface = "r0"
+ring = "RING"
 
 [[port]]
 name = "outside"
@@ -39,6 +43,7 @@ ipv4 = ["198.19.0.1/24"]
 txq = 2
 [port.afpacket]
 iface = "r1"
+ring = "RING"
 
 [[worker]]
 core = 0
@@ -57,13 +62,22 @@ mode = "adaptive"
 
 #[test]
 fn per_port_workers_share_neighbours_and_cut_udp_aggregates() {
+    workers_share_neighbours_and_cut_udp_aggregates("v3");
+}
+
+#[test]
+fn the_same_on_tpacket_v2_rings() {
+    workers_share_neighbours_and_cut_udp_aggregates("v2");
+}
+
+fn workers_share_neighbours_and_cut_udp_aggregates(ring: &str) {
     if !as_root() {
         return;
     }
     if !have("ip") || !have("ping") || !have("python3") {
         return;
     }
-    let n = Nets::new("sl-wk", &["c", "r", "s"]);
+    let n = Nets::new(&format!("sl-wk{ring}"), &["c", "r", "s"]);
     let (c, r, s) = (&n.0[0], &n.0[1], &n.0[2]);
     n.veth("c0", c, "r0", r);
     n.veth("s0", s, "r1", r);
@@ -79,11 +93,11 @@ fn per_port_workers_share_neighbours_and_cut_udp_aggregates() {
          && ip route add default via 198.19.0.1",
     );
 
-    let dir = std::env::temp_dir().join(format!("sluice-workers-{}", std::process::id()));
+    let dir = std::env::temp_dir().join(format!("sluice-workers-{ring}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
     let cfg = dir.join("workers.toml");
-    std::fs::write(&cfg, CONFIG).unwrap();
+    std::fs::write(&cfg, CONFIG.replace("RING", ring)).unwrap();
     let child = common::sluice_json_in(r, &cfg);
     // Up once it answers the client's ARP (the client learns the router).
     let t = Instant::now();

@@ -1,9 +1,15 @@
 //! AF_PACKET ports: a Linux interface by name, through `PF_PACKET` sockets.
 //!
-//! - RX: a `TPACKET_V3` memory-mapped ring per queue (blocks of frames the
+//! - RX: a memory-mapped ring per queue, `TPACKET_V3` (blocks of frames the
 //!   kernel fills and hands over whole, retired at the latest after
-//!   [`BLOCK_TIMEOUT_MS`]); frames are copied into pool buffers and the
-//!   block is given back when read. With several RX queues the sockets
+//!   [`BLOCK_TIMEOUT_MS`]: few status words and wake-ups, up to a
+//!   millisecond's wait each way at low rates) or `TPACKET_V2` (a status
+//!   word per 2 KiB frame slot, handed over and waking the reader frame by
+//!   frame, as DPDK's af_packet PMD reads; a frame larger than its slot, a
+//!   sender's GSO aggregate, is also queued whole on the socket
+//!   (`PACKET_COPY_THRESH`) and read from there). Frames are copied into
+//!   pool buffers and their block or slot given back when read. With
+//!   several RX queues the sockets
 //!   join one `PACKET_FANOUT_HASH` group: the kernel spreads flows by its
 //!   flow hash, which orders addresses and ports, so both directions of a
 //!   flow reach one queue.
@@ -50,7 +56,12 @@ const PACKET_QDISC_BYPASS: libc::c_int = 20;
 const PACKET_IGNORE_OUTGOING: libc::c_int = 23;
 const PACKET_MR_PROMISC: libc::c_ushort = 1;
 const PACKET_FANOUT_HASH: u32 = 0;
+const PACKET_COPY_THRESH: libc::c_int = 7;
+const TPACKET_V2: libc::c_int = 1;
 const TPACKET_V3: libc::c_int = 2;
+/// (V2) The frame did not fit its slot: what the slot holds is its head,
+/// and the whole frame waits on the socket's receive queue.
+const TP_STATUS_COPY: u32 = 1 << 1;
 const TP_STATUS_KERNEL: u32 = 0;
 const TP_STATUS_USER: u32 = 1;
 /// The frame's VLAN tag was taken off by the kernel and is in the header
@@ -66,6 +77,11 @@ pub const BLOCK_SIZE: usize = 1 << 16;
 /// Longest a partly filled block waits before the kernel hands it over.
 pub const BLOCK_TIMEOUT_MS: u32 = 1;
 const FRAME_SIZE: usize = 2048;
+/// (V2) The largest frame read whole from the socket (a 64 KiB GSO
+/// aggregate, its link header and virtio-net header), and the socket's
+/// receive buffer for such frames.
+const COPY_LEN: usize = 65536 + 64;
+const COPY_RCVBUF: libc::c_int = 4 << 20;
 
 #[repr(C)]
 struct TpacketReq3 {
@@ -76,6 +92,15 @@ struct TpacketReq3 {
     tp_retire_blk_tov: u32,
     tp_sizeof_priv: u32,
     tp_feature_req_word: u32,
+}
+
+/// `struct tpacket_req` (V2): frames in blocks.
+#[repr(C)]
+struct TpacketReq {
+    tp_block_size: u32,
+    tp_block_nr: u32,
+    tp_frame_size: u32,
+    tp_frame_nr: u32,
 }
 
 #[repr(C)]
@@ -94,6 +119,17 @@ struct TpacketStatsV3 {
     tp_freeze_q_cnt: u32,
 }
 
+/// An RX ring's layout (`PACKET_VERSION`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RingVersion {
+    /// `TPACKET_V2`: a status word per frame slot; each frame is handed
+    /// over (and wakes a blocked reader) on its own.
+    V2,
+    /// `TPACKET_V3`: blocks handed over whole, when full or after
+    /// [`BLOCK_TIMEOUT_MS`].
+    V3,
+}
+
 /// Settings of an AF_PACKET port.
 #[derive(Clone, Debug)]
 pub struct AfPacketConfig {
@@ -107,6 +143,8 @@ pub struct AfPacketConfig {
     pub txq: u16,
     /// Ring blocks per RX queue (of [`BLOCK_SIZE`] bytes).
     pub blocks: u32,
+    /// The RX ring's layout.
+    pub ring: RingVersion,
     /// Bypass the qdisc on TX.
     pub qdisc_bypass: bool,
     /// Buffers in the port's pool.
@@ -176,11 +214,14 @@ fn bind(fd: RawFd, ifindex: i32, proto: u16, iface: &str) -> Result<(), PortErro
     Ok(())
 }
 
-/// The mapped ring of one RX socket.
+/// The mapped ring of one RX socket: `blocks` blocks of [`BLOCK_SIZE`]
+/// bytes (V3), or `slots` frame slots of [`FRAME_SIZE`] bytes laid end to
+/// end (V2: blocks are whole numbers of slots).
 struct Ring {
     base: *mut u8,
     len: usize,
     blocks: usize,
+    slots: usize,
 }
 
 // SAFETY: the mapping is owned by the one queue that reads it; the kernel
@@ -211,20 +252,63 @@ impl Ring {
         // `self`; while the status says USER the kernel does not write it.
         unsafe { std::slice::from_raw_parts(self.base.add(b * BLOCK_SIZE), BLOCK_SIZE) }
     }
+
+    /// (V2) The status word of slot `s`: `tp_status`, the first field of
+    /// its `tpacket2_hdr`.
+    fn slot_status(&self, s: usize) -> &AtomicU32 {
+        // SAFETY: slot `s` < slots lies in the mapping; slots start at
+        // multiples of FRAME_SIZE from the page-aligned base, so the word
+        // is 4-aligned; the kernel and we access it as a 32-bit word.
+        unsafe { &*self.base.add(s * FRAME_SIZE).cast::<AtomicU32>() }
+    }
+
+    /// (V2) Slot `s`'s bytes (valid to read while its status is USER).
+    fn slot(&self, s: usize) -> &[u8] {
+        // SAFETY: slot `s` lies in the mapping, which lives as long as
+        // `self`; while the status says USER the kernel does not write it.
+        unsafe { std::slice::from_raw_parts(self.base.add(s * FRAME_SIZE), FRAME_SIZE) }
+    }
+}
+
+/// What the ring's header says of a frame, besides its bytes.
+#[derive(Clone, Copy)]
+struct Meta {
+    /// `tp_status`.
+    status: u32,
+    /// The frame's length on the wire (`tp_len`; more than the bytes
+    /// given when truncated).
+    len: usize,
+    /// The kernel's flow hash (V3; 0 in V2, which has none).
+    rss: u32,
+    /// The VLAN tag the kernel took off, and its TPID.
+    tci: u16,
+    tpid: u16,
+    /// The GSO type and size from the virtio-net header before the frame.
+    gso: Option<(u8, usize)>,
 }
 
 struct RxQ {
     intr: Intr,
     ring: Ring,
-    pool: Pool,
-    port: u16,
-    queue: u16,
-    /// Block being read, packets left in it, offset of the next.
+    /// The ring's layout.
+    version: RingVersion,
+    /// Block (V3) or slot (V2) being read; (V3) packets left in the
+    /// block and offset of the next.
     cur: usize,
     left: u32,
     off: usize,
-    c: Arc<QueueCounters>,
     stopped: Arc<AtomicBool>,
+    /// (V2) A frame larger than its slot, read whole from the socket.
+    copy: Vec<u8>,
+    p: Take,
+}
+
+/// What turns a received frame into buffers, apart from the ring.
+struct Take {
+    pool: Pool,
+    port: u16,
+    queue: u16,
+    c: Arc<QueueCounters>,
     /// Aggregates split, and those dropped.
     big: Arc<Oversize>,
     /// The interface's MTU: TCP frames larger than it (a veth peer's
@@ -274,13 +358,39 @@ impl RxQueue for RxQ {
         let mut bytes = 0;
         let now = rdtsc();
         while out.room() > 0 {
-            let Some(m) = self.pending.pop_front() else {
+            let Some(m) = self.p.pending.pop_front() else {
                 break;
             };
             bytes += m.len();
             let _ = out.push(m);
             got += 1;
         }
+        match self.version {
+            RingVersion::V3 => self.rx_v3(out, &mut got, &mut bytes, now),
+            RingVersion::V2 => self.rx_v2(out, &mut got, &mut bytes, now),
+        }
+        self.p.c.packets.add(got as u64);
+        self.p.c.bytes.add(bytes as u64);
+        got
+    }
+
+    fn interrupt(&self) -> Option<&dyn RxInterrupt> {
+        Some(&self.intr)
+    }
+}
+
+/// The GSO type and size in the virtio-net header that ends at `at` in
+/// `b` (where the frame starts), if there is one.
+fn gso_at(vnet: bool, b: &[u8], at: usize) -> Option<(u8, usize)> {
+    (vnet && at >= VNET_HDR_LEN && at <= b.len()).then(|| {
+        let v = &b[at - VNET_HDR_LEN..at];
+        (v[1] & 0x7f, usize::from(u16::from_le_bytes([v[4], v[5]])))
+    })
+}
+
+impl RxQ {
+    /// V3: frames from the blocks the kernel handed over, in order.
+    fn rx_v3(&mut self, out: &mut Batch<Mbuf>, got: &mut usize, bytes: &mut usize, now: u64) {
         while out.room() > 0 {
             if self.left == 0 {
                 let st = self.ring.status(self.cur);
@@ -301,108 +411,185 @@ impl RxQueue for RxQ {
             let snap = rd32(blk, h + 12) as usize;
             let mac = usize::from(rd16(blk, h + 24));
             let frame = &blk[(h + mac).min(BLOCK_SIZE)..(h + mac + snap).min(BLOCK_SIZE)];
-            let status = rd32(blk, h + 20);
-            let len = rd32(blk, h + 16) as usize;
-            if frame.len() > self.mtu + 22 || frame.len() > FRAME_SIZE - crate::mbuf::HEADROOM {
-                // An aggregate: split if it is whole TCP or UDP (GSO),
-                // else dropped.
-                let (pool, pending, port, queue) =
-                    (&self.pool, &mut self.pending, self.port, self.queue);
-                let rss = rd32(blk, h + 28);
-                let mut made = 0u64;
-                let mut refused = false;
-                // Segments no larger than a buffer holds (with two tags).
-                let mtu = self.mtu.min(FRAME_SIZE - crate::mbuf::HEADROOM - 22);
-                // The GSO type and size (a UDP aggregate's datagram size,
-                // a TCP one's segment payload) from the virtio-net header
-                // before the frame.
-                let gso = (self.vnet && h + mac >= VNET_HDR_LEN).then(|| {
-                    let v = &blk[h + mac - VNET_HDR_LEN..h + mac];
-                    (v[1] & 0x7f, usize::from(u16::from_le_bytes([v[4], v[5]])))
-                });
-                let split = (len == frame.len())
-                    .then(|| {
-                        let emit = |s: &[u8]| {
-                            let Some(mut m) = pool.alloc() else {
-                                refused = true;
-                                return false;
-                            };
-                            if !m.copy_from(s) || !retag(&mut m, blk, h, status) {
-                                refused = true;
-                                return false;
-                            }
-                            m.set_rx_meta(port, queue, now, rss);
-                            made += 1;
-                            if out.room() > 0 {
-                                bytes += s.len();
-                                got += 1;
-                                let _ = out.push(m);
-                                true
-                            } else if pending.len() < PENDING {
-                                pending.push_back(m);
-                                true
-                            } else {
-                                refused = true;
-                                false
-                            }
-                        };
-                        match gso {
-                            Some((GSO_UDP_L4, size)) => {
-                                crate::gso::segment_udp(frame, size, &mut self.seg, emit)
-                            }
-                            Some((GSO_TCPV4 | GSO_TCPV6, mss)) => {
-                                crate::gso::segment_tcp(frame, mtu, Some(mss), &mut self.seg, emit)
-                            }
-                            _ => crate::gso::segment_tcp(frame, mtu, None, &mut self.seg, emit),
-                        }
-                    })
-                    .flatten();
-                match split {
-                    Some(_) => {
-                        self.big.frames.add(1);
-                        self.big.segments.add(made);
-                        if refused {
-                            // The rest of the aggregate: no buffer.
-                            self.c.nombuf.add(1);
-                        }
-                    }
-                    None => {
-                        self.big.too_big.add(1);
-                        self.c.nombuf.add(1);
-                    }
-                }
-            } else {
-                match self.pool.alloc() {
-                    Some(mut m) => {
-                        if m.copy_from(frame) && retag(&mut m, blk, h, status) {
-                            if status & TP_STATUS_CSUMNOTREADY != 0 {
-                                complete_checksum(m.data_mut());
-                            }
-                            m.set_rx_meta(self.port, self.queue, now, rd32(blk, h + 28));
-                            bytes += frame.len();
-                            let _ = out.push(m);
-                            got += 1;
-                        } else {
-                            self.big.too_big.add(1);
-                            self.c.nombuf.add(1);
-                        }
-                    }
-                    None => self.c.nombuf.add(1),
-                }
-            }
+            let meta = Meta {
+                status: rd32(blk, h + 20),
+                len: rd32(blk, h + 16) as usize,
+                rss: rd32(blk, h + 28),
+                tci: rd32(blk, h + 32) as u16,
+                tpid: rd16(blk, h + 36),
+                gso: gso_at(self.p.vnet, blk, h + mac),
+            };
+            self.p.take(frame, meta, out, got, bytes, now);
             self.left -= 1;
             self.off = h + next;
             if self.left == 0 {
                 self.release();
             }
         }
-        self.c.packets.add(got as u64);
-        self.c.bytes.add(bytes as u64);
-        got
     }
 
-    fn interrupt(&self) -> Option<&dyn RxInterrupt> {
-        Some(&self.intr)
+    /// V2: frame slots in order, each given back once read. A slot marked
+    /// `TP_STATUS_COPY` holds only the head of a frame that did not fit;
+    /// the frame itself is the next one waiting on the socket.
+    fn rx_v2(&mut self, out: &mut Batch<Mbuf>, got: &mut usize, bytes: &mut usize, now: u64) {
+        while out.room() > 0 {
+            let status = self.ring.slot_status(self.cur).load(Ordering::Acquire);
+            if status & TP_STATUS_USER == 0 {
+                break;
+            }
+            let slot = self.ring.slot(self.cur);
+            let snap = rd32(slot, 8) as usize;
+            let mac = usize::from(rd16(slot, 12));
+            let meta = Meta {
+                status,
+                len: rd32(slot, 4) as usize,
+                rss: 0,
+                tci: rd16(slot, 24),
+                tpid: rd16(slot, 26),
+                gso: gso_at(self.p.vnet, slot, mac),
+            };
+            if status & TP_STATUS_COPY != 0 {
+                match recv_whole(self.intr.0.as_raw_fd(), &mut self.copy) {
+                    Some(n) => {
+                        let skip = if self.p.vnet { VNET_HDR_LEN } else { 0 };
+                        let whole = &self.copy[skip.min(n)..n];
+                        let meta = Meta {
+                            len: whole.len(),
+                            gso: gso_at(self.p.vnet, &self.copy, skip),
+                            ..meta
+                        };
+                        self.p.take(whole, meta, out, got, bytes, now);
+                    }
+                    None => {
+                        // Gone from the socket: counted as too big.
+                        self.p.big.too_big.add(1);
+                        self.p.c.nombuf.add(1);
+                    }
+                }
+            } else {
+                let frame = &slot[mac.min(FRAME_SIZE)..(mac + snap).min(FRAME_SIZE)];
+                self.p.take(frame, meta, out, got, bytes, now);
+            }
+            self.ring
+                .slot_status(self.cur)
+                .store(TP_STATUS_KERNEL, Ordering::Release);
+            self.cur = (self.cur + 1) % self.ring.slots;
+        }
+    }
+}
+
+/// Reads the next packet waiting on socket `fd` into `buf` (its virtio-net
+/// header first when the socket has one), without blocking: its length,
+/// or `None` when nothing waits.
+fn recv_whole(fd: RawFd, buf: &mut [u8]) -> Option<usize> {
+    // SAFETY: `buf` is a live, writable buffer of `buf.len()` bytes; the
+    // kernel writes at most that many (a longer packet is truncated, and
+    // MSG_TRUNC makes the return value its real length).
+    let n = unsafe {
+        libc::recv(
+            fd,
+            buf.as_mut_ptr().cast(),
+            buf.len(),
+            libc::MSG_DONTWAIT | libc::MSG_TRUNC,
+        )
+    };
+    let n = usize::try_from(n).ok()?;
+    // Truncated (longer than any aggregate): its length checks fail and
+    // it is dropped as too big.
+    Some(n.min(buf.len()))
+}
+
+impl Take {
+    /// Turns one received frame into buffers on `out` (or waiting in
+    /// `pending`): as it is, or an aggregate cut into its segments.
+    fn take(
+        &mut self,
+        frame: &[u8],
+        meta: Meta,
+        out: &mut Batch<Mbuf>,
+        got: &mut usize,
+        bytes: &mut usize,
+        now: u64,
+    ) {
+        if frame.len() > self.mtu + 22 || frame.len() > FRAME_SIZE - crate::mbuf::HEADROOM {
+            // An aggregate: split if it is whole TCP or UDP (GSO), else
+            // dropped.
+            let (pool, pending, port, queue) =
+                (&self.pool, &mut self.pending, self.port, self.queue);
+            let mut made = 0u64;
+            let mut refused = false;
+            // Segments no larger than a buffer holds (with two tags).
+            let mtu = self.mtu.min(FRAME_SIZE - crate::mbuf::HEADROOM - 22);
+            let split = (meta.len == frame.len())
+                .then(|| {
+                    let emit = |s: &[u8]| {
+                        let Some(mut m) = pool.alloc() else {
+                            refused = true;
+                            return false;
+                        };
+                        if !m.copy_from(s) || !retag(&mut m, &meta) {
+                            refused = true;
+                            return false;
+                        }
+                        m.set_rx_meta(port, queue, now, meta.rss);
+                        made += 1;
+                        if out.room() > 0 {
+                            *bytes += s.len();
+                            *got += 1;
+                            let _ = out.push(m);
+                            true
+                        } else if pending.len() < PENDING {
+                            pending.push_back(m);
+                            true
+                        } else {
+                            refused = true;
+                            false
+                        }
+                    };
+                    match meta.gso {
+                        Some((GSO_UDP_L4, size)) => {
+                            crate::gso::segment_udp(frame, size, &mut self.seg, emit)
+                        }
+                        Some((GSO_TCPV4 | GSO_TCPV6, mss)) => {
+                            crate::gso::segment_tcp(frame, mtu, Some(mss), &mut self.seg, emit)
+                        }
+                        _ => crate::gso::segment_tcp(frame, mtu, None, &mut self.seg, emit),
+                    }
+                })
+                .flatten();
+            match split {
+                Some(_) => {
+                    self.big.frames.add(1);
+                    self.big.segments.add(made);
+                    if refused {
+                        // The rest of the aggregate: no buffer.
+                        self.c.nombuf.add(1);
+                    }
+                }
+                None => {
+                    self.big.too_big.add(1);
+                    self.c.nombuf.add(1);
+                }
+            }
+            return;
+        }
+        match self.pool.alloc() {
+            Some(mut m) => {
+                if m.copy_from(frame) && retag(&mut m, &meta) {
+                    if meta.status & TP_STATUS_CSUMNOTREADY != 0 {
+                        complete_checksum(m.data_mut());
+                    }
+                    m.set_rx_meta(self.port, self.queue, now, meta.rss);
+                    *bytes += frame.len();
+                    let _ = out.push(m);
+                    *got += 1;
+                } else {
+                    self.big.too_big.add(1);
+                    self.c.nombuf.add(1);
+                }
+            }
+            None => self.c.nombuf.add(1),
+        }
     }
 }
 
@@ -411,13 +598,13 @@ impl RxQueue for RxQ {
 /// AF_PACKET reports it in the frame header, as libpcap reads it): the
 /// router's sub-interfaces match frames by their tags. False when the
 /// buffer has no headroom for it.
-fn retag(m: &mut Mbuf, blk: &[u8], h: usize, status: u32) -> bool {
-    if status & TP_STATUS_VLAN_VALID == 0 {
+fn retag(m: &mut Mbuf, meta: &Meta) -> bool {
+    if meta.status & TP_STATUS_VLAN_VALID == 0 {
         return true;
     }
-    let tci = rd32(blk, h + 32) as u16;
-    let tpid = if status & TP_STATUS_VLAN_TPID_VALID != 0 {
-        rd16(blk, h + 36)
+    let tci = meta.tci;
+    let tpid = if meta.status & TP_STATUS_VLAN_TPID_VALID != 0 {
+        meta.tpid
     } else {
         0x8100
     };
@@ -740,8 +927,12 @@ fn open_rx(
     let proto = (libc::ETH_P_ALL as u16).to_be();
     let fd = socket(iface)?;
     let raw = fd.as_raw_fd();
-    if !setopt(raw, libc::SOL_PACKET, PACKET_VERSION, &TPACKET_V3) {
-        return Err(err("PACKET_VERSION 3", iface));
+    let version = match cfg.ring {
+        RingVersion::V2 => TPACKET_V2,
+        RingVersion::V3 => TPACKET_V3,
+    };
+    if !setopt(raw, libc::SOL_PACKET, PACKET_VERSION, &version) {
+        return Err(err("PACKET_VERSION", iface));
     }
     // A virtio-net header before each frame (before the ring exists, as
     // the kernel requires): a UDP GSO aggregate's datagram size. Without
@@ -749,16 +940,44 @@ fn open_rx(
     let one: libc::c_int = 1;
     let vnet = setopt(raw, libc::SOL_PACKET, PACKET_VNET_HDR, &one);
     let blocks = cfg.blocks.max(2);
-    let req = TpacketReq3 {
-        tp_block_size: BLOCK_SIZE as u32,
-        tp_block_nr: blocks,
-        tp_frame_size: FRAME_SIZE as u32,
-        tp_frame_nr: (BLOCK_SIZE / FRAME_SIZE) as u32 * blocks,
-        tp_retire_blk_tov: BLOCK_TIMEOUT_MS,
-        tp_sizeof_priv: 0,
-        tp_feature_req_word: 0,
+    let slots = BLOCK_SIZE / FRAME_SIZE * blocks as usize;
+    let ok = match cfg.ring {
+        RingVersion::V3 => setopt(
+            raw,
+            libc::SOL_PACKET,
+            PACKET_RX_RING,
+            &TpacketReq3 {
+                tp_block_size: BLOCK_SIZE as u32,
+                tp_block_nr: blocks,
+                tp_frame_size: FRAME_SIZE as u32,
+                tp_frame_nr: slots as u32,
+                tp_retire_blk_tov: BLOCK_TIMEOUT_MS,
+                tp_sizeof_priv: 0,
+                tp_feature_req_word: 0,
+            },
+        ),
+        RingVersion::V2 => {
+            // A frame larger than a slot (a GSO aggregate) is also queued
+            // whole on the socket, with room for a few of them.
+            let _ = setopt(raw, libc::SOL_PACKET, PACKET_COPY_THRESH, &one);
+            let rcvbuf: libc::c_int = COPY_RCVBUF;
+            if !setopt(raw, libc::SOL_SOCKET, libc::SO_RCVBUFFORCE, &rcvbuf) {
+                let _ = setopt(raw, libc::SOL_SOCKET, libc::SO_RCVBUF, &rcvbuf);
+            }
+            setopt(
+                raw,
+                libc::SOL_PACKET,
+                PACKET_RX_RING,
+                &TpacketReq {
+                    tp_block_size: BLOCK_SIZE as u32,
+                    tp_block_nr: blocks,
+                    tp_frame_size: FRAME_SIZE as u32,
+                    tp_frame_nr: slots as u32,
+                },
+            )
+        }
     };
-    if !setopt(raw, libc::SOL_PACKET, PACKET_RX_RING, &req) {
+    if !ok {
         return Err(err("PACKET_RX_RING", iface));
     }
     let len = BLOCK_SIZE * blocks as usize;
@@ -781,6 +1000,7 @@ fn open_rx(
         base: base.cast(),
         len,
         blocks: blocks as usize,
+        slots,
     };
     // Our own transmissions are not input.
     let _ = setopt(raw, libc::SOL_PACKET, PACKET_IGNORE_OUTGOING, &one);
@@ -803,21 +1023,28 @@ fn open_rx(
     let c = Arc::new(QueueCounters::default());
     Ok((
         RxQ {
-            vnet,
             intr: Intr(Arc::new(fd)),
             ring,
-            pool,
-            port: cfg.port,
-            queue: q,
+            version: cfg.ring,
             cur: 0,
             left: 0,
             off: 0,
-            c: c.clone(),
             stopped: stopped.clone(),
-            big: big.clone(),
-            mtu: iface_mtu(iface).unwrap_or(1500),
-            pending: std::collections::VecDeque::with_capacity(PENDING),
-            seg: Vec::with_capacity(FRAME_SIZE),
+            copy: match cfg.ring {
+                RingVersion::V2 => vec![0; COPY_LEN],
+                RingVersion::V3 => Vec::new(),
+            },
+            p: Take {
+                vnet,
+                pool,
+                port: cfg.port,
+                queue: q,
+                c: c.clone(),
+                big: big.clone(),
+                mtu: iface_mtu(iface).unwrap_or(1500),
+                pending: std::collections::VecDeque::with_capacity(PENDING),
+                seg: Vec::with_capacity(FRAME_SIZE),
+            },
         },
         c,
     ))

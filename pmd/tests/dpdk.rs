@@ -248,6 +248,7 @@ fn tap_interrupt(eal: &Eal, pool: &Mempool) {
         rxq: 1,
         txq: 1,
         blocks: 2,
+        ring: pmd::afpacket::RingVersion::V3,
         qdisc_bypass: true,
         pool_size: 256,
     })

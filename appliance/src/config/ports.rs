@@ -194,6 +194,10 @@ pub(super) fn check_port(
                 PortKind::AfPacket {
                     iface: a.iface.get_ref().clone(),
                     blocks,
+                    ring: match a.ring {
+                        Some(RawRing::V2) => pmd::afpacket::RingVersion::V2,
+                        Some(RawRing::V3) | None => pmd::afpacket::RingVersion::V3,
+                    },
                     qdisc_bypass: a.qdisc_bypass,
                 }
             }

@@ -335,6 +335,8 @@ pub(super) struct RawAfPacket {
     pub(super) iface: Spanned<String>,
     /// Ring blocks (64 KiB each) per RX queue.
     pub(super) blocks: Option<Spanned<u32>>,
+    /// The RX ring's layout: "v2" or "v3".
+    pub(super) ring: Option<RawRing>,
     /// Bypass the qdisc on TX.
     #[serde(default = "yes")]
     pub(super) qdisc_bypass: bool,
@@ -430,6 +432,13 @@ pub(super) struct RawSoftnic {
 pub(super) enum RawPattern {
     Constant,
     Poisson,
+}
+
+#[derive(Debug, Clone, Copy, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub(super) enum RawRing {
+    V2,
+    V3,
 }
 
 #[derive(Debug, Clone, Copy, Deserialize)]

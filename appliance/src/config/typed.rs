@@ -103,6 +103,8 @@ pub enum PortKind {
         iface: String,
         /// Ring blocks per RX queue.
         blocks: u32,
+        /// The RX ring's layout.
+        ring: pmd::afpacket::RingVersion,
         /// Bypass the qdisc on TX.
         qdisc_bypass: bool,
     },
