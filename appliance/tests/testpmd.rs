@@ -181,6 +181,20 @@ fn icmpecho_csum_and_rxonly_match_testpmd() {
     std::fs::remove_dir_all(&d).unwrap();
 }
 
+/// A generator test's start: its turn on the cores, its directory, and an
+/// empty capture for the vdev's RX side (the generators receive nothing);
+/// `None` without testpmd.
+fn generator_setup(name: &str) -> Option<(std::sync::MutexGuard<'static, ()>, PathBuf, PathBuf)> {
+    let one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    if !common::have("dpdk-testpmd") {
+        return None;
+    }
+    let d = dir(name);
+    let empty = d.join("empty.pcap");
+    common::write_pcap(&empty, &[]);
+    Some((one, d, empty))
+}
+
 /// testpmd's txonly frame (from `start tx_first`: one burst of its txonly
 /// engine, 32 frames) against Sluice's txonly on the same vdev with the
 /// same addresses: the same frame length, MACs, IPv4 and UDP header fields
@@ -190,13 +204,9 @@ fn icmpecho_csum_and_rxonly_match_testpmd() {
 /// the template as is.
 #[test]
 fn txonly_frames_match_testpmds() {
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
-    if !common::have("dpdk-testpmd") {
+    let Some((_one, d, empty)) = generator_setup("txonly") else {
         return;
-    }
-    let d = dir("txonly");
-    let empty = d.join("empty.pcap");
-    common::write_pcap(&empty, &[]);
+    };
     let (theirs, text) = run_testpmd(&d, &empty, "printf 'start tx_first\\nstop\\nquit\\n'", "-i");
     assert_eq!(theirs.len(), 32, "testpmd's tx_first burst:\n{text}");
     let gen = |sig: bool| {
@@ -337,13 +347,9 @@ fn generated_frames_cross_a_ring_to_rxonly() {
 /// in testpmd's order, flow after flow.
 #[test]
 fn flowgen_frames_match_testpmds() {
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
-    if !common::have("dpdk-testpmd") {
+    let Some((_one, d, empty)) = generator_setup("flowgen") else {
         return;
-    }
-    let d = dir("flowgen");
-    let empty = d.join("empty.pcap");
-    common::write_pcap(&empty, &[]);
+    };
     let (theirs, text) = run_testpmd(
         &d,
         &empty,
