@@ -116,24 +116,26 @@ rx = ["p0"]
         ),
     )
     .unwrap();
-    let o = Command::new(env!("CARGO_BIN_EXE_sluice"))
-        .arg("run")
-        .arg(&cfg)
-        .arg("--json")
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let last = String::from_utf8_lossy(&o.stdout)
-        .lines()
-        .last()
-        .unwrap()
-        .to_string();
+    let summary = sluice_summary(&cfg);
     let frames = if out.exists() {
         pmd::pcap::read_frames(&out).unwrap()
     } else {
         Vec::new()
     };
-    (frames, serde_json::from_str(&last).unwrap())
+    (frames, summary)
+}
+
+/// `sluice run --json CFG` to its end: the summary (its last line).
+fn sluice_summary(cfg: &Path) -> serde_json::Value {
+    let o = Command::new(env!("CARGO_BIN_EXE_sluice"))
+        .arg("run")
+        .arg(cfg)
+        .arg("--json")
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let out = String::from_utf8_lossy(&o.stdout);
+    serde_json::from_str(out.lines().last().unwrap()).unwrap()
 }
 
 #[test]
@@ -312,15 +314,7 @@ fn generated_frames_cross_a_ring_to_rxonly() {
             .replace("mode = \"txonly\"", &format!("mode = \"{mode}\""))
             + "[dpdk]\neal_args = [\"--no-huge\", \"-m\", \"512\"]\n";
         std::fs::write(&cfg, text).unwrap();
-        let o = Command::new(env!("CARGO_BIN_EXE_sluice"))
-            .arg("run")
-            .arg(&cfg)
-            .arg("--json")
-            .output()
-            .unwrap();
-        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-        let out = String::from_utf8_lossy(&o.stdout);
-        let s: serde_json::Value = serde_json::from_str(out.lines().last().unwrap()).unwrap();
+        let s = sluice_summary(&cfg);
         let b = &s["balance"];
         assert_eq!(b["balanced"], true, "{s}");
         assert_eq!(b["tx_full"], 0, "paced: the ring never fills: {s}");

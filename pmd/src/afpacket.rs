@@ -452,9 +452,12 @@ impl RxQ {
                 match recv_whole(self.intr.0.as_raw_fd(), &mut self.copy) {
                     Some(n) => {
                         let skip = if self.p.vnet { VNET_HDR_LEN } else { 0 };
-                        let whole = &self.copy[skip.min(n)..n];
+                        let whole = &self.copy[skip.min(n)..n.min(self.copy.len())];
                         let meta = Meta {
-                            len: whole.len(),
+                            // Its real length: a frame longer than the
+                            // buffer is not whole, and is dropped as too
+                            // big.
+                            len: n.saturating_sub(skip),
                             gso: gso_at(self.p.vnet, &self.copy, skip),
                             ..meta
                         };
@@ -479,8 +482,9 @@ impl RxQ {
 }
 
 /// Reads the next packet waiting on socket `fd` into `buf` (its virtio-net
-/// header first when the socket has one), without blocking: its length,
-/// or `None` when nothing waits.
+/// header first when the socket has one), without blocking: its real
+/// length (more than `buf` holds when it was truncated), or `None` when
+/// nothing waits.
 fn recv_whole(fd: RawFd, buf: &mut [u8]) -> Option<usize> {
     // SAFETY: `buf` is a live, writable buffer of `buf.len()` bytes; the
     // kernel writes at most that many (a longer packet is truncated, and
@@ -493,10 +497,7 @@ fn recv_whole(fd: RawFd, buf: &mut [u8]) -> Option<usize> {
             libc::MSG_DONTWAIT | libc::MSG_TRUNC,
         )
     };
-    let n = usize::try_from(n).ok()?;
-    // Truncated (longer than any aggregate): its length checks fail and
-    // it is dropped as too big.
-    Some(n.min(buf.len()))
+    usize::try_from(n).ok()
 }
 
 impl Take {

@@ -49,6 +49,23 @@ macro_rules! prefix_fromstr {
                 })
             }
         }
+        impl std::str::FromStr for AddrSpan<$a> {
+            type Err = String;
+            fn from_str(s: &str) -> Result<Self, String> {
+                let Some((a, b)) = s.split_once('-') else {
+                    return Ok(AddrSpan(s.parse::<Prefix<$a>>()?.span()));
+                };
+                let bad = || format!("`{s}` is not a prefix, an address or a range first-last");
+                let first: $a = a.trim().parse().map_err(|_| bad())?;
+                let last: $a = b.trim().parse().map_err(|_| bad())?;
+                if first > last {
+                    return Err(format!(
+                        "`{s}`: the range's first address is after its last"
+                    ));
+                }
+                Ok(AddrSpan(Span { first, last }))
+            }
+        }
         impl Prefix<$a> {
             /// First and last address (whole prefix; for IPv4 prefixes
             /// shorter than /31 the network and broadcast addresses are
@@ -83,48 +100,6 @@ prefix_fromstr!(Ipv6Addr, pipeline::prefix::Ipv6Net, 128, u128);
 /// `10.253.0.0-10.253.0.255` (every address in it, ends included).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct AddrSpan<A>(pub Span<A>);
-
-impl<A> std::str::FromStr for AddrSpan<A>
-where
-    A: std::str::FromStr + Ord + Copy,
-    Prefix<A>: std::str::FromStr<Err = String> + PrefixSpan<A>,
-{
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        let Some((a, b)) = s.split_once('-') else {
-            return Ok(AddrSpan(s.parse::<Prefix<A>>()?.hosts()));
-        };
-        let bad = || format!("`{s}` is not a prefix, an address or a range first-last");
-        let (first, last): (A, A) = (
-            a.trim().parse().map_err(|_| bad())?,
-            b.trim().parse().map_err(|_| bad())?,
-        );
-        if first > last {
-            return Err(format!(
-                "`{s}`: the range's first address is after its last"
-            ));
-        }
-        Ok(AddrSpan(Span { first, last }))
-    }
-}
-
-/// [`Prefix::span`] for either address family (for [`AddrSpan`]).
-pub trait PrefixSpan<A> {
-    /// The prefix's hosts.
-    fn hosts(&self) -> Span<A>;
-}
-
-impl PrefixSpan<Ipv4Addr> for Prefix<Ipv4Addr> {
-    fn hosts(&self) -> Span<Ipv4Addr> {
-        self.span()
-    }
-}
-
-impl PrefixSpan<Ipv6Addr> for Prefix<Ipv6Addr> {
-    fn hosts(&self) -> Span<Ipv6Addr> {
-        self.span()
-    }
-}
 
 /// A port range `1024-65535` or a single port `53`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
