@@ -343,17 +343,58 @@ type Hit = (u32, bool);
 /// Entries per bucket (one 64-byte cache line).
 const WAYS: usize = 8;
 
-/// A bucket: signatures (0 = free) and values (slot << 1 | reply).
+/// A bucket: signatures (0 = free, four 16-bit lanes to a word, so one
+/// bucket is matched by a few word operations instead of a loop over its
+/// ways), values (slot << 1 | reply), and how many entries whose first
+/// choice is this bucket had to go to their second (while none has, a
+/// lookup that misses here need not read the second bucket).
 #[derive(Clone, Copy, Default)]
 #[repr(C, align(64))]
 struct Bucket {
-    sig: [u16; WAYS],
+    sig: [u64; 2],
     val: [u32; WAYS],
+    moved: u32,
+}
+
+/// Each 16-bit lane's lowest bit.
+const LANE_LO: u64 = 0x0001_0001_0001_0001;
+/// Each 16-bit lane's highest bit.
+const LANE_HI: u64 = 0x8000_8000_8000_8000;
+
+/// The high bit of each 16-bit lane of `x` that is zero (exact: no borrow
+/// crosses lanes).
+#[inline(always)]
+fn zero_lanes(x: u64) -> u64 {
+    !(((x & !LANE_HI).wrapping_add(!LANE_HI)) | x) & LANE_HI
+}
+
+impl Bucket {
+    #[inline(always)]
+    fn set_sig(&mut self, w: usize, s: u16) {
+        let sh = 16 * (w % 4);
+        let word = &mut self.sig[w / 4];
+        *word = (*word & !(0xffff << sh)) | u64::from(s) << sh;
+    }
+
+    /// The ways holding signature `s`, as bit `16 * way + 15` of the mask.
+    #[inline(always)]
+    fn ways_of(&self, s: u16) -> u128 {
+        let b = LANE_LO.wrapping_mul(u64::from(s));
+        u128::from(zero_lanes(self.sig[0] ^ b)) | u128::from(zero_lanes(self.sig[1] ^ b)) << 64
+    }
+
+    /// The first free way.
+    #[inline(always)]
+    fn free_way(&self) -> Option<usize> {
+        let m = self.ways_of(0);
+        (m != 0).then(|| m.trailing_zeros() as usize / 16)
+    }
 }
 
 /// The tuple → flow index: two-choice hashing over 8-way buckets of one
 /// cache line each (as DPDK's rte_hash), sized for at most half of its
-/// entries in use, so a lookup reads one or two lines and the flow.
+/// entries in use, so a lookup reads one line (two when its first bucket
+/// has overflowed) and the flow.
 #[derive(Clone)]
 struct Index {
     buckets: Vec<Bucket>,
@@ -361,20 +402,24 @@ struct Index {
     len: usize,
 }
 
-/// The tuple's hash.
-#[inline(always)]
-fn hash(t: &Tuple) -> u64 {
-    let m = |x: u64, y: u64| {
-        let p = u128::from(x ^ 0x9e37_79b9_7f4a_7c15) * u128::from(y ^ 0xd6e8_feb8_6659_fd93);
-        (p as u64) ^ ((p >> 64) as u64)
-    };
-    let ports = u64::from(t.sport) << 48
-        | u64::from(t.dport) << 32
-        | u64::from(t.proto) << 16
-        | u64::from(t.zone);
-    let a = m(t.src as u64 ^ (t.src >> 64) as u64, t.dst as u64);
-    let b = m((t.dst >> 64) as u64, ports);
-    m(a, b)
+impl Tuple {
+    /// The tuple's hash, as the flow index places it (computed once per
+    /// packet: [`ConnTrack::find_hashed`]).
+    #[inline(always)]
+    pub fn hash(&self) -> u64 {
+        let t = self;
+        let m = |x: u64, y: u64| {
+            let p = u128::from(x ^ 0x9e37_79b9_7f4a_7c15) * u128::from(y ^ 0xd6e8_feb8_6659_fd93);
+            (p as u64) ^ ((p >> 64) as u64)
+        };
+        let ports = u64::from(t.sport) << 48
+            | u64::from(t.dport) << 32
+            | u64::from(t.proto) << 16
+            | u64::from(t.zone);
+        let a = m(t.src as u64 ^ (t.src >> 64) as u64, t.dst as u64);
+        let b = m((t.dst >> 64) as u64, ports);
+        m(a, b)
+    }
 }
 
 impl Index {
@@ -398,18 +443,33 @@ impl Index {
         (b1, b2, (h >> 48) as u16 | 1)
     }
 
-    /// Calls `eq` on each value whose signature matches, in both buckets;
-    /// returns the first value `eq` accepts, and where it is.
+    /// Calls `eq` on each value whose signature matches, in the first
+    /// bucket and (if any entry had to move there) the second; returns the
+    /// first value `eq` accepts, and where it is.
     #[inline(always)]
     fn find(&self, h: u64, mut eq: impl FnMut(u32) -> bool) -> Option<(usize, usize, u32)> {
         let (b1, b2, sig) = self.place(h);
-        for b in [b1, b2] {
-            let bk = &self.buckets[b];
-            for w in 0..WAYS {
-                if bk.sig[w] == sig && eq(bk.val[w]) {
-                    return Some((b, w, bk.val[w]));
-                }
+        let first = &self.buckets[b1];
+        if let Some(w) = Self::scan(first, sig, &mut eq) {
+            return Some((b1, w, first.val[w]));
+        }
+        if first.moved == 0 {
+            return None;
+        }
+        let second = &self.buckets[b2];
+        Self::scan(second, sig, &mut eq).map(|w| (b2, w, second.val[w]))
+    }
+
+    /// The way of bucket `bk` with signature `sig` whose value `eq` accepts.
+    #[inline(always)]
+    fn scan(bk: &Bucket, sig: u16, eq: &mut impl FnMut(u32) -> bool) -> Option<usize> {
+        let mut m = bk.ways_of(sig);
+        while m != 0 {
+            let w = m.trailing_zeros() as usize / 16;
+            if eq(bk.val[w]) {
+                return Some(w);
             }
+            m &= m - 1;
         }
         None
     }
@@ -418,26 +478,36 @@ impl Index {
         let (b1, b2, sig) = self.place(h);
         for b in [b1, b2] {
             let bk = &mut self.buckets[b];
-            if let Some(w) = bk.sig.iter().position(|&s| s == 0) {
-                bk.sig[w] = sig;
+            if let Some(w) = bk.free_way() {
+                bk.set_sig(w, sig);
                 bk.val[w] = v;
                 self.len += 1;
+                if b != b1 {
+                    self.buckets[b1].moved += 1;
+                }
                 return true;
             }
         }
         false
     }
 
-    fn remove_at(&mut self, b: usize, w: usize) {
-        self.buckets[b].sig[w] = 0;
+    /// Removes the entry of hash `h` at way `w` of bucket `b`.
+    fn remove_at(&mut self, h: u64, b: usize, w: usize) {
+        self.buckets[b].set_sig(w, 0);
         self.len -= 1;
+        let (b1, _, _) = self.place(h);
+        if b != b1 {
+            self.buckets[b1].moved -= 1;
+        }
     }
 
     /// Whether both buckets of `h` have a free entry (an insert of two
     /// tuples cannot then fail half-way).
     fn room(&self, h: u64) -> bool {
         let (b1, b2, _) = self.place(h);
-        [b1, b2].iter().any(|&b| self.buckets[b].sig.contains(&0))
+        [b1, b2]
+            .iter()
+            .any(|&b| self.buckets[b].free_way().is_some())
     }
 }
 
@@ -500,40 +570,48 @@ impl ConnTrack {
         self.map.len == 0
     }
 
-    /// Where the lookup of `t` will read: its two buckets (to prefetch).
+    /// Where the lookup of the tuple hashed `h` ([`Tuple::hash`]) reads
+    /// first: its first bucket (to prefetch).
     #[inline]
-    pub fn buckets_of(&self, t: &Tuple) -> [*const u8; 2] {
-        let (b1, b2, _) = self.map.place(hash(t));
-        [
-            std::ptr::from_ref(&self.buckets_ref()[b1]).cast(),
-            std::ptr::from_ref(&self.buckets_ref()[b2]).cast(),
-        ]
+    pub fn bucket_of(&self, h: u64) -> *const u8 {
+        let (b1, _, _) = self.map.place(h);
+        std::ptr::from_ref(&self.map.buckets[b1]).cast()
     }
 
-    /// Where the flow of `t` lives, if its signature is in the index (to
-    /// prefetch; not checked against the tuple).
+    /// The first entry whose signature matches hash `h`: a hint for
+    /// [`ConnTrack::find_hashed`], not checked against the tuple (to
+    /// prefetch its flow, [`ConnTrack::flow_at`], before the packet's turn).
     #[inline]
-    pub fn flow_of(&self, t: &Tuple) -> Option<*const u8> {
-        let (_, _, v) = self.map.find(hash(t), |_| true)?;
+    pub fn hint(&self, h: u64) -> Option<u32> {
+        self.map.find(h, |_| true).map(|(_, _, v)| v)
+    }
+
+    /// Where the flow of a hint lives (to prefetch).
+    #[inline]
+    pub fn flow_at(&self, hint: u32) -> Option<*const u8> {
         self.slots
-            .get((v >> 1) as usize)
+            .get((hint >> 1) as usize)
             .map(|f| std::ptr::from_ref(f).cast())
     }
 
-    fn buckets_ref(&self) -> &[Bucket] {
-        &self.map.buckets
+    /// The index position of tuple `t`, hashed `h`.
+    #[inline(always)]
+    fn locate(&self, t: &Tuple, h: u64) -> Option<(usize, usize, u32)> {
+        let slots = &self.slots;
+        self.map.find(h, |v| Self::holds(slots, v, t))
     }
 
-    /// The index position of tuple `t`.
+    /// Whether index value `v` (slot << 1 | reply) names a live flow with
+    /// tuple `t` in its direction.
     #[inline(always)]
-    fn locate(&self, t: &Tuple) -> Option<(usize, usize, u32)> {
-        let slots = &self.slots;
-        self.map.find(hash(t), |v| {
-            let f = &slots[(v >> 1) as usize];
-            if v & 1 == 1 {
-                f.reply == *t
-            } else {
-                f.orig == *t
+    fn holds(slots: &[Flow], v: u32, t: &Tuple) -> bool {
+        slots.get((v >> 1) as usize).is_some_and(|f| {
+            f.live && {
+                if v & 1 == 1 {
+                    f.reply == *t
+                } else {
+                    f.orig == *t
+                }
             }
         })
     }
@@ -572,8 +650,9 @@ impl ConnTrack {
         let e = self.slots[i as usize];
         if e.live {
             for t in [e.orig, e.reply] {
-                if let Some((b, w, _)) = self.locate(&t) {
-                    self.map.remove_at(b, w);
+                let h = t.hash();
+                if let Some((b, w, _)) = self.locate(&t, h) {
+                    self.map.remove_at(h, b, w);
                 }
             }
             self.slots[i as usize].live = false;
@@ -640,20 +719,40 @@ impl ConnTrack {
     /// travels in the reply direction; an expired flow is removed.
     #[inline]
     pub fn find(&mut self, t: &Tuple) -> Option<Hit> {
-        let (_, _, v) = self.locate(t)?;
+        self.find_hashed(t, t.hash(), None)
+    }
+
+    /// [`ConnTrack::find`] of `t` hashed `h`, trying first the entry
+    /// [`ConnTrack::hint`] gave for it (when the burst was prefetched): if
+    /// that names a live flow with this tuple, it is the one (a tuple
+    /// belongs to at most one live flow), and the bucket is not scanned
+    /// again.
+    #[inline]
+    pub fn find_hashed(&mut self, t: &Tuple, h: u64, hint: Option<u32>) -> Option<Hit> {
+        let v = match hint {
+            Some(v) if Self::holds(&self.slots, v, t) => v,
+            _ => self.locate(t, h)?.2,
+        };
         let (i, reply) = (v >> 1, v & 1 == 1);
         if self.expired(&self.slots[i as usize]) {
-            self.remove(i);
-            self.events[Event::Expired as usize] += 1;
+            self.expire(i);
             return None;
         }
         Some((i, reply))
     }
 
+    /// Removes flow `i`, found expired by a lookup.
+    #[cold]
+    #[inline(never)]
+    fn expire(&mut self, i: u32) {
+        self.remove(i);
+        self.events[Event::Expired as usize] += 1;
+    }
+
     /// Whether `t` is either tuple of a tracked flow (expired or not).
     #[inline]
     pub fn contains(&self, t: &Tuple) -> bool {
-        self.locate(t).is_some()
+        self.locate(t, t.hash()).is_some()
     }
 
     /// The flow in slot `i`.
@@ -714,7 +813,7 @@ impl ConnTrack {
             self.events[Event::Invalid as usize] += 1;
             return Err(Refused::Exists);
         }
-        let (ho, hr) = (hash(&orig), hash(&reply));
+        let (ho, hr) = (orig.hash(), reply.hash());
         let Some(i) = self.slot() else {
             self.events[Event::TableFull as usize] += 1;
             return Err(Refused::Full);
@@ -762,7 +861,7 @@ impl ConnTrack {
     /// by the flow's endpoint): `Related` if that flow is tracked.
     pub fn related(&self, zone: u16, quoted: &Key) -> Conn {
         let t = Tuple::of(zone, quoted);
-        match self.locate(&t) {
+        match self.locate(&t, t.hash()) {
             Some((_, _, v)) if !self.expired(&self.slots[(v >> 1) as usize]) => Conn::Related,
             _ => Conn::Invalid,
         }
@@ -771,7 +870,7 @@ impl ConnTrack {
     /// The state of the flow of `k`, if tracked.
     pub fn state(&self, zone: u16, k: &Key) -> Option<State> {
         let t = Tuple::of(zone, k);
-        self.locate(&t)
+        self.locate(&t, t.hash())
             .map(|(_, _, v)| self.slots[(v >> 1) as usize].state)
     }
 }
@@ -987,6 +1086,107 @@ mod tests {
         assert_eq!(t.event(Event::TableFull), 1);
         for p in [1, 2] {
             assert_eq!(t.state(0, &k(C, p, SV, 80, 6, 0)), Some(State::Established));
+        }
+    }
+
+    /// The index against a model, on four buckets of eight ways filled to
+    /// three quarters, so first choices overflow into second ones: random
+    /// inserts and removals; after each, every entry is found where the
+    /// model says (removed ones never), and each bucket's `moved` count is
+    /// the number of its entries living in their second choice.
+    #[test]
+    fn index_matches_a_model_through_overflow_and_removal() {
+        use rand::{RngExt, SeedableRng};
+        let mut rng = rand::rngs::SmallRng::seed_from_u64(5);
+        let mut ix = Index::new(16);
+        assert_eq!(ix.buckets.len(), 4);
+        // value -> hash of the entries in the index.
+        let mut model: Vec<(u32, u64)> = vec![];
+        let mut next = 0u32;
+        let mut overflowed = 0;
+        for _ in 0..20_000 {
+            if model.len() < 24 && rng.random_bool(0.5) {
+                let h: u64 = rng.random();
+                let full = ix.buckets[ix.place(h).0].free_way().is_none();
+                if ix.insert(h, next) {
+                    model.push((next, h));
+                    overflowed += usize::from(full);
+                } else {
+                    assert!(!ix.room(h), "insert refused with room");
+                }
+                next += 1;
+            } else if !model.is_empty() {
+                let (v, h) = model.swap_remove(rng.random_range(0..model.len()));
+                let (b, w, got) = ix.find(h, |x| x == v).expect("present");
+                assert_eq!(got, v);
+                ix.remove_at(h, b, w);
+                assert!(ix.find(h, |x| x == v).is_none(), "removed {v}");
+            }
+            assert_eq!(ix.len, model.len());
+            for &(v, h) in &model {
+                assert_eq!(ix.find(h, |x| x == v).map(|f| f.2), Some(v));
+            }
+            let mut moved = vec![0; ix.buckets.len()];
+            for &(v, h) in &model {
+                let (b1, _, _) = ix.place(h);
+                let (b, _, _) = ix.find(h, |x| x == v).unwrap();
+                if b != b1 {
+                    moved[b1] += 1;
+                }
+            }
+            let counts: Vec<u32> = ix.buckets.iter().map(|b| b.moved).collect();
+            assert_eq!(counts, moved);
+        }
+        assert!(overflowed > 100, "second choices used {overflowed} times");
+    }
+
+    /// A lookup given a hint (the prefetch pass's first signature match)
+    /// finds what a plain lookup finds whatever the hint names: the flow,
+    /// another flow, the other direction, a removed flow's slot, or a slot
+    /// out of range.
+    #[test]
+    fn hints_never_change_what_a_lookup_finds() {
+        let to = Timeouts {
+            unreplied: 10,
+            ..Timeouts::default()
+        };
+        let mut t = ConnTrack::new(64, to);
+        for p in 0..40 {
+            assert_eq!(t.track(0, &k(C, p, SV, 53, 17, 0)), Conn::New);
+        }
+        // Flows 0..20 expire (the sweep removes them); 20..40 stay.
+        t.tick(5);
+        for p in 20..40 {
+            t.track(0, &k(C, p, SV, 53, 17, 0));
+        }
+        t.tick(12);
+        assert_eq!(t.len(), 20);
+        let tuple = |p: u16, reply: bool| {
+            let o = Tuple::of(0, &k(C, p, SV, 53, 17, 0));
+            if reply {
+                o.reverse()
+            } else {
+                o
+            }
+        };
+        let hints = [
+            None,
+            Some(0),
+            Some(1),
+            Some(2 * 25),
+            Some(2 * 25 + 1),
+            Some(9999),
+        ];
+        for p in 0..40 {
+            for reply in [false, true] {
+                let x = tuple(p, reply);
+                let want = t.clone().find(&x);
+                assert_eq!(want.is_some(), p >= 20, "port {p}");
+                for &hint in &hints {
+                    let got = t.clone().find_hashed(&x, x.hash(), hint);
+                    assert_eq!(got, want, "port {p} reply {reply} hint {hint:?}");
+                }
+            }
         }
     }
 }

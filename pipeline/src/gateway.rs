@@ -133,7 +133,47 @@ pub struct Gateway<C: StageClock = NoClock> {
     /// This worker's index among `workers` (for return-traffic steering).
     worker: u16,
     workers: u16,
+    /// What the prefetch hook learned of the current burst's packets.
+    staged: Staged,
     clock: C,
+}
+
+/// Packets of a burst whose lookups the prefetch hook starts (the rest
+/// are looked up without).
+const STAGED: usize = 64;
+
+/// The prefetch hook's findings for the packets of a burst, in order: each
+/// IPv4 packet's tuple, its hash and the conntrack entry its signature
+/// matched, so its turn neither hashes nor scans a bucket again. The
+/// packet's turn uses them only if the tuple it parses is the same (a
+/// hint, as the hook must be: [`ForwardMode::prefetch`]).
+#[derive(Clone)]
+struct Staged {
+    at: usize,
+    len: usize,
+    entry: [Option<(Tuple, u64, Option<u32>)>; STAGED],
+}
+
+impl Staged {
+    fn new() -> Self {
+        Staged {
+            at: 0,
+            len: 0,
+            entry: [None; STAGED],
+        }
+    }
+
+    /// The findings for the next packet's turn, if staged.
+    #[inline(always)]
+    fn next(&mut self) -> Option<(Tuple, u64, Option<u32>)> {
+        let i = self.at;
+        self.at += 1;
+        if i < self.len {
+            self.entry[i]
+        } else {
+            None
+        }
+    }
 }
 
 impl<C: StageClock> Clone for Gateway<C> {
@@ -155,6 +195,7 @@ impl<C: StageClock> Clone for Gateway<C> {
             min_mtu: self.min_mtu,
             worker: self.worker,
             workers: self.workers,
+            staged: Staged::new(),
             clock: self.clock.clone(),
         }
     }
@@ -251,6 +292,7 @@ impl<C: StageClock> Gateway<C> {
             nat_events: [0; nat::Event::COUNT],
             events: [0; EVENTS.len()],
             gauges: [0; GAUGES.len()],
+            staged: Staged::new(),
             clock,
         }
     }
@@ -379,7 +421,12 @@ impl<C: StageClock> Gateway<C> {
         v
     }
 
-    fn ipv4<P: Frame>(&mut self, pkt: &mut P, in_port: u16) -> Verdict {
+    fn ipv4<P: Frame>(
+        &mut self,
+        pkt: &mut P,
+        in_port: u16,
+        staged: Option<(Tuple, u64, Option<u32>)>,
+    ) -> Verdict {
         let b = pkt.bytes();
         let ip = match Ipv4Packet::new_checked(&b[ETH..]) {
             Ok(ip) => ip,
@@ -409,7 +456,11 @@ impl<C: StageClock> Gateway<C> {
         };
         let t = tuple4(src, dst, sport, dport, proto);
         self.clock.mark(Stage::Parse);
-        let found = self.ct.find(&t);
+        let (h, hint) = match staged {
+            Some((st, h, hint)) if st == t => (h, hint),
+            _ => (t.hash(), None),
+        };
+        let found = self.ct.find_hashed(&t, h, hint);
         if let Some((i, reply)) = found {
             let conn = self.ct.advance(i, reply, flags);
             self.clock.mark(Stage::Conntrack);
@@ -968,24 +1019,28 @@ impl<C: StageClock> Gateway<C> {
 impl<C: StageClock> ForwardMode for Gateway<C> {
     const NAME: &'static str = "l3fwd";
 
-    /// Two passes over the burst: prefetch each packet's conntrack buckets,
-    /// then (those lines now on their way or in) each packet's flow.
+    /// Two passes over the burst: hash each IPv4 packet's tuple and
+    /// prefetch its first conntrack bucket, then (those lines on their way
+    /// or in) match its signature there and prefetch the flow it names;
+    /// the findings are kept for the packets' turns ([`Staged`]).
     #[inline]
     fn prefetch<P: Frame>(&mut self, pkts: &[P], pf: fn(*const u8)) {
         self.clock.start();
-        for p in pkts {
-            if let Some(t) = Self::quick_tuple(p.bytes()) {
-                let [a, b] = self.ct.buckets_of(&t);
-                pf(a);
-                pf(b);
-            }
+        let st = &mut self.staged;
+        st.at = 0;
+        st.len = pkts.len().min(STAGED);
+        for (p, e) in pkts.iter().zip(st.entry.iter_mut()) {
+            *e = Self::quick_tuple(p.bytes()).map(|t| {
+                let h = t.hash();
+                pf(self.ct.bucket_of(h));
+                (t, h, None)
+            });
         }
-        for p in pkts {
-            if let Some(t) = Self::quick_tuple(p.bytes()) {
-                if let Some(f) = self.ct.flow_of(&t) {
-                    pf(f);
-                    pf(f.wrapping_add(64));
-                }
+        for (_, h, hint) in st.entry[..st.len].iter_mut().flatten() {
+            *hint = self.ct.hint(*h);
+            if let Some(f) = hint.and_then(|v| self.ct.flow_at(v)) {
+                pf(f);
+                pf(f.wrapping_add(64));
             }
         }
         // Conntrack's work for the burst (its hashes, its buckets read).
@@ -995,6 +1050,7 @@ impl<C: StageClock> ForwardMode for Gateway<C> {
     #[inline]
     fn process<P: Frame>(&mut self, pkt: &mut P, in_port: u16) -> Verdict {
         self.clock.start();
+        let staged = self.staged.next();
         let b = pkt.bytes();
         if b.len() < ETH {
             return Verdict::Drop(DropReason::Truncated);
@@ -1008,7 +1064,7 @@ impl<C: StageClock> ForwardMode for Gateway<C> {
         let mac = iface.mac;
         let for_us = b[0..6] == mac.0;
         match u16::from_be_bytes([b[12], b[13]]) {
-            EtherType::IPV4 if for_us => self.ipv4(pkt, in_port),
+            EtherType::IPV4 if for_us => self.ipv4(pkt, in_port, staged),
             EtherType::IPV6 if for_us => self.ipv6(pkt, in_port),
             // Tagged frames would reach the router past the rules: the
             // gateway has no VLAN sub-interfaces (the config refuses them).
