@@ -2,6 +2,7 @@
 
 /// Ones-complement sum of `data` as big-endian 16-bit words, added to `acc`,
 /// not yet folded. An odd trailing byte is padded with zero.
+#[inline]
 pub fn sum(data: &[u8], mut acc: u64) -> u64 {
     let mut chunks = data.chunks_exact(8);
     for c in &mut chunks {
@@ -19,12 +20,16 @@ pub fn sum(data: &[u8], mut acc: u64) -> u64 {
     acc
 }
 
-/// Folds a 64-bit ones-complement accumulator into 16 bits (not inverted).
-pub fn fold(mut acc: u64) -> u16 {
-    while acc >> 16 != 0 {
-        acc = (acc & 0xffff) + (acc >> 16);
-    }
-    acc as u16
+/// Folds a 64-bit ones-complement accumulator into 16 bits (not inverted),
+/// in four fixed steps instead of a loop (2^32 and 2^16 are both 1 in
+/// ones-complement arithmetic): 64 bits to under 2^33, then under 2^18,
+/// under 2^16 + 3, at most 0xffff. Only 0 folds to 0.
+#[inline]
+pub fn fold(acc: u64) -> u16 {
+    let a = (acc & 0xffff_ffff) + (acc >> 32);
+    let a = (a & 0xffff) + (a >> 16);
+    let a = (a & 0xffff) + (a >> 16);
+    ((a & 0xffff) + (a >> 16)) as u16
 }
 
 /// The Internet checksum of `data`: the inverted folded sum.
@@ -45,9 +50,20 @@ pub fn update16(csum: u16, old: u16, new: u16) -> u16 {
 /// RFC 1624 update for a change of a span of words: `old_sum` and `new_sum`
 /// are [`sum`]s of the old and new contents of the changed bytes (same
 /// length, starting on the same word alignment).
+#[inline]
 pub fn update_sums(csum: u16, old_sum: u64, new_sum: u64) -> u16 {
     let acc = u64::from(!csum) + u64::from(!fold(old_sum)) + u64::from(fold(new_sum));
     !fold(acc)
+}
+
+/// RFC 1624 eqn. 3 for several changed words at once: `delta` is the sum
+/// of `!old + new` over the changed 16-bit words (under 2^31).
+#[inline]
+pub fn adjust(csum: u16, delta: u32) -> u16 {
+    let acc = u32::from(!csum) + delta;
+    let acc = (acc & 0xffff) + (acc >> 16);
+    let acc = (acc & 0xffff) + (acc >> 16);
+    !(acc as u16)
 }
 
 /// Ones-complement sum of the IPv4 pseudo-header (RFC 768/793).
@@ -84,6 +100,36 @@ mod tests {
         hdr[10] = 0;
         hdr[11] = 0;
         assert_eq!(checksum(&hdr), 0xb861);
+    }
+
+    /// The fixed-step fold is the 16-bit fold repeated until it fits, on
+    /// random, extreme and multiple-of-0xffff accumulators.
+    #[test]
+    fn fold_is_the_repeated_fold() {
+        use rand::{RngExt, SeedableRng};
+        let slow = |mut a: u64| {
+            while a >> 16 != 0 {
+                a = (a & 0xffff) + (a >> 16);
+            }
+            a as u16
+        };
+        let mut rng = rand::rngs::SmallRng::seed_from_u64(1);
+        let edges = [
+            0,
+            1,
+            0xffff,
+            0x1_0000,
+            0x1_fffe,
+            u64::MAX,
+            0xffff * 0xffff,
+            1 << 32,
+        ];
+        for a in edges.into_iter().chain((0..100_000).map(|i| {
+            let x: u64 = rng.random();
+            x >> (i % 64)
+        })) {
+            assert_eq!(fold(a), slow(a), "{a:#x}");
+        }
     }
 
     #[test]

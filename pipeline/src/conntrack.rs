@@ -605,15 +605,10 @@ impl ConnTrack {
     /// tuple `t` in its direction.
     #[inline(always)]
     fn holds(slots: &[Flow], v: u32, t: &Tuple) -> bool {
-        slots.get((v >> 1) as usize).is_some_and(|f| {
-            f.live && {
-                if v & 1 == 1 {
-                    f.reply == *t
-                } else {
-                    f.orig == *t
-                }
-            }
-        })
+        match slots.get((v >> 1) as usize) {
+            Some(f) => f.live && t == if v & 1 == 1 { &f.reply } else { &f.orig },
+            None => false,
+        }
     }
 
     /// Most flows it holds.
@@ -727,7 +722,7 @@ impl ConnTrack {
     /// that names a live flow with this tuple, it is the one (a tuple
     /// belongs to at most one live flow), and the bucket is not scanned
     /// again.
-    #[inline]
+    #[inline(always)]
     pub fn find_hashed(&mut self, t: &Tuple, h: u64, hint: Option<u32>) -> Option<Hit> {
         let v = match hint {
             Some(v) if Self::holds(&self.slots, v, t) => v,
@@ -775,7 +770,7 @@ impl ConnTrack {
     /// Moves flow `i` on by a packet in direction `reply` with TCP `flags`:
     /// `Established` or, for a TCP packet the state machine refuses,
     /// `Invalid` (the flow is left as it was).
-    #[inline]
+    #[inline(always)]
     pub fn advance(&mut self, i: u32, reply: bool, flags: u16) -> Conn {
         let now = self.now_ns;
         let e = &mut self.slots[i as usize];

@@ -133,48 +133,28 @@ pub struct Gateway<C: StageClock = NoClock> {
     /// This worker's index among `workers` (for return-traffic steering).
     worker: u16,
     workers: u16,
-    /// What the prefetch hook learned of the current burst's packets.
-    staged: Staged,
+    /// The prefetch the worker passed to the last prefetch hook (its
+    /// burst path's; a no-op until then).
+    pf: fn(*const u8),
     clock: C,
 }
 
-/// Packets of a burst whose lookups the prefetch hook starts (the rest
-/// are looked up without).
-const STAGED: usize = 64;
+/// Packets of a burst the burst path takes through each stage together.
+const CHUNK: usize = 32;
 
-/// The prefetch hook's findings for the packets of a burst, in order: each
-/// IPv4 packet's tuple, its hash and the conntrack entry its signature
-/// matched, so its turn neither hashes nor scans a bucket again. The
-/// packet's turn uses them only if the tuple it parses is the same (a
-/// hint, as the hook must be: [`ForwardMode::prefetch`]).
-#[derive(Clone)]
-struct Staged {
-    at: usize,
-    len: usize,
-    entry: [Option<(Tuple, u64, Option<u32>)>; STAGED],
+/// A packet of a burst its first stage found plain (a TCP or UDP packet
+/// in one valid IPv4 header to this port's MAC): its tuple, TCP flags and
+/// hash, and the conntrack entry its signature matched.
+#[derive(Clone, Copy)]
+struct Lane {
+    t: Tuple,
+    flags: u16,
+    h: u64,
+    hint: Option<u32>,
 }
 
-impl Staged {
-    fn new() -> Self {
-        Staged {
-            at: 0,
-            len: 0,
-            entry: [None; STAGED],
-        }
-    }
-
-    /// The findings for the next packet's turn, if staged.
-    #[inline(always)]
-    fn next(&mut self) -> Option<(Tuple, u64, Option<u32>)> {
-        let i = self.at;
-        self.at += 1;
-        if i < self.len {
-            self.entry[i]
-        } else {
-            None
-        }
-    }
-}
+/// A prefetch that does nothing (until the worker's hook gives one).
+fn no_prefetch(_: *const u8) {}
 
 impl<C: StageClock> Clone for Gateway<C> {
     /// A fresh worker instance: same rules, an empty table.
@@ -195,10 +175,42 @@ impl<C: StageClock> Clone for Gateway<C> {
             min_mtu: self.min_mtu,
             worker: self.worker,
             workers: self.workers,
-            staged: Staged::new(),
+            pf: no_prefetch,
             clock: self.clock.clone(),
         }
     }
+}
+
+/// The tuple and TCP flags of frame `b` if it is a plain TCP or UDP
+/// packet to MAC `mac`: one valid IPv4 header of 20 bytes, TTL above 1
+/// (`router::plain4`), not a fragment, the whole L4 header within the
+/// packet; what [`Gateway::process`] would find for it on its way to
+/// conntrack. `None` for anything else.
+#[inline(always)]
+fn plain_l4(b: &[u8], mac: [u8; 6]) -> Option<(Tuple, u16)> {
+    if b.get(..6)? != mac || !crate::router::plain4(b) {
+        return None;
+    }
+    let l3 = &b[ETH..];
+    let total = usize::from(u16::from_be_bytes([l3[2], l3[3]]));
+    let frag = u16::from_be_bytes([l3[6], l3[7]]) & 0x3fff;
+    let proto = l3[9];
+    let need = match proto {
+        IpProto::TCP => 40,
+        IpProto::UDP => 28,
+        _ => return None,
+    };
+    if frag != 0 || total < need {
+        return None;
+    }
+    let be32 = |i: usize| u32::from_be_bytes([l3[i], l3[i + 1], l3[i + 2], l3[i + 3]]);
+    let be16 = |i: usize| u16::from_be_bytes([l3[i], l3[i + 1]]);
+    let flags = if proto == IpProto::TCP {
+        u16::from(l3[33]) | u16::from(l3[32] & 1) << 8
+    } else {
+        0
+    };
+    Some((tuple4(be32(12), be32(16), be16(20), be16(22), proto), flags))
 }
 
 /// A tuple from IPv4 addresses.
@@ -218,6 +230,7 @@ fn tuple4(src: u32, dst: u32, sport: u16, dport: u16, proto: u8) -> Tuple {
 /// code`, what a rule's `icmp_type`/`icmp_code` match); `Err` when too
 /// short, `Ok(None)` for an ICMP error.
 #[allow(clippy::type_complexity)]
+#[inline(always)]
 fn ports(proto: u8, l4: &[u8], v6: bool) -> Result<Option<(u16, u16, u16)>, DropReason> {
     let be = |i: usize| u16::from_be_bytes([l4[i], l4[i + 1]]);
     match proto {
@@ -292,7 +305,7 @@ impl<C: StageClock> Gateway<C> {
             nat_events: [0; nat::Event::COUNT],
             events: [0; EVENTS.len()],
             gauges: [0; GAUGES.len()],
-            staged: Staged::new(),
+            pf: no_prefetch,
             clock,
         }
     }
@@ -345,26 +358,6 @@ impl<C: StageClock> Gateway<C> {
     /// This worker's source-NAT ports.
     pub fn port_range(&self) -> Option<PortRange> {
         self.ports
-    }
-
-    /// The tuple of an IPv4 TCP/UDP frame, read without validation (for
-    /// prefetching only).
-    #[inline(always)]
-    fn quick_tuple(b: &[u8]) -> Option<Tuple> {
-        if b.len() < ETH + 24 || b[12..14] != EtherType::IPV4.to_be_bytes() {
-            return None;
-        }
-        let l3 = &b[ETH..];
-        let h = usize::from(l3[0] & 0x0f) * 4;
-        let l4 = l3.get(h..h + 4)?;
-        let be32 = |i: usize| u32::from_be_bytes([l3[i], l3[i + 1], l3[i + 2], l3[i + 3]]);
-        Some(tuple4(
-            be32(12),
-            be32(16),
-            u16::from_be_bytes([l4[0], l4[1]]),
-            u16::from_be_bytes([l4[2], l4[3]]),
-            l3[9],
-        ))
     }
 
     /// The firewall's verdict on a new, related or invalid packet.
@@ -421,23 +414,24 @@ impl<C: StageClock> Gateway<C> {
         v
     }
 
-    fn ipv4<P: Frame>(
-        &mut self,
-        pkt: &mut P,
-        in_port: u16,
-        staged: Option<(Tuple, u64, Option<u32>)>,
-    ) -> Verdict {
+    fn ipv4<P: Frame>(&mut self, pkt: &mut P, in_port: u16) -> Verdict {
         let b = pkt.bytes();
-        let ip = match Ipv4Packet::new_checked(&b[ETH..]) {
-            Ok(ip) => ip,
-            Err(e) => return Verdict::Drop(e.into()),
-        };
-        if !ip.verify_checksum() {
-            return Verdict::Drop(DropReason::BadChecksum);
+        // A plain header (20 bytes, valid, TTL above 1) is checked in a few
+        // machine words, as the router's burst path does; anything else
+        // the full way.
+        if !crate::router::plain4(b) {
+            let ip = match Ipv4Packet::new_checked(&b[ETH..]) {
+                Ok(ip) => ip,
+                Err(e) => return Verdict::Drop(e.into()),
+            };
+            if !ip.verify_checksum() {
+                return Verdict::Drop(DropReason::BadChecksum);
+            }
+            if ip.ttl() <= 1 {
+                return self.router.process(pkt, in_port);
+            }
         }
-        if ip.ttl() <= 1 {
-            return self.router.process(pkt, in_port);
-        }
+        let ip = Ipv4Packet::new_unchecked(&b[ETH..]);
         let src = u32::from_be_bytes(ip.src());
         let dst = u32::from_be_bytes(ip.dst());
         let proto = ip.protocol();
@@ -456,11 +450,24 @@ impl<C: StageClock> Gateway<C> {
         };
         let t = tuple4(src, dst, sport, dport, proto);
         self.clock.mark(Stage::Parse);
-        let (h, hint) = match staged {
-            Some((st, h, hint)) if st == t => (h, hint),
-            _ => (t.hash(), None),
+        let lane = Lane {
+            t,
+            flags,
+            h: t.hash(),
+            hint: None,
         };
-        let found = self.ct.find_hashed(&t, h, hint);
+        self.track4(pkt, in_port, &lane)
+    }
+
+    /// The part of [`Gateway::ipv4`] past the parse, for a TCP/UDP/ICMP
+    /// query packet whose header was validated: conntrack, then the
+    /// established path (translation, the flow's cached route) or a new
+    /// flow's.
+    #[inline(always)]
+    fn track4<P: Frame>(&mut self, pkt: &mut P, in_port: u16, lane: &Lane) -> Verdict {
+        let (t, flags) = (lane.t, lane.flags);
+        let dst = addr4(t.dst);
+        let found = self.ct.find_hashed(&t, lane.h, lane.hint);
         if let Some((i, reply)) = found {
             let conn = self.ct.advance(i, reply, flags);
             self.clock.mark(Stage::Conntrack);
@@ -474,19 +481,25 @@ impl<C: StageClock> Gateway<C> {
                 );
             }
             let f = self.ct.flow(i);
-            if f.nat() && !self.too_big4(ip.total_len(), ip.flags_frag(), f.translated(reply)) {
-                let to = f.translated(reply);
+            // The tuple as sent.
+            let to = if f.nat() { f.translated(reply) } else { t };
+            let ip = Ipv4Packet::new_unchecked(&pkt.bytes()[ETH..]);
+            if f.nat() && !self.too_big4(ip.total_len(), ip.flags_frag(), &to) {
                 nat::rewrite4(&mut pkt.bytes_mut()[ETH..], &to);
                 self.clock.mark(Stage::Nat);
             }
             // Validated above (the rewrite kept the checksum right); the
-            // flow caches its next hop.
-            // The path of a multipath route: by the packet as sent.
-            let fh = self
-                .router
-                .tuple_hash(&if f.nat() { f.translated(reply) } else { t });
+            // flow caches its next hop, a multipath route's path chosen
+            // by the packet as sent (hashed only to fill the cache).
+            let multipath = self.router.tuple_hash(&to) != 0;
             let hop = self.ct.hop_mut(i, reply);
-            let v = self.router.forward4_cached(pkt, in_port, hop, fh);
+            let v = self.router.forward4_cached(pkt, in_port, hop, || {
+                if multipath {
+                    crate::fib::tuple_hash(to.src, to.dst, to.proto, to.sport, to.dport)
+                } else {
+                    0
+                }
+            });
             self.clock.mark(Stage::Route);
             return v;
         }
@@ -624,7 +637,7 @@ impl<C: StageClock> Gateway<C> {
                     let to = f.translated(false);
                     self.nat_events[nat::Event::Mapped as usize] += 1;
                     let ip = Ipv4Packet::new_unchecked(&pkt.bytes()[ETH..]);
-                    if !self.too_big4(ip.total_len(), ip.flags_frag(), to) {
+                    if !self.too_big4(ip.total_len(), ip.flags_frag(), &to) {
                         nat::rewrite4(&mut pkt.bytes_mut()[ETH..], &to);
                     }
                     self.clock.mark(Stage::Nat);
@@ -676,15 +689,18 @@ impl<C: StageClock> Gateway<C> {
     /// Whether a packet of `total` bytes with DF set will not fit the MTU
     /// of the route to `to`: it is then left untranslated so that the
     /// router's Fragmentation Needed reaches its real sender.
-    #[inline]
-    fn too_big4(&self, total: u16, flags_frag: u16, to: Tuple) -> bool {
-        total > self.min_mtu
-            && flags_frag & 0x4000 != 0
-            && self
-                .router
-                .route4(addr4(to.dst), self.router.tuple_hash(&to))
-                .and_then(|p| self.router.iface(p))
-                .is_some_and(|i| total > i.mtu)
+    #[inline(always)]
+    fn too_big4(&self, total: u16, flags_frag: u16, to: &Tuple) -> bool {
+        total > self.min_mtu && flags_frag & 0x4000 != 0 && self.too_big4_routed(total, to)
+    }
+
+    /// [`Gateway::too_big4`] past the quick tests: the route's MTU.
+    #[cold]
+    fn too_big4_routed(&self, total: u16, to: &Tuple) -> bool {
+        self.router
+            .route4(addr4(to.dst), self.router.tuple_hash(to))
+            .and_then(|p| self.router.iface(p))
+            .is_some_and(|i| total > i.mtu)
     }
 
     /// Chooses this worker's next free port for the reply tuple `r` (its
@@ -1019,38 +1035,83 @@ impl<C: StageClock> Gateway<C> {
 impl<C: StageClock> ForwardMode for Gateway<C> {
     const NAME: &'static str = "l3fwd";
 
-    /// Two passes over the burst: hash each IPv4 packet's tuple and
-    /// prefetch its first conntrack bucket, then (those lines on their way
-    /// or in) match its signature there and prefetch the flow it names;
-    /// the findings are kept for the packets' turns ([`Staged`]).
+    /// Keeps the worker's prefetch for the burst path
+    /// ([`Gateway::process_burst`]), which parses the packets itself.
     #[inline]
-    fn prefetch<P: Frame>(&mut self, pkts: &[P], pf: fn(*const u8)) {
-        self.clock.start();
-        let st = &mut self.staged;
-        st.at = 0;
-        st.len = pkts.len().min(STAGED);
-        for (p, e) in pkts.iter().zip(st.entry.iter_mut()) {
-            *e = Self::quick_tuple(p.bytes()).map(|t| {
-                let h = t.hash();
-                pf(self.ct.bucket_of(h));
-                (t, h, None)
-            });
-        }
-        for (_, h, hint) in st.entry[..st.len].iter_mut().flatten() {
-            *hint = self.ct.hint(*h);
-            if let Some(f) = hint.and_then(|v| self.ct.flow_at(v)) {
-                pf(f);
-                pf(f.wrapping_add(64));
+    fn prefetch<P: Frame>(&mut self, _pkts: &[P], pf: fn(*const u8)) {
+        self.pf = pf;
+    }
+
+    /// The burst in chunks, each in three stages, as `rte_hash`'s bulk
+    /// lookup: plain TCP/UDP packets are parsed and hashed and their
+    /// first conntrack bucket prefetched; then each one's signature is
+    /// matched there (those lines on their way or in) and the flow it
+    /// names prefetched; then each packet goes its way, a plain one
+    /// straight to conntrack with what the stages found (checked against
+    /// the flow: a hint), any other through [`Gateway::process`]. The
+    /// verdicts are those of `process`, packet by packet.
+    fn process_burst<P: Frame>(
+        &mut self,
+        pkts: &mut [P],
+        in_port: u16,
+        verdicts: &mut [Verdict],
+    ) -> Option<Verdict> {
+        let mac = match self.router.iface(in_port) {
+            Some(i) if !i.down => i.mac.0,
+            _ => return crate::fwd::process_each(self, pkts, in_port, verdicts),
+        };
+        let pf = self.pf;
+        let mut first: Option<Verdict> = None;
+        let mut uniform = true;
+        let n = pkts.len().min(verdicts.len());
+        for (pc, vc) in pkts[..n]
+            .chunks_mut(CHUNK)
+            .zip(verdicts[..n].chunks_mut(CHUNK))
+        {
+            self.clock.start();
+            let mut lanes = [None::<Lane>; CHUNK];
+            for (p, l) in pc.iter().zip(lanes.iter_mut()) {
+                *l = plain_l4(p.bytes(), mac).map(|(t, flags)| {
+                    let h = t.hash();
+                    pf(self.ct.bucket_of(h));
+                    Lane {
+                        t,
+                        flags,
+                        h,
+                        hint: None,
+                    }
+                });
+            }
+            self.clock.mark(Stage::Parse);
+            for l in lanes.iter_mut().flatten() {
+                l.hint = self.ct.hint(l.h);
+                if let Some(f) = l.hint.and_then(|v| self.ct.flow_at(v)) {
+                    pf(f);
+                    pf(f.wrapping_add(64));
+                }
+            }
+            self.clock.mark(Stage::Conntrack);
+            for ((p, v), l) in pc.iter_mut().zip(vc.iter_mut()).zip(&lanes) {
+                *v = match l {
+                    Some(l) => {
+                        self.clock.start();
+                        self.track4(p, in_port, l)
+                    }
+                    None => self.process(p, in_port),
+                };
+                match first {
+                    None => first = Some(*v),
+                    Some(x) if x == *v => {}
+                    Some(_) => uniform = false,
+                }
             }
         }
-        // Conntrack's work for the burst (its hashes, its buckets read).
-        self.clock.mark(Stage::Conntrack);
+        first.filter(|_| uniform)
     }
 
     #[inline]
     fn process<P: Frame>(&mut self, pkt: &mut P, in_port: u16) -> Verdict {
         self.clock.start();
-        let staged = self.staged.next();
         let b = pkt.bytes();
         if b.len() < ETH {
             return Verdict::Drop(DropReason::Truncated);
@@ -1064,7 +1125,7 @@ impl<C: StageClock> ForwardMode for Gateway<C> {
         let mac = iface.mac;
         let for_us = b[0..6] == mac.0;
         match u16::from_be_bytes([b[12], b[13]]) {
-            EtherType::IPV4 if for_us => self.ipv4(pkt, in_port, staged),
+            EtherType::IPV4 if for_us => self.ipv4(pkt, in_port),
             EtherType::IPV6 if for_us => self.ipv6(pkt, in_port),
             // Tagged frames would reach the router past the rules: the
             // gateway has no VLAN sub-interfaces (the config refuses them).

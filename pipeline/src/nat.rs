@@ -271,10 +271,43 @@ fn l4_csum_at(proto: u8) -> Option<usize> {
 /// validated, first fragment) to those of `to`, updating the IP checksum
 /// and the TCP/UDP checksum, or for ICMP queries the identifier and the
 /// ICMP checksum. The L4 header must be present in full (the gateway
-/// checked it when it built the key).
+/// checked it when it built the key). TCP and UDP take the straight path:
+/// one RFC 1624 sum of the changed words (`!old + new` for each) applied
+/// to both checksums.
+#[inline]
 pub fn rewrite4(l3: &mut [u8], to: &Tuple) {
     let h = usize::from(l3[0] & 0x0f) * 4;
     let proto = l3[9];
+    let at = match proto {
+        IpProto::TCP => h + 16,
+        IpProto::UDP => h + 6,
+        _ => usize::MAX,
+    };
+    if at.checked_add(2).is_some_and(|end| end <= l3.len()) {
+        let be32 = |b: &[u8], i: usize| u32::from_be_bytes([b[i], b[i + 1], b[i + 2], b[i + 3]]);
+        let be16 = |b: &[u8], i: usize| u16::from_be_bytes([b[i], b[i + 1]]);
+        // The 16-bit halves of a word, summed.
+        let halves = |x: u32| (x >> 16) + (x & 0xffff);
+        let (src, dst) = (addr4(to.src), addr4(to.dst));
+        let addrs = halves(!be32(l3, 12)) + halves(!be32(l3, 16)) + halves(src) + halves(dst);
+        let ports = halves(!be32(l3, h)) + halves(u32::from(to.sport) << 16 | u32::from(to.dport));
+        l3[12..16].copy_from_slice(&src.to_be_bytes());
+        l3[16..20].copy_from_slice(&dst.to_be_bytes());
+        l3[h..h + 2].copy_from_slice(&to.sport.to_be_bytes());
+        l3[h + 2..h + 4].copy_from_slice(&to.dport.to_be_bytes());
+        let c = be16(l3, 10);
+        l3[10..12].copy_from_slice(&checksum::adjust(c, addrs).to_be_bytes());
+        let c = be16(l3, at);
+        if proto == IpProto::UDP && c == 0 {
+            return; // no checksum
+        }
+        let mut n = checksum::adjust(c, addrs + ports);
+        if proto == IpProto::UDP && n == 0 {
+            n = 0xffff;
+        }
+        l3[at..at + 2].copy_from_slice(&n.to_be_bytes());
+        return;
+    }
     let new = [addr4(to.src).to_be_bytes(), addr4(to.dst).to_be_bytes()];
     let old_sum = checksum::sum(&l3[12..20], 0);
     l3[12..16].copy_from_slice(&new[0]);
@@ -290,6 +323,7 @@ pub fn rewrite4(l3: &mut [u8], to: &Tuple) {
 /// cut short, as in a quote) to `sport`/`dport` and updates its checksum by
 /// the address change `old_sum` → `new_sum` (TCP/UDP)
 /// and the port change. Fields past the end of `l4` are left alone.
+#[inline]
 fn rewrite_l4(
     l4: &mut [u8],
     proto: u8,

@@ -16,16 +16,32 @@ const CHUNK: usize = 32;
 const NO_HOP: u32 = u32::MAX;
 
 /// The destination of a plain IPv4 packet to the port whose MAC is `mac`
-/// (see [`mac_word`]) that the fast path can route: a 20-byte header that
-/// is valid (version, lengths, checksum), a TTL above 1, a unicast
-/// destination that is not martian. `None` for anything else (options,
-/// ARP, IPv6, errors, ...), which takes the full path. The header is read
-/// in machine words: the checksum is summed in native byte order, which
-/// RFC 1071 (2.B) shows gives the byte-swapped sum, and 0xffff swapped is
-/// itself.
+/// (see [`mac_word`]) that the fast path can route: a plain header (see
+/// [`plain4`]) and a unicast destination that is not martian. `None` for
+/// anything else (options, ARP, IPv6, errors, ...), which takes the full
+/// path.
 #[inline(always)]
 fn fast4(b: &[u8], mac: u64) -> Option<u32> {
     let h: &[u8; ETHERNET_HEADER_LEN + 20] = b.get(..ETHERNET_HEADER_LEN + 20)?.try_into().ok()?;
+    let eth = u64::from_le_bytes([h[0], h[1], h[2], h[3], h[4], h[5], h[6], h[7]]);
+    // The destination MAC (the low 48 bits).
+    if (eth ^ mac) << 16 != 0 || !plain4(b) {
+        return None;
+    }
+    let dst = u32::from_be_bytes([h[30], h[31], h[32], h[33]]);
+    (!martian(dst)).then_some(dst)
+}
+
+/// Whether frame `b` holds a plain IPv4 packet: a 20-byte header that is
+/// valid (version, lengths, checksum) with a TTL above 1 (the gateway's
+/// fast check too). The header is read in machine words: the checksum is
+/// summed in native byte order, which RFC 1071 (2.B) shows gives the
+/// byte-swapped sum, and 0xffff swapped is itself.
+#[inline(always)]
+pub(crate) fn plain4(b: &[u8]) -> bool {
+    let Some(h) = b.get(..ETHERNET_HEADER_LEN + 20) else {
+        return false;
+    };
     let w = |i: usize| {
         u64::from_ne_bytes([
             h[i],
@@ -38,15 +54,14 @@ fn fast4(b: &[u8], mac: u64) -> Option<u32> {
             h[i + 7],
         ])
     };
-    let eth = u64::from_le_bytes([h[0], h[1], h[2], h[3], h[4], h[5], h[6], h[7]]);
-    // The destination MAC (the low 48 bits), then IPv4 and 0x45.
+    // IPv4 and 0x45.
     let ty = u32::from_le_bytes([h[12], h[13], h[14], 0]);
-    if (eth ^ mac) << 16 != 0 || ty != 0x0045_0008 {
-        return None;
+    if ty != 0x0045_0008 {
+        return false;
     }
     let total = usize::from(u16::from_be_bytes([h[16], h[17]]));
     if total < 20 || total > b.len() - ETHERNET_HEADER_LEN || h[22] <= 1 {
-        return None;
+        return false;
     }
     // The header's ones-complement sum must be 0xffff: two 64-bit and one
     // 32-bit word summed as 32-bit halves (2^32 = 1 in ones-complement
@@ -59,11 +74,7 @@ fn fast4(b: &[u8], mac: u64) -> Option<u32> {
     acc = (acc >> 32) + (acc & 0xffff_ffff);
     acc = (acc >> 16) + (acc & 0xffff);
     acc = (acc >> 16) + (acc & 0xffff);
-    if acc != 0xffff {
-        return None;
-    }
-    let dst = u32::from_be_bytes([h[30], h[31], h[32], h[33]]);
-    (!martian(dst)).then_some(dst)
+    acc == 0xffff
 }
 
 /// A MAC as `fast4` compares it: the 6 bytes as the low 48 bits of a

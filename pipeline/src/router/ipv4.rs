@@ -84,7 +84,10 @@ impl Router {
     /// not for the router) through `cache`, filling it on a miss (a
     /// multipath route picks the path of flow hash `hash`): TTL
     /// decrement with its checksum update and MAC rewrite, without the
-    /// route and neighbour lookups while the cache holds. Anything else
+    /// route and neighbour lookups while the cache holds (the flow hash,
+    /// `hash`, is computed only to fill it). A cache serves one flow in
+    /// one direction, so one destination: whether that is routable at
+    /// all (not martian) is checked when it is filled. Anything else
     /// (no route, no neighbour, over the MTU) goes the full way
     /// ([`Router::ipv4_valid`]).
     #[inline]
@@ -93,13 +96,18 @@ impl Router {
         pkt: &mut impl Frame,
         in_port: u16,
         cache: &mut RouteCache,
-        hash: u32,
+        hash: impl FnOnce() -> u32,
     ) -> Verdict {
         let b = pkt.bytes_mut();
         let l3 = &b[ETHERNET_HEADER_LEN..];
         let total = u16::from_be_bytes([l3[2], l3[3]]);
         if cache.generation != self.flow_generation() {
+            // A flow's packets (in one direction) go to one destination:
+            // checked to be routable once, when the cache is filled.
             let dst = u32::from_be_bytes([l3[16], l3[17], l3[18], l3[19]]);
+            if martian(dst) {
+                return self.ipv4_valid(pkt, in_port);
+            }
             let Some((port, mac)) = self.resolve4(dst, hash) else {
                 return self.ipv4_valid(pkt, in_port);
             };
@@ -117,7 +125,7 @@ impl Router {
         else {
             return self.ipv4_valid(pkt, in_port);
         };
-        if total > oif.mtu || martian(u32::from_be_bytes([l3[16], l3[17], l3[18], l3[19]])) {
+        if total > oif.mtu {
             return self.ipv4_valid(pkt, in_port);
         }
         forward4_rewrite(b, cache.mac, oif.mac.0);

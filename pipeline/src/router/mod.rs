@@ -33,6 +33,7 @@
 //! picked per flow ([`flow_hash`]).
 
 mod burst;
+pub(crate) use burst::plain4;
 mod emit;
 mod hold;
 mod icmp;
@@ -386,7 +387,7 @@ impl Router {
 
     /// [`Router::flow_hash`] of a conntrack tuple, or 0 while no route has
     /// several paths (the hash is then never used).
-    #[inline]
+    #[inline(always)]
     pub fn tuple_hash(&self, t: &crate::conntrack::Tuple) -> u32 {
         if !self.cfg.fib.multipath() {
             return 0;

@@ -125,12 +125,16 @@ impl Router {
 
     /// The output port and next hop's MAC for `dst`, if routed and the
     /// neighbour is known and fresh (no side effects).
-    pub(super) fn resolve4(&mut self, dst: u32, hash: u32) -> Option<(u16, MacAddr)> {
+    pub(super) fn resolve4(
+        &mut self,
+        dst: u32,
+        hash: impl FnOnce() -> u32,
+    ) -> Option<(u16, MacAddr)> {
         if self.is_local4(dst) {
             return None;
         }
         let nh = self.cfg.fib.lpm4().lookup(dst)?;
-        let (nh, hop) = self.cfg.fib.path(nh, || hash)?;
+        let (nh, hop) = self.cfg.fib.path(nh, hash)?;
         let mac = self.hop_mac4(nh, hop, dst).ok()?;
         Some((hop.port, mac))
     }
