@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# Instructions per packet of the gateway pipeline, counted by valgrind
+# (callgrind) in the unclocked gateway passes of `sluice-bench gateway`:
+# a figure the host's noise does not move (the cycles of run-gateway.sh
+# vary 2x from hour to hour on a shared VM), to compare two revisions
+# with. Counted twice, with N and with 1 packets of established flows:
+# the difference over N - 1 is the instructions per established packet;
+# the second count over the flows, per new flow (its first packet).
+# Writes bench/results/gateway-instructions.md.
+#   bench/run-gateway-instructions.sh [--flows N] [--packets N]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+. bench/lib.sh
+FLOWS=10000
+PACKETS=200000
+while [ $# -gt 0 ]; do
+  case $1 in
+    --flows) FLOWS=$2; shift 2 ;;
+    --packets) PACKETS=$2; shift 2 ;;
+    *) echo "usage: $0 [--flows N] [--packets N]" >&2; exit 2 ;;
+  esac
+done
+command -v valgrind >/dev/null || { echo "needs valgrind (apt-get install valgrind)" >&2; exit 1; }
+cargo build --release -q -p bench
+WORK=$(mktemp -d /tmp/sluice-instr.XXXXXX)
+trap 'rm -rf "$WORK"' EXIT
+
+# Instructions executed inside sluice_bench::gateway::gateway_pass (the
+# unclocked gateway's passes: new flows, then established) with $1
+# established packets.
+count() {
+  valgrind --tool=callgrind --callgrind-out-file="$WORK/cg.out" \
+    --collect-atstart=no --toggle-collect='sluice_bench::gateway::gateway_pass' \
+    target/release/sluice-bench gateway --runs 1 --flows "$FLOWS" --packets "$1" \
+    >"$WORK/log" 2>&1
+  sed -n 's/^==[0-9]*== Collected : \([0-9]*\)$/\1/p' "$WORK/log"
+}
+all=$(count "$PACKETS")
+one=$(count 1)
+[ -n "$all" ] && [ -n "$one" ] || { echo "no count from valgrind: see $WORK/log" >&2; exit 1; }
+{
+  echo "# The gateway pipeline, instructions per packet"
+  echo
+  echo "Command: \`bench/run-gateway-instructions.sh --flows $FLOWS --packets $PACKETS\` $(provenance)."
+  echo
+  echo "valgrind's callgrind counting the instructions of the unclocked gateway passes of \`sluice-bench gateway\` (\`configs/gateway-fulltable.toml\`: full table, fw1_10k rules, SNAT; 64-byte IPv4/UDP in bursts of 32 through the stage's burst path; each packet's template copy included), run twice: $PACKETS and 1 packets of established flows after the first packet of each of $FLOWS flows."
+  echo
+  echo "| path | instructions/packet |"
+  echo "|---|---|"
+  echo "| gateway, established flow | $(( (all - one) / (PACKETS - 1) )) |"
+  echo "| gateway, new flow (first packet) | $(( one / FLOWS )) |"
+} | tee bench/results/gateway-instructions.md.tmp
+mv bench/results/gateway-instructions.md.tmp bench/results/gateway-instructions.md
