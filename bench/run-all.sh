@@ -23,6 +23,7 @@ BENCHES=(
   "run-acl.sh|data classbench|needs ../shared/data/classbench"
   "run-router.sh|data routes|needs ../shared/data/routes"
   "run-gateway.sh|data routes && data classbench|needs ../shared/data (routes, classbench)"
+  "run-gateway-instructions.sh|data routes && data classbench && have valgrind|needs ../shared/data (routes, classbench) and valgrind"
   "run-poll-sweep.sh|true|"
   "run-dpdk-io.sh|root && have dpdk-testpmd|needs root and dpdk-testpmd (apt-get install dpdk)"
   "run-softnic-builds.sh|pkg-config --exists libdpdk|needs DPDK's development files (apt-get install libdpdk-dev) for the DPDK build"
