@@ -279,25 +279,35 @@ pub fn rewrite4(l3: &mut [u8], to: &Tuple) {
     let h = usize::from(l3[0] & 0x0f) * 4;
     let proto = l3[9];
     let at = match proto {
-        IpProto::TCP => h + 16,
-        IpProto::UDP => h + 6,
+        IpProto::TCP => 16,
+        IpProto::UDP => 6,
         _ => usize::MAX,
     };
-    if at.checked_add(2).is_some_and(|end| end <= l3.len()) {
-        let be32 = |b: &[u8], i: usize| u32::from_be_bytes([b[i], b[i + 1], b[i + 2], b[i + 3]]);
-        let be16 = |b: &[u8], i: usize| u16::from_be_bytes([b[i], b[i + 1]]);
+    if h >= 20 && at != usize::MAX && l3.len() >= h + at + 2 {
+        // The header and the L4 header as arrays: no bounds checks below.
+        let (ip, l4) = l3.split_at_mut(h);
+        let Ok(ip) = <&mut [u8; 20]>::try_from(&mut ip[..20]) else {
+            return;
+        };
+        let l4 = &mut l4[..at + 2];
+        let Ok(pp) = <&mut [u8; 4]>::try_from(&mut l4[..4]) else {
+            return;
+        };
+        let be32 =
+            |b: &[u8; 20], i: usize| u32::from_be_bytes([b[i], b[i + 1], b[i + 2], b[i + 3]]);
         // The 16-bit halves of a word, summed.
         let halves = |x: u32| (x >> 16) + (x & 0xffff);
         let (src, dst) = (addr4(to.src), addr4(to.dst));
-        let addrs = halves(!be32(l3, 12)) + halves(!be32(l3, 16)) + halves(src) + halves(dst);
-        let ports = halves(!be32(l3, h)) + halves(u32::from(to.sport) << 16 | u32::from(to.dport));
-        l3[12..16].copy_from_slice(&src.to_be_bytes());
-        l3[16..20].copy_from_slice(&dst.to_be_bytes());
-        l3[h..h + 2].copy_from_slice(&to.sport.to_be_bytes());
-        l3[h + 2..h + 4].copy_from_slice(&to.dport.to_be_bytes());
-        let c = be16(l3, 10);
-        l3[10..12].copy_from_slice(&checksum::adjust(c, addrs).to_be_bytes());
-        let c = be16(l3, at);
+        let addrs = halves(!be32(ip, 12)) + halves(!be32(ip, 16)) + halves(src) + halves(dst);
+        let ports = halves(!u32::from_be_bytes(*pp))
+            + halves(u32::from(to.sport) << 16 | u32::from(to.dport));
+        ip[12..16].copy_from_slice(&src.to_be_bytes());
+        ip[16..20].copy_from_slice(&dst.to_be_bytes());
+        pp[..2].copy_from_slice(&to.sport.to_be_bytes());
+        pp[2..].copy_from_slice(&to.dport.to_be_bytes());
+        let c = u16::from_be_bytes([ip[10], ip[11]]);
+        ip[10..12].copy_from_slice(&checksum::adjust(c, addrs).to_be_bytes());
+        let c = u16::from_be_bytes([l4[at], l4[at + 1]]);
         if proto == IpProto::UDP && c == 0 {
             return; // no checksum
         }
@@ -305,7 +315,7 @@ pub fn rewrite4(l3: &mut [u8], to: &Tuple) {
         if proto == IpProto::UDP && n == 0 {
             n = 0xffff;
         }
-        l3[at..at + 2].copy_from_slice(&n.to_be_bytes());
+        l4[at..at + 2].copy_from_slice(&n.to_be_bytes());
         return;
     }
     let new = [addr4(to.src).to_be_bytes(), addr4(to.dst).to_be_bytes()];
