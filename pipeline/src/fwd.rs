@@ -196,13 +196,21 @@ pub fn process_each<F: ForwardMode, P: Frame>(
     let mut uniform = true;
     for (m, v) in pkts.iter_mut().zip(verdicts.iter_mut()) {
         *v = f.process(m, in_port);
-        match first {
-            None => first = Some(*v),
-            Some(x) if x == *v => {}
-            Some(_) => uniform = false,
-        }
+        note_verdict(&mut first, &mut uniform, *v);
     }
     first.filter(|_| uniform)
+}
+
+/// Notes verdict `v` in a burst loop's same-verdict tracking: `first` is
+/// the burst's first verdict, `uniform` whether every one since was the
+/// same (the burst's verdict is then `first`).
+#[inline(always)]
+pub fn note_verdict(first: &mut Option<Verdict>, uniform: &mut bool, v: Verdict) {
+    match *first {
+        None => *first = Some(v),
+        Some(x) if x == v => {}
+        Some(_) => *uniform = false,
+    }
 }
 
 /// For each input port, the port its packets leave on.
