@@ -4,7 +4,8 @@
 # (scripts/lab-net.sh; offloads off, every frame whole), the router in
 # sl-router is Sluice on AF_PACKET (its TPACKET_V3 ring as shipped, or
 # `ring = "v2"`) or AF_XDP (configs/router-nat.toml:
-# conntrack, firewall, SNAT; its worker on CPU 1, poll mode as shipped) or
+# conntrack, firewall, SNAT; its worker on CPU 1, poll mode as shipped;
+# and the same with `busy_poll_us = 100`, sluice-afxdp-bp) or
 # the kernel (ip_forward, the same policy in nftables, masquerade; RPS
 # steers the router interfaces' receive work to CPU 1). The client and the
 # server run on CPU 0. Per router and run:
@@ -36,7 +37,10 @@ APP_CPU=0
 sed "s/^core = 0/core = $ROUTER_CPU/" configs/router-nat.toml > "$WORK/router-nat.toml"
 lab_afxdp_config "$WORK/router-nat.toml" "$WORK/router-nat-afxdp.toml"
 sed 's/^\[port\.afpacket\]$/[port.afpacket]\nring = "v2"/' "$WORK/router-nat.toml" > "$WORK/router-nat-v2.toml"
-ROUTERS=(sluice-afpacket sluice-afpacket-v2 sluice-afxdp kernel)
+BUSY_POLL_US=100
+sed "s/^\[worker\.poll\]\$/[worker.poll]\nbusy_poll_us = $BUSY_POLL_US/" "$WORK/router-nat-afxdp.toml" > "$WORK/router-nat-afxdp-bp.toml"
+grep -q "^busy_poll_us = $BUSY_POLL_US" "$WORK/router-nat-afxdp-bp.toml" || { echo "configs/router-nat.toml has no [worker.poll]" >&2; exit 1; }
+ROUTERS=(sluice-afpacket sluice-afpacket-v2 sluice-afxdp sluice-afxdp-bp kernel)
 POLICY=$(awk '/^\[worker.poll\]/ {p = 1} p && /^mode/ {gsub(/"/, "", $3); print $3; exit}' configs/router-nat.toml)
 
 HZ=$(getconf CLK_TCK)
@@ -82,6 +86,7 @@ run() {
   if [ "$1" != kernel ]; then
     local cfg=$WORK/router-nat.toml
     [ "$1" = sluice-afxdp ] && cfg=$WORK/router-nat-afxdp.toml
+    [ "$1" = sluice-afxdp-bp ] && cfg=$WORK/router-nat-afxdp-bp.toml
     [ "$1" = sluice-afpacket-v2 ] && cfg=$WORK/router-nat-v2.toml
     ip netns exec $NS_R "$SLUICE" run "$cfg" --json > "$WORK/s.json" 2> "$WORK/s.err" &
     pid=$!
@@ -137,7 +142,7 @@ done
   echo
   echo "Command: \`bench/run-tcp.sh $RUNS $SECS\` $(provenance)."
   echo
-  echo "The namespace lab (scripts/lab-net.sh: veths, offloads off, every frame whole). The router in sl-router: Sluice on AF_PACKET (sluice-afpacket: its TPACKET_V3 ring, blocks handed over when full or after 1 ms; sluice-afpacket-v2: \`ring = \"v2\"\`, frames handed over one by one) or AF_XDP (configs/router-nat.toml: conntrack, firewall, SNAT; worker on CPU $ROUTER_CPU, poll mode \`$POLICY\` as shipped), or the kernel (ip_forward, the same policy in nftables with masquerade; RPS steers the router interfaces' receive work to CPU $ROUTER_CPU). Client and server programs run on CPU $APP_CPU. Router CPU is CPU $ROUTER_CPU's busy time (wall time less its idle time in /proc/stat). TCP: \`iperf3 -c -t $SECS -P N\`, client to server, Gbit/s received. Ping: 500 echo requests 10 ms apart. UDP RR: a 64-byte request echoed by the server, one in flight, for $SECS s (Python on both ends: its own cost is in every router's figure). Each figure is the median of $RUNS runs, routers alternating (runs in brackets)."
+  echo "The namespace lab (scripts/lab-net.sh: veths, offloads off, every frame whole). The router in sl-router: Sluice on AF_PACKET (sluice-afpacket: its TPACKET_V3 ring, blocks handed over when full or after 1 ms; sluice-afpacket-v2: \`ring = \"v2\"\`, frames handed over one by one) or AF_XDP (configs/router-nat.toml: conntrack, firewall, SNAT; worker on CPU $ROUTER_CPU, poll mode \`$POLICY\` as shipped; sluice-afxdp-bp: the same with \`busy_poll_us = $BUSY_POLL_US\`, polling on for $BUSY_POLL_US µs after the last packet before blocking), or the kernel (ip_forward, the same policy in nftables with masquerade; RPS steers the router interfaces' receive work to CPU $ROUTER_CPU). Client and server programs run on CPU $APP_CPU. Router CPU is CPU $ROUTER_CPU's busy time (wall time less its idle time in /proc/stat). TCP: \`iperf3 -c -t $SECS -P N\`, client to server, Gbit/s received. Ping: 500 echo requests 10 ms apart. UDP RR: a 64-byte request echoed by the server, one in flight, for $SECS s (Python on both ends: its own cost is in every router's figure). Each figure is the median of $RUNS runs, routers alternating (runs in brackets)."
   echo
   echo "| router | TCP 1 stream Gbit/s | router CPU % | CPU % per Gbit/s | TCP 4 streams Gbit/s | router CPU % | CPU % per Gbit/s | ping p50 / p99 µs | router CPU % while pinging | UDP RR transactions/s | RR p50 / p99 µs |"
   echo "|---|---|---|---|---|---|---|---|---|---|---|"
@@ -156,14 +161,14 @@ print("| %s | %.2f%s | %.0f | %s | %.2f%s | %.0f | %s | %.0f / %.0f | %.1f | %.0
 EOF
   done
   echo
-  python3 - "${res[sluice-afpacket]}" "${res[sluice-afpacket-v2]}" "${res[sluice-afxdp]}" "${res[kernel]}" <<'EOF'
+  python3 - "${res[sluice-afpacket]}" "${res[sluice-afpacket-v2]}" "${res[sluice-afxdp]}" "${res[sluice-afxdp-bp]}" "${res[kernel]}" "$BUSY_POLL_US" <<'EOF'
 import statistics, sys
 def med(s, i):
     return statistics.median([list(map(float, x.split()))[i] for x in s.split(";") if x.strip()])
-k = sys.argv[4]
+k = sys.argv[5]
 print("Against the kernel (medians; the issue's goal for AF_XDP: TCP >= 1.0x at <= its CPU per Gbit/s, ping p50 <= 1.5x):")
 print()
-for name, s in (("Sluice AF_PACKET (V3 ring)", sys.argv[1]), ("Sluice AF_PACKET (V2 ring)", sys.argv[2]), ("Sluice AF_XDP", sys.argv[3])):
+for name, s in (("Sluice AF_PACKET (V3 ring)", sys.argv[1]), ("Sluice AF_PACKET (V2 ring)", sys.argv[2]), ("Sluice AF_XDP", sys.argv[3]), ("Sluice AF_XDP, busy_poll_us = " + sys.argv[6], sys.argv[4])):
     r = lambda i: med(s, i) / med(k, i) if med(k, i) else float("nan")
     cpg = lambda g, c: (med(s, c) / med(s, g)) / (med(k, c) / med(k, g)) if med(s, g) and med(k, g) and med(k, c) else float("nan")
     print("- %s: TCP 1 stream %.2fx (CPU per Gbit/s %.2fx), 4 streams %.2fx (%.2fx); ping p50 %.2fx; UDP RR %.2fx the transactions" % (

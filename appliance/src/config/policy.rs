@@ -8,12 +8,17 @@ pub(super) fn check_poll(cx: &mut Ctx<'_>, wi: usize, p: &RawPoll) -> Policy {
     let kind = *p.mode.get_ref();
     let k = |f: &str| format!("worker[{wi}].poll.{f}");
     // Which knobs each mode takes.
-    let knobs: [(&str, bool, &[PollKind]); 19] = [
+    let knobs: [(&str, bool, &[PollKind]); 20] = [
         ("predict", p.predict.is_some(), &[Adaptive]),
         ("budget", p.budget.is_some(), &[Interrupt, Adaptive, Auto]),
         (
             "fallback_sleep_us",
             p.fallback_sleep_us.is_some(),
+            &[Interrupt, Adaptive, Auto],
+        ),
+        (
+            "busy_poll_us",
+            p.busy_poll_us.is_some(),
             &[Interrupt, Adaptive, Auto],
         ),
         ("spin_polls", p.spin_polls.is_some(), &[Adaptive]),
@@ -59,6 +64,12 @@ pub(super) fn check_poll(cx: &mut Ctx<'_>, wi: usize, p: &RawPoll) -> Policy {
             cx.err(v, k("fallback_sleep_us"), "must be 1..=1000000 µs");
         }
         napi.fallback_sleep = Duration::from_micros(*v.get_ref());
+    }
+    if let Some(v) = &p.busy_poll_us {
+        if *v.get_ref() > 1_000_000 {
+            cx.err(v, k("busy_poll_us"), "must be 0..=1000000 µs");
+        }
+        napi.busy_poll = Duration::from_micros(*v.get_ref());
     }
     match kind {
         Busy => Policy::Busy,

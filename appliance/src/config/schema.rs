@@ -477,6 +477,7 @@ pub(super) struct RawPoll {
     pub(super) mode: Spanned<PollKind>,
     pub(super) budget: Option<Spanned<usize>>,
     pub(super) fallback_sleep_us: Option<Spanned<u64>>,
+    pub(super) busy_poll_us: Option<Spanned<u64>>,
     pub(super) spin_polls: Option<Spanned<u32>>,
     pub(super) pause_polls: Option<Spanned<u32>>,
     pub(super) pause_spins: Option<Spanned<u32>>,

@@ -173,6 +173,8 @@ struct Worker<'a, B, R, T, F> {
     last_end: u64,
     /// `run_busy`'s rounds since it last read the clock.
     span: Span,
+    /// When a NAPI round last received packets (for `busy_poll`).
+    last_rx: u64,
     last_publish: u64,
     /// All RX queues have interrupt lines, registered here.
     epoll: Option<Epoll>,
@@ -279,6 +281,7 @@ pub fn run<B: PacketBuf, R: RxQueue<Buf = B>, T: TxQueue<Buf = B>, F: ForwardMod
         last_drain: now,
         last_end: 0,
         span: Span::new(span_min),
+        last_rx: 0,
         last_publish: now,
         epoll,
         tsc,

@@ -191,12 +191,24 @@ impl<B: PacketBuf, R: RxQueue<Buf = B>, T: TxQueue<Buf = B>, F: ForwardMode>
         self.settle(t0, t1);
         self.maybe_drain(t1);
         self.account(t0, t1, got);
-        if napi::after_round(more) == napi::Next::Poll {
+        if got > 0 {
+            self.last_rx = t1;
+        }
+        let busy_poll = if n.busy_poll.is_zero() {
+            0
+        } else {
+            self.tsc.cycles(n.busy_poll)
+        };
+        if napi::after_round(more, t1.wrapping_sub(self.last_rx), busy_poll) == napi::Next::Poll {
             self.c.core.state.set(State::Spin as u64);
             return got;
         }
         self.c.core.state.set(State::Intr as u64);
-        got + self.block(n.fallback_sleep)
+        let late = self.block(n.fallback_sleep);
+        if late > 0 {
+            self.last_rx = rdtsc();
+        }
+        got + late
     }
 
     pub(super) fn run_interrupt(&mut self, n: &Napi) {
