@@ -186,6 +186,27 @@ fn an_operator_drives_every_command() {
         assert!(Instant::now() < deadline, "never switched: {c}");
         std::thread::sleep(Duration::from_millis(100));
     }
+    // With a knob, checked as the config file's are.
+    let t = ok(
+        &sock,
+        &["set", "poll", "1", "interrupt", "busy_poll_us=100"],
+    );
+    assert!(t.contains("interrupt busy_poll_us=100"), "{t}");
+    for (knobs, says) in [
+        (
+            "spin_polls=5",
+            "applies to poll mode adaptive, not `interrupt`",
+        ),
+        ("busy_poll_us=2000000", "must be 0..=1000000"),
+        ("busy_poll_us=soon", "a number or true/false"),
+        ("busy_poll_us", "KEY=VALUE"),
+        ("nosuch=1", "unknown field `nosuch`"),
+    ] {
+        let o = ctl(&sock, &["set", "poll", "1", "interrupt", knobs]);
+        assert!(!o.status.success(), "{knobs}");
+        let e = String::from_utf8_lossy(&o.stderr);
+        assert!(e.contains(says), "{knobs}: {e}");
+    }
     ok(&sock, &["set", "poll", "1", "busy"]);
 
     // Routes and neighbours changed while it forwards.

@@ -32,6 +32,7 @@ pub use typed::{
 
 use files::regular_file;
 use policy::check_poll;
+pub use policy::parse_poll;
 use ports::check_port;
 use schema::*;
 use source::*;

@@ -205,3 +205,38 @@ pub(super) fn poll_name(k: PollKind) -> &'static str {
         PollKind::Auto => "auto",
     }
 }
+
+/// A poll policy as `sluice ctl set poll` gives it: a mode and `KEY=VALUE`
+/// knobs, the keys and values of a `[worker.poll]` table (for the worker
+/// `wi`, named in errors), checked as the config file's are. An error says
+/// what is wrong with which knob.
+pub fn parse_poll(wi: usize, mode: &str, knobs: &[&str]) -> Result<Policy, String> {
+    let mut text = String::new();
+    text.push_str(&format!(
+        "mode = {}\n",
+        toml::Value::String(mode.to_string())
+    ));
+    for kv in knobs {
+        let Some((key, value)) = kv.split_once('=') else {
+            return Err(format!("`{kv}`: a knob is KEY=VALUE (busy_poll_us=50)"));
+        };
+        if key.is_empty() || !key.bytes().all(|b| b.is_ascii_lowercase() || b == b'_') {
+            return Err(format!("`{key}` is not a poll knob"));
+        }
+        // A number or a boolean, as the config file writes them.
+        let value: toml::Value = value
+            .parse::<i64>()
+            .map(toml::Value::Integer)
+            .or_else(|_| value.parse::<f64>().map(toml::Value::Float))
+            .or_else(|_| value.parse::<bool>().map(toml::Value::Boolean))
+            .map_err(|_| format!("`{kv}`: the value is a number or true/false"))?;
+        text.push_str(&format!("{key} = {value}\n"));
+    }
+    let raw: RawPoll = toml::from_str(&text).map_err(|e| e.message().trim().to_string())?;
+    let mut cx = Ctx::new("set poll", &text);
+    let p = check_poll(&mut cx, wi, &raw);
+    match cx.errs.first() {
+        Some(e) => Err(format!("{}: {}", e.key, e.msg)),
+        None => Ok(p),
+    }
+}

@@ -441,3 +441,34 @@ fn classbench_file_rules_load() {
         .iter()
         .all(|r| r.action == pipeline::firewall::Action::Drop));
 }
+
+/// `sluice ctl set poll`'s knobs: the config file's keys and checks.
+#[test]
+fn set_poll_knobs_are_checked_as_the_file_is() {
+    let p = parse_poll(0, "interrupt", &["busy_poll_us=100", "budget=32"]).unwrap();
+    let Policy::Interrupt(n) = p else {
+        panic!("{p:?}")
+    };
+    assert_eq!(n.busy_poll, std::time::Duration::from_micros(100));
+    assert_eq!(n.budget, 32);
+    let p = parse_poll(2, "adaptive", &["predict=0.5", "busy_poll_us=20"]).unwrap();
+    let Policy::Adaptive(a) = p else {
+        panic!("{p:?}")
+    };
+    assert_eq!(a.predict, 0.5);
+    assert_eq!(a.napi.busy_poll, std::time::Duration::from_micros(20));
+    assert_eq!(a.spin_polls, poll::Adaptive::default().spin_polls);
+    let p = parse_poll(0, "timer", &["idle_poll=true", "hz=250"]).unwrap();
+    assert!(matches!(p, Policy::Timer(t) if t.idle_poll && t.hz == 250));
+    assert_eq!(parse_poll(0, "busy", &[]).unwrap(), Policy::Busy);
+    let e = parse_poll(3, "busy", &["hz=100"]).unwrap_err();
+    assert!(e.starts_with("worker[3].poll.hz: "), "{e}");
+    assert!(parse_poll(0, "interrupt", &["budget=0"])
+        .unwrap_err()
+        .contains("1..=65536"));
+    assert!(parse_poll(0, "interrupt", &["BUDGET=1"]).is_err());
+    assert!(parse_poll(0, "interrupt", &["budget=1\nhz=5"]).is_err());
+    assert!(parse_poll(0, "spin", &[])
+        .unwrap_err()
+        .contains("unknown variant"));
+}

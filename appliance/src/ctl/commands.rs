@@ -27,8 +27,10 @@ commands:
   show nat                   NAT rules, mappings and ports per worker
   show config                the running configuration
   clear stats                start `stats` and `show` counting from now
-  set poll CORE POLICY       switch a worker's poll policy (busy, interrupt,
-                             adaptive, timer, auto; default settings)
+  set poll CORE POLICY [KEY=VALUE ...]
+                             switch a worker's poll policy (busy, interrupt,
+                             adaptive, timer, auto), default settings but
+                             the knobs given ([worker.poll]'s: busy_poll_us=100)
   capture [start] --port P [--direction rx|tx|drop|all] [--count N]
           [--duration S] [--filter EXPR] -w FILE.pcapng
                              capture packets (tcpdump filter syntax)
@@ -98,7 +100,7 @@ pub fn run(args: &[String], cx: &mut Context<'_>) -> Response {
             *cx.cleared = cx.tel.snapshot();
             Response::ok("counters cleared\n".into(), json!({ "cleared": true }))
         }
-        ["set", "poll", core, policy] => set_poll(cx, core, policy),
+        ["set", "poll", core, policy, knobs @ ..] => set_poll(cx, core, policy, knobs),
         ["show", "conntrack"] => show_conntrack(cx, 20),
         ["show", "conntrack", "--limit", n] => match n.parse() {
             Ok(n) => show_conntrack(cx, n),
@@ -519,7 +521,7 @@ fn show_rules(cx: &mut Context<'_>) -> Response {
     )
 }
 
-fn set_poll(cx: &mut Context<'_>, core: &str, policy: &str) -> Response {
+fn set_poll(cx: &mut Context<'_>, core: &str, policy: &str, knobs: &[&str]) -> Response {
     let Ok(core) = core.parse::<usize>() else {
         return Response::error(format!("`{core}` is not a core number"));
     };
@@ -530,16 +532,24 @@ fn set_poll(cx: &mut Context<'_>, core: &str, policy: &str) -> Response {
             cores.join(", ")
         ));
     };
-    let Some(p) = Policy::by_name(policy) else {
+    if !Policy::NAMES.contains(&policy) {
         return Response::error(format!(
             "`{policy}` is not a poll policy ({})",
             Policy::NAMES.join(", ")
         ));
+    }
+    let p = match crate::config::parse_poll(i, policy, knobs) {
+        Ok(p) => p,
+        Err(e) => return Response::error(e),
     };
     match cx.policies.get(i).map(|tx| tx.try_send(p)) {
         Some(Ok(())) => Response::ok(
-            format!("core {core}: switching to {policy} (within 10 ms)\n"),
-            json!({ "core": core, "policy": policy }),
+            format!(
+                "core {core}: switching to {policy}{}{} (within 10 ms)\n",
+                if knobs.is_empty() { "" } else { " " },
+                knobs.join(" ")
+            ),
+            json!({ "core": core, "policy": policy, "knobs": knobs }),
         ),
         _ => Response::error(format!(
             "core {core} has a switch pending or has stopped; try again"
