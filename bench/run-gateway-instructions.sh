@@ -5,7 +5,9 @@
 # vary 2x from hour to hour on a shared VM), to compare two revisions
 # with. Counted twice, with N and with 1 packets of established flows:
 # the difference over N - 1 is the instructions per established packet;
-# the second count over the flows, per new flow (its first packet).
+# the second count over the flows, per new flow (its first packet). The
+# router alone (its burst path, the same packets and table) is counted
+# the same way, in the bench's `router_pass`.
 # Writes bench/results/gateway-instructions.md.
 #   bench/run-gateway-instructions.sh [--flows N] [--packets N]
 set -euo pipefail
@@ -25,29 +27,32 @@ cargo build --release -q -p bench
 WORK=$(mktemp -d /tmp/sluice-instr.XXXXXX)
 trap 'rm -rf "$WORK"' EXIT
 
-# Instructions executed inside sluice_bench::gateway::gateway_pass (the
-# unclocked gateway's passes: new flows, then established) with $1
-# established packets.
+# Instructions executed inside sluice_bench::gateway::$2 (gateway_pass:
+# the unclocked gateway's passes, new flows then established; router_pass:
+# the router alone) with $1 established packets.
 count() {
   valgrind --tool=callgrind --callgrind-out-file="$WORK/cg.out" \
-    --collect-atstart=no --toggle-collect='sluice_bench::gateway::gateway_pass' \
+    --collect-atstart=no --toggle-collect="sluice_bench::gateway::$2" \
     target/release/sluice-bench gateway --runs 1 --flows "$FLOWS" --packets "$1" \
     >"$WORK/log" 2>&1
   sed -n 's/^==[0-9]*== Collected : \([0-9]*\)$/\1/p' "$WORK/log"
 }
-all=$(count "$PACKETS")
-one=$(count 1)
-[ -n "$all" ] && [ -n "$one" ] || { echo "no count from valgrind: see $WORK/log" >&2; exit 1; }
+all=$(count "$PACKETS" gateway_pass)
+one=$(count 1 gateway_pass)
+rall=$(count "$PACKETS" router_pass)
+rone=$(count 1 router_pass)
+[ -n "$all" ] && [ -n "$one" ] && [ -n "$rall" ] && [ -n "$rone" ] || { echo "no count from valgrind: see $WORK/log" >&2; exit 1; }
 {
   echo "# The gateway pipeline, instructions per packet"
   echo
   echo "Command: \`bench/run-gateway-instructions.sh --flows $FLOWS --packets $PACKETS\` $(provenance)."
   echo
-  echo "valgrind's callgrind counting the instructions of the unclocked gateway passes of \`sluice-bench gateway\` (\`configs/gateway-fulltable.toml\`: full table, fw1_10k rules, SNAT; 64-byte IPv4/UDP in bursts of 32 through the stage's burst path; each packet's template copy included), run twice: $PACKETS and 1 packets of established flows after the first packet of each of $FLOWS flows."
+  echo "valgrind's callgrind counting the instructions of the unclocked gateway passes of \`sluice-bench gateway\` (\`configs/gateway-fulltable.toml\`: full table, fw1_10k rules, SNAT; 64-byte IPv4/UDP in bursts of 32 through the stage's burst path; each packet's template copy included), run twice: $PACKETS and 1 packets of established flows after the first packet of each of $FLOWS flows. The router alone is counted the same way on the same packets (its burst path, \`route_burst\`)."
   echo
   echo "| path | instructions/packet |"
   echo "|---|---|"
   echo "| gateway, established flow | $(( (all - one) / (PACKETS - 1) )) |"
   echo "| gateway, new flow (first packet) | $(( one / FLOWS )) |"
+  echo "| router alone | $(( (rall - rone) / (PACKETS - 1) )) |"
 } | tee bench/results/gateway-instructions.md.tmp
 mv bench/results/gateway-instructions.md.tmp bench/results/gateway-instructions.md
