@@ -23,12 +23,12 @@ const NO_HOP: u32 = u32::MAX;
 #[inline(always)]
 fn fast4(b: &[u8], mac: u64) -> Option<u32> {
     let h: &[u8; ETHERNET_HEADER_LEN + 20] = b.get(..ETHERNET_HEADER_LEN + 20)?.try_into().ok()?;
-    let eth = u64::from_le_bytes([h[0], h[1], h[2], h[3], h[4], h[5], h[6], h[7]]);
+    let eth = u64::from_le_bytes(h[..8].try_into().expect("8 bytes"));
     // The destination MAC (the low 48 bits).
     if (eth ^ mac) << 16 != 0 || !plain4(b) {
         return None;
     }
-    let dst = u32::from_be_bytes([h[30], h[31], h[32], h[33]]);
+    let dst = u32::from_be_bytes(h[30..34].try_into().expect("4 bytes"));
     (!martian(dst)).then_some(dst)
 }
 
@@ -42,20 +42,14 @@ pub(crate) fn plain4(b: &[u8]) -> bool {
     let Some(h) = b.get(..ETHERNET_HEADER_LEN + 20) else {
         return false;
     };
-    let w = |i: usize| {
-        u64::from_ne_bytes([
-            h[i],
-            h[i + 1],
-            h[i + 2],
-            h[i + 3],
-            h[i + 4],
-            h[i + 5],
-            h[i + 6],
-            h[i + 7],
-        ])
-    };
-    // IPv4 and 0x45.
-    let ty = u32::from_le_bytes([h[12], h[13], h[14], 0]);
+    let h: &[u8; ETHERNET_HEADER_LEN + 20] = h.try_into().expect("34 bytes");
+    // Whole words (one load each): `h` is a fixed array, so the ranges are
+    // checked at compile time.
+    let w = |i: usize| u64::from_ne_bytes(h[i..i + 8].try_into().expect("8 bytes"));
+    let (x, y) = (w(14), w(22));
+    // EtherType IPv4 (bytes 12-13) and 0x45 (byte 14): the low three bytes
+    // of the little-endian word at 12.
+    let ty = u32::from_le_bytes(h[12..16].try_into().expect("4 bytes")) & 0x00ff_ffff;
     if ty != 0x0045_0008 {
         return false;
     }
@@ -68,8 +62,7 @@ pub(crate) fn plain4(b: &[u8]) -> bool {
     // arithmetic, as 2^16 is), then folded three times from under 2^35.
     // What is still above 16 bits then (0x10000 or 0x10001) folds on to 1
     // or 2, never to 0xffff, so the test is exact.
-    let (x, y) = (w(14), w(22));
-    let z = u32::from_ne_bytes([h[30], h[31], h[32], h[33]]);
+    let z = u32::from_ne_bytes(h[30..34].try_into().expect("4 bytes"));
     let mut acc = (x & 0xffff_ffff) + (x >> 32) + (y & 0xffff_ffff) + (y >> 32) + u64::from(z);
     acc = (acc >> 32) + (acc & 0xffff_ffff);
     acc = (acc >> 16) + (acc & 0xffff);
