@@ -188,10 +188,14 @@ impl<C: StageClock> Clone for Gateway<C> {
 /// conntrack. `None` for anything else.
 #[inline(always)]
 fn plain_l4(b: &[u8], mac: [u8; 6]) -> Option<(Tuple, u16)> {
-    if b.get(..6)? != mac || !crate::router::plain4(b) {
+    // The Ethernet and IPv4 headers and the ports as a fixed array: no
+    // bounds checks on the reads below. A frame shorter than that fails
+    // the length checks anyway (a UDP header needs 42 bytes).
+    let h: &[u8; ETH + 24] = b.get(..ETH + 24)?.try_into().ok()?;
+    if h[..6] != mac || !crate::router::plain4(b) {
         return None;
     }
-    let l3 = &b[ETH..];
+    let l3 = &h[ETH..];
     let total = usize::from(u16::from_be_bytes([l3[2], l3[3]]));
     let frag = u16::from_be_bytes([l3[6], l3[7]]) & 0x3fff;
     let proto = l3[9];
@@ -206,10 +210,12 @@ fn plain_l4(b: &[u8], mac: [u8; 6]) -> Option<(Tuple, u16)> {
     // What `ports` reads, at the fixed offsets of a 20-byte header (through
     // `ports` it measured 20 instructions more a packet; the burst tests
     // check that the two agree).
-    let be32 = |i: usize| u32::from_be_bytes([l3[i], l3[i + 1], l3[i + 2], l3[i + 3]]);
+    let be32 = |i: usize| u32::from_be_bytes(l3[i..i + 4].try_into().expect("4 bytes"));
     let be16 = |i: usize| u16::from_be_bytes([l3[i], l3[i + 1]]);
     let flags = if proto == IpProto::TCP {
-        u16::from(l3[33]) | u16::from(l3[32] & 1) << 8
+        // Inside the frame: `total` (at least 40) fits in it.
+        let f = b.get(ETH + 32..ETH + 34)?;
+        u16::from(f[1]) | u16::from(f[0] & 1) << 8
     } else {
         0
     };
