@@ -214,46 +214,33 @@ fallback_sleep_us = 200
 
 #[test]
 fn knobs_of_another_mode_are_errors() {
-    let e = config::parse(
-        &one_port("1000", "mode = \"busy\"\nhz = 100"),
-        "t.toml",
-        None,
-    )
-    .unwrap_err();
-    assert_eq!(e.0[0].key, "worker[0].poll.hz");
-    assert!(
-        e.0[0]
-            .msg
-            .contains("applies to poll mode timer, not `busy`"),
-        "{e}"
-    );
-    let e = config::parse(
-        &one_port("1000", "mode = \"auto\"\nup_pps = 10\ndown_pps = 20"),
-        "t.toml",
-        None,
-    )
-    .unwrap_err();
-    assert_eq!(e.0[0].key, "worker[0].poll.down_pps");
-    let e = config::parse(
-        &one_port("1000", "mode = \"timer\"\nbusy_poll_us = 50"),
-        "t.toml",
-        None,
-    )
-    .unwrap_err();
-    assert_eq!(e.0[0].key, "worker[0].poll.busy_poll_us");
-    assert!(
-        e.0[0]
-            .msg
-            .contains("applies to poll mode interrupt/adaptive/auto, not `timer`"),
-        "{e}"
-    );
-    let e = config::parse(
-        &one_port("1000", "mode = \"interrupt\"\nbusy_poll_us = 2000000"),
-        "t.toml",
-        None,
-    )
-    .unwrap_err();
-    assert_eq!(e.0[0].key, "worker[0].poll.busy_poll_us");
+    // (knobs, the key named, what the message says)
+    for (poll, key, says) in [
+        (
+            "mode = \"busy\"\nhz = 100",
+            "worker[0].poll.hz",
+            "applies to poll mode timer, not `busy`",
+        ),
+        (
+            "mode = \"auto\"\nup_pps = 10\ndown_pps = 20",
+            "worker[0].poll.down_pps",
+            "must be below up_pps",
+        ),
+        (
+            "mode = \"timer\"\nbusy_poll_us = 50",
+            "worker[0].poll.busy_poll_us",
+            "applies to poll mode interrupt/adaptive/auto, not `timer`",
+        ),
+        (
+            "mode = \"interrupt\"\nbusy_poll_us = 2000000",
+            "worker[0].poll.busy_poll_us",
+            "must be 0..=1000000",
+        ),
+    ] {
+        let e = config::parse(&one_port("1000", poll), "t.toml", None).unwrap_err();
+        assert_eq!(e.0[0].key, key, "{poll}");
+        assert!(e.0[0].msg.contains(says), "{poll}: {e}");
+    }
     let e = config::parse(&one_port("1000", "mode = \"spin\""), "t.toml", None).unwrap_err();
     assert!(e.0[0].msg.contains("unknown variant `spin`"), "{e}");
 }
