@@ -64,18 +64,6 @@ impl Policy {
         }
     }
 
-    /// A policy by name with its default settings.
-    pub fn by_name(name: &str) -> Option<Policy> {
-        Some(match name {
-            "busy" => Policy::Busy,
-            "interrupt" => Policy::Interrupt(Napi::default()),
-            "adaptive" => Policy::Adaptive(Adaptive::default()),
-            "timer" => Policy::Timer(Timer::default()),
-            "auto" => Policy::Auto(Auto::default()),
-            _ => return None,
-        })
-    }
-
     /// Whether it blocks on interrupt lines (or sleeps where there are
     /// none).
     pub fn wants_interrupts(&self) -> bool {

@@ -182,9 +182,10 @@ impl<B: PacketBuf, R: RxQueue<Buf = B>, T: TxQueue<Buf = B>, F: ForwardMode>
     }
 
     /// One NAPI step: a round with a budget; block when it drained every
-    /// queue.
+    /// queue and `busy_poll` (`n.busy_poll` in TSC cycles, converted once
+    /// by the policy's loop) has passed since the last packet.
     #[inline]
-    pub(super) fn napi_step(&mut self, n: &Napi) -> usize {
+    pub(super) fn napi_step(&mut self, n: &Napi, busy_poll: u64) -> usize {
         let t0 = rdtsc();
         let (got, more) = self.poll_round(n.budget, self.burst, u64::MAX, t0);
         let t1 = rdtsc();
@@ -194,11 +195,6 @@ impl<B: PacketBuf, R: RxQueue<Buf = B>, T: TxQueue<Buf = B>, F: ForwardMode>
         if got > 0 {
             self.last_rx = t1;
         }
-        let busy_poll = if n.busy_poll.is_zero() {
-            0
-        } else {
-            self.tsc.cycles(n.busy_poll)
-        };
         if napi::after_round(more, t1.wrapping_sub(self.last_rx), busy_poll) == napi::Next::Poll {
             self.c.core.state.set(State::Spin as u64);
             return got;
@@ -212,8 +208,9 @@ impl<B: PacketBuf, R: RxQueue<Buf = B>, T: TxQueue<Buf = B>, F: ForwardMode>
     }
 
     pub(super) fn run_interrupt(&mut self, n: &Napi) {
+        let busy_poll = self.tsc.cycles(n.busy_poll);
         loop {
-            self.napi_step(n);
+            self.napi_step(n, busy_poll);
             if self.tick(rdtsc()) {
                 return;
             }
@@ -222,10 +219,11 @@ impl<B: PacketBuf, R: RxQueue<Buf = B>, T: TxQueue<Buf = B>, F: ForwardMode>
 
     pub(super) fn run_adaptive(&mut self, a: &Adaptive) {
         let mut ladder = Ladder::new(a, self.publish_cycles, rdtsc());
+        let busy_poll = self.tsc.cycles(a.napi.busy_poll);
         loop {
             let got = match ladder.poll() {
                 adaptive::Poll::Busy => self.busy_round(self.burst),
-                adaptive::Poll::Napi => self.napi_step(&a.napi),
+                adaptive::Poll::Napi => self.napi_step(&a.napi, busy_poll),
             };
             let now = rdtsc();
             let wait = ladder.after(got, now);
@@ -304,12 +302,13 @@ impl<B: PacketBuf, R: RxQueue<Buf = B>, T: TxQueue<Buf = B>, F: ForwardMode>
         log: Option<&Sender<Switch>>,
     ) {
         let mut sw = Switcher::new(a, tsc.hz, rdtsc());
+        let busy_poll = tsc.cycles(a.napi.busy_poll);
         loop {
             let got = if sw.busy() {
                 self.c.core.state.set(State::Spin as u64);
                 self.busy_round(self.burst)
             } else {
-                self.napi_step(&a.napi)
+                self.napi_step(&a.napi, busy_poll)
             };
             let now = rdtsc();
             if let Some(pps) = sw.after(got, now) {
