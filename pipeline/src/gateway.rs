@@ -647,7 +647,18 @@ impl<C: StageClock> Gateway<C> {
                     }
                     self.clock.mark(Stage::Nat);
                 }
-                let v = self.router.process(pkt, in_port);
+                // The header was validated on the way in (`ipv4`, or the
+                // burst path's `plain_l4`) and the translation kept its
+                // checksum right: the packet goes the established path's
+                // way, through the flow's route cache, which it fills for
+                // the packets after it (a destination that is the router's
+                // own, or any other case the cache does not take, goes the
+                // router's full way from there).
+                let to = if f.nat() { f.translated(false) } else { t };
+                let hop = self.ct.hop_mut(i, false);
+                let v = self.router.forward4_cached(pkt, in_port, hop, || {
+                    crate::fib::tuple_hash(to.src, to.dst, to.proto, to.sport, to.dport)
+                });
                 self.clock.mark(Stage::Route);
                 v
             }

@@ -295,6 +295,43 @@ fn snat_tcp_out_and_back() {
     assert_eq!(event(&g, "ct_created"), 1);
 }
 
+/// A flow's first packet goes the established path's way, through the
+/// flow's route cache, which it fills; what the cache does not take (a
+/// neighbour to resolve, a packet over the MTU) goes the router's full way.
+#[test]
+fn first_packet_fills_the_flow_route_cache() {
+    let mut g = gateway();
+    let mut syn = pkt(R0, CLIENT, 40000, SERVER, 80, 6, 0x02, &[]);
+    assert_eq!(g.process(&mut syn, 0), Verdict::Forward(1));
+    assert_eq!(syn[22], 63, "TTL decremented");
+    assert!(valid(&syn));
+    assert_eq!((&syn[0..6], &syn[6..12]), (&GW.0[..], &R1.0[..]));
+    let t = tuple4(a(CLIENT), a(SERVER), 40000, 80, 6);
+    let (i, _) = g.ct.find(&t).unwrap();
+    let hop = *g.ct.hop_mut(i, false);
+    assert_ne!(hop.generation, 0, "filled");
+    assert_eq!((hop.port, hop.mac), (1, GW.0));
+    assert_eq!(g.ct.hop_mut(i, true).generation, 0, "the reply's own");
+
+    // A connected destination not resolved yet: an ARP request goes out
+    // in its place (the packet is held), and the cache stays empty.
+    let mut udp = pkt(R0, CLIENT, 5000, "198.19.0.77", 53, 17, 0, b"q");
+    assert_eq!(g.process(&mut udp, 0), Verdict::Forward(1));
+    assert_eq!(&udp[12..14], &[0x08, 0x06], "an ARP request");
+    let t = tuple4(a(CLIENT), a("198.19.0.77"), 5000, 53, 17);
+    let (i, _) = g.ct.find(&t).unwrap();
+    assert_eq!(g.ct.hop_mut(i, false).generation, 0);
+
+    // Over the route's MTU with DF: left untranslated, and Fragmentation
+    // Needed goes back to its sender.
+    let mut big = pkt(R0, CLIENT, 5001, SERVER, 53, 17, 0, &[7u8; 1500]);
+    assert_eq!(g.process(&mut big, 0), Verdict::Forward(0));
+    let ip = Ipv4Packet::new_checked(&big[14..]).unwrap();
+    assert_eq!(ip.dst(), a(CLIENT).to_be_bytes());
+    assert_eq!((big[34], big[35]), (3, 4), "fragmentation needed");
+    assert_eq!(u16::from_be_bytes([big[40], big[41]]), 1500, "the MTU");
+}
+
 #[test]
 fn icmp_echo_identifier_is_translated() {
     let mut g = gateway();

@@ -103,20 +103,16 @@ pub(super) struct Adj {
 /// when it is larger than the output MTU.
 #[inline(always)]
 fn rewrite4(b: &mut [u8], a: &Adj) -> bool {
-    let Some(h) = b.get_mut(..ETHERNET_HEADER_LEN + 12) else {
+    let Some(h) = b
+        .get_mut(..ETHERNET_HEADER_LEN + 12)
+        .and_then(|h| <&mut [u8; ETHERNET_HEADER_LEN + 12]>::try_from(h).ok())
+    else {
         return false;
     };
     if u16::from_be_bytes([h[16], h[17]]) > a.mtu {
         return false;
     }
-    // TTL is the high byte of the word at 8, which drops by 0x100: RFC
-    // 1624's HC' = ~(~HC + ~m + m') with ~m + m' = 0xfeff (TTL > 1, so
-    // m >= 0x200 and nothing wraps). The sum is under 0x1feff: one fold.
-    let c = u16::from_be_bytes([h[24], h[25]]);
-    let acc = u32::from(!c) + 0xfeff;
-    let acc = (acc & 0xffff) + (acc >> 16);
-    h[22] -= 1;
-    h[24..26].copy_from_slice(&(!(acc as u16)).to_be_bytes());
+    super::ipv4::dec_ttl4(h);
     h[..12].copy_from_slice(&a.eth);
     true
 }

@@ -89,8 +89,9 @@ impl Router {
     /// one direction, so one destination: whether that is routable at
     /// all (not martian) is checked when it is filled. Anything else
     /// (no route, no neighbour, over the MTU) goes the full way
-    /// ([`Router::ipv4_valid`]).
-    #[inline]
+    /// ([`Router::ipv4_valid`]). Inlined into the gateway's established
+    /// path; the fill is out of line.
+    #[inline(always)]
     pub(crate) fn forward4_cached(
         &mut self,
         pkt: &mut impl Frame,
@@ -98,24 +99,8 @@ impl Router {
         cache: &mut RouteCache,
         hash: impl FnOnce() -> u32,
     ) -> Verdict {
-        let b = pkt.bytes_mut();
-        let l3 = &b[ETHERNET_HEADER_LEN..];
-        let total = u16::from_be_bytes([l3[2], l3[3]]);
-        if cache.generation != self.flow_generation() {
-            // A flow's packets (in one direction) go to one destination:
-            // checked to be routable once, when the cache is filled.
-            let dst = u32::from_be_bytes([l3[16], l3[17], l3[18], l3[19]]);
-            if martian(dst) {
-                return self.ipv4_valid(pkt, in_port);
-            }
-            let Some((port, mac)) = self.resolve4(dst, hash) else {
-                return self.ipv4_valid(pkt, in_port);
-            };
-            *cache = RouteCache {
-                generation: self.flow_generation(),
-                port,
-                mac: mac.0,
-            };
+        if cache.generation != self.flow_generation() && !self.fill4(pkt.bytes(), cache, hash) {
+            return self.ipv4_valid(pkt, in_port);
         }
         let Some(oif) = self
             .cfg
@@ -125,11 +110,42 @@ impl Router {
         else {
             return self.ipv4_valid(pkt, in_port);
         };
-        if total > oif.mtu {
+        let (mtu, src) = (oif.mtu, oif.mac.0);
+        let Some(h) = header4(pkt.bytes_mut()) else {
+            return self.ipv4_valid(pkt, in_port);
+        };
+        if u16::from_be_bytes([h[16], h[17]]) > mtu {
             return self.ipv4_valid(pkt, in_port);
         }
-        forward4_rewrite(b, cache.mac, oif.mac.0);
+        rewrite_header4(h, cache.mac, src);
         Verdict::Forward(cache.port)
+    }
+
+    /// Fills `cache` for the flow of IPv4 frame `b` (a miss of
+    /// [`Router::forward4_cached`]): false when its destination is martian
+    /// or has no route or no resolved neighbour (the full way then says
+    /// what happens to it).
+    #[cold]
+    #[inline(never)]
+    fn fill4(&mut self, b: &[u8], cache: &mut RouteCache, hash: impl FnOnce() -> u32) -> bool {
+        let Some(h) = b.get(..ETHERNET_HEADER_LEN + 20) else {
+            return false;
+        };
+        // A flow's packets (in one direction) go to one destination:
+        // checked to be routable once, when the cache is filled.
+        let dst = u32::from_be_bytes([h[30], h[31], h[32], h[33]]);
+        if martian(dst) {
+            return false;
+        }
+        let Some((port, mac)) = self.resolve4(dst, hash) else {
+            return false;
+        };
+        *cache = RouteCache {
+            generation: self.flow_generation(),
+            port,
+            mac: mac.0,
+        };
+        true
     }
 
     /// Packets for the router itself: answer echo requests, consume the rest.
@@ -188,18 +204,43 @@ impl Router {
 /// Destinations and sources a router never forwards for (RFC 1812 5.3.7):
 /// 0/8, 127/8, multicast and reserved 224/3, limited broadcast.
 /// Forwards an IPv4 frame whose TTL is above 1: decrements the TTL
-/// (the high byte of the TTL/protocol word, so an RFC 1624 update of the
-/// header checksum) and sets the destination and source MACs.
+/// (with its checksum) and sets the destination and source MACs.
 #[inline(always)]
 pub(super) fn forward4_rewrite(b: &mut [u8], dst: [u8; 6], src: [u8; 6]) {
-    let l3 = &mut b[ETHERNET_HEADER_LEN..];
-    let old = u16::from_be_bytes([l3[8], l3[9]]);
-    l3[8] -= 1;
-    let new = u16::from_be_bytes([l3[8], l3[9]]);
-    let c = u16::from_be_bytes([l3[10], l3[11]]);
-    l3[10..12].copy_from_slice(&checksum::update16(c, old, new).to_be_bytes());
-    b[0..6].copy_from_slice(&dst);
-    b[6..12].copy_from_slice(&src);
+    if let Some(h) = header4(b) {
+        rewrite_header4(h, dst, src);
+    }
+}
+
+/// The Ethernet and IPv4 headers of frame `b` (a 20-byte IPv4 header's
+/// worth), as a fixed array: no bounds checks on what is read and
+/// written through it.
+#[inline(always)]
+pub(super) fn header4(b: &mut [u8]) -> Option<&mut [u8; ETHERNET_HEADER_LEN + 20]> {
+    b.get_mut(..ETHERNET_HEADER_LEN + 20)?.try_into().ok()
+}
+
+/// [`forward4_rewrite`] on the headers.
+#[inline(always)]
+fn rewrite_header4(h: &mut [u8; ETHERNET_HEADER_LEN + 20], dst: [u8; 6], src: [u8; 6]) {
+    dec_ttl4(h);
+    h[0..6].copy_from_slice(&dst);
+    h[6..12].copy_from_slice(&src);
+}
+
+/// Decrements the TTL (above 0) of the IPv4 header in the Ethernet frame
+/// headers `h` and updates the header checksum. The TTL is the high byte
+/// of the word at 8, which drops by 0x100: RFC 1624's
+/// HC' = ~(~HC + ~m + m') with ~m + m' = 0xfeff whatever m is (nothing
+/// borrows: the TTL is not 0). The sum is under 0x1feff: one fold.
+#[inline(always)]
+pub(super) fn dec_ttl4<const N: usize>(h: &mut [u8; N]) {
+    const { assert!(N >= ETHERNET_HEADER_LEN + 12) };
+    let c = u16::from_be_bytes([h[24], h[25]]);
+    let acc = u32::from(!c) + 0xfeff;
+    let acc = (acc & 0xffff) + (acc >> 16);
+    h[22] -= 1;
+    h[24..26].copy_from_slice(&(!(acc as u16)).to_be_bytes());
 }
 
 pub(super) fn martian(a: u32) -> bool {
