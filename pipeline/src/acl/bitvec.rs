@@ -316,10 +316,14 @@ impl<A: Coord> Family<A> {
             self.sport.find(k.sport) as usize,
         ];
         let (w, a) = (s.w, s.a);
+        // Each field's vector and aggregate as slices of one length (`w`,
+        // `a`): one bounds check per word index below, not one per field.
+        let rows = ids.map(|v| &s.words[v * w..][..w]);
+        let aggs = ids.map(|v| &s.aggs[v * a..][..a]);
         for ai in 0..a {
             let mut agg = !0u64;
-            for &v in &ids {
-                agg &= s.aggs[v * a + ai];
+            for g in &aggs {
+                agg &= g[ai];
             }
             while agg != 0 {
                 let wi = ai * 64 + agg.trailing_zeros() as usize;
@@ -327,12 +331,12 @@ impl<A: Coord> Family<A> {
                 // Addresses first: they are the selective fields, and when
                 // they share no rule the port and protocol words are not
                 // read.
-                let mut bits = s.words[ids[0] * w + wi] & s.words[ids[1] * w + wi];
+                let mut bits = rows[0][wi] & rows[1][wi];
                 if bits == 0 {
                     continue;
                 }
-                for &v in &ids[2..] {
-                    bits &= s.words[v * w + wi];
+                for r in &rows[2..] {
+                    bits &= r[wi];
                 }
                 while bits != 0 {
                     let r = wi * 64 + bits.trailing_zeros() as usize;
