@@ -574,12 +574,14 @@ impl<C: StageClock> Gateway<C> {
         if !dnat && self.router.is_local4(dst) {
             return self.router.process(pkt, in_port);
         }
-        let Some(out) = self.router.route4(dst, self.router.tuple_hash(&t)) else {
+        let Some((nh, hop, multi)) = self.router.route4_path(dst, self.router.tuple_hash(&t))
+        else {
             if dnat {
                 return Verdict::Drop(DropReason::NoRoute);
             }
             return self.router.process(pkt, in_port); // ICMP unreachable
         };
+        let out = hop.port;
         self.clock.mark(Stage::Route);
         // Firewall.
         let k = Key {
@@ -655,8 +657,15 @@ impl<C: StageClock> Gateway<C> {
                 // own, or any other case the cache does not take, goes the
                 // router's full way from there).
                 let to = if f.nat() { f.translated(false) } else { t };
-                let hop = self.ct.hop_mut(i, false);
-                let v = self.router.forward4_cached(pkt, in_port, hop, || {
+                let cache = self.ct.hop_mut(i, false);
+                // A single-path route (the one the rules saw) fills the
+                // cache as it is; a multipath route's path is the one the
+                // flow's packets as sent hash to, picked by the fill below
+                // (as every later fill picks it).
+                if !multi {
+                    self.router.fill4_route(cache, nh, hop, dst);
+                }
+                let v = self.router.forward4_cached(pkt, in_port, cache, || {
                     crate::fib::tuple_hash(to.src, to.dst, to.proto, to.sport, to.dport)
                 });
                 self.clock.mark(Stage::Route);

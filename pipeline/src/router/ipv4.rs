@@ -5,6 +5,7 @@
 
 use super::{Event, Router};
 use crate::checksum;
+use crate::fib::NextHop;
 use crate::fwd::Frame;
 use crate::route_cache::RouteCache;
 use crate::verdict::{DropReason, Verdict};
@@ -146,6 +147,25 @@ impl Router {
             mac: mac.0,
         };
         true
+    }
+
+    /// Fills `cache` for a flow to `dst` over the single-path route
+    /// `(nh, hop)` the caller has looked up (the gateway's new flow, which
+    /// routed it for the rules), when the neighbour is resolved: what
+    /// [`Router::forward4_cached`] would fill it with, without the lookups
+    /// again. A martian destination or the router's own is left to it.
+    #[inline]
+    pub(crate) fn fill4_route(&mut self, cache: &mut RouteCache, nh: u32, hop: NextHop, dst: u32) {
+        if martian(dst) || self.is_local4(dst) {
+            return;
+        }
+        if let Ok(mac) = self.hop_mac4(nh, hop, dst) {
+            *cache = RouteCache {
+                generation: self.flow_generation(),
+                port: hop.port,
+                mac: mac.0,
+            };
+        }
     }
 
     /// Packets for the router itself: answer echo requests, consume the rest.

@@ -448,6 +448,20 @@ impl Router {
         self.cfg.fib.path(nh, || hash).map(|(_, h)| h.port)
     }
 
+    /// [`Router::route4`]'s route itself: the next-hop slot and the path
+    /// (for a flow of hash `hash`), and whether the route has several
+    /// paths (one was picked by the hash).
+    #[inline]
+    pub(crate) fn route4_path(&self, dst: u32, hash: u32) -> Option<(u32, NextHop, bool)> {
+        let nh = self.cfg.fib.lpm4().lookup(dst)?;
+        let mut multi = false;
+        let (nh, hop) = self.cfg.fib.path(nh, || {
+            multi = true;
+            hash
+        })?;
+        Some((nh, hop, multi))
+    }
+
     /// The output port of the IPv6 route to `dst` for a flow of hash
     /// `hash`.
     #[inline]
