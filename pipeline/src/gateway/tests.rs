@@ -39,6 +39,18 @@ fn a(s: &str) -> u32 {
 /// Port 0 inside (198.18.0.1/24), port 1 outside (198.19.0.1/24, gateway
 /// 198.19.0.2 for 203.0.113.0/24).
 fn router() -> Router {
+    router_with(
+        vec![NextHop {
+            port: 1,
+            via: Some(GW_ADDR.parse().unwrap()),
+        }],
+        vec![],
+    )
+}
+
+/// [`router`] with `to_server` as the paths of 203.0.113.0/24 and more
+/// neighbours.
+fn router_with(to_server: Vec<NextHop>, more: Vec<(u16, Ipv4Addr, MacAddr)>) -> Router {
     Router::new(RouterConfig {
         interfaces: vec![
             Interface {
@@ -69,23 +81,19 @@ fn router() -> Router {
                 24,
                 vec![NextHop { port: 1, via: None }],
             ),
-            (
-                "203.0.113.0".parse().unwrap(),
-                24,
-                vec![NextHop {
-                    port: 1,
-                    via: Some(GW_ADDR.parse().unwrap()),
-                }],
-            ),
+            ("203.0.113.0".parse().unwrap(), 24, to_server),
         ])
         .unwrap()
         .fib()
         .clone(),
-        neighbors4: vec![
+        neighbors4: [
             (1, GW_ADDR.parse().unwrap(), GW),
             (0, CLIENT.parse().unwrap(), HOST),
             (0, CLIENT2.parse().unwrap(), HOST2),
-        ],
+        ]
+        .into_iter()
+        .chain(more)
+        .collect(),
         neighbors6: vec![],
         icmp_rate: 1_000_000,
         neighbor_timeout_ns: 300 * S,
@@ -330,6 +338,51 @@ fn first_packet_fills_the_flow_route_cache() {
     assert_eq!(ip.dst(), a(CLIENT).to_be_bytes());
     assert_eq!((big[34], big[35]), (3, 4), "fragmentation needed");
     assert_eq!(u16::from_be_bytes([big[40], big[41]]), 1500, "the MTU");
+}
+
+/// Over a multipath route every packet of a flow takes one path, its
+/// first packet's (the path the hash of the packets as sent picks), and
+/// the flows spread over both.
+#[test]
+fn multipath_flows_keep_their_first_packets_path() {
+    const GW2: MacAddr = MacAddr([2, 0xbb, 0, 0, 0, 2]);
+    let via = |a: &str| NextHop {
+        port: 1,
+        via: Some(a.parse().unwrap()),
+    };
+    let router = router_with(
+        vec![via(GW_ADDR), via("198.19.0.3")],
+        vec![(1, "198.19.0.3".parse().unwrap(), GW2)],
+    );
+    let nat = nat_cfg(PortRange::default());
+    let cfg = GatewayConfig {
+        rules: Arc::new(RuleSet::build(vec![], Action::Accept, &nat.original_dsts())),
+        nat: Arc::new(nat),
+        ct_capacity: 1024,
+        timeouts: Timeouts::default(),
+        workers: 1,
+    };
+    let mut g = Gateway::new(router, &cfg, 0);
+    g.tick(S);
+    let mut seen = [0; 2];
+    for sport in 2000..2064 {
+        let mut first = pkt(R0, CLIENT, sport, SERVER, 53, 17, 0, b"q");
+        assert_eq!(g.process(&mut first, 0), Verdict::Forward(1));
+        let mac = MacAddr(first[0..6].try_into().unwrap());
+        assert!(mac == GW || mac == GW2, "{mac:?}");
+        seen[usize::from(mac == GW2)] += 1;
+        for _ in 0..3 {
+            let mut next = pkt(R0, CLIENT, sport, SERVER, 53, 17, 0, b"q");
+            assert_eq!(g.process(&mut next, 0), Verdict::Forward(1));
+            assert_eq!(&next[0..6], &mac.0, "flow {sport} changed path");
+        }
+        // The cache refilled in a later generation picks the same path.
+        g.tick(S + u64::from(sport - 1999) * S);
+        let mut later = pkt(R0, CLIENT, sport, SERVER, 53, 17, 0, b"q");
+        assert_eq!(g.process(&mut later, 0), Verdict::Forward(1));
+        assert_eq!(&later[0..6], &mac.0, "flow {sport} after a refill");
+    }
+    assert!(seen[0] > 8 && seen[1] > 8, "both paths used: {seen:?}");
 }
 
 #[test]
