@@ -234,6 +234,50 @@ pub struct Flow {
     pub reply: Tuple,
     /// Next hop of the replies.
     pub(crate) reply_hop: RouteCache,
+    /// Per direction (the originator's, the replies'), what translating
+    /// one of its IPv4 packets adds to the IP header checksum and to the
+    /// TCP/UDP checksum (ones-complement sums of the changed words, RFC
+    /// 1624), a flow's packets all changing the same words the same way
+    /// (`nat::rewrite4_flow`); 0 when not translated. In the second line's
+    /// spare bytes: the packets of either direction read both lines.
+    pub(crate) deltas: [(u16, u16); 2],
+}
+
+const _: () = assert!(std::mem::size_of::<Flow>() == 128, "two cache lines");
+
+/// A ones-complement sum under 2^20 folded to 16 bits: the first fold
+/// leaves at most 0x1000e, the second at most 0xffff.
+#[inline(always)]
+fn fold20(x: u64) -> u16 {
+    debug_assert!(x < 1 << 20);
+    let a = (x >> 16) + (x & 0xffff);
+    ((a >> 16) + (a & 0xffff)) as u16
+}
+
+/// What translating the IPv4 packets of a flow adds to their IP header
+/// checksum (the addresses) and to their TCP/UDP checksum (the addresses,
+/// in the pseudo-header, and the ports), per direction: RFC 1624's
+/// `~m + m'` over the changed words, folded to 16 bits. A packet received
+/// as `orig` leaves as `reply` reversed, and one received as `reply` as
+/// `orig` reversed. Zeros for IPv6 tuples (only IPv4 is translated). Out
+/// of line: inlined, it cost `open` more in spilled registers than it
+/// computes.
+#[inline(never)]
+fn nat_deltas(orig: &Tuple, reply: &Tuple) -> [(u16, u16); 2] {
+    let v4 = |a: u128| a >> 32 == 0xffff;
+    if !(v4(orig.src) && v4(orig.dst) && v4(reply.src) && v4(reply.dst)) {
+        return [(0, 0); 2];
+    }
+    let halves = |x: u32| u64::from(x >> 16) + u64::from(x & 0xffff);
+    let neg = |x: u16| u64::from(!x);
+    let (os, od) = (orig.src as u32, orig.dst as u32);
+    let (rs, rd) = (reply.src as u32, reply.dst as u32);
+    let a0 = halves(!os) + halves(!od) + halves(rd) + halves(rs);
+    let a1 = halves(!rs) + halves(!rd) + halves(od) + halves(os);
+    let p0 = neg(orig.sport) + neg(orig.dport) + u64::from(reply.dport) + u64::from(reply.sport);
+    let p1 = neg(reply.sport) + neg(reply.dport) + u64::from(orig.dport) + u64::from(orig.sport);
+    // Eight halves under 2^17 each: the sums are under 2^20.
+    [(fold20(a0), fold20(a0 + p0)), (fold20(a1), fold20(a1 + p1))]
 }
 
 impl std::fmt::Display for Tuple {
@@ -299,6 +343,13 @@ impl Flow {
     #[inline]
     pub fn nat(&self) -> bool {
         self.nat
+    }
+
+    /// What translating a packet received in direction `reply` adds to
+    /// its IP header checksum and to its TCP/UDP checksum (IPv4).
+    #[inline(always)]
+    pub(crate) fn nat_deltas(&self, reply: bool) -> (u16, u16) {
+        self.deltas[usize::from(reply)]
     }
 
     /// The tuple a packet received in direction `reply` leaves with.
@@ -688,6 +739,7 @@ impl ConnTrack {
                 nat: false,
                 orig_hop: RouteCache::default(),
                 reply_hop: RouteCache::default(),
+                deltas: [(0, 0); 2],
             });
             return Some((self.slots.len() - 1) as u32);
         }
@@ -819,15 +871,22 @@ impl ConnTrack {
             self.events[Event::TableFull as usize] += 1;
             return Err(Refused::Full);
         }
+        let nat = reply != orig.reverse();
+        let deltas = if nat {
+            nat_deltas(&orig, &reply)
+        } else {
+            [(0, 0); 2]
+        };
         self.slots[i as usize] = Flow {
             orig,
             reply,
             state,
             last_ns: self.now_ns,
             live: true,
-            nat: reply != orig.reverse(),
+            nat,
             orig_hop: RouteCache::default(),
             reply_hop: RouteCache::default(),
+            deltas,
         };
         let ok = self.map.insert(ho, i << 1);
         let ok2 = self.map.insert(hr, i << 1 | 1);

@@ -494,7 +494,7 @@ impl<C: StageClock> Gateway<C> {
             let to = if f.nat() { f.translated(reply) } else { t };
             let ip = Ipv4Packet::new_unchecked(&pkt.bytes()[ETH..]);
             if f.nat() && !self.too_big4(ip.total_len(), ip.flags_frag(), &to) {
-                nat::rewrite4(&mut pkt.bytes_mut()[ETH..], &to);
+                nat::rewrite4_flow(&mut pkt.bytes_mut()[ETH..], &to, f.nat_deltas(reply));
                 self.clock.mark(Stage::Nat);
             }
             // Validated above (the rewrite kept the checksum right); the
@@ -645,7 +645,7 @@ impl<C: StageClock> Gateway<C> {
                     self.nat_events[nat::Event::Mapped as usize] += 1;
                     let ip = Ipv4Packet::new_unchecked(&pkt.bytes()[ETH..]);
                     if !self.too_big4(ip.total_len(), ip.flags_frag(), &to) {
-                        nat::rewrite4(&mut pkt.bytes_mut()[ETH..], &to);
+                        nat::rewrite4_flow(&mut pkt.bytes_mut()[ETH..], &to, f.nat_deltas(false));
                     }
                     self.clock.mark(Stage::Nat);
                 }

@@ -329,6 +329,56 @@ pub fn rewrite4(l3: &mut [u8], to: &Tuple) {
     rewrite_l4(l4, proto, old_sum, new_sum, to.sport, to.dport);
 }
 
+/// [`rewrite4`] for a packet of a tracked flow, whose addresses and ports
+/// are the flow's tuple in its direction: the checksums change by what the
+/// flow computed once (`deltas`: the IP header's, the TCP/UDP
+/// checksum's), not by sums over the packet's words. A 20-byte header and
+/// TCP or UDP take that way; anything else (options, ICMP) [`rewrite4`]'s.
+#[inline(always)]
+pub fn rewrite4_flow(l3: &mut [u8], to: &Tuple, deltas: (u16, u16)) {
+    let (Some(&vihl), Some(&proto)) = (l3.first(), l3.get(9)) else {
+        return rewrite4(l3, to);
+    };
+    let done = match (vihl, proto) {
+        (0x45, IpProto::TCP) => l3
+            .get_mut(..38)
+            .and_then(|h| <&mut [u8; 38]>::try_from(h).ok())
+            .map(|h| rewrite_plain(h, to, deltas, false))
+            .is_some(),
+        (0x45, IpProto::UDP) => l3
+            .get_mut(..28)
+            .and_then(|h| <&mut [u8; 28]>::try_from(h).ok())
+            .map(|h| rewrite_plain(h, to, deltas, true))
+            .is_some(),
+        _ => false,
+    };
+    if !done {
+        rewrite4(l3, to);
+    }
+}
+
+/// [`rewrite4_flow`] on the IPv4 header and the L4 header up to its
+/// checksum (`N` bytes: the checksum is the last two).
+#[inline(always)]
+fn rewrite_plain<const N: usize>(h: &mut [u8; N], to: &Tuple, deltas: (u16, u16), udp: bool) {
+    const { assert!(N >= 28) };
+    h[12..16].copy_from_slice(&addr4(to.src).to_be_bytes());
+    h[16..20].copy_from_slice(&addr4(to.dst).to_be_bytes());
+    h[20..22].copy_from_slice(&to.sport.to_be_bytes());
+    h[22..24].copy_from_slice(&to.dport.to_be_bytes());
+    let c = u16::from_be_bytes([h[10], h[11]]);
+    h[10..12].copy_from_slice(&checksum::adjust(c, u32::from(deltas.0)).to_be_bytes());
+    let c = u16::from_be_bytes([h[N - 2], h[N - 1]]);
+    if udp && c == 0 {
+        return; // no checksum
+    }
+    let mut n = checksum::adjust(c, u32::from(deltas.1));
+    if udp && n == 0 {
+        n = 0xffff;
+    }
+    h[N - 2..].copy_from_slice(&n.to_be_bytes());
+}
+
 /// Rewrites the ports (or ICMP identifier) of the L4 header `l4` (possibly
 /// cut short, as in a quote) to `sport`/`dport` and updates its checksum by
 /// the address change `old_sum` → `new_sum` (TCP/UDP)

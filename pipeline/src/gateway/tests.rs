@@ -662,6 +662,53 @@ fn roundtrip(proto: u8, sport: u16, dport: u16, payload: &[u8], to: (u32, u16)) 
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(4000))]
 
+    /// A tracked flow's packets rewritten with the checksum changes the
+    /// flow computed when it opened come out byte for byte as when the
+    /// changes are summed from the packet, in both directions, with any
+    /// addresses, ports and checksums (a UDP checksum of 0 included).
+    #[test]
+    fn flow_deltas_rewrite_as_the_packet_sums_do(
+        udp: bool,
+        orig in (any::<u32>(), any::<u32>(), any::<u16>(), any::<u16>()),
+        to in (any::<u32>(), any::<u32>(), any::<u16>(), any::<u16>()),
+        sums in (any::<u16>(), any::<u16>()),
+        no_udp_sum: bool,
+        payload in proptest::collection::vec(any::<u8>(), 0..24),
+    ) {
+        let proto = if udp { 17 } else { 6 };
+        let o = tuple4(orig.0, orig.1, orig.2, orig.3, proto);
+        let t = tuple4(to.0, to.1, to.2, to.3, proto);
+        let reply = t.reverse();
+        prop_assume!(o != reply && o != t);
+        let mut ct = ConnTrack::new(4, Timeouts::default());
+        let i = ct.open(o, reply, 0x02).unwrap();
+        let f = *ct.flow(i);
+        prop_assert!(f.nat());
+        let show = |x: u32| Ipv4Addr::from(x).to_string();
+        for (dir, from) in [(false, o), (true, reply)] {
+            let mut p = pkt(
+                R0,
+                &show(addr4(from.src)),
+                from.sport,
+                &show(addr4(from.dst)),
+                from.dport,
+                proto,
+                0x10,
+                &payload,
+            );
+            // Any checksums: the rewrite only adjusts them.
+            p[24..26].copy_from_slice(&sums.0.to_be_bytes());
+            let at = if udp { 40 } else { 50 };
+            let c = if udp && no_udp_sum { 0 } else { sums.1 };
+            p[at..at + 2].copy_from_slice(&c.to_be_bytes());
+            let out = f.translated(dir);
+            let (mut summed, mut flowed) = (p.clone(), p);
+            nat::rewrite4(&mut summed[14..], &out);
+            nat::rewrite4_flow(&mut flowed[14..], &out, f.nat_deltas(dir));
+            prop_assert_eq!(summed, flowed, "reply direction: {}", dir);
+        }
+    }
+
     #[test]
     fn nat_rewrite_roundtrip(
         proto in prop_oneof![Just(6u8), Just(17u8), Just(1u8)],
