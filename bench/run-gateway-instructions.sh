@@ -39,20 +39,23 @@ count() {
 }
 all=$(count "$PACKETS" gateway_pass)
 one=$(count 1 gateway_pass)
+rfall=$(count "$PACKETS" refused_pass)
+rfone=$(count 1 refused_pass)
 rall=$(count "$PACKETS" router_pass)
 rone=$(count 1 router_pass)
-[ -n "$all" ] && [ -n "$one" ] && [ -n "$rall" ] && [ -n "$rone" ] || { echo "no count from valgrind: see $WORK/log" >&2; exit 1; }
+[ -n "$all" ] && [ -n "$one" ] && [ -n "$rfall" ] && [ -n "$rfone" ] && [ -n "$rall" ] && [ -n "$rone" ] || { echo "no count from valgrind: see $WORK/log" >&2; exit 1; }
 {
   echo "# The gateway pipeline, instructions per packet"
   echo
   echo "Command: \`bench/run-gateway-instructions.sh --flows $FLOWS --packets $PACKETS\` $(provenance)."
   echo
-  echo "valgrind's callgrind counting the instructions of the unclocked gateway passes of \`sluice-bench gateway\` (\`configs/gateway-fulltable.toml\`: full table, fw1_10k rules, SNAT; 64-byte IPv4/UDP in bursts of 32 through the stage's burst path; each packet's template copy included), run twice: $PACKETS and 1 packets of established flows after the first packet of each of $FLOWS flows. The router alone is counted the same way on the same packets (its burst path, \`route_burst\`)."
+  echo "valgrind's callgrind counting the instructions of the unclocked gateway passes of \`sluice-bench gateway\` (\`configs/gateway-fulltable.toml\`: full table, fw1_10k rules, SNAT; 64-byte IPv4/UDP in bursts of 32 through the stage's burst path; each packet's template copy included), run twice: $PACKETS and 1 packets of established flows (of the flows the first packets opened) after the first packet of each of $FLOWS flows; the packets of the flows not opened ($PACKETS / 20 of them, their destinations without a route) the same way. The router alone is counted the same way on the same packets (its burst path, \`route_burst\`)."
   echo
   echo "| path | instructions/packet |"
   echo "|---|---|"
   echo "| gateway, established flow | $(( (all - one) / (PACKETS - 1) )) |"
   echo "| gateway, new flow (first packet) | $(( one / FLOWS )) |"
+  echo "| gateway, packet of a flow not opened (no route) | $(( (rfall - rfone) / (PACKETS / 20 - 1) )) |"
   echo "| router alone | $(( (rall - rone) / (PACKETS - 1) )) |"
 } | tee bench/results/gateway-instructions.md.tmp
 mv bench/results/gateway-instructions.md.tmp bench/results/gateway-instructions.md
