@@ -221,8 +221,6 @@ impl Router {
     }
 }
 
-/// Destinations and sources a router never forwards for (RFC 1812 5.3.7):
-/// 0/8, 127/8, multicast and reserved 224/3, limited broadcast.
 /// Forwards an IPv4 frame whose TTL is above 1: decrements the TTL
 /// (with its checksum) and sets the destination and source MACs.
 #[inline(always)]
@@ -236,7 +234,7 @@ pub(super) fn forward4_rewrite(b: &mut [u8], dst: [u8; 6], src: [u8; 6]) {
 /// worth), as a fixed array: no bounds checks on what is read and
 /// written through it.
 #[inline(always)]
-pub(super) fn header4(b: &mut [u8]) -> Option<&mut [u8; ETHERNET_HEADER_LEN + 20]> {
+fn header4(b: &mut [u8]) -> Option<&mut [u8; ETHERNET_HEADER_LEN + 20]> {
     b.get_mut(..ETHERNET_HEADER_LEN + 20)?.try_into().ok()
 }
 
@@ -263,6 +261,8 @@ pub(super) fn dec_ttl4<const N: usize>(h: &mut [u8; N]) {
     h[24..26].copy_from_slice(&(!(acc as u16)).to_be_bytes());
 }
 
+/// Destinations and sources a router never forwards for (RFC 1812 5.3.7):
+/// 0/8, 127/8, multicast and reserved 224/3, limited broadcast.
 pub(super) fn martian(a: u32) -> bool {
     let first = a >> 24;
     first == 0 || first == 127 || first >= 224
