@@ -474,9 +474,11 @@ impl<C: StageClock> Gateway<C> {
     /// flow's.
     #[inline(always)]
     fn track4<P: Frame>(&mut self, pkt: &mut P, in_port: u16, lane: &Lane) -> Verdict {
-        let (t, flags) = (lane.t, lane.flags);
+        // The tuple by reference: a packet of a flow that is not
+        // translated never copies it.
+        let (t, flags) = (&lane.t, lane.flags);
         let dst = addr4(t.dst);
-        let found = self.ct.find_hashed(&t, lane.h, lane.hint);
+        let found = self.ct.find_hashed(t, lane.h, lane.hint);
         if let Some((i, reply)) = found {
             let conn = self.ct.advance(i, reply, flags);
             self.clock.mark(Stage::Conntrack);
@@ -484,17 +486,23 @@ impl<C: StageClock> Gateway<C> {
                 return self.invalid(
                     pkt,
                     in_port,
-                    &t,
+                    t,
                     flags,
-                    self.router.route4(dst, self.router.tuple_hash(&t)),
+                    self.router.route4(dst, self.router.tuple_hash(t)),
                 );
             }
             let f = self.ct.flow(i);
             // The tuple as sent.
-            let to = if f.nat() { f.translated(reply) } else { t };
+            let translated;
+            let to = if f.nat() {
+                translated = f.translated(reply);
+                &translated
+            } else {
+                t
+            };
             let ip = Ipv4Packet::new_unchecked(&pkt.bytes()[ETH..]);
-            if f.nat() && !self.too_big4(ip.total_len(), ip.flags_frag(), &to) {
-                nat::rewrite4_flow(&mut pkt.bytes_mut()[ETH..], &to, f.nat_deltas(reply));
+            if f.nat() && !self.too_big4(ip.total_len(), ip.flags_frag(), to) {
+                nat::rewrite4_flow(&mut pkt.bytes_mut()[ETH..], to, f.nat_deltas(reply));
                 self.clock.mark(Stage::Nat);
             }
             // Validated above (the rewrite kept the checksum right); the
@@ -509,10 +517,10 @@ impl<C: StageClock> Gateway<C> {
             return v;
         }
         self.clock.mark(Stage::Conntrack);
-        if let Some(o) = self.owner(in_port, &t) {
+        if let Some(o) = self.owner(in_port, t) {
             return Verdict::Handoff(o);
         }
-        self.new4(pkt, in_port, t, flags)
+        self.new4(pkt, in_port, *t, flags)
     }
 
     /// A packet that no flow accounts for (or that its flow's state
