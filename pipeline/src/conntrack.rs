@@ -245,15 +245,6 @@ pub struct Flow {
 
 const _: () = assert!(std::mem::size_of::<Flow>() == 128, "two cache lines");
 
-/// A ones-complement sum under 2^20 folded to 16 bits: the first fold
-/// leaves at most 0x1000e, the second at most 0xffff.
-#[inline(always)]
-fn fold20(x: u64) -> u16 {
-    debug_assert!(x < 1 << 20);
-    let a = (x >> 16) + (x & 0xffff);
-    ((a >> 16) + (a & 0xffff)) as u16
-}
-
 /// What translating the IPv4 packets of a flow adds to their IP header
 /// checksum (the addresses) and to their TCP/UDP checksum (the addresses,
 /// in the pseudo-header, and the ports), per direction: RFC 1624's
@@ -276,8 +267,8 @@ fn nat_deltas(orig: &Tuple, reply: &Tuple) -> [(u16, u16); 2] {
     let a1 = halves(!rs) + halves(!rd) + halves(od) + halves(os);
     let p0 = neg(orig.sport) + neg(orig.dport) + u64::from(reply.dport) + u64::from(reply.sport);
     let p1 = neg(reply.sport) + neg(reply.dport) + u64::from(orig.dport) + u64::from(orig.sport);
-    // Eight halves under 2^17 each: the sums are under 2^20.
-    [(fold20(a0), fold20(a0 + p0)), (fold20(a1), fold20(a1 + p1))]
+    let f = crate::checksum::fold;
+    [(f(a0), f(a0 + p0)), (f(a1), f(a1 + p1))]
 }
 
 impl std::fmt::Display for Tuple {

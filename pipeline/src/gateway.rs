@@ -648,8 +648,9 @@ impl<C: StageClock> Gateway<C> {
         match opened {
             Ok(i) => {
                 let f = self.ct.flow(i);
+                // The tuple as sent.
+                let to = if f.nat() { f.translated(false) } else { t };
                 if f.nat() {
-                    let to = f.translated(false);
                     self.nat_events[nat::Event::Mapped as usize] += 1;
                     let ip = Ipv4Packet::new_unchecked(&pkt.bytes()[ETH..]);
                     if !self.too_big4(ip.total_len(), ip.flags_frag(), &to) {
@@ -664,7 +665,6 @@ impl<C: StageClock> Gateway<C> {
                 // the packets after it (a destination that is the router's
                 // own, or any other case the cache does not take, goes the
                 // router's full way from there).
-                let to = if f.nat() { f.translated(false) } else { t };
                 let cache = self.ct.hop_mut(i, false);
                 // A single-path route (the one the rules saw) fills the
                 // cache as it is; a multipath route's path is the one the

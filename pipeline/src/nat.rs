@@ -308,14 +308,9 @@ pub fn rewrite4(l3: &mut [u8], to: &Tuple) {
         let c = u16::from_be_bytes([ip[10], ip[11]]);
         ip[10..12].copy_from_slice(&checksum::adjust(c, addrs).to_be_bytes());
         let c = u16::from_be_bytes([l4[at], l4[at + 1]]);
-        if proto == IpProto::UDP && c == 0 {
-            return; // no checksum
+        if let Some(n) = l4_adjust(c, addrs + ports, proto == IpProto::UDP) {
+            l4[at..at + 2].copy_from_slice(&n.to_be_bytes());
         }
-        let mut n = checksum::adjust(c, addrs + ports);
-        if proto == IpProto::UDP && n == 0 {
-            n = 0xffff;
-        }
-        l4[at..at + 2].copy_from_slice(&n.to_be_bytes());
         return;
     }
     let new = [addr4(to.src).to_be_bytes(), addr4(to.dst).to_be_bytes()];
@@ -369,14 +364,21 @@ fn rewrite_plain<const N: usize>(h: &mut [u8; N], to: &Tuple, deltas: (u16, u16)
     let c = u16::from_be_bytes([h[10], h[11]]);
     h[10..12].copy_from_slice(&checksum::adjust(c, u32::from(deltas.0)).to_be_bytes());
     let c = u16::from_be_bytes([h[N - 2], h[N - 1]]);
+    if let Some(n) = l4_adjust(c, u32::from(deltas.1), udp) {
+        h[N - 2..].copy_from_slice(&n.to_be_bytes());
+    }
+}
+
+/// TCP/UDP checksum `c` adjusted by `delta` (RFC 1624), or `None` for a
+/// UDP datagram sent without a checksum (0), which stays so; a UDP
+/// checksum that comes to 0 is sent as 0xffff (RFC 768).
+#[inline(always)]
+fn l4_adjust(c: u16, delta: u32, udp: bool) -> Option<u16> {
     if udp && c == 0 {
-        return; // no checksum
+        return None;
     }
-    let mut n = checksum::adjust(c, u32::from(deltas.1));
-    if udp && n == 0 {
-        n = 0xffff;
-    }
-    h[N - 2..].copy_from_slice(&n.to_be_bytes());
+    let n = checksum::adjust(c, delta);
+    Some(if udp && n == 0 { 0xffff } else { n })
 }
 
 /// Rewrites the ports (or ICMP identifier) of the L4 header `l4` (possibly

@@ -444,8 +444,7 @@ impl Router {
     /// `hash` ([`Router::flow_hash`]; used by multipath routes only).
     #[inline]
     pub fn route4(&self, dst: u32, hash: u32) -> Option<u16> {
-        let nh = self.cfg.fib.lpm4().lookup(dst)?;
-        self.cfg.fib.path(nh, || hash).map(|(_, h)| h.port)
+        self.route4_path(dst, hash).map(|(_, h, _)| h.port)
     }
 
     /// [`Router::route4`]'s route itself: the next-hop slot and the path
