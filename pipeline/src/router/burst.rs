@@ -9,8 +9,9 @@ use crate::fwd::{ForwardMode, Frame};
 use crate::verdict::Verdict;
 use crate::wire::{MacAddr, ETHERNET_HEADER_LEN};
 
-/// Bursts are routed in chunks of this many packets (stack arrays).
-const CHUNK: usize = 32;
+/// Bursts are routed in chunks of this many packets (stack arrays; the
+/// LPM's burst lookup takes as many).
+const CHUNK: usize = crate::lpm::BURST;
 
 /// "No route" among a chunk's next hops: above every next-hop slot.
 const NO_HOP: u32 = u32::MAX;
@@ -57,17 +58,20 @@ pub(crate) fn plain4(b: &[u8]) -> bool {
     if total < 20 || total > b.len() - ETHERNET_HEADER_LEN || h[22] <= 1 {
         return false;
     }
-    // The header's ones-complement sum must be 0xffff: two 64-bit and one
-    // 32-bit word summed as 32-bit halves (2^32 = 1 in ones-complement
-    // arithmetic, as 2^16 is), then folded three times from under 2^35.
-    // What is still above 16 bits then (0x10000 or 0x10001) folds on to 1
-    // or 2, never to 0xffff, so the test is exact.
+    // The header's ones-complement sum must be 0xffff. That sum is the
+    // 16-bit words' plain sum folded, which keeps it modulo 0xffff (2^16 =
+    // 1 modulo 0xffff), in 1..=0xffff for a sum above 0 (this header's is:
+    // its byte 14 is 0x45). So the test is that the plain sum is a
+    // multiple of 0xffff, and words of 32 or 64 bits sum to the same
+    // thing modulo 0xffff as their 16-bit halves do (2^32 and 2^64 are 1
+    // too): the two 64-bit and one 32-bit word are added exactly (in 128
+    // bits), the carries above 2^64 added back in, and the divisibility
+    // test is a multiply and a compare.
     let z = u32::from_ne_bytes(h[30..34].try_into().expect("4 bytes"));
-    let mut acc = (x & 0xffff_ffff) + (x >> 32) + (y & 0xffff_ffff) + (y >> 32) + u64::from(z);
-    acc = (acc >> 32) + (acc & 0xffff_ffff);
-    acc = (acc >> 16) + (acc & 0xffff);
-    acc = (acc >> 16) + (acc & 0xffff);
-    acc == 0xffff
+    let s = u128::from(x) + u128::from(y) + u128::from(z);
+    let (v, o) = (s as u64).overflowing_add((s >> 64) as u64);
+    // After a wrap `v` is at most 1: adding the carry cannot wrap again.
+    (v + u64::from(o)) % 0xffff == 0
 }
 
 /// A MAC as `fast4` compares it: the 6 bytes as the low 48 bits of a
@@ -81,19 +85,20 @@ fn mac_word(m: MacAddr) -> u64 {
 /// A next hop resolved for the burst path, DPDK l3fwd's per-port
 /// `val_eth` kept per next-hop slot: the Ethernet addresses it writes (the
 /// gateway's MAC, then the output port's), the output port and its MTU.
-/// Valid while the router's generation is `generation`: a change of
-/// neighbours or interfaces bumps it, and so does a slot given a next hop
-/// (the FIB's `hops_version`; it reuses a slot only after every worker
-/// has left the round that could have seen it). Routes moving between
-/// next hops leave it valid: every packet's route is looked up.
+/// Valid until the router's generation changes, which empties the table
+/// (`Router::bump`): a change of neighbours or interfaces bumps it, and so
+/// does a slot given a next hop (the FIB's `hops_version`; it reuses a
+/// slot only after every worker has left the round that could have seen
+/// it). Routes moving between next hops leave it valid: every packet's
+/// route is looked up. A slot not filled is the default, whose MTU of 0
+/// no packet fits: the MTU test is the validity test too.
 /// Only single-path routes via a gateway on a port are kept (a connected
 /// route's MAC depends on the destination, a multipath route's path on
-/// the flow). 32-byte aligned: never split over two cache lines.
+/// the flow). 16-byte aligned: never split over two cache lines.
 #[derive(Clone, Copy, Debug, Default)]
-#[repr(C, align(32))]
+#[repr(C, align(16))]
 pub(super) struct Adj {
     eth: [u8; 12],
-    generation: u32,
     port: u16,
     mtu: u16,
 }
@@ -155,7 +160,6 @@ impl Router {
         eth[6..].copy_from_slice(&out_mac.0);
         let a = Adj {
             eth,
-            generation: self.generation,
             port: hop.port,
             mtu,
         };
@@ -229,22 +233,16 @@ impl Router {
             // without a test of its own.
             let mut dst = [0u32; CHUNK];
             let mut nh = [NO_HOP; CHUNK];
+            // 0 (martian) for a packet the fast path does not take.
             for (p, d) in pc.iter().zip(dst.iter_mut()) {
-                *d = fast4(p.bytes(), mac).unwrap_or(0);
+                *d = fast4(p.bytes(), mac)
+                    .filter(|&d| !self.is_local4(d))
+                    .unwrap_or(0);
             }
-            let lpm = self.cfg.fib.lpm4();
-            for (d, h) in dst.iter().zip(nh.iter_mut()).take(pc.len()) {
-                // 0 is martian: never a fast-path destination.
-                if *d != 0 && !self.is_local4(*d) {
-                    *h = lpm.lookup(*d).unwrap_or(NO_HOP);
-                }
-            }
-            let generation = self.generation;
+            let dst = &dst[..pc.len()];
+            self.cfg.fib.lpm4().lookup_burst(dst, &mut nh, NO_HOP);
             for ((p, v), (d, h)) in pc.iter_mut().zip(vc.iter_mut()).zip(dst.iter().zip(&nh)) {
-                let adj = self
-                    .adj4
-                    .get(*h as usize)
-                    .filter(|a| a.generation == generation);
+                let adj = self.adj4.get(*h as usize).filter(|_| *d != 0);
                 match adj {
                     Some(a) if rewrite4(p.bytes_mut(), a) => {
                         ports_or |= u32::from(a.port);
@@ -252,7 +250,7 @@ impl Router {
                         *v = Verdict::Forward(a.port);
                     }
                     _ => {
-                        let h = (*h != NO_HOP).then_some(*h);
+                        let h = (*d != 0 && *h != NO_HOP).then_some(*h);
                         *v = self.route_slow(p, in_port, *d, h);
                         match slow {
                             None => slow = Some(*v),
@@ -305,7 +303,8 @@ mod tests {
         f
     }
 
-    /// `fast4`'s checksum test (native-order words, three folds) takes
+    /// `fast4`'s checksum test (native-order words, their sum a multiple
+    /// of 0xffff) takes
     /// exactly the headers whose RFC 1071 checksum verifies, over random
     /// headers, valid and corrupted, and the edge sums.
     #[test]
@@ -350,7 +349,6 @@ mod tests {
         let mut rng = rand::rngs::SmallRng::seed_from_u64(1141);
         let a = Adj {
             eth: [7; 12],
-            generation: 1,
             port: 1,
             mtu: 1500,
         };

@@ -250,15 +250,18 @@ fn rewrite_header4(h: &mut [u8; ETHERNET_HEADER_LEN + 20], dst: [u8; 6], src: [u
 /// headers `h` and updates the header checksum. The TTL is the high byte
 /// of the word at 8, which drops by 0x100: RFC 1624's
 /// HC' = ~(~HC + ~m + m') with ~m + m' = 0xfeff whatever m is (nothing
-/// borrows: the TTL is not 0). The sum is under 0x1feff: one fold.
+/// borrows: the TTL is not 0), which is HC + 0x0100 with the end-around
+/// carry. It is added as Linux's `ip_decrease_ttl` adds it: in native byte
+/// order (RFC 1071 2.B: 0x0100 is the bytes `[1, 0]`), the carry added
+/// back by a compare, a sum of exactly 0xffff becoming 0 as equation 3
+/// makes it (neither form ever gives 0xffff).
 #[inline(always)]
 pub(super) fn dec_ttl4<const N: usize>(h: &mut [u8; N]) {
     const { assert!(N >= ETHERNET_HEADER_LEN + 12) };
-    let c = u16::from_be_bytes([h[24], h[25]]);
-    let acc = u32::from(!c) + 0xfeff;
-    let acc = (acc & 0xffff) + (acc >> 16);
+    let c = u32::from(u16::from_ne_bytes([h[24], h[25]])) + u32::from(u16::from_ne_bytes([1, 0]));
+    let c = c + u32::from(c >= 0xffff);
     h[22] -= 1;
-    h[24..26].copy_from_slice(&(!(acc as u16)).to_be_bytes());
+    h[24..26].copy_from_slice(&(c as u16).to_ne_bytes());
 }
 
 /// Destinations and sources a router never forwards for (RFC 1812 5.3.7):

@@ -93,8 +93,11 @@ impl Router {
         }
     }
 
+    /// A new generation: what was resolved in the last one is stale (the
+    /// burst path's next hops go with it; the table keeps its memory).
     pub(super) fn bump(&mut self) {
         self.generation = self.generation.wrapping_add(1).max(1);
+        self.adj4.clear();
     }
 
     /// Takes the kernel's neighbours (`Some(mac)`: reachable or stale
