@@ -245,6 +245,36 @@ pub struct Flow {
 
 const _: () = assert!(std::mem::size_of::<Flow>() == 128, "two cache lines");
 
+/// Whether flow `e` has been idle longer than its state's timeout at
+/// `now`.
+#[inline(always)]
+fn stale(now: u64, timeouts: &Timeouts, e: &Flow) -> bool {
+    now.saturating_sub(e.last_ns) > timeouts.of(e.state)
+}
+
+/// Moves flow `e` on by a packet in direction `reply` with TCP `flags` at
+/// `now` (see [`ConnTrack::advance`]); a refused packet is counted in
+/// `events`.
+#[inline(always)]
+fn step(e: &mut Flow, reply: bool, flags: u16, now: u64, events: &mut [u64; Event::COUNT]) -> Conn {
+    let next = if e.orig.proto == TCP {
+        match tcp_next(e.state, reply, flags) {
+            Some(s) => s,
+            None => {
+                events[Event::Invalid as usize] += 1;
+                return Conn::Invalid;
+            }
+        }
+    } else if reply {
+        State::Replied
+    } else {
+        e.state
+    };
+    e.state = next;
+    e.last_ns = now;
+    Conn::Established { reply }
+}
+
 /// What translating the IPv4 packets of a flow adds to their IP header
 /// checksum (the addresses) and to their TCP/UDP checksum (the addresses,
 /// in the pseudo-header, and the ports), per direction: RFC 1624's
@@ -341,6 +371,16 @@ impl Flow {
     #[inline(always)]
     pub(crate) fn nat_deltas(&self, reply: bool) -> (u16, u16) {
         self.deltas[usize::from(reply)]
+    }
+
+    /// The cached next hop of the flow's packets in direction `reply`.
+    #[inline(always)]
+    pub(crate) fn hop_mut(&mut self, reply: bool) -> &mut RouteCache {
+        if reply {
+            &mut self.reply_hop
+        } else {
+            &mut self.orig_hop
+        }
     }
 
     /// The tuple a packet received in direction `reply` leaves with.
@@ -680,7 +720,7 @@ impl ConnTrack {
     }
 
     fn expired(&self, e: &Flow) -> bool {
-        self.now_ns.saturating_sub(e.last_ns) > self.timeouts.of(e.state)
+        stale(self.now_ns, &self.timeouts, e)
     }
 
     fn remove(&mut self, i: u32) {
@@ -802,12 +842,7 @@ impl ConnTrack {
     /// The cached next hop of flow `i`'s packets in direction `reply`.
     #[inline]
     pub(crate) fn hop_mut(&mut self, i: u32, reply: bool) -> &mut RouteCache {
-        let f = &mut self.slots[i as usize];
-        if reply {
-            &mut f.reply_hop
-        } else {
-            &mut f.orig_hop
-        }
+        self.slots[i as usize].hop_mut(reply)
     }
 
     /// Moves flow `i` on by a packet in direction `reply` with TCP `flags`:
@@ -815,24 +850,40 @@ impl ConnTrack {
     /// `Invalid` (the flow is left as it was).
     #[inline(always)]
     pub fn advance(&mut self, i: u32, reply: bool, flags: u16) -> Conn {
-        let now = self.now_ns;
-        let e = &mut self.slots[i as usize];
-        let next = if e.orig.proto == TCP {
-            match tcp_next(e.state, reply, flags) {
-                Some(s) => s,
-                None => {
-                    self.events[Event::Invalid as usize] += 1;
-                    return Conn::Invalid;
-                }
-            }
-        } else if reply {
-            State::Replied
-        } else {
-            e.state
+        step(
+            &mut self.slots[i as usize],
+            reply,
+            flags,
+            self.now_ns,
+            &mut self.events,
+        )
+    }
+
+    /// [`ConnTrack::find_hashed`] then [`ConnTrack::advance`], the flow's
+    /// slot indexed once (the established path's lookup): the live flow
+    /// of `t`, the packet's direction and what the state machine made of
+    /// it.
+    #[inline(always)]
+    pub(crate) fn track_hashed(
+        &mut self,
+        t: &Tuple,
+        h: u64,
+        hint: Option<u32>,
+        flags: u16,
+    ) -> Option<(&mut Flow, bool, Conn)> {
+        let v = match hint {
+            Some(v) if Self::holds(&self.slots, v, t) => v,
+            _ => self.locate(t, h)?.2,
         };
-        e.state = next;
-        e.last_ns = now;
-        Conn::Established { reply }
+        let (i, reply) = (v >> 1, v & 1 == 1);
+        let now = self.now_ns;
+        if stale(now, &self.timeouts, self.slots.get(i as usize)?) {
+            self.expire(i);
+            return None;
+        }
+        let e = self.slots.get_mut(i as usize)?;
+        let conn = step(e, reply, flags, now, &mut self.events);
+        Some((e, reply, conn))
     }
 
     /// Starts tracking a flow whose first packet had tuple `orig` (and TCP

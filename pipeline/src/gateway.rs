@@ -153,6 +153,25 @@ struct Lane {
     hint: Option<u32>,
 }
 
+/// Whether a packet of `total` bytes with DF set will not fit the MTU of
+/// `router`'s route to `to` (`min_mtu`: the smallest of its interfaces'):
+/// it is then left untranslated so that the router's Fragmentation Needed
+/// reaches its real sender. Not a method: the established path holds its
+/// flow, borrowed from the gateway's conntrack, across it.
+#[inline(always)]
+fn too_big4(router: &Router, min_mtu: u16, total: u16, flags_frag: u16, to: &Tuple) -> bool {
+    total > min_mtu && flags_frag & 0x4000 != 0 && too_big4_routed(router, total, to)
+}
+
+/// [`too_big4`] past the quick tests: the route's MTU.
+#[cold]
+fn too_big4_routed(router: &Router, total: u16, to: &Tuple) -> bool {
+    router
+        .route4(addr4(to.dst), router.tuple_hash(to))
+        .and_then(|p| router.iface(p))
+        .is_some_and(|i| total > i.mtu)
+}
+
 /// A prefetch that does nothing (until the worker's hook gives one).
 fn no_prefetch(_: *const u8) {}
 
@@ -478,9 +497,7 @@ impl<C: StageClock> Gateway<C> {
         // translated never copies it.
         let (t, flags) = (&lane.t, lane.flags);
         let dst = addr4(t.dst);
-        let found = self.ct.find_hashed(t, lane.h, lane.hint);
-        if let Some((i, reply)) = found {
-            let conn = self.ct.advance(i, reply, flags);
+        if let Some((f, reply, conn)) = self.ct.track_hashed(t, lane.h, lane.hint, flags) {
             self.clock.mark(Stage::Conntrack);
             if conn == crate::conntrack::Conn::Invalid {
                 return self.invalid(
@@ -491,7 +508,6 @@ impl<C: StageClock> Gateway<C> {
                     self.router.route4(dst, self.router.tuple_hash(t)),
                 );
             }
-            let f = self.ct.flow(i);
             // The tuple as sent.
             let translated;
             let to = if f.nat() {
@@ -501,7 +517,15 @@ impl<C: StageClock> Gateway<C> {
                 t
             };
             let ip = Ipv4Packet::new_unchecked(&pkt.bytes()[ETH..]);
-            if f.nat() && !self.too_big4(ip.total_len(), ip.flags_frag(), to) {
+            if f.nat()
+                && !too_big4(
+                    &self.router,
+                    self.min_mtu,
+                    ip.total_len(),
+                    ip.flags_frag(),
+                    to,
+                )
+            {
                 nat::rewrite4_flow(&mut pkt.bytes_mut()[ETH..], to, f.nat_deltas(reply));
                 self.clock.mark(Stage::Nat);
             }
@@ -509,7 +533,7 @@ impl<C: StageClock> Gateway<C> {
             // flow caches its next hop, a multipath route's path chosen
             // by the packet as sent (hashed only when the cache is filled
             // with such a route: `Fib::path` asks for the hash then).
-            let hop = self.ct.hop_mut(i, reply);
+            let hop = f.hop_mut(reply);
             let v = self.router.forward4_cached(pkt, in_port, hop, || {
                 crate::fib::tuple_hash(to.src, to.dst, to.proto, to.sport, to.dport)
             });
@@ -653,7 +677,13 @@ impl<C: StageClock> Gateway<C> {
                 if f.nat() {
                     self.nat_events[nat::Event::Mapped as usize] += 1;
                     let ip = Ipv4Packet::new_unchecked(&pkt.bytes()[ETH..]);
-                    if !self.too_big4(ip.total_len(), ip.flags_frag(), &to) {
+                    if !too_big4(
+                        &self.router,
+                        self.min_mtu,
+                        ip.total_len(),
+                        ip.flags_frag(),
+                        &to,
+                    ) {
                         nat::rewrite4_flow(&mut pkt.bytes_mut()[ETH..], &to, f.nat_deltas(false));
                     }
                     self.clock.mark(Stage::Nat);
@@ -717,23 +747,6 @@ impl<C: StageClock> Gateway<C> {
             None
         };
         o.filter(|&o| o != self.worker)
-    }
-
-    /// Whether a packet of `total` bytes with DF set will not fit the MTU
-    /// of the route to `to`: it is then left untranslated so that the
-    /// router's Fragmentation Needed reaches its real sender.
-    #[inline(always)]
-    fn too_big4(&self, total: u16, flags_frag: u16, to: &Tuple) -> bool {
-        total > self.min_mtu && flags_frag & 0x4000 != 0 && self.too_big4_routed(total, to)
-    }
-
-    /// [`Gateway::too_big4`] past the quick tests: the route's MTU.
-    #[cold]
-    fn too_big4_routed(&self, total: u16, to: &Tuple) -> bool {
-        self.router
-            .route4(addr4(to.dst), self.router.tuple_hash(to))
-            .and_then(|p| self.router.iface(p))
-            .is_some_and(|i| total > i.mtu)
     }
 
     /// Chooses this worker's next free port for the reply tuple `r` (its
