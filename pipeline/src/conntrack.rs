@@ -32,7 +32,8 @@ pub const SWEEP_PER_TICK: usize = 1024;
 /// Entries examined for early drop when the table is full.
 pub const EARLY_DROP_PROBES: usize = 16;
 
-/// A flow's state.
+/// A flow's state. A new state goes into `STATES` too (the timeout
+/// table is indexed by it).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum State {
     /// TCP: SYN seen from the originator.
@@ -86,7 +87,35 @@ impl Default for Timeouts {
     }
 }
 
+/// Every state, in declaration order (`State as usize` indexes it).
+const STATES: [State; 8] = [
+    State::SynSent,
+    State::SynRecv,
+    State::Established,
+    State::FinWait,
+    State::TimeWait,
+    State::Closed,
+    State::Unreplied,
+    State::Replied,
+];
+
+const _: () = {
+    let mut i = 0;
+    while i < STATES.len() {
+        assert!(STATES[i] as usize == i, "STATES in declaration order");
+        i += 1;
+    }
+};
+
+/// Per-state timeouts as a table indexed by `State as usize`: one load
+/// per packet where the `match` in [`Timeouts::of`] is an indirect jump.
+type Limits = [u64; STATES.len()];
+
 impl Timeouts {
+    fn limits(&self) -> Limits {
+        STATES.map(|s| self.of(s))
+    }
+
     fn of(&self, s: State) -> u64 {
         match s {
             State::SynSent | State::SynRecv => self.tcp_handshake,
@@ -248,8 +277,8 @@ const _: () = assert!(std::mem::size_of::<Flow>() == 128, "two cache lines");
 /// Whether flow `e` has been idle longer than its state's timeout at
 /// `now`.
 #[inline(always)]
-fn stale(now: u64, timeouts: &Timeouts, e: &Flow) -> bool {
-    now.saturating_sub(e.last_ns) > timeouts.of(e.state)
+fn stale(now: u64, limits: &Limits, e: &Flow) -> bool {
+    now.saturating_sub(e.last_ns) > limits[e.state as usize]
 }
 
 /// Moves flow `e` on by a packet in direction `reply` with TCP `flags` at
@@ -602,6 +631,8 @@ pub struct ConnTrack {
     free: Vec<u32>,
     capacity: usize,
     timeouts: Timeouts,
+    /// `timeouts` per state.
+    limits: Limits,
     cursor: usize,
     now_ns: u64,
     events: [u64; Event::COUNT],
@@ -619,6 +650,7 @@ impl ConnTrack {
             free: Vec::with_capacity(capacity),
             capacity,
             timeouts,
+            limits: timeouts.limits(),
             cursor: 0,
             now_ns: 0,
             events: [0; Event::COUNT],
@@ -720,7 +752,7 @@ impl ConnTrack {
     }
 
     fn expired(&self, e: &Flow) -> bool {
-        stale(self.now_ns, &self.timeouts, e)
+        stale(self.now_ns, &self.limits, e)
     }
 
     fn remove(&mut self, i: u32) {
@@ -877,7 +909,7 @@ impl ConnTrack {
         };
         let (i, reply) = (v >> 1, v & 1 == 1);
         let now = self.now_ns;
-        if stale(now, &self.timeouts, self.slots.get(i as usize)?) {
+        if stale(now, &self.limits, self.slots.get(i as usize)?) {
             self.expire(i);
             return None;
         }
