@@ -206,10 +206,12 @@ pub fn process_each<F: ForwardMode, P: Frame>(
 /// same (the burst's verdict is then `first`).
 #[inline(always)]
 pub fn note_verdict(first: &mut Option<Verdict>, uniform: &mut bool, v: Verdict) {
-    match *first {
-        None => *first = Some(v),
-        Some(x) if x == v => {}
-        Some(_) => *uniform = false,
+    match (*first, v) {
+        // The common case first, without the derived comparison's jump
+        // on the variant.
+        (Some(Verdict::Forward(a)), Verdict::Forward(b)) => *uniform &= a == b,
+        (None, _) => *first = Some(v),
+        (Some(x), _) => *uniform &= x == v,
     }
 }
 
