@@ -2,7 +2,7 @@
 //! Run with `cargo bench -p bench --bench lpm` (needs ../shared/data).
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
-use pipeline::lpm::Lpm4Builder;
+use pipeline::lpm::{Lpm4Builder, BURST};
 use rand::rngs::SmallRng;
 use rand::{RngExt, SeedableRng};
 use std::hint::black_box;
@@ -24,12 +24,12 @@ fn lookups(c: &mut Criterion) {
     let seq: Vec<u32> = (0..1 << 16).map(|i| 0x0100_0000 + i * 7).collect();
     let mut g = c.benchmark_group("lpm4");
     g.throughput(Throughput::Elements(random.len() as u64));
-    let mut out = vec![None; 32];
+    let mut out = [0u32; BURST];
     for (name, addrs) in [("random", &random), ("sequential", &seq)] {
         g.bench_function(name, |bch| {
             bch.iter(|| {
-                for chunk in addrs.chunks(32) {
-                    t.lookup_bulk(chunk, &mut out[..chunk.len()]);
+                for chunk in addrs.chunks(BURST) {
+                    t.lookup_burst(chunk, &mut out, u32::MAX);
                     black_box(&out);
                 }
             })

@@ -4,7 +4,7 @@
 
 use anyhow::{Context, Result};
 use clap::Parser;
-use pipeline::lpm::{Lpm4, Lpm4Builder, Lpm6, Lpm6Builder};
+use pipeline::lpm::{Lpm4, Lpm4Builder, Lpm6, Lpm6Builder, BURST};
 use pipeline::prefix::parse as parse_prefix;
 use pmd::sys::{rdtsc, Tsc};
 use rand::rngs::SmallRng;
@@ -64,14 +64,14 @@ fn median(mut v: Vec<f64>) -> f64 {
 }
 
 fn rate4(t: &Lpm4, addrs: &[u32], runs: usize) -> (f64, f64) {
-    let mut out = vec![None; 32];
+    let mut out = [0u32; BURST];
     let mut mlps = Vec::new();
     let mut cyc = Vec::new();
     for _ in 0..runs {
         let t0 = Instant::now();
         let c0 = rdtsc();
-        for chunk in addrs.chunks(32) {
-            t.lookup_bulk(chunk, &mut out[..chunk.len()]);
+        for chunk in addrs.chunks(BURST) {
+            t.lookup_burst(chunk, &mut out, u32::MAX);
             black_box(&out);
         }
         let c = rdtsc() - c0;

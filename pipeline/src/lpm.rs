@@ -67,9 +67,6 @@ const TOP_LEN: usize = 1 << TOP_BITS;
 /// The most addresses [`Lpm4::lookup_burst`] takes at once.
 pub const BURST: usize = 32;
 
-/// `lookup_bulk`'s "no route" in its burst array: above every next hop.
-const NO_ROUTE: u32 = u32::MAX;
-
 /// Largest next-hop index.
 pub const MAX_NEXT_HOP: u32 = NH;
 
@@ -600,19 +597,6 @@ impl Lpm4 {
         (e & LEAF != 0).then_some(e & NH)
     }
 
-    /// Looks up a burst: `out[i]` for `addrs[i]` (the loads overlap; see
-    /// [`Lpm4::lookup_burst`]).
-    #[inline]
-    pub fn lookup_bulk(&self, addrs: &[u32], out: &mut [Option<u32>]) {
-        let mut nh = [0u32; BURST];
-        for (a, o) in addrs.chunks(BURST).zip(out.chunks_mut(BURST)) {
-            self.lookup_burst(a, &mut nh, NO_ROUTE);
-            for (o, &h) in o.iter_mut().zip(&nh) {
-                *o = (h != NO_ROUTE).then_some(h);
-            }
-        }
-    }
-
     /// Looks up a burst of up to [`BURST`] addresses: `out[i]` is the next
     /// hop of `addrs[i]`, or `none` without a route. The first-level
     /// entries are all loaded first, in a loop of nothing else, and only
@@ -692,6 +676,47 @@ mod tests {
         assert_eq!(t.lookup(v4("10.1.2.200")), Some(6));
         assert_eq!(t.lookup(v4("10.1.2.201")), Some(5));
         assert_eq!(t.capacity(), 1);
+    }
+
+    /// The burst lookup (first levels in one loop, second levels in
+    /// another) gives what one lookup at a time gives: over routes with
+    /// second-level groups, holes without a route, and every burst length
+    /// up to `BURST` (and one past it: the rest is left alone).
+    #[test]
+    fn burst_lookup_is_one_lookup_at_a_time() {
+        use rand::{RngExt, SeedableRng};
+        let mut rng = rand::rngs::SmallRng::seed_from_u64(24);
+        let mut b = Lpm4Builder::new();
+        let mut bases = vec![];
+        for i in 0..400u32 {
+            let base = rng.random::<u32>() & 0xffff_ff00;
+            let len = [8, 16, 20, 24, 25, 28, 30, 32][i as usize % 8];
+            b.add(
+                std::net::Ipv4Addr::from(base | rng.random::<u32>() & 0xff),
+                len,
+                i,
+            );
+            bases.push(base);
+        }
+        let t = b.build().unwrap();
+        assert!(t.capacity() > 0, "second-level groups in use");
+        for n in 0..=BURST + 1 {
+            let addrs: Vec<u32> = (0..n)
+                .map(|_| match rng.random_range(0..3) {
+                    0 => rng.random(),
+                    _ => bases[rng.random_range(0..bases.len())] | rng.random::<u32>() & 0xff,
+                })
+                .collect();
+            let mut out = [7u32; BURST];
+            t.lookup_burst(&addrs, &mut out, u32::MAX);
+            for (i, o) in out.iter().enumerate() {
+                let want = match addrs.get(i) {
+                    Some(&a) if i < BURST => t.lookup(a).unwrap_or(u32::MAX),
+                    _ => 7,
+                };
+                assert_eq!(*o, want, "burst of {n}, address {i}");
+            }
+        }
     }
 
     #[test]
