@@ -844,7 +844,7 @@ impl ConnTrack {
             _ => self.locate(t, h)?.2,
         };
         let (i, reply) = (v >> 1, v & 1 == 1);
-        if self.expired(&self.slots[i as usize]) {
+        if stale(self.now_ns, &self.limits, self.slots.get(i as usize)?) {
             self.expire(i);
             return None;
         }
@@ -891,10 +891,11 @@ impl ConnTrack {
         )
     }
 
-    /// [`ConnTrack::find_hashed`] then [`ConnTrack::advance`], the flow's
-    /// slot indexed once (the established path's lookup): the live flow
-    /// of `t`, the packet's direction and what the state machine made of
-    /// it.
+    /// [`ConnTrack::find_hashed`] then [`ConnTrack::advance`], handing
+    /// back the flow itself (the established path's lookup: its caller
+    /// translates and routes through the reference instead of indexing
+    /// the slot again for each): the live flow of `t`, the packet's
+    /// direction and what the state machine made of it.
     #[inline(always)]
     pub(crate) fn track_hashed(
         &mut self,
@@ -903,18 +904,9 @@ impl ConnTrack {
         hint: Option<u32>,
         flags: u16,
     ) -> Option<(&mut Flow, bool, Conn)> {
-        let v = match hint {
-            Some(v) if Self::holds(&self.slots, v, t) => v,
-            _ => self.locate(t, h)?.2,
-        };
-        let (i, reply) = (v >> 1, v & 1 == 1);
-        let now = self.now_ns;
-        if stale(now, &self.limits, self.slots.get(i as usize)?) {
-            self.expire(i);
-            return None;
-        }
+        let (i, reply) = self.find_hashed(t, h, hint)?;
         let e = self.slots.get_mut(i as usize)?;
-        let conn = step(e, reply, flags, now, &mut self.events);
+        let conn = step(e, reply, flags, self.now_ns, &mut self.events);
         Some((e, reply, conn))
     }
 

@@ -588,7 +588,13 @@ impl Lpm4 {
     /// The next hop of the longest prefix covering `a`.
     #[inline(always)]
     pub fn lookup(&self, a: u32) -> Option<u32> {
-        let mut e = self.t.top((a >> 8) as usize);
+        self.resolve(self.t.top((a >> 8) as usize), a)
+    }
+
+    /// The next hop of `a` from its first-level entry `e`: `e` itself, or
+    /// the entry of `a`'s last byte in the group `e` points to.
+    #[inline(always)]
+    fn resolve(&self, mut e: u32, a: u32) -> Option<u32> {
         if e & PTR != 0 {
             e = self
                 .t
@@ -615,13 +621,7 @@ impl Lpm4 {
             *o = top[(a >> 8) as usize].load(Ordering::Acquire);
         }
         for (a, o) in addrs.iter().zip(out.iter_mut()) {
-            let mut e = *o;
-            if e & PTR != 0 {
-                e = self
-                    .t
-                    .group((((e & IDX) as usize) << 8) | (a & 0xff) as usize);
-            }
-            *o = if e & LEAF != 0 { e & NH } else { none };
+            *o = self.resolve(*o, *a).unwrap_or(none);
         }
     }
 }
