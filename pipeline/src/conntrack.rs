@@ -844,7 +844,7 @@ impl ConnTrack {
             _ => self.locate(t, h)?.2,
         };
         let (i, reply) = (v >> 1, v & 1 == 1);
-        if stale(self.now_ns, &self.limits, self.slots.get(i as usize)?) {
+        if self.expired(self.slots.get(i as usize)?) {
             self.expire(i);
             return None;
         }

@@ -304,9 +304,9 @@ mod tests {
     }
 
     /// `fast4`'s checksum test (native-order words, their sum a multiple
-    /// of 0xffff) takes
-    /// exactly the headers whose RFC 1071 checksum verifies, over random
-    /// headers, valid and corrupted, and the edge sums.
+    /// of 0xffff) takes exactly the headers whose RFC 1071 checksum
+    /// verifies, over random headers, valid and corrupted, and the edge
+    /// sums.
     #[test]
     fn fast_header_check_is_the_full_checksum() {
         let mut rng = rand::rngs::SmallRng::seed_from_u64(1624);
