@@ -1021,14 +1021,9 @@ impl ConnTrack {
                 f.orig.hash()
             }
         };
-        if !self.map.insert(ho, i << 1, hash_of) {
-            self.slots[i as usize].live = false;
-            self.free.push(i);
-            self.events[Event::TableFull as usize] += 1;
-            return Err(Refused::Full);
-        }
-        if !self.map.insert(hr, i << 1 | 1, hash_of) {
-            // Out again (the original tuple's entry may have moved).
+        if !self.map.insert(ho, i << 1, hash_of) || !self.map.insert(hr, i << 1 | 1, hash_of) {
+            // Out again: the original tuple's entry if it went in (where
+            // the reply's insert may have moved it).
             if let Some((b, w, _)) = self.locate(&orig, ho) {
                 self.map.remove_at(ho, b, w);
             }
