@@ -615,24 +615,10 @@ impl<C: StageClock> Gateway<C> {
         };
         let out = hop.port;
         self.clock.mark(Stage::Route);
-        // Firewall.
-        let k = Key {
-            src: t.src,
-            dst: v4(dst),
-            sport: t.sport,
-            dport,
-            proto,
-            flags,
-            meta: meta(in_port, Some(out), state::NEW)
-                | meta_ct(if dnat { status::DNAT } else { 0 }, entry),
-        };
-        let action = self.decide(&k);
-        self.clock.mark(Stage::Firewall);
-        match action {
-            Action::Accept => {}
-            a => return self.refuse(pkt, in_port, a, tcp),
-        }
-        // Source NAT: the reply tuple.
+        // Source NAT: the reply tuple, worked out before the rules are
+        // matched (it does not depend on their verdict) so that its index
+        // bucket, which the port's check and the insert read and which
+        // misses the caches at any table size, is on its way meanwhile.
         let mut reply = tuple4(dst, src, dport, t.sport, proto);
         let snat_addr = if dnat && out == in_port {
             self.router
@@ -659,6 +645,32 @@ impl<C: StageClock> Gateway<C> {
                 None => None,
             }
         };
+        if let Some(a) = snat_addr {
+            if has_ports(proto) {
+                let mut next = reply;
+                next.dst = v4(a);
+                self.next_port_of(&mut next);
+                (self.pf)(self.ct.bucket_of(next.hash()));
+            }
+        }
+        self.clock.mark(Stage::Nat);
+        // Firewall.
+        let k = Key {
+            src: t.src,
+            dst: v4(dst),
+            sport: t.sport,
+            dport,
+            proto,
+            flags,
+            meta: meta(in_port, Some(out), state::NEW)
+                | meta_ct(if dnat { status::DNAT } else { 0 }, entry),
+        };
+        let action = self.decide(&k);
+        self.clock.mark(Stage::Firewall);
+        match action {
+            Action::Accept => {}
+            a => return self.refuse(pkt, in_port, a, tcp),
+        }
         if let Some(a) = snat_addr {
             reply.dst = v4(a);
             if has_ports(proto) && !self.pick_port(&mut reply) {
@@ -758,17 +770,27 @@ impl<C: StageClock> Gateway<C> {
         };
         let n = range.len();
         for _ in 0..n.min(NAT_PROBES) {
-            let p = (u32::from(range.lo) + self.next_port % n) as u16;
+            self.next_port_of(r);
             self.next_port = (self.next_port + 1) % n;
-            r.dport = p;
-            if r.proto == IpProto::ICMP {
-                r.sport = p;
-            }
             if !self.ct.contains(r) {
                 return true;
             }
         }
         false
+    }
+
+    /// Gives reply tuple `r` the port [`Gateway::pick_port`] tries next
+    /// (its destination port; for ICMP both ports), if this worker has a
+    /// range.
+    #[inline]
+    fn next_port_of(&self, r: &mut Tuple) {
+        if let Some(range) = self.ports {
+            let p = (u32::from(range.lo) + self.next_port % range.len()) as u16;
+            r.dport = p;
+            if r.proto == IpProto::ICMP {
+                r.sport = p;
+            }
+        }
     }
 
     /// An ICMPv4 error (IPv4 header of `h` bytes): related if its quote
