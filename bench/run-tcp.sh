@@ -79,7 +79,8 @@ print("%.0f %.1f %.1f %d" % (n / secs, rtt[n // 2] * 1e6 if n else 0, rtt[min(n 
 EOF
 
 # One run of every test through router $1; prints
-# "gbps1 cpu1 gbps4 cpu4 ping_p50_us ping_p99_us ping_cpu rr_tps rr_p50 rr_p99 rr_lost".
+# "gbps1 cpu1 gbps4 cpu4 ping_p50_us ping_p99_us ping_cpu rr_tps rr_p50 rr_p99 rr_lost
+#  retransmits1 dropped1 retransmits4 dropped4".
 run() {
   lab_up
   local pid=
@@ -100,13 +101,17 @@ run() {
   local epid=$!
   sleep 0.3
   inns $NS_C ping -c 1 -W 2 198.19.0.2 > /dev/null 2>&1
-  local out=() streams p0 p1 t0 t1
+  local out=() loss=() streams p0 p1 t0 t1 d0 d1
   for streams in 1 4; do
-    p0=$(cpu_idle_jiffies $ROUTER_CPU); t0=$(date +%s%N)
+    p0=$(cpu_idle_jiffies $ROUTER_CPU); t0=$(date +%s%N); d0=$(lab_tx_dropped $NS_C c0)
     inns $NS_C taskset -c $APP_CPU iperf3 -c 198.19.0.2 -t "$SECS" -P $streams -J > "$WORK/i.json" 2> "$WORK/i.err"
-    p1=$(cpu_idle_jiffies $ROUTER_CPU); t1=$(date +%s%N)
+    p1=$(cpu_idle_jiffies $ROUTER_CPU); t1=$(date +%s%N); d1=$(lab_tx_dropped $NS_C c0)
     out+=("$(python3 -c 'import json, sys; j = json.load(open(sys.argv[1])); print("%.3f" % (j["end"]["sum_received"]["bits_per_second"] / 1e9))' "$WORK/i.json" 2>/dev/null || echo 0)")
     out+=("$(busy "$p0" "$p1" $((t1 - t0)))")
+    # The senders' retransmissions, and the client's segments its veth
+    # dropped on the way into the router (no room in r0's queue).
+    loss+=("$(python3 -c 'import json, sys; j = json.load(open(sys.argv[1])); print(j["end"]["sum_sent"].get("retransmits", 0))' "$WORK/i.json" 2>/dev/null || echo 0)")
+    loss+=("$((d1 - d0))")
   done
   p0=$(cpu_idle_jiffies $ROUTER_CPU); t0=$(date +%s%N)
   inns $NS_C taskset -c $APP_CPU ping -c 500 -i 0.01 -W 1 198.19.0.2 > "$WORK/ping.txt" 2>&1
@@ -118,6 +123,7 @@ n = len(r)
 print("%.0f %.0f" % (r[n // 2] * 1e3, r[min(n - 1, n * 99 // 100)] * 1e3) if n else "0 0")' "$WORK/ping.txt")")
   out+=("$(busy "$p0" "$p1" $((t1 - t0)))")
   out+=("$(inns $NS_C taskset -c $APP_CPU python3 "$WORK/rr.py" "$SECS")")
+  out+=("${loss[@]}")
   kill "$epid" 2>/dev/null
   [ -s "$WORK/iperf.pid" ] && kill "$(cat "$WORK/iperf.pid")" 2>/dev/null
   if [ -n "$pid" ]; then
@@ -142,10 +148,10 @@ done
   echo
   echo "Command: \`bench/run-tcp.sh $RUNS $SECS\` $(provenance)."
   echo
-  echo "The namespace lab (scripts/lab-net.sh: veths, offloads off, every frame whole). The router in sl-router: Sluice on AF_PACKET (sluice-afpacket: its TPACKET_V3 ring, blocks handed over when full or after 1 ms; sluice-afpacket-v2: \`ring = \"v2\"\`, frames handed over one by one) or AF_XDP (configs/router-nat.toml: conntrack, firewall, SNAT; worker on CPU $ROUTER_CPU, poll mode \`$POLICY\` as shipped; sluice-afxdp-bp: the same with \`busy_poll_us = $BUSY_POLL_US\`, polling on for $BUSY_POLL_US µs after the last packet before blocking), or the kernel (ip_forward, the same policy in nftables with masquerade; RPS steers the router interfaces' receive work to CPU $ROUTER_CPU). Client and server programs run on CPU $APP_CPU. Router CPU is CPU $ROUTER_CPU's busy time (wall time less its idle time in /proc/stat). TCP: \`iperf3 -c -t $SECS -P N\`, client to server, Gbit/s received. Ping: 500 echo requests 10 ms apart. UDP RR: a 64-byte request echoed by the server, one in flight, for $SECS s (Python on both ends: its own cost is in every router's figure). Each figure is the median of $RUNS runs, routers alternating (runs in brackets)."
+  echo "The namespace lab (scripts/lab-net.sh: veths, offloads off, every frame whole). The router in sl-router: Sluice on AF_PACKET (sluice-afpacket: its TPACKET_V3 ring, blocks handed over when full or after 1 ms; sluice-afpacket-v2: \`ring = \"v2\"\`, frames handed over one by one) or AF_XDP (configs/router-nat.toml: conntrack, firewall, SNAT; worker on CPU $ROUTER_CPU, poll mode \`$POLICY\` as shipped; sluice-afxdp-bp: the same with \`busy_poll_us = $BUSY_POLL_US\`, polling on for $BUSY_POLL_US µs after the last packet before blocking), or the kernel (ip_forward, the same policy in nftables with masquerade; RPS steers the router interfaces' receive work to CPU $ROUTER_CPU). Client and server programs run on CPU $APP_CPU. Router CPU is CPU $ROUTER_CPU's busy time (wall time less its idle time in /proc/stat). Retransmissions: iperf3's count of the senders'. Dropped by the client's veth: c0's tx_dropped over the test, the segments the router's side had no room for (on AF_XDP r0's XDP ring, which the veth driver fixes at 256 frames; on the kernel's and AF_PACKET's way the CPU's 1,000-packet backlog, \`net.core.netdev_max_backlog\`). TCP: \`iperf3 -c -t $SECS -P N\`, client to server, Gbit/s received. Ping: 500 echo requests 10 ms apart. UDP RR: a 64-byte request echoed by the server, one in flight, for $SECS s (Python on both ends: its own cost is in every router's figure). Each figure is the median of $RUNS runs, routers alternating (runs in brackets)."
   echo
-  echo "| router | TCP 1 stream Gbit/s | router CPU % | CPU % per Gbit/s | TCP 4 streams Gbit/s | router CPU % | CPU % per Gbit/s | ping p50 / p99 µs | router CPU % while pinging | UDP RR transactions/s | RR p50 / p99 µs |"
-  echo "|---|---|---|---|---|---|---|---|---|---|---|"
+  echo "| router | TCP 1 stream Gbit/s | router CPU % | CPU % per Gbit/s | TCP 4 streams Gbit/s | router CPU % | CPU % per Gbit/s | ping p50 / p99 µs | router CPU % while pinging | UDP RR transactions/s | RR p50 / p99 µs | TCP retransmissions, 1 / 4 streams | dropped by the client's veth, 1 / 4 streams |"
+  echo "|---|---|---|---|---|---|---|---|---|---|---|---|---|"
   for r in "${ROUTERS[@]}"; do
     python3 - "$r" "${res[$r]}" <<'EOF'
 import statistics, sys
@@ -154,10 +160,11 @@ col = lambda i: [r[i] for r in rows]
 med = lambda i: statistics.median(col(i))
 runs = lambda i, f="%.2f": " [" + ", ".join(f % v for v in col(i)) + "]"
 per = lambda g, c: "%.0f" % (c / g) if g > 0 else "-"
-print("| %s | %.2f%s | %.0f | %s | %.2f%s | %.0f | %s | %.0f / %.0f | %.1f | %.0f%s | %.0f / %.0f |" % (
+print("| %s | %.2f%s | %.0f | %s | %.2f%s | %.0f | %s | %.0f / %.0f | %.1f | %.0f%s | %.0f / %.0f | %.0f / %.0f%s | %.0f / %.0f%s |" % (
     sys.argv[1], med(0), runs(0), med(1), per(med(0), med(1)),
     med(2), runs(2), med(3), per(med(2), med(3)),
-    med(4), med(5), med(6), med(7), runs(7, "%.0f"), med(8), med(9)))
+    med(4), med(5), med(6), med(7), runs(7, "%.0f"), med(8), med(9),
+    med(11), med(13), runs(13, "%.0f"), med(12), med(14), runs(14, "%.0f")))
 EOF
   done
   echo

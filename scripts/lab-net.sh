@@ -65,6 +65,9 @@ lab_if() { # ns dev mac
 # Packets an interface in a namespace has sent / received.
 lab_tx() { inns "$1" cat "/sys/class/net/$2/statistics/tx_packets"; }
 lab_rx() { inns "$1" cat "/sys/class/net/$2/statistics/rx_packets"; }
+# Frames an interface in a namespace dropped on transmit (a veth: those
+# its peer had no room for, e.g. a full XDP ring).
+lab_tx_dropped() { inns "$1" cat "/sys/class/net/$2/statistics/tx_dropped"; }
 
 # The lab config (AF_PACKET ports) with its ports as AF_XDP sockets.
 lab_afxdp_config() { # from to
