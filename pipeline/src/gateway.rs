@@ -646,11 +646,10 @@ impl<C: StageClock> Gateway<C> {
             }
         };
         if let Some(a) = snat_addr {
+            reply.dst = v4(a);
             if has_ports(proto) {
-                let mut next = reply;
-                next.dst = v4(a);
-                self.next_port_of(&mut next);
-                (self.pf)(self.ct.bucket_of(next.hash()));
+                self.next_port_of(&mut reply);
+                (self.pf)(self.ct.bucket_of(reply.hash()));
             }
         }
         self.clock.mark(Stage::Nat);
@@ -671,12 +670,9 @@ impl<C: StageClock> Gateway<C> {
             Action::Accept => {}
             a => return self.refuse(pkt, in_port, a, tcp),
         }
-        if let Some(a) = snat_addr {
-            reply.dst = v4(a);
-            if has_ports(proto) && !self.pick_port(&mut reply) {
-                self.nat_events[nat::Event::Exhausted as usize] += 1;
-                return Verdict::Drop(DropReason::NatExhausted);
-            }
+        if snat_addr.is_some() && has_ports(proto) && !self.pick_port(&mut reply) {
+            self.nat_events[nat::Event::Exhausted as usize] += 1;
+            return Verdict::Drop(DropReason::NatExhausted);
         }
         self.clock.mark(Stage::Nat);
         let opened = self.ct.open(t, reply, flags);
