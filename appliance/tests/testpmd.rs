@@ -344,10 +344,19 @@ fn flowgen_frames_match_testpmds() {
     let Some((_one, d, empty)) = generator_setup("flowgen") else {
         return;
     };
+    // Stopped once its capture holds 128 frames (24-byte file header, 16
+    // per record, 64-byte frames), not after a fixed time: on a busy
+    // machine 50 ms once gave its forwarding core a single burst.
+    let want = 24 + 128 * (16 + 64);
+    let stdin = format!(
+        "(sleep 2; echo start; i=0; while [ $(stat -c %s {out} 2>/dev/null || echo 0) -lt {want} ] \
+         && [ $i -lt 500 ]; do sleep 0.01; i=$((i+1)); done; echo stop; echo quit)",
+        out = d.join("testpmd.pcap").display()
+    );
     let (theirs, text) = run_testpmd(
         &d,
         &empty,
-        "(sleep 2; echo start; sleep 0.05; echo stop; echo quit)",
+        &stdin,
         "-i --forward-mode=flowgen --flowgen-flows=64",
     );
     assert!(
