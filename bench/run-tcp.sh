@@ -101,17 +101,18 @@ run() {
   local epid=$!
   sleep 0.3
   inns $NS_C ping -c 1 -W 2 198.19.0.2 > /dev/null 2>&1
-  local out=() loss=() streams p0 p1 t0 t1 d0 d1
+  local out=() loss=() streams p0 p1 t0 t1 d0 d1 gbps retr
   for streams in 1 4; do
     p0=$(cpu_idle_jiffies $ROUTER_CPU); t0=$(date +%s%N); d0=$(lab_tx_dropped $NS_C c0)
     inns $NS_C taskset -c $APP_CPU iperf3 -c 198.19.0.2 -t "$SECS" -P $streams -J > "$WORK/i.json" 2> "$WORK/i.err"
     p1=$(cpu_idle_jiffies $ROUTER_CPU); t1=$(date +%s%N); d1=$(lab_tx_dropped $NS_C c0)
-    out+=("$(python3 -c 'import json, sys; j = json.load(open(sys.argv[1])); print("%.3f" % (j["end"]["sum_received"]["bits_per_second"] / 1e9))' "$WORK/i.json" 2>/dev/null || echo 0)")
-    out+=("$(busy "$p0" "$p1" $((t1 - t0)))")
-    # The senders' retransmissions, and the client's segments its veth
-    # dropped on the way into the router (no room in r0's queue).
-    loss+=("$(python3 -c 'import json, sys; j = json.load(open(sys.argv[1])); print(j["end"]["sum_sent"].get("retransmits", 0))' "$WORK/i.json" 2>/dev/null || echo 0)")
-    loss+=("$((d1 - d0))")
+    # Gbit/s received and the senders' retransmissions, in one read of
+    # iperf3's report.
+    read -r gbps retr < <(python3 -c 'import json, sys; e = json.load(open(sys.argv[1]))["end"]; print("%.3f %d" % (e["sum_received"]["bits_per_second"] / 1e9, e["sum_sent"].get("retransmits", 0)))' "$WORK/i.json" 2>/dev/null || echo 0 0)
+    out+=("$gbps" "$(busy "$p0" "$p1" $((t1 - t0)))")
+    # And the client's segments its veth dropped on the way into the
+    # router (no room in r0's queue).
+    loss+=("$retr" "$((d1 - d0))")
   done
   p0=$(cpu_idle_jiffies $ROUTER_CPU); t0=$(date +%s%N)
   inns $NS_C taskset -c $APP_CPU ping -c 500 -i 0.01 -W 1 198.19.0.2 > "$WORK/ping.txt" 2>&1
