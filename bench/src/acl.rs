@@ -51,8 +51,8 @@ pub fn acl(a: AclArgs) -> Result<()> {
         ("ipc1_10k", "ipc1_10k_trace.gz"),
     ];
     println!("ClassBench rule sets and traces from ../shared/data/classbench (acl1_10k has no trace here: the 1k trace's headers are used); one core; median of {} passes over each trace.\n", a.runs);
-    println!("| rules | count | build | bit vectors | memory | classifier M lookups/s | cycles/lookup | tuple space M lookups/s | linear scan M lookups/s | speed-up vs linear |");
-    println!("|---|---|---|---|---|---|---|---|---|---|");
+    println!("| rules | count | build | IPv4 cut: source, destination bits (cells) | bit vectors | memory | classifier M lookups/s | cycles/lookup | tuple space M lookups/s | linear scan M lookups/s | speed-up vs linear |");
+    println!("|---|---|---|---|---|---|---|---|---|---|---|");
     let hz = pmd::sys::Tsc::calibrate(std::time::Duration::from_millis(50)).hz as f64;
     for (rf, tf) in sets {
         let rules: Vec<_> = lines(&format!("classbench/{rf}"))?
@@ -67,6 +67,7 @@ pub fn acl(a: AclArgs) -> Result<()> {
         let t0 = Instant::now();
         let c = Classifier::build(rules.clone());
         let build = t0.elapsed();
+        let cut = c.cut();
         let fast = rate(a.runs, trace.len(), || {
             for k in &trace {
                 black_box(c.classify(k));
@@ -84,9 +85,12 @@ pub fn acl(a: AclArgs) -> Result<()> {
             }
         });
         println!(
-            "| {rf} | {} | {:.1} ms | {} | {:.1} MiB | {fast:.2} | {:.0} | {mid:.2} | {slow:.3} | {:.0}× |",
+            "| {rf} | {} | {:.1} ms | {}, {} ({}) | {} | {:.1} MiB | {fast:.2} | {:.0} | {mid:.2} | {slow:.3} | {:.0}× |",
             rules.len(),
             build.as_secs_f64() * 1e3,
+            cut.0,
+            cut.1,
+            cut.2,
             c.vectors(),
             c.memory() as f64 / (1 << 20) as f64,
             hz / (fast * 1e6),

@@ -403,6 +403,144 @@ mod tests {
             })
     }
 
+    /// An address from a few bases spread over the IPv4 space (so that
+    /// cuts on the top bits put rules in different cells), or a prefix of
+    /// the IPv6 space that holds all of it or none of it.
+    fn arb_wide_addr() -> impl Strategy<Value = (u128, u8)> {
+        const BASES: [u32; 8] = [
+            0x0000_0001,
+            0x0a00_0000,
+            0x4000_1234,
+            0x8080_8080,
+            0xc0a8_0101,
+            0xc612_0000,
+            0xdfff_ff00,
+            0xffff_fffe,
+        ];
+        prop_oneof![
+            8 => (0usize..8, 0u32..512, 0u8..=32).prop_map(|(b, off, l)| {
+                v4_prefix(Ipv4Addr::from(BASES[b].wrapping_add(off << 4)), l)
+            }),
+            1 => (0u8..=80).prop_map(|l| (0, l)),
+            1 => (0u8..=64).prop_map(|l| (network6(0x2001_0db8_u128 << 96, l), l)),
+        ]
+    }
+
+    fn arb_wide_rule() -> impl Strategy<Value = Rule> {
+        (arb_wide_addr(), arb_wide_addr(), arb_rule()).prop_map(|(src, dst, r)| Rule {
+            src,
+            dst,
+            ..r
+        })
+    }
+
+    fn arb_wide_key() -> impl Strategy<Value = Key> {
+        let addr = prop_oneof![
+            (0usize..8, any::<u32>(), 0u32..=32).prop_map(|(b, x, keep)| {
+                // Near a base: its top `keep` bits, the rest random.
+                let base = [
+                    1u32,
+                    0x0a00_0000,
+                    0x4000_1234,
+                    0x8080_8080,
+                    0xc0a8_0101,
+                    0xc612_0000,
+                    0xdfff_ff00,
+                    0xffff_fffe,
+                ][b];
+                let m = (!0u64 << (32 - keep)) as u32;
+                v4((base & m) | (x & !m))
+            }),
+            any::<u32>().prop_map(v4),
+            any::<u128>(),
+        ];
+        (addr.clone(), addr, arb_key()).prop_map(|(src, dst, k)| Key { src, dst, ..k })
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(200))]
+
+        /// With its IPv4 rules cut into cells on both addresses' top bits
+        /// (forced cuts, and the one the build plans), the classifier
+        /// returns the linear scan's first match: rules spanning cells,
+        /// rules inside one, IPv6 prefixes holding the IPv4 space.
+        #[test]
+        fn cut_classifiers_equal_linear_scan(
+            rules in proptest::collection::vec(arb_wide_rule(), 1..300),
+            keys in proptest::collection::vec(arb_wide_key(), 64),
+        ) {
+            let mut built = vec![Classifier::build(rules.clone())];
+            for (s, d) in [(0, 0), (2, 2), (4, 6), (6, 4), (12, 0), (0, 12), (6, 6)] {
+                built.push(Classifier::build_cut(rules.clone(), s, d));
+            }
+            for k in &keys {
+                let want = linear(&rules, k);
+                for c in &built {
+                    prop_assert_eq!(c.classify(k), want, "cut {:?}: {:?}", c.cut(), k);
+                }
+            }
+        }
+    }
+
+    /// Rules spread over the address space are cut (each cell's family
+    /// holds a few of them), within the memory of no cut, and classified
+    /// as the linear scan does.
+    #[test]
+    fn spread_rules_are_cut_within_memory() {
+        let mut x = 0x2545_f491_4f6c_dd1d_u64;
+        let mut next = move || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        let rules: Vec<Rule> = (0..2000)
+            .map(|i| {
+                let (a, b) = (next() as u32, (next() >> 32) as u32);
+                Rule {
+                    src: v4_prefix(Ipv4Addr::from(a), 8 + (i % 17) as u8),
+                    dst: v4_prefix(
+                        Ipv4Addr::from(b),
+                        if i % 10 == 0 { 0 } else { 16 + (i % 9) as u8 },
+                    ),
+                    dport: if i % 3 == 0 {
+                        (0, 65535)
+                    } else {
+                        (80, 80 + (i % 100) as u16)
+                    },
+                    proto: (6, 0xff),
+                    ..Rule::any()
+                }
+            })
+            .collect();
+        let c = Classifier::build(rules.clone());
+        let uncut = Classifier::build_cut(rules.clone(), 0, 0);
+        let (s, d, cells) = c.cut();
+        assert!(s + d > 0 && cells > 1, "not cut: {:?}", c.cut());
+        assert!(
+            c.memory() <= uncut.memory().max(256 << 10),
+            "{} vs {}",
+            c.memory(),
+            uncut.memory()
+        );
+        for r in rules.iter().take(500) {
+            for _ in 0..4 {
+                let host =
+                    |p: (u128, u8), r: u64| p.0 | (u128::from(r as u32) & (u128::MAX >> p.1));
+                let k = Key {
+                    src: host(r.src, next()),
+                    dst: host(r.dst, next()),
+                    sport: next() as u16,
+                    dport: 80 + (next() % 120) as u16,
+                    proto: 6,
+                    flags: 0,
+                    meta: 0,
+                };
+                assert_eq!(c.classify(&k), linear(&rules, &k), "{k:?}");
+            }
+        }
+    }
+
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(300))]
 

@@ -383,6 +383,13 @@ impl RuleSet {
         self.classifier.vectors()
     }
 
+    /// The classifier's cut of the IPv4 rules: source and destination
+    /// address bits of its cells, and its distinct cells (see
+    /// [`Classifier::cut`]).
+    pub fn cut(&self) -> (u32, u32, usize) {
+        self.classifier.cut()
+    }
+
     /// Bytes the classifier uses (approximate).
     pub fn memory(&self) -> usize {
         self.classifier.memory() + self.owner.len() * 4
