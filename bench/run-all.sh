@@ -21,6 +21,7 @@ BENCHES=(
   "run-lpm.sh|data routes|needs ../shared/data/routes"
   "run-fib.sh|data routes|needs ../shared/data/routes"
   "run-acl.sh|data classbench|needs ../shared/data/classbench"
+  "run-acl-instructions.sh|data classbench && have valgrind|needs ../shared/data/classbench and valgrind"
   "run-router.sh|data routes|needs ../shared/data/routes"
   "run-gateway.sh|data routes && data classbench|needs ../shared/data (routes, classbench)"
   "run-gateway-instructions.sh|data routes && data classbench && have valgrind|needs ../shared/data (routes, classbench) and valgrind"

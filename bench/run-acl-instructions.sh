@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# Instructions per lookup of the rule classifier on each ClassBench set's
+# trace, counted by valgrind (callgrind) in `sluice-bench acl`'s classifier
+# passes: a figure the host's noise does not move, to compare revisions
+# with (the lookups/s of run-acl.sh vary 1.5x from hour to hour on a
+# shared VM). Counted with 1 and 2 passes over the trace; the difference
+# over the trace's length is the instructions per lookup.
+# Writes bench/results/acl-instructions.md.
+#   bench/run-acl-instructions.sh
+set -euo pipefail
+cd "$(dirname "$0")/.."
+. bench/lib.sh
+command -v valgrind >/dev/null || { echo "needs valgrind (apt-get install valgrind)" >&2; exit 1; }
+cargo build --release -q -p bench
+WORK=$(mktemp -d /tmp/sluice-acl-instr.XXXXXX)
+trap 'rm -rf "$WORK"' EXIT
+
+# Instructions in sluice_bench::acl::classify_pass over $2 passes of set $1.
+count() {
+  valgrind --tool=callgrind --callgrind-out-file="$WORK/cg.out" \
+    --collect-atstart=no --toggle-collect="sluice_bench::acl::classify_pass" \
+    target/release/sluice-bench acl --set "$1" --runs "$2" >"$WORK/log" 2>&1
+  sed -n 's/^==[0-9]*== Collected : \([0-9]*\)$/\1/p' "$WORK/log"
+}
+# The trace's length: the headers of each set's trace file.
+trace_len() {
+  local f=../shared/data/classbench/$1
+  if [[ $f == *.gz ]]; then zcat "$f"; else cat "$f"; fi | grep -c .
+}
+{
+  echo "# Rule classification, instructions per lookup"
+  echo
+  echo "Command: \`bench/run-acl-instructions.sh\` $(provenance)."
+  echo
+  echo "valgrind's callgrind counting the instructions of the classifier's passes over each ClassBench set's trace in \`sluice-bench acl\` (acl1_10k over acl1_1k's trace, as there), counted with 1 and 2 passes: the difference over the trace's length."
+  echo
+  echo "| rules | trace headers | instructions/lookup |"
+  echo "|---|---|---|"
+  for s in acl1_1k:acl1_1k_trace fw1_1k:fw1_1k_trace ipc1_1k:ipc1_1k_trace acl1_10k:acl1_1k_trace fw1_10k:fw1_10k_trace.gz ipc1_10k:ipc1_10k_trace.gz; do
+    set_=${s%%:*}
+    n=$(trace_len "${s#*:}")
+    one=$(count "$set_" 1)
+    two=$(count "$set_" 2)
+    [ -n "$one" ] && [ -n "$two" ] || { echo "no count from valgrind: see $WORK/log" >&2; exit 1; }
+    echo "| $set_ | $n | $(( (two - one) / n )) |"
+  done
+} | tee bench/results/acl-instructions.md.tmp
+mv bench/results/acl-instructions.md.tmp bench/results/acl-instructions.md
