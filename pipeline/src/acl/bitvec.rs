@@ -417,6 +417,46 @@ const MAX_CUT_BITS: u32 = 12;
 /// set is a few KiB; its cells' families fit in a core's L2 all the same).
 const CUT_SMALL: usize = 256 << 10;
 
+/// Uncut families whose upper bound is past this are not built to be
+/// measured.
+const CUT_LARGE: usize = 64 << 20;
+
+/// An upper bound on the bytes of the uncut family of `members`: a
+/// vector per elementary interval of each field (fewer where intervals
+/// share one), each of `n / 64` words and their aggregates.
+fn uncut_upper(all: &[Rule], members: &[Member<u32>]) -> usize {
+    fn intervals<T: Ord + Copy>(mut edges: Vec<T>) -> usize {
+        edges.sort_unstable();
+        edges.dedup();
+        edges.len() + 1
+    }
+    let ends = |f: &dyn Fn(&Member<u32>) -> (u32, u32)| {
+        intervals(
+            members
+                .iter()
+                .flat_map(|m| {
+                    let (lo, hi) = f(m);
+                    [u64::from(lo), u64::from(hi) + 1]
+                })
+                .collect(),
+        )
+    };
+    let ports = |f: &dyn Fn(&Rule) -> (u16, u16)| {
+        intervals(
+            members
+                .iter()
+                .flat_map(|m| {
+                    let (lo, hi) = f(&all[m.0]);
+                    [u32::from(lo), u32::from(hi) + 1]
+                })
+                .collect(),
+        )
+    };
+    let vectors = ends(&|m| m.1) + ends(&|m| m.2) + ports(&|r| r.sport) + ports(&|r| r.dport) + 256;
+    let w = members.len().div_ceil(64);
+    vectors * (w + w.div_ceil(64)) * 8
+}
+
 /// A family's tables that do not grow with its rules, in bytes (about:
 /// the protocol table, the port indexes, a few vectors).
 const FAMILY_FIXED: f64 = 2048.0;
@@ -624,12 +664,17 @@ impl Cut {
     /// rules are wildcards on the destination). No cut unless one lowers
     /// the average by 10 %.
     fn build(all: &[Rule], members: &[Member<u32>]) -> Cut {
-        let uncut = Self::with(all, members, 0, 0);
         if members.len() < 64 {
-            return uncut;
+            return Self::with(all, members, 0, 0);
         }
         let n = members.len() as f64;
-        let budget = uncut.bytes().max(CUT_SMALL);
+        // The uncut family is built to measure it unless even its upper
+        // bound is large (100,000 host rules: 1.2 GiB and 23 s to build;
+        // cut, 13 MiB and 0.2 s): then the bound stands for it.
+        let upper = uncut_upper(all, members);
+        let uncut = (upper <= CUT_LARGE).then(|| Self::with(all, members, 0, 0));
+        let scale = uncut.as_ref().map_or(upper, Cut::bytes);
+        let budget = scale.max(CUT_SMALL);
         let mut cands: Vec<(f64, u32, u32)> = (0..=MAX_CUT_BITS)
             .step_by(2)
             .flat_map(|s| (0..=MAX_CUT_BITS - s).step_by(2).map(move |d| (s, d)))
@@ -650,7 +695,7 @@ impl Cut {
             if mean > 0.9 * n {
                 break;
             }
-            if estimate(members, sbits, dbits, uncut.bytes() as f64) > budget as f64 {
+            if estimate(members, sbits, dbits, scale as f64) > budget as f64 {
                 continue;
             }
             // The estimate can be short: check what was built.
@@ -659,7 +704,7 @@ impl Cut {
                 return cut;
             }
         }
-        uncut
+        uncut.unwrap_or_else(|| Self::with(all, members, 0, 0))
     }
 
     /// The cut on `sbits` source and `dbits` destination bits.
