@@ -65,6 +65,13 @@ pub fn acl(a: AclArgs) -> Result<()> {
         ("fw1_10k", "fw1_10k_trace.gz"),
         ("ipc1_10k", "ipc1_10k_trace.gz"),
     ];
+    if let Some(s) = &a.set {
+        anyhow::ensure!(
+            sets.iter().any(|(rf, _)| rf == s),
+            "--set {s}: no such rule set (one of {})",
+            sets.map(|(rf, _)| rf).join(", ")
+        );
+    }
     println!("ClassBench rule sets and traces from ../shared/data/classbench (acl1_10k has no trace here: the 1k trace's headers are used); one core; median of {} passes over each trace.\n", a.runs);
     println!("| rules | count | build | IPv4 cut: source, destination bits (cells) | bit vectors | memory | classifier M lookups/s | cycles/lookup | tuple space M lookups/s | linear scan M lookups/s | speed-up vs linear |");
     println!("|---|---|---|---|---|---|---|---|---|---|---|");
