@@ -403,20 +403,32 @@ mod tests {
             })
     }
 
+    /// Bases spread over the IPv4 space, for rules and keys near them.
+    const BASES: [u32; 8] = [
+        0x0000_0001,
+        0x0a00_0000,
+        0x4000_1234,
+        0x8080_8080,
+        0xc0a8_0101,
+        0xc612_0000,
+        0xdfff_ff00,
+        0xffff_fffe,
+    ];
+
+    /// A xorshift64 generator: test data that is the same every run.
+    fn xorshift(mut x: u64) -> impl FnMut() -> u64 {
+        move || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        }
+    }
+
     /// An address from a few bases spread over the IPv4 space (so that
     /// cuts on the top bits put rules in different cells), or a prefix of
     /// the IPv6 space that holds all of it or none of it.
     fn arb_wide_addr() -> impl Strategy<Value = (u128, u8)> {
-        const BASES: [u32; 8] = [
-            0x0000_0001,
-            0x0a00_0000,
-            0x4000_1234,
-            0x8080_8080,
-            0xc0a8_0101,
-            0xc612_0000,
-            0xdfff_ff00,
-            0xffff_fffe,
-        ];
         prop_oneof![
             8 => (0usize..8, 0u32..512, 0u8..=32).prop_map(|(b, off, l)| {
                 v4_prefix(Ipv4Addr::from(BASES[b].wrapping_add(off << 4)), l)
@@ -438,16 +450,7 @@ mod tests {
         let addr = prop_oneof![
             (0usize..8, any::<u32>(), 0u32..=32).prop_map(|(b, x, keep)| {
                 // Near a base: its top `keep` bits, the rest random.
-                let base = [
-                    1u32,
-                    0x0a00_0000,
-                    0x4000_1234,
-                    0x8080_8080,
-                    0xc0a8_0101,
-                    0xc612_0000,
-                    0xdfff_ff00,
-                    0xffff_fffe,
-                ][b];
+                let base = BASES[b];
                 let m = (!0u64 << (32 - keep)) as u32;
                 v4((base & m) | (x & !m))
             }),
@@ -487,13 +490,7 @@ mod tests {
     /// classifier takes a few MiB, and finds each rule for its own pair.
     #[test]
     fn host_rules_are_cut_small() {
-        let mut x = 0x853c_49e6_748f_ea9b_u64;
-        let mut next = move || {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x
-        };
+        let mut next = xorshift(0x853c_49e6_748f_ea9b_u64);
         let hosts: Vec<(u32, u32)> = (0..20_000)
             .map(|_| (next() as u32, (next() >> 32) as u32))
             .collect();
@@ -533,13 +530,7 @@ mod tests {
     /// as the linear scan does.
     #[test]
     fn spread_rules_are_cut_within_memory() {
-        let mut x = 0x2545_f491_4f6c_dd1d_u64;
-        let mut next = move || {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x
-        };
+        let mut next = xorshift(0x2545_f491_4f6c_dd1d_u64);
         let rules: Vec<Rule> = (0..2000)
             .map(|i| {
                 let (a, b) = (next() as u32, (next() >> 32) as u32);
