@@ -467,6 +467,23 @@ fn top(a: u32, bits: u32) -> usize {
     (u64::from(a) >> (32 - bits)) as usize
 }
 
+/// The first and last address of cell `c` of a cut on `bits` bits.
+fn cell_bounds(c: usize, bits: u32) -> (u64, u64) {
+    (
+        (c as u64) << (32 - bits),
+        (((c as u64) + 1) << (32 - bits)) - 1,
+    )
+}
+
+/// Marks the cells that differ from the cell before them because a range
+/// from cell `first` to cell `last` begins or ends there (in part or
+/// whole): `events` has two cells past the last.
+fn mark_ends(events: &mut [bool], first: usize, last: usize) {
+    for c in [first, first + 1, last, last + 1] {
+        events[c] = true;
+    }
+}
+
 /// The cells of `members` split on `field`'s (0 source, 1 destination)
 /// top `bits` bits: for each cell, its members with that range clipped to
 /// the cell and shifted left by `bits`, or `None` where they are those of
@@ -481,10 +498,7 @@ fn sweep(members: &[Member<u32>], field: usize, bits: u32) -> Vec<Option<Vec<Mem
         let (lc, hc) = (top(lo, bits), top(hi, bits));
         opens.push((lc, j));
         closes.push((hc + 1, j));
-        // A cell a range covers in part differs from its neighbours.
-        for c in [lc, lc + 1, hc, hc + 1] {
-            events[c] = true;
-        }
+        mark_ends(&mut events, lc, hc);
     }
     opens.sort_unstable();
     closes.sort_unstable();
@@ -505,10 +519,7 @@ fn sweep(members: &[Member<u32>], field: usize, bits: u32) -> Vec<Option<Vec<Mem
             out.push(None);
             continue;
         }
-        let (clo, chi) = (
-            (c as u64) << (32 - bits),
-            (((c as u64) + 1) << (32 - bits)) - 1,
-        );
+        let (clo, chi) = cell_bounds(c, bits);
         out.push(Some(
             live.iter()
                 .map(|&j| {
@@ -559,10 +570,7 @@ fn estimate(members: &[Member<u32>], sbits: u32, dbits: u32, uncut: f64) -> f64 
     let n = members.len() as f64;
     // A member as clipped to a cell: `None` where it covers the cell.
     let clip = |r: (u32, u32), c: usize, bits: u32| {
-        let (clo, chi) = (
-            (c as u64) << (32 - bits),
-            (((c as u64) + 1) << (32 - bits)) - 1,
-        );
+        let (clo, chi) = cell_bounds(c, bits);
         let (lo, hi) = (u64::from(r.0).max(clo), u64::from(r.1).min(chi));
         (lo != clo || hi != chi).then_some((lo, hi))
     };
@@ -584,9 +592,7 @@ fn estimate(members: &[Member<u32>], sbits: u32, dbits: u32, uncut: f64) -> f64 
     let mut copies = 0;
     for m in members {
         let (a, b) = span(m.1, sbits);
-        for e in [a, a + 1, b, b + 1] {
-            events[e] = true;
-        }
+        mark_ends(&mut events, a, b);
         copies += b - a + 1;
     }
     // Too many rules spanning rows to estimate quickly: such a cut
@@ -607,35 +613,40 @@ fn estimate(members: &[Member<u32>], sbits: u32, dbits: u32, uncut: f64) -> f64 
         if !events[r] {
             continue;
         }
-        let mut opens: Vec<(usize, usize)> = Vec::with_capacity(row.len());
-        let mut closes: Vec<(usize, usize)> = Vec::with_capacity(row.len());
+        // Each member's first and last column, and its hash where it
+        // covers a cell whole (its source range as clipped to this row).
+        let mut opens: Vec<(usize, usize, u64)> = Vec::with_capacity(row.len());
+        let mut closes: Vec<(usize, usize, u64)> = Vec::with_capacity(row.len());
         for &j in row {
             let (a, b) = span(members[j].2, dbits);
-            opens.push((a, j));
-            closes.push((b, j));
+            let full = hash(j, clip(members[j].1, r, sbits), None);
+            opens.push((a, j, full));
+            closes.push((b, j, full));
         }
         opens.sort_unstable();
         closes.sort_unstable();
         let (mut o, mut x, mut live, mut sum) = (0, 0, 0usize, 0u64);
-        let full = |j: usize| hash(j, clip(members[j].1, r, sbits), None);
         for c in 0..cols {
             let first = o;
             while o < opens.len() && opens[o].0 == c {
                 live += 1;
-                sum = sum.wrapping_add(full(opens[o].1));
+                sum = sum.wrapping_add(opens[o].2);
                 o += 1;
             }
-            // Members opening or closing in this column may cover it in
-            // part: their hash here is of their clipped range.
-            let mut cell = sum;
-            let last = x;
             let mut y = x;
             while y < closes.len() && closes[y].0 == c {
                 y += 1;
             }
-            for &(_, j) in opens[first..o].iter().chain(&closes[last..y]) {
+            // Members opening or closing in this column (once each: one
+            // that does both is among the openings) may cover it in part:
+            // their hash here is of their clipped range.
+            let mut cell = sum;
+            let ending = closes[x..y]
+                .iter()
+                .filter(|&&(_, j, _)| span(members[j].2, dbits).0 != c);
+            for &(_, j, full) in opens[first..o].iter().chain(ending) {
                 if let Some(d) = clip(members[j].2, c, dbits) {
-                    cell = cell.wrapping_sub(full(j)).wrapping_add(hash(
+                    cell = cell.wrapping_sub(full).wrapping_add(hash(
                         j,
                         clip(members[j].1, r, sbits),
                         Some(d),
@@ -643,9 +654,9 @@ fn estimate(members: &[Member<u32>], sbits: u32, dbits: u32, uncut: f64) -> f64 
                 }
             }
             seen.insert(cell, live);
-            for &(_, j) in &closes[x..y] {
+            for &(_, _, full) in &closes[x..y] {
                 live -= 1;
-                sum = sum.wrapping_sub(full(j));
+                sum = sum.wrapping_sub(full);
             }
             x = y;
         }
