@@ -470,6 +470,7 @@ where
     // it; the run's duration stays the one it started with).
     let mut current = cfg.clone();
     let mut capture: Option<crate::capture::Capture> = None;
+    let mut retired = crate::reload::Retired::default();
     // Route and neighbour changes made with `sluice ctl` since the file
     // was loaded.
     let mut edits = crate::ctl::edit::Edits::new(cfg);
@@ -515,6 +516,8 @@ where
         } else {
             Duration::from_millis(50)
         };
+        // Tables a reload replaced, dropped once the workers have let go.
+        retired.collect();
         let nap = wake.saturating_duration_since(Instant::now()).min(most);
         let workers = crate::reload::Workers {
             updates: &update_tx,
@@ -524,9 +527,11 @@ where
                       router: &mut Option<Router>,
                       fib: &mut Option<FibWriter>,
                       gateway: &mut Option<GatewayConfig>,
-                      hit_sinks: &mut Vec<RuleHits>| {
+                      hit_sinks: &mut Vec<RuleHits>,
+                      retired: &mut crate::reload::Retired| {
             let path = std::path::PathBuf::from(&current.source);
             crate::reload::reload(&path, current, &workers).map(|r| {
+                retired.keep(router.as_ref(), gateway.as_ref());
                 *current = r.cfg;
                 *router = r.router;
                 *fib = r.fib;
@@ -543,6 +548,7 @@ where
                 &mut fib,
                 &mut gateway,
                 &mut hit_sinks,
+                &mut retired,
             ) {
                 Ok(s) => {
                     edits = crate::ctl::edit::Edits::new(&current);
@@ -598,7 +604,7 @@ where
                     let resp = if cmd.args.first().is_some_and(|a| a == "capture") {
                         capture_command(&cmd.args[1..], &mut capture, &port_names, &tap_tx, tel.tsc_hz())
                     } else if cmd.args == ["reload"] {
-                        match reload(&mut current, &mut router, &mut fib, &mut gateway, &mut hit_sinks) {
+                        match reload(&mut current, &mut router, &mut fib, &mut gateway, &mut hit_sinks, &mut retired) {
                             Ok(s) => {
                                 edits = crate::ctl::edit::Edits::new(&current);
                                 if let Some(w) = fib.as_mut() {
@@ -624,6 +630,7 @@ where
                                 Some(Err(err)) => crate::ctl::Response::error(err),
                                 None => match crate::reload::install(new, &current, &workers) {
                             Ok(r) => {
+                                retired.keep(router.as_ref(), gateway.as_ref());
                                 edits = e;
                                 current = r.cfg;
                                 router = r.router;
