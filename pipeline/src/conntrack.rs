@@ -927,12 +927,6 @@ impl ConnTrack {
         self.locate(t, t.hash()).is_some()
     }
 
-    /// [`ConnTrack::contains`] of `t` hashed `h` ([`Tuple::hash`]).
-    #[inline]
-    pub fn contains_hashed(&self, t: &Tuple, h: u64) -> bool {
-        self.locate(t, h).is_some()
-    }
-
     /// The flow in slot `i`.
     #[inline]
     pub fn flow(&self, i: u32) -> &Flow {
@@ -981,23 +975,6 @@ impl ConnTrack {
     /// Starts tracking a flow whose first packet had tuple `orig` (and TCP
     /// `flags`) and whose replies will carry `reply`.
     pub fn open(&mut self, orig: Tuple, reply: Tuple, flags: u16) -> Result<u32, Refused> {
-        self.open_hashed(orig, orig.hash(), reply, reply.hash(), flags)
-    }
-
-    /// [`ConnTrack::open`] with the tuples' hashes (`ho` of `orig`, `hr`
-    /// of `reply`, as [`Tuple::hash`] gives them) that the caller already
-    /// has from its lookup and its choice of a NAT port: each is computed
-    /// once per new flow, not again here.
-    #[inline]
-    pub fn open_hashed(
-        &mut self,
-        orig: Tuple,
-        ho: u64,
-        reply: Tuple,
-        hr: u64,
-        flags: u16,
-    ) -> Result<u32, Refused> {
-        debug_assert!(ho == orig.hash() && hr == reply.hash());
         if !opens_flow(orig.proto, flags) {
             self.events[Event::Invalid as usize] += 1;
             return Err(Refused::NotSyn);
@@ -1007,10 +984,11 @@ impl ConnTrack {
         } else {
             State::Unreplied
         };
-        if self.locate(&orig, ho).is_some() || self.locate(&reply, hr).is_some() || orig == reply {
+        if self.contains(&orig) || self.contains(&reply) || orig == reply {
             self.events[Event::Invalid as usize] += 1;
             return Err(Refused::Exists);
         }
+        let (ho, hr) = (orig.hash(), reply.hash());
         let Some(i) = self.slot() else {
             self.events[Event::TableFull as usize] += 1;
             return Err(Refused::Full);

@@ -544,7 +544,7 @@ impl<C: StageClock> Gateway<C> {
         if let Some(o) = self.owner(in_port, t) {
             return Verdict::Handoff(o);
         }
-        self.new4(pkt, in_port, *t, lane.h, flags)
+        self.new4(pkt, in_port, *t, flags)
     }
 
     /// A packet that no flow accounts for (or that its flow's state
@@ -573,15 +573,7 @@ impl<C: StageClock> Gateway<C> {
         }
     }
 
-    /// A packet of no tracked flow, whose tuple `t` hashes to `h`.
-    fn new4<P: Frame>(
-        &mut self,
-        pkt: &mut P,
-        in_port: u16,
-        t: Tuple,
-        h: u64,
-        flags: u16,
-    ) -> Verdict {
+    fn new4<P: Frame>(&mut self, pkt: &mut P, in_port: u16, t: Tuple, flags: u16) -> Verdict {
         let (src, proto) = (addr4(t.src), t.proto);
         let tcp = proto == IpProto::TCP;
         if !opens_flow(proto, flags) {
@@ -660,8 +652,6 @@ impl<C: StageClock> Gateway<C> {
                 (self.pf)(self.ct.bucket_of(reply.hash()));
             }
         }
-        // The reply tuple's hash, once it is final.
-        let mut hr = None;
         self.clock.mark(Stage::Nat);
         // Firewall.
         let k = Key {
@@ -680,16 +670,12 @@ impl<C: StageClock> Gateway<C> {
             Action::Accept => {}
             a => return self.refuse(pkt, in_port, a, tcp),
         }
-        if snat_addr.is_some() && has_ports(proto) {
-            hr = self.pick_port(&mut reply);
-            if hr.is_none() {
-                self.nat_events[nat::Event::Exhausted as usize] += 1;
-                return Verdict::Drop(DropReason::NatExhausted);
-            }
+        if snat_addr.is_some() && has_ports(proto) && !self.pick_port(&mut reply) {
+            self.nat_events[nat::Event::Exhausted as usize] += 1;
+            return Verdict::Drop(DropReason::NatExhausted);
         }
         self.clock.mark(Stage::Nat);
-        let hr = hr.unwrap_or_else(|| reply.hash());
-        let opened = self.ct.open_hashed(t, h, reply, hr, flags);
+        let opened = self.ct.open(t, reply, flags);
         self.clock.mark(Stage::Conntrack);
         match opened {
             Ok(i) => {
@@ -772,20 +758,21 @@ impl<C: StageClock> Gateway<C> {
     }
 
     /// Chooses this worker's next free port for the reply tuple `r` (its
-    /// destination port; for ICMP both ports), returning the tuple's hash;
-    /// `None` when [`NAT_PROBES`] tries found none.
-    fn pick_port(&mut self, r: &mut Tuple) -> Option<u64> {
-        let range = self.ports?;
+    /// destination port; for ICMP both ports): false when
+    /// [`NAT_PROBES`] tries found none.
+    fn pick_port(&mut self, r: &mut Tuple) -> bool {
+        let Some(range) = self.ports else {
+            return false;
+        };
         let n = range.len();
         for _ in 0..n.min(NAT_PROBES) {
             self.next_port_of(r);
             self.next_port = (self.next_port + 1) % n;
-            let h = r.hash();
-            if !self.ct.contains_hashed(r, h) {
-                return Some(h);
+            if !self.ct.contains(r) {
+                return true;
             }
         }
-        None
+        false
     }
 
     /// Gives reply tuple `r` the port [`Gateway::pick_port`] tries next
