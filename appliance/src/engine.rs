@@ -12,7 +12,6 @@ use crate::stages::{build_gateway, build_router};
 use crate::telemetry::{PortView, Report, Snapshot, Telemetry, WorkerView};
 use crate::worker::{self, Handed, Handoff, RxSlot, TxSlot, WorkerSetup};
 use anyhow::{anyhow, Context, Result};
-use pipeline::fib::FibWriter;
 use pipeline::fwd::{FiveTupleSwap, ForwardMode, Io, Mac, MacSwap, Peers};
 use pipeline::gateway::{Gateway, GatewayConfig, RuleHits};
 use pipeline::router::Router;
@@ -471,6 +470,9 @@ where
     let mut current = cfg.clone();
     let mut capture: Option<crate::capture::Capture> = None;
     let mut retired = crate::reload::Retired::default();
+    // A reload being built on a thread of its own (reports, scrapes and
+    // other commands go on meanwhile).
+    let mut building: Option<Building> = None;
     // Route and neighbour changes made with `sluice ctl` since the file
     // was loaded.
     let mut edits = crate::ctl::edit::Edits::new(cfg);
@@ -523,41 +525,12 @@ where
             updates: &update_tx,
             policies: &policy_tx,
         };
-        let reload = |current: &mut Config,
-                      router: &mut Option<Router>,
-                      fib: &mut Option<FibWriter>,
-                      gateway: &mut Option<GatewayConfig>,
-                      hit_sinks: &mut Vec<RuleHits>,
-                      retired: &mut crate::reload::Retired| {
-            let path = std::path::PathBuf::from(&current.source);
-            crate::reload::reload(&path, current, &workers).map(|r| {
-                retired.keep(router.as_ref(), gateway.as_ref());
-                *current = r.cfg;
-                *router = r.router;
-                *fib = r.fib;
-                *gateway = r.gateway;
-                *hit_sinks = r.hit_sinks;
-                r.summary
-            })
-        };
         if crate::reload::take_request() {
             // SIGHUP: the outcome goes to the log.
-            match reload(
-                &mut current,
-                &mut router,
-                &mut fib,
-                &mut gateway,
-                &mut hit_sinks,
-                &mut retired,
-            ) {
-                Ok(s) => {
-                    edits = crate::ctl::edit::Edits::new(&current);
-                    if let Some(w) = fib.as_mut() {
-                        mirrored.reinstall(w, &current.router);
-                    }
-                    eprint!("SIGHUP: {s}")
-                }
-                Err(e) => eprintln!("SIGHUP: reload refused: {e}"),
+            if building.is_some() {
+                eprintln!("SIGHUP: reload refused: a reload is being built; send it again when it is done");
+            } else {
+                building = Some(start_reload(&current, None));
             }
         }
         // Scrapes and control requests, answered here, where the
@@ -569,6 +542,8 @@ where
         let scrapes = metrics.as_ref().map_or(&never_s, |(_, r)| r);
         let commands = control.as_ref().map_or(&never_c, |(_, r)| r);
         let kernel = mirror.as_ref().map_or(&never_n, |m| &m.changes);
+        let never_b = crossbeam_channel::never();
+        let built = building.as_ref().map_or(&never_b, |b| &b.done);
         crossbeam_channel::select! {
             recv(learned_rx) -> l => {
                 // A neighbour one routing worker learned: to the others.
@@ -589,6 +564,37 @@ where
                     }
                 }
             }
+            recv(built) -> done => {
+                // A reload built off this thread: installed here.
+                let b = building.take().expect("a build was running");
+                let outcome = match done {
+                    Ok(r) => r.map(|p| crate::reload::commit(p, &current, &workers)),
+                    Err(_) => Err("the reload's build failed; the running config is unchanged".into()),
+                };
+                let outcome = outcome.map(|r| {
+                    retired.keep(router.as_ref(), gateway.as_ref());
+                    current = r.cfg;
+                    router = r.router;
+                    fib = r.fib;
+                    gateway = r.gateway;
+                    hit_sinks = r.hit_sinks;
+                    edits = crate::ctl::edit::Edits::new(&current);
+                    if let Some(w) = fib.as_mut() {
+                        mirrored.reinstall(w, &current.router);
+                    }
+                    r.summary
+                });
+                match (b.reply, outcome) {
+                    (Some(reply), Ok(s)) => {
+                        let _ = reply.send(crate::ctl::Response::ok(s.clone(), serde_json::json!({ "reloaded": s.trim_end() })));
+                    }
+                    (Some(reply), Err(e)) => {
+                        let _ = reply.send(crate::ctl::Response::error(e));
+                    }
+                    (None, Ok(s)) => eprint!("SIGHUP: {s}"),
+                    (None, Err(e)) => eprintln!("SIGHUP: reload refused: {e}"),
+                }
+            }
             recv(scrapes) -> reply => {
                 if let Ok(reply) = reply {
                     let cur = tel.snapshot();
@@ -602,20 +608,21 @@ where
             recv(commands) -> cmd => {
                 if let Ok(cmd) = cmd {
                     let resp = if cmd.args.first().is_some_and(|a| a == "capture") {
-                        capture_command(&cmd.args[1..], &mut capture, &port_names, &tap_tx, tel.tsc_hz())
+                        Some(capture_command(&cmd.args[1..], &mut capture, &port_names, &tap_tx, tel.tsc_hz()))
                     } else if cmd.args == ["reload"] {
-                        match reload(&mut current, &mut router, &mut fib, &mut gateway, &mut hit_sinks, &mut retired) {
-                            Ok(s) => {
-                                edits = crate::ctl::edit::Edits::new(&current);
-                                if let Some(w) = fib.as_mut() {
-                                    mirrored.reinstall(w, &current.router);
-                                }
-                                crate::ctl::Response::ok(s.clone(), serde_json::json!({ "reloaded": s.trim_end() }))
-                            }
-                            Err(e) => crate::ctl::Response::error(e),
+                        if building.is_some() {
+                            Some(crate::ctl::Response::error("a reload is being built; try again when it is done"))
+                        } else {
+                            // Answered when the build is installed.
+                            building = Some(start_reload(&current, Some(cmd.reply.clone())));
+                            None
                         }
+                    } else if matches!(cmd.args.first().map(String::as_str), Some("route" | "neighbor" | "neighbour")) && building.is_some() {
+                        // The reload being built replaces the routes and
+                        // neighbours with the file's.
+                        Some(crate::ctl::Response::error("a reload is being built; try again when it is done"))
                     } else if matches!(cmd.args.first().map(String::as_str), Some("route" | "neighbor" | "neighbour")) {
-                        match crate::ctl::edit::apply(&cmd.args, &current, &edits) {
+                        Some(match crate::ctl::edit::apply(&cmd.args, &current, &edits) {
                             // A route change goes into the running FIB in
                             // place; the rest as a reload installs.
                             Ok((new, e)) => match crate::ctl::edit::route_in_place(&cmd.args, &new, fib.as_mut()) {
@@ -647,7 +654,7 @@ where
                                 },
                             },
                             Err(e) => crate::ctl::Response::error(e),
-                        }
+                        })
                     } else {
                         let mut cx = crate::ctl::commands::Context {
                             cfg: &current,
@@ -660,9 +667,11 @@ where
                             dumps: &dump_tx,
                             gens: &gen_tx,
                         };
-                        crate::ctl::commands::run(&cmd.args, &mut cx)
+                        Some(crate::ctl::commands::run(&cmd.args, &mut cx))
                     };
-                    let _ = cmd.reply.send(resp);
+                    if let Some(resp) = resp {
+                        let _ = cmd.reply.send(resp);
+                    }
                 }
             }
             default(nap) => {}
@@ -748,6 +757,38 @@ where
         return Err(anyhow!("{panicked} worker thread(s) panicked"));
     }
     Ok(summary)
+}
+
+/// A reload being built off the management thread.
+struct Building {
+    /// The build's outcome.
+    done: crossbeam_channel::Receiver<Result<crate::reload::Prepared, String>>,
+    /// Where the answer goes (`sluice ctl reload`); `None` for SIGHUP,
+    /// whose outcome goes to the log.
+    reply: Option<crossbeam_channel::Sender<crate::ctl::Response>>,
+}
+
+/// Reads and builds the config file `current` came from again, on a thread
+/// of its own: a full table takes seconds, during which the management
+/// thread keeps answering.
+fn start_reload(
+    current: &Config,
+    reply: Option<crossbeam_channel::Sender<crate::ctl::Response>>,
+) -> Building {
+    let (tx, done) = crossbeam_channel::bounded(1);
+    let old = current.clone();
+    let spawned = std::thread::Builder::new()
+        .name("reload".into())
+        .spawn(move || {
+            let path = std::path::PathBuf::from(&old.source);
+            let _ = tx.send(crate::reload::prepare(&path, &old));
+        });
+    if let Err(e) = spawned {
+        // `done`'s sender is gone with the closure: the outcome is an
+        // error, reported where the reload's answer goes.
+        eprintln!("spawning the reload thread: {e}");
+    }
+    Building { done, reply }
 }
 
 /// Packets each firewall rule with `counter = true` matched so far, all

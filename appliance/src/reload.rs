@@ -2,8 +2,10 @@
 //! validated in full first (a bad one is refused with the same file, line
 //! and key errors as `sluice check`, and the running config stays); what
 //! can change while running (firewall rules, NAT, routes, the route file,
-//! neighbours, router settings, poll policies) is built here, off the fast
-//! path, and handed to each worker, which takes it between two bursts at
+//! neighbours, router settings, poll policies) is built here ([`prepare`],
+//! on a thread of its own, so that the management thread keeps reporting
+//! and answering meanwhile), off the fast path, and handed ([`commit`]) to
+//! each worker, which takes it between two bursts at
 //! its next 10 ms tick. Tracked flows and their NAT translations survive
 //! (see `pipeline::gateway::GatewayUpdate`). What cannot change without
 //! reopening devices or respawning threads (ports, workers and their
@@ -169,8 +171,20 @@ pub fn restart_needed(old: &Config, new: &Config) -> Vec<String> {
     d
 }
 
-/// Reads `path` and installs what changed into the running workers.
-pub fn reload(path: &Path, old: &Config, workers: &Workers<'_>) -> Result<Reloaded, String> {
+/// A reload read, checked and built, not yet in the workers: what
+/// [`prepare`] makes off the management thread and [`commit`] installs.
+pub struct Prepared {
+    cfg: Config,
+    router: Option<Router>,
+    fib: Option<FibWriter>,
+    gateway: Option<GatewayConfig>,
+    /// Prefixed to the summary.
+    label: String,
+}
+
+/// The part of [`reload`] that takes time and touches no worker: reads
+/// `path`, checks it against the running config `old`, builds the tables.
+pub fn prepare(path: &Path, old: &Config) -> Result<Prepared, String> {
     if !path.is_file() {
         return Err(format!(
             "nothing to reload: this run's config ({}) is not a file",
@@ -179,15 +193,20 @@ pub fn reload(path: &Path, old: &Config, workers: &Workers<'_>) -> Result<Reload
     }
     let new =
         config::load_file(path).map_err(|e| format!("{e}\nthe running config is unchanged"))?;
-    let mut r = install(new, old, workers)?;
-    r.summary = format!("reloaded {}{}", path.display(), r.summary);
-    Ok(r)
+    let mut p = build(new, old)?;
+    p.label = format!("reloaded {}", path.display());
+    Ok(p)
 }
 
 /// Installs `new` in place of `old` in the running workers (what a reload
 /// does once the file is read); refused, changing nothing, when only a
 /// restart can make the change.
 pub fn install(new: Config, old: &Config, workers: &Workers<'_>) -> Result<Reloaded, String> {
+    Ok(commit(build(new, old)?, old, workers))
+}
+
+/// Checks `new` against `old` and builds its tables.
+fn build(new: Config, old: &Config) -> Result<Prepared, String> {
     let diffs = restart_needed(old, &new);
     if !diffs.is_empty() {
         return Err(format!(
@@ -206,6 +225,25 @@ pub fn install(new: Config, old: &Config, workers: &Workers<'_>) -> Result<Reloa
         Some(_) if new.gateway.enabled => Some(build_gateway(&new, l3)),
         _ => None,
     };
+    Ok(Prepared {
+        cfg: new,
+        router,
+        fib,
+        gateway,
+        label: String::new(),
+    })
+}
+
+/// Hands what [`prepare`] (or `install`) built to the workers; `old` is the
+/// config running now (its poll policies are compared).
+pub fn commit(p: Prepared, old: &Config, workers: &Workers<'_>) -> Reloaded {
+    let Prepared {
+        cfg: new,
+        router,
+        fib,
+        gateway,
+        label,
+    } = p;
     let mut hit_sinks = Vec::new();
     let mut policies = 0;
     for (i, w) in new.workers.iter().enumerate() {
@@ -251,14 +289,14 @@ pub fn install(new: Config, old: &Config, workers: &Workers<'_>) -> Result<Reloa
         summary += &format!(", {policies} poll policies switched");
     }
     summary += "; tracked flows kept\n";
-    Ok(Reloaded {
+    Reloaded {
         cfg: new,
         router,
         fib,
         gateway,
         hit_sinks,
-        summary,
-    })
+        summary: label + &summary,
+    }
 }
 
 #[cfg(test)]

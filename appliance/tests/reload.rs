@@ -186,3 +186,104 @@ fn a_hundred_reloads_under_traffic_lose_nothing() {
     );
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// A reload of a large table is built on a thread of its own: while it
+/// builds, the management thread answers (`ctl stats`), refuses a second
+/// reload, and installs the first when it is done.
+#[test]
+fn the_management_thread_answers_while_a_reload_builds() {
+    let dir = std::env::temp_dir().join(format!("sluice-reload-big-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    // 200,000 /24s from 11.0.0.0: a table whose build takes a while.
+    let routes: String = (0..200_000u32)
+        .map(|i| {
+            let a = std::net::Ipv4Addr::from(0x0b00_0000 + (i << 8));
+            format!("{a}/24\n")
+        })
+        .collect();
+    std::fs::write(dir.join("routes.txt"), routes).unwrap();
+    let shipped = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../configs/gateway.toml"
+    ))
+    .unwrap();
+    let cfg_text = shipped
+        .replacen("duration = 10", "duration = 0", 1)
+        .replacen("rate = 200000", "rate = 10000", 1)
+        + "\n[router]\nroute_file = \"routes.txt\"\nroute_file_via = [\"198.19.0.2\"]\n"
+        + "\n[management]\nsocket = \"ctl.sock\"\n";
+    let cfg = dir.join("gw.toml");
+    std::fs::write(&cfg, &cfg_text).unwrap();
+    let sock = dir.join("ctl.sock");
+    let mut run = Killed(
+        Command::new(env!("CARGO_BIN_EXE_sluice"))
+            .arg("run")
+            .arg(&cfg)
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    // stderr as it comes, to tell when the reload was installed.
+    let log = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
+    let mut err = run.0.stderr.take().unwrap();
+    let sink = log.clone();
+    let err_reader = std::thread::spawn(move || {
+        let mut buf = [0u8; 4096];
+        while let Ok(n) = err.read(&mut buf) {
+            if n == 0 {
+                break;
+            }
+            sink.lock()
+                .unwrap()
+                .push_str(&String::from_utf8_lossy(&buf[..n]));
+        }
+    });
+    let started = Instant::now();
+    common::wait_for(&sock);
+    let build = started.elapsed();
+    let installed = || log.lock().unwrap().contains("SIGHUP: reloaded");
+
+    Command::new("kill")
+        .args(["-HUP", &run.0.id().to_string()])
+        .status()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(50));
+    let (ok, out, e) = ctl(&sock, &["stats"]);
+    assert!(ok && out.contains("p0"), "{e}");
+    assert!(
+        !installed(),
+        "stats were answered only after the reload was installed (the first build took {build:?})"
+    );
+    let (ok, _, e) = ctl(&sock, &["reload"]);
+    assert!(!ok && e.contains("a reload is being built"), "{e}");
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while !installed() {
+        assert!(
+            Instant::now() < deadline,
+            "the reload was never installed: {}",
+            log.lock().unwrap()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // The file's 200,000 routes and the config's own.
+    let text = log.lock().unwrap().clone();
+    let routes: usize = text
+        .split("SIGHUP: reloaded")
+        .nth(1)
+        .and_then(|l| l.split(": ").nth(1))
+        .and_then(|l| l.split(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0);
+    assert!(routes > 200_000, "{text}");
+
+    Command::new("kill")
+        .args(["-TERM", &run.0.id().to_string()])
+        .status()
+        .unwrap();
+    let status = run.0.wait().unwrap();
+    err_reader.join().unwrap();
+    assert!(status.success(), "{status}: {}", log.lock().unwrap());
+    std::fs::remove_dir_all(&dir).unwrap();
+}
