@@ -182,7 +182,7 @@ pub struct Prepared {
     label: String,
 }
 
-/// The part of [`reload`] that takes time and touches no worker: reads
+/// The part of a reload that takes time and touches no worker: reads
 /// `path`, checks it against the running config `old`, builds the tables.
 pub fn prepare(path: &Path, old: &Config) -> Result<Prepared, String> {
     if !path.is_file() {
