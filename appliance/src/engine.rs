@@ -12,6 +12,7 @@ use crate::stages::{build_gateway, build_router};
 use crate::telemetry::{PortView, Report, Snapshot, Telemetry, WorkerView};
 use crate::worker::{self, Handed, Handoff, RxSlot, TxSlot, WorkerSetup};
 use anyhow::{anyhow, Context, Result};
+use pipeline::fib::FibWriter;
 use pipeline::fwd::{FiveTupleSwap, ForwardMode, Io, Mac, MacSwap, Peers};
 use pipeline::gateway::{Gateway, GatewayConfig, RuleHits};
 use pipeline::router::Router;
@@ -327,13 +328,13 @@ where
 
     // The management thread keeps the FIB's writer: routes change in
     // place through it (`sluice ctl route`).
-    let (mut router, mut fib) = if l3_workers > 0 {
+    let (router, fib) = if l3_workers > 0 {
         let (r, w) = build_router(cfg)?;
         (Some(r), Some(w))
     } else {
         (None, None)
     };
-    let mut gateway = match &router {
+    let gateway = match &router {
         Some(_) if cfg.gateway.enabled => Some(build_gateway(cfg, l3_workers)),
         _ => None,
     };
@@ -465,9 +466,17 @@ where
         }
     };
 
-    // Management loop. `current` is the running config (a reload replaces
-    // it; the run's duration stays the one it started with).
-    let mut current = cfg.clone();
+    // Management loop. `live` is what a reload replaces: the running
+    // config (the run's duration stays the one it started with) and the
+    // tables built from it.
+    let mut live = Live {
+        cfg: cfg.clone(),
+        router,
+        fib,
+        gateway,
+        hit_sinks,
+        edits: crate::ctl::edit::Edits::new(cfg),
+    };
     let mut capture: Option<crate::capture::Capture> = None;
     let mut retired = crate::reload::Retired::default();
     // A reload being built on a thread of its own (reports, scrapes and
@@ -475,7 +484,6 @@ where
     let mut building: Option<Building> = None;
     // Route and neighbour changes made with `sluice ctl` since the file
     // was loaded.
-    let mut edits = crate::ctl::edit::Edits::new(cfg);
     let port_names: Vec<String> = cfg.ports.iter().map(|p| p.name.clone()).collect();
     let started = Instant::now();
     let mut prev = tel.snapshot();
@@ -503,9 +511,9 @@ where
             let cur = tel.snapshot();
             emit(&tel.report(&prev, &cur, false));
             prev = cur;
-            next += current.run.stats_period;
+            next += live.cfg.run.stats_period;
             if next < now {
-                next = now + current.run.stats_period;
+                next = now + live.cfg.run.stats_period;
             }
         }
         let mut wake = next;
@@ -530,7 +538,7 @@ where
             if building.is_some() {
                 eprintln!("SIGHUP: reload refused: a reload is being built; send it again when it is done");
             } else {
-                building = Some(start_reload(&current, None));
+                building = Some(start_reload(&live.cfg, None));
             }
         }
         // Scrapes and control requests, answered here, where the
@@ -557,10 +565,10 @@ where
             }
             recv(kernel) -> change => {
                 // Everything pending, then the other duties.
-                if let (Ok(c), Some(w)) = (change, fib.as_mut()) {
-                    mirrored.apply(c, w, &current.router);
+                if let (Ok(c), Some(w)) = (change, live.fib.as_mut()) {
+                    mirrored.apply(c, w, &live.cfg.router);
                     for c in kernel.try_iter().take(1 << 16) {
-                        mirrored.apply(c, w, &current.router);
+                        mirrored.apply(c, w, &live.cfg.router);
                     }
                 }
             }
@@ -568,21 +576,12 @@ where
                 // A reload built off this thread: installed here.
                 let b = building.take().expect("a build was running");
                 let outcome = match done {
-                    Ok(r) => r.map(|p| crate::reload::commit(p, &current, &workers)),
+                    Ok(r) => r.map(|p| crate::reload::commit(p, &live.cfg, &workers)),
                     Err(_) => Err("the reload's build failed; the running config is unchanged".into()),
                 };
                 let outcome = outcome.map(|r| {
-                    retired.keep(router.as_ref(), gateway.as_ref());
-                    current = r.cfg;
-                    router = r.router;
-                    fib = r.fib;
-                    gateway = r.gateway;
-                    hit_sinks = r.hit_sinks;
-                    edits = crate::ctl::edit::Edits::new(&current);
-                    if let Some(w) = fib.as_mut() {
-                        mirrored.reinstall(w, &current.router);
-                    }
-                    r.summary
+                    let edits = crate::ctl::edit::Edits::new(&r.cfg);
+                    live.replace(r, edits, &mut retired, &mut mirrored)
                 });
                 match (b.reply, outcome) {
                     (Some(reply), Ok(s)) => {
@@ -598,7 +597,7 @@ where
             recv(scrapes) -> reply => {
                 if let Ok(reply) = reply {
                     let cur = tel.snapshot();
-                    let hits = rule_hits(&gateway, &hit_sinks);
+                    let hits = rule_hits(&live.gateway, &live.hit_sinks);
                     let _ = reply.send(crate::metrics::render(&tel, &cur, &hits, &crate::metrics::ControlPlane {
                         netlink: mirror.as_ref().map(|m| (&*m.stats, &mirrored)),
                         taps: mirror_thread.as_ref().map(|_| &*mirror_counters),
@@ -614,55 +613,46 @@ where
                             Some(crate::ctl::Response::error("a reload is being built; try again when it is done"))
                         } else {
                             // Answered when the build is installed.
-                            building = Some(start_reload(&current, Some(cmd.reply.clone())));
+                            building = Some(start_reload(&live.cfg, Some(cmd.reply.clone())));
                             None
                         }
-                    } else if matches!(cmd.args.first().map(String::as_str), Some("route" | "neighbor" | "neighbour")) && building.is_some() {
-                        // The reload being built replaces the routes and
-                        // neighbours with the file's.
-                        Some(crate::ctl::Response::error("a reload is being built; try again when it is done"))
                     } else if matches!(cmd.args.first().map(String::as_str), Some("route" | "neighbor" | "neighbour")) {
-                        Some(match crate::ctl::edit::apply(&cmd.args, &current, &edits) {
+                        Some(if building.is_some() {
+                            // The reload being built replaces the routes
+                            // and neighbours with the file's.
+                            crate::ctl::Response::error("a reload is being built; try again when it is done")
+                        } else { match crate::ctl::edit::apply(&cmd.args, &live.cfg, &live.edits) {
                             // A route change goes into the running FIB in
                             // place; the rest as a reload installs.
-                            Ok((new, e)) => match crate::ctl::edit::route_in_place(&cmd.args, &new, fib.as_mut()) {
+                            Ok((new, e)) => match crate::ctl::edit::route_in_place(&cmd.args, &new, live.fib.as_mut()) {
                                 Some(Ok(s)) => {
-                                    edits = e;
-                                    current = new;
-                                    if let Some(w) = fib.as_mut() {
-                                        mirrored.restatic(w, &current.router);
+                                    live.edits = e;
+                                    live.cfg = new;
+                                    if let Some(w) = live.fib.as_mut() {
+                                        mirrored.restatic(w, &live.cfg.router);
                                     }
                                     crate::ctl::Response::ok(s.clone(), serde_json::json!({ "installed": s.trim_end() }))
                                 }
                                 Some(Err(err)) => crate::ctl::Response::error(err),
-                                None => match crate::reload::install(new, &current, &workers) {
-                            Ok(r) => {
-                                retired.keep(router.as_ref(), gateway.as_ref());
-                                edits = e;
-                                current = r.cfg;
-                                router = r.router;
-                                fib = r.fib;
-                                if let Some(w) = fib.as_mut() {
-                                    mirrored.reinstall(w, &current.router);
-                                }
-                                gateway = r.gateway;
-                                hit_sinks = r.hit_sinks;
-                                let s = format!("{}: installed{}", cmd.args.join(" "), r.summary);
-                                crate::ctl::Response::ok(s.clone(), serde_json::json!({ "installed": s.trim_end() }))
-                            }
-                            Err(e) => crate::ctl::Response::error(e),
+                                None => match crate::reload::install(new, &live.cfg, &workers) {
+                                    Ok(r) => {
+                                        let summary = live.replace(r, e, &mut retired, &mut mirrored);
+                                        let s = format!("{}: installed{summary}", cmd.args.join(" "));
+                                        crate::ctl::Response::ok(s.clone(), serde_json::json!({ "installed": s.trim_end() }))
+                                    }
+                                    Err(e) => crate::ctl::Response::error(e),
                                 },
                             },
                             Err(e) => crate::ctl::Response::error(e),
-                        })
+                        }})
                     } else {
                         let mut cx = crate::ctl::commands::Context {
-                            cfg: &current,
+                            cfg: &live.cfg,
                             tel: &mut tel,
                             cleared: &mut cleared,
-                            router: router.as_ref(),
+                            router: live.router.as_ref(),
                             netlink: mirror.as_ref().map(|m| (&*m.stats, &mirrored)),
-                            rule_hits: rule_hits(&gateway, &hit_sinks),
+                            rule_hits: rule_hits(&live.gateway, &live.hit_sinks),
                             policies: &policy_tx,
                             dumps: &dump_tx,
                             gens: &gen_tx,
@@ -682,14 +672,14 @@ where
             for tx in &update_tx {
                 let _ = tx.send(Box::new(u.clone()));
             }
-            if let Some(r) = router.as_mut() {
+            if let Some(r) = live.router.as_mut() {
                 r.mirror_neighbors(&u.0);
             }
         }
         if mirrored.take_readdress() {
-            if let Some(r) = router.as_mut() {
+            if let Some(r) = live.router.as_mut() {
                 let mut rc = (**r.config()).clone();
-                rc.interfaces = mirrored.interfaces(&current.router.interfaces);
+                rc.interfaces = mirrored.interfaces(&live.cfg.router.interfaces);
                 let u = pipeline::router::RouterUpdate(Arc::new(rc));
                 r.reconfigure(u.0.clone());
                 for tx in &update_tx {
@@ -752,11 +742,55 @@ where
     drop(metrics);
     drop(control);
     let mut summary = tel.report(&zero, &last, true);
-    summary.rule_hits = rule_hits(&gateway, &hit_sinks);
+    summary.rule_hits = rule_hits(&live.gateway, &live.hit_sinks);
     if panicked > 0 {
         return Err(anyhow!("{panicked} worker thread(s) panicked"));
     }
     Ok(summary)
+}
+
+/// What the management thread holds of the running config: everything a
+/// reload or a `sluice ctl` edit replaces.
+struct Live {
+    /// The running config.
+    cfg: Config,
+    /// Its routing tables (for `show routes`).
+    router: Option<Router>,
+    /// The FIB's writer: routes change in place through it.
+    fib: Option<FibWriter>,
+    /// Its gateway settings (for rule counters).
+    gateway: Option<GatewayConfig>,
+    /// The rules' hit counters, one per gateway worker.
+    hit_sinks: Vec<RuleHits>,
+    /// Route and neighbour changes made with `sluice ctl` since the file
+    /// was loaded.
+    edits: crate::ctl::edit::Edits,
+}
+
+impl Live {
+    /// Takes what a reload or an install built (already handed to the
+    /// workers) in place of the running state; the replaced tables wait in
+    /// `retired` until no worker holds them, and the routes the netlink
+    /// mirror learned go into the new FIB. Returns what changed.
+    fn replace(
+        &mut self,
+        r: crate::reload::Reloaded,
+        edits: crate::ctl::edit::Edits,
+        retired: &mut crate::reload::Retired,
+        mirrored: &mut crate::netlink::Mirrored,
+    ) -> String {
+        retired.keep(self.router.as_ref(), self.gateway.as_ref());
+        self.cfg = r.cfg;
+        self.router = r.router;
+        self.fib = r.fib;
+        self.gateway = r.gateway;
+        self.hit_sinks = r.hit_sinks;
+        self.edits = edits;
+        if let Some(w) = self.fib.as_mut() {
+            mirrored.reinstall(w, &self.cfg.router);
+        }
+        r.summary
+    }
 }
 
 /// A reload being built off the management thread.
