@@ -479,8 +479,8 @@ where
     };
     let mut capture: Option<crate::capture::Capture> = None;
     let mut retired = crate::reload::Retired::default();
-    // A reload being built on a thread of its own (reports, scrapes and
-    // other commands go on meanwhile).
+    // A reload or an edit being built on a thread of its own (reports,
+    // scrapes and other commands go on meanwhile).
     let mut building: Option<Building> = None;
     // Route and neighbour changes made with `sluice ctl` since the file
     // was loaded.
@@ -536,7 +536,7 @@ where
         if crate::reload::take_request() {
             // SIGHUP: the outcome goes to the log.
             if building.is_some() {
-                eprintln!("SIGHUP: reload refused: a reload is being built; send it again when it is done");
+                eprintln!("SIGHUP: reload refused: {BUILDING}");
             } else {
                 building = Some(start_reload(&live.cfg, None));
             }
@@ -577,15 +577,16 @@ where
                 let b = building.take().expect("a build was running");
                 let outcome = match done {
                     Ok(r) => r.map(|p| crate::reload::commit(p, &live.cfg, &workers)),
-                    Err(_) => Err("the reload's build failed; the running config is unchanged".into()),
+                    Err(_) => Err("the build failed; the running config is unchanged".into()),
                 };
+                let key = if b.edits.is_some() { "installed" } else { "reloaded" };
                 let outcome = outcome.map(|r| {
-                    let edits = crate::ctl::edit::Edits::new(&r.cfg);
+                    let edits = b.edits.unwrap_or_else(|| crate::ctl::edit::Edits::new(&r.cfg));
                     live.replace(r, edits, &mut retired, &mut mirrored)
                 });
                 match (b.reply, outcome) {
                     (Some(reply), Ok(s)) => {
-                        let _ = reply.send(crate::ctl::Response::ok(s.clone(), serde_json::json!({ "reloaded": s.trim_end() })));
+                        let _ = reply.send(crate::ctl::Response::ok(s.clone(), serde_json::json!({ key: s.trim_end() })));
                     }
                     (Some(reply), Err(e)) => {
                         let _ = reply.send(crate::ctl::Response::error(e));
@@ -610,41 +611,45 @@ where
                         Some(capture_command(&cmd.args[1..], &mut capture, &port_names, &tap_tx, tel.tsc_hz()))
                     } else if cmd.args == ["reload"] {
                         if building.is_some() {
-                            Some(crate::ctl::Response::error("a reload is being built; try again when it is done"))
+                            Some(crate::ctl::Response::error(BUILDING))
                         } else {
                             // Answered when the build is installed.
                             building = Some(start_reload(&live.cfg, Some(cmd.reply.clone())));
                             None
                         }
                     } else if matches!(cmd.args.first().map(String::as_str), Some("route" | "neighbor" | "neighbour")) {
-                        Some(if building.is_some() {
-                            // The reload being built replaces the routes
-                            // and neighbours with the file's.
-                            crate::ctl::Response::error("a reload is being built; try again when it is done")
-                        } else { match crate::ctl::edit::apply(&cmd.args, &live.cfg, &live.edits) {
-                            // A route change goes into the running FIB in
-                            // place; the rest as a reload installs.
-                            Ok((new, e)) => match crate::ctl::edit::route_in_place(&cmd.args, &new, live.fib.as_mut()) {
-                                Some(Ok(s)) => {
-                                    live.edits = e;
-                                    live.cfg = new;
-                                    if let Some(w) = live.fib.as_mut() {
-                                        mirrored.restatic(w, &live.cfg.router);
+                        if building.is_some() {
+                            // Made on the running config, which the build
+                            // replaces.
+                            Some(crate::ctl::Response::error(BUILDING))
+                        } else {
+                            match crate::ctl::edit::apply(&cmd.args, &live.cfg, &live.edits) {
+                                // A route change goes into the running FIB
+                                // in place; the rest is built as a reload is.
+                                Ok((new, e)) => match crate::ctl::edit::route_in_place(&cmd.args, &new, live.fib.as_mut()) {
+                                    Some(Ok(s)) => {
+                                        live.edits = e;
+                                        live.cfg = new;
+                                        if let Some(w) = live.fib.as_mut() {
+                                            mirrored.restatic(w, &live.cfg.router);
+                                        }
+                                        Some(crate::ctl::Response::ok(s.clone(), serde_json::json!({ "installed": s.trim_end() })))
                                     }
-                                    crate::ctl::Response::ok(s.clone(), serde_json::json!({ "installed": s.trim_end() }))
-                                }
-                                Some(Err(err)) => crate::ctl::Response::error(err),
-                                None => match crate::reload::install(new, &live.cfg, &workers) {
-                                    Ok(r) => {
-                                        let summary = live.replace(r, e, &mut retired, &mut mirrored);
-                                        let s = format!("{}: installed{summary}", cmd.args.join(" "));
-                                        crate::ctl::Response::ok(s.clone(), serde_json::json!({ "installed": s.trim_end() }))
+                                    Some(Err(err)) => Some(crate::ctl::Response::error(err)),
+                                    None => {
+                                        // Answered when the build is installed.
+                                        let (old, what) = (live.cfg.clone(), cmd.args.join(" "));
+                                        building = Some(start_build(
+                                            move || crate::reload::prepare_edit(new, &old, &what),
+                                            Some(cmd.reply.clone()),
+                                            Some(e),
+                                        ));
+                                        None
                                     }
-                                    Err(e) => crate::ctl::Response::error(e),
                                 },
-                            },
-                            Err(e) => crate::ctl::Response::error(e),
-                        }})
+                                Err(e) => Some(crate::ctl::Response::error(e)),
+                            }
+                        }
                     } else {
                         let mut cx = crate::ctl::commands::Context {
                             cfg: &live.cfg,
@@ -793,36 +798,58 @@ impl Live {
     }
 }
 
-/// A reload being built off the management thread.
+/// Tables being built off the management thread: a reload, or a `sluice
+/// ctl` edit that cannot go into the FIB in place.
 struct Building {
     /// The build's outcome.
     done: crossbeam_channel::Receiver<Result<crate::reload::Prepared, String>>,
-    /// Where the answer goes (`sluice ctl reload`); `None` for SIGHUP,
-    /// whose outcome goes to the log.
+    /// Where the answer goes (`sluice ctl`); `None` for SIGHUP, whose
+    /// outcome goes to the log.
     reply: Option<crossbeam_channel::Sender<crate::ctl::Response>>,
+    /// For an edit, the edits made since the file was loaded, this one
+    /// included; `None` for a reload, which starts them afresh.
+    edits: Option<crate::ctl::edit::Edits>,
 }
 
-/// Reads and builds the config file `current` came from again, on a thread
-/// of its own: a full table takes seconds, during which the management
-/// thread keeps answering.
+/// Why a command that would change the tables is refused while others
+/// build.
+const BUILDING: &str =
+    "a reload or a route/neighbor change is being built; try again when it is done";
+
+/// Runs `build` on a thread of its own (a full table takes seconds, during
+/// which the management thread keeps answering); its outcome arrives on
+/// the returned `Building`.
+fn start_build(
+    build: impl FnOnce() -> Result<crate::reload::Prepared, String> + Send + 'static,
+    reply: Option<crossbeam_channel::Sender<crate::ctl::Response>>,
+    edits: Option<crate::ctl::edit::Edits>,
+) -> Building {
+    let (tx, done) = crossbeam_channel::bounded(1);
+    let spawned = std::thread::Builder::new()
+        .name("reload".into())
+        .spawn(move || {
+            let _ = tx.send(build());
+        });
+    if let Err(e) = spawned {
+        // `done`'s sender is gone with the closure: the outcome is an
+        // error, reported where the answer goes.
+        eprintln!("spawning the reload thread: {e}");
+    }
+    Building { done, reply, edits }
+}
+
+/// Reads and builds the config file `current` came from again (see
+/// [`start_build`]).
 fn start_reload(
     current: &Config,
     reply: Option<crossbeam_channel::Sender<crate::ctl::Response>>,
 ) -> Building {
-    let (tx, done) = crossbeam_channel::bounded(1);
     let old = current.clone();
-    let spawned = std::thread::Builder::new()
-        .name("reload".into())
-        .spawn(move || {
-            let path = std::path::PathBuf::from(&old.source);
-            let _ = tx.send(crate::reload::prepare(&path, &old));
-        });
-    if let Err(e) = spawned {
-        // `done`'s sender is gone with the closure: the outcome is an
-        // error, reported where the reload's answer goes.
-        eprintln!("spawning the reload thread: {e}");
-    }
-    Building { done, reply }
+    start_build(
+        move || crate::reload::prepare(std::path::Path::new(&old.source), &old),
+        reply,
+        None,
+    )
 }
 
 /// Packets each firewall rule with `counter = true` matched so far, all

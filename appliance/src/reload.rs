@@ -198,11 +198,14 @@ pub fn prepare(path: &Path, old: &Config) -> Result<Prepared, String> {
     Ok(p)
 }
 
-/// Installs `new` in place of `old` in the running workers (what a reload
-/// does once the file is read); refused, changing nothing, when only a
-/// restart can make the change.
-pub fn install(new: Config, old: &Config, workers: &Workers<'_>) -> Result<Reloaded, String> {
-    Ok(commit(build(new, old)?, old, workers))
+/// The part of a `sluice ctl` edit that cannot go into the FIB in place
+/// (`new` is the running config `old` with the edit, named by `what`):
+/// checked and built as [`prepare`] builds a reload, off the management
+/// thread; refused when only a restart can make the change.
+pub fn prepare_edit(new: Config, old: &Config, what: &str) -> Result<Prepared, String> {
+    let mut p = build(new, old)?;
+    p.label = format!("{what}: installed");
+    Ok(p)
 }
 
 /// Checks `new` against `old` and builds its tables.
@@ -234,7 +237,7 @@ fn build(new: Config, old: &Config) -> Result<Prepared, String> {
     })
 }
 
-/// Hands what [`prepare`] (or `install`) built to the workers; `old` is the
+/// Hands what [`prepare`] (or [`prepare_edit`]) built to the workers; `old` is the
 /// config running now (its poll policies are compared).
 pub fn commit(p: Prepared, old: &Config, workers: &Workers<'_>) -> Reloaded {
     let Prepared {

@@ -187,103 +187,211 @@ fn a_hundred_reloads_under_traffic_lose_nothing() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
+/// The shipped gateway with a 200,000-route file (a table whose build
+/// takes a while) and a control socket, its stderr collected as it comes.
+struct BigTable {
+    dir: std::path::PathBuf,
+    sock: std::path::PathBuf,
+    run: Killed,
+    log: std::sync::Arc<std::sync::Mutex<String>>,
+    reader: std::thread::JoinHandle<()>,
+    /// From the start until the socket appeared: the first build.
+    build: Duration,
+}
+
+impl BigTable {
+    fn start(name: &str) -> BigTable {
+        let dir = std::env::temp_dir().join(format!("sluice-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        // 200,000 /24s from 11.0.0.0.
+        let routes: String = (0..200_000u32)
+            .map(|i| {
+                let a = std::net::Ipv4Addr::from(0x0b00_0000 + (i << 8));
+                format!("{a}/24\n")
+            })
+            .collect();
+        std::fs::write(dir.join("routes.txt"), routes).unwrap();
+        let shipped = std::fs::read_to_string(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../configs/gateway.toml"
+        ))
+        .unwrap();
+        let cfg_text = shipped
+            .replacen("duration = 10", "duration = 0", 1)
+            .replacen("rate = 200000", "rate = 10000", 1)
+            + "\n[router]\nroute_file = \"routes.txt\"\nroute_file_via = [\"198.19.0.2\"]\n"
+            + "\n[management]\nsocket = \"ctl.sock\"\n";
+        let cfg = dir.join("gw.toml");
+        std::fs::write(&cfg, &cfg_text).unwrap();
+        let sock = dir.join("ctl.sock");
+        let mut run = Killed(
+            Command::new(env!("CARGO_BIN_EXE_sluice"))
+                .arg("run")
+                .arg(&cfg)
+                .stdout(Stdio::null())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap(),
+        );
+        let log = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
+        let mut err = run.0.stderr.take().unwrap();
+        let sink = log.clone();
+        let reader = std::thread::spawn(move || {
+            let mut buf = [0u8; 4096];
+            while let Ok(n) = err.read(&mut buf) {
+                if n == 0 {
+                    break;
+                }
+                sink.lock()
+                    .unwrap()
+                    .push_str(&String::from_utf8_lossy(&buf[..n]));
+            }
+        });
+        let started = Instant::now();
+        common::wait_for(&sock);
+        BigTable {
+            dir,
+            sock,
+            run,
+            log,
+            reader,
+            build: started.elapsed(),
+        }
+    }
+
+    fn log(&self) -> String {
+        self.log.lock().unwrap().clone()
+    }
+
+    /// Whether a thread of the instance is named `name` now.
+    fn has_thread(&self, name: &str) -> bool {
+        let tasks = format!("/proc/{}/task", self.run.0.id());
+        std::fs::read_dir(tasks).is_ok_and(|d| {
+            d.flatten().any(|t| {
+                std::fs::read_to_string(t.path().join("comm")).is_ok_and(|c| c.trim() == name)
+            })
+        })
+    }
+
+    /// SIGTERM; the run must end cleanly.
+    fn stop(mut self) {
+        Command::new("kill")
+            .args(["-TERM", &self.run.0.id().to_string()])
+            .status()
+            .unwrap();
+        let status = self.run.0.wait().unwrap();
+        self.reader.join().unwrap();
+        assert!(status.success(), "{status}: {}", self.log.lock().unwrap());
+        std::fs::remove_dir_all(&self.dir).unwrap();
+    }
+}
+
+/// The IPv4 route count in a summary such as `…: 200004 IPv4 and 0 IPv6
+/// routes…` after `after`.
+fn routes_after(text: &str, after: &str) -> usize {
+    text.split(after)
+        .nth(1)
+        .and_then(|l| l.split(": ").nth(1))
+        .and_then(|l| l.split(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0)
+}
+
 /// A reload of a large table is built on a thread of its own: while it
 /// builds, the management thread answers (`ctl stats`), refuses a second
 /// reload, and installs the first when it is done.
 #[test]
 fn the_management_thread_answers_while_a_reload_builds() {
-    let dir = std::env::temp_dir().join(format!("sluice-reload-big-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    // 200,000 /24s from 11.0.0.0: a table whose build takes a while.
-    let routes: String = (0..200_000u32)
-        .map(|i| {
-            let a = std::net::Ipv4Addr::from(0x0b00_0000 + (i << 8));
-            format!("{a}/24\n")
-        })
-        .collect();
-    std::fs::write(dir.join("routes.txt"), routes).unwrap();
-    let shipped = std::fs::read_to_string(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../configs/gateway.toml"
-    ))
-    .unwrap();
-    let cfg_text = shipped
-        .replacen("duration = 10", "duration = 0", 1)
-        .replacen("rate = 200000", "rate = 10000", 1)
-        + "\n[router]\nroute_file = \"routes.txt\"\nroute_file_via = [\"198.19.0.2\"]\n"
-        + "\n[management]\nsocket = \"ctl.sock\"\n";
-    let cfg = dir.join("gw.toml");
-    std::fs::write(&cfg, &cfg_text).unwrap();
-    let sock = dir.join("ctl.sock");
-    let mut run = Killed(
-        Command::new(env!("CARGO_BIN_EXE_sluice"))
-            .arg("run")
-            .arg(&cfg)
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap(),
-    );
-    // stderr as it comes, to tell when the reload was installed.
-    let log = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
-    let mut err = run.0.stderr.take().unwrap();
-    let sink = log.clone();
-    let err_reader = std::thread::spawn(move || {
-        let mut buf = [0u8; 4096];
-        while let Ok(n) = err.read(&mut buf) {
-            if n == 0 {
-                break;
-            }
-            sink.lock()
-                .unwrap()
-                .push_str(&String::from_utf8_lossy(&buf[..n]));
-        }
-    });
-    let started = Instant::now();
-    common::wait_for(&sock);
-    let build = started.elapsed();
-    let installed = || log.lock().unwrap().contains("SIGHUP: reloaded");
-
+    let b = BigTable::start("reload-big");
+    let installed = || b.log().contains("SIGHUP: reloaded");
     Command::new("kill")
-        .args(["-HUP", &run.0.id().to_string()])
+        .args(["-HUP", &b.run.0.id().to_string()])
         .status()
         .unwrap();
     std::thread::sleep(Duration::from_millis(50));
-    let (ok, out, e) = ctl(&sock, &["stats"]);
+    let (ok, out, e) = ctl(&b.sock, &["stats"]);
     assert!(ok && out.contains("p0"), "{e}");
     assert!(
         !installed(),
-        "stats were answered only after the reload was installed (the first build took {build:?})"
+        "stats were answered only after the reload was installed (the first build took {:?})",
+        b.build
     );
-    let (ok, _, e) = ctl(&sock, &["reload"]);
-    assert!(!ok && e.contains("a reload is being built"), "{e}");
+    let (ok, _, e) = ctl(&b.sock, &["reload"]);
+    assert!(!ok && e.contains("is being built"), "{e}");
     let deadline = Instant::now() + Duration::from_secs(120);
     while !installed() {
         assert!(
             Instant::now() < deadline,
             "the reload was never installed: {}",
-            log.lock().unwrap()
+            b.log()
         );
         std::thread::sleep(Duration::from_millis(50));
     }
     // The file's 200,000 routes and the config's own.
-    let text = log.lock().unwrap().clone();
-    let routes: usize = text
-        .split("SIGHUP: reloaded")
-        .nth(1)
-        .and_then(|l| l.split(": ").nth(1))
-        .and_then(|l| l.split(' ').next())
-        .and_then(|n| n.parse().ok())
-        .unwrap_or(0);
-    assert!(routes > 200_000, "{text}");
+    let text = b.log();
+    assert!(routes_after(&text, "SIGHUP: reloaded") > 200_000, "{text}");
+    b.stop();
+}
 
-    Command::new("kill")
-        .args(["-TERM", &run.0.id().to_string()])
-        .status()
-        .unwrap();
-    let status = run.0.wait().unwrap();
-    err_reader.join().unwrap();
-    assert!(status.success(), "{status}: {}", log.lock().unwrap());
-    std::fs::remove_dir_all(&dir).unwrap();
+/// A neighbour change, which cannot go into the FIB in place, is built as
+/// a reload is: off the management thread, which answers meanwhile and
+/// refuses a route change until it is installed; the change's own answer
+/// comes when it is.
+#[test]
+fn the_management_thread_answers_while_a_neighbor_change_builds() {
+    let b = BigTable::start("neighbor-big");
+    let sock = b.sock.clone();
+    let change = std::thread::spawn(move || {
+        ctl(
+            &sock,
+            &[
+                "neighbor",
+                "add",
+                "198.19.0.9",
+                "02:00:00:00:00:09",
+                "port",
+                "p1",
+            ],
+        )
+    });
+    // The build has begun once its thread runs.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !b.has_thread("reload") {
+        assert!(
+            !change.is_finished(),
+            "the change was answered without a build thread: {:?}",
+            change.join().unwrap()
+        );
+        assert!(Instant::now() < deadline, "no build began: {}", b.log());
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    let (ok, out, e) = ctl(&b.sock, &["stats"]);
+    assert!(ok && out.contains("p0"), "{e}");
+    let (ok, _, e) = ctl(
+        &b.sock,
+        &["route", "add", "192.0.2.0/24", "via", "198.19.0.2"],
+    );
+    assert!(
+        !ok && e.contains("is being built"),
+        "a route change was not refused during the build (the first build took {:?}): {e}",
+        b.build
+    );
+    let (ok, out, e) = change.join().unwrap();
+    assert!(ok && out.contains("installed"), "{e}");
+    assert!(routes_after(&out, "installed") > 200_000, "{out}");
+    let (ok, out, e) = ctl(&b.sock, &["show", "neighbors"]);
+    assert!(
+        ok && out.contains("198.19.0.9 02:00:00:00:00:09 port p1"),
+        "{e}{out}"
+    );
+    // The edit holds: the next change is made on top of it.
+    let (ok, _, e) = ctl(
+        &b.sock,
+        &["route", "add", "192.0.2.0/24", "via", "198.19.0.2"],
+    );
+    assert!(ok, "{e}");
+    let (ok, out, _) = ctl(&b.sock, &["show", "neighbors"]);
+    assert!(ok && out.contains("198.19.0.9"), "{out}");
+    b.stop();
 }

@@ -45,6 +45,20 @@ pub const MAX_CLIENTS: usize = 16;
 /// thread to answer it.
 const TIMEOUT: Duration = Duration::from_secs(5);
 
+/// How long the answer to a command that rebuilds the tables may take: a
+/// reload, or a route or neighbour change that cannot go into the FIB in
+/// place, is answered once its tables are built (seconds for a full
+/// Internet table) and installed.
+const BUILD_TIMEOUT: Duration = Duration::from_secs(180);
+
+/// How long the management thread may take to answer `args`.
+fn answer_within(args: &[String]) -> Duration {
+    match args.first().map(String::as_str) {
+        Some("reload" | "route" | "neighbor" | "neighbour") => BUILD_TIMEOUT,
+        _ => TIMEOUT,
+    }
+}
+
 /// A request: the command's words.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -239,13 +253,14 @@ fn handle(conn: &UnixStream, commands: &Sender<Command>) {
             Ok(req) if req.args.is_empty() => Response::error("empty command; try `help`"),
             Ok(req) => {
                 let (tx, rx) = crossbeam_channel::bounded(1);
+                let within = answer_within(&req.args);
                 let cmd = Command {
                     args: req.args,
                     reply: tx,
                 };
                 match commands.send_timeout(cmd, TIMEOUT) {
                     Err(_) => Response::error("the appliance is not answering (busy or stopping)"),
-                    Ok(()) => rx.recv_timeout(TIMEOUT).unwrap_or_else(|_| {
+                    Ok(()) => rx.recv_timeout(within).unwrap_or_else(|_| {
                         Response::error("no answer from the management thread in time")
                     }),
                 }
@@ -265,7 +280,7 @@ pub fn request(path: &Path, args: &[String]) -> Result<Response> {
             path.display()
         )
     })?;
-    conn.set_read_timeout(Some(TIMEOUT * 3))?;
+    conn.set_read_timeout(Some(answer_within(args) + TIMEOUT * 2))?;
     let mut line = serde_json::to_string(&Request {
         args: args.to_vec(),
     })?;
