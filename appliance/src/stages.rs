@@ -35,7 +35,7 @@ pub fn build_router(cfg: &Config) -> Result<(Router, FibWriter)> {
     // The route file first, so that static routes for the same prefix win.
     if let Some((_, via4, via6)) = &rs.route_file {
         let (mut i4, mut i6) = (0usize, 0usize);
-        for &(a, len) in &rs.file_routes {
+        for &(a, len) in rs.file_routes.iter() {
             match a {
                 IpAddr::V4(_) if !via4.is_empty() => {
                     routes.push((a, len, vec![via4[i4 % via4.len()]]));

@@ -395,3 +395,100 @@ fn the_management_thread_answers_while_a_neighbor_change_builds() {
     assert!(ok && out.contains("198.19.0.9"), "{out}");
     b.stop();
 }
+
+/// `sluice ctl` route and neighbour edits are made on the running config:
+/// the route file and rule file it read are not read again (a full
+/// table's took about half a second for each edit), and what was written
+/// to them since is left for a reload, which reads them.
+#[test]
+fn edits_keep_the_route_and_rule_files_as_they_were_read() {
+    let dir = std::env::temp_dir().join(format!("sluice-edit-files-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("routes.txt"), "11.0.0.0/24\n11.0.1.0/24\n").unwrap();
+    let cb = "@91.89.244.16/29\t245.66.202.32/28\t88 : 88\t69 : 69\t0x11/0xFF\t0x0000/0x0000\t\n\
+                 @223.251.126.96/28\t96.205.89.192/29\t123 : 123\t53 : 53\t0x11/0xFF\t0x0000/0x0000\t\n";
+    std::fs::write(dir.join("rules.cb"), cb).unwrap();
+    let shipped = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../configs/gateway.toml"
+    ))
+    .unwrap();
+    let text = shipped
+        .replacen("duration = 10", "duration = 0", 1)
+        .replacen("rate = 200000", "rate = 10000", 1)
+        .replacen(
+            "[firewall]\n",
+            "[firewall]\nclassbench_file = \"rules.cb\"\nclassbench_action = \"accept\"\n",
+            1,
+        )
+        + "\n[router]\nroute_file = \"routes.txt\"\nroute_file_via = [\"198.19.0.2\"]\n"
+        + "\n[management]\nsocket = \"ctl.sock\"\n";
+    assert!(text.contains("classbench_file"));
+    let cfg = dir.join("gw.toml");
+    std::fs::write(&cfg, &text).unwrap();
+    let sock = dir.join("ctl.sock");
+    let mut run = Killed(
+        Command::new(env!("CARGO_BIN_EXE_sluice"))
+            .arg("run")
+            .arg(&cfg)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    common::wait_for(&sock);
+    let via = |addr: &str| {
+        let (ok, out, e) = ctl(&sock, &["--json", "show", "routes", addr]);
+        assert!(ok, "{e}");
+        let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+        v["route"]["via"].as_str().map(str::to_string)
+    };
+    let started_with = rules(&sock);
+    assert_eq!(via("11.0.1.5").as_deref(), Some("198.19.0.2"));
+
+    // The files change (the rule file is gone); the running config does not.
+    std::fs::write(dir.join("routes.txt"), "12.0.0.0/24\n").unwrap();
+    std::fs::remove_file(dir.join("rules.cb")).unwrap();
+    let (ok, out, e) = ctl(
+        &sock,
+        &["route", "add", "192.0.2.0/24", "via", "198.19.0.2"],
+    );
+    assert!(ok && out.contains("installed in place"), "{e}{out}");
+    // A neighbour change rebuilds the tables: from the running ones.
+    let (ok, out, e) = ctl(
+        &sock,
+        &[
+            "neighbor",
+            "add",
+            "198.19.0.9",
+            "02:00:00:00:00:09",
+            "port",
+            "p1",
+        ],
+    );
+    assert!(ok && out.contains("installed"), "{e}{out}");
+    assert_eq!(via("11.0.1.5").as_deref(), Some("198.19.0.2"));
+    assert_eq!(via("12.0.0.5"), None);
+    assert_eq!(via("192.0.2.5").as_deref(), Some("198.19.0.2"));
+    assert_eq!(rules(&sock), started_with);
+
+    // A reload reads the files: refused while the rule file is missing
+    // (nothing changes), installed once it is back.
+    let (ok, _, e) = ctl(&sock, &["reload"]);
+    assert!(!ok && e.contains("rules.cb"), "{e}");
+    assert_eq!(via("11.0.1.5").as_deref(), Some("198.19.0.2"));
+    std::fs::write(dir.join("rules.cb"), &cb[..cb.find('\n').unwrap() + 1]).unwrap();
+    let (ok, out, e) = ctl(&sock, &["reload"]);
+    assert!(ok, "{e}{out}");
+    assert_eq!(via("12.0.0.5").as_deref(), Some("198.19.0.2"));
+    assert_eq!(via("11.0.1.5"), None);
+    assert_eq!(rules(&sock), started_with - 1);
+
+    Command::new("kill")
+        .args(["-TERM", &run.0.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(run.0.wait().unwrap().success());
+    std::fs::remove_dir_all(&dir).unwrap();
+}

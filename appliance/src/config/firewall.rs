@@ -121,6 +121,8 @@ pub struct GatewaySetup {
     pub enabled: bool,
     /// Rules (TOML rules, then the ClassBench file's).
     pub rules: Vec<FwRule>,
+    /// The ClassBench rule file and which of `rules` came from it.
+    pub rule_file: Option<(PathBuf, std::ops::Range<usize>)>,
     /// Default policy.
     pub default: Action,
     /// NAT rules.
@@ -136,6 +138,7 @@ impl Default for GatewaySetup {
         GatewaySetup {
             enabled: false,
             rules: Vec::new(),
+            rule_file: None,
             default: Action::Accept,
             nat: NatConfig::default(),
             ct_capacity: 1 << 18,
@@ -536,40 +539,62 @@ fn check_firewall(
             Some(b) if Path::new(f.get_ref()).is_relative() => b.join(f.get_ref()),
             _ => PathBuf::from(f.get_ref()),
         };
-        let read = super::regular_file(&path, "rule file", 1 << 30).and_then(|()| {
-            std::fs::read_to_string(&path)
-                .map_err(|e| format!("cannot read rule file {}: {e}", path.display()))
-        });
-        match read {
-            Err(e) => cx.err(f, "firewall.classbench_file", e),
-            Ok(text) => {
-                for (n, l) in text.lines().enumerate() {
-                    if l.trim().is_empty() {
-                        continue;
-                    }
-                    match parse_classbench(l) {
-                        Some(hdr) => g.rules.push(FwRule {
-                            hdr,
-                            in_ports: Vec::new(),
-                            out_ports: Vec::new(),
-                            states: 0,
-                            action: act,
-                            counter: false,
-                            origin: format!("{}:{}", path.display(), n + 1),
-                            ct: CtMatch::default(),
-                        }),
-                        None => {
-                            cx.err(
-                                f,
-                                "firewall.classbench_file",
-                                format!("{}:{}: not a ClassBench rule line", path.display(), n + 1),
-                            );
-                            break;
+        let first = g.rules.len();
+        let running = cx
+            .reuse
+            .map(|c| &c.gateway)
+            .and_then(|r| match &r.rule_file {
+                Some((p, range)) if *p == path => r.rules.get(range.clone()),
+                _ => None,
+            });
+        if let Some(rules) = running {
+            // The running config's rules from this file, with this
+            // config's action.
+            g.rules.extend(rules.iter().map(|r| FwRule {
+                action: act,
+                ..r.clone()
+            }));
+        } else {
+            let read = super::regular_file(&path, "rule file", 1 << 30).and_then(|()| {
+                std::fs::read_to_string(&path)
+                    .map_err(|e| format!("cannot read rule file {}: {e}", path.display()))
+            });
+            match read {
+                Err(e) => cx.err(f, "firewall.classbench_file", e),
+                Ok(text) => {
+                    for (n, l) in text.lines().enumerate() {
+                        if l.trim().is_empty() {
+                            continue;
+                        }
+                        match parse_classbench(l) {
+                            Some(hdr) => g.rules.push(FwRule {
+                                hdr,
+                                in_ports: Vec::new(),
+                                out_ports: Vec::new(),
+                                states: 0,
+                                action: act,
+                                counter: false,
+                                origin: format!("{}:{}", path.display(), n + 1),
+                                ct: CtMatch::default(),
+                            }),
+                            None => {
+                                cx.err(
+                                    f,
+                                    "firewall.classbench_file",
+                                    format!(
+                                        "{}:{}: not a ClassBench rule line",
+                                        path.display(),
+                                        n + 1
+                                    ),
+                                );
+                                break;
+                            }
                         }
                     }
                 }
             }
         }
+        g.rule_file = Some((path, first..g.rules.len()));
     } else if let Some(a) = &fw.classbench_action {
         cx.err(a, "firewall.classbench_action", "needs `classbench_file`");
     }

@@ -102,6 +102,25 @@ pub fn parse_with(
     base: Option<&Path>,
     host: bool,
 ) -> Result<Config, ConfigErrors> {
+    parse_inner(text, file, base, host, None)
+}
+
+/// [`parse`] of `text`, an edit of the running config `cur` (its text with
+/// tables added): the route file and ClassBench rule file that `cur` read
+/// are taken from `cur`, not read again, so an edit neither pays for
+/// reading them (seconds for a full table) nor picks up what was written
+/// to them since (that takes a reload).
+pub fn parse_edit(text: &str, cur: &Config) -> Result<Config, ConfigErrors> {
+    parse_inner(text, &cur.source, cur.base.as_deref(), true, Some(cur))
+}
+
+fn parse_inner(
+    text: &str,
+    file: &str,
+    base: Option<&Path>,
+    host: bool,
+    reuse: Option<&Config>,
+) -> Result<Config, ConfigErrors> {
     // A UTF-8 byte order mark (editors on Windows write one) is not TOML.
     let text = text.strip_prefix('\u{feff}').unwrap_or(text);
     let raw: RawFile = toml::from_str(text).map_err(|e| {
@@ -131,6 +150,7 @@ pub fn parse_with(
     })?;
     let mut cx = Ctx::new(file, text);
     cx.host = host;
+    cx.reuse = reuse;
     let mut cfg = validate(&mut cx, raw, base);
     cfg.warnings = std::mem::take(&mut cx.warnings);
     cfg.text = text.into();

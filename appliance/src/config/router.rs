@@ -105,7 +105,7 @@ pub struct RouterSetup {
     pub route_file: Option<(PathBuf, Vec<NextHop>, Vec<NextHop>)>,
     /// The route file's prefixes, read and checked at validation (so
     /// `sluice check` and `run` see the same file, once).
-    pub file_routes: Vec<(IpAddr, u8)>,
+    pub file_routes: std::sync::Arc<[(IpAddr, u8)]>,
     /// ICMP errors and ARP requests per second per core.
     pub icmp_rate: u32,
     /// Learned neighbours older than this are resolved again.
@@ -532,7 +532,13 @@ pub(super) fn check(
                 "needs `route_file_via`: gateways to spread its prefixes over",
             );
         }
-        match read_route_file(&path) {
+        let read = match cx.reuse.map(|c| &c.router) {
+            Some(r) if r.route_file.as_ref().is_some_and(|f| f.0 == path) => {
+                Ok(r.file_routes.clone())
+            }
+            _ => read_route_file(&path).map(Into::into),
+        };
+        match read {
             Ok(routes) => {
                 let n6 = routes.iter().filter(|(a, _)| a.is_ipv6()).count();
                 let n4 = routes.len() - n6;

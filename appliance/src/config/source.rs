@@ -77,6 +77,10 @@ pub(super) struct Ctx<'a> {
     pub(super) warnings: Vec<ConfigError>,
     /// Check the host too (interfaces exist, drivers are compiled in).
     pub(super) host: bool,
+    /// A running config whose route and rule files stand for the files
+    /// of the same paths, which are not read again (`sluice ctl` edits:
+    /// made on the running config, whatever the files hold now).
+    pub(super) reuse: Option<&'a Config>,
 }
 
 impl<'a> Ctx<'a> {
@@ -91,6 +95,7 @@ impl<'a> Ctx<'a> {
             errs: Vec::new(),
             warnings: Vec::new(),
             host: true,
+            reuse: None,
         }
     }
 

@@ -113,7 +113,7 @@ pub fn apply(args: &[String], cur: &Config, edits: &Edits) -> Result<(Config, Ed
     }
     let text = format!("{}\n{}", e.file_text, e.adds);
     let file_lines = e.file_text.lines().count() + 1;
-    let mut new = config::parse(&text, &cur.source, cur.base.as_deref()).map_err(|errs| {
+    let mut new = config::parse_edit(&text, cur).map_err(|errs| {
         // Errors in the change name its key; errors in the file (which
         // loaded before) would be a bug, and keep their place.
         errs.0
