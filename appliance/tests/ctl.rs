@@ -47,7 +47,11 @@ fn raw(sock: &Path, line: &[u8]) -> serde_json::Value {
 }
 
 fn setup() -> (PathBuf, PathBuf) {
-    let dir = std::env::temp_dir().join(format!("sluice-ctl-{}", std::process::id()));
+    setup_named("ctl")
+}
+
+fn setup_named(name: &str) -> (PathBuf, PathBuf) {
+    let dir = std::env::temp_dir().join(format!("sluice-{name}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
     let gateway = std::fs::read_to_string(concat!(
@@ -340,5 +344,120 @@ fn an_operator_drives_every_command() {
     assert!(!sock.exists());
     let o = ctl(&sock, &["stats"]);
     assert_eq!(o.status.code(), Some(2));
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// A static route's gateway and a static neighbour's MAC are changed the
+/// way an operator changes them: deleted, then added anew. What was
+/// deleted stays deleted, whether the file or an earlier `ctl` edit made
+/// it: the re-added route has the new gateway only (the deleted one came
+/// back beside it as a second equal-cost path), the re-added neighbour
+/// the new MAC (refused as a duplicate). Then a reload restores the file.
+#[test]
+fn a_deleted_route_or_neighbor_stays_deleted_when_added_anew() {
+    let (dir, cfg) = setup_named("ctl-readd");
+    let sock = dir.join("ctl.sock");
+    let mut run = start(&cfg, &sock);
+    let paths = |addr: &str| -> Vec<String> {
+        let r = json(&sock, &["show", "routes", addr]);
+        r["paths"]
+            .as_array()
+            .map(|p| {
+                p.iter()
+                    .map(|h| h["via"].as_str().unwrap_or("-").to_string())
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    let neighbors = || ok(&sock, &["show", "neighbors"]);
+
+    // A route of the file (203.0.113.0/24 via 198.19.0.2), moved to the
+    // other gateway, then back.
+    assert_eq!(paths("203.0.113.1"), ["198.19.0.2"]);
+    ok(&sock, &["route", "del", "203.0.113.0/24"]);
+    assert!(paths("203.0.113.1").is_empty());
+    ok(
+        &sock,
+        &["route", "add", "203.0.113.0/24", "via", "198.18.0.2"],
+    );
+    assert_eq!(paths("203.0.113.1"), ["198.18.0.2"]);
+    ok(&sock, &["route", "del", "203.0.113.0/24"]);
+    ok(
+        &sock,
+        &["route", "add", "203.0.113.0/24", "via", "198.19.0.2"],
+    );
+    assert_eq!(paths("203.0.113.1"), ["198.19.0.2"]);
+    // A route added by `ctl`, moved.
+    ok(
+        &sock,
+        &["route", "add", "192.0.2.0/24", "via", "198.19.0.2"],
+    );
+    ok(&sock, &["route", "del", "192.0.2.0/24"]);
+    ok(
+        &sock,
+        &["route", "add", "192.0.2.0/24", "via", "198.18.0.2"],
+    );
+    assert_eq!(paths("192.0.2.1"), ["198.18.0.2"]);
+
+    // A neighbour of the file, given a new MAC; one added by `ctl`, too.
+    assert!(neighbors().contains("198.19.0.2 02:5e:00:00:00:01 port p1"));
+    ok(&sock, &["neighbor", "del", "198.19.0.2"]);
+    ok(
+        &sock,
+        &[
+            "neighbor",
+            "add",
+            "198.19.0.2",
+            "02:00:00:00:00:42",
+            "port",
+            "p1",
+        ],
+    );
+    ok(
+        &sock,
+        &[
+            "neighbor",
+            "add",
+            "198.19.0.7",
+            "02:00:00:00:00:07",
+            "port",
+            "p1",
+        ],
+    );
+    ok(&sock, &["neighbor", "del", "198.19.0.7"]);
+    ok(
+        &sock,
+        &[
+            "neighbor",
+            "add",
+            "198.19.0.7",
+            "02:00:00:00:00:08",
+            "port",
+            "p1",
+        ],
+    );
+    let n = neighbors();
+    assert!(n.contains("198.19.0.2 02:00:00:00:00:42 port p1"), "{n}");
+    assert!(n.contains("198.19.0.7 02:00:00:00:00:08 port p1"), "{n}");
+    assert!(
+        !n.contains("02:5e:00:00:00:01") && !n.contains("02:00:00:00:00:07"),
+        "{n}"
+    );
+    // The routes survived the neighbour changes' rebuilds as they were.
+    assert_eq!(paths("192.0.2.1"), ["198.18.0.2"]);
+    assert_eq!(paths("203.0.113.1"), ["198.19.0.2"]);
+
+    // A reload goes back to the file.
+    ok(&sock, &["reload"]);
+    assert!(paths("192.0.2.1").is_empty());
+    let n = neighbors();
+    assert!(n.contains("198.19.0.2 02:5e:00:00:00:01 port p1"), "{n}");
+    assert!(!n.contains("198.19.0.7"), "{n}");
+
+    Command::new("kill")
+        .args(["-TERM", &run.0.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(run.0.wait().unwrap().success());
     std::fs::remove_dir_all(&dir).unwrap();
 }

@@ -105,13 +105,46 @@ pub fn parse_with(
     parse_inner(text, file, base, host, None)
 }
 
-/// [`parse`] of `text`, an edit of the running config `cur` (its text with
-/// tables added): the route file and ClassBench rule file that `cur` read
-/// are taken from `cur`, not read again, so an edit neither pays for
-/// reading them (seconds for a full table) nor picks up what was written
-/// to them since (that takes a reload).
-pub fn parse_edit(text: &str, cur: &Config) -> Result<Config, ConfigErrors> {
-    parse_inner(text, &cur.source, cur.base.as_deref(), true, Some(cur))
+/// What `sluice ctl` edits deleted from the config file they are made on:
+/// the file's `[[route]]` tables for `routes` and `[[neighbor]]` tables
+/// for `neighbors` are read as if not written. Only the file's (the text
+/// before byte `file_end`): a table an edit added after a deletion stands.
+#[derive(Debug, Clone, Default)]
+pub struct Dropped {
+    /// Where the file's text ends and the edits' tables begin.
+    pub file_end: usize,
+    /// Prefixes whose file routes were deleted.
+    pub routes: Vec<(std::net::IpAddr, u8)>,
+    /// Addresses whose file neighbours were deleted.
+    pub neighbors: Vec<std::net::IpAddr>,
+}
+
+impl Dropped {
+    /// Whether the table at byte `at` that routes `p` is a deleted one.
+    pub(super) fn route(&self, at: usize, p: (std::net::IpAddr, u8)) -> bool {
+        at < self.file_end && self.routes.contains(&p)
+    }
+
+    /// Whether the table at byte `at` for neighbour `a` is a deleted one.
+    pub(super) fn neighbor(&self, at: usize, a: std::net::IpAddr) -> bool {
+        at < self.file_end && self.neighbors.contains(&a)
+    }
+}
+
+/// [`parse`] of `text`, an edit of the running config `cur` (the file's
+/// text with tables added, less what `dropped` deleted): the route file
+/// and ClassBench rule file that `cur` read are taken from `cur`, not read
+/// again, so an edit neither pays for reading them (seconds for a full
+/// table) nor picks up what was written to them since (that takes a
+/// reload).
+pub fn parse_edit(text: &str, cur: &Config, dropped: &Dropped) -> Result<Config, ConfigErrors> {
+    parse_inner(
+        text,
+        &cur.source,
+        cur.base.as_deref(),
+        true,
+        Some((cur, dropped)),
+    )
 }
 
 fn parse_inner(
@@ -119,7 +152,7 @@ fn parse_inner(
     file: &str,
     base: Option<&Path>,
     host: bool,
-    reuse: Option<&Config>,
+    edit: Option<(&Config, &Dropped)>,
 ) -> Result<Config, ConfigErrors> {
     // A UTF-8 byte order mark (editors on Windows write one) is not TOML.
     let text = text.strip_prefix('\u{feff}').unwrap_or(text);
@@ -150,7 +183,8 @@ fn parse_inner(
     })?;
     let mut cx = Ctx::new(file, text);
     cx.host = host;
-    cx.reuse = reuse;
+    cx.reuse = edit.map(|e| e.0);
+    cx.dropped = edit.map(|e| e.1);
     let mut cfg = validate(&mut cx, raw, base);
     cfg.warnings = std::mem::take(&mut cx.warnings);
     cfg.text = text.into();

@@ -310,6 +310,12 @@ pub(super) fn check(
             );
             continue;
         };
+        if cx
+            .dropped
+            .is_some_and(|d| d.route(r.prefix.span().start, (addr, len)))
+        {
+            continue;
+        }
         // As `ip route` refuses them: host bits past the prefix length
         // mean the prefix is not what was meant.
         if mask_ip(addr, len) != addr {
@@ -460,6 +466,12 @@ pub(super) fn check(
         });
     }
     for (ni, n) in neighbors.iter().enumerate() {
+        if cx
+            .dropped
+            .is_some_and(|d| d.neighbor(n.ip.span().start, *n.ip.get_ref()))
+        {
+            continue;
+        }
         match names.get(n.port.get_ref().as_str()) {
             Some(&p) => {
                 let ip = *n.ip.get_ref();

@@ -81,6 +81,8 @@ pub(super) struct Ctx<'a> {
     /// of the same paths, which are not read again (`sluice ctl` edits:
     /// made on the running config, whatever the files hold now).
     pub(super) reuse: Option<&'a Config>,
+    /// The file's routes and neighbours an edit deleted.
+    pub(super) dropped: Option<&'a Dropped>,
 }
 
 impl<'a> Ctx<'a> {
@@ -96,6 +98,7 @@ impl<'a> Ctx<'a> {
             warnings: Vec::new(),
             host: true,
             reuse: None,
+            dropped: None,
         }
     }
 

@@ -11,17 +11,26 @@ use crate::config::{self, Config};
 use std::net::IpAddr;
 use std::sync::Arc;
 
+/// What an edit's added table is for.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Target {
+    Route(IpAddr, u8),
+    Neighbor(IpAddr),
+}
+
 /// The changes made since the config was loaded.
 #[derive(Debug, Clone)]
 pub struct Edits {
     /// The text the running config was loaded from.
     file_text: Arc<str>,
-    /// Tables added (`[[route]]`, `[[neighbor]]`).
-    adds: String,
-    /// Routes deleted (prefix).
-    route_dels: Vec<(IpAddr, u8)>,
-    /// Neighbours deleted (address).
-    neigh_dels: Vec<IpAddr>,
+    /// The file's static routes and neighbours (a deletion of one of
+    /// these drops the file's table; of an added one, the added table).
+    file_routes: Arc<[(IpAddr, u8)]>,
+    file_neighbors: Arc<[IpAddr]>,
+    /// Tables added (`[[route]]`, `[[neighbor]]`), in order.
+    adds: Vec<(Target, String)>,
+    /// The file's routes and neighbours deleted.
+    dropped: config::Dropped,
 }
 
 impl Edits {
@@ -29,9 +38,33 @@ impl Edits {
     pub fn new(cfg: &Config) -> Self {
         Edits {
             file_text: cfg.text.clone(),
-            adds: String::new(),
-            route_dels: Vec::new(),
-            neigh_dels: Vec::new(),
+            file_routes: cfg.router.routes.iter().map(|r| (r.addr, r.len)).collect(),
+            file_neighbors: cfg.router.neighbors.iter().map(|n| n.1).collect(),
+            adds: Vec::new(),
+            dropped: config::Dropped {
+                file_end: cfg.text.len(),
+                ..config::Dropped::default()
+            },
+        }
+    }
+
+    /// Deletes what routes `t`: the tables edits added for it, and the
+    /// file's, if it has one.
+    fn delete(&mut self, t: Target) {
+        self.adds.retain(|(a, _)| *a != t);
+        let d = &mut self.dropped;
+        match t {
+            Target::Route(a, l)
+                if self.file_routes.contains(&(a, l)) && !d.routes.contains(&(a, l)) =>
+            {
+                d.routes.push((a, l));
+            }
+            Target::Neighbor(a)
+                if self.file_neighbors.contains(&a) && !d.neighbors.contains(&a) =>
+            {
+                d.neighbors.push(a);
+            }
+            _ => {}
         }
     }
 }
@@ -67,8 +100,7 @@ pub fn apply(args: &[String], cur: &Config, edits: &Edits) -> Result<(Config, Ed
                     "a route to {prefix} exists; `route del {prefix}` first"
                 ));
             }
-            e.route_dels.retain(|d| *d != p);
-            e.adds += &t;
+            e.adds.push((Target::Route(p.0, p.1), t));
         }
         ["route", "del", prefix] => {
             let p = pipeline::prefix::parse(prefix)
@@ -78,7 +110,7 @@ pub fn apply(args: &[String], cur: &Config, edits: &Edits) -> Result<(Config, Ed
                     "no static route {prefix} (routes from the route file change with the file and `reload`)"
                 ));
             }
-            e.route_dels.push(p);
+            e.delete(Target::Route(p.0, p.1));
         }
         ["neighbor" | "neighbour", "add", ip, mac, "port", port] => {
             let a: IpAddr = ip
@@ -87,13 +119,13 @@ pub fn apply(args: &[String], cur: &Config, edits: &Edits) -> Result<(Config, Ed
             if cur.router.neighbors.iter().any(|(_, n, _)| *n == a) {
                 return Err(format!("neighbour {ip} exists; `neighbor del {ip}` first"));
             }
-            e.neigh_dels.retain(|d| *d != a);
-            e.adds += &format!(
+            let t = format!(
                 "\n[[neighbor]]\nip = \"{}\"\nmac = \"{}\"\nport = \"{}\"\n",
                 word(ip)?,
                 word(mac)?,
                 word(port)?
             );
+            e.adds.push((Target::Neighbor(a), t));
         }
         ["neighbor" | "neighbour", "del", ip] => {
             let a: IpAddr = ip
@@ -102,7 +134,7 @@ pub fn apply(args: &[String], cur: &Config, edits: &Edits) -> Result<(Config, Ed
             if !cur.router.neighbors.iter().any(|(_, n, _)| *n == a) {
                 return Err(format!("no static neighbour {ip}"));
             }
-            e.neigh_dels.push(a);
+            e.delete(Target::Neighbor(a));
         }
         _ => {
             return Err(
@@ -111,9 +143,12 @@ pub fn apply(args: &[String], cur: &Config, edits: &Edits) -> Result<(Config, Ed
             )
         }
     }
-    let text = format!("{}\n{}", e.file_text, e.adds);
+    let mut text = format!("{}\n", e.file_text);
+    for (_, t) in &e.adds {
+        text += t;
+    }
     let file_lines = e.file_text.lines().count() + 1;
-    let mut new = config::parse_edit(&text, cur).map_err(|errs| {
+    let mut new = config::parse_edit(&text, cur, &e.dropped).map_err(|errs| {
         // Errors in the change name its key; errors in the file (which
         // loaded before) would be a bug, and keep their place.
         errs.0
@@ -128,12 +163,6 @@ pub fn apply(args: &[String], cur: &Config, edits: &Edits) -> Result<(Config, Ed
             .collect::<Vec<_>>()
             .join("\n")
     })?;
-    new.router
-        .routes
-        .retain(|r| !e.route_dels.contains(&(r.addr, r.len)));
-    new.router
-        .neighbors
-        .retain(|(_, a, _)| !e.neigh_dels.contains(a));
     // The running config's text stays the file's.
     new.text = e.file_text.clone();
     Ok((new, e))
