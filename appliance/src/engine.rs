@@ -479,6 +479,7 @@ where
     };
     let mut capture: Option<crate::capture::Capture> = None;
     let mut retired = crate::reload::Retired::default();
+    let mut reloads = crate::reload::Outcomes::new();
     // A reload or an edit being built on a thread of its own (reports,
     // scrapes and other commands go on meanwhile).
     let mut building: Option<Building> = None;
@@ -537,6 +538,7 @@ where
             // SIGHUP: the outcome goes to the log.
             if building.is_some() {
                 eprintln!("SIGHUP: reload refused: {BUILDING}");
+                reloads.record(false);
             } else {
                 building = Some(start_reload(&live.cfg, None));
             }
@@ -580,6 +582,9 @@ where
                     Err(_) => Err("the build failed; the running config is unchanged".into()),
                 };
                 let key = if b.edits.is_some() { "installed" } else { "reloaded" };
+                if b.edits.is_none() {
+                    reloads.record(outcome.is_ok());
+                }
                 let outcome = outcome.map(|r| {
                     let edits = b.edits.unwrap_or_else(|| crate::ctl::edit::Edits::new(&r.cfg));
                     live.replace(r, edits, &mut retired, &mut mirrored)
@@ -602,6 +607,7 @@ where
                     let _ = reply.send(crate::metrics::render(&tel, &cur, &hits, &crate::metrics::ControlPlane {
                         netlink: mirror.as_ref().map(|m| (&*m.stats, &mirrored)),
                         taps: mirror_thread.as_ref().map(|_| &*mirror_counters),
+                        reloads: &reloads,
                     }));
                 }
             }
@@ -611,6 +617,7 @@ where
                         Some(capture_command(&cmd.args[1..], &mut capture, &port_names, &tap_tx, tel.tsc_hz()))
                     } else if cmd.args == ["reload"] {
                         if building.is_some() {
+                            reloads.record(false);
                             Some(crate::ctl::Response::error(BUILDING))
                         } else {
                             // Answered when the build is installed.

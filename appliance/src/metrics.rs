@@ -214,6 +214,27 @@ pub type RuleHits = Vec<(String, u64)>;
 /// The netlink and TAP mirrors' families.
 fn control_plane(f: &mut Families, tel: &Telemetry, cp: &ControlPlane<'_>) {
     use std::sync::atomic::Ordering::Relaxed;
+    let r = cp.reloads;
+    f.gauge(
+        "sluice_config_last_reload_successful",
+        "1 when the last reload (SIGHUP or `sluice ctl reload`) was installed or none was asked for, 0 when it was refused.",
+        &[],
+        f64::from(u8::from(r.last_ok)),
+    );
+    f.gauge(
+        "sluice_config_last_reload_success_timestamp_seconds",
+        "When the running config was loaded: the start or the last reload installed (Unix time).",
+        &[],
+        r.last_success,
+    );
+    for (result, v) in [("success", r.succeeded), ("failure", r.failed)] {
+        f.counter(
+            "sluice_config_reloads_total",
+            "Reloads asked for since the start, by result (failure: refused, the running config unchanged).",
+            &[("result", result)],
+            v as f64,
+        );
+    }
     if let Some((st, m)) = cp.netlink {
         let msgs = "Netlink messages the mirror received, by kind (route: route messages and dumped routes; interface: neighbour, address and link messages about the ports' interfaces; undecoded: skipped).";
         for (kind, v) in [
@@ -325,6 +346,8 @@ pub struct ControlPlane<'a> {
     pub netlink: Option<(&'a crate::netlink::Stats, &'a crate::netlink::Mirrored)>,
     /// The TAP mirror thread's counters.
     pub taps: Option<&'a crate::punt::MirrorCounters>,
+    /// How the reloads went.
+    pub reloads: &'a crate::reload::Outcomes,
 }
 
 /// The exposition text of `cur` (totals since start) for `tel`'s ports and

@@ -112,6 +112,58 @@ impl Retired {
     }
 }
 
+/// How the reloads (SIGHUP, `sluice ctl reload`) went, for the metrics
+/// (`sluice_config_*`, as Prometheus reports its own): an operator who
+/// reloads with SIGHUP sees a refusal there, not only in the log.
+#[derive(Debug, Clone)]
+pub struct Outcomes {
+    /// Whether the last reload was installed (true before any).
+    pub last_ok: bool,
+    /// When the running config was last loaded: the start, or the last
+    /// reload installed (Unix time, seconds).
+    pub last_success: f64,
+    /// Reloads installed.
+    pub succeeded: u64,
+    /// Reloads refused (a bad file, a change needing a restart, another
+    /// build running).
+    pub failed: u64,
+}
+
+impl Outcomes {
+    /// At start: the config just loaded.
+    pub fn new() -> Outcomes {
+        Outcomes {
+            last_ok: true,
+            last_success: unix_now(),
+            succeeded: 0,
+            failed: 0,
+        }
+    }
+
+    /// A reload's outcome.
+    pub fn record(&mut self, ok: bool) {
+        self.last_ok = ok;
+        if ok {
+            self.succeeded += 1;
+            self.last_success = unix_now();
+        } else {
+            self.failed += 1;
+        }
+    }
+}
+
+impl Default for Outcomes {
+    fn default() -> Self {
+        Outcomes::new()
+    }
+}
+
+fn unix_now() -> f64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0.0, |d| d.as_secs_f64())
+}
+
 /// What differs between `old` and `new` that only a restart can change.
 pub fn restart_needed(old: &Config, new: &Config) -> Vec<String> {
     let mut d = Vec::new();

@@ -9,8 +9,8 @@
 
 mod common;
 
-use common::{have, Killed};
-use std::io::{BufRead, BufReader, Read, Write};
+use common::{free_port, have, http_get as get, sample, Killed};
+use std::io::{BufRead, BufReader};
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -52,28 +52,6 @@ fn start_sluice(config: &Path) -> (Killed, BufReader<std::process::ChildStdout>,
         }
     }
     panic!("no metrics address printed");
-}
-
-/// GET `path` from `addr`: status and body.
-fn get(addr: &str, path: &str) -> (u16, String) {
-    let mut s = TcpStream::connect(addr).unwrap();
-    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-    write!(s, "GET {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n").unwrap();
-    let mut resp = String::new();
-    s.read_to_string(&mut resp).unwrap();
-    let (head, body) = resp.split_once("\r\n\r\n").unwrap_or((&resp, ""));
-    let status = head
-        .split_whitespace()
-        .nth(1)
-        .and_then(|c| c.parse().ok())
-        .unwrap_or(0);
-    (status, body.to_string())
-}
-
-/// The value of the sample `name{labels}` in an exposition.
-fn sample(text: &str, series: &str) -> Option<f64> {
-    text.lines()
-        .find_map(|l| l.strip_prefix(series)?.strip_prefix(' ')?.parse().ok())
 }
 
 #[test]
@@ -173,15 +151,6 @@ rx = ["in", "out"]
     assert_eq!(summary["kind"], "summary");
     assert_eq!(summary["ports"][1]["tx_pkts"], want);
     std::fs::remove_dir_all(&tmp).unwrap();
-}
-
-/// A free TCP port on loopback.
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
 }
 
 fn percent_encode(q: &str) -> String {

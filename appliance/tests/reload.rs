@@ -399,7 +399,8 @@ fn the_management_thread_answers_while_a_neighbor_change_builds() {
 /// `sluice ctl` route and neighbour edits are made on the running config:
 /// the route file and rule file it read are not read again (a full
 /// table's took about half a second for each edit), and what was written
-/// to them since is left for a reload, which reads them.
+/// to them since is left for a reload, which reads them. The metrics say
+/// how each reload went.
 #[test]
 fn edits_keep_the_route_and_rule_files_as_they_were_read() {
     let dir = std::env::temp_dir().join(format!("sluice-edit-files-{}", std::process::id()));
@@ -423,8 +424,17 @@ fn edits_keep_the_route_and_rule_files_as_they_were_read() {
             1,
         )
         + "\n[router]\nroute_file = \"routes.txt\"\nroute_file_via = [\"198.19.0.2\"]\n"
-        + "\n[management]\nsocket = \"ctl.sock\"\n";
+        + &format!(
+            "\n[management]\nsocket = \"ctl.sock\"\nmetrics = \"127.0.0.1:{}\"\n",
+            common::free_port()
+        );
     assert!(text.contains("classbench_file"));
+    let web = text
+        .split("metrics = \"")
+        .nth(1)
+        .and_then(|t| t.split('"').next())
+        .unwrap()
+        .to_string();
     let cfg = dir.join("gw.toml");
     std::fs::write(&cfg, &text).unwrap();
     let sock = dir.join("ctl.sock");
@@ -446,6 +456,24 @@ fn edits_keep_the_route_and_rule_files_as_they_were_read() {
     };
     let started_with = rules(&sock);
     assert_eq!(via("11.0.1.5").as_deref(), Some("198.19.0.2"));
+    // (last reload successful, its time, successes, failures)
+    let reloads = || {
+        let (status, m) = common::http_get(&web, "/metrics");
+        assert_eq!(status, 200, "{m}");
+        if common::have("promtool") {
+            common::promtool_accepts(&m);
+        }
+        let v = |s: &str| common::sample(&m, s).unwrap_or_else(|| panic!("no {s}: {m}"));
+        (
+            v("sluice_config_last_reload_successful"),
+            v("sluice_config_last_reload_success_timestamp_seconds"),
+            v(r#"sluice_config_reloads_total{result="success"}"#),
+            v(r#"sluice_config_reloads_total{result="failure"}"#),
+        )
+    };
+    let (ok0, t0, s0, f0) = reloads();
+    assert_eq!((ok0, s0, f0), (1.0, 0.0, 0.0));
+    assert!(t0 > 1.7e9, "{t0}");
 
     // The files change (the rule file is gone); the running config does not.
     std::fs::write(dir.join("routes.txt"), "12.0.0.0/24\n").unwrap();
@@ -478,12 +506,16 @@ fn edits_keep_the_route_and_rule_files_as_they_were_read() {
     let (ok, _, e) = ctl(&sock, &["reload"]);
     assert!(!ok && e.contains("rules.cb"), "{e}");
     assert_eq!(via("11.0.1.5").as_deref(), Some("198.19.0.2"));
+    assert_eq!(reloads(), (0.0, t0, 0.0, 1.0));
     std::fs::write(dir.join("rules.cb"), &cb[..cb.find('\n').unwrap() + 1]).unwrap();
     let (ok, out, e) = ctl(&sock, &["reload"]);
     assert!(ok, "{e}{out}");
     assert_eq!(via("12.0.0.5").as_deref(), Some("198.19.0.2"));
     assert_eq!(via("11.0.1.5"), None);
     assert_eq!(rules(&sock), started_with - 1);
+    let (ok2, t2, s2, f2) = reloads();
+    assert_eq!((ok2, s2, f2), (1.0, 1.0, 1.0));
+    assert!(t2 >= t0, "{t2} < {t0}");
 
     Command::new("kill")
         .args(["-TERM", &run.0.id().to_string()])
