@@ -668,8 +668,15 @@ where
                             policies: &policy_tx,
                             dumps: &dump_tx,
                             gens: &gen_tx,
+                            switched: None,
                         };
-                        Some(crate::ctl::commands::run(&cmd.args, &mut cx))
+                        let resp = crate::ctl::commands::run(&cmd.args, &mut cx);
+                        // The running config keeps a switched policy: a
+                        // reload puts the file's back.
+                        if let Some((i, p)) = cx.switched.take() {
+                            live.cfg.workers[i].poll = p;
+                        }
+                        Some(resp)
                     };
                     if let Some(resp) = resp {
                         let _ = cmd.reply.send(resp);

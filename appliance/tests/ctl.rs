@@ -461,3 +461,55 @@ fn a_deleted_route_or_neighbor_stays_deleted_when_added_anew() {
     assert!(run.0.wait().unwrap().success());
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// A policy switched with `set poll` lasts through route and neighbour
+/// changes, and a reload puts the file's back (it used to keep the
+/// switched one: the running config still had the file's, so the reload
+/// saw nothing to change).
+#[test]
+fn a_switched_policy_lasts_until_a_reload_puts_the_files_back() {
+    let (dir, cfg) = setup_named("ctl-policy");
+    let sock = dir.join("ctl.sock");
+    let mut run = start(&cfg, &sock);
+    let policy_becomes = |want: &str| {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let c = json(&sock, &["show", "cores"]);
+            if c["cores"][0]["policy"] == want {
+                return;
+            }
+            assert!(Instant::now() < deadline, "policy never {want}: {c}");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    };
+    policy_becomes("busy");
+    ok(&sock, &["set", "poll", "1", "adaptive"]);
+    policy_becomes("adaptive");
+    ok(
+        &sock,
+        &[
+            "neighbor",
+            "add",
+            "198.19.0.9",
+            "02:00:00:00:00:09",
+            "port",
+            "p1",
+        ],
+    );
+    ok(
+        &sock,
+        &["route", "add", "192.0.2.0/24", "via", "198.19.0.2"],
+    );
+    // Give a wrong switch time to land, then look again.
+    std::thread::sleep(Duration::from_millis(100));
+    policy_becomes("adaptive");
+    assert!(ok(&sock, &["reload"]).contains("1 poll policies switched"));
+    policy_becomes("busy");
+
+    Command::new("kill")
+        .args(["-TERM", &run.0.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(run.0.wait().unwrap().success());
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -71,6 +71,9 @@ pub struct Context<'a> {
     /// Per worker (config order): where its generators' commands go
     /// (`None`: it does not generate).
     pub gens: &'a [Option<Sender<crate::tester::GenCommand>>],
+    /// Set by `set poll`: the worker (config order) and the policy it
+    /// was sent, for the running config to keep.
+    pub switched: Option<(usize, Policy)>,
 }
 
 /// Answers `args`.
@@ -542,15 +545,18 @@ fn set_poll(cx: &mut Context<'_>, core: &str, policy: &str, knobs: &[&str]) -> R
         Ok(p) => p,
         Err(e) => return Response::error(e),
     };
-    match cx.policies.get(i).map(|tx| tx.try_send(p)) {
-        Some(Ok(())) => Response::ok(
-            format!(
-                "core {core}: switching to {policy}{}{} (within 10 ms)\n",
-                if knobs.is_empty() { "" } else { " " },
-                knobs.join(" ")
-            ),
-            json!({ "core": core, "policy": policy, "knobs": knobs }),
-        ),
+    match cx.policies.get(i).map(|tx| tx.try_send(p.clone())) {
+        Some(Ok(())) => {
+            cx.switched = Some((i, p));
+            Response::ok(
+                format!(
+                    "core {core}: switching to {policy}{}{} (within 10 ms)\n",
+                    if knobs.is_empty() { "" } else { " " },
+                    knobs.join(" ")
+                ),
+                json!({ "core": core, "policy": policy, "knobs": knobs }),
+            )
+        }
         _ => Response::error(format!(
             "core {core} has a switch pending or has stopped; try again"
         )),

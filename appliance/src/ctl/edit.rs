@@ -163,8 +163,12 @@ pub fn apply(args: &[String], cur: &Config, edits: &Edits) -> Result<(Config, Ed
             .collect::<Vec<_>>()
             .join("\n")
     })?;
-    // The running config's text stays the file's.
+    // The running config's text stays the file's; the poll policies stay
+    // those running (`set poll`), which only a reload puts back.
     new.text = e.file_text.clone();
+    for (n, c) in new.workers.iter_mut().zip(&cur.workers) {
+        n.poll = c.poll.clone();
+    }
     Ok((new, e))
 }
 
