@@ -633,7 +633,7 @@ where
                             match crate::ctl::edit::apply(&cmd.args, &live.cfg, &live.edits) {
                                 // A route change goes into the running FIB
                                 // in place; the rest is built as a reload is.
-                                Ok((new, e)) => match crate::ctl::edit::route_in_place(&cmd.args, &new, live.fib.as_mut()) {
+                                Ok((new, e)) => match crate::ctl::edit::route_in_place(&cmd.args, &new, live.fib.as_mut(), |a, l| mirrored.has(a, l)) {
                                     Some(Ok(s)) => {
                                         live.edits = e;
                                         live.cfg = new;

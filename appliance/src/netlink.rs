@@ -692,6 +692,12 @@ pub struct Mirrored {
 }
 
 impl Mirrored {
+    /// Whether the kernel's table has a route to `a/l` (mirrored now): it
+    /// wins over a static route to the same prefix.
+    pub fn has(&self, a: IpAddr, l: u8) -> bool {
+        self.routes.contains_key(&(a, l))
+    }
+
     /// Routes mirrored now.
     pub fn len(&self) -> usize {
         self.routes.len()

@@ -165,6 +165,23 @@ fn kernel_routes_drive_the_fib() {
         10,
         via("198.51.100.7", "198.18.0.2", "p0"),
     );
+    // A static route set with `sluice ctl` for a prefix the kernel routes
+    // is recorded; the kernel's route stays in the FIB (as it does over
+    // the config's static routes), through the add and the delete.
+    for args in [
+        &["route", "add", "198.51.100.0/24", "via", "198.19.0.2"][..],
+        &["route", "del", "198.51.100.0/24"][..],
+    ] {
+        let r = json(&sock, args);
+        assert!(
+            r["installed"]
+                .as_str()
+                .is_some_and(|t| t.contains("the kernel's route")),
+            "{r}"
+        );
+        let r = json(&sock, &["show", "routes", "198.51.100.7"]);
+        assert!(via("198.51.100.7", "198.18.0.2", "p0")(&r), "{args:?}: {r}");
+    }
 
     // No route yet for the traffic p0's generator sends: dropped. Then
     // the kernel gets one, and Sluice forwards it to p1.

@@ -177,11 +177,15 @@ pub fn apply(args: &[String], cur: &Config, edits: &Edits) -> Result<(Config, Ed
 /// forwarding and see the change from their next poll round. `None` when
 /// the change is not one it can make in place (neighbours; deleting a
 /// static route that hid a route-file route, which must come back): then
-/// it is installed as a reload installs.
+/// it is installed as a reload installs. A prefix the kernel's table routes
+/// (`kernel`: the netlink mirror has it) keeps the kernel's route, as it
+/// does over the file's static routes: the change is recorded, and takes
+/// effect if the kernel withdraws its route.
 pub fn route_in_place(
     args: &[String],
     new: &Config,
     fib: Option<&mut pipeline::fib::FibWriter>,
+    kernel: impl Fn(IpAddr, u8) -> bool,
 ) -> Option<Result<String, String>> {
     let fib = fib?;
     let words: Vec<&str> = args.iter().map(String::as_str).collect();
@@ -190,6 +194,12 @@ pub fn route_in_place(
         _ => return None,
     };
     let (addr, len) = pipeline::prefix::parse(prefix)?;
+    if kernel(addr, len) {
+        return Some(Ok(format!(
+            "{}: recorded; the kernel's route to {prefix} (netlink) stays in the FIB and takes precedence while it lasts\n",
+            args.join(" ")
+        )));
+    }
     let done = if verb == "add" {
         let r = new
             .router
