@@ -590,11 +590,13 @@ where
                     live.replace(r, edits, &mut retired, &mut mirrored)
                 });
                 match (b.reply, outcome) {
-                    (Some(reply), Ok(s)) => {
-                        let _ = reply.send(crate::ctl::Response::ok(s.clone(), serde_json::json!({ key: s.trim_end() })));
-                    }
-                    (Some(reply), Err(e)) => {
-                        let _ = reply.send(crate::ctl::Response::error(e));
+                    (Some((reply, args, who)), outcome) => {
+                        let resp = match outcome {
+                            Ok(s) => crate::ctl::Response::ok(s.clone(), serde_json::json!({ key: s.trim_end() })),
+                            Err(e) => crate::ctl::Response::error(e),
+                        };
+                        eprintln!("{}", crate::ctl::log_line(&who, &args, &resp));
+                        let _ = reply.send(resp);
                     }
                     (None, Ok(s)) => eprint!("SIGHUP: {s}"),
                     (None, Err(e)) => eprintln!("SIGHUP: reload refused: {e}"),
@@ -621,7 +623,7 @@ where
                             Some(crate::ctl::Response::error(BUILDING))
                         } else {
                             // Answered when the build is installed.
-                            building = Some(start_reload(&live.cfg, Some(cmd.reply.clone())));
+                            building = Some(start_reload(&live.cfg, Some((cmd.reply.clone(), cmd.args.clone(), cmd.who.clone()))));
                             None
                         }
                     } else if matches!(cmd.args.first().map(String::as_str), Some("route" | "neighbor" | "neighbour")) {
@@ -648,7 +650,7 @@ where
                                         let (old, what) = (live.cfg.clone(), cmd.args.join(" "));
                                         building = Some(start_build(
                                             move || crate::reload::prepare_edit(new, &old, &what),
-                                            Some(cmd.reply.clone()),
+                                            Some((cmd.reply.clone(), cmd.args.clone(), cmd.who.clone())),
                                             Some(e),
                                         ));
                                         None
@@ -679,6 +681,9 @@ where
                         Some(resp)
                     };
                     if let Some(resp) = resp {
+                        if crate::ctl::changes(&cmd.args) {
+                            eprintln!("{}", crate::ctl::log_line(&cmd.who, &cmd.args, &resp));
+                        }
                         let _ = cmd.reply.send(resp);
                     }
                 }
@@ -817,9 +822,14 @@ impl Live {
 struct Building {
     /// The build's outcome.
     done: crossbeam_channel::Receiver<Result<crate::reload::Prepared, String>>,
-    /// Where the answer goes (`sluice ctl`); `None` for SIGHUP, whose
-    /// outcome goes to the log.
-    reply: Option<crossbeam_channel::Sender<crate::ctl::Response>>,
+    /// Where the answer goes (`sluice ctl`), with the command and who
+    /// asked (for the log); `None` for SIGHUP, whose outcome goes to the
+    /// log.
+    reply: Option<(
+        crossbeam_channel::Sender<crate::ctl::Response>,
+        Vec<String>,
+        String,
+    )>,
     /// For an edit, the edits made since the file was loaded, this one
     /// included; `None` for a reload, which starts them afresh.
     edits: Option<crate::ctl::edit::Edits>,
@@ -835,7 +845,11 @@ const BUILDING: &str =
 /// the returned `Building`.
 fn start_build(
     build: impl FnOnce() -> Result<crate::reload::Prepared, String> + Send + 'static,
-    reply: Option<crossbeam_channel::Sender<crate::ctl::Response>>,
+    reply: Option<(
+        crossbeam_channel::Sender<crate::ctl::Response>,
+        Vec<String>,
+        String,
+    )>,
     edits: Option<crate::ctl::edit::Edits>,
 ) -> Building {
     let (tx, done) = crossbeam_channel::bounded(1);
@@ -856,7 +870,11 @@ fn start_build(
 /// [`start_build`]).
 fn start_reload(
     current: &Config,
-    reply: Option<crossbeam_channel::Sender<crate::ctl::Response>>,
+    reply: Option<(
+        crossbeam_channel::Sender<crate::ctl::Response>,
+        Vec<String>,
+        String,
+    )>,
 ) -> Building {
     let old = current.clone();
     start_build(

@@ -8,7 +8,7 @@ mod common;
 
 use common::{ctl, Killed};
 use std::io::{BufRead, BufReader, Read, Write};
-use std::os::unix::fs::PermissionsExt;
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -505,11 +505,35 @@ fn a_switched_policy_lasts_until_a_reload_puts_the_files_back() {
     policy_becomes("adaptive");
     assert!(ok(&sock, &["reload"]).contains("1 poll policies switched"));
     policy_becomes("busy");
+    // Refused changes are logged too.
+    assert!(!ctl(&sock, &["set", "poll", "1", "bogus"]).status.success());
 
     Command::new("kill")
         .args(["-TERM", &run.0.id().to_string()])
         .status()
         .unwrap();
+    let mut log = String::new();
+    run.0
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut log)
+        .unwrap();
     assert!(run.0.wait().unwrap().success());
+    // Every change, with who made it and how it went; no lookups.
+    let uid = std::fs::metadata("/proc/self").unwrap().uid();
+    let changes: Vec<&str> = log.lines().filter(|l| l.starts_with("ctl (")).collect();
+    let who = format!("uid {uid}): ");
+    assert_eq!(changes.len(), 5, "{log}");
+    for (line, what) in changes.iter().zip([
+        "set poll 1 adaptive: core 1: switching to adaptive",
+        "neighbor add 198.19.0.9 02:00:00:00:00:09 port p1: installed: ",
+        "route add 192.0.2.0/24 via 198.19.0.2: installed in place (",
+        "reload: reloaded",
+        "set poll 1 bogus: refused: `bogus` is not a poll policy",
+    ]) {
+        assert!(line.starts_with("ctl (pid "), "{line}");
+        assert!(line.contains(&format!("{who}{what}")), "{line}\n{log}");
+    }
     std::fs::remove_dir_all(&dir).unwrap();
 }

@@ -161,6 +161,28 @@ pub fn set_rcvbuf(fd: RawFd, bytes: usize) -> io::Result<usize> {
     Err(io::Error::last_os_error())
 }
 
+/// The process and user at the other end of connected Unix socket `fd`
+/// (`SO_PEERCRED`: as they were when it connected), or `None`.
+pub fn peer_cred(fd: RawFd) -> Option<(i32, u32)> {
+    let mut c = libc::ucred {
+        pid: 0,
+        uid: 0,
+        gid: 0,
+    };
+    let mut l = std::mem::size_of::<libc::ucred>() as libc::socklen_t;
+    // SAFETY: room for one `ucred`, its size passed.
+    let r = unsafe {
+        libc::getsockopt(
+            fd,
+            libc::SOL_SOCKET,
+            libc::SO_PEERCRED,
+            std::ptr::from_mut(&mut c).cast(),
+            &mut l,
+        )
+    };
+    (r == 0 && l as usize == std::mem::size_of::<libc::ucred>()).then_some((c.pid, c.uid))
+}
+
 /// An epoll set: a worker blocks on the interrupt lines of all its queues
 /// at once (NAPI's wait).
 #[derive(Debug)]

@@ -111,6 +111,44 @@ pub struct Command {
     pub args: Vec<String>,
     /// The answer's way back.
     pub reply: Sender<Response>,
+    /// Who asked: `pid P uid U` of the client process (`SO_PEERCRED`),
+    /// for the log of changes.
+    pub who: String,
+}
+
+/// Whether `args` changes the running appliance (and is logged): route,
+/// neighbour and policy changes, reloads, captures, generators, cleared
+/// counters. `show`, `stats`, `top` and `help` are not.
+pub fn changes(args: &[String]) -> bool {
+    !matches!(
+        args.first().map(String::as_str),
+        None | Some("show" | "stats" | "top" | "help")
+    ) && !matches!(
+        args.get(..2),
+        Some([a, b]) if a == "capture" && b == "status"
+    )
+}
+
+/// The log line for `args` from `who`, answered `r`.
+pub fn log_line(who: &str, args: &[String], r: &Response) -> String {
+    let outcome = if r.ok {
+        r.text.trim_end().replace('\n', "; ")
+    } else {
+        format!(
+            "refused: {}",
+            r.error
+                .as_deref()
+                .unwrap_or("")
+                .trim_end()
+                .replace('\n', "; ")
+        )
+    };
+    let cmd = args.join(" ");
+    // Answers that name their command already do not repeat it.
+    let outcome = outcome
+        .strip_prefix(&format!("{cmd}: "))
+        .unwrap_or(&outcome);
+    format!("ctl ({who}): {cmd}: {outcome}")
 }
 
 /// The running control socket; removed when dropped.
@@ -254,9 +292,14 @@ fn handle(conn: &UnixStream, commands: &Sender<Command>) {
             Ok(req) => {
                 let (tx, rx) = crossbeam_channel::bounded(1);
                 let within = answer_within(&req.args);
+                let who = match pmd::sys::peer_cred(std::os::fd::AsRawFd::as_raw_fd(conn)) {
+                    Some((pid, uid)) => format!("pid {pid} uid {uid}"),
+                    None => "an unknown client".into(),
+                };
                 let cmd = Command {
                     args: req.args,
                     reply: tx,
+                    who,
                 };
                 match commands.send_timeout(cmd, TIMEOUT) {
                     Err(_) => Response::error("the appliance is not answering (busy or stopping)"),
