@@ -297,6 +297,12 @@ pub(super) fn check(
         });
         s.names.push(a.name.to_string());
     }
+    // Where each prefix's route is in `s.routes` (a config or its edits
+    // may have thousands: no scan per route).
+    let mut at = std::collections::HashMap::<(IpAddr, u8), usize>::new();
+    for (i, x) in s.routes.iter().enumerate() {
+        at.entry((mask_ip(x.addr, x.len), x.len)).or_insert(i);
+    }
     for (ri, r) in routes.iter().enumerate() {
         let k = |f: &str| format!("route[{ri}].{f}");
         let Some((addr, len)) = prefix::parse(r.prefix.get_ref()) else {
@@ -428,11 +434,7 @@ pub(super) fn check(
         // via A nexthop via B` makes one.
         let masked = mask_ip(addr, len);
         let hop = NextHop { port, via };
-        if let Some(prev) = s
-            .routes
-            .iter_mut()
-            .find(|x| x.len == len && mask_ip(x.addr, x.len) == masked)
-        {
+        if let Some(prev) = at.get(&(masked, len)).map(|&i| &mut s.routes[i]) {
             if prev.paths.contains(&hop) {
                 cx.warn(
                     &r.prefix,
@@ -459,6 +461,7 @@ pub(super) fn check(
             }
             continue;
         }
+        at.insert((masked, len), s.routes.len());
         s.routes.push(Route {
             addr,
             len,

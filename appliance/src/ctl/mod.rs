@@ -240,10 +240,21 @@ fn serve(listener: &UnixListener, commands: &Sender<Command>, stop: &AtomicBool)
         let conn = match listener.accept() {
             Ok((c, _)) => c,
             Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
-                std::thread::sleep(Duration::from_millis(20));
+                // Until a client connects (accepted at once: a fixed nap
+                // here cost every command up to 20 ms), or a while passes
+                // to look at `stop`.
+                pmd::sys::wait_readable(
+                    std::os::fd::AsRawFd::as_raw_fd(listener),
+                    Some(Duration::from_millis(50)),
+                );
                 continue;
             }
-            Err(_) => continue,
+            Err(_) => {
+                // Out of descriptors, say: the listener stays readable,
+                // so no retry at full speed.
+                std::thread::sleep(Duration::from_millis(10));
+                continue;
+            }
         };
         let _ = conn.set_nonblocking(false);
         if busy.load(Ordering::Acquire) >= MAX_CLIENTS {
