@@ -590,13 +590,13 @@ where
                     live.replace(r, edits, &mut retired, &mut mirrored)
                 });
                 match (b.reply, outcome) {
-                    (Some((reply, args, who)), outcome) => {
+                    (Some(a), outcome) => {
                         let resp = match outcome {
                             Ok(s) => crate::ctl::Response::ok(s.clone(), serde_json::json!({ key: s.trim_end() })),
                             Err(e) => crate::ctl::Response::error(e),
                         };
-                        eprintln!("{}", crate::ctl::log_line(&who, &args, &resp));
-                        let _ = reply.send(resp);
+                        eprintln!("{}", crate::ctl::log_line(&a.who, &a.args, &resp));
+                        let _ = a.reply.send(resp);
                     }
                     (None, Ok(s)) => eprint!("SIGHUP: {s}"),
                     (None, Err(e)) => eprintln!("SIGHUP: reload refused: {e}"),
@@ -623,7 +623,7 @@ where
                             Some(crate::ctl::Response::error(BUILDING))
                         } else {
                             // Answered when the build is installed.
-                            building = Some(start_reload(&live.cfg, Some((cmd.reply.clone(), cmd.args.clone(), cmd.who.clone()))));
+                            building = Some(start_reload(&live.cfg, Some(Asker::of(&cmd))));
                             None
                         }
                     } else if matches!(cmd.args.first().map(String::as_str), Some("route" | "neighbor" | "neighbour")) {
@@ -650,7 +650,7 @@ where
                                         let (old, what) = (live.cfg.clone(), cmd.args.join(" "));
                                         building = Some(start_build(
                                             move || crate::reload::prepare_edit(new, &old, &what),
-                                            Some((cmd.reply.clone(), cmd.args.clone(), cmd.who.clone())),
+                                            Some(Asker::of(&cmd)),
                                             Some(e),
                                         ));
                                         None
@@ -822,17 +822,30 @@ impl Live {
 struct Building {
     /// The build's outcome.
     done: crossbeam_channel::Receiver<Result<crate::reload::Prepared, String>>,
-    /// Where the answer goes (`sluice ctl`), with the command and who
-    /// asked (for the log); `None` for SIGHUP, whose outcome goes to the
-    /// log.
-    reply: Option<(
-        crossbeam_channel::Sender<crate::ctl::Response>,
-        Vec<String>,
-        String,
-    )>,
+    /// Who asked (`sluice ctl`); `None` for SIGHUP, whose outcome goes to
+    /// the log.
+    reply: Option<Asker>,
     /// For an edit, the edits made since the file was loaded, this one
     /// included; `None` for a reload, which starts them afresh.
     edits: Option<crate::ctl::edit::Edits>,
+}
+
+/// A `sluice ctl` command answered when its build is done: where the
+/// answer goes, the command and who asked (for the log).
+struct Asker {
+    reply: crossbeam_channel::Sender<crate::ctl::Response>,
+    args: Vec<String>,
+    who: String,
+}
+
+impl Asker {
+    fn of(cmd: &crate::ctl::Command) -> Asker {
+        Asker {
+            reply: cmd.reply.clone(),
+            args: cmd.args.clone(),
+            who: cmd.who.clone(),
+        }
+    }
 }
 
 /// Why a command that would change the tables is refused while others
@@ -845,11 +858,7 @@ const BUILDING: &str =
 /// the returned `Building`.
 fn start_build(
     build: impl FnOnce() -> Result<crate::reload::Prepared, String> + Send + 'static,
-    reply: Option<(
-        crossbeam_channel::Sender<crate::ctl::Response>,
-        Vec<String>,
-        String,
-    )>,
+    reply: Option<Asker>,
     edits: Option<crate::ctl::edit::Edits>,
 ) -> Building {
     let (tx, done) = crossbeam_channel::bounded(1);
@@ -868,14 +877,7 @@ fn start_build(
 
 /// Reads and builds the config file `current` came from again (see
 /// [`start_build`]).
-fn start_reload(
-    current: &Config,
-    reply: Option<(
-        crossbeam_channel::Sender<crate::ctl::Response>,
-        Vec<String>,
-        String,
-    )>,
-) -> Building {
+fn start_reload(current: &Config, reply: Option<Asker>) -> Building {
     let old = current.clone();
     start_build(
         move || crate::reload::prepare(std::path::Path::new(&old.source), &old),

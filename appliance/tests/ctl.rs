@@ -328,10 +328,7 @@ fn an_operator_drives_every_command() {
     }
 
     // Stopped, it removes its socket.
-    Command::new("kill")
-        .args(["-TERM", &run.0.id().to_string()])
-        .status()
-        .unwrap();
+    common::signal(&run, "-TERM");
     let status = run.0.wait().unwrap();
     let mut err = String::new();
     run.0
@@ -454,10 +451,7 @@ fn a_deleted_route_or_neighbor_stays_deleted_when_added_anew() {
     assert!(n.contains("198.19.0.2 02:5e:00:00:00:01 port p1"), "{n}");
     assert!(!n.contains("198.19.0.7"), "{n}");
 
-    Command::new("kill")
-        .args(["-TERM", &run.0.id().to_string()])
-        .status()
-        .unwrap();
+    common::signal(&run, "-TERM");
     assert!(run.0.wait().unwrap().success());
     std::fs::remove_dir_all(&dir).unwrap();
 }
@@ -508,10 +502,7 @@ fn a_switched_policy_lasts_until_a_reload_puts_the_files_back() {
     // Refused changes are logged too.
     assert!(!ctl(&sock, &["set", "poll", "1", "bogus"]).status.success());
 
-    Command::new("kill")
-        .args(["-TERM", &run.0.id().to_string()])
-        .status()
-        .unwrap();
+    common::signal(&run, "-TERM");
     let mut log = String::new();
     run.0
         .stderr

@@ -24,6 +24,19 @@ fn ctl(sock: &Path, args: &[&str]) -> (bool, String, String) {
     )
 }
 
+/// `sluice run CFG`, its reports discarded, its stderr to `stderr`.
+fn run_quiet(cfg: &Path, stderr: Stdio) -> Killed {
+    Killed(
+        Command::new(env!("CARGO_BIN_EXE_sluice"))
+            .arg("run")
+            .arg(cfg)
+            .stdout(Stdio::null())
+            .stderr(stderr)
+            .spawn()
+            .unwrap(),
+    )
+}
+
 fn rules(sock: &Path) -> usize {
     let (ok, out, err) = ctl(sock, &["--json", "show", "rules"]);
     assert!(ok, "{err}");
@@ -36,18 +49,9 @@ fn a_hundred_reloads_under_traffic_lose_nothing() {
     let dir = std::env::temp_dir().join(format!("sluice-reload-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
-    let shipped = std::fs::read_to_string(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../configs/gateway.toml"
-    ))
-    .unwrap();
     // The shipped gateway at a quarter of its LAN rate, until stopped,
     // with a control socket.
-    let a = shipped
-        .replacen("duration = 10", "duration = 0", 1)
-        .replacen("rate = 200000", "rate = 50000", 1)
-        + "\n[management]\nsocket = \"ctl.sock\"\n";
-    assert!(a.contains("duration = 0") && a.contains("rate = 50000"));
+    let a = common::shipped_gateway(50_000) + "\n[management]\nsocket = \"ctl.sock\"\n";
     // The other rule set: one more rule (for traffic that never comes).
     let b = a.clone()
         + "\n[[firewall.rule]]\naction = \"drop\"\nproto = \"udp\"\ndport = 7\nin = \"wan\"\ncounter = true\n";
@@ -121,10 +125,7 @@ fn a_hundred_reloads_under_traffic_lose_nothing() {
 
     // SIGHUP reloads too (the result goes to stderr).
     std::fs::write(&cfg, &b).unwrap();
-    Command::new("kill")
-        .args(["-HUP", &run.0.id().to_string()])
-        .status()
-        .unwrap();
+    common::signal(&run, "-HUP");
     let deadline = Instant::now() + Duration::from_secs(10);
     while rules(&sock) != n_a + 1 {
         assert!(Instant::now() < deadline, "SIGHUP did not reload");
@@ -132,10 +133,7 @@ fn a_hundred_reloads_under_traffic_lose_nothing() {
     }
     std::thread::sleep(Duration::from_millis(500));
 
-    Command::new("kill")
-        .args(["-TERM", &run.0.id().to_string()])
-        .status()
-        .unwrap();
+    common::signal(&run, "-TERM");
     let status = run.0.wait().unwrap();
     let err = err_reader.join().unwrap();
     assert!(status.success(), "{status}: {err}");
@@ -212,28 +210,13 @@ impl BigTable {
             })
             .collect();
         std::fs::write(dir.join("routes.txt"), routes).unwrap();
-        let shipped = std::fs::read_to_string(concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/../configs/gateway.toml"
-        ))
-        .unwrap();
-        let cfg_text = shipped
-            .replacen("duration = 10", "duration = 0", 1)
-            .replacen("rate = 200000", "rate = 10000", 1)
+        let cfg_text = common::shipped_gateway(10_000)
             + "\n[router]\nroute_file = \"routes.txt\"\nroute_file_via = [\"198.19.0.2\"]\n"
             + "\n[management]\nsocket = \"ctl.sock\"\n";
         let cfg = dir.join("gw.toml");
         std::fs::write(&cfg, &cfg_text).unwrap();
         let sock = dir.join("ctl.sock");
-        let mut run = Killed(
-            Command::new(env!("CARGO_BIN_EXE_sluice"))
-                .arg("run")
-                .arg(&cfg)
-                .stdout(Stdio::null())
-                .stderr(Stdio::piped())
-                .spawn()
-                .unwrap(),
-        );
+        let mut run = run_quiet(&cfg, Stdio::piped());
         let log = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
         let mut err = run.0.stderr.take().unwrap();
         let sink = log.clone();
@@ -276,10 +259,7 @@ impl BigTable {
 
     /// SIGTERM; the run must end cleanly.
     fn stop(mut self) {
-        Command::new("kill")
-            .args(["-TERM", &self.run.0.id().to_string()])
-            .status()
-            .unwrap();
+        common::signal(&self.run, "-TERM");
         let status = self.run.0.wait().unwrap();
         self.reader.join().unwrap();
         assert!(status.success(), "{status}: {}", self.log.lock().unwrap());
@@ -305,10 +285,7 @@ fn routes_after(text: &str, after: &str) -> usize {
 fn the_management_thread_answers_while_a_reload_builds() {
     let b = BigTable::start("reload-big");
     let installed = || b.log().contains("SIGHUP: reloaded");
-    Command::new("kill")
-        .args(["-HUP", &b.run.0.id().to_string()])
-        .status()
-        .unwrap();
+    common::signal(&b.run, "-HUP");
     std::thread::sleep(Duration::from_millis(50));
     let (ok, out, e) = ctl(&b.sock, &["stats"]);
     assert!(ok && out.contains("p0"), "{e}");
@@ -410,20 +387,11 @@ fn edits_keep_the_route_and_rule_files_as_they_were_read() {
     let cb = "@91.89.244.16/29\t245.66.202.32/28\t88 : 88\t69 : 69\t0x11/0xFF\t0x0000/0x0000\t\n\
                  @223.251.126.96/28\t96.205.89.192/29\t123 : 123\t53 : 53\t0x11/0xFF\t0x0000/0x0000\t\n";
     std::fs::write(dir.join("rules.cb"), cb).unwrap();
-    let shipped = std::fs::read_to_string(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../configs/gateway.toml"
-    ))
-    .unwrap();
-    let text = shipped
-        .replacen("duration = 10", "duration = 0", 1)
-        .replacen("rate = 200000", "rate = 10000", 1)
-        .replacen(
-            "[firewall]\n",
-            "[firewall]\nclassbench_file = \"rules.cb\"\nclassbench_action = \"accept\"\n",
-            1,
-        )
-        + "\n[router]\nroute_file = \"routes.txt\"\nroute_file_via = [\"198.19.0.2\"]\n"
+    let text = common::shipped_gateway(10_000).replacen(
+        "[firewall]\n",
+        "[firewall]\nclassbench_file = \"rules.cb\"\nclassbench_action = \"accept\"\n",
+        1,
+    ) + "\n[router]\nroute_file = \"routes.txt\"\nroute_file_via = [\"198.19.0.2\"]\n"
         + &format!(
             "\n[management]\nsocket = \"ctl.sock\"\nmetrics = \"127.0.0.1:{}\"\n",
             common::free_port()
@@ -438,15 +406,7 @@ fn edits_keep_the_route_and_rule_files_as_they_were_read() {
     let cfg = dir.join("gw.toml");
     std::fs::write(&cfg, &text).unwrap();
     let sock = dir.join("ctl.sock");
-    let mut run = Killed(
-        Command::new(env!("CARGO_BIN_EXE_sluice"))
-            .arg("run")
-            .arg(&cfg)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap(),
-    );
+    let mut run = run_quiet(&cfg, Stdio::null());
     common::wait_for(&sock);
     let via = |addr: &str| {
         let (ok, out, e) = ctl(&sock, &["--json", "show", "routes", addr]);
@@ -517,10 +477,7 @@ fn edits_keep_the_route_and_rule_files_as_they_were_read() {
     assert_eq!((ok2, s2, f2), (1.0, 1.0, 1.0));
     assert!(t2 >= t0, "{t2} < {t0}");
 
-    Command::new("kill")
-        .args(["-TERM", &run.0.id().to_string()])
-        .status()
-        .unwrap();
+    common::signal(&run, "-TERM");
     assert!(run.0.wait().unwrap().success());
     std::fs::remove_dir_all(&dir).unwrap();
 }

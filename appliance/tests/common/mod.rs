@@ -420,3 +420,27 @@ pub fn free_port() -> u16 {
         .unwrap()
         .port()
 }
+
+/// Sends signal `sig` (`"-TERM"`, `"-HUP"`) to `child` with kill(1).
+pub fn signal(child: &Killed, sig: &str) {
+    assert!(Command::new("kill")
+        .args([sig, &child.0.id().to_string()])
+        .status()
+        .unwrap()
+        .success());
+}
+
+/// The shipped gateway (`configs/gateway.toml`), running until stopped,
+/// its LAN generator at `rate` packets per second.
+pub fn shipped_gateway(rate: u32) -> String {
+    let shipped = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../configs/gateway.toml"
+    ))
+    .unwrap();
+    let text = shipped
+        .replacen("duration = 10", "duration = 0", 1)
+        .replacen("rate = 200000", &format!("rate = {rate}"), 1);
+    assert!(text.contains("duration = 0") && text.contains(&format!("rate = {rate}")));
+    text
+}
