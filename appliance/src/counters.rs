@@ -105,6 +105,9 @@ pub struct WorkerCounters {
     pub probe: std::sync::Arc<pmd::probe::ProbeCounters>,
     /// 1 while its generator is sending (`sluice ctl gen`).
     pub gen_running: Counter,
+    /// The sequence number of the last `sluice ctl gen` command it
+    /// applied (the command is answered once every generator has).
+    pub gen_applied: Counter,
 }
 
 impl WorkerCounters {
@@ -125,6 +128,7 @@ impl WorkerCounters {
             gauge_names,
             probe: Default::default(),
             gen_running: Counter::default(),
+            gen_applied: Counter::default(),
         }
     }
 }

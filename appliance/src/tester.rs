@@ -43,6 +43,9 @@ pub struct GenCommand {
     pub size: Option<GenSize>,
     /// Stop by itself after this long (a trial); `None`: until told.
     pub duration: Option<Duration>,
+    /// Its number, which the worker publishes once applied
+    /// (`WorkerCounters::gen_applied`); 0 when no one waits for it.
+    pub seq: u64,
 }
 
 /// One port's generator in a worker.
@@ -256,6 +259,7 @@ mod tests {
                 rate: Rate::Pps(1_000_000.0),
                 size: Some(GenSize::One(256)),
                 duration: Some(Duration::from_micros(100)),
+                seq: 0,
             },
             10_000,
         );

@@ -142,6 +142,10 @@ fn tester_paces_counts_and_finds_a_kernel_routers_ndr() {
         &sock,
         &["gen", "start", "10000", "size", "128", "duration", "0.5"],
     );
+    // Answered once the generator has taken it (at the worker's next
+    // tick): running from then on.
+    let s = ctl_json(&sock, &["stats"]);
+    assert_eq!(s["cores"][0]["tester"]["running"], true, "{s}");
     let s = after_trial(&sock);
     let text = s.to_string();
     let tester = &s["cores"][0]["tester"];

@@ -116,6 +116,7 @@ pub fn run(args: &[String], cx: &mut Context<'_>) -> Response {
                 rate: pmd::softnic::Rate::Pps(0.0),
                 size: None,
                 duration: None,
+                seq: 0,
             },
         ),
         ["gen", "start", rate, rest @ ..] => match gen_command(rate, rest) {
@@ -144,6 +145,7 @@ fn gen_command(rate: &str, rest: &[&str]) -> Result<crate::tester::GenCommand, S
         rate,
         size: None,
         duration: None,
+        seq: 0,
     };
     let mut it = rest.iter();
     while let Some(k) = it.next() {
@@ -192,15 +194,39 @@ fn gen(cx: &mut Context<'_>, c: crate::tester::GenCommand) -> Response {
             ));
         }
     }
-    let mut n = 0;
-    for tx in cx.gens.iter().flatten() {
-        if tx.try_send(c).is_ok() {
-            n += 1;
+    // Numbered, so that the answer can wait until every generator has
+    // taken it (at its next tick): once `gen start` is answered, `stats`
+    // shows the generators running.
+    static SEQ: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let c = crate::tester::GenCommand {
+        seq: SEQ.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1,
+        ..c
+    };
+    let mut sent = Vec::new();
+    for (i, tx) in cx.gens.iter().enumerate() {
+        if tx.as_ref().is_some_and(|tx| tx.try_send(c).is_ok()) {
+            sent.push(i);
         }
     }
+    let n = sent.len();
     if n == 0 {
         return Response::error("no worker generates (mode txonly or flowgen)".to_string());
     }
+    let deadline = std::time::Instant::now() + std::time::Duration::from_millis(500);
+    let taken = |i: &usize| {
+        cx.tel
+            .workers
+            .get(*i)
+            .is_none_or(|w| w.counters.gen_applied.get() >= c.seq)
+    };
+    while !sent.iter().all(taken) && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_micros(200));
+    }
+    let late: Vec<String> = sent
+        .iter()
+        .filter(|i| !taken(i))
+        .filter_map(|&i| cx.tel.workers.get(i).map(|w| w.core.to_string()))
+        .collect();
     let starting = c.rate != pmd::softnic::Rate::Pps(0.0);
     if starting {
         cx.tel.restart_probes();
@@ -217,9 +243,14 @@ fn gen(cx: &mut Context<'_>, c: crate::tester::GenCommand) -> Response {
         .filter(|w| w.gen.is_some())
         .map(|w| w.tx.len())
         .sum();
+    let note = if late.is_empty() {
+        String::new()
+    } else {
+        format!(" (not yet taken by core {})", late.join(", "))
+    };
     Response::ok(
-        format!("{n} generating worker(s), {ports} port(s): {what}\n"),
-        json!({ "workers": n, "ports": ports, "running": starting }),
+        format!("{n} generating worker(s), {ports} port(s): {what}{note}\n"),
+        json!({ "workers": n, "ports": ports, "running": starting, "late": late }),
     )
 }
 

@@ -375,17 +375,23 @@ impl<B: PacketBuf, R: RxQueue<Buf = B>, T: TxQueue<Buf = B>, F: ForwardMode>
         if let Some((limit, reply)) = self.dumps.as_ref().and_then(|d| d.try_recv().ok()) {
             let _ = reply.try_send(self.fwd.dump(limit));
         }
+        let mut applied = None;
         if let Some(rx) = &self.gen_ctl {
             while let Ok(cmd) = rx.try_recv() {
                 for g in &mut self.gens {
                     g.apply(&cmd, now);
                 }
+                applied = Some(cmd.seq);
             }
         }
         if !self.gens.is_empty() {
             self.c
                 .gen_running
                 .set(u64::from(self.gens.iter().any(|g| g.running())));
+        }
+        // After `gen_running`: a command is answered once this shows it.
+        if let Some(seq) = applied {
+            self.c.gen_applied.set(seq);
         }
         if let Some(p) = &mut self.probe {
             p.hist.publish();
