@@ -745,10 +745,32 @@ impl ConnTrack {
         self.nat_flows
     }
 
-    /// The live flows, in slot order (control path: `sluice ctl show
-    /// conntrack`).
+    /// The live flows, in slot order.
     pub fn flows(&self) -> impl Iterator<Item = &Flow> {
         self.slots.iter().filter(|f| f.live)
+    }
+
+    /// Copies into `out` the live flows of at most `scan` slots from slot
+    /// `from`, until `out` holds `max`; returns the slot to go on from, or
+    /// `None` past the last (control path, `sluice ctl show conntrack`: a
+    /// worker answers a page per tick, its work bounded by `scan`).
+    pub fn copy_flows(
+        &self,
+        from: usize,
+        scan: usize,
+        max: usize,
+        out: &mut Vec<Flow>,
+    ) -> Option<usize> {
+        let end = from.saturating_add(scan).min(self.slots.len());
+        for i in from..end {
+            if out.len() >= max {
+                return Some(i);
+            }
+            if self.slots[i].live {
+                out.push(self.slots[i]);
+            }
+        }
+        (end < self.slots.len()).then_some(end)
     }
 
     /// True when empty.
@@ -1161,6 +1183,33 @@ mod tests {
         );
         assert_eq!(t.event(Event::Created), 1);
         assert_eq!(t.len(), 1, "one entry for both directions");
+    }
+
+    /// A dump in pages of bounded work lists every live flow once, in
+    /// slot order, each page at most `max` flows.
+    #[test]
+    fn flows_are_copied_in_pages_of_bounded_work() {
+        let mut t = ConnTrack::new(300, Timeouts::default());
+        for p in 0..200u16 {
+            assert_eq!(t.track(0, &k(C, 1000 + p, SV, 53, 17, 0)), Conn::New);
+        }
+        let all: Vec<Tuple> = t.flows().map(|f| f.orig).collect();
+        assert_eq!(all.len(), 200);
+        for (scan, max) in [(7, 5), (64, 1000), (1, 1), (1 << 20, 33)] {
+            let (mut got, mut from, mut pages) = (Vec::new(), Some(0), 0);
+            while let Some(f) = from {
+                let mut page = Vec::new();
+                from = t.copy_flows(f, scan, max, &mut page);
+                assert!(page.len() <= max && page.len() <= scan, "{scan} {max}");
+                if let Some(n) = from {
+                    assert!(n > f && n - f <= scan, "{f} -> {n}");
+                }
+                got.extend(page.iter().map(|f| f.orig));
+                pages += 1;
+            }
+            assert_eq!(got, all, "scan {scan} max {max}");
+            assert!(pages >= t.slots.len().div_ceil(scan), "{pages}");
+        }
     }
 
     #[test]

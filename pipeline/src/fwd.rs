@@ -150,10 +150,16 @@ pub trait ForwardMode: Clone + Send + 'static {
         &[]
     }
 
-    /// Up to `limit` lines describing the mode's state (its tracked flows),
-    /// on request from the control path (never per packet).
-    fn dump(&self, _limit: usize) -> Vec<String> {
-        Vec::new()
+    /// A page of the mode's tracked flows, on request from the control
+    /// path (never per packet): see [`crate::conntrack::ConnTrack::copy_flows`].
+    fn dump(
+        &self,
+        _from: usize,
+        _scan: usize,
+        _max: usize,
+        _out: &mut Vec<crate::conntrack::Flow>,
+    ) -> Option<usize> {
+        None
     }
 
     /// Takes new settings while running (a hot reload), between bursts:

@@ -1234,8 +1234,14 @@ impl<C: StageClock> ForwardMode for Gateway<C> {
         &self.gauges
     }
 
-    fn dump(&self, limit: usize) -> Vec<String> {
-        self.ct.flows().take(limit).map(|f| f.describe()).collect()
+    fn dump(
+        &self,
+        from: usize,
+        scan: usize,
+        max: usize,
+        out: &mut Vec<crate::conntrack::Flow>,
+    ) -> Option<usize> {
+        self.ct.copy_flows(from, scan, max, out)
     }
 
     fn reconfigure(&mut self, update: &dyn std::any::Any) -> bool {

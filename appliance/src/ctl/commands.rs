@@ -619,33 +619,51 @@ fn show_conntrack(cx: &mut Context<'_>, limit: usize) -> Response {
     let cur = cx.tel.snapshot();
     let entries = gauge(cx, &cur, "conntrack_entries");
     let cap = gauge(cx, &cur, "conntrack_limit");
-    // Ask every worker at once; each answers at its next tick (10 ms).
-    let mut pending = Vec::new();
-    for (i, tx) in cx.dumps.iter().enumerate() {
-        let (rtx, rrx) = crossbeam_channel::bounded(1);
-        if tx.try_send((limit, rtx)).is_ok() {
-            pending.push((i, rrx));
-        }
-    }
+    // Each gateway worker in turn, a page a tick (its work per tick
+    // bounded: a whole table copied, let alone formatted, in one tick
+    // stalled it for a tenth of a second and its rings overflowed), until
+    // `limit` flows or the end of its table; formatted here. The whole
+    // command is bounded in time too.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
     let mut text = String::new();
     let mut data = Vec::new();
-    for (i, rx) in pending {
+    for (i, tx) in cx.dumps.iter().enumerate() {
         let Some(&(core, Some(n))) = entries.get(i) else {
             continue; // not a gateway worker
         };
-        let flows = rx
-            .recv_timeout(std::time::Duration::from_millis(500))
-            .unwrap_or_default();
+        let mut flows: Vec<String> = Vec::new();
+        let mut from = Some(0);
+        let mut cut = false;
+        while let Some(f) = from.filter(|_| flows.len() < limit) {
+            if std::time::Instant::now() >= deadline {
+                cut = true;
+                break;
+            }
+            let (rtx, rrx) = crossbeam_channel::bounded(1);
+            if tx.try_send((f, limit - flows.len(), rtx)).is_err() {
+                break;
+            }
+            let Ok((page, next)) = rrx.recv_timeout(std::time::Duration::from_millis(500)) else {
+                break;
+            };
+            flows.extend(page.iter().map(pipeline::conntrack::Flow::describe));
+            from = next;
+        }
         let limit_of = cap.get(i).and_then(|c| c.1).unwrap_or(0);
         let _ = writeln!(
             text,
-            "core {core}: {n} flows (limit {limit_of}), showing {}",
-            flows.len()
+            "core {core}: {n} flows (limit {limit_of}), showing {}{}",
+            flows.len(),
+            if cut {
+                " (the listing took too long; cut short)"
+            } else {
+                ""
+            }
         );
         for f in &flows {
             let _ = writeln!(text, "  {f}");
         }
-        data.push(json!({ "core": core, "entries": n, "limit": limit_of, "flows": flows }));
+        data.push(json!({ "core": core, "entries": n, "limit": limit_of, "flows": flows, "cut_short": cut }));
     }
     Response::ok(text, json!({ "workers": data }))
 }

@@ -55,9 +55,18 @@ pub struct TxSlot<T> {
     pub hist: HistWriter,
 }
 
-/// A request for up to this many lines of the forwarding stage's state,
-/// and where they go.
-pub type DumpRequest = (usize, crossbeam_channel::Sender<Vec<String>>);
+/// A request for a page of the forwarding stage's tracked flows: from
+/// which slot, at most how many, and where they go with the slot to ask
+/// from next (`None`: none left).
+pub type DumpRequest = (
+    usize,
+    usize,
+    crossbeam_channel::Sender<(Vec<pipeline::conntrack::Flow>, Option<usize>)>,
+);
+
+/// Conntrack slots a worker scans for one page of a dump, in one tick
+/// (2 MiB of flows: a fraction of a millisecond).
+pub const DUMP_SCAN: usize = 16 << 10;
 
 /// A packet handed from one worker to another, with its input port.
 pub type Handed<B> = (B, u16);
@@ -372,8 +381,11 @@ impl<B: PacketBuf, R: RxQueue<Buf = B>, T: TxQueue<Buf = B>, F: ForwardMode>
                 self.tap = t;
             }
         }
-        if let Some((limit, reply)) = self.dumps.as_ref().and_then(|d| d.try_recv().ok()) {
-            let _ = reply.try_send(self.fwd.dump(limit));
+        if let Some((from, max, reply)) = self.dumps.as_ref().and_then(|d| d.try_recv().ok()) {
+            // Copies, not text: the management thread formats them.
+            let mut page = Vec::with_capacity(max.min(DUMP_SCAN));
+            let next = self.fwd.dump(from, DUMP_SCAN, max, &mut page);
+            let _ = reply.try_send((page, next));
         }
         let mut applied = None;
         if let Some(rx) = &self.gen_ctl {
