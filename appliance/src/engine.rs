@@ -249,8 +249,9 @@ where
             counters: counters.clone(),
             probe_hist,
         });
-        let learned = (w.mode == FwdMode::L3fwd && l3_workers > 1)
-            .then(|| (setups.len(), learned_tx.clone()));
+        // Every routing worker reports what it learns: to the other
+        // workers, and to `show neighbors`.
+        let learned = (w.mode == FwdMode::L3fwd).then(|| (setups.len(), learned_tx.clone()));
         setups.push(WorkerSetup {
             learned,
             core: w.core,
@@ -480,6 +481,9 @@ where
     let mut capture: Option<crate::capture::Capture> = None;
     let mut retired = crate::reload::Retired::default();
     let mut reloads = crate::reload::Outcomes::new();
+    // Neighbours the workers learned from ARP/ND, as they reported them
+    // (for `show neighbors`).
+    let mut learned = crate::ctl::commands::Learned::default();
     // A reload or an edit being built on a thread of its own (reports,
     // scrapes and other commands go on meanwhile).
     let mut building: Option<Building> = None;
@@ -558,6 +562,7 @@ where
             recv(learned_rx) -> l => {
                 // A neighbour one routing worker learned: to the others.
                 if let Ok((from, l)) = l {
+                    learned.note(&l.0, live.cfg.router.neighbor_timeout);
                     for (i, tx) in update_tx.iter().enumerate() {
                         if i != from && cfg.workers[i].mode == FwdMode::L3fwd {
                             let _ = tx.send(Box::new(l.clone()));
@@ -671,6 +676,7 @@ where
                             dumps: &dump_tx,
                             gens: &gen_tx,
                             switched: None,
+                            learned: &learned,
                         };
                         let resp = crate::ctl::commands::run(&cmd.args, &mut cx);
                         // The running config keeps a switched policy: a

@@ -528,3 +528,77 @@ fn a_switched_policy_lasts_until_a_reload_puts_the_files_back() {
     }
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// `show neighbors` lists the neighbours the workers learned from ARP,
+/// with their port and age: here from an ARP request a host on p0's
+/// subnet sends for the router's address.
+#[test]
+fn show_neighbors_lists_what_the_workers_learned() {
+    let (dir, _) = setup_named("ctl-learned");
+    // ARP request: who has 198.18.0.1? tell 198.18.0.2 (02:00:00:00:00:aa).
+    let mac = [2, 0, 0, 0, 0, 0xaa];
+    let mut f = vec![0xff; 6];
+    f.extend_from_slice(&mac);
+    f.extend_from_slice(&[0x08, 0x06, 0, 1, 0x08, 0, 6, 4, 0, 1]);
+    f.extend_from_slice(&mac);
+    f.extend_from_slice(&[198, 18, 0, 2]);
+    f.extend_from_slice(&[0; 6]);
+    f.extend_from_slice(&[198, 18, 0, 1]);
+    f.resize(60, 0);
+    let arp = dir.join("arp.pcap");
+    common::write_pcap(&arp, &[f]);
+    let cfg = dir.join("learn.toml");
+    std::fs::write(
+        &cfg,
+        format!(
+            r#"
+[run]
+duration = 0
+
+[management]
+socket = "ctl.sock"
+
+[[port]]
+name = "p0"
+driver = "pcap"
+mac = "02:51:00:00:00:00"
+ipv4 = ["198.18.0.1/24"]
+[port.pcap]
+rx_file = "{}"
+
+[[port]]
+name = "p1"
+driver = "pcap"
+mac = "02:51:00:00:00:01"
+ipv4 = ["198.19.0.1/24"]
+
+[[worker]]
+core = 1
+mode = "l3fwd"
+rx = ["p0", "p1"]
+"#,
+            arp.display()
+        ),
+    )
+    .unwrap();
+    let sock = dir.join("ctl.sock");
+    let mut run = start(&cfg, &sock);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let learned = loop {
+        let n = json(&sock, &["show", "neighbors"]);
+        if n["learned"].as_array().is_some_and(|l| !l.is_empty()) {
+            break n;
+        }
+        assert!(Instant::now() < deadline, "nothing learned: {n}");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let l = &learned["learned"][0];
+    assert_eq!(l["ip"], "198.18.0.2", "{learned}");
+    assert_eq!(l["mac"], "02:00:00:00:00:aa", "{learned}");
+    assert_eq!(l["port"], "p0", "{learned}");
+    assert!(l["age_s"].as_f64().is_some_and(|a| a < 60.0), "{learned}");
+    assert!(ok(&sock, &["show", "neighbors"]).contains("198.18.0.2 02:00:00:00:00:aa port p0"));
+    common::signal(&run, "-TERM");
+    assert!(run.0.wait().unwrap().success());
+    std::fs::remove_dir_all(&dir).unwrap();
+}

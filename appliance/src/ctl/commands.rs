@@ -74,6 +74,67 @@ pub struct Context<'a> {
     /// Set by `set poll`: the worker (config order) and the policy it
     /// was sent, for the running config to keep.
     pub switched: Option<(usize, Policy)>,
+    /// Neighbours the workers learned.
+    pub learned: &'a Learned,
+}
+
+/// The neighbours the workers learned from ARP and ND, as they reported
+/// them to the management thread (which passes each on to the other
+/// workers): port, address, MAC and when last reported. A worker reports
+/// a neighbour when it learns it and each time it confirms it.
+#[derive(Debug, Default)]
+pub struct Learned(
+    std::collections::HashMap<
+        (u16, std::net::IpAddr),
+        (pipeline::wire::MacAddr, std::time::Instant),
+    >,
+);
+
+/// The most learned neighbours kept for `show neighbors`.
+const LEARNED_SHOWN: usize = 1 << 16;
+
+impl Learned {
+    /// Takes a worker's report; entries older than `timeout` (aged out in
+    /// the workers) make room when the table is full.
+    pub fn note(
+        &mut self,
+        l: &[(u16, std::net::IpAddr, pipeline::wire::MacAddr)],
+        timeout: std::time::Duration,
+    ) {
+        let now = std::time::Instant::now();
+        for &(p, a, m) in l {
+            if self.0.len() >= LEARNED_SHOWN && !self.0.contains_key(&(p, a)) {
+                self.0
+                    .retain(|_, (_, at)| now.duration_since(*at) <= timeout);
+                if self.0.len() >= LEARNED_SHOWN {
+                    continue;
+                }
+            }
+            self.0.insert((p, a), (m, now));
+        }
+    }
+
+    /// The entries reported within `timeout`, by port and address, with
+    /// their age.
+    fn fresh(
+        &self,
+        timeout: std::time::Duration,
+    ) -> Vec<(
+        u16,
+        std::net::IpAddr,
+        pipeline::wire::MacAddr,
+        std::time::Duration,
+    )> {
+        let now = std::time::Instant::now();
+        let mut v: Vec<_> = self
+            .0
+            .iter()
+            .map(|(&(p, a), &(m, at))| (p, a, m, now.duration_since(at)))
+            .filter(|e| e.3 <= timeout)
+            .collect();
+        v.sort_by_key(|e| (e.0, e.1));
+        v
+    }
 }
 
 /// Answers `args`.
@@ -488,14 +549,35 @@ fn describe_hop(h: &pipeline::router::NextHop, port_name: &dyn Fn(u16) -> String
 }
 
 fn show_neighbors(cx: &mut Context<'_>) -> Response {
-    let mut text = String::from(
-        "static neighbours (learned ones live in each worker and are not listed yet):\n",
-    );
+    let mut text = String::from("static neighbours:\n");
     let mut data = Vec::new();
-    for (p, ip, mac) in &cx.cfg.router.neighbors {
-        let port = &cx.cfg.ports[usize::from(*p)].name;
+    let rs = &cx.cfg.router;
+    // The router's interface names (ports, then VLAN sub-interfaces).
+    let iface = |p: u16| {
+        rs.names
+            .get(usize::from(p))
+            .map_or_else(|| p.to_string(), |n| n.clone())
+    };
+    for (p, ip, mac) in &rs.neighbors {
+        let port = iface(*p);
         let _ = writeln!(text, "  {ip} {mac} port {port}");
         data.push(json!({ "ip": ip.to_string(), "mac": mac.to_string(), "port": port }));
+    }
+    let timeout = rs.neighbor_timeout;
+    let _ = writeln!(
+        text,
+        "learned from ARP/ND (as the workers last reported them; they age out after {} s):",
+        timeout.as_secs()
+    );
+    let mut learned = Vec::new();
+    for (p, ip, mac, age) in cx.learned.fresh(timeout) {
+        let port = iface(p);
+        let _ = writeln!(
+            text,
+            "  {ip} {mac} port {port} ({:.0} s ago)",
+            age.as_secs_f64()
+        );
+        learned.push(json!({ "ip": ip.to_string(), "mac": mac.to_string(), "port": port, "age_s": age.as_secs_f64() }));
     }
     let mut kernel = Vec::new();
     if let Some((_, m)) = cx.netlink {
@@ -513,7 +595,10 @@ fn show_neighbors(cx: &mut Context<'_>) -> Response {
             kernel.push(json!({ "ip": ip.to_string(), "mac": mac.to_string(), "port": port }));
         }
     }
-    Response::ok(text, json!({ "static": data, "kernel": kernel }))
+    Response::ok(
+        text,
+        json!({ "static": data, "learned": learned, "kernel": kernel }),
+    )
 }
 
 fn show_rules(cx: &mut Context<'_>) -> Response {
