@@ -102,15 +102,15 @@ impl Learned {
         timeout: std::time::Duration,
     ) {
         let now = std::time::Instant::now();
+        // Once per report, not per entry (an ND flood fills it fast).
+        if self.0.len() + l.len() > LEARNED_SHOWN {
+            self.0
+                .retain(|_, (_, at)| now.duration_since(*at) <= timeout);
+        }
         for &(p, a, m) in l {
-            if self.0.len() >= LEARNED_SHOWN && !self.0.contains_key(&(p, a)) {
-                self.0
-                    .retain(|_, (_, at)| now.duration_since(*at) <= timeout);
-                if self.0.len() >= LEARNED_SHOWN {
-                    continue;
-                }
+            if self.0.len() < LEARNED_SHOWN || self.0.contains_key(&(p, a)) {
+                self.0.insert((p, a), (m, now));
             }
-            self.0.insert((p, a), (m, now));
         }
     }
 
