@@ -487,6 +487,8 @@ where
     // A reload or an edit being built on a thread of its own (reports,
     // scrapes and other commands go on meanwhile).
     let mut building: Option<Building> = None;
+    // A SIGHUP that came while a build ran: reload once it is done.
+    let mut hup_waiting = false;
     // Route and neighbour changes made with `sluice ctl` since the file
     // was loaded.
     let port_names: Vec<String> = cfg.ports.iter().map(|p| p.name.clone()).collect();
@@ -538,14 +540,23 @@ where
             updates: &update_tx,
             policies: &policy_tx,
         };
+        // SIGHUP: the outcome goes to the log. One that comes while a
+        // build runs is taken when the build is done: a signal gets no
+        // answer, so a refusal would go unnoticed (the file it was sent
+        // for may well be newer than the build's).
         if crate::reload::take_request() {
-            // SIGHUP: the outcome goes to the log.
             if building.is_some() {
-                eprintln!("SIGHUP: reload refused: {BUILDING}");
-                reloads.record(false);
+                if !hup_waiting {
+                    eprintln!("SIGHUP: a build is running; reloading when it is done");
+                }
+                hup_waiting = true;
             } else {
                 building = Some(start_reload(&live.cfg, None));
             }
+        }
+        if hup_waiting && building.is_none() {
+            hup_waiting = false;
+            building = Some(start_reload(&live.cfg, None));
         }
         // Scrapes and control requests, answered here, where the
         // telemetry lives (a fresh snapshot of the counters each time; the
