@@ -223,17 +223,7 @@ fn an_operator_drives_every_command() {
     assert_eq!(r["route"]["via"], "198.19.0.2", "{r}");
     ok(&sock, &["route", "del", "192.0.2.0/24"]);
     assert!(json(&sock, &["show", "routes", "192.0.2.7"])["route"].is_null());
-    ok(
-        &sock,
-        &[
-            "neighbor",
-            "add",
-            "198.19.0.9",
-            "02:00:00:00:00:09",
-            "port",
-            "p1",
-        ],
-    );
+    ok(&sock, &common::ADD_NEIGHBOR);
     assert!(ok(&sock, &["show", "neighbors"]).contains("198.19.0.9 02:00:00:00:00:09 port p1"));
     ok(&sock, &["neighbor", "del", "198.19.0.9"]);
     assert!(!ok(&sock, &["show", "neighbors"]).contains("198.19.0.9"));
@@ -479,17 +469,7 @@ fn a_switched_policy_lasts_until_a_reload_puts_the_files_back() {
     policy_becomes("busy");
     ok(&sock, &["set", "poll", "1", "adaptive"]);
     policy_becomes("adaptive");
-    ok(
-        &sock,
-        &[
-            "neighbor",
-            "add",
-            "198.19.0.9",
-            "02:00:00:00:00:09",
-            "port",
-            "p1",
-        ],
-    );
+    ok(&sock, &common::ADD_NEIGHBOR);
     ok(
         &sock,
         &["route", "add", "192.0.2.0/24", "via", "198.19.0.2"],

@@ -339,19 +339,7 @@ fn the_management_thread_answers_while_a_reload_builds() {
 fn the_management_thread_answers_while_a_neighbor_change_builds() {
     let b = BigTable::start("neighbor-big");
     let sock = b.sock.clone();
-    let change = std::thread::spawn(move || {
-        ctl(
-            &sock,
-            &[
-                "neighbor",
-                "add",
-                "198.19.0.9",
-                "02:00:00:00:00:09",
-                "port",
-                "p1",
-            ],
-        )
-    });
+    let change = std::thread::spawn(move || ctl(&sock, &common::ADD_NEIGHBOR));
     // The build has begun once its thread runs.
     let deadline = Instant::now() + Duration::from_secs(60);
     while !b.has_thread("reload") {
@@ -464,17 +452,7 @@ fn edits_keep_the_route_and_rule_files_as_they_were_read() {
     );
     assert!(ok && out.contains("installed in place"), "{e}{out}");
     // A neighbour change rebuilds the tables: from the running ones.
-    let (ok, out, e) = ctl(
-        &sock,
-        &[
-            "neighbor",
-            "add",
-            "198.19.0.9",
-            "02:00:00:00:00:09",
-            "port",
-            "p1",
-        ],
-    );
+    let (ok, out, e) = ctl(&sock, &common::ADD_NEIGHBOR);
     assert!(ok && out.contains("installed"), "{e}{out}");
     assert_eq!(via("11.0.1.5").as_deref(), Some("198.19.0.2"));
     assert_eq!(via("12.0.0.5"), None);

@@ -444,3 +444,14 @@ pub fn shipped_gateway(rate: u32) -> String {
     assert!(text.contains("duration = 0") && text.contains(&format!("rate = {rate}")));
     text
 }
+
+/// `sluice ctl` words adding a neighbour on the shipped gateway's p1
+/// subnet that its config does not have.
+pub const ADD_NEIGHBOR: [&str; 6] = [
+    "neighbor",
+    "add",
+    "198.19.0.9",
+    "02:00:00:00:00:09",
+    "port",
+    "p1",
+];
