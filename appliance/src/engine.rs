@@ -487,10 +487,8 @@ where
     // A reload or an edit being built on a thread of its own (reports,
     // scrapes and other commands go on meanwhile).
     let mut building: Option<Building> = None;
-    // A SIGHUP that came while a build ran: reload once it is done.
+    // A SIGHUP to take: now, or once the running build is done.
     let mut hup_waiting = false;
-    // Route and neighbour changes made with `sluice ctl` since the file
-    // was loaded.
     let port_names: Vec<String> = cfg.ports.iter().map(|p| p.name.clone()).collect();
     let started = Instant::now();
     let mut prev = tel.snapshot();
@@ -545,14 +543,10 @@ where
         // answer, so a refusal would go unnoticed (the file it was sent
         // for may well be newer than the build's).
         if crate::reload::take_request() {
-            if building.is_some() {
-                if !hup_waiting {
-                    eprintln!("SIGHUP: a build is running; reloading when it is done");
-                }
-                hup_waiting = true;
-            } else {
-                building = Some(start_reload(&live.cfg, None));
+            if building.is_some() && !hup_waiting {
+                eprintln!("SIGHUP: a build is running; reloading when it is done");
             }
+            hup_waiting = true;
         }
         if hup_waiting && building.is_none() {
             hup_waiting = false;
@@ -597,8 +591,9 @@ where
                     Ok(r) => r.map(|p| crate::reload::commit(p, &live.cfg, &workers)),
                     Err(_) => Err("the build failed; the running config is unchanged".into()),
                 };
-                let key = if b.edits.is_some() { "installed" } else { "reloaded" };
-                if b.edits.is_none() {
+                let reload = b.edits.is_none();
+                let key = if reload { "reloaded" } else { "installed" };
+                if reload {
                     reloads.record(outcome.is_ok());
                 }
                 let outcome = outcome.map(|r| {
@@ -642,7 +637,7 @@ where
                             building = Some(start_reload(&live.cfg, Some(Asker::of(&cmd))));
                             None
                         }
-                    } else if matches!(cmd.args.first().map(String::as_str), Some("route" | "neighbor" | "neighbour")) {
+                    } else if crate::ctl::edit::is_edit(&cmd.args) {
                         if building.is_some() {
                             // Made on the running config, which the build
                             // replaces.

@@ -69,6 +69,14 @@ impl Edits {
     }
 }
 
+/// Whether `args` is a route or neighbour change (what [`apply`] takes).
+pub fn is_edit(args: &[String]) -> bool {
+    matches!(
+        args.first().map(String::as_str),
+        Some("route" | "neighbor" | "neighbour")
+    )
+}
+
 /// A value to put between TOML quotes: refused if it could break out.
 fn word(v: &str) -> Result<&str, String> {
     if v.is_empty() || v.chars().any(|c| c == '"' || c == '\\' || c.is_control()) {

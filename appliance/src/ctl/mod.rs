@@ -53,9 +53,10 @@ const BUILD_TIMEOUT: Duration = Duration::from_secs(180);
 
 /// How long the management thread may take to answer `args`.
 fn answer_within(args: &[String]) -> Duration {
-    match args.first().map(String::as_str) {
-        Some("reload" | "route" | "neighbor" | "neighbour") => BUILD_TIMEOUT,
-        _ => TIMEOUT,
+    if args == ["reload"] || edit::is_edit(args) {
+        BUILD_TIMEOUT
+    } else {
+        TIMEOUT
     }
 }
 
