@@ -619,16 +619,16 @@ impl Index {
     /// takes several): `hash_of` gives an entry's hash from its value.
     /// False only when neither bucket has a free way and none of their
     /// entries' other buckets has one either.
+    #[inline(always)]
     fn insert(&mut self, h: u64, v: u32, hash_of: impl Fn(u32) -> u64) -> bool {
         let (b1, b2, sig) = self.place(h);
-        let way = [b1, b2]
-            .into_iter()
-            .find_map(|b| Some((b, self.buckets[b].free_way()?)))
-            .or_else(|| {
-                [b1, b2].into_iter().find_map(|b| {
-                    (0..WAYS).find_map(|w| self.displace(b, w, hash_of(self.buckets[b].val[w])))
-                })
-            });
+        let way = match self.buckets[b1].free_way() {
+            Some(w) => Some((b1, w)),
+            None => match self.buckets[b2].free_way() {
+                Some(w) => Some((b2, w)),
+                None => self.make_room(b1, b2, hash_of),
+            },
+        };
         let Some((b, w)) = way else {
             return false;
         };
@@ -636,8 +636,24 @@ impl Index {
         true
     }
 
+    /// A way freed in bucket `b1` or `b2`, both full, by moving one of
+    /// their entries to its other bucket.
+    #[cold]
+    #[inline(never)]
+    fn make_room(
+        &mut self,
+        b1: usize,
+        b2: usize,
+        hash_of: impl Fn(u32) -> u64,
+    ) -> Option<(usize, usize)> {
+        [b1, b2].into_iter().find_map(|b| {
+            (0..WAYS).find_map(|w| self.displace(b, w, hash_of(self.buckets[b].val[w])))
+        })
+    }
+
     /// Enters value `v` with signature `sig` at free way `w` of bucket
     /// `b`; `b1` is the value's first choice.
+    #[inline(always)]
     fn put(&mut self, b: usize, w: usize, sig: u16, v: u32, b1: usize) {
         self.buckets[b].set_sig(w, sig);
         self.buckets[b].val[w] = v;
@@ -946,7 +962,13 @@ impl ConnTrack {
     /// Whether `t` is either tuple of a tracked flow (expired or not).
     #[inline]
     pub fn contains(&self, t: &Tuple) -> bool {
-        self.locate(t, t.hash()).is_some()
+        self.contains_hashed(t, t.hash())
+    }
+
+    /// [`ConnTrack::contains`] of `t` hashed `h` ([`Tuple::hash`]).
+    #[inline]
+    pub fn contains_hashed(&self, t: &Tuple, h: u64) -> bool {
+        self.locate(t, h).is_some()
     }
 
     /// The flow in slot `i`.
@@ -997,6 +1019,30 @@ impl ConnTrack {
     /// Starts tracking a flow whose first packet had tuple `orig` (and TCP
     /// `flags`) and whose replies will carry `reply`.
     pub fn open(&mut self, orig: Tuple, reply: Tuple, flags: u16) -> Result<u32, Refused> {
+        let ho = orig.hash();
+        if opens_flow(orig.proto, flags) && self.locate(&orig, ho).is_some() {
+            self.events[Event::Invalid as usize] += 1;
+            return Err(Refused::Exists);
+        }
+        self.open_missed(orig, ho, reply, reply.hash(), flags)
+    }
+
+    /// [`ConnTrack::open`] of a flow whose tuple `orig` (hashed `ho`) the
+    /// caller has just looked up and not found (a new flow's first
+    /// packet: [`ConnTrack::find_hashed`] gave `None`, and nothing was
+    /// opened since), with `reply` hashed `hr`: each tuple is hashed once
+    /// per packet, and `orig` not looked up again.
+    pub fn open_missed(
+        &mut self,
+        orig: Tuple,
+        ho: u64,
+        reply: Tuple,
+        hr: u64,
+        flags: u16,
+    ) -> Result<u32, Refused> {
+        debug_assert_eq!(ho, orig.hash());
+        debug_assert_eq!(hr, reply.hash());
+        debug_assert!(!self.contains(&orig), "open_missed of a tracked tuple");
         if !opens_flow(orig.proto, flags) {
             self.events[Event::Invalid as usize] += 1;
             return Err(Refused::NotSyn);
@@ -1006,11 +1052,10 @@ impl ConnTrack {
         } else {
             State::Unreplied
         };
-        if self.contains(&orig) || self.contains(&reply) || orig == reply {
+        if orig == reply || self.locate(&reply, hr).is_some() {
             self.events[Event::Invalid as usize] += 1;
             return Err(Refused::Exists);
         }
-        let (ho, hr) = (orig.hash(), reply.hash());
         let Some(i) = self.slot() else {
             self.events[Event::TableFull as usize] += 1;
             return Err(Refused::Full);
@@ -1065,10 +1110,12 @@ impl ConnTrack {
     /// open); `k.flags` are the TCP flags.
     pub fn track(&mut self, zone: u16, k: &Key) -> Conn {
         let t = Tuple::of(zone, k);
-        if let Some((i, reply)) = self.find(&t) {
+        let h = t.hash();
+        if let Some((i, reply)) = self.find_hashed(&t, h, None) {
             return self.advance(i, reply, k.flags);
         }
-        match self.open(t, t.reverse(), k.flags) {
+        let reply = t.reverse();
+        match self.open_missed(t, h, reply, reply.hash(), k.flags) {
             Ok(_) => Conn::New,
             Err(_) => Conn::Invalid,
         }

@@ -541,10 +541,19 @@ impl<C: StageClock> Gateway<C> {
             return v;
         }
         self.clock.mark(Stage::Conntrack);
-        if let Some(o) = self.owner(in_port, t) {
+        self.miss4(pkt, in_port, lane)
+    }
+
+    /// A packet that no flow here accounts for: another worker's, or a
+    /// new flow's. Out of line, with the lane by reference: the
+    /// established path it branches from is not made to keep anything
+    /// for it.
+    #[inline(never)]
+    fn miss4<P: Frame>(&mut self, pkt: &mut P, in_port: u16, lane: &Lane) -> Verdict {
+        if let Some(o) = self.owner(in_port, &lane.t) {
             return Verdict::Handoff(o);
         }
-        self.new4(pkt, in_port, *t, flags)
+        self.new4(pkt, in_port, lane.t, lane.h, lane.flags)
     }
 
     /// A packet that no flow accounts for (or that its flow's state
@@ -573,7 +582,16 @@ impl<C: StageClock> Gateway<C> {
         }
     }
 
-    fn new4<P: Frame>(&mut self, pkt: &mut P, in_port: u16, t: Tuple, flags: u16) -> Verdict {
+    /// A packet whose tuple `t` (hashed `h`) conntrack has just looked up
+    /// and not found: the rules decide whether it opens a flow.
+    fn new4<P: Frame>(
+        &mut self,
+        pkt: &mut P,
+        in_port: u16,
+        t: Tuple,
+        h: u64,
+        flags: u16,
+    ) -> Verdict {
         let (src, proto) = (addr4(t.src), t.proto);
         let tcp = proto == IpProto::TCP;
         if !opens_flow(proto, flags) {
@@ -645,12 +663,19 @@ impl<C: StageClock> Gateway<C> {
                 None => None,
             }
         };
+        // The reply tuple's hash, computed once (its first port's, if the
+        // source is translated): the prefetch, the port's check and the
+        // insert use it.
+        let pick = snat_addr.is_some() && has_ports(proto);
         if let Some(a) = snat_addr {
             reply.dst = v4(a);
-            if has_ports(proto) {
+            if pick {
                 self.next_port_of(&mut reply);
-                (self.pf)(self.ct.bucket_of(reply.hash()));
             }
+        }
+        let mut hr = reply.hash();
+        if pick {
+            (self.pf)(self.ct.bucket_of(hr));
         }
         self.clock.mark(Stage::Nat);
         // Firewall.
@@ -670,12 +695,17 @@ impl<C: StageClock> Gateway<C> {
             Action::Accept => {}
             a => return self.refuse(pkt, in_port, a, tcp),
         }
-        if snat_addr.is_some() && has_ports(proto) && !self.pick_port(&mut reply) {
-            self.nat_events[nat::Event::Exhausted as usize] += 1;
-            return Verdict::Drop(DropReason::NatExhausted);
+        if pick {
+            match self.pick_port(&mut reply, hr) {
+                Some(h) => hr = h,
+                None => {
+                    self.nat_events[nat::Event::Exhausted as usize] += 1;
+                    return Verdict::Drop(DropReason::NatExhausted);
+                }
+            }
         }
         self.clock.mark(Stage::Nat);
-        let opened = self.ct.open(t, reply, flags);
+        let opened = self.ct.open_missed(t, h, reply, hr, flags);
         self.clock.mark(Stage::Conntrack);
         match opened {
             Ok(i) => {
@@ -757,22 +787,22 @@ impl<C: StageClock> Gateway<C> {
         o.filter(|&o| o != self.worker)
     }
 
-    /// Chooses this worker's next free port for the reply tuple `r` (its
-    /// destination port; for ICMP both ports): false when
+    /// Chooses this worker's next free port for the reply tuple `r`
+    /// (its destination port; for ICMP both ports), which
+    /// [`Gateway::next_port_of`] gave the port tried first and which is
+    /// hashed `h`: the hash of `r` with the port chosen, or `None` when
     /// [`NAT_PROBES`] tries found none.
-    fn pick_port(&mut self, r: &mut Tuple) -> bool {
-        let Some(range) = self.ports else {
-            return false;
-        };
-        let n = range.len();
+    fn pick_port(&mut self, r: &mut Tuple, mut h: u64) -> Option<u64> {
+        let n = self.ports?.len();
         for _ in 0..n.min(NAT_PROBES) {
-            self.next_port_of(r);
             self.next_port = (self.next_port + 1) % n;
-            if !self.ct.contains(r) {
-                return true;
+            if !self.ct.contains_hashed(r, h) {
+                return Some(h);
             }
+            self.next_port_of(r);
+            h = r.hash();
         }
-        false
+        None
     }
 
     /// Gives reply tuple `r` the port [`Gateway::pick_port`] tries next
