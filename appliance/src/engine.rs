@@ -646,13 +646,10 @@ where
                             match crate::ctl::edit::apply(&cmd.args, &live.cfg, &live.edits) {
                                 // A route change goes into the running FIB
                                 // in place; the rest is built as a reload is.
-                                Ok((new, e)) => match crate::ctl::edit::route_in_place(&cmd.args, &new, live.fib.as_mut(), |a, l| mirrored.has(a, l)) {
+                                Ok((new, e)) => match crate::ctl::edit::route_in_place(&cmd.args, &new, live.fib.as_mut(), &mut mirrored) {
                                     Some(Ok(s)) => {
                                         live.edits = e;
                                         live.cfg = new;
-                                        if let Some(w) = live.fib.as_mut() {
-                                            mirrored.restatic(w, &live.cfg.router);
-                                        }
                                         Some(crate::ctl::Response::ok(s.clone(), serde_json::json!({ "installed": s.trim_end() })))
                                     }
                                     Some(Err(err)) => Some(crate::ctl::Response::error(err)),

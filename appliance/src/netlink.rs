@@ -667,6 +667,19 @@ fn run(listen: Socket, cp: &ControlPlane, tx: &Sender<Change>, stats: &Stats, st
     }
 }
 
+/// Where a static route stands in the FIB after a change
+/// ([`Mirrored::install_static`], [`Mirrored::remove_static`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Static {
+    /// In the FIB with `live` of its `paths` paths: fewer when some go
+    /// through interfaces that are down, none (withdrawn) when all do.
+    Installed { live: usize, paths: usize },
+    /// Out of the FIB.
+    Removed,
+    /// The kernel's route to the prefix holds it; the FIB was left alone.
+    Kernel,
+}
+
 /// The management thread's side: the routes it installed from the kernel,
 /// applied to the FIB.
 #[derive(Default)]
@@ -692,12 +705,6 @@ pub struct Mirrored {
 }
 
 impl Mirrored {
-    /// Whether the kernel's table has a route to `a/l` (mirrored now): it
-    /// wins over a static route to the same prefix.
-    pub fn has(&self, a: IpAddr, l: u8) -> bool {
-        self.routes.contains_key(&(a, l))
-    }
-
     /// Routes mirrored now.
     pub fn len(&self) -> usize {
         self.routes.len()
@@ -810,38 +817,68 @@ impl Mirrored {
     /// Installs static route `r` with the paths that are up (withdrawn if
     /// none is), as the kernel drops the routes through a downed
     /// interface: a less specific route (a default through another port)
-    /// then carries its traffic. A kernel route for the prefix wins.
-    fn install_static(
+    /// then carries its traffic. A kernel route for the prefix wins, and
+    /// the FIB is left alone. `Err`: the FIB refused it (group pool or
+    /// next-hop slots full).
+    pub fn install_static(
         &mut self,
         r: &crate::config::router::Route,
         fib: &mut pipeline::fib::FibWriter,
         base: &[Interface],
-    ) {
+    ) -> Result<Static, String> {
         let key = (r.addr, r.len);
         if self.routes.contains_key(&key) {
-            return;
+            return Ok(Static::Kernel);
         }
         let live = self.live_paths(r, base);
-        let ok = if live.is_empty() {
-            fib.del(r.addr, r.len);
-            true
-        } else {
-            fib.add(r.addr, r.len, &live).is_ok()
-        };
-        if !ok {
-            self.failed += 1;
-        }
         if live.len() == r.paths.len() {
             self.cut.remove(&key);
         } else {
             self.cut.insert(key);
         }
+        if live.is_empty() {
+            fib.del(r.addr, r.len);
+        } else {
+            fib.add(r.addr, r.len, &live).map_err(|e| e.to_string())?;
+        }
+        Ok(Static::Installed {
+            live: live.len(),
+            paths: r.paths.len(),
+        })
     }
 
-    /// After the config's routes were installed afresh (a reload, or
-    /// `sluice ctl route add` in place): those through interfaces that are
-    /// down are cut.
-    pub fn restatic(
+    /// Takes the static route to `a/l` out of the FIB, unless the kernel's
+    /// route to the prefix holds it there.
+    pub fn remove_static(
+        &mut self,
+        a: IpAddr,
+        l: u8,
+        fib: &mut pipeline::fib::FibWriter,
+    ) -> Static {
+        if self.routes.contains_key(&(a, l)) {
+            return Static::Kernel;
+        }
+        self.cut.remove(&(a, l));
+        fib.del(a, l);
+        Static::Removed
+    }
+
+    /// [`Mirrored::install_static`] for a change the kernel made (a link,
+    /// a withdrawn kernel route): a refusal is counted in `failed`.
+    fn restore_static(
+        &mut self,
+        r: &crate::config::router::Route,
+        fib: &mut pipeline::fib::FibWriter,
+        base: &[Interface],
+    ) {
+        if self.install_static(r, fib, base).is_err() {
+            self.failed += 1;
+        }
+    }
+
+    /// After the config's routes were installed afresh (a reload): those
+    /// through interfaces that are down are cut.
+    fn restatic(
         &mut self,
         fib: &mut pipeline::fib::FibWriter,
         setup: &crate::config::router::RouterSetup,
@@ -866,7 +903,7 @@ impl Mirrored {
                 .iter()
                 .any(|h| self.is_down(h.port, &setup.interfaces));
             if through_down || self.cut.contains(&(r.addr, r.len)) {
-                self.install_static(r, fib, &setup.interfaces);
+                self.restore_static(r, fib, &setup.interfaces);
             }
         }
     }
@@ -957,7 +994,7 @@ impl Mirrored {
             return;
         }
         match setup.routes.iter().find(|r| (r.addr, r.len) == (a, l)) {
-            Some(r) => self.install_static(r, fib, &setup.interfaces),
+            Some(r) => self.restore_static(r, fib, &setup.interfaces),
             None => {
                 fib.del(a, l);
             }

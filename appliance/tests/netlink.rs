@@ -368,6 +368,22 @@ fn kernel_routes_drive_the_fib() {
             && r["netlink"]["resyncs"].as_u64() > Some(resyncs)
     });
     until_routes(&sock, &["203.0.113.9"], 5, |r| r["route"].is_null());
+    // A route set with `sluice ctl` through the downed link waits for it,
+    // as the config's static routes do, and the answer says so.
+    let r = json(
+        &sock,
+        &["route", "add", "192.0.2.0/24", "via", "198.19.0.2"],
+    );
+    assert!(
+        r["installed"].as_str().is_some_and(
+            |t| t.contains("not in the FIB while the interfaces of its paths are down")
+        ),
+        "{r}"
+    );
+    assert!(
+        json(&sock, &["show", "routes", "192.0.2.9"])["route"].is_null(),
+        "a route through a downed link is in the FIB"
+    );
     std::thread::sleep(Duration::from_millis(100));
     let (down0, sent0) = (link_down(), tx1());
     std::thread::sleep(Duration::from_millis(500));
@@ -394,6 +410,21 @@ fn kernel_routes_drive_the_fib() {
         5,
         via("203.0.113.9", "198.19.0.2", "p1"),
     );
+    // The link up, the `ctl` route is in the FIB; deleted, it is gone.
+    until_routes(
+        &sock,
+        &["192.0.2.9"],
+        5,
+        via("192.0.2.9", "198.19.0.2", "p1"),
+    );
+    let r = json(&sock, &["route", "del", "192.0.2.0/24"]);
+    assert!(
+        r["installed"]
+            .as_str()
+            .is_some_and(|t| t.contains("installed in place")),
+        "{r}"
+    );
+    until_routes(&sock, &["192.0.2.9"], 5, |r| r["route"].is_null());
 
     // 20,000 routes at once through a 4 KiB socket buffer: notifications
     // are lost, the mirror resyncs and ends equal to the kernel's table

@@ -8,6 +8,7 @@
 //! restart, which go back to the file.
 
 use crate::config::{self, Config};
+use crate::netlink::{Mirrored, Static};
 use std::net::IpAddr;
 use std::sync::Arc;
 
@@ -185,15 +186,17 @@ pub fn apply(args: &[String], cur: &Config, edits: &Edits) -> Result<(Config, Ed
 /// forwarding and see the change from their next poll round. `None` when
 /// the change is not one it can make in place (neighbours; deleting a
 /// static route that hid a route-file route, which must come back): then
-/// it is installed as a reload installs. A prefix the kernel's table routes
-/// (`kernel`: the netlink mirror has it) keeps the kernel's route, as it
-/// does over the file's static routes: the change is recorded, and takes
-/// effect if the kernel withdraws its route.
+/// it is installed as a reload installs. It goes in as the config's
+/// static routes do (`mirrored`, [`Mirrored::install_static`]): a prefix
+/// the kernel's table routes keeps the kernel's route (the change is
+/// recorded, and takes effect if the kernel withdraws its route), and
+/// paths through interfaces that are down wait for them to come up. The
+/// answer says which.
 pub fn route_in_place(
     args: &[String],
     new: &Config,
     fib: Option<&mut pipeline::fib::FibWriter>,
-    kernel: impl Fn(IpAddr, u8) -> bool,
+    mirrored: &mut Mirrored,
 ) -> Option<Result<String, String>> {
     let fib = fib?;
     let words: Vec<&str> = args.iter().map(String::as_str).collect();
@@ -202,33 +205,37 @@ pub fn route_in_place(
         _ => return None,
     };
     let (addr, len) = pipeline::prefix::parse(prefix)?;
-    if kernel(addr, len) {
-        return Some(Ok(format!(
-            "{}: recorded; the kernel's route to {prefix} (netlink) stays in the FIB and takes precedence while it lasts\n",
-            args.join(" ")
-        )));
-    }
     let done = if verb == "add" {
         let r = new
             .router
             .routes
             .iter()
             .find(|r| (r.addr, r.len) == (addr, len))?;
-        fib.add(addr, len, &r.paths)
+        mirrored
+            .install_static(r, fib, &new.router.interfaces)
             .map_err(|e| format!("{prefix}: {e}"))
     } else {
         if new.router.file_routes.contains(&(addr, len)) {
             return None;
         }
-        Ok(fib.del(addr, len))
+        Ok(mirrored.remove_static(addr, len, fib))
     };
     fib.reclaim();
-    Some(done.map(|_| {
-        format!(
-            "{}: installed in place ({} IPv4 and {} IPv6 routes)\n",
-            args.join(" "),
+    let what = args.join(" ");
+    Some(done.map(|s| match s {
+        Static::Kernel => format!(
+            "{what}: recorded; the kernel's route to {prefix} (netlink) stays in the FIB and takes precedence while it lasts\n"
+        ),
+        Static::Installed { live: 0, .. } => format!(
+            "{what}: recorded; not in the FIB while the interfaces of its paths are down\n"
+        ),
+        Static::Installed { live, paths } if live < paths => format!(
+            "{what}: installed in place with {live} of its {paths} paths (the others' interfaces are down)\n"
+        ),
+        Static::Installed { .. } | Static::Removed => format!(
+            "{what}: installed in place ({} IPv4 and {} IPv6 routes)\n",
             fib.fib().routes4(),
             fib.fib().routes6()
-        )
+        ),
     }))
 }
