@@ -1328,6 +1328,37 @@ mod tests {
         );
     }
 
+    /// `open` refuses a tuple either way round that a flow holds;
+    /// `open_missed` (whose caller has just missed the packet's own tuple)
+    /// still refuses a reply tuple a flow holds, and a non-SYN TCP packet,
+    /// counting each as invalid, and what it opens is found by both tuples.
+    #[test]
+    fn opens_refuse_tuples_in_use() {
+        let mut t = ConnTrack::new(16, Timeouts::default());
+        let a = Tuple::of(0, &k(C, 1000, SV, 53, 17, 0));
+        let nat = Tuple::of(0, &k(SV, 53, 0xc633_6401, 2000, 17, 0));
+        assert!(t.open(a, nat, 0).is_ok());
+        assert_eq!(t.open(a, a.reverse(), 0), Err(Refused::Exists));
+        let b = Tuple::of(0, &k(C, 1001, SV, 53, 17, 0));
+        assert_eq!(
+            t.open_missed(b, b.hash(), nat, nat.hash(), 0),
+            Err(Refused::Exists),
+            "the reply tuple of another flow"
+        );
+        let syn_less = Tuple::of(0, &k(C, 7, SV, 80, 6, ACK));
+        let r = syn_less.reverse();
+        assert_eq!(
+            t.open_missed(syn_less, syn_less.hash(), r, r.hash(), ACK),
+            Err(Refused::NotSyn)
+        );
+        assert_eq!(t.event(Event::Invalid), 3);
+        let n = t.open_missed(b, b.hash(), b.reverse(), b.reverse().hash(), 0);
+        assert_eq!(t.find(&b), Some((n.unwrap(), false)));
+        assert_eq!(t.find(&b.reverse()), Some((n.unwrap(), true)));
+        assert_eq!(t.find(&nat), Some((0, true)));
+        assert_eq!(t.len(), 2);
+    }
+
     #[test]
     fn timeouts_expire_lazily_and_by_sweep() {
         let to = Timeouts {
