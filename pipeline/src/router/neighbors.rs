@@ -146,19 +146,26 @@ impl Router {
     /// resolve when it is not known and fresh. A gateway's MAC is cached
     /// per next hop while the neighbour generation holds (no hash lookup
     /// per packet); connected destinations are looked up.
-    #[inline]
+    #[inline(always)]
     pub(super) fn hop_mac4(&mut self, nh: u32, hop: NextHop, dst: u32) -> Result<MacAddr, u32> {
-        let gw = match hop.via {
-            Some(std::net::IpAddr::V4(g)) => u32::from(g),
-            _ => dst,
-        };
-        if hop.via.is_some() {
+        if let Some(std::net::IpAddr::V4(g)) = hop.via {
             if let Some(e) = self.hop_macs.get(nh as usize) {
-                if e.generation == self.generation && e.gw == gw && e.port == hop.port {
+                if e.generation == self.generation && e.gw == u32::from(g) && e.port == hop.port {
                     return Ok(e.mac);
                 }
             }
         }
+        self.hop_mac4_fill(nh, hop, dst)
+    }
+
+    /// [`Router::hop_mac4`] past its cache: the neighbour table, and the
+    /// cache filled.
+    #[inline(never)]
+    fn hop_mac4_fill(&mut self, nh: u32, hop: NextHop, dst: u32) -> Result<MacAddr, u32> {
+        let gw = match hop.via {
+            Some(std::net::IpAddr::V4(g)) => u32::from(g),
+            _ => dst,
+        };
         let mac = self.fresh(self.neigh4.get(&(hop.port, gw))).ok_or(gw)?;
         if hop.via.is_some() && (nh as usize) < crate::fib::HOP_SLOTS {
             if self.hop_macs.len() <= nh as usize {
