@@ -574,12 +574,32 @@ impl Index {
     /// Buckets and signature of hash `h`.
     #[inline(always)]
     fn place(&self, h: u64) -> (usize, usize, u16) {
-        let b1 = h as usize & self.mask;
-        let mut b2 = (h >> 24) as usize & self.mask;
+        let b1 = self.first(h);
+        (b1, self.second(h, b1), Self::sig(h))
+    }
+
+    /// The first bucket of hash `h`.
+    #[inline(always)]
+    fn first(&self, h: u64) -> usize {
+        h as usize & self.mask
+    }
+
+    /// The second bucket of hash `h`, whose first is `b1` (worked out only
+    /// where it is read: most lookups and inserts end in the first).
+    #[inline(always)]
+    fn second(&self, h: u64, b1: usize) -> usize {
+        let b2 = (h >> 24) as usize & self.mask;
         if b2 == b1 {
-            b2 ^= 1;
+            b2 ^ 1
+        } else {
+            b2
         }
-        (b1, b2, (h >> 48) as u16 | 1)
+    }
+
+    /// The signature of hash `h` (never 0, which marks a free way).
+    #[inline(always)]
+    fn sig(h: u64) -> u16 {
+        (h >> 48) as u16 | 1
     }
 
     /// Calls `eq` on each value whose signature matches, in the first
@@ -587,7 +607,7 @@ impl Index {
     /// first value `eq` accepts, and where it is.
     #[inline(always)]
     fn find(&self, h: u64, mut eq: impl FnMut(u32) -> bool) -> Option<(usize, usize, u32)> {
-        let (b1, b2, sig) = self.place(h);
+        let (b1, sig) = (self.first(h), Self::sig(h));
         let first = &self.buckets[b1];
         if let Some(w) = Self::scan(first, sig, &mut eq) {
             return Some((b1, w, first.val[w]));
@@ -595,6 +615,7 @@ impl Index {
         if first.moved == 0 {
             return None;
         }
+        let b2 = self.second(h, b1);
         let second = &self.buckets[b2];
         Self::scan(second, sig, &mut eq).map(|w| (b2, w, second.val[w]))
     }
@@ -621,13 +642,16 @@ impl Index {
     /// entries' other buckets has one either.
     #[inline(always)]
     fn insert(&mut self, h: u64, v: u32, hash_of: impl Fn(u32) -> u64) -> bool {
-        let (b1, b2, sig) = self.place(h);
+        let (b1, sig) = (self.first(h), Self::sig(h));
         let way = match self.buckets[b1].free_way() {
             Some(w) => Some((b1, w)),
-            None => match self.buckets[b2].free_way() {
-                Some(w) => Some((b2, w)),
-                None => self.make_room(b1, b2, hash_of),
-            },
+            None => {
+                let b2 = self.second(h, b1);
+                match self.buckets[b2].free_way() {
+                    Some(w) => Some((b2, w)),
+                    None => self.make_room(b1, b2, hash_of),
+                }
+            }
         };
         let Some((b, w)) = way else {
             return false;
@@ -679,7 +703,7 @@ impl Index {
     fn remove_at(&mut self, h: u64, b: usize, w: usize) {
         self.buckets[b].set_sig(w, 0);
         self.len -= 1;
-        let (b1, _, _) = self.place(h);
+        let b1 = self.first(h);
         if b != b1 {
             self.buckets[b1].moved -= 1;
         }
@@ -798,7 +822,7 @@ impl ConnTrack {
     /// first: its first bucket (to prefetch).
     #[inline]
     pub fn bucket_of(&self, h: u64) -> *const u8 {
-        let (b1, _, _) = self.map.place(h);
+        let b1 = self.map.first(h);
         std::ptr::from_ref(&self.map.buckets[b1]).cast()
     }
 
