@@ -663,19 +663,19 @@ impl<C: StageClock> Gateway<C> {
                 None => None,
             }
         };
-        // The reply tuple's hash, computed once (its first port's, if the
-        // source is translated): the prefetch, the port's check and the
+        // A translated source's first port, and the reply tuple's hash
+        // with it, computed once: the prefetch, the port's check and the
         // insert use it.
         let pick = snat_addr.is_some() && has_ports(proto);
         if let Some(a) = snat_addr {
             reply.dst = v4(a);
-            if pick {
-                self.next_port_of(&mut reply);
-            }
         }
-        let mut hr = reply.hash();
+        let mut first_hash = None;
         if pick {
-            (self.pf)(self.ct.bucket_of(hr));
+            self.next_port_of(&mut reply);
+            let h = reply.hash();
+            (self.pf)(self.ct.bucket_of(h));
+            first_hash = Some(h);
         }
         self.clock.mark(Stage::Nat);
         // Firewall.
@@ -695,15 +695,16 @@ impl<C: StageClock> Gateway<C> {
             Action::Accept => {}
             a => return self.refuse(pkt, in_port, a, tcp),
         }
-        if pick {
-            match self.pick_port(&mut reply, hr) {
-                Some(h) => hr = h,
+        let hr = match first_hash {
+            Some(h) => match self.pick_port(&mut reply, h) {
+                Some(h) => h,
                 None => {
                     self.nat_events[nat::Event::Exhausted as usize] += 1;
                     return Verdict::Drop(DropReason::NatExhausted);
                 }
-            }
-        }
+            },
+            None => reply.hash(),
+        };
         self.clock.mark(Stage::Nat);
         let opened = self.ct.open_missed(t, h, reply, hr, flags);
         self.clock.mark(Stage::Conntrack);
