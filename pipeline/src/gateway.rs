@@ -760,11 +760,17 @@ impl<C: StageClock> Gateway<C> {
     /// (new ones, and replies from the inside host), which worker 0 owns:
     /// their two directions have different tuples, so symmetric RSS cannot
     /// bring both to one core.
-    #[inline]
+    #[inline(always)]
     fn owner(&self, in_port: u16, t: &Tuple) -> Option<u16> {
         if self.workers <= 1 || self.nat.is_empty() {
             return None;
         }
+        self.owner_of(in_port, t)
+    }
+
+    /// [`Gateway::owner`] with more than one worker and NAT rules.
+    #[inline(never)]
+    fn owner_of(&self, in_port: u16, t: &Tuple) -> Option<u16> {
         let (src, dst) = (addr4(t.src), addr4(t.dst));
         let to_nat = self.router.is_local4(dst)
             || self.nat.snat.iter().any(|r| match &r.to {
