@@ -113,6 +113,11 @@ pub struct RouterSetup {
 }
 
 impl RouterSetup {
+    /// The name of interface `i` (a port's, for a port's index).
+    pub fn iface_name(&self, i: u16) -> Option<&str> {
+        self.names.get(usize::from(i)).map(String::as_str)
+    }
+
     /// True when some interface has an address (the router can run).
     pub fn has_addresses(&self) -> bool {
         self.interfaces

@@ -422,11 +422,7 @@ fn show_routes(cx: &mut Context<'_>, what: Option<&str>) -> Response {
         return Response::error("no worker routes (no l3fwd worker): there are no routes");
     };
     let rs = &cx.cfg.router;
-    let port_name = |p: u16| {
-        rs.names
-            .get(usize::from(p))
-            .map_or("?".to_string(), |n| n.clone())
-    };
+    let port_name = |p: u16| rs.iface_name(p).unwrap_or("?").to_string();
     if let Some(w) = what {
         let addr: IpAddr = match w.parse::<IpAddr>() {
             Ok(a) => a,
@@ -554,9 +550,8 @@ fn show_neighbors(cx: &mut Context<'_>) -> Response {
     let rs = &cx.cfg.router;
     // The router's interface names (ports, then VLAN sub-interfaces).
     let iface = |p: u16| {
-        rs.names
-            .get(usize::from(p))
-            .map_or_else(|| p.to_string(), |n| n.clone())
+        rs.iface_name(p)
+            .map_or_else(|| p.to_string(), str::to_string)
     };
     for (p, ip, mac) in &rs.neighbors {
         let port = iface(*p);
@@ -585,11 +580,7 @@ fn show_neighbors(cx: &mut Context<'_>) -> Response {
         let mut all: Vec<_> = m.neighbors.iter().collect();
         all.sort();
         for ((p, ip), mac) in all {
-            let port = cx
-                .cfg
-                .ports
-                .get(usize::from(*p))
-                .map_or_else(|| p.to_string(), |x| x.name.clone());
+            let port = iface(*p);
             let mac = pipeline::wire::MacAddr(*mac);
             let _ = writeln!(text, "  {ip} {mac} port {port}");
             kernel.push(json!({ "ip": ip.to_string(), "mac": mac.to_string(), "port": port }));
