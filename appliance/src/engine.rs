@@ -646,24 +646,30 @@ where
                             match crate::ctl::edit::apply(&cmd.args, &live.cfg, &live.edits) {
                                 // A route change goes into the running FIB
                                 // in place; the rest is built as a reload is.
-                                Ok((new, e)) => match crate::ctl::edit::route_in_place(&cmd.args, &new, live.fib.as_mut(), &mut mirrored) {
-                                    Some(Ok(s)) => {
-                                        live.edits = e;
-                                        live.cfg = new;
-                                        Some(crate::ctl::Response::ok(s.clone(), serde_json::json!({ "installed": s.trim_end() })))
+                                Ok((change, e)) => {
+                                    let done = match &change {
+                                        crate::ctl::edit::Change::Route(p, add) => crate::ctl::edit::route_in_place(&cmd.args, *p, add, &mut live.cfg, live.fib.as_mut(), &mut mirrored),
+                                        crate::ctl::edit::Change::Build(_) => None,
+                                    };
+                                    match done {
+                                        Some(Ok(s)) => {
+                                            live.edits = e;
+                                            Some(crate::ctl::Response::ok(s.clone(), serde_json::json!({ "installed": s.trim_end() })))
+                                        }
+                                        Some(Err(err)) => Some(crate::ctl::Response::error(err)),
+                                        None => {
+                                            // Answered when the build is installed.
+                                            let (old, what) = (live.cfg.clone(), cmd.args.join(" "));
+                                            let new = change.applied_to(&live.cfg);
+                                            building = Some(start_build(
+                                                move || crate::reload::prepare_edit(new, &old, &what),
+                                                Some(Asker::of(&cmd)),
+                                                Some(e),
+                                            ));
+                                            None
+                                        }
                                     }
-                                    Some(Err(err)) => Some(crate::ctl::Response::error(err)),
-                                    None => {
-                                        // Answered when the build is installed.
-                                        let (old, what) = (live.cfg.clone(), cmd.args.join(" "));
-                                        building = Some(start_build(
-                                            move || crate::reload::prepare_edit(new, &old, &what),
-                                            Some(Asker::of(&cmd)),
-                                            Some(e),
-                                        ));
-                                        None
-                                    }
-                                },
+                                }
                                 Err(e) => Some(crate::ctl::Response::error(e)),
                             }
                         }

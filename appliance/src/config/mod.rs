@@ -156,31 +156,7 @@ fn parse_inner(
 ) -> Result<Config, ConfigErrors> {
     // A UTF-8 byte order mark (editors on Windows write one) is not TOML.
     let text = text.strip_prefix('\u{feff}').unwrap_or(text);
-    let raw: RawFile = toml::from_str(text).map_err(|e| {
-        let (line, col) = e.span().map_or((0, 0), |s| line_col(text, s.start));
-        let key = e
-            .span()
-            .map(|_| key_on_line(text, line))
-            .unwrap_or_default();
-        let mut msg = e.message().trim().to_string();
-        // `[port]` where `[[port]]` was meant: say so.
-        let lists = ["port", "worker", "route", "neighbor", "rule", "snat", "dnat", "static"];
-        let last = key.rsplit('.').next().unwrap_or("");
-        if lists.contains(&last)
-            && (msg.contains("expected a sequence") || msg.contains("duplicate key"))
-        {
-            msg = format!(
-                "{msg}: `{key}` is a list of tables; write each entry as `[[{key}]]` (double brackets), not `[{key}]`"
-            );
-        }
-        ConfigErrors(vec![ConfigError {
-            file: file.to_string(),
-            line,
-            col,
-            key,
-            msg,
-        }])
-    })?;
+    let raw: RawFile = toml::from_str(text).map_err(|e| toml_error(&e, text, file))?;
     let mut cx = Ctx::new(file, text);
     cx.host = host;
     cx.reuse = edit.map(|e| e.0);
@@ -193,6 +169,60 @@ fn parse_inner(
         Ok(cfg)
     } else {
         Err(ConfigErrors(cx.errs))
+    }
+}
+
+/// A TOML syntax or type error in `text` (named `file`), located.
+fn toml_error(e: &toml::de::Error, text: &str, file: &str) -> ConfigErrors {
+    let (line, col) = e.span().map_or((0, 0), |s| line_col(text, s.start));
+    let key = e
+        .span()
+        .map(|_| key_on_line(text, line))
+        .unwrap_or_default();
+    let mut msg = e.message().trim().to_string();
+    // `[port]` where `[[port]]` was meant: say so.
+    let lists = [
+        "port", "worker", "route", "neighbor", "rule", "snat", "dnat", "static",
+    ];
+    let last = key.rsplit('.').next().unwrap_or("");
+    if lists.contains(&last)
+        && (msg.contains("expected a sequence") || msg.contains("duplicate key"))
+    {
+        msg = format!(
+            "{msg}: `{key}` is a list of tables; write each entry as `[[{key}]]` (double brackets), not `[{key}]`"
+        );
+    }
+    ConfigErrors(vec![ConfigError {
+        file: file.to_string(),
+        line,
+        col,
+        key,
+        msg,
+    }])
+}
+
+/// `table`, one `[[route]]` table that `sluice ctl route add` adds to the
+/// running config `cur`, checked on its own against `cur`'s interfaces
+/// and routes, with the errors [`parse_edit`] would give for `cur`'s text
+/// with the table added (the keys index the table as the only one): its
+/// route. Constant work per route however many were added before, where
+/// `parse_edit` parses and checks the whole text again.
+pub fn check_added_route(table: &str, cur: &Config) -> Result<Route, ConfigErrors> {
+    let raw: router::RawAdded =
+        toml::from_str(table).map_err(|e| toml_error(&e, table, &cur.source))?;
+    let mut cx = Ctx::new(&cur.source, table);
+    let [r] = raw.route.as_slice() else {
+        return Err(ConfigErrors(vec![ConfigError {
+            file: cur.source.clone(),
+            line: 0,
+            col: 0,
+            key: "route".into(),
+            msg: "one [[route]] table at a time".into(),
+        }]));
+    };
+    match router::check_added(&mut cx, &cur.router, 0, r) {
+        Some(route) if cx.errs.is_empty() => Ok(route),
+        _ => Err(ConfigErrors(cx.errs)),
     }
 }
 

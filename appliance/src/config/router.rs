@@ -78,6 +78,14 @@ impl PortAddrs<'_> {
     }
 }
 
+/// One `[[route]]` table on its own: what `sluice ctl route add` adds
+/// (see [`super::check_added_route`]).
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawAdded {
+    pub(super) route: Vec<RawRoute>,
+}
+
 /// A route: prefix and next hops (several: equal-cost multipath, one
 /// `[[route]]` table per path).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -310,135 +318,14 @@ pub(super) fn check(
     }
     for (ri, r) in routes.iter().enumerate() {
         let k = |f: &str| format!("route[{ri}].{f}");
-        let Some((addr, len)) = prefix::parse(r.prefix.get_ref()) else {
-            cx.err(
-                &r.prefix,
-                k("prefix"),
-                format!(
-                    "`{}` is not a prefix such as 203.0.113.0/24",
-                    r.prefix.get_ref()
-                ),
-            );
+        let Some((addr, len, hop)) = check_route(cx, &s, &names, ri, r) else {
             continue;
         };
-        if cx
-            .dropped
-            .is_some_and(|d| d.route(r.prefix.span().start, (addr, len)))
-        {
-            continue;
-        }
-        // As `ip route` refuses them: host bits past the prefix length
-        // mean the prefix is not what was meant.
-        if mask_ip(addr, len) != addr {
-            cx.err(
-                &r.prefix,
-                k("prefix"),
-                format!(
-                    "`{}` has host bits set: the prefix is {}/{len}",
-                    r.prefix.get_ref(),
-                    mask_ip(addr, len)
-                ),
-            );
-            continue;
-        }
-        let via = r.via.as_ref().map(|v| *v.get_ref());
-        // A gateway is a host: not the network or broadcast address of
-        // the subnet it is on.
-        if let Some(IpAddr::V4(v)) = via {
-            let edge = s
-                .interfaces
-                .iter()
-                .flat_map(|i| &i.ipv4)
-                .find(|&&(n, l)| in_prefix4(n, l, v) && subnet_edge(v, l).is_some());
-            if let Some(&(n, l)) = edge {
-                let at = r.via.as_ref().map_or(r.prefix.span(), |s| s.span());
-                cx.err(
-                    &Spanned::new(at, ()),
-                    k("via"),
-                    format!(
-                        "{v} is the network or broadcast address of {}/{l}, not a gateway",
-                        mask_ip(IpAddr::V4(n), l)
-                    ),
-                );
-                continue;
-            }
-        }
-        if let Some(v) = &r.via {
-            if v.get_ref().is_ipv4() != addr.is_ipv4() {
-                cx.err(
-                    v,
-                    k("via"),
-                    "gateway and prefix must be the same IP version",
-                );
-                continue;
-            }
-        }
-        if let Some(v) = via {
-            if s.is_local(v) {
-                let at = r.via.as_ref().map_or(r.prefix.span(), |s| s.span());
-                cx.err(
-                    &Spanned::new(at, ()),
-                    k("via"),
-                    format!("{v} is the router's own address, not a gateway"),
-                );
-                continue;
-            }
-        }
-        let port = match (&r.port, via) {
-            (Some(p), _) => match names.get(p.get_ref().as_str()) {
-                Some(&i) => {
-                    // A gateway the port cannot reach (IPv6 link-local
-                    // gateways are on every link, and need `port`).
-                    let link_local =
-                        matches!(via, Some(IpAddr::V6(a)) if a.segments()[0] & 0xffc0 == 0xfe80);
-                    if let Some(v) = via.filter(|_| !link_local) {
-                        if s.port_of(v) != Some(i) {
-                            let on = s
-                                .port_of(v)
-                                .map_or("no interface's subnet".to_string(), |o| {
-                                    format!("port `{}`", ports[usize::from(o)].name)
-                                });
-                            cx.err(
-                                p,
-                                k("port"),
-                                format!("gateway {v} is on {on}, not on port `{}`: the route contradicts its own `port`", p.get_ref()),
-                            );
-                            continue;
-                        }
-                    }
-                    i
-                }
-                None => {
-                    cx.err(
-                        p,
-                        k("port"),
-                        format!("port `{}` does not exist", p.get_ref()),
-                    );
-                    continue;
-                }
-            },
-            (None, Some(v)) => match s.port_of(v) {
-                Some(i) => i,
-                None => {
-                    let at = r.via.as_ref().map_or(r.prefix.span(), |s| s.span());
-                    cx.err(
-                        &Spanned::new(at, ()),
-                        k("via"),
-                        format!("gateway {v} is on no interface's subnet; set `port`"),
-                    );
-                    continue;
-                }
-            },
-            (None, None) => {
-                cx.err(&r.prefix, k("prefix"), "a route needs `via` or `port`");
-                continue;
-            }
-        };
+        let via = hop.via;
         // The same prefix twice: identical is redundant, another next hop
         // is one more equal-cost path (ECMP), as `ip route add ... nexthop
         // via A nexthop via B` makes one.
         let masked = mask_ip(addr, len);
-        let hop = NextHop { port, via };
         if let Some(prev) = at.get(&(masked, len)).map(|&i| &mut s.routes[i]) {
             if prev.paths.contains(&hop) {
                 cx.warn(
@@ -581,6 +468,184 @@ pub(super) fn check(
         s.route_file = Some((path, v4, v6));
     }
     s
+}
+
+/// Checks `route[ri]` against the interfaces of `s` (its connected
+/// routes and names; `names` maps a name to its interface): the prefix,
+/// its next hop (`None` with the errors in `cx`, or for a route of the
+/// file that an edit deleted). Whether the prefix is routed already is
+/// the caller's to decide.
+pub(super) fn check_route(
+    cx: &mut Ctx<'_>,
+    s: &RouterSetup,
+    names: &BTreeMap<&str, u16>,
+    ri: usize,
+    r: &RawRoute,
+) -> Option<(IpAddr, u8, NextHop)> {
+    let k = |f: &str| format!("route[{ri}].{f}");
+    let Some((addr, len)) = prefix::parse(r.prefix.get_ref()) else {
+        cx.err(
+            &r.prefix,
+            k("prefix"),
+            format!(
+                "`{}` is not a prefix such as 203.0.113.0/24",
+                r.prefix.get_ref()
+            ),
+        );
+        return None;
+    };
+    if cx
+        .dropped
+        .is_some_and(|d| d.route(r.prefix.span().start, (addr, len)))
+    {
+        return None;
+    }
+    // As `ip route` refuses them: host bits past the prefix length
+    // mean the prefix is not what was meant.
+    if mask_ip(addr, len) != addr {
+        cx.err(
+            &r.prefix,
+            k("prefix"),
+            format!(
+                "`{}` has host bits set: the prefix is {}/{len}",
+                r.prefix.get_ref(),
+                mask_ip(addr, len)
+            ),
+        );
+        return None;
+    }
+    let via = r.via.as_ref().map(|v| *v.get_ref());
+    // A gateway is a host: not the network or broadcast address of
+    // the subnet it is on.
+    if let Some(IpAddr::V4(v)) = via {
+        let edge = s
+            .interfaces
+            .iter()
+            .flat_map(|i| &i.ipv4)
+            .find(|&&(n, l)| in_prefix4(n, l, v) && subnet_edge(v, l).is_some());
+        if let Some(&(n, l)) = edge {
+            let at = r.via.as_ref().map_or(r.prefix.span(), |s| s.span());
+            cx.err(
+                &Spanned::new(at, ()),
+                k("via"),
+                format!(
+                    "{v} is the network or broadcast address of {}/{l}, not a gateway",
+                    mask_ip(IpAddr::V4(n), l)
+                ),
+            );
+            return None;
+        }
+    }
+    if let Some(v) = &r.via {
+        if v.get_ref().is_ipv4() != addr.is_ipv4() {
+            cx.err(
+                v,
+                k("via"),
+                "gateway and prefix must be the same IP version",
+            );
+            return None;
+        }
+    }
+    if let Some(v) = via {
+        if s.is_local(v) {
+            let at = r.via.as_ref().map_or(r.prefix.span(), |s| s.span());
+            cx.err(
+                &Spanned::new(at, ()),
+                k("via"),
+                format!("{v} is the router's own address, not a gateway"),
+            );
+            return None;
+        }
+    }
+    let port = match (&r.port, via) {
+        (Some(p), _) => match names.get(p.get_ref().as_str()) {
+            Some(&i) => {
+                // A gateway the port cannot reach (IPv6 link-local
+                // gateways are on every link, and need `port`).
+                let link_local =
+                    matches!(via, Some(IpAddr::V6(a)) if a.segments()[0] & 0xffc0 == 0xfe80);
+                if let Some(v) = via.filter(|_| !link_local) {
+                    if s.port_of(v) != Some(i) {
+                        let on = s
+                            .port_of(v)
+                            .map_or("no interface's subnet".to_string(), |o| {
+                                format!("port `{}`", s.names[usize::from(o)])
+                            });
+                        cx.err(
+                            p,
+                            k("port"),
+                            format!("gateway {v} is on {on}, not on port `{}`: the route contradicts its own `port`", p.get_ref()),
+                        );
+                        return None;
+                    }
+                }
+                i
+            }
+            None => {
+                cx.err(
+                    p,
+                    k("port"),
+                    format!("port `{}` does not exist", p.get_ref()),
+                );
+                return None;
+            }
+        },
+        (None, Some(v)) => match s.port_of(v) {
+            Some(i) => i,
+            None => {
+                let at = r.via.as_ref().map_or(r.prefix.span(), |s| s.span());
+                cx.err(
+                    &Spanned::new(at, ()),
+                    k("via"),
+                    format!("gateway {v} is on no interface's subnet; set `port`"),
+                );
+                return None;
+            }
+        },
+        (None, None) => {
+            cx.err(&r.prefix, k("prefix"), "a route needs `via` or `port`");
+            return None;
+        }
+    };
+    Some((addr, len, NextHop { port, via }))
+}
+
+/// The route of `r`, a table added to the config `s` was checked from
+/// (`sluice ctl route add`), checked as the file's `route[ri]` would be:
+/// the prefix must not be routed in `s` already (one of its interfaces'
+/// subnets: a connected route has no other paths; a static route: the
+/// caller refuses that first, to say how to replace it).
+pub(super) fn check_added(
+    cx: &mut Ctx<'_>,
+    s: &RouterSetup,
+    ri: usize,
+    r: &RawRoute,
+) -> Option<Route> {
+    let names: BTreeMap<&str, u16> = s
+        .names
+        .iter()
+        .enumerate()
+        .map(|(i, n)| (n.as_str(), i as u16))
+        .collect();
+    let (addr, len, hop) = check_route(cx, s, &names, ri, r)?;
+    if let Some(prev) = s
+        .routes
+        .iter()
+        .find(|x| (mask_ip(x.addr, x.len), x.len) == (addr, len))
+    {
+        let msg = if prev.paths.iter().any(|h| h.via.is_none()) {
+            format!("{addr}/{len} is already routed: a connected route cannot have other paths")
+        } else {
+            format!("{addr}/{len} is already routed")
+        };
+        cx.err(&r.prefix, format!("route[{ri}].prefix"), msg);
+        return None;
+    }
+    Some(Route {
+        addr,
+        len,
+        paths: vec![hop],
+    })
 }
 
 /// Reads a route file: one route per line, its first field a prefix

@@ -2,12 +2,15 @@
 //! running routes and neighbours, validated exactly as the config is (an
 //! added route or neighbour is a `[[route]]` or `[[neighbor]]` table added
 //! to the text the running config came from, so it gets the same checks
-//! and errors), and installed as a reload installs (the tables built
-//! aside, each worker switching between two bursts). Like `ip route add`
-//! beside a configuration file, they last until the next reload or
-//! restart, which go back to the file.
+//! and errors). A route goes into the running FIB in place, its table
+//! checked on its own against the running config (constant work per
+//! route, however many were added before); the rest is installed as a
+//! reload installs (the whole text parsed again, the tables built aside,
+//! each worker switching between two bursts). Like `ip route add` beside
+//! a configuration file, they last until the next reload or restart,
+//! which go back to the file.
 
-use crate::config::{self, Config};
+use crate::config::{self, Config, Route};
 use crate::netlink::{Mirrored, Static};
 use std::net::IpAddr;
 use std::sync::Arc;
@@ -28,8 +31,9 @@ pub struct Edits {
     /// these drops the file's table; of an added one, the added table).
     file_routes: Arc<[(IpAddr, u8)]>,
     file_neighbors: Arc<[IpAddr]>,
-    /// Tables added (`[[route]]`, `[[neighbor]]`), in order.
-    adds: Vec<(Target, String)>,
+    /// Tables added (`[[route]]`, `[[neighbor]]`), in order (shared: an
+    /// edit clones the list, and must not copy thousands of texts).
+    adds: Vec<(Target, Arc<str>)>,
     /// The file's routes and neighbours deleted.
     dropped: config::Dropped,
 }
@@ -86,22 +90,96 @@ fn word(v: &str) -> Result<&str, String> {
     Ok(v)
 }
 
-/// The config `args` (`route ...` / `neighbor ...`) would make of `cur`,
-/// and the edits with it; `cur` and `edits` are left as they were.
-pub fn apply(args: &[String], cur: &Config, edits: &Edits) -> Result<(Config, Edits), String> {
+/// What an edit [`apply`] accepted changes.
+#[derive(Debug)]
+pub enum Change {
+    /// A static route added (`Some`), or the static route to the prefix
+    /// deleted: made on the running config in place
+    /// ([`route_in_place`]).
+    Route((IpAddr, u8), Option<Route>),
+    /// The config to build and install as a reload does (neighbours; the
+    /// deletion of a static route that hid a route-file route, which must
+    /// come back).
+    Build(Box<Config>),
+}
+
+impl Change {
+    /// The config this change makes of `cur`.
+    pub fn applied_to(self, cur: &Config) -> Config {
+        match self {
+            Change::Route(p, add) => {
+                let mut new = cur.clone();
+                route_into(&mut new, p, add);
+                new
+            }
+            Change::Build(new) => *new,
+        }
+    }
+}
+
+/// `cfg` with its static route to `p` deleted, or `add` added.
+fn route_into(cfg: &mut Config, p: (IpAddr, u8), add: Option<Route>) {
+    match add {
+        Some(r) => cfg.router.routes.push(r),
+        None => cfg.router.routes.retain(|r| (r.addr, r.len) != p),
+    }
+}
+
+/// An error of a change, as its answer says it: errors in the added table
+/// name its key (without an index: the table is the change, not one of a
+/// list), errors in the file (which loaded before) would be a bug and keep
+/// their place.
+fn errors(errs: config::ConfigErrors, in_change: impl Fn(&config::ConfigError) -> bool) -> String {
+    errs.0
+        .iter()
+        .map(|x| {
+            if in_change(x) {
+                format!("key `{}`: {}", unindexed(&x.key), x.msg)
+            } else {
+                x.to_string()
+            }
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// `key` without its list indexes (`route[3].via` -> `route.via`).
+fn unindexed(key: &str) -> String {
+    let mut out = String::with_capacity(key.len());
+    let mut skip = false;
+    for c in key.chars() {
+        match c {
+            '[' => skip = true,
+            ']' if skip => skip = false,
+            _ if !skip => out.push(c),
+            _ => {}
+        }
+    }
+    out
+}
+
+/// The `[[route]]` table of `route add PREFIX REST..`.
+fn route_table(prefix: &str, rest: &[&str]) -> Result<String, String> {
+    let mut t = format!("\n[[route]]\nprefix = \"{}\"\n", word(prefix)?);
+    match rest {
+        ["via", via] => t += &format!("via = \"{}\"\n", word(via)?),
+        ["via", via, "port", port] => {
+            t += &format!("via = \"{}\"\nport = \"{}\"\n", word(via)?, word(port)?)
+        }
+        ["port", port] => t += &format!("port = \"{}\"\n", word(port)?),
+        _ => return Err("route add PREFIX via ADDR [port P] | route add PREFIX port P".into()),
+    }
+    Ok(t)
+}
+
+/// What `args` (`route ...` / `neighbor ...`) would change in `cur`, and
+/// the edits with it; `cur` and `edits` are left as they were.
+pub fn apply(args: &[String], cur: &Config, edits: &Edits) -> Result<(Change, Edits), String> {
     let mut e = edits.clone();
     let words: Vec<&str> = args.iter().map(String::as_str).collect();
     match words.as_slice() {
         ["route", "add", prefix, rest @ ..] => {
-            let mut t = format!("\n[[route]]\nprefix = \"{}\"\n", word(prefix)?);
-            match rest {
-                ["via", via] => t += &format!("via = \"{}\"\n", word(via)?),
-                ["via", via, "port", port] => {
-                    t += &format!("via = \"{}\"\nport = \"{}\"\n", word(via)?, word(port)?)
-                }
-                ["port", port] => t += &format!("port = \"{}\"\n", word(port)?),
-                _ => return Err("route add PREFIX via ADDR [port P] | route add PREFIX port P".into()),
-            }
+            let t = route_table(prefix, rest)?;
             let p = pipeline::prefix::parse(prefix)
                 .ok_or_else(|| format!("`{prefix}` is not a prefix such as 10.0.0.0/8"))?;
             if cur.router.routes.iter().any(|r| (r.addr, r.len) == p) {
@@ -109,7 +187,11 @@ pub fn apply(args: &[String], cur: &Config, edits: &Edits) -> Result<(Config, Ed
                     "a route to {prefix} exists; `route del {prefix}` first"
                 ));
             }
-            e.adds.push((Target::Route(p.0, p.1), t));
+            // Checked on its own against the running config: what the
+            // whole text with the table added would say of it.
+            let route = config::check_added_route(&t, cur).map_err(|errs| errors(errs, |_| true))?;
+            e.adds.push((Target::Route(p.0, p.1), t.into()));
+            return Ok((Change::Route(p, Some(route)), e));
         }
         ["route", "del", prefix] => {
             let p = pipeline::prefix::parse(prefix)
@@ -120,6 +202,9 @@ pub fn apply(args: &[String], cur: &Config, edits: &Edits) -> Result<(Config, Ed
                 ));
             }
             e.delete(Target::Route(p.0, p.1));
+            if !cur.router.file_routes.contains(&p) {
+                return Ok((Change::Route(p, None), e));
+            }
         }
         ["neighbor" | "neighbour", "add", ip, mac, "port", port] => {
             let a: IpAddr = ip
@@ -134,7 +219,7 @@ pub fn apply(args: &[String], cur: &Config, edits: &Edits) -> Result<(Config, Ed
                 word(mac)?,
                 word(port)?
             );
-            e.adds.push((Target::Neighbor(a), t));
+            e.adds.push((Target::Neighbor(a), t.into()));
         }
         ["neighbor" | "neighbour", "del", ip] => {
             let a: IpAddr = ip
@@ -152,41 +237,35 @@ pub fn apply(args: &[String], cur: &Config, edits: &Edits) -> Result<(Config, Ed
             )
         }
     }
+    let new = reparse(cur, &e)?;
+    Ok((Change::Build(Box::new(new)), e))
+}
+
+/// The config of the file's text with `e`'s changes, parsed and checked
+/// whole as `sluice check` would (what [`Change::Route`] makes in place
+/// must equal it).
+fn reparse(cur: &Config, e: &Edits) -> Result<Config, String> {
     let mut text = format!("{}\n", e.file_text);
     for (_, t) in &e.adds {
         text += t;
     }
     let file_lines = e.file_text.lines().count() + 1;
-    let mut new = config::parse_edit(&text, cur, &e.dropped).map_err(|errs| {
-        // Errors in the change name its key; errors in the file (which
-        // loaded before) would be a bug, and keep their place.
-        errs.0
-            .iter()
-            .map(|x| {
-                if x.line > file_lines {
-                    format!("key `{}`: {}", x.key, x.msg)
-                } else {
-                    x.to_string()
-                }
-            })
-            .collect::<Vec<_>>()
-            .join("\n")
-    })?;
+    let mut new = config::parse_edit(&text, cur, &e.dropped)
+        .map_err(|errs| errors(errs, |x| x.line > file_lines))?;
     // The running config's text stays the file's; the poll policies stay
     // those running (`set poll`), which only a reload puts back.
     new.text = e.file_text.clone();
     for (n, c) in new.workers.iter_mut().zip(&cur.workers) {
         n.poll = c.poll.clone();
     }
-    Ok((new, e))
+    Ok(new)
 }
 
-/// Installs a `route add|del` that [`apply`] accepted (`new` is the config
-/// it made) into the running FIB in place: no rebuild, workers keep
-/// forwarding and see the change from their next poll round. `None` when
-/// the change is not one it can make in place (neighbours; deleting a
-/// static route that hid a route-file route, which must come back): then
-/// it is installed as a reload installs. It goes in as the config's
+/// Installs a route change that [`apply`] accepted into the running FIB
+/// in place, and into `cfg`, the running config, when it is installed: no
+/// rebuild, workers keep forwarding and see the change from their next
+/// poll round. `None` when there is no FIB to change (no router runs):
+/// then it is installed as a reload installs. It goes in as the config's
 /// static routes do (`mirrored`, [`Mirrored::install_static`]): a prefix
 /// the kernel's table routes keeps the kernel's route (the change is
 /// recorded, and takes effect if the kernel withdraws its route), and
@@ -194,32 +273,23 @@ pub fn apply(args: &[String], cur: &Config, edits: &Edits) -> Result<(Config, Ed
 /// answer says which.
 pub fn route_in_place(
     args: &[String],
-    new: &Config,
+    (addr, len): (IpAddr, u8),
+    add: &Option<Route>,
+    cfg: &mut Config,
     fib: Option<&mut pipeline::fib::FibWriter>,
     mirrored: &mut Mirrored,
 ) -> Option<Result<String, String>> {
     let fib = fib?;
-    let words: Vec<&str> = args.iter().map(String::as_str).collect();
-    let (verb, prefix) = match words.as_slice() {
-        ["route", verb @ ("add" | "del"), prefix, ..] => (*verb, *prefix),
-        _ => return None,
+    let prefix = format!("{addr}/{len}");
+    let done = match add {
+        Some(r) => mirrored
+            .install_static(r, fib, &cfg.router.interfaces)
+            .map_err(|e| format!("{prefix}: {e}")),
+        None => Ok(mirrored.remove_static(addr, len, fib)),
     };
-    let (addr, len) = pipeline::prefix::parse(prefix)?;
-    let done = if verb == "add" {
-        let r = new
-            .router
-            .routes
-            .iter()
-            .find(|r| (r.addr, r.len) == (addr, len))?;
-        mirrored
-            .install_static(r, fib, &new.router.interfaces)
-            .map_err(|e| format!("{prefix}: {e}"))
-    } else {
-        if new.router.file_routes.contains(&(addr, len)) {
-            return None;
-        }
-        Ok(mirrored.remove_static(addr, len, fib))
-    };
+    if done.is_ok() {
+        route_into(cfg, (addr, len), add.clone());
+    }
     fib.reclaim();
     let what = args.join(" ");
     Some(done.map(|s| match s {
@@ -238,4 +308,173 @@ pub fn route_in_place(
             fib.fib().routes6()
         ),
     }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const CFG: &str = r#"
+[[port]]
+name = "p0"
+driver = "softnic"
+ipv4 = ["198.18.0.1/24"]
+ipv6 = ["2001:db8:1::1/64"]
+softnic.rate = 1000
+
+[[port]]
+name = "p1"
+driver = "softnic"
+ipv4 = ["198.19.0.1/24", "198.20.0.1/30"]
+ipv6 = ["2001:db8:2::1/64"]
+softnic.rate = 1000
+
+[[worker]]
+core = 0
+mode = "l3fwd"
+rx = ["p0", "p1"]
+
+[[route]]
+prefix = "203.0.113.0/24"
+via = "198.19.0.2"
+
+[[route]]
+prefix = "203.0.113.0/24"
+via = "198.19.0.3"
+
+[[route]]
+prefix = "10.0.0.0/8"
+via = "198.18.0.2"
+
+[[neighbor]]
+ip = "198.19.0.2"
+mac = "02:00:00:00:00:02"
+port = "p1"
+"#;
+
+    fn args(line: &str) -> Vec<String> {
+        line.split_whitespace().map(str::to_string).collect()
+    }
+
+    /// Route edits made in place (the added table checked on its own)
+    /// give the config, and refuse with the errors, that parsing the
+    /// file's text with every edit's table added gives, edit after edit:
+    /// adds and deletions of the file's routes (ECMP among them) and of
+    /// added ones, re-adds, IPv6, `port` routes, and every refusal the
+    /// table's check makes.
+    #[test]
+    fn route_edits_in_place_are_the_whole_text_parsed() {
+        let mut cur = config::parse(CFG, "edit-test.toml", None).expect("the test config loads");
+        let mut edits = Edits::new(&cur);
+        let script = [
+            "route add 192.0.2.0/24 via 198.19.0.2",
+            "route add 192.0.3.0/24 via 198.19.0.2 port p1",
+            "route add 192.0.4.0/24 port p0",
+            "route add 2001:db8:99::/48 via 2001:db8:2::2",
+            "route add 2001:db8:98::/48 via fe80::1 port p1",
+            "route del 203.0.113.0/24",
+            "route add 203.0.113.0/24 via 198.18.0.9",
+            "route del 192.0.2.0/24",
+            "route add 192.0.2.0/24 via 198.18.0.7",
+            "route del 10.0.0.0/8",
+            "route add 10.0.0.0/8 via 198.19.0.2",
+            "route del 2001:db8:99::/48",
+            // Refused by the table's check, as the whole text refuses it.
+            "route add 192.0.5.0/24 via 203.0.113.5",
+            "route add 192.0.5.0/24 via 198.19.0.1",
+            "route add 192.0.5.0/24 via 198.19.0.255",
+            "route add 192.0.5.0/24 via 198.20.0.3",
+            "route add 192.0.5.0/24 via 2001:db8:2::2",
+            "route add 192.0.5.0/24 via 198.19.0.2 port p0",
+            "route add 192.0.5.0/24 via 198.19.0.2 port p9",
+            "route add 192.0.5.0/24 port p9",
+            "route add 192.0.5.1/24 via 198.19.0.2",
+            "route add 192.0.5.0/33 via 198.19.0.2",
+            "route add 198.19.0.0/24 via 198.19.0.2",
+            "route add 2001:db8:1::/64 via 2001:db8:2::2",
+            "route add 2001:db8:97::/48 via fe80::1",
+            "route add 192.0.5.0/24 via 1.2.3.x",
+            // Refused before any table is written.
+            "route add 203.0.113.0/24 via 198.19.0.2",
+            "route del 192.0.9.0/24",
+            "route add 192.0.5.0/24",
+        ];
+        let mut refused = 0;
+        for line in script {
+            let a = args(line);
+            match apply(&a, &cur, &edits) {
+                Ok((change, e)) => {
+                    assert!(matches!(change, Change::Route(..)), "{line}: {change:?}");
+                    let whole = reparse(&cur, &e).unwrap_or_else(|err| panic!("{line}: {err}"));
+                    let made = change.applied_to(&cur);
+                    assert_eq!(made.router.routes, whole.router.routes, "{line}");
+                    assert_eq!(made.router.neighbors, whole.router.neighbors, "{line}");
+                    (cur, edits) = (made, e);
+                }
+                Err(err) => {
+                    refused += 1;
+                    // What the whole text says with the table added (where
+                    // the refusal came before a table, nothing to compare).
+                    let w: Vec<&str> = a.iter().map(String::as_str).collect();
+                    let ["route", "add", prefix, rest @ ..] = w.as_slice() else {
+                        continue;
+                    };
+                    let Ok(t) = route_table(prefix, rest) else {
+                        continue;
+                    };
+                    if err.contains("exists;") || err.contains("is not a prefix such as 10") {
+                        continue;
+                    }
+                    let mut e = edits.clone();
+                    e.adds.push((
+                        Target::Route(std::net::Ipv4Addr::UNSPECIFIED.into(), 0),
+                        t.into(),
+                    ));
+                    let whole = reparse(&cur, &e).expect_err(line);
+                    assert_eq!(err, whole, "{line}");
+                }
+            }
+        }
+        assert_eq!(refused, 17, "every refusal in the script refused");
+        // What the edits made: the file's ECMP route replaced by one path,
+        // the others moved, the deleted IPv6 route gone.
+        let shown: Vec<String> = cur
+            .router
+            .routes
+            .iter()
+            .filter(|r| r.paths.iter().all(|h| h.via.is_some()) || r.len < 30)
+            .map(|r| {
+                format!(
+                    "{}/{} {:?}",
+                    r.addr,
+                    r.len,
+                    r.paths.iter().map(|h| h.via).collect::<Vec<_>>()
+                )
+            })
+            .collect();
+        assert!(
+            shown.contains(&"203.0.113.0/24 [Some(198.18.0.9)]".to_string()),
+            "{shown:?}"
+        );
+        assert!(
+            !shown.iter().any(|r| r.starts_with("2001:db8:99::")),
+            "{shown:?}"
+        );
+        assert_eq!(
+            shown.iter().filter(|r| r.starts_with("10.0.0.0/8")).count(),
+            1
+        );
+        // A neighbour edit, after all of them, is the whole text parsed.
+        let (change, _) = apply(
+            &args("neighbor add 198.18.0.5 02:00:00:00:00:05 port p0"),
+            &cur,
+            &edits,
+        )
+        .unwrap();
+        let Change::Build(new) = change else {
+            panic!("a neighbour is built")
+        };
+        assert_eq!(new.router.routes, cur.router.routes);
+        assert_eq!(new.router.neighbors.len(), 2);
+    }
 }
