@@ -22,7 +22,7 @@ use rustc_hash::FxHashMap;
 use std::net::{IpAddr, Ipv4Addr};
 
 mod bitvec;
-pub use bitvec::Classifier;
+pub use bitvec::{Classifier, Memo};
 
 /// One classification rule. Priority is its index in the list (0 first).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -476,13 +476,63 @@ mod tests {
             for (s, d) in [(0, 0), (2, 2), (4, 6), (6, 4), (12, 0), (0, 12), (6, 6)] {
                 built.push(Classifier::build_cut(rules.clone(), s, d));
             }
+            let mut memos: Vec<Memo> = built.iter().map(|_| Memo::default()).collect();
             for k in &keys {
                 let want = linear(&rules, k);
-                for c in &built {
+                for (c, m) in built.iter().zip(&mut memos) {
                     prop_assert_eq!(c.classify(k), want, "cut {:?}: {:?}", c.cut(), k);
+                    prop_assert_eq!(c.classify_memo(k, m), want, "memo, cut {:?}: {:?}", c.cut(), k);
+                }
+                // Keys likely in the same intervals (the memo's hits) and
+                // with other flags or metadata (which must not hit).
+                for v in [
+                    Key { src: k.src ^ 1, dst: k.dst ^ 1, ..*k },
+                    Key { flags: k.flags ^ 0x5, ..*k },
+                    Key { meta: k.meta ^ 1, ..*k },
+                    Key { proto: 17, sport: k.sport ^ 1, ..*k },
+                ] {
+                    let want = linear(&rules, &v);
+                    for (c, m) in built.iter().zip(&mut memos) {
+                        prop_assert_eq!(c.classify_memo(&v, m), want, "memo, cut {:?}: {:?}", c.cut(), v);
+                    }
                 }
             }
+            prop_assert!(memos.iter().all(|m| m.hits > 0));
         }
+    }
+
+    /// A memo cleared between two classifiers answers for the second; one
+    /// not cleared would answer the first's rule (which is why a gateway
+    /// clears its memo when its rules change).
+    #[test]
+    fn a_memo_is_for_one_classifier() {
+        let k = Key {
+            src: v4(0x0a00_0001),
+            dst: v4(0xc612_0001),
+            sport: 1000,
+            dport: 53,
+            proto: 17,
+            flags: 0,
+            meta: 0,
+        };
+        let a = Classifier::build(vec![Rule::any()]);
+        // The same intervals (every rule covers every field whole), so
+        // the same memo key; b's first rule asks for other metadata.
+        let b = Classifier::build(vec![
+            Rule {
+                meta: (1, 1),
+                ..Rule::any()
+            },
+            Rule::any(),
+        ]);
+        let mut m = Memo::default();
+        assert_eq!(a.classify_memo(&k, &mut m), Some(0));
+        assert_eq!(a.classify_memo(&Key { sport: 2000, ..k }, &mut m), Some(0));
+        assert_eq!((m.hits, m.misses), (1, 1));
+        assert_eq!(b.classify_memo(&k, &mut m), Some(0), "the stale answer");
+        m.clear();
+        assert_eq!(b.classify_memo(&k, &mut m), Some(1));
+        assert_eq!(b.classify(&k), Some(1));
     }
 
     /// 20,000 host-pair rules (a block list): the uncut family would take

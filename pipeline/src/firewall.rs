@@ -10,7 +10,7 @@
 //! to it. The built set is immutable and shared by the workers (`Arc`); a
 //! new rule set is built on the control path and swapped in whole.
 
-use crate::acl::{Classifier, Key, Rule};
+use crate::acl::{Classifier, Key, Memo, Rule};
 use crate::prefix;
 use std::time::Instant;
 
@@ -114,6 +114,11 @@ crate::counter_enum! {
     pub enum Event {
         /// Rejects answered (TCP RST or ICMP).
         Reject = "fw_reject",
+        /// Rule lookups answered by the worker's memo of classified
+        /// intervals ([`crate::acl::Memo`]).
+        MemoHit = "fw_memo_hit",
+        /// Rule lookups that went through the classifier's vectors.
+        MemoMiss = "fw_memo_miss",
     }
 }
 
@@ -357,7 +362,21 @@ impl RuleSet {
     /// default policy).
     #[inline]
     pub fn decide(&self, k: &Key) -> (Action, Option<u32>) {
-        match self.lookup(k) {
+        self.action_of(self.lookup(k))
+    }
+
+    /// [`RuleSet::decide`] through a worker's `memo` of what these rules
+    /// decided for the key's intervals (a memo filled by other rules must
+    /// be cleared first: [`Memo::clear`]).
+    #[inline]
+    pub fn decide_memo(&self, k: &Key, memo: &mut Memo) -> (Action, Option<u32>) {
+        let found = self.classifier.classify_memo(k, memo);
+        self.action_of(found.map(|i| self.owner[i as usize]))
+    }
+
+    #[inline(always)]
+    fn action_of(&self, rule: Option<u32>) -> (Action, Option<u32>) {
+        match rule {
             Some(i) => (self.rules[i as usize].action, Some(i)),
             None => (self.default, None),
         }

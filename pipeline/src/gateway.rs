@@ -34,7 +34,7 @@
 //!
 //! [`Flow::translated`]: crate::conntrack::Flow::translated
 
-use crate::acl::{v4, Key};
+use crate::acl::{v4, Key, Memo};
 use crate::checksum;
 use crate::conntrack::{self, opens_flow, ConnTrack, Refused, Timeouts, Tuple, ACK, FIN, RST, SYN};
 use crate::events;
@@ -123,6 +123,9 @@ pub struct Gateway<C: StageClock = NoClock> {
     /// their own).
     fw_events: [u64; firewall::Event::COUNT],
     nat_events: [u64; nat::Event::COUNT],
+    /// What the rules decided for recent keys' intervals (cleared when
+    /// the rules change).
+    memo: Memo,
     /// Every stage's counters side by side, as [`EVENTS`] names them
     /// (refreshed on each tick).
     events: [u64; EVENTS.len()],
@@ -188,6 +191,7 @@ impl<C: StageClock> Clone for Gateway<C> {
             hits: vec![0; self.hits.len()],
             hits_out: None,
             fw_events: [0; firewall::Event::COUNT],
+            memo: Memo::default(),
             nat_events: [0; nat::Event::COUNT],
             events: [0; EVENTS.len()],
             gauges: [0; GAUGES.len()],
@@ -330,6 +334,7 @@ impl<C: StageClock> Gateway<C> {
             hits: vec![0; cfg.rules.rules().len()],
             hits_out: None,
             fw_events: [0; firewall::Event::COUNT],
+            memo: Memo::default(),
             nat_events: [0; nat::Event::COUNT],
             events: [0; EVENTS.len()],
             gauges: [0; GAUGES.len()],
@@ -360,6 +365,7 @@ impl<C: StageClock> Gateway<C> {
     pub fn reconfigure(&mut self, u: &GatewayUpdate) {
         self.reroute(&u.router);
         self.rules = u.rules.clone();
+        self.memo.clear();
         self.hits = vec![0; self.rules.rules().len()];
         self.hits_out = u.hits.clone();
         self.nat = u.nat.clone();
@@ -391,7 +397,7 @@ impl<C: StageClock> Gateway<C> {
     /// The firewall's verdict on a new, related or invalid packet.
     #[inline]
     fn decide(&mut self, k: &Key) -> Action {
-        let (a, rule) = self.rules.decide(k);
+        let (a, rule) = self.rules.decide_memo(k, &mut self.memo);
         if let Some(r) = rule {
             self.hits[r as usize] += 1;
         }
@@ -1110,6 +1116,8 @@ impl<C: StageClock> Gateway<C> {
     }
 
     fn refresh_events(&mut self) {
+        self.fw_events[firewall::Event::MemoHit as usize] = self.memo.hits;
+        self.fw_events[firewall::Event::MemoMiss as usize] = self.memo.misses;
         let parts: [&[u64]; 4] = [
             self.router.events(),
             &self.fw_events,

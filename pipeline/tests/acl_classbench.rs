@@ -4,9 +4,12 @@
 //! traces' flags column is not usable (0 or 0xffffffff; the data's own
 //! verification ignores flags), so the trace's rule id — a rule the header
 //! was generated from, which must match and cannot come before the first
-//! match — is checked with flags cleared.
+//! match — is checked with flags cleared. Lookups through a worker's memo
+//! ([`pipeline::acl::Memo`]) find what the classifier finds, for the
+//! trace's headers and for each with other TCP flags and metadata (which
+//! the memo's key must tell apart), while the memo answers some of them.
 
-use pipeline::acl::{linear, parse_classbench, parse_trace, Classifier, Key};
+use pipeline::acl::{linear, parse_classbench, parse_trace, Classifier, Key, Memo};
 
 fn lines(rel: &str) -> Option<Vec<String>> {
     if rel.ends_with(".gz") {
@@ -58,8 +61,26 @@ fn every_set_matches_linear_scan() {
             .filter_map(|l| parse_trace(l))
             .collect();
         assert!(!trace.is_empty());
+        let (mut memo, mut memo2) = (Memo::default(), Memo::default());
         for (k, id) in &trace {
             assert_eq!(c.classify(k), linear(&rules, k), "{rules_f}: {k:?}");
+            for v in [
+                *k,
+                Key { flags: 0x12, ..*k },
+                Key { flags: 0x02, ..*k },
+                Key { meta: 1, ..*k },
+            ] {
+                assert_eq!(
+                    c.classify_memo(&v, &mut memo),
+                    c.classify(&v),
+                    "{rules_f} memo: {v:?}"
+                );
+            }
+            assert_eq!(
+                c2.classify_memo(k, &mut memo2),
+                c2.classify(k),
+                "{rules_f} memo: {k:?}"
+            );
             let want = linear(&no_flags, k);
             assert_eq!(c2.classify(k), want, "{rules_f} without flags: {k:?}");
             if trace_f.starts_with(rules_f) {
@@ -69,6 +90,12 @@ fn every_set_matches_linear_scan() {
             }
             checked += 1;
         }
+        assert!(
+            memo.hits > 0 && memo.misses > 0 && memo2.hits > 0,
+            "{rules_f}: memo hits {} misses {}",
+            memo.hits,
+            memo.misses
+        );
     }
     assert!(checked > 150_000, "{checked}");
 }

@@ -325,21 +325,33 @@ impl<A: Coord> Family<A> {
         }
     }
 
+    /// The vectors of the key's elementary intervals: source, destination,
+    /// destination port, protocol, source port.
+    #[inline(always)]
+    fn ids(&self, k: &Key, src: A, dst: A) -> [u32; 5] {
+        [
+            self.src.find(src),
+            self.dst.find(dst),
+            self.dport.find(k.dport),
+            self.proto[usize::from(k.proto)],
+            self.sport.find(k.sport),
+        ]
+    }
+
     #[inline(always)]
     fn classify(&self, k: &Key, src: A, dst: A) -> Option<u32> {
+        self.first_of(self.ids(k, src, dst), k)
+    }
+
+    /// The first rule in all five vectors `ids` whose residual `k` passes.
+    #[inline(always)]
+    fn first_of(&self, ids: [u32; 5], k: &Key) -> Option<u32> {
         let s = &self.store;
-        let ids = [
-            self.src.find(src) as usize,
-            self.dst.find(dst) as usize,
-            self.dport.find(k.dport) as usize,
-            self.proto[usize::from(k.proto)] as usize,
-            self.sport.find(k.sport) as usize,
-        ];
         let a = s.a;
         let stride = a + s.w;
         // Each field's aggregate and vector as slices of one length: one
         // bounds check per word index below, not one per field.
-        let row = |v: usize| &s.data[v * stride..][..stride];
+        let row = |v: u32| &s.data[v as usize * stride..][..stride];
         let (r0, r1, r2, r3, r4) = (
             row(ids[0]),
             row(ids[1]),
@@ -370,6 +382,34 @@ impl<A: Coord> Family<A> {
             }
         }
         None
+    }
+
+    /// [`Family::classify`] through `memo`; `tag` names this family
+    /// there (not 0).
+    #[inline(always)]
+    fn classify_memo(&self, k: &Key, src: A, dst: A, tag: u32, memo: &mut Memo) -> Option<u32> {
+        let ids = self.ids(k, src, dst);
+        let key = [
+            tag,
+            ids[0],
+            ids[1],
+            ids[2],
+            ids[4],
+            u32::from(k.proto) | u32::from(k.flags) << 8,
+            k.meta,
+        ];
+        let slot = memo.slot(&key);
+        if memo.slots[slot].key == key {
+            memo.hits += 1;
+            return memo.slots[slot].found();
+        }
+        memo.misses += 1;
+        let found = self.first_of(ids, k);
+        memo.slots[slot] = MemoSlot {
+            key,
+            rule: found.unwrap_or(u32::MAX),
+        };
+        found
     }
 
     fn bytes(&self) -> usize {
@@ -740,6 +780,21 @@ impl Cut {
         fam.classify(k, shifted(src, self.sbits), shifted(dst, self.dbits))
     }
 
+    #[inline(always)]
+    fn classify_memo(&self, k: &Key, src: u32, dst: u32, memo: &mut Memo) -> Option<u32> {
+        let c = top(src, self.sbits) << self.dbits | top(dst, self.dbits);
+        let f = self.cells[c];
+        let fam = &self.fams[f as usize];
+        let shifted = |a: u32, bits: u32| (u64::from(a) << bits) as u32;
+        fam.classify_memo(
+            k,
+            shifted(src, self.sbits),
+            shifted(dst, self.dbits),
+            f + 1,
+            memo,
+        )
+    }
+
     fn bytes(&self) -> usize {
         self.cells.len() * 4 + self.fams.iter().map(Family::bytes).sum::<usize>()
     }
@@ -801,6 +856,18 @@ impl Classifier {
         }
     }
 
+    /// [`Classifier::classify`], remembering in `memo` what it found
+    /// for the key's elementary intervals (see [`Memo`]).
+    #[inline]
+    pub fn classify_memo(&self, k: &Key, memo: &mut Memo) -> Option<u32> {
+        let v4 = |a: u128| (V4_LO..=V4_HI).contains(&a);
+        if v4(k.src) && v4(k.dst) {
+            self.v4.classify_memo(k, k.src as u32, k.dst as u32, memo)
+        } else {
+            self.v6.classify_memo(k, k.src, k.dst, u32::MAX, memo)
+        }
+    }
+
     /// Distinct bit vectors stored (all families).
     pub fn vectors(&self) -> usize {
         self.v4.vectors() + self.v6.vectors()
@@ -840,4 +907,70 @@ fn v4_members(rules: &[Rule]) -> Vec<Member<u32>> {
         .enumerate()
         .filter_map(|(i, r)| Some((i, clip(r.src)?, clip(r.dst)?)))
         .collect()
+}
+
+/// Entries of a [`Memo`].
+const MEMO_SLOTS: usize = 1024;
+
+/// One classification remembered: the family's tag, the vectors of the
+/// key's source, destination, destination and source port intervals,
+/// protocol and TCP flags, metadata; the rule found (`u32::MAX`: none).
+#[derive(Clone, Copy, Default)]
+struct MemoSlot {
+    key: [u32; 7],
+    rule: u32,
+}
+
+impl MemoSlot {
+    #[inline(always)]
+    fn found(&self) -> Option<u32> {
+        (self.rule != u32::MAX).then_some(self.rule)
+    }
+}
+
+/// What a classifier found for recent keys, by elementary interval: two
+/// keys whose fields fall in the same intervals (the same vector in each
+/// field, so the same candidate rules) and that have the same protocol,
+/// TCP flags and metadata (what the residual check reads) match the same
+/// first rule, whatever their addresses and ports. A worker keeps one for
+/// its classifier: a key whose intervals were classified before skips the
+/// vectors' AND and residual checks (the interval searches remain).
+/// Direct-mapped, 1,024 entries of 32 bytes; a collision replaces the
+/// entry, so adversarial keys cost a miss, never a wrong answer. Valid
+/// only for the classifier it was filled by.
+pub struct Memo {
+    slots: Box<[MemoSlot]>,
+    /// Lookups answered from the memo.
+    pub hits: u64,
+    /// Lookups that went through the vectors.
+    pub misses: u64,
+}
+
+impl Default for Memo {
+    fn default() -> Memo {
+        Memo {
+            slots: vec![MemoSlot::default(); MEMO_SLOTS].into_boxed_slice(),
+            hits: 0,
+            misses: 0,
+        }
+    }
+}
+
+impl Memo {
+    /// Forgets every classification (for a classifier of other rules);
+    /// the counts go on.
+    pub fn clear(&mut self) {
+        self.slots.fill(MemoSlot::default());
+    }
+
+    /// The slot of `key`.
+    #[inline(always)]
+    fn slot(&self, key: &[u32; 7]) -> usize {
+        let w = |i: usize| u64::from(key[i]) | u64::from(key[i + 1]) << 32;
+        let h = w(0).wrapping_mul(0x9e37_79b9_7f4a_7c15)
+            ^ w(2).wrapping_mul(0xc2b2_ae3d_27d4_eb4f)
+            ^ w(4).wrapping_mul(0x1656_67b1_9e37_79f9)
+            ^ u64::from(key[6]).wrapping_mul(0xd6e8_feb8_6659_fd93);
+        (h >> 54) as usize & (MEMO_SLOTS - 1)
+    }
 }

@@ -1089,3 +1089,42 @@ proptest! {
         prop_assert_eq!(burst_gw.events(), each.events());
     }
 }
+
+/// New rules decide the next new flow, even one whose fields fall in the
+/// intervals a flow under the old rules was classified in (the worker's
+/// memo of classifications, which answered the second flow here, is
+/// cleared with the rules).
+#[test]
+fn new_rules_decide_the_next_flow() {
+    let nat = nat_cfg(PortRange::default());
+    let mut g = gateway_with(
+        vec![fw(Rule::any(), &[], 0, Action::Accept)],
+        Action::Drop,
+        nat.clone(),
+        64,
+    );
+    for sport in [1000, 1001] {
+        let mut f = pkt(R0, CLIENT, sport, SERVER, 53, 17, 0, b"q");
+        assert_eq!(g.process(&mut f, 0), Verdict::Forward(1));
+    }
+    g.tick(2 * S);
+    assert_eq!(
+        (event(&g, "fw_memo_hit"), event(&g, "fw_memo_miss")),
+        (1, 1)
+    );
+    // The same intervals in every field; the first rule now wants packets
+    // from port 1.
+    let rules = vec![
+        fw(Rule::any(), &[1], 0, Action::Accept),
+        fw(Rule::any(), &[], 0, Action::Drop),
+    ];
+    g.reconfigure(&GatewayUpdate {
+        router: crate::router::RouterUpdate(g.router.config().clone()),
+        rules: Arc::new(RuleSet::build(rules, Action::Accept, &nat.original_dsts())),
+        nat: Arc::new(nat),
+        hits: None,
+    });
+    let mut f = pkt(R0, CLIENT, 1002, SERVER, 53, 17, 0, b"q");
+    assert_eq!(g.process(&mut f, 0), Verdict::Drop(DropReason::Filtered));
+    assert_eq!(g.hits(), [0, 1]);
+}
