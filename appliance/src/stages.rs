@@ -2,7 +2,7 @@
 //! router's tables and interfaces, the gateway's rule set, NAT and
 //! conntrack settings. Nothing here runs per packet.
 
-use crate::config::Config;
+use crate::config::{Config, RouterSetup};
 use anyhow::{Context, Result};
 use pipeline::fib::FibWriter;
 use pipeline::firewall::RuleSet;
@@ -53,13 +53,7 @@ pub fn build_router(cfg: &Config) -> Result<(Router, FibWriter)> {
         routes.push((r.addr, r.len, r.paths.clone()));
     }
     let fib = FibWriter::build(&routes).context("routes")?;
-    let (mut n4, mut n6) = (Vec::new(), Vec::new());
-    for &(p, a, m) in &rs.neighbors {
-        match a {
-            IpAddr::V4(a) => n4.push((p, a, m)),
-            IpAddr::V6(a) => n6.push((p, a, m)),
-        }
-    }
+    let (n4, n6) = static_neighbors(rs);
     let router = Router::new(RouterConfig {
         interfaces: rs.interfaces.clone(),
         fib: fib.fib().clone(),
@@ -76,6 +70,23 @@ pub fn build_router(cfg: &Config) -> Result<(Router, FibWriter)> {
     });
     Ok((router, fib))
 }
+
+/// The static neighbours of `rs`, IPv4 and IPv6, as the router takes them.
+pub fn static_neighbors(rs: &RouterSetup) -> (Vec<Neighbor4>, Vec<Neighbor6>) {
+    let (mut n4, mut n6) = (Vec::new(), Vec::new());
+    for &(p, a, m) in &rs.neighbors {
+        match a {
+            std::net::IpAddr::V4(a) => n4.push((p, a, m)),
+            std::net::IpAddr::V6(a) => n6.push((p, a, m)),
+        }
+    }
+    (n4, n6)
+}
+
+/// A static IPv4 neighbour: (interface, address, MAC).
+type Neighbor4 = (u16, std::net::Ipv4Addr, pipeline::wire::MacAddr);
+/// A static IPv6 neighbour.
+type Neighbor6 = (u16, std::net::Ipv6Addr, pipeline::wire::MacAddr);
 
 /// Builds the firewall rule set and the gateway settings (control path).
 pub fn build_gateway(cfg: &Config, workers: u16) -> GatewayConfig {

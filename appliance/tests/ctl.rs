@@ -388,6 +388,16 @@ fn a_deleted_route_or_neighbor_stays_deleted_when_added_anew() {
 
     // A neighbour of the file, given a new MAC; one added by `ctl`, too.
     assert!(neighbors().contains("198.19.0.2 02:5e:00:00:00:01 port p1"));
+    let hits = || -> u64 {
+        let r = json(&sock, &["show", "rules"]);
+        r["rules"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|x| x["hits"].as_u64())
+            .sum()
+    };
+    let hits_before = hits();
     ok(&sock, &["neighbor", "del", "198.19.0.2"]);
     ok(
         &sock,
@@ -430,9 +440,38 @@ fn a_deleted_route_or_neighbor_stays_deleted_when_added_anew() {
         !n.contains("02:5e:00:00:00:01") && !n.contains("02:00:00:00:00:07"),
         "{n}"
     );
-    // The routes survived the neighbour changes' rebuilds as they were.
+    // The routes survived the neighbour changes (made in place) as they
+    // were.
     assert_eq!(paths("192.0.2.1"), ["198.18.0.2"]);
     assert_eq!(paths("203.0.113.1"), ["198.19.0.2"]);
+    // The rules' hit counts went on (a neighbour change used to build the
+    // rules again, and their counts started from zero).
+    assert!(hits() >= hits_before, "{} < {hits_before}", hits());
+    // And the workers forward with the new MAC: what p1 sends to
+    // 203.0.113.0/24 (the generator's traffic, new flows and those opened
+    // before the change) goes to 198.19.0.2 at 02:00:00:00:00:42.
+    let file = dir.join("p1.pcapng");
+    let w = file.to_str().unwrap();
+    let out = ok(
+        &sock,
+        &[
+            "capture",
+            "--port",
+            "p1",
+            "--direction",
+            "tx",
+            "--count",
+            "50",
+            "-w",
+            w,
+        ],
+    );
+    assert!(out.contains("done: 50 packets"), "{out}");
+    let frames = pmd::pcap::read_frames(&file).unwrap();
+    assert_eq!(frames.len(), 50);
+    for f in &frames {
+        assert_eq!(f[..6], [2, 0, 0, 0, 0, 0x42], "{:02x?}", &f[..14]);
+    }
 
     // A reload goes back to the file.
     ok(&sock, &["reload"]);
@@ -498,7 +537,7 @@ fn a_switched_policy_lasts_until_a_reload_puts_the_files_back() {
     assert_eq!(changes.len(), 5, "{log}");
     for (line, what) in changes.iter().zip([
         "set poll 1 adaptive: core 1: switching to adaptive",
-        "neighbor add 198.19.0.9 02:00:00:00:00:09 port p1: installed: ",
+        "neighbor add 198.19.0.9 02:00:00:00:00:09 port p1: installed in place (3 static neighbours)",
         "route add 192.0.2.0/24 via 198.19.0.2: installed in place (",
         "reload: reloaded",
         "set poll 1 bogus: refused: `bogus` is not a poll policy",

@@ -331,15 +331,22 @@ fn the_management_thread_answers_while_a_reload_builds() {
     b.stop();
 }
 
-/// A neighbour change, which cannot go into the FIB in place, is built as
+/// An edit that cannot go into the FIB in place (deleting a static route
+/// that hid a route of the route file, which must come back) is built as
 /// a reload is: off the management thread, which answers meanwhile and
 /// refuses a route change until it is installed; the change's own answer
-/// comes when it is.
+/// comes when it is. A neighbour change is made in place, with no build.
 #[test]
-fn the_management_thread_answers_while_a_neighbor_change_builds() {
-    let b = BigTable::start("neighbor-big");
+fn the_management_thread_answers_while_an_edit_builds() {
+    let b = BigTable::start("edit-big");
+    // A static route over one of the file's: in place.
+    let (ok, out, e) = ctl(
+        &b.sock,
+        &["route", "add", "11.0.5.0/24", "via", "198.18.0.2"],
+    );
+    assert!(ok && out.contains("installed in place"), "{e}{out}");
     let sock = b.sock.clone();
-    let change = std::thread::spawn(move || ctl(&sock, &common::ADD_NEIGHBOR));
+    let change = std::thread::spawn(move || ctl(&sock, &["route", "del", "11.0.5.0/24"]));
     // The build has begun once its thread runs.
     let deadline = Instant::now() + Duration::from_secs(60);
     while !b.has_thread("reload") {
@@ -365,19 +372,26 @@ fn the_management_thread_answers_while_a_neighbor_change_builds() {
     let (ok, out, e) = change.join().unwrap();
     assert!(ok && out.contains("installed"), "{e}");
     assert!(routes_after(&out, "installed") > 200_000, "{out}");
-    let (ok, out, e) = ctl(&b.sock, &["show", "neighbors"]);
-    assert!(
-        ok && out.contains("198.19.0.9 02:00:00:00:00:09 port p1"),
-        "{e}{out}"
-    );
-    // The edit holds: the next change is made on top of it.
+    // The file's route is back.
+    let (ok, out, e) = ctl(&b.sock, &["show", "routes", "11.0.5.1"]);
+    assert!(ok && out.contains("198.19.0.2"), "{e}{out}");
+    // The edit holds: the next changes are made on top of it, a
+    // neighbour's in place, without a build thread.
+    let (ok, out, e) = ctl(&b.sock, &common::ADD_NEIGHBOR);
+    assert!(ok && out.contains("installed in place"), "{e}{out}");
+    assert!(!b.has_thread("reload"));
     let (ok, _, e) = ctl(
         &b.sock,
         &["route", "add", "192.0.2.0/24", "via", "198.19.0.2"],
     );
     assert!(ok, "{e}");
     let (ok, out, _) = ctl(&b.sock, &["show", "neighbors"]);
-    assert!(ok && out.contains("198.19.0.9"), "{out}");
+    assert!(
+        ok && out.contains("198.19.0.9 02:00:00:00:00:09 port p1"),
+        "{out}"
+    );
+    let (ok, out, _) = ctl(&b.sock, &["show", "routes", "11.0.5.1"]);
+    assert!(ok && out.contains("198.19.0.2"), "{out}");
     b.stop();
 }
 

@@ -97,9 +97,11 @@ pub enum Change {
     /// deleted: made on the running config in place
     /// ([`route_in_place`]).
     Route((IpAddr, u8), Option<Route>),
-    /// The config to build and install as a reload does (neighbours; the
-    /// deletion of a static route that hid a route-file route, which must
-    /// come back).
+    /// A static neighbour added or deleted: the config with it (the whole
+    /// text parsed), installed in place ([`neighbors_in_place`]).
+    Neighbors(Box<Config>),
+    /// The config to build and install as a reload does (the deletion of
+    /// a static route that hid a route-file route, which must come back).
     Build(Box<Config>),
 }
 
@@ -112,7 +114,7 @@ impl Change {
                 route_into(&mut new, p, add);
                 new
             }
-            Change::Build(new) => *new,
+            Change::Neighbors(new) | Change::Build(new) => *new,
         }
     }
 }
@@ -220,6 +222,7 @@ pub fn apply(args: &[String], cur: &Config, edits: &Edits) -> Result<(Change, Ed
                 word(port)?
             );
             e.adds.push((Target::Neighbor(a), t.into()));
+            return Ok((Change::Neighbors(Box::new(reparse(cur, &e)?)), e));
         }
         ["neighbor" | "neighbour", "del", ip] => {
             let a: IpAddr = ip
@@ -229,6 +232,7 @@ pub fn apply(args: &[String], cur: &Config, edits: &Edits) -> Result<(Change, Ed
                 return Err(format!("no static neighbour {ip}"));
             }
             e.delete(Target::Neighbor(a));
+            return Ok((Change::Neighbors(Box::new(reparse(cur, &e)?)), e));
         }
         _ => {
             return Err(
@@ -259,6 +263,34 @@ fn reparse(cur: &Config, e: &Edits) -> Result<Config, String> {
         n.poll = c.poll.clone();
     }
     Ok(new)
+}
+
+/// Installs the static neighbours of `new` (a neighbour change [`apply`]
+/// accepted) into the running `router` in place: its neighbour tables
+/// only, not the routes or the rules, so neither the FIB nor the
+/// classifier is built again (with the full table that took seconds) and
+/// the rules' hit counts go on. The routers keep the neighbours they
+/// learned and those the kernel's table gave them; a static neighbour
+/// takes precedence, as at start. The update for the workers, and the
+/// answer; `None` when no router runs.
+pub fn neighbors_in_place(
+    args: &[String],
+    new: &Config,
+    router: Option<&mut pipeline::router::Router>,
+) -> Option<(pipeline::router::RouterUpdate, String)> {
+    let r = router?;
+    let mut rc = (**r.config()).clone();
+    (rc.neighbors4, rc.neighbors6) = crate::stages::static_neighbors(&new.router);
+    let u = pipeline::router::RouterUpdate(Arc::new(rc));
+    r.reconfigure(u.0.clone());
+    Some((
+        u,
+        format!(
+            "{}: installed in place ({} static neighbours)\n",
+            args.join(" "),
+            new.router.neighbors.len()
+        ),
+    ))
 }
 
 /// Installs a route change that [`apply`] accepted into the running FIB
@@ -471,8 +503,8 @@ port = "p1"
             &edits,
         )
         .unwrap();
-        let Change::Build(new) = change else {
-            panic!("a neighbour is built")
+        let Change::Neighbors(new) = change else {
+            panic!("a neighbour is installed in place")
         };
         assert_eq!(new.router.routes, cur.router.routes);
         assert_eq!(new.router.neighbors.len(), 2);
