@@ -374,6 +374,27 @@ fn a_deleted_route_or_neighbor_stays_deleted_when_added_anew() {
         &["route", "add", "203.0.113.0/24", "via", "198.19.0.2"],
     );
     assert_eq!(paths("203.0.113.1"), ["198.19.0.2"]);
+    // Replaced in one step (no moment without a route): by two
+    // equal-cost paths, then by one again.
+    assert!(ok(
+        &sock,
+        &[
+            "route",
+            "replace",
+            "203.0.113.0/24",
+            "via",
+            "198.19.0.2",
+            "via",
+            "198.19.0.3"
+        ],
+    )
+    .contains("installed in place"));
+    assert_eq!(paths("203.0.113.1"), ["198.19.0.2", "198.19.0.3"]);
+    ok(
+        &sock,
+        &["route", "replace", "203.0.113.0/24", "via", "198.19.0.2"],
+    );
+    assert_eq!(paths("203.0.113.1"), ["198.19.0.2"]);
     // A route added by `ctl`, moved.
     ok(
         &sock,

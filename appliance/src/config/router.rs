@@ -612,9 +612,9 @@ pub(super) fn check_route(
 
 /// The route of `r`, a table added to the config `s` was checked from
 /// (`sluice ctl route add`), checked as the file's `route[ri]` would be:
-/// the prefix must not be routed in `s` already (one of its interfaces'
-/// subnets: a connected route has no other paths; a static route: the
-/// caller refuses that first, to say how to replace it).
+/// the prefix must not be one of its interfaces' subnets (a connected
+/// route has no other paths). Whether a static route to it may be added
+/// to or replaced is the caller's to decide.
 pub(super) fn check_added(
     cx: &mut Ctx<'_>,
     s: &RouterSetup,
@@ -628,17 +628,22 @@ pub(super) fn check_added(
         .map(|(i, n)| (n.as_str(), i as u16))
         .collect();
     let (addr, len, hop) = check_route(cx, s, &names, ri, r)?;
-    if let Some(prev) = s
-        .routes
-        .iter()
-        .find(|x| (mask_ip(x.addr, x.len), x.len) == (addr, len))
-    {
-        let msg = if prev.paths.iter().any(|h| h.via.is_none()) {
-            format!("{addr}/{len} is already routed: a connected route cannot have other paths")
-        } else {
-            format!("{addr}/{len} is already routed")
-        };
-        cx.err(&r.prefix, format!("route[{ri}].prefix"), msg);
+    let connected = s.interfaces.iter().any(|i| match addr {
+        IpAddr::V4(_) => i
+            .ipv4
+            .iter()
+            .any(|&(x, l)| (mask_ip(IpAddr::V4(x), l), l) == (addr, len)),
+        IpAddr::V6(_) => i
+            .ipv6
+            .iter()
+            .any(|&(x, l)| (mask_ip(IpAddr::V6(x), l), l) == (addr, len)),
+    });
+    if connected {
+        cx.err(
+            &r.prefix,
+            format!("route[{ri}].prefix"),
+            format!("{addr}/{len} is already routed: a connected route cannot have other paths"),
+        );
         return None;
     }
     Some(Route {

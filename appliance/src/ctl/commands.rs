@@ -35,10 +35,12 @@ commands:
           [--duration S] [--filter EXPR] -w FILE.pcapng
                              capture packets (tcpdump filter syntax)
   capture status | stop      the running capture
-  route add PREFIX via ADDR [port P] | route add PREFIX port P | route del PREFIX
+  route add|replace PREFIX via ADDR [port P] [via ADDR [port P] ...]
+  route add|replace PREFIX port P | route del PREFIX
   neighbor add ADDR MAC port P | neighbor del ADDR
-                             change routes and neighbours until the next
-                             reload or restart
+                             change routes (several `via`: equal-cost paths;
+                             replace: in one step) and neighbours until the
+                             next reload or restart
   gen start RATE [size N] [duration S]
                              tester (txonly, flowgen): send RATE packets per
                              second per port (or `max`), N-byte frames, for

@@ -93,9 +93,9 @@ fn word(v: &str) -> Result<&str, String> {
 /// What an edit [`apply`] accepted changes.
 #[derive(Debug)]
 pub enum Change {
-    /// A static route added (`Some`), or the static route to the prefix
-    /// deleted: made on the running config in place
-    /// ([`route_in_place`]).
+    /// A static route added or replaced (`Some`: all its paths), or the
+    /// static route to the prefix deleted: made on the running config in
+    /// place ([`route_in_place`]).
     Route((IpAddr, u8), Option<Route>),
     /// A static neighbour added or deleted: the config with it (the whole
     /// text parsed), installed in place ([`neighbors_in_place`]).
@@ -119,11 +119,12 @@ impl Change {
     }
 }
 
-/// `cfg` with its static route to `p` deleted, or `add` added.
+/// `cfg` with its static route to `p` deleted, and `add` added in its
+/// place (at the end, where the whole text puts an edit's tables).
 fn route_into(cfg: &mut Config, p: (IpAddr, u8), add: Option<Route>) {
-    match add {
-        Some(r) => cfg.router.routes.push(r),
-        None => cfg.router.routes.retain(|r| (r.addr, r.len) != p),
+    cfg.router.routes.retain(|r| (r.addr, r.len) != p);
+    if let Some(r) = add {
+        cfg.router.routes.push(r);
     }
 }
 
@@ -160,18 +161,70 @@ fn unindexed(key: &str) -> String {
     out
 }
 
-/// The `[[route]]` table of `route add PREFIX REST..`.
-fn route_table(prefix: &str, rest: &[&str]) -> Result<String, String> {
-    let mut t = format!("\n[[route]]\nprefix = \"{}\"\n", word(prefix)?);
-    match rest {
-        ["via", via] => t += &format!("via = \"{}\"\n", word(via)?),
-        ["via", via, "port", port] => {
-            t += &format!("via = \"{}\"\nport = \"{}\"\n", word(via)?, word(port)?)
-        }
-        ["port", port] => t += &format!("port = \"{}\"\n", word(port)?),
-        _ => return Err("route add PREFIX via ADDR [port P] | route add PREFIX port P".into()),
+/// How a route's paths are written.
+const ROUTE_USAGE: &str =
+    "route add|replace PREFIX via ADDR [port P] [via ADDR [port P] ...] | route add|replace PREFIX port P";
+
+/// The `[[route]]` tables of `route add PREFIX HOPS..`: one per path
+/// (`via ADDR [port P]` or `port P`), as the file writes an equal-cost
+/// route.
+fn route_tables(prefix: &str, hops: &[&str]) -> Result<Vec<String>, String> {
+    let mut out = Vec::new();
+    let mut rest = hops;
+    while !rest.is_empty() {
+        let mut t = format!("\n[[route]]\nprefix = \"{}\"\n", word(prefix)?);
+        rest = match rest {
+            ["via", via, "port", port, more @ ..] => {
+                t += &format!("via = \"{}\"\nport = \"{}\"\n", word(via)?, word(port)?);
+                more
+            }
+            ["via", via, more @ ..] => {
+                t += &format!("via = \"{}\"\n", word(via)?);
+                more
+            }
+            ["port", port, more @ ..] => {
+                t += &format!("port = \"{}\"\n", word(port)?);
+                more
+            }
+            _ => return Err(ROUTE_USAGE.into()),
+        };
+        out.push(t);
     }
-    Ok(t)
+    if out.is_empty() {
+        return Err(ROUTE_USAGE.into());
+    }
+    Ok(out)
+}
+
+/// The route of `tables` (one per path) to `p`, each checked on its own
+/// against `cur`, their paths merged as the file's tables for one prefix
+/// are (with the errors the whole text would give), but for a path given
+/// twice, which the file warns of and an edit refuses.
+fn route_of(tables: &[String], p: (IpAddr, u8), cur: &Config) -> Result<Route, String> {
+    let mut route: Option<Route> = None;
+    for t in tables {
+        let r = config::check_added_route(t, cur).map_err(|errs| errors(errs, |_| true))?;
+        let Some(acc) = route.as_mut() else {
+            route = Some(r);
+            continue;
+        };
+        let hop = r.paths[0];
+        let (a, l) = p;
+        if acc.paths.contains(&hop) {
+            return Err(format!("{a}/{l}: the same path given twice"));
+        }
+        if acc.paths.len() >= pipeline::fib::MAX_PATHS {
+            return Err(format!(
+                "key `route.prefix`: {a}/{l} has more than {} equal-cost paths",
+                pipeline::fib::MAX_PATHS
+            ));
+        }
+        if hop.via.is_none() || acc.paths.iter().any(|h| h.via.is_none()) {
+            return Err(format!("key `route.prefix`: {a}/{l} is already routed: a connected route cannot have other paths"));
+        }
+        acc.paths.push(hop);
+    }
+    route.ok_or_else(|| ROUTE_USAGE.into())
 }
 
 /// What `args` (`route ...` / `neighbor ...`) would change in `cur`, and
@@ -180,19 +233,25 @@ pub fn apply(args: &[String], cur: &Config, edits: &Edits) -> Result<(Change, Ed
     let mut e = edits.clone();
     let words: Vec<&str> = args.iter().map(String::as_str).collect();
     match words.as_slice() {
-        ["route", "add", prefix, rest @ ..] => {
-            let t = route_table(prefix, rest)?;
+        ["route", verb @ ("add" | "replace"), prefix, rest @ ..] => {
+            let tables = route_tables(prefix, rest)?;
             let p = pipeline::prefix::parse(prefix)
                 .ok_or_else(|| format!("`{prefix}` is not a prefix such as 10.0.0.0/8"))?;
-            if cur.router.routes.iter().any(|r| (r.addr, r.len) == p) {
+            let exists = cur.router.routes.iter().any(|r| (r.addr, r.len) == p);
+            if exists && *verb == "add" {
                 return Err(format!(
-                    "a route to {prefix} exists; `route del {prefix}` first"
+                    "a route to {prefix} exists; `route replace {prefix} ...` changes it (or `route del {prefix}` first)"
                 ));
             }
             // Checked on its own against the running config: what the
-            // whole text with the table added would say of it.
-            let route = config::check_added_route(&t, cur).map_err(|errs| errors(errs, |_| true))?;
-            e.adds.push((Target::Route(p.0, p.1), t.into()));
+            // whole text with the tables added would say of it.
+            let route = route_of(&tables, p, cur)?;
+            if exists {
+                e.delete(Target::Route(p.0, p.1));
+            }
+            for t in tables {
+                e.adds.push((Target::Route(p.0, p.1), t.into()));
+            }
             return Ok((Change::Route(p, Some(route)), e));
         }
         ["route", "del", prefix] => {
@@ -235,10 +294,9 @@ pub fn apply(args: &[String], cur: &Config, edits: &Edits) -> Result<(Change, Ed
             return Ok((Change::Neighbors(Box::new(reparse(cur, &e)?)), e));
         }
         _ => {
-            return Err(
-                "route add PREFIX via ADDR [port P] | route add PREFIX port P | route del PREFIX | neighbor add ADDR MAC port P | neighbor del ADDR"
-                    .into(),
-            )
+            return Err(format!(
+            "{ROUTE_USAGE} | route del PREFIX | neighbor add ADDR MAC port P | neighbor del ADDR"
+        ))
         }
     }
     let new = reparse(cur, &e)?;
@@ -411,6 +469,14 @@ port = "p1"
             "route del 10.0.0.0/8",
             "route add 10.0.0.0/8 via 198.19.0.2",
             "route del 2001:db8:99::/48",
+            // Equal-cost paths, and replacements (of the file's ECMP
+            // route, of an added one, of none: an add).
+            "route add 192.0.6.0/24 via 198.19.0.2 via 198.19.0.3 via 198.18.0.2",
+            "route replace 192.0.6.0/24 via 198.19.0.4",
+            "route replace 203.0.113.0/24 via 198.19.0.5 via 198.18.0.5",
+            "route replace 192.0.7.0/24 port p1",
+            "route replace 192.0.7.0/24 via 198.18.0.3 port p0 via 198.18.0.4",
+            "route replace 2001:db8:99::/48 via 2001:db8:2::2 via fe80::2 port p1",
             // Refused by the table's check, as the whole text refuses it.
             "route add 192.0.5.0/24 via 203.0.113.5",
             "route add 192.0.5.0/24 via 198.19.0.1",
@@ -426,6 +492,13 @@ port = "p1"
             "route add 2001:db8:1::/64 via 2001:db8:2::2",
             "route add 2001:db8:97::/48 via fe80::1",
             "route add 192.0.5.0/24 via 1.2.3.x",
+            "route add 192.0.5.0/24 via 198.19.0.2 via 198.19.0.2",
+            "route add 192.0.5.0/24 via 198.19.0.2 via 198.19.0.3 via 198.19.0.4 via 198.19.0.5 via 198.19.0.6 via 198.19.0.7 via 198.19.0.8 via 198.19.0.9 via 198.19.0.10 via 198.19.0.11 via 198.19.0.12 via 198.19.0.13 via 198.19.0.14 via 198.19.0.15 via 198.19.0.16 via 198.19.0.17 via 198.19.0.18",
+            "route add 192.0.5.0/24 port p0 via 198.19.0.2",
+            "route replace 192.0.6.0/24 via 198.19.0.2 via 10.0.0.1",
+            "route replace 198.19.0.0/24 via 198.19.0.2",
+            "route replace 192.0.6.0/24",
+            "route replace 192.0.6.0/24 via",
             // Refused before any table is written.
             "route add 203.0.113.0/24 via 198.19.0.2",
             "route del 192.0.9.0/24",
@@ -445,31 +518,41 @@ port = "p1"
                 }
                 Err(err) => {
                     refused += 1;
-                    // What the whole text says with the table added (where
-                    // the refusal came before a table, nothing to compare).
+                    // What the whole text says with the tables added (where
+                    // the refusal came before a table, nothing to compare;
+                    // a path given twice the file only warns of).
                     let w: Vec<&str> = a.iter().map(String::as_str).collect();
-                    let ["route", "add", prefix, rest @ ..] = w.as_slice() else {
+                    let ["route", "add" | "replace", prefix, rest @ ..] = w.as_slice() else {
                         continue;
                     };
-                    let Ok(t) = route_table(prefix, rest) else {
+                    let Ok(tables) = route_tables(prefix, rest) else {
                         continue;
                     };
-                    if err.contains("exists;") || err.contains("is not a prefix such as 10") {
+                    if err.contains("exists;")
+                        || err.contains("is not a prefix such as 10")
+                        || err.contains("given twice")
+                    {
                         continue;
                     }
                     let mut e = edits.clone();
-                    e.adds.push((
-                        Target::Route(std::net::Ipv4Addr::UNSPECIFIED.into(), 0),
-                        t.into(),
-                    ));
+                    if let Some(p) = pipeline::prefix::parse(prefix) {
+                        e.delete(Target::Route(p.0, p.1));
+                    }
+                    for t in tables {
+                        e.adds.push((
+                            Target::Route(std::net::Ipv4Addr::UNSPECIFIED.into(), 0),
+                            t.into(),
+                        ));
+                    }
                     let whole = reparse(&cur, &e).expect_err(line);
                     assert_eq!(err, whole, "{line}");
                 }
             }
         }
-        assert_eq!(refused, 17, "every refusal in the script refused");
-        // What the edits made: the file's ECMP route replaced by one path,
-        // the others moved, the deleted IPv6 route gone.
+        assert_eq!(refused, 24, "every refusal in the script refused");
+        // What the edits made: the file's ECMP route replaced by another
+        // pair of paths, a three-path route replaced by one, the others
+        // moved, the deleted IPv6 route back with two paths.
         let shown: Vec<String> = cur
             .router
             .routes
@@ -484,13 +567,20 @@ port = "p1"
                 )
             })
             .collect();
-        assert!(
-            shown.contains(&"203.0.113.0/24 [Some(198.18.0.9)]".to_string()),
-            "{shown:?}"
-        );
-        assert!(
-            !shown.iter().any(|r| r.starts_with("2001:db8:99::")),
-            "{shown:?}"
+        for want in [
+            "203.0.113.0/24 [Some(198.19.0.5), Some(198.18.0.5)]",
+            "192.0.6.0/24 [Some(198.19.0.4)]",
+            "192.0.7.0/24 [Some(198.18.0.3), Some(198.18.0.4)]",
+            "2001:db8:99::/48 [Some(2001:db8:2::2), Some(fe80::2)]",
+        ] {
+            assert!(shown.contains(&want.to_string()), "{want}: {shown:?}");
+        }
+        assert_eq!(
+            shown
+                .iter()
+                .filter(|r| r.starts_with("2001:db8:99::"))
+                .count(),
+            1
         );
         assert_eq!(
             shown.iter().filter(|r| r.starts_with("10.0.0.0/8")).count(),
