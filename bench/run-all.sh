@@ -26,6 +26,7 @@ BENCHES=(
   "run-gateway.sh|data routes && data classbench|needs ../shared/data (routes, classbench)"
   "run-gateway-instructions.sh|data routes && data classbench && have valgrind|needs ../shared/data (routes, classbench) and valgrind"
   "run-poll-sweep.sh|true|"
+  "run-ctl-edits.sh|have python3|needs python3"
   "run-dpdk-io.sh|root && have dpdk-testpmd|needs root and dpdk-testpmd (apt-get install dpdk)"
   "run-softnic-builds.sh|pkg-config --exists libdpdk|needs DPDK's development files (apt-get install libdpdk-dev) for the DPDK build"
   "run-dpdk-l3fwd.sh|root && [ -d /usr/share/dpdk/examples/l3fwd ] && have make|needs root, dpdk-doc (the l3fwd sources) and make"
