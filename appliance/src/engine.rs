@@ -645,7 +645,9 @@ where
                         } else {
                             match crate::ctl::edit::apply(&cmd.args, &live.cfg, &live.edits) {
                                 // A route change goes into the running FIB
-                                // in place; the rest is built as a reload is.
+                                // in place, a neighbour change into the
+                                // routers' neighbour tables; the rest is
+                                // built as a reload is.
                                 Ok((change, e)) => {
                                     let done = match &change {
                                         crate::ctl::edit::Change::Route(p, add) => crate::ctl::edit::route_in_place(&cmd.args, *p, add, &mut live.cfg, live.fib.as_mut(), &mut mirrored),

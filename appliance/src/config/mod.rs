@@ -201,11 +201,13 @@ fn toml_error(e: &toml::de::Error, text: &str, file: &str) -> ConfigErrors {
     }])
 }
 
-/// `table`, one `[[route]]` table that `sluice ctl route add` adds to the
-/// running config `cur`, checked on its own against `cur`'s interfaces
-/// and routes, with the errors [`parse_edit`] would give for `cur`'s text
+/// `table`, one `[[route]]` table that `sluice ctl route add|replace`
+/// adds to the running config `cur`, checked on its own against `cur`'s
+/// interfaces, with the errors [`parse_edit`] would give for `cur`'s text
 /// with the table added (the keys index the table as the only one): its
-/// route. Constant work per route however many were added before, where
+/// route (one path). A connected subnet is refused; whether a static
+/// route to the prefix may be added to or replaced is the caller's to
+/// decide. Constant work per route however many were added before, where
 /// `parse_edit` parses and checks the whole text again.
 pub fn check_added_route(table: &str, cur: &Config) -> Result<Route, ConfigErrors> {
     let raw: router::RawAdded =
