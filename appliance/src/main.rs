@@ -60,8 +60,21 @@ enum Cmd {
         /// `top`: refreshes before it exits (0: until interrupted).
         #[arg(long, default_value_t = 0)]
         count: u64,
+        /// Commands from FILE (`-`: standard input), one a line (`#`
+        /// comments and blank lines skipped), as `ip -batch` reads them:
+        /// each answer printed; the first refused command stops the batch
+        /// (exit 1), naming its line.
+        #[arg(short = 'b', long, value_name = "FILE", conflicts_with = "args")]
+        batch: Option<PathBuf>,
+        /// With --batch: go on past refused commands (exit 1 if any was).
+        #[arg(long, requires = "batch")]
+        force: bool,
         /// The command and its arguments.
-        #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true)]
+        #[arg(
+            required_unless_present = "batch",
+            trailing_var_arg = true,
+            allow_hyphen_values = true
+        )]
         args: Vec<String>,
     },
     /// Benchmarks a device with a running Sluice tester.
@@ -274,6 +287,85 @@ fn ctl(
     }
 }
 
+/// `sluice ctl --batch FILE`: each line of FILE a command, in order, one
+/// connection each (the protocol's), as `ip -batch` runs them.
+fn ctl_batch(
+    socket: &std::path::Path,
+    json: bool,
+    force: bool,
+    file: &std::path::Path,
+) -> ExitCode {
+    let text = if file == std::path::Path::new("-") {
+        let mut t = String::new();
+        std::io::Read::read_to_string(&mut std::io::stdin(), &mut t).map(|_| t)
+    } else {
+        std::fs::read_to_string(file)
+    };
+    let text = match text {
+        Ok(t) => t,
+        Err(e) => {
+            eprintln!("sluice ctl: cannot read {}: {e}", file.display());
+            return ExitCode::from(2);
+        }
+    };
+    let mut failed = false;
+    for (n, line) in text.lines().enumerate() {
+        let words: Vec<String> = line
+            .split('#')
+            .next()
+            .unwrap_or("")
+            .split_whitespace()
+            .map(str::to_string)
+            .collect();
+        if words.is_empty() {
+            continue;
+        }
+        let at = format!("{}:{}", file.display(), n + 1);
+        // What waits or streams has no place in a batch.
+        let refused = match words[0].as_str() {
+            "top" => Some("`top` is interactive"),
+            "capture" if !matches!(words.get(1).map(String::as_str), Some("status" | "stop")) => {
+                Some("`capture` writes a file: run it on its own")
+            }
+            _ => None,
+        };
+        let answer = match refused {
+            Some(why) => Err(why.to_string()),
+            None => match appliance::ctl::request(socket, &words) {
+                Ok(r) if r.ok => Ok(if json {
+                    serde_json::to_string(&r.data).unwrap_or_default() + "\n"
+                } else {
+                    r.text
+                }),
+                Ok(r) => Err(r.error.unwrap_or_else(|| "failed".into())),
+                Err(e) => {
+                    eprintln!("sluice ctl: {at}: {e:#}");
+                    return ExitCode::from(2);
+                }
+            },
+        };
+        match answer {
+            Ok(text) => {
+                if !out(&text) {
+                    return ExitCode::SUCCESS;
+                }
+            }
+            Err(e) => {
+                eprintln!("sluice ctl: {at}: {}: {e}", words.join(" "));
+                failed = true;
+                if !force {
+                    return ExitCode::from(1);
+                }
+            }
+        }
+    }
+    if failed {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    }
+}
+
 fn load(file: Option<&PathBuf>) -> Result<Config, config::ConfigErrors> {
     match file {
         Some(f) => config::load_file(f),
@@ -309,11 +401,19 @@ fn real_main() -> Result<ExitCode> {
     let cli = Cli::parse();
     match cli.cmd {
         Cmd::Ctl {
+            batch: Some(file),
+            socket,
+            json,
+            force,
+            ..
+        } => Ok(ctl_batch(&socket, json, force, &file)),
+        Cmd::Ctl {
             socket,
             json,
             interval,
             count,
             args,
+            ..
         } => Ok(ctl(&socket, json, interval, count, &args)),
         Cmd::Bench {
             what:

@@ -228,6 +228,71 @@ fn an_operator_drives_every_command() {
     ok(&sock, &["neighbor", "del", "198.19.0.9"]);
     assert!(!ok(&sock, &["show", "neighbors"]).contains("198.19.0.9"));
 
+    // A batch, as `ip -batch` reads one: 300 routes, a comment, a blank
+    // line; each answer printed.
+    let batch = dir.join("routes.batch");
+    let mut text = String::from("# routes for the lab\n\n");
+    for i in 0..300 {
+        text += &format!(
+            "route add 10.{}.{}.0/24 via 198.19.0.2 # #{i}\n",
+            77 + i / 256,
+            i % 256
+        );
+    }
+    std::fs::write(&batch, &text).unwrap();
+    let o = ctl(&sock, &["--batch", batch.to_str().unwrap()]);
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(
+        stdout.matches("installed in place").count(),
+        300,
+        "{stdout}"
+    );
+    assert_eq!(
+        json(&sock, &["show", "routes", "10.78.43.1"])["route"]["via"],
+        "198.19.0.2"
+    );
+    // The first refused line stops it, naming the line; --force goes on.
+    let bad = dir.join("bad.batch");
+    std::fs::write(
+        &bad,
+        "route del 10.77.0.0/24\nroute add 10.79.0.0/24 via 203.0.113.5\nroute del 10.77.1.0/24\n",
+    )
+    .unwrap();
+    let o = ctl(&sock, &["--batch", bad.to_str().unwrap()]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("bad.batch:2: route add 10.79.0.0/24 via 203.0.113.5: key `route.via`"),
+        "{err}"
+    );
+    let routed = |a: &str| !json(&sock, &["show", "routes", a])["route"].is_null();
+    assert!(!routed("10.77.0.1") && routed("10.77.1.1"));
+    let o = ctl(&sock, &["--batch", bad.to_str().unwrap(), "--force"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(!routed("10.77.1.1"), "--force went past the refusals");
+    // From standard input.
+    let mut child = Command::new(env!("CARGO_BIN_EXE_sluice"))
+        .args(["ctl", "-s"])
+        .arg(&sock)
+        .args(["--batch", "-"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(b"route del 10.77.2.0/24\nshow routes 10.77.2.1\n")
+        .unwrap();
+    let o = child.wait_with_output().unwrap();
+    assert!(o.status.success());
+    assert!(
+        String::from_utf8_lossy(&o.stdout).contains("no route"),
+        "{o:?}"
+    );
+
     // Refusals: exit 1 with a reason, the instance unaffected.
     for (args, why) in [
         (vec!["bogus"], "unknown command"),
