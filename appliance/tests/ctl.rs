@@ -519,9 +519,47 @@ fn a_deleted_route_or_neighbor_stays_deleted_when_added_anew() {
             "p1",
         ],
     );
+    // Replaced in one step (the workers never without it), and a
+    // replace of none adds it.
+    ok(
+        &sock,
+        &[
+            "neighbor",
+            "replace",
+            "198.19.0.2",
+            "02:00:00:00:00:43",
+            "port",
+            "p1",
+        ],
+    );
+    assert!(neighbors().contains("198.19.0.2 02:00:00:00:00:43 port p1"));
+    ok(
+        &sock,
+        &[
+            "neighbor",
+            "replace",
+            "198.19.0.2",
+            "02:00:00:00:00:42",
+            "port",
+            "p1",
+        ],
+    );
+    ok(
+        &sock,
+        &[
+            "neighbor",
+            "replace",
+            "198.19.0.6",
+            "02:00:00:00:00:06",
+            "port",
+            "p1",
+        ],
+    );
+    ok(&sock, &["neighbor", "del", "198.19.0.6"]);
     let n = neighbors();
     assert!(n.contains("198.19.0.2 02:00:00:00:00:42 port p1"), "{n}");
     assert!(n.contains("198.19.0.7 02:00:00:00:00:08 port p1"), "{n}");
+    assert!(!n.contains("198.19.0.6"), "{n}");
     assert!(
         !n.contains("02:5e:00:00:00:01") && !n.contains("02:00:00:00:00:07"),
         "{n}"

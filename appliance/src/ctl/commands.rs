@@ -37,7 +37,7 @@ commands:
   capture status | stop      the running capture
   route add|replace PREFIX via ADDR [port P] [via ADDR [port P] ...]
   route add|replace PREFIX port P | route del PREFIX
-  neighbor add ADDR MAC port P | neighbor del ADDR
+  neighbor add|replace ADDR MAC port P | neighbor del ADDR
                              change routes (several `via`: equal-cost paths;
                              replace: in one step) and neighbours until the
                              next reload or restart

@@ -267,12 +267,17 @@ pub fn apply(args: &[String], cur: &Config, edits: &Edits) -> Result<(Change, Ed
                 return Ok((Change::Route(p, None), e));
             }
         }
-        ["neighbor" | "neighbour", "add", ip, mac, "port", port] => {
+        ["neighbor" | "neighbour", verb @ ("add" | "replace"), ip, mac, "port", port] => {
             let a: IpAddr = ip
                 .parse()
                 .map_err(|_| format!("`{ip}` is not an address"))?;
             if cur.router.neighbors.iter().any(|(_, n, _)| *n == a) {
-                return Err(format!("neighbour {ip} exists; `neighbor del {ip}` first"));
+                if *verb == "add" {
+                    return Err(format!(
+                        "neighbour {ip} exists; `neighbor replace {ip} MAC port P` changes it (or `neighbor del {ip}` first)"
+                    ));
+                }
+                e.delete(Target::Neighbor(a));
             }
             let t = format!(
                 "\n[[neighbor]]\nip = \"{}\"\nmac = \"{}\"\nport = \"{}\"\n",
@@ -598,5 +603,28 @@ port = "p1"
         };
         assert_eq!(new.router.routes, cur.router.routes);
         assert_eq!(new.router.neighbors.len(), 2);
+        // A neighbour replaced: one entry, the new MAC (the file's table
+        // read as deleted); `add` of it refused.
+        let (change, _) = apply(
+            &args("neighbor replace 198.19.0.2 02:00:00:00:00:99 port p1"),
+            &cur,
+            &edits,
+        )
+        .unwrap();
+        let Change::Neighbors(new) = change else {
+            panic!("a neighbour is installed in place")
+        };
+        let mac: pipeline::wire::MacAddr = "02:00:00:00:00:99".parse().unwrap();
+        assert_eq!(
+            new.router.neighbors,
+            [(1, "198.19.0.2".parse().unwrap(), mac)]
+        );
+        let err = apply(
+            &args("neighbor add 198.19.0.2 02:00:00:00:00:99 port p1"),
+            &cur,
+            &edits,
+        )
+        .unwrap_err();
+        assert!(err.contains("neighbor replace"), "{err}");
     }
 }
