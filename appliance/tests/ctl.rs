@@ -144,6 +144,15 @@ fn an_operator_drives_every_command() {
         counted.iter().any(|r| r["hits"].as_u64().unwrap() > 0),
         "{rules}"
     );
+    // The generator's 10,000 flows fall in few of the rules' intervals:
+    // the workers' memos answer most of their lookups, after a first
+    // miss.
+    let (mh, mm) = (
+        rules["memo_hits"].as_u64().unwrap(),
+        rules["memo_misses"].as_u64().unwrap(),
+    );
+    assert!(mm >= 1 && mh > mm, "{rules}");
+    assert!(ok(&sock, &["show", "rules"]).contains("answered by the workers' memos"));
     assert!(ok(&sock, &["show", "config"]).contains("firewall:"));
     // Conntrack and NAT, from the worker that holds them.
     let ct = json(&sock, &["show", "conntrack", "--limit", "3"]);

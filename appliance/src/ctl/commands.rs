@@ -608,6 +608,24 @@ fn show_rules(cx: &mut Context<'_>) -> Response {
         Action::Reject(_) => "reject",
     };
     let mut text = format!("{} rules, default {}\n", g.rules.len(), action(&g.default));
+    // How the workers' memos of classifications fare (since the last
+    // `clear stats`, as `stats` counts).
+    let r = report(cx);
+    let sum = |k: &str| -> u64 {
+        r.cores
+            .iter()
+            .map(|c| c.events.get(k).copied().unwrap_or(0))
+            .sum()
+    };
+    let (hits, misses) = (sum("fw_memo_hit"), sum("fw_memo_miss"));
+    if hits + misses > 0 {
+        let _ = writeln!(
+            text,
+            "rule lookups: {} ({hits} answered by the workers' memos, {:.1}%)",
+            hits + misses,
+            100.0 * hits as f64 / (hits + misses) as f64
+        );
+    }
     let mut data = Vec::new();
     for (i, r) in g.rules.iter().enumerate() {
         let hits = cx
@@ -629,7 +647,12 @@ fn show_rules(cx: &mut Context<'_>) -> Response {
     }
     Response::ok(
         text,
-        json!({ "rules": data, "default": action(&g.default) }),
+        json!({
+            "rules": data,
+            "default": action(&g.default),
+            "memo_hits": hits,
+            "memo_misses": misses,
+        }),
     )
 }
 
