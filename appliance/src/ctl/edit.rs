@@ -300,7 +300,7 @@ pub fn apply(args: &[String], cur: &Config, edits: &Edits) -> Result<(Change, Ed
         }
         _ => {
             return Err(format!(
-            "{ROUTE_USAGE} | route del PREFIX | neighbor add ADDR MAC port P | neighbor del ADDR"
+            "{ROUTE_USAGE} | route del PREFIX | neighbor add|replace ADDR MAC port P | neighbor del ADDR"
         ))
         }
     }
