@@ -98,6 +98,51 @@ pub struct Route {
     pub paths: Vec<NextHop>,
 }
 
+/// Why a path cannot join the route to its prefix.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PathRefused {
+    /// The route has that path already.
+    Twice,
+    /// The route has the most paths the FIB takes.
+    TooMany,
+    /// The route or the path has no gateway: a connected (or `port`-only)
+    /// route has one path.
+    Connected,
+}
+
+impl PathRefused {
+    /// What the config check says of it, for a path to `a/l`.
+    pub fn msg(self, a: IpAddr, l: u8) -> String {
+        match self {
+            PathRefused::Twice => format!("{a}/{l} is listed twice with the same next hop"),
+            PathRefused::TooMany => format!(
+                "{a}/{l} has more than {} equal-cost paths",
+                pipeline::fib::MAX_PATHS
+            ),
+            PathRefused::Connected => {
+                format!("{a}/{l} is already routed: a connected route cannot have other paths")
+            }
+        }
+    }
+}
+
+impl Route {
+    /// Adds `hop` as one more equal-cost path, as another `[[route]]`
+    /// table for the prefix does; why it cannot.
+    pub fn add_path(&mut self, hop: NextHop) -> Result<(), PathRefused> {
+        if self.paths.contains(&hop) {
+            Err(PathRefused::Twice)
+        } else if self.paths.len() >= pipeline::fib::MAX_PATHS {
+            Err(PathRefused::TooMany)
+        } else if hop.via.is_none() || self.paths.iter().any(|h| h.via.is_none()) {
+            Err(PathRefused::Connected)
+        } else {
+            self.paths.push(hop);
+            Ok(())
+        }
+    }
+}
+
 /// Checked router settings.
 #[derive(Debug, Clone, Default)]
 pub struct RouterSetup {
@@ -321,39 +366,21 @@ pub(super) fn check(
         let Some((addr, len, hop)) = check_route(cx, &s, &names, ri, r) else {
             continue;
         };
-        let via = hop.via;
         // The same prefix twice: identical is redundant, another next hop
         // is one more equal-cost path (ECMP), as `ip route add ... nexthop
-        // via A nexthop via B` makes one.
-        let masked = mask_ip(addr, len);
-        if let Some(prev) = at.get(&(masked, len)).map(|&i| &mut s.routes[i]) {
-            if prev.paths.contains(&hop) {
-                cx.warn(
-                    &r.prefix,
-                    k("prefix"),
-                    format!("{masked}/{len} is listed twice with the same next hop"),
-                );
-            } else if prev.paths.len() >= pipeline::fib::MAX_PATHS {
-                cx.err(
-                    &r.prefix,
-                    k("prefix"),
-                    format!(
-                        "{masked}/{len} has more than {} equal-cost paths",
-                        pipeline::fib::MAX_PATHS
-                    ),
-                );
-            } else if via.is_none() || prev.paths.iter().any(|h| h.via.is_none()) {
-                cx.err(
-                    &r.prefix,
-                    k("prefix"),
-                    format!("{masked}/{len} is already routed: a connected route cannot have other paths"),
-                );
-            } else {
-                prev.paths.push(hop);
+        // via A nexthop via B` makes one. (`addr` has no host bits:
+        // `check_route` refuses them.)
+        if let Some(prev) = at.get(&(addr, len)).map(|&i| &mut s.routes[i]) {
+            match prev.add_path(hop) {
+                Ok(()) => {}
+                Err(PathRefused::Twice) => {
+                    cx.warn(&r.prefix, k("prefix"), PathRefused::Twice.msg(addr, len))
+                }
+                Err(why) => cx.err(&r.prefix, k("prefix"), why.msg(addr, len)),
             }
             continue;
         }
-        at.insert((masked, len), s.routes.len());
+        at.insert((addr, len), s.routes.len());
         s.routes.push(Route {
             addr,
             len,
@@ -642,7 +669,7 @@ pub(super) fn check_added(
         cx.err(
             &r.prefix,
             format!("route[{ri}].prefix"),
-            format!("{addr}/{len} is already routed: a connected route cannot have other paths"),
+            PathRefused::Connected.msg(addr, len),
         );
         return None;
     }

@@ -10,6 +10,7 @@
 //! a configuration file, they last until the next reload or restart,
 //! which go back to the file.
 
+use crate::config::router::PathRefused;
 use crate::config::{self, Config, Route};
 use crate::netlink::{Mirrored, Static};
 use std::net::IpAddr;
@@ -208,21 +209,10 @@ fn route_of(tables: &[String], p: (IpAddr, u8), cur: &Config) -> Result<Route, S
             route = Some(r);
             continue;
         };
-        let hop = r.paths[0];
-        let (a, l) = p;
-        if acc.paths.contains(&hop) {
-            return Err(format!("{a}/{l}: the same path given twice"));
-        }
-        if acc.paths.len() >= pipeline::fib::MAX_PATHS {
-            return Err(format!(
-                "key `route.prefix`: {a}/{l} has more than {} equal-cost paths",
-                pipeline::fib::MAX_PATHS
-            ));
-        }
-        if hop.via.is_none() || acc.paths.iter().any(|h| h.via.is_none()) {
-            return Err(format!("key `route.prefix`: {a}/{l} is already routed: a connected route cannot have other paths"));
-        }
-        acc.paths.push(hop);
+        acc.add_path(r.paths[0]).map_err(|why| match why {
+            PathRefused::Twice => format!("{}/{}: the same path given twice", p.0, p.1),
+            why => format!("key `route.prefix`: {}", why.msg(p.0, p.1)),
+        })?;
     }
     route.ok_or_else(|| ROUTE_USAGE.into())
 }
