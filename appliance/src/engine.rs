@@ -651,12 +651,7 @@ where
                                 Ok((change, e)) => {
                                     let done = match &change {
                                         crate::ctl::edit::Change::Route(p, add) => crate::ctl::edit::route_in_place(&cmd.args, *p, add, &mut live.cfg, live.fib.as_mut(), &mut mirrored),
-                                        crate::ctl::edit::Change::Neighbors(new) => crate::ctl::edit::neighbors_in_place(&cmd.args, new, live.router.as_mut()).map(|(u, s)| {
-                                            for tx in &update_tx {
-                                                let _ = tx.send(Box::new(u.clone()));
-                                            }
-                                            Ok(s)
-                                        }),
+                                        crate::ctl::edit::Change::Neighbors(new) => crate::ctl::edit::neighbors_in_place(&cmd.args, new, live.router.as_mut(), &update_tx).map(Ok),
                                         crate::ctl::edit::Change::Build(_) => None,
                                     };
                                     match done {
@@ -728,13 +723,9 @@ where
         }
         if mirrored.take_readdress() {
             if let Some(r) = live.router.as_mut() {
-                let mut rc = (**r.config()).clone();
-                rc.interfaces = mirrored.interfaces(&live.cfg.router.interfaces);
-                let u = pipeline::router::RouterUpdate(Arc::new(rc));
-                r.reconfigure(u.0.clone());
-                for tx in &update_tx {
-                    let _ = tx.send(Box::new(u.clone()));
-                }
+                crate::reload::reconfigure_routers(r, &update_tx, |rc| {
+                    rc.interfaces = mirrored.interfaces(&live.cfg.router.interfaces);
+                });
             }
         }
         // A running capture: write what the workers caught; when it is

@@ -264,9 +264,7 @@ fn ctl(
             std::thread::sleep(std::time::Duration::from_secs_f64(interval));
         }
     }
-    if args.first().is_some_and(|a| a == "capture")
-        && !matches!(args.get(1).map(String::as_str), Some("status" | "stop"))
-    {
+    if starts_capture(args) {
         return capture(socket, &args[1..], &ask);
     }
     match ask(args) {
@@ -285,6 +283,13 @@ fn ctl(
             ExitCode::from(1)
         }
     }
+}
+
+/// Whether `args` starts a capture (which the client waits on and
+/// writes out), not `capture status` or `capture stop`.
+fn starts_capture(args: &[String]) -> bool {
+    args.first().is_some_and(|a| a == "capture")
+        && !matches!(args.get(1).map(String::as_str), Some("status" | "stop"))
 }
 
 /// `sluice ctl --batch FILE`: each line of FILE a command, in order, one
@@ -322,12 +327,12 @@ fn ctl_batch(
         }
         let at = format!("{}:{}", file.display(), n + 1);
         // What waits or streams has no place in a batch.
-        let refused = match words[0].as_str() {
-            "top" => Some("`top` is interactive"),
-            "capture" if !matches!(words.get(1).map(String::as_str), Some("status" | "stop")) => {
-                Some("`capture` writes a file: run it on its own")
-            }
-            _ => None,
+        let refused = if words[0] == "top" {
+            Some("`top` is interactive")
+        } else if starts_capture(&words) {
+            Some("`capture` writes a file: run it on its own")
+        } else {
+            None
         };
         let answer = match refused {
             Some(why) => Err(why.to_string()),

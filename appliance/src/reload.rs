@@ -289,6 +289,26 @@ fn build(new: Config, old: &Config) -> Result<Prepared, String> {
     })
 }
 
+/// Changes the running routers' settings in place, without building
+/// anything: `change` is made to `router`'s (the management thread's, for
+/// `show`) and the result handed to every worker through `updates` (the
+/// routing workers take it between two bursts; others ignore it). The
+/// FIB is shared, so routes are untouched; each router keeps the
+/// neighbours it learned and those the kernel's table gave it.
+pub fn reconfigure_routers(
+    router: &mut Router,
+    updates: &[Sender<Update>],
+    change: impl FnOnce(&mut pipeline::router::RouterConfig),
+) {
+    let mut rc = (**router.config()).clone();
+    change(&mut rc);
+    let u = RouterUpdate(std::sync::Arc::new(rc));
+    router.reconfigure(u.0.clone());
+    for tx in updates {
+        let _ = tx.send(Box::new(u.clone()));
+    }
+}
+
 /// Hands what [`prepare`] (or [`prepare_edit`]) built to the workers; `old` is the
 /// config running now (its poll policies are compared).
 pub fn commit(p: Prepared, old: &Config, workers: &Workers<'_>) -> Reloaded {

@@ -493,77 +493,21 @@ fn a_deleted_route_or_neighbor_stays_deleted_when_added_anew() {
             .sum()
     };
     let hits_before = hits();
+    // `neighbor VERB IP MAC port p1`.
+    let neighbor = |verb: &str, ip: &str, mac: &str| {
+        ok(&sock, &["neighbor", verb, ip, mac, "port", "p1"]);
+    };
     ok(&sock, &["neighbor", "del", "198.19.0.2"]);
-    ok(
-        &sock,
-        &[
-            "neighbor",
-            "add",
-            "198.19.0.2",
-            "02:00:00:00:00:42",
-            "port",
-            "p1",
-        ],
-    );
-    ok(
-        &sock,
-        &[
-            "neighbor",
-            "add",
-            "198.19.0.7",
-            "02:00:00:00:00:07",
-            "port",
-            "p1",
-        ],
-    );
+    neighbor("add", "198.19.0.2", "02:00:00:00:00:42");
+    neighbor("add", "198.19.0.7", "02:00:00:00:00:07");
     ok(&sock, &["neighbor", "del", "198.19.0.7"]);
-    ok(
-        &sock,
-        &[
-            "neighbor",
-            "add",
-            "198.19.0.7",
-            "02:00:00:00:00:08",
-            "port",
-            "p1",
-        ],
-    );
+    neighbor("add", "198.19.0.7", "02:00:00:00:00:08");
     // Replaced in one step (the workers never without it), and a
     // replace of none adds it.
-    ok(
-        &sock,
-        &[
-            "neighbor",
-            "replace",
-            "198.19.0.2",
-            "02:00:00:00:00:43",
-            "port",
-            "p1",
-        ],
-    );
+    neighbor("replace", "198.19.0.2", "02:00:00:00:00:43");
     assert!(neighbors().contains("198.19.0.2 02:00:00:00:00:43 port p1"));
-    ok(
-        &sock,
-        &[
-            "neighbor",
-            "replace",
-            "198.19.0.2",
-            "02:00:00:00:00:42",
-            "port",
-            "p1",
-        ],
-    );
-    ok(
-        &sock,
-        &[
-            "neighbor",
-            "replace",
-            "198.19.0.6",
-            "02:00:00:00:00:06",
-            "port",
-            "p1",
-        ],
-    );
+    neighbor("replace", "198.19.0.2", "02:00:00:00:00:42");
+    neighbor("replace", "198.19.0.6", "02:00:00:00:00:06");
     ok(&sock, &["neighbor", "del", "198.19.0.6"]);
     let n = neighbors();
     assert!(n.contains("198.19.0.2 02:00:00:00:00:42 port p1"), "{n}");

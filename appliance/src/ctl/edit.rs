@@ -319,30 +319,26 @@ fn reparse(cur: &Config, e: &Edits) -> Result<Config, String> {
 }
 
 /// Installs the static neighbours of `new` (a neighbour change [`apply`]
-/// accepted) into the running `router` in place: its neighbour tables
-/// only, not the routes or the rules, so neither the FIB nor the
+/// accepted) into the running `router` and, through `updates`, the
+/// workers' ([`crate::reload::reconfigure_routers`]): their neighbour
+/// tables only, not the routes or the rules, so neither the FIB nor the
 /// classifier is built again (with the full table that took seconds) and
 /// the rules' hit counts go on. The routers keep the neighbours they
 /// learned and those the kernel's table gave them; a static neighbour
-/// takes precedence, as at start. The update for the workers, and the
-/// answer; `None` when no router runs.
+/// takes precedence, as at start. The answer; `None` when no router runs.
 pub fn neighbors_in_place(
     args: &[String],
     new: &Config,
     router: Option<&mut pipeline::router::Router>,
-) -> Option<(pipeline::router::RouterUpdate, String)> {
-    let r = router?;
-    let mut rc = (**r.config()).clone();
-    (rc.neighbors4, rc.neighbors6) = crate::stages::static_neighbors(&new.router);
-    let u = pipeline::router::RouterUpdate(Arc::new(rc));
-    r.reconfigure(u.0.clone());
-    Some((
-        u,
-        format!(
-            "{}: installed in place ({} static neighbours)\n",
-            args.join(" "),
-            new.router.neighbors.len()
-        ),
+    updates: &[crossbeam_channel::Sender<crate::reload::Update>],
+) -> Option<String> {
+    crate::reload::reconfigure_routers(router?, updates, |rc| {
+        (rc.neighbors4, rc.neighbors6) = crate::stages::static_neighbors(&new.router);
+    });
+    Some(format!(
+        "{}: installed in place ({} static neighbours)\n",
+        args.join(" "),
+        new.router.neighbors.len()
     ))
 }
 
@@ -581,29 +577,21 @@ port = "p1"
             shown.iter().filter(|r| r.starts_with("10.0.0.0/8")).count(),
             1
         );
-        // A neighbour edit, after all of them, is the whole text parsed.
-        let (change, _) = apply(
-            &args("neighbor add 198.18.0.5 02:00:00:00:00:05 port p0"),
-            &cur,
-            &edits,
-        )
-        .unwrap();
-        let Change::Neighbors(new) = change else {
-            panic!("a neighbour is installed in place")
+        // The config a neighbour edit makes, installed in place.
+        let neighbors_after = |line: &str| {
+            let (change, _) = apply(&args(line), &cur, &edits).unwrap();
+            let Change::Neighbors(new) = change else {
+                panic!("{line}: a neighbour is installed in place")
+            };
+            new
         };
+        // A neighbour edit, after all of them, is the whole text parsed.
+        let new = neighbors_after("neighbor add 198.18.0.5 02:00:00:00:00:05 port p0");
         assert_eq!(new.router.routes, cur.router.routes);
         assert_eq!(new.router.neighbors.len(), 2);
         // A neighbour replaced: one entry, the new MAC (the file's table
         // read as deleted); `add` of it refused.
-        let (change, _) = apply(
-            &args("neighbor replace 198.19.0.2 02:00:00:00:00:99 port p1"),
-            &cur,
-            &edits,
-        )
-        .unwrap();
-        let Change::Neighbors(new) = change else {
-            panic!("a neighbour is installed in place")
-        };
+        let new = neighbors_after("neighbor replace 198.19.0.2 02:00:00:00:00:99 port p1");
         let mac: pipeline::wire::MacAddr = "02:00:00:00:00:99".parse().unwrap();
         assert_eq!(
             new.router.neighbors,
