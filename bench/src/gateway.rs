@@ -51,6 +51,11 @@ pub struct GatewayArgs {
     /// Passes (median reported).
     #[arg(long, default_value_t = 5)]
     runs: usize,
+    /// Also measure new and established flows at each of these flow
+    /// counts (comma-separated), one table row each: how the cost grows
+    /// as the flows outgrow the caches.
+    #[arg(long, value_delimiter = ',')]
+    sweep: Vec<usize>,
 }
 
 /// A 64-byte Ethernet/IPv4/UDP frame to `mac` with valid checksums.
@@ -151,6 +156,70 @@ impl ForwardMode for Copy {
     }
 }
 
+/// The packets of a measurement: `flows` flows' templates, the first
+/// packet of each in order, and random packets of those the gateway
+/// opened (established) and of those it did not (refused).
+struct Workload {
+    templates: Vec<[u8; 64]>,
+    new_order: Vec<u32>,
+    est_order: Vec<u32>,
+    refused_order: Vec<u32>,
+    /// Flows the first packets did not open.
+    refused: usize,
+}
+
+impl Workload {
+    /// Inside hosts in 198.18.0.0/24 (the SNAT rule's prefix), 10,000
+    /// destinations in 82.0.0.0/8 (routed by the full table); `packets`
+    /// established packets. Which flows the first packets open is asked
+    /// of a gateway `g` (the rest the rules refuse, or have no route).
+    fn new(flows: usize, packets: usize, mac: [u8; 6], mut g: Gateway) -> Result<Workload> {
+        let mut rng = rand::rngs::SmallRng::seed_from_u64(7);
+        let dsts: Vec<u32> = (0..10_000)
+            .map(|_| 0x5200_0000 | rng.random_range(0..0x00ff_ffffu32))
+            .collect();
+        let tuples: Vec<Tuple> = (0..flows)
+            .map(|i| Tuple {
+                src: v4(0xc612_0000 | rng.random_range(2..254u32)),
+                dst: v4(dsts[i % dsts.len()]),
+                sport: 1024 + (i / 251) as u16,
+                dport: rng.random_range(1..65535),
+                proto: 17,
+                zone: 0,
+            })
+            .collect();
+        let templates: Vec<[u8; 64]> = tuples
+            .iter()
+            .map(|t| frame(mac, t.src as u32, t.dst as u32, t.sport, t.dport))
+            .collect();
+        let new_order: Vec<u32> = (0..flows as u32).collect();
+        // Not `gateway_pass`: valgrind counts that one's instructions.
+        pass(&templates, &new_order, &mut g);
+        let (tracked, refused): (Vec<u32>, Vec<u32>) = new_order
+            .iter()
+            .partition(|&&i| g.conntrack().contains(&tuples[i as usize]));
+        anyhow::ensure!(!tracked.is_empty(), "no flow opened");
+        let mut est_order: Vec<u32> = (0..packets)
+            .map(|_| tracked[rng.random_range(0..tracked.len())])
+            .collect();
+        est_order.shuffle(&mut rng);
+        let refused_order: Vec<u32> = if refused.is_empty() {
+            vec![]
+        } else {
+            (0..(packets / 20).max(1))
+                .map(|_| refused[rng.random_range(0..refused.len())])
+                .collect()
+        };
+        Ok(Workload {
+            templates,
+            new_order,
+            est_order,
+            refused_order,
+            refused: refused.len(),
+        })
+    }
+}
+
 /// Runs the comparison and prints a Markdown table.
 pub fn gateway(a: GatewayArgs) -> Result<()> {
     let cfg = appliance::config::load_file(&a.config).map_err(|e| anyhow::anyhow!("{e}"))?;
@@ -159,51 +228,14 @@ pub fn gateway(a: GatewayArgs) -> Result<()> {
     let tsc = Tsc::calibrate(Duration::from_millis(50));
     let hz = tsc.hz as f64;
     let mac = cfg.ports[0].mac.0;
-    let mut rng = rand::rngs::SmallRng::seed_from_u64(7);
-    // Inside hosts in 198.18.0.0/24 (the SNAT rule's prefix), 10,000
-    // destinations in 82.0.0.0/8 (routed by the full table).
-    let dsts: Vec<u32> = (0..10_000)
-        .map(|_| 0x5200_0000 | rng.random_range(0..0x00ff_ffffu32))
-        .collect();
-    let tuples: Vec<Tuple> = (0..a.flows)
-        .map(|i| Tuple {
-            src: v4(0xc612_0000 | rng.random_range(2..254u32)),
-            dst: v4(dsts[i % dsts.len()]),
-            sport: 1024 + (i / 251) as u16,
-            dport: rng.random_range(1..65535),
-            proto: 17,
-            zone: 0,
-        })
-        .collect();
-    let templates: Vec<[u8; 64]> = tuples
-        .iter()
-        .map(|t| frame(mac, t.src as u32, t.dst as u32, t.sport, t.dport))
-        .collect();
-    let new_order: Vec<u32> = (0..a.flows as u32).collect();
-    // Which flows the first packets open (the rest the rules refuse, or
-    // have no route): the established packets are of those, and the
-    // refused flows' packets, each a new-flow lookup again, are measured
-    // on their own.
-    let mut g = Gateway::new(router.clone(), &gcfg, 0);
-    g.tick(tsc.ns(rdtsc()) as u64);
-    // Not `gateway_pass`: valgrind counts that one's instructions.
-    pass(&templates, &new_order, &mut g);
-    let (tracked, refused): (Vec<u32>, Vec<u32>) = new_order
-        .iter()
-        .partition(|&&i| g.conntrack().contains(&tuples[i as usize]));
-    drop(g);
-    anyhow::ensure!(!tracked.is_empty(), "no flow opened");
-    let mut est_order: Vec<u32> = (0..a.packets)
-        .map(|_| tracked[rng.random_range(0..tracked.len())])
-        .collect();
-    est_order.shuffle(&mut rng);
-    let refused_order: Vec<u32> = if refused.is_empty() {
-        vec![]
-    } else {
-        (0..(a.packets / 20).max(1))
-            .map(|_| refused[rng.random_range(0..refused.len())])
-            .collect()
+    let fresh = || {
+        let mut g = Gateway::new(router.clone(), &gcfg, 0);
+        g.tick(tsc.ns(rdtsc()) as u64);
+        g
     };
+    let w = Workload::new(a.flows, a.packets, mac, fresh())?;
+    let (templates, new_order, est_order, refused_order) =
+        (&w.templates, &w.new_order, &w.est_order, &w.refused_order);
 
     let (mut copy, mut route, mut gw_new, mut gw_est) = (vec![], vec![], vec![], vec![]);
     let mut gw_refused = vec![];
@@ -225,32 +257,31 @@ pub fn gateway(a: GatewayArgs) -> Result<()> {
     let mut fwd_refused = 0;
     let mut flows = 0;
     for run in 0..a.runs {
-        let (c, _) = pass(&templates, &est_order, &mut Copy);
+        let (c, _) = pass(templates, est_order, &mut Copy);
         copy.push(c);
         let mut r = router.clone();
         r.tick(tsc.ns(rdtsc()) as u64);
-        let (c, _) = router_pass(&templates, &est_order, &mut r);
+        let (c, _) = router_pass(templates, est_order, &mut r);
         route.push(c);
-        let mut g = Gateway::new(router.clone(), &gcfg, 0);
-        g.tick(tsc.ns(rdtsc()) as u64);
-        let (c, n) = gateway_pass(&templates, &new_order, &mut g);
+        let mut g = fresh();
+        let (c, n) = gateway_pass(templates, new_order, &mut g);
         gw_new.push(c);
         fwd_new = n;
         flows = g.conntrack().len();
-        let (c, n) = gateway_pass(&templates, &est_order, &mut g);
+        let (c, n) = gateway_pass(templates, est_order, &mut g);
         gw_est.push(c);
         fwd_est = n;
         if !refused_order.is_empty() {
-            let (c, n) = refused_pass(&templates, &refused_order, &mut g);
+            let (c, n) = refused_pass(templates, refused_order, &mut g);
             gw_refused.push(c);
             fwd_refused = n;
         }
         // The stage profile: the same passes with the clock on.
         let mut g = Gateway::with_clock(router.clone(), &gcfg, 0, CycleClock::new(rdtsc));
         g.tick(tsc.ns(rdtsc()) as u64);
-        pass(&templates, &new_order, &mut g);
+        pass(templates, new_order, &mut g);
         let after_new = g.clock().clone();
-        pass(&templates, &est_order, &mut g);
+        pass(templates, est_order, &mut g);
         let per = |c: &CycleClock, base: Option<&CycleClock>, n: usize| {
             let mut out = [0.0; Stage::COUNT];
             for (i, o) in out.iter_mut().enumerate() {
@@ -310,7 +341,7 @@ pub fn gateway(a: GatewayArgs) -> Result<()> {
         println!(
             "| gateway, {} packets of the {} flows not opened (each a new-flow lookup again) | {r:.0} | {:.0} | {:.2} | {fwd_refused} of {} |",
             refused_order.len(),
-            refused.len(),
+            w.refused,
             r - copy,
             hz / r / 1e6,
             refused_order.len()
@@ -343,5 +374,64 @@ pub fn gateway(a: GatewayArgs) -> Result<()> {
         gw_new - copy,
         gw_est - copy
     );
+    if !a.sweep.is_empty() {
+        sweep(&a, hz, mac, &router, &fresh)?;
+    }
+    Ok(())
+}
+
+/// A cache's size as the kernel gives it (`index` 2: L2, 3: L3), or "?".
+fn cache_size(index: u32) -> String {
+    std::fs::read_to_string(format!(
+        "/sys/devices/system/cpu/cpu0/cache/index{index}/size"
+    ))
+    .map(|s| s.trim().to_string())
+    .unwrap_or_else(|_| "?".into())
+}
+
+/// The unclocked passes again at each flow count of `a.sweep`, one row
+/// each: new flows, established packets and the router alone on the same
+/// packets, medians of `a.runs` passes.
+fn sweep(
+    a: &GatewayArgs,
+    hz: f64,
+    mac: [u8; 6],
+    router: &Router,
+    fresh: &dyn Fn() -> Gateway,
+) -> Result<()> {
+    println!(
+        "\n## By number of flows\n\nThe same unclocked passes at each number of flows, {} established packets each, medians of {} passes; each flow has a template, so the copy reads more memory as the flows grow (as a NIC's freshly written buffers miss the caches), and the copy alone is measured at each size too. A flow's entry is {} bytes (two cache lines, both read by each packet) and its index bucket one line; this CPU's L2 is {} and its L3 {} (shared with whatever else runs on the host): the established path's instructions do not change with the flows, its cache misses do.\n",
+        a.packets,
+        a.runs,
+        std::mem::size_of::<pipeline::conntrack::Flow>(),
+        cache_size(2),
+        cache_size(3)
+    );
+    println!("| flows | flow entries in use | template copy only: cycles/packet | new flow: cycles | new flows/s | established: cycles/packet (less the copy) | established Mpps | router alone: cycles/packet (less the copy) |");
+    println!("|---|---|---|---|---|---|---|---|");
+    for &n in &a.sweep {
+        let w = Workload::new(n, a.packets, mac, fresh())?;
+        let (mut copy, mut new, mut est, mut alone) = (vec![], vec![], vec![], vec![]);
+        let mut tracked = 0;
+        for _ in 0..a.runs {
+            copy.push(pass(&w.templates, &w.est_order, &mut Copy).0);
+            let mut r = router.clone();
+            alone.push(router_pass(&w.templates, &w.est_order, &mut r).0);
+            let mut g = fresh();
+            new.push(gateway_pass(&w.templates, &w.new_order, &mut g).0);
+            est.push(gateway_pass(&w.templates, &w.est_order, &mut g).0);
+            tracked = g.conntrack().len();
+        }
+        let m = |v: &mut Vec<f64>| crate::median(v);
+        let (copy, new, est, alone) = (m(&mut copy), m(&mut new), m(&mut est), m(&mut alone));
+        println!(
+            "| {n} | {tracked} ({:.1} MiB) | {copy:.0} | {new:.0} | {:.2} M | {est:.0} ({:.0}) | {:.1} | {alone:.0} ({:.0}) |",
+            (tracked * std::mem::size_of::<pipeline::conntrack::Flow>()) as f64 / (1 << 20) as f64,
+            hz / new / 1e6,
+            est - copy,
+            hz / est / 1e6,
+            alone - copy
+        );
+    }
     Ok(())
 }
