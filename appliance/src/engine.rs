@@ -651,15 +651,12 @@ where
                                 Ok((change, e)) => {
                                     let done = match &change {
                                         crate::ctl::edit::Change::Route(p, add) => crate::ctl::edit::route_in_place(&cmd.args, *p, add, &mut live.cfg, live.fib.as_mut(), &mut mirrored),
-                                        crate::ctl::edit::Change::Neighbors(new) => crate::ctl::edit::neighbors_in_place(&cmd.args, new, live.router.as_mut(), &update_tx).map(Ok),
+                                        crate::ctl::edit::Change::Neighbor(a, add) => crate::ctl::edit::neighbors_in_place(&cmd.args, (*a, *add), &mut live.cfg, live.router.as_mut(), &update_tx).map(Ok),
                                         crate::ctl::edit::Change::Build(_) => None,
                                     };
                                     match done {
                                         Some(Ok(s)) => {
                                             live.edits = e;
-                                            if let crate::ctl::edit::Change::Neighbors(new) = change {
-                                                live.cfg = *new;
-                                            }
                                             Some(crate::ctl::Response::ok(s.clone(), serde_json::json!({ "installed": s.trim_end() })))
                                         }
                                         Some(Err(err)) => Some(crate::ctl::Response::error(err)),

@@ -228,6 +228,35 @@ pub fn check_added_route(table: &str, cur: &Config) -> Result<Route, ConfigError
     }
 }
 
+/// `table`, one `[[neighbor]]` table that `sluice ctl neighbor
+/// add|replace` adds to the running config `cur`, checked on its own
+/// against `cur`'s interfaces and addresses, with the errors
+/// [`parse_edit`] would give for `cur`'s text with the table added (the
+/// keys index the table as the only one): its entry (port, address, MAC).
+/// The caller deletes any neighbour with the same address first (`add`
+/// refuses one). Constant work per edit, as [`check_added_route`].
+pub fn check_added_neighbor(
+    table: &str,
+    cur: &Config,
+) -> Result<(u16, std::net::IpAddr, MacAddr), ConfigErrors> {
+    let raw: router::RawAddedNeighbor =
+        toml::from_str(table).map_err(|e| toml_error(&e, table, &cur.source))?;
+    let mut cx = Ctx::new(&cur.source, table);
+    let [n] = raw.neighbor.as_slice() else {
+        return Err(ConfigErrors(vec![ConfigError {
+            file: cur.source.clone(),
+            line: 0,
+            col: 0,
+            key: "neighbor".into(),
+            msg: "one [[neighbor]] table at a time".into(),
+        }]));
+    };
+    match router::check_added_neighbor(&mut cx, &cur.router, n) {
+        Some(entry) if cx.errs.is_empty() => Ok(entry),
+        _ => Err(ConfigErrors(cx.errs)),
+    }
+}
+
 /// The cores this process may run on, as first seen: threads pinned later
 /// (the management thread, which validates a reload) see only their own.
 fn machine_cores() -> BTreeSet<usize> {

@@ -86,6 +86,14 @@ pub(super) struct RawAdded {
     pub(super) route: Vec<RawRoute>,
 }
 
+/// One `[[neighbor]]` table on its own: what `sluice ctl neighbor
+/// add|replace` adds (see [`super::check_added_neighbor`]).
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawAddedNeighbor {
+    pub(super) neighbor: Vec<RawNeighbor>,
+}
+
 /// A route: prefix and next hops (several: equal-cost multipath, one
 /// `[[route]]` table per path).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -394,43 +402,8 @@ pub(super) fn check(
         {
             continue;
         }
-        match names.get(n.port.get_ref().as_str()) {
-            Some(&p) => {
-                let ip = *n.ip.get_ref();
-                let link_local = matches!(ip, IpAddr::V6(a) if a.segments()[0] & 0xffc0 == 0xfe80);
-                if !link_local && s.port_of(ip) != Some(p) {
-                    cx.err(
-                        &n.ip,
-                        format!("neighbor[{ni}].ip"),
-                        format!("{ip} is not on a subnet of port `{}`: a neighbour must be reachable on its port", n.port.get_ref()),
-                    );
-                } else if s.is_local(ip) {
-                    cx.err(
-                        &n.ip,
-                        format!("neighbor[{ni}].ip"),
-                        format!("{ip} is the router's own address"),
-                    );
-                } else if s
-                    .neighbors
-                    .iter()
-                    .any(|&(q, a, m)| q == p && a == ip && m != n.mac.0)
-                {
-                    cx.err(
-                        &n.ip,
-                        format!("neighbor[{ni}].ip"),
-                        format!(
-                            "{ip} is listed twice on port `{}` with different MACs",
-                            n.port.get_ref()
-                        ),
-                    );
-                }
-                s.neighbors.push((p, ip, n.mac.0));
-            }
-            None => cx.err(
-                &n.port,
-                format!("neighbor[{ni}].port"),
-                format!("port `{}` does not exist", n.port.get_ref()),
-            ),
+        if let Some(x) = check_neighbor(cx, &s, &names, ni, n, &s.neighbors) {
+            s.neighbors.push(x);
         }
     }
     if let Some(f) = &raw.route_file {
@@ -678,6 +651,77 @@ pub(super) fn check_added(
         len,
         paths: vec![hop],
     })
+}
+
+/// Neighbour `ni` of the config (`n`) checked against the router's
+/// interfaces and addresses in `s` and the neighbours before it
+/// (`before`): its entry (port, address, MAC), unless its port does not
+/// exist; errors (an address off its port's subnets, the router's own, or
+/// listed before on the port with another MAC) go to `cx`.
+pub(super) fn check_neighbor(
+    cx: &mut Ctx<'_>,
+    s: &RouterSetup,
+    names: &BTreeMap<&str, u16>,
+    ni: usize,
+    n: &RawNeighbor,
+    before: &[(u16, IpAddr, MacAddr)],
+) -> Option<(u16, IpAddr, MacAddr)> {
+    let Some(&p) = names.get(n.port.get_ref().as_str()) else {
+        cx.err(
+            &n.port,
+            format!("neighbor[{ni}].port"),
+            format!("port `{}` does not exist", n.port.get_ref()),
+        );
+        return None;
+    };
+    let ip = *n.ip.get_ref();
+    let link_local = matches!(ip, IpAddr::V6(a) if a.segments()[0] & 0xffc0 == 0xfe80);
+    if !link_local && s.port_of(ip) != Some(p) {
+        cx.err(
+            &n.ip,
+            format!("neighbor[{ni}].ip"),
+            format!(
+                "{ip} is not on a subnet of port `{}`: a neighbour must be reachable on its port",
+                n.port.get_ref()
+            ),
+        );
+    } else if s.is_local(ip) {
+        cx.err(
+            &n.ip,
+            format!("neighbor[{ni}].ip"),
+            format!("{ip} is the router's own address"),
+        );
+    } else if before
+        .iter()
+        .any(|&(q, a, m)| q == p && a == ip && m != n.mac.0)
+    {
+        cx.err(
+            &n.ip,
+            format!("neighbor[{ni}].ip"),
+            format!(
+                "{ip} is listed twice on port `{}` with different MACs",
+                n.port.get_ref()
+            ),
+        );
+    }
+    Some((p, ip, n.mac.0))
+}
+
+/// An added neighbour (`ctl neighbor add|replace`) checked as the file's
+/// are against the running router `s`, whose neighbours with its address
+/// the edit deletes first (so none is listed before it).
+pub(super) fn check_added_neighbor(
+    cx: &mut Ctx<'_>,
+    s: &RouterSetup,
+    n: &RawNeighbor,
+) -> Option<(u16, IpAddr, MacAddr)> {
+    let names: BTreeMap<&str, u16> = s
+        .names
+        .iter()
+        .enumerate()
+        .map(|(i, n)| (n.as_str(), i as u16))
+        .collect();
+    check_neighbor(cx, s, &names, 0, n, &[])
 }
 
 /// Reads a route file: one route per line, its first field a prefix

@@ -2,13 +2,15 @@
 //! running routes and neighbours, validated exactly as the config is (an
 //! added route or neighbour is a `[[route]]` or `[[neighbor]]` table added
 //! to the text the running config came from, so it gets the same checks
-//! and errors). A route goes into the running FIB in place, its table
-//! checked on its own against the running config (constant work per
-//! route, however many were added before); the rest is installed as a
-//! reload installs (the whole text parsed again, the tables built aside,
-//! each worker switching between two bursts). Like `ip route add` beside
-//! a configuration file, they last until the next reload or restart,
-//! which go back to the file.
+//! and errors). Each added table is checked on its own against the
+//! running config (constant work per edit, however many were made
+//! before); a route goes into the running FIB in place, a neighbour into
+//! the routers' neighbour tables. Only the deletion of a static route
+//! that hid a route-file route is installed as a reload installs (the
+//! whole text parsed again, the tables built aside, each worker switching
+//! between two bursts). Like `ip route add` beside a configuration file,
+//! they last until the next reload or restart, which go back to the
+//! file.
 
 use crate::config::router::PathRefused;
 use crate::config::{self, Config, Route};
@@ -98,9 +100,10 @@ pub enum Change {
     /// static route to the prefix deleted: made on the running config in
     /// place ([`route_in_place`]).
     Route((IpAddr, u8), Option<Route>),
-    /// A static neighbour added or deleted: the config with it (the whole
-    /// text parsed), installed in place ([`neighbors_in_place`]).
-    Neighbors(Box<Config>),
+    /// The static neighbour with an address added or replaced (`Some`:
+    /// its port, address and MAC), or deleted: made on the running config
+    /// and installed in the routers in place ([`neighbors_in_place`]).
+    Neighbor(IpAddr, Option<(u16, IpAddr, pipeline::wire::MacAddr)>),
     /// The config to build and install as a reload does (the deletion of
     /// a static route that hid a route-file route, which must come back).
     Build(Box<Config>),
@@ -115,9 +118,21 @@ impl Change {
                 route_into(&mut new, p, add);
                 new
             }
-            Change::Neighbors(new) | Change::Build(new) => *new,
+            Change::Neighbor(a, add) => {
+                let mut new = cur.clone();
+                neighbor_into(&mut new, a, add);
+                new
+            }
+            Change::Build(new) => *new,
         }
     }
+}
+
+/// `cfg` with its static neighbour `a` deleted, and `add` added in its
+/// place (at the end, where the whole text puts an edit's tables).
+fn neighbor_into(cfg: &mut Config, a: IpAddr, add: Option<(u16, IpAddr, pipeline::wire::MacAddr)>) {
+    cfg.router.neighbors.retain(|(_, n, _)| *n != a);
+    cfg.router.neighbors.extend(add);
 }
 
 /// `cfg` with its static route to `p` deleted, and `add` added in its
@@ -261,13 +276,10 @@ pub fn apply(args: &[String], cur: &Config, edits: &Edits) -> Result<(Change, Ed
             let a: IpAddr = ip
                 .parse()
                 .map_err(|_| format!("`{ip}` is not an address"))?;
-            if cur.router.neighbors.iter().any(|(_, n, _)| *n == a) {
-                if *verb == "add" {
-                    return Err(format!(
-                        "neighbour {ip} exists; `neighbor replace {ip} MAC port P` changes it (or `neighbor del {ip}` first)"
-                    ));
-                }
-                e.delete(Target::Neighbor(a));
+            if *verb == "add" && cur.router.neighbors.iter().any(|(_, n, _)| *n == a) {
+                return Err(format!(
+                    "neighbour {ip} exists; `neighbor replace {ip} MAC port P` changes it (or `neighbor del {ip}` first)"
+                ));
             }
             let t = format!(
                 "\n[[neighbor]]\nip = \"{}\"\nmac = \"{}\"\nport = \"{}\"\n",
@@ -275,8 +287,13 @@ pub fn apply(args: &[String], cur: &Config, edits: &Edits) -> Result<(Change, Ed
                 word(mac)?,
                 word(port)?
             );
+            // Checked on its own against the running config: what the
+            // whole text with the table added would say of it.
+            let entry = config::check_added_neighbor(&t, cur)
+                .map_err(|errs| errors(errs, |_| true))?;
+            e.delete(Target::Neighbor(a));
             e.adds.push((Target::Neighbor(a), t.into()));
-            return Ok((Change::Neighbors(Box::new(reparse(cur, &e)?)), e));
+            return Ok((Change::Neighbor(a, Some(entry)), e));
         }
         ["neighbor" | "neighbour", "del", ip] => {
             let a: IpAddr = ip
@@ -286,7 +303,7 @@ pub fn apply(args: &[String], cur: &Config, edits: &Edits) -> Result<(Change, Ed
                 return Err(format!("no static neighbour {ip}"));
             }
             e.delete(Target::Neighbor(a));
-            return Ok((Change::Neighbors(Box::new(reparse(cur, &e)?)), e));
+            return Ok((Change::Neighbor(a, None), e));
         }
         _ => {
             return Err(format!(
@@ -299,8 +316,8 @@ pub fn apply(args: &[String], cur: &Config, edits: &Edits) -> Result<(Change, Ed
 }
 
 /// The config of the file's text with `e`'s changes, parsed and checked
-/// whole as `sluice check` would (what [`Change::Route`] makes in place
-/// must equal it).
+/// whole as `sluice check` would (what [`Change::Route`] and
+/// [`Change::Neighbor`] make in place must equal it).
 fn reparse(cur: &Config, e: &Edits) -> Result<Config, String> {
     let mut text = format!("{}\n", e.file_text);
     for (_, t) in &e.adds {
@@ -318,27 +335,32 @@ fn reparse(cur: &Config, e: &Edits) -> Result<Config, String> {
     Ok(new)
 }
 
-/// Installs the static neighbours of `new` (a neighbour change [`apply`]
-/// accepted) into the running `router` and, through `updates`, the
-/// workers' ([`crate::reload::reconfigure_routers`]): their neighbour
-/// tables only, not the routes or the rules, so neither the FIB nor the
-/// classifier is built again (with the full table that took seconds) and
-/// the rules' hit counts go on. The routers keep the neighbours they
-/// learned and those the kernel's table gave them; a static neighbour
-/// takes precedence, as at start. The answer; `None` when no router runs.
+/// Makes a neighbour change that [`apply`] accepted (neighbour `a`
+/// deleted, and `add` added in its place) in `cfg`, the running config,
+/// and installs its static neighbours into the running `router` and,
+/// through `updates`, the workers' ([`crate::reload::reconfigure_routers`]):
+/// their neighbour tables only, not the routes or the rules, so neither
+/// the FIB nor the classifier is built again (with the full table that
+/// took seconds) and the rules' hit counts go on. The routers keep the
+/// neighbours they learned and those the kernel's table gave them; a
+/// static neighbour takes precedence, as at start. The answer; `None`
+/// when no router runs (then it is installed as a reload installs).
 pub fn neighbors_in_place(
     args: &[String],
-    new: &Config,
+    (a, add): (IpAddr, Option<(u16, IpAddr, pipeline::wire::MacAddr)>),
+    cfg: &mut Config,
     router: Option<&mut pipeline::router::Router>,
     updates: &[crossbeam_channel::Sender<crate::reload::Update>],
 ) -> Option<String> {
-    crate::reload::reconfigure_routers(router?, updates, |rc| {
-        (rc.neighbors4, rc.neighbors6) = crate::stages::static_neighbors(&new.router);
+    let router = router?;
+    neighbor_into(cfg, a, add);
+    crate::reload::reconfigure_routers(router, updates, |rc| {
+        (rc.neighbors4, rc.neighbors6) = crate::stages::static_neighbors(&cfg.router);
     });
     Some(format!(
         "{}: installed in place ({} static neighbours)\n",
         args.join(" "),
-        new.router.neighbors.len()
+        cfg.router.neighbors.len()
     ))
 }
 
@@ -577,32 +599,111 @@ port = "p1"
             shown.iter().filter(|r| r.starts_with("10.0.0.0/8")).count(),
             1
         );
-        // The config a neighbour edit makes, installed in place.
-        let neighbors_after = |line: &str| {
-            let (change, _) = apply(&args(line), &cur, &edits).unwrap();
-            let Change::Neighbors(new) = change else {
-                panic!("{line}: a neighbour is installed in place")
-            };
-            new
-        };
-        // A neighbour edit, after all of them, is the whole text parsed.
-        let new = neighbors_after("neighbor add 198.18.0.5 02:00:00:00:00:05 port p0");
-        assert_eq!(new.router.routes, cur.router.routes);
-        assert_eq!(new.router.neighbors.len(), 2);
-        // A neighbour replaced: one entry, the new MAC (the file's table
-        // read as deleted); `add` of it refused.
-        let new = neighbors_after("neighbor replace 198.19.0.2 02:00:00:00:00:99 port p1");
-        let mac: pipeline::wire::MacAddr = "02:00:00:00:00:99".parse().unwrap();
+        // A neighbour edit, after all of them, changes the neighbours
+        // only, as the whole text parsed does.
+        let line = "neighbor add 198.18.0.5 02:00:00:00:00:05 port p0";
+        let (change, e) = apply(&args(line), &cur, &edits).unwrap();
+        assert!(matches!(change, Change::Neighbor(..)), "{line}: {change:?}");
+        let whole = reparse(&cur, &e).unwrap();
+        let made = change.applied_to(&cur);
+        assert_eq!(made.router.routes, cur.router.routes);
+        assert_eq!(made.router.routes, whole.router.routes);
+        assert_eq!(made.router.neighbors, whole.router.neighbors);
+        assert_eq!(made.router.neighbors.len(), 2);
+    }
+
+    /// Neighbour edits made in place (the added table checked on its own)
+    /// give the neighbours, and refuse with the errors, that parsing the
+    /// file's text with every edit's table added gives, edit after edit:
+    /// adds, replacements (of the file's neighbour, of an added one, of
+    /// none: an add), deletions and re-adds, IPv6 and link-local, and
+    /// every refusal the table's check makes.
+    #[test]
+    fn neighbor_edits_in_place_are_the_whole_text_parsed() {
+        let mut cur = config::parse(CFG, "edit-test.toml", None).expect("the test config loads");
+        let mut edits = Edits::new(&cur);
+        let script = [
+            "neighbor add 198.18.0.5 02:00:00:00:00:05 port p0",
+            "neighbor add 2001:db8:2::7 02:00:00:00:00:07 port p1",
+            "neighbor add fe80::9 02:00:00:00:00:09 port p0",
+            "neighbor add 198.20.0.2 02:00:00:00:00:0a port p1",
+            "neighbor replace 198.19.0.2 02:00:00:00:00:99 port p1",
+            "neighbor replace 198.18.0.5 02:00:00:00:00:55 port p0",
+            "neighbor replace 198.19.0.9 02:00:00:00:00:19 port p1",
+            "neighbor replace fe80::9 02:00:00:00:00:0b port p1",
+            "neighbor del 198.19.0.2",
+            "neighbor add 198.19.0.2 02:00:00:00:00:02 port p1",
+            "neighbor del 2001:db8:2::7",
+            "neighbour add 2001:db8:1::7 02:00:00:00:00:17 port p0",
+            // Refused by the table's check, as the whole text refuses it.
+            "neighbor add 198.19.0.3 02:00:00:00:00:03 port p0",
+            "neighbor add 198.19.0.3 02:00:00:00:00:03 port p9",
+            "neighbor add 203.0.113.3 02:00:00:00:00:03 port p1",
+            "neighbor add 198.19.0.1 02:00:00:00:00:03 port p1",
+            "neighbor add 2001:db8:2::1 02:00:00:00:00:03 port p1",
+            "neighbor add 2001:db8:1::3 02:00:00:00:00:03 port p1",
+            "neighbor add 198.19.0.3 02:00:00:00:00:zz port p1",
+            "neighbor add 198.19.0.3 02:00:00:00:00 port p1",
+            "neighbor replace 198.18.0.5 02:00:00:00:00:05 port p1",
+            "neighbor replace fe80::9 02:00:00:00:00:0b port p7",
+            // Refused before any table is written.
+            "neighbor add 198.18.0.5 02:00:00:00:00:05 port p0",
+            "neighbor add 198.19.0.x 02:00:00:00:00:03 port p1",
+            "neighbor add 198.19.0.3 02:00:00:00:00:\"03 port p1",
+            "neighbor del 198.19.0.77",
+            "neighbor add 198.19.0.3 02:00:00:00:00:03",
+        ];
+        let mut refused = 0;
+        for line in script {
+            let a = args(line);
+            match apply(&a, &cur, &edits) {
+                Ok((change, e)) => {
+                    assert!(matches!(change, Change::Neighbor(..)), "{line}: {change:?}");
+                    let whole = reparse(&cur, &e).unwrap_or_else(|err| panic!("{line}: {err}"));
+                    let made = change.applied_to(&cur);
+                    assert_eq!(made.router.neighbors, whole.router.neighbors, "{line}");
+                    assert_eq!(made.router.routes, whole.router.routes, "{line}");
+                    (cur, edits) = (made, e);
+                }
+                Err(err) => {
+                    refused += 1;
+                    // What the whole text says with the table added (where
+                    // the refusal came before a table, nothing to compare).
+                    let w: Vec<&str> = a.iter().map(String::as_str).collect();
+                    let ["neighbor", "add" | "replace", ip, mac, "port", port] = w.as_slice()
+                    else {
+                        continue;
+                    };
+                    let Ok(addr) = ip.parse::<IpAddr>() else {
+                        continue;
+                    };
+                    if err.contains("exists;") || err.contains("is not an address, prefix") {
+                        continue;
+                    }
+                    let mut e = edits.clone();
+                    e.delete(Target::Neighbor(addr));
+                    let t = format!(
+                        "\n[[neighbor]]\nip = \"{ip}\"\nmac = \"{mac}\"\nport = \"{port}\"\n"
+                    );
+                    e.adds.push((Target::Neighbor(addr), t.into()));
+                    let whole = reparse(&cur, &e).expect_err(line);
+                    assert_eq!(err, whole, "{line}");
+                }
+            }
+        }
+        assert_eq!(refused, 15, "every refusal in the script refused");
+        let mac = |m: &str| m.parse::<pipeline::wire::MacAddr>().unwrap();
+        let ip = |a: &str| a.parse::<IpAddr>().unwrap();
         assert_eq!(
-            new.router.neighbors,
-            [(1, "198.19.0.2".parse().unwrap(), mac)]
+            cur.router.neighbors,
+            [
+                (1, ip("198.20.0.2"), mac("02:00:00:00:00:0a")),
+                (0, ip("198.18.0.5"), mac("02:00:00:00:00:55")),
+                (1, ip("198.19.0.9"), mac("02:00:00:00:00:19")),
+                (1, ip("fe80::9"), mac("02:00:00:00:00:0b")),
+                (1, ip("198.19.0.2"), mac("02:00:00:00:00:02")),
+                (0, ip("2001:db8:1::7"), mac("02:00:00:00:00:17")),
+            ]
         );
-        let err = apply(
-            &args("neighbor add 198.19.0.2 02:00:00:00:00:99 port p1"),
-            &cur,
-            &edits,
-        )
-        .unwrap_err();
-        assert!(err.contains("neighbor replace"), "{err}");
     }
 }
