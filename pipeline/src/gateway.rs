@@ -448,6 +448,71 @@ impl<C: StageClock> Gateway<C> {
         v
     }
 
+    /// An untagged frame (or one whose tags were taken off) received on
+    /// interface `iface` (a port, or a VLAN sub-interface): IPv4 and IPv6
+    /// to the router's MAC through the rules, the rest to the router. The
+    /// verdict names an interface ([`Gateway::out`] names the port).
+    #[inline(always)]
+    fn dispatch<P: Frame>(&mut self, pkt: &mut P, iface: u16) -> Verdict {
+        let b = pkt.bytes();
+        let Some(i) = self.router.iface(iface) else {
+            return Verdict::Drop(DropReason::NotForUs);
+        };
+        if i.down {
+            return Verdict::Drop(DropReason::LinkDown);
+        }
+        let for_us = b[0..6] == i.mac.0;
+        match u16::from_be_bytes([b[12], b[13]]) {
+            EtherType::IPV4 if for_us => self.ipv4(pkt, iface),
+            EtherType::IPV6 if for_us => self.ipv6(pkt, iface),
+            _ => self.router.process(pkt, iface),
+        }
+    }
+
+    /// Verdict `v` as the worker takes it: a frame leaving on a VLAN
+    /// sub-interface is tagged, and its port named.
+    #[inline(always)]
+    fn out<P: Frame>(&mut self, pkt: &mut P, v: Verdict) -> Verdict {
+        match v {
+            Verdict::Forward(o) if o >= self.router.ports => self.router.tag(pkt, o),
+            v => v,
+        }
+    }
+
+    /// A tagged frame received on `port`: its tags name the VLAN
+    /// sub-interface it came in on (as the router's own path names it),
+    /// and it goes through the rules, conntrack and NAT as received there
+    /// (rules and NAT name sub-interfaces as they name ports). One another
+    /// worker owns is handed over with its tags put back (the other worker
+    /// takes it from the port, as it came).
+    #[cold]
+    #[inline(never)]
+    fn tagged<P: Frame>(&mut self, pkt: &mut P, port: u16) -> Verdict {
+        let iface = match self.router.untag(pkt, port) {
+            Ok(i) => i,
+            Err(v) => return v,
+        };
+        let b = pkt.bytes();
+        if b.len() < ETH
+            || matches!(
+                u16::from_be_bytes([b[12], b[13]]),
+                EtherType::VLAN | EtherType::QINQ
+            )
+        {
+            // More tags than a sub-interface has.
+            return Verdict::Drop(DropReason::UnknownVlan);
+        }
+        match self.dispatch(pkt, iface) {
+            Verdict::Handoff(w) if iface >= self.router.ports => {
+                match self.router.tag(pkt, iface) {
+                    Verdict::Forward(_) => Verdict::Handoff(w),
+                    v => v,
+                }
+            }
+            v => self.out(pkt, v),
+        }
+    }
+
     fn ipv4<P: Frame>(&mut self, pkt: &mut P, in_port: u16) -> Verdict {
         let b = pkt.bytes();
         // A plain header (20 bytes, valid, TTL above 1) is checked in a few
@@ -1204,7 +1269,8 @@ impl<C: StageClock> ForwardMode for Gateway<C> {
                 *v = match l {
                     Some(l) => {
                         self.clock.start();
-                        self.track4(p, in_port, l)
+                        let v = self.track4(p, in_port, l);
+                        self.out(p, v)
                     }
                     None => self.process(p, in_port),
                 };
@@ -1221,22 +1287,14 @@ impl<C: StageClock> ForwardMode for Gateway<C> {
         if b.len() < ETH {
             return Verdict::Drop(DropReason::Truncated);
         }
-        let Some(iface) = self.router.iface(in_port) else {
-            return Verdict::Drop(DropReason::NotForUs);
-        };
-        if iface.down {
-            return Verdict::Drop(DropReason::LinkDown);
+        if matches!(
+            u16::from_be_bytes([b[12], b[13]]),
+            EtherType::VLAN | EtherType::QINQ
+        ) {
+            return self.tagged(pkt, in_port);
         }
-        let mac = iface.mac;
-        let for_us = b[0..6] == mac.0;
-        match u16::from_be_bytes([b[12], b[13]]) {
-            EtherType::IPV4 if for_us => self.ipv4(pkt, in_port),
-            EtherType::IPV6 if for_us => self.ipv6(pkt, in_port),
-            // Tagged frames would reach the router past the rules: the
-            // gateway has no VLAN sub-interfaces (the config refuses them).
-            EtherType::VLAN | EtherType::QINQ => Verdict::Drop(DropReason::UnknownVlan),
-            _ => self.router.process(pkt, in_port),
-        }
+        let v = self.dispatch(pkt, in_port);
+        self.out(pkt, v)
     }
 
     #[inline]

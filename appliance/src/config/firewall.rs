@@ -283,7 +283,8 @@ fn tcp_flags(s: &str) -> Result<(u16, u16), String> {
     Ok((bits(v)?, bits(m)?))
 }
 
-/// Checks the sections; `names` maps port names to indexes.
+/// Checks the sections; `names` maps interface names (ports, then VLAN
+/// sub-interfaces) to the router's indexes, `v4` each one's IPv4 addresses.
 pub(super) fn check(
     cx: &mut Ctx<'_>,
     fw: Option<&RawFirewall>,
@@ -356,7 +357,7 @@ fn check_firewall(
             cx.err(
                 ports,
                 format!("firewall.zones.{z}"),
-                format!("zone `{z}` has the name of a port: rules could not tell them apart"),
+                format!("zone `{z}` has the name of an interface: rules could not tell them apart"),
             );
         }
         for p in ports.get_ref() {
@@ -366,7 +367,7 @@ fn check_firewall(
                         cx.err(
                             ports,
                             format!("firewall.zones.{z}"),
-                            format!("port `{p}` is already in zone `{other}`: a port belongs to one zone"),
+                            format!("interface `{p}` is already in zone `{other}`: an interface belongs to one zone"),
                         );
                     }
                     v.push(i)
@@ -374,7 +375,7 @@ fn check_firewall(
                 None => cx.err(
                     ports,
                     format!("firewall.zones.{z}"),
-                    format!("port `{p}` does not exist"),
+                    format!("interface `{p}` does not exist (a port or VLAN sub-interface)"),
                 ),
             }
         }
@@ -391,7 +392,9 @@ fn check_firewall(
                 cx.err(
                     v,
                     key.clone(),
-                    format!("`{n}` is neither a port nor a zone"),
+                    format!(
+                        "`{n}` is neither an interface (a port or VLAN sub-interface) nor a zone"
+                    ),
                 );
             }
         }

@@ -257,6 +257,10 @@ pub fn check_added_neighbor(
     }
 }
 
+/// Interfaces (ports and VLAN sub-interfaces) a gateway's rules can name:
+/// its rule metadata holds an interface index in 8 bits, 255 meaning none.
+const MAX_GATEWAY_IFACES: usize = 255;
+
 /// The cores this process may run on, as first seen: threads pinned later
 /// (the management thread, which validates a reload) see only their own.
 fn machine_cores() -> BTreeSet<usize> {
@@ -584,11 +588,12 @@ fn validate(cx: &mut Ctx<'_>, raw: RawFile, base: Option<&Path>) -> Config {
         });
     }
     let router = router::check(cx, &raw.router, &raw.route, &raw.neighbor, &addrs, base);
-    let names: std::collections::BTreeMap<&str, u16> = raw
-        .port
+    // The rules and NAT name interfaces as the router indexes them: ports,
+    // then VLAN sub-interfaces.
+    let names: std::collections::BTreeMap<&str, u16> = addrs
         .iter()
         .enumerate()
-        .map(|(i, p)| (p.name.get_ref().as_str(), i as u16))
+        .map(|(i, a)| (a.name, i as u16))
         .collect();
     let gateway = firewall::check(
         cx,
@@ -596,22 +601,23 @@ fn validate(cx: &mut Ctx<'_>, raw: RawFile, base: Option<&Path>) -> Config {
         raw.conntrack.as_ref(),
         raw.nat.as_ref(),
         &names,
-        &raw.port
+        &addrs
             .iter()
-            .map(|p| p.ipv4.get_ref().iter().map(|a| a.0.addr).collect())
+            .map(|a| a.ipv4.iter().map(|p| p.0.addr).collect())
             .collect::<Vec<_>>(),
         base,
     );
-    // The gateway's rules and NAT do not see sub-interfaces yet: tagged
-    // traffic would pass them.
-    if gateway.enabled {
-        if let Some(v) = raw.vlan.first() {
-            cx.err(
-                &v.port,
-                "vlan[0].port",
-                "VLAN sub-interfaces are not supported with [firewall]/[nat] yet (their traffic would not be filtered): use them in a router without those sections",
-            );
-        }
+    // A rule's metadata holds an interface in 8 bits (255: none).
+    if gateway.enabled && addrs.len() > MAX_GATEWAY_IFACES {
+        let a = &addrs[MAX_GATEWAY_IFACES];
+        cx.err(
+            &a.at,
+            a.key.clone(),
+            format!(
+                "[firewall]/[nat] take at most {MAX_GATEWAY_IFACES} interfaces (ports and VLAN sub-interfaces); this is number {}",
+                MAX_GATEWAY_IFACES + 1
+            ),
+        );
     }
     // One buffer family per process: DPDK ports cannot mix with the others.
     let dpdk_ports = raw

@@ -70,7 +70,14 @@ pub(super) fn check(
     let port = |cx: &mut Ctx<'_>, v: &Spanned<String>, key: String| -> Option<u16> {
         let p = names.get(v.get_ref().as_str()).copied();
         if p.is_none() {
-            cx.err(v, key, format!("port `{}` does not exist", v.get_ref()));
+            cx.err(
+                v,
+                key,
+                format!(
+                    "interface `{}` does not exist (a port or VLAN sub-interface)",
+                    v.get_ref()
+                ),
+            );
         }
         p
     };
@@ -93,7 +100,7 @@ pub(super) fn check(
                         &s.to,
                         k("to"),
                         format!(
-                            "masquerade takes the address of port `{}`, which has none: set its `ipv4`, or give `to` addresses",
+                            "masquerade takes the address of interface `{}`, which has none: set its `ipv4`, or give `to` addresses",
                             s.out.get_ref()
                         ),
                     );

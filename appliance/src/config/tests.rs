@@ -368,6 +368,74 @@ to = "198.18.0.53"
     assert_eq!(g.nat.dnat[0].to_port, None, "port kept");
 }
 
+/// Rules, zones and NAT name VLAN sub-interfaces as they name ports, by
+/// the router's interface index (ports first, then sub-interfaces); a
+/// gateway takes at most 255 interfaces (a rule's metadata holds one in 8
+/// bits), a router without rules more.
+#[test]
+fn firewall_and_nat_name_vlan_sub_interfaces() {
+    let vlans = r#"
+[[vlan]]
+port = "lan"
+id = 10
+ipv4 = ["198.20.0.1/24"]
+
+[[vlan]]
+port = "wan"
+id = 100
+name = "uplink"
+ipv4 = ["198.21.0.1/24"]
+"#;
+    let text = format!(
+        "{GW}{vlans}{}",
+        r#"
+[firewall]
+zones = { up = ["uplink", "wan"] }
+
+[[firewall.rule]]
+action = "drop"
+in = "lan.10"
+out = "up"
+
+[[nat.snat]]
+out = "uplink"
+src = "198.20.0.0/24"
+to = "masquerade"
+
+[[nat.dnat]]
+in = "uplink"
+proto = "tcp"
+dst = "198.21.0.1"
+dport = 80
+to = "198.20.0.5"
+"#
+    );
+    let c = parse(&text, "t.toml", None).unwrap();
+    let names: Vec<&str> = c.router.names.iter().map(String::as_str).collect();
+    assert_eq!(names, ["lan", "wan", "lan.10", "uplink"]);
+    let r = &c.gateway.rules[0];
+    assert_eq!(
+        (r.in_ports.clone(), r.out_ports.clone()),
+        (vec![2], vec![1, 3])
+    );
+    assert_eq!(c.gateway.nat.snat[0].out_port, 3);
+    assert_eq!(c.gateway.nat.dnat[0].in_port, Some(3));
+    // 2 ports and 253 sub-interfaces: 255 interfaces, the most a gateway
+    // takes; one more is refused, at the one over, and only with rules.
+    let many = |n: u16| -> String {
+        (1..=n)
+            .map(|id| format!("\n[[vlan]]\nport = \"lan\"\nid = {id}\n"))
+            .collect()
+    };
+    let fw = "\n[firewall]\ndefault = \"accept\"\n";
+    assert!(parse(&format!("{GW}{}{fw}", many(253)), "t.toml", None).is_ok());
+    let e = errs(&format!("{GW}{}{fw}", many(254)));
+    assert_eq!(e.len(), 1, "{e:?}");
+    assert_eq!(e[0].key, "vlan[253]");
+    assert!(e[0].msg.contains("at most 255 interfaces"), "{}", e[0]);
+    assert!(parse(&format!("{GW}{}", many(254)), "t.toml", None).is_ok());
+}
+
 #[test]
 fn firewall_errors_name_line_and_key() {
     for (extra, key, line, msg) in [
@@ -387,7 +455,7 @@ fn firewall_errors_name_line_and_key() {
             "[[firewall.rule]]\naction = \"drop\"\nin = \"dmz\"\n",
             "firewall.rule[0].in",
             19,
-            "neither a port nor a zone",
+            "neither an interface (a port or VLAN sub-interface) nor a zone",
         ),
         (
             "[[firewall.rule]]\naction = \"drop\"\nsrc = \"10.0.0.0/8\"\ndst = \"::/0\"\n",

@@ -1128,3 +1128,231 @@ fn new_rules_decide_the_next_flow() {
     assert_eq!(g.process(&mut f, 0), Verdict::Drop(DropReason::Filtered));
     assert_eq!(g.hits(), [0, 1]);
 }
+
+/// VLAN sub-interfaces on a gateway: port 0 carries the inside subnet
+/// untagged and a second inside subnet on VLAN 10 (interface 2); port 1 is
+/// a trunk whose VLAN 100 (interface 3) is the outside, where both inside
+/// subnets are masqueraded.
+mod vlan {
+    use super::*;
+    use crate::router::Vlan;
+
+    const TAGGED_CLIENT: &str = "198.20.0.10";
+
+    fn iface(mac: MacAddr, addr: &str, vlan: Option<Vlan>) -> Interface {
+        Interface {
+            mac,
+            ipv4: if addr.is_empty() {
+                vec![]
+            } else {
+                vec![(addr.parse().unwrap(), 24)]
+            },
+            ipv6: vec![],
+            mtu: 1500,
+            vlan,
+            down: false,
+        }
+    }
+
+    fn router() -> Router {
+        let on = |port, id| {
+            Some(Vlan {
+                port,
+                outer: None,
+                id,
+            })
+        };
+        Router::new(RouterConfig {
+            interfaces: vec![
+                iface(R0, INSIDE, None),
+                iface(R1, "", None),
+                iface(R0, "198.20.0.1", on(0, 10)),
+                iface(R1, OUTSIDE, on(1, 100)),
+            ],
+            fib: crate::fib::FibWriter::build(&[
+                (
+                    "198.18.0.0".parse().unwrap(),
+                    24,
+                    vec![NextHop { port: 0, via: None }],
+                ),
+                (
+                    "198.20.0.0".parse().unwrap(),
+                    24,
+                    vec![NextHop { port: 2, via: None }],
+                ),
+                (
+                    "198.19.0.0".parse().unwrap(),
+                    24,
+                    vec![NextHop { port: 3, via: None }],
+                ),
+                (
+                    "203.0.113.0".parse().unwrap(),
+                    24,
+                    vec![NextHop {
+                        port: 3,
+                        via: Some(GW_ADDR.parse().unwrap()),
+                    }],
+                ),
+            ])
+            .unwrap()
+            .fib()
+            .clone(),
+            neighbors4: vec![
+                (3, GW_ADDR.parse().unwrap(), GW),
+                (0, CLIENT.parse().unwrap(), HOST),
+                (2, TAGGED_CLIENT.parse().unwrap(), HOST2),
+            ],
+            neighbors6: vec![],
+            icmp_rate: 1_000_000,
+            neighbor_timeout_ns: 300 * S,
+            punt: Default::default(),
+        })
+    }
+
+    fn config(rules: Vec<FwRule>, workers: u16) -> GatewayConfig {
+        let masq = |net: &str| Snat {
+            out_port: 3,
+            src: (a(net), 24),
+            to: SnatTo::Masquerade,
+        };
+        GatewayConfig {
+            rules: Arc::new(RuleSet::build(rules, Action::Accept, &[])),
+            nat: Arc::new(NatConfig {
+                snat: vec![masq("198.18.0.0"), masq("198.20.0.0")],
+                dnat: vec![],
+                statics: vec![],
+                ports: PortRange::default(),
+            }),
+            ct_capacity: 64,
+            timeouts: Timeouts::default(),
+            workers,
+        }
+    }
+
+    fn gateway(rules: Vec<FwRule>) -> Gateway {
+        let mut g = Gateway::new(router(), &config(rules, 1), 0);
+        g.tick(S);
+        g
+    }
+
+    /// `f` with an 802.1Q tag `id` after its MACs.
+    fn tagged(f: &[u8], id: u16) -> Vec<u8> {
+        let mut t = f[..12].to_vec();
+        t.extend_from_slice(&[0x81, 0x00]);
+        t.extend_from_slice(&id.to_be_bytes());
+        t.extend_from_slice(&f[12..]);
+        t
+    }
+
+    /// The VLAN id of tagged frame `f` and the frame without its tag.
+    fn untagged(f: &[u8]) -> (u16, Vec<u8>) {
+        assert_eq!(&f[12..14], &[0x81, 0x00], "tagged");
+        let mut u = f[..12].to_vec();
+        u.extend_from_slice(&f[16..]);
+        (u16::from_be_bytes([f[14], f[15]]) & 0xfff, u)
+    }
+
+    /// A flow from a client on VLAN 10 leaves tagged on VLAN 100,
+    /// masqueraded to that sub-interface's address; its replies, tagged on
+    /// VLAN 100, come back translated and tagged on VLAN 10. The client on
+    /// the untagged subnet leaves the same way through the burst path
+    /// (which tags what it forwards onto a sub-interface).
+    #[test]
+    fn flows_through_sub_interfaces_are_translated_and_tagged() {
+        let mut g = gateway(vec![]);
+        let mut f = tagged(&pkt(R0, TAGGED_CLIENT, 40000, SERVER, 53, 17, 0, b"q"), 10);
+        assert_eq!(g.process(&mut f, 0), Verdict::Forward(1));
+        let (id, out) = untagged(&f);
+        assert_eq!(id, 100, "leaves on the outside's VLAN");
+        let (s, sp, d, dp) = addrs(&out);
+        assert_eq!((s, d, dp), (a(OUTSIDE), a(SERVER), 53), "masqueraded");
+        assert!(valid(&out));
+        assert_eq!((&out[0..6], &out[6..12]), (&GW.0[..], &R1.0[..]));
+        let mut r = tagged(&reply_to(&out, R1, 0), 100);
+        assert_eq!(g.process(&mut r, 1), Verdict::Forward(0));
+        let (id, back) = untagged(&r);
+        assert_eq!(id, 10, "back on the client's VLAN");
+        assert_eq!(addrs(&back), (a(SERVER), 53, a(TAGGED_CLIENT), 40000));
+        assert!(valid(&back));
+        assert_eq!(&back[0..6], &HOST2.0);
+        // The untagged client, through the burst path: new flow, then
+        // established, both tagged on the way out.
+        for _ in 0..2 {
+            let mut b = vec![pkt(R0, CLIENT, 40001, SERVER, 53, 17, 0, b"q")];
+            let mut v = [Verdict::Drop(DropReason::Truncated)];
+            let first = g.process_burst(&mut b, 0, &mut v);
+            assert_eq!(v[0], Verdict::Forward(1));
+            assert_eq!(first, Some(Verdict::Forward(1)));
+            let (id, out) = untagged(&b[0]);
+            assert_eq!(id, 100);
+            assert_eq!(addrs(&out).0, a(OUTSIDE));
+            assert_ne!(addrs(&out).1, sp, "its own mapping");
+            assert!(valid(&out));
+        }
+        assert_eq!(g.conntrack().len(), 2);
+    }
+
+    /// Rules name sub-interfaces as they name ports: a rule on the VLAN
+    /// 10 interface drops its telnet, not the untagged subnet's; a frame
+    /// whose tag names no sub-interface is dropped as `unknown_vlan`.
+    #[test]
+    fn rules_see_the_sub_interface_a_frame_came_in_on() {
+        let telnet = Rule {
+            dport: (23, 23),
+            ..Rule::any()
+        };
+        let mut g = gateway(vec![fw(telnet, &[2], state::NEW, Action::Drop)]);
+        let mut f = tagged(&pkt(R0, TAGGED_CLIENT, 40000, SERVER, 23, 6, 0x02, &[]), 10);
+        assert_eq!(g.process(&mut f, 0), Verdict::Drop(DropReason::Filtered));
+        let mut f = pkt(R0, CLIENT, 40000, SERVER, 23, 6, 0x02, &[]);
+        assert_eq!(g.process(&mut f, 0), Verdict::Forward(1));
+        assert_eq!(untagged(&f).0, 100);
+        let mut f = tagged(&pkt(R0, TAGGED_CLIENT, 40000, SERVER, 53, 17, 0, b"q"), 99);
+        assert_eq!(g.process(&mut f, 0), Verdict::Drop(DropReason::UnknownVlan));
+        // Two tags where the sub-interface has one.
+        let mut f = tagged(
+            &tagged(&pkt(R0, TAGGED_CLIENT, 40000, SERVER, 53, 17, 0, b"q"), 5),
+            10,
+        );
+        assert_eq!(g.process(&mut f, 0), Verdict::Drop(DropReason::UnknownVlan));
+        assert_eq!(g.hits()[0], 1, "the rule counted its one drop");
+    }
+
+    /// With two workers, a reply tagged on VLAN 100 to the other worker's
+    /// mapping is handed over as it came, tag and all, and translated
+    /// there.
+    #[test]
+    fn a_tagged_frame_is_handed_over_with_its_tag() {
+        let cfg = config(vec![], 2);
+        let mut w: Vec<Gateway> = (0..2).map(|i| Gateway::new(router(), &cfg, i)).collect();
+        for g in &mut w {
+            g.tick(S);
+        }
+        for owner in [0usize, 1] {
+            let mut f = tagged(
+                &pkt(
+                    R0,
+                    TAGGED_CLIENT,
+                    40000 + owner as u16,
+                    SERVER,
+                    53,
+                    17,
+                    0,
+                    b"q",
+                ),
+                10,
+            );
+            assert_eq!(w[owner].process(&mut f, 0), Verdict::Forward(1));
+            let r = tagged(&reply_to(&untagged(&f).1, R1, 0), 100);
+            let mut h = r.clone();
+            assert_eq!(
+                w[1 - owner].process(&mut h, 1),
+                Verdict::Handoff(owner as u16)
+            );
+            assert_eq!(h, r, "handed over as received");
+            assert_eq!(w[owner].process(&mut h, 1), Verdict::Forward(0));
+            let (id, back) = untagged(&h);
+            assert_eq!((id, addrs(&back).2), (10, a(TAGGED_CLIENT)));
+        }
+    }
+}

@@ -204,7 +204,7 @@ pub struct Router {
     hold: hold::Hold,
     /// Interfaces below this index are ports; the others are VLAN
     /// sub-interfaces, whose frames are tagged as they leave.
-    ports: u16,
+    pub(crate) ports: u16,
     /// The punt rules' token buckets (grown to the highest rule with a
     /// rate that was hit).
     punt_buckets: Vec<punt::Bucket>,

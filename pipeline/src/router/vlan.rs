@@ -80,7 +80,7 @@ impl Router {
     /// interface it was received on, or drops it.
     #[cold]
     #[inline(never)]
-    pub(super) fn untag<P: Frame>(&mut self, pkt: &mut P, port: u16) -> Result<u16, Verdict> {
+    pub(crate) fn untag<P: Frame>(&mut self, pkt: &mut P, port: u16) -> Result<u16, Verdict> {
         let Some(((a, b), n)) = tags(pkt.bytes()) else {
             return Err(Verdict::Drop(DropReason::Truncated));
         };
@@ -112,7 +112,7 @@ impl Router {
     /// port.
     #[cold]
     #[inline(never)]
-    pub(super) fn tag<P: Frame>(&mut self, pkt: &mut P, iface: u16) -> Verdict {
+    pub(crate) fn tag<P: Frame>(&mut self, pkt: &mut P, iface: u16) -> Verdict {
         let Some(v) = self.iface(iface).and_then(|i| i.vlan) else {
             return Verdict::Drop(DropReason::NoRoute);
         };
