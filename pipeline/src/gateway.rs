@@ -479,6 +479,22 @@ impl<C: StageClock> Gateway<C> {
         }
     }
 
+    /// The verdicts of a burst (its plain packets' name interfaces) as the
+    /// worker takes them: each frame leaving on a VLAN sub-interface
+    /// tagged ([`Gateway::out`]), and the burst's verdict if all are the
+    /// same. Out of the burst loop, and only with sub-interfaces: the
+    /// established path does not pay for them.
+    #[cold]
+    #[inline(never)]
+    fn tag_burst<P: Frame>(&mut self, pkts: &mut [P], verdicts: &mut [Verdict]) -> Option<Verdict> {
+        let (mut first, mut uniform) = (None, true);
+        for (p, v) in pkts.iter_mut().zip(verdicts.iter_mut()) {
+            *v = self.out(p, *v);
+            crate::fwd::note_verdict(&mut first, &mut uniform, *v);
+        }
+        first.filter(|_| uniform)
+    }
+
     /// A tagged frame received on `port`: its tags name the VLAN
     /// sub-interface it came in on (as the router's own path names it),
     /// and it goes through the rules, conntrack and NAT as received there
@@ -1269,13 +1285,15 @@ impl<C: StageClock> ForwardMode for Gateway<C> {
                 *v = match l {
                     Some(l) => {
                         self.clock.start();
-                        let v = self.track4(p, in_port, l);
-                        self.out(p, v)
+                        self.track4(p, in_port, l)
                     }
                     None => self.process(p, in_port),
                 };
                 crate::fwd::note_verdict(&mut first, &mut uniform, *v);
             }
+        }
+        if self.router.has_sub_interfaces() {
+            return self.tag_burst(&mut pkts[..n], &mut verdicts[..n]);
         }
         first.filter(|_| uniform)
     }

@@ -326,6 +326,13 @@ impl Router {
         self.bump();
     }
 
+    /// Whether any interface is a VLAN sub-interface (whose frames are
+    /// tagged as they leave).
+    #[inline]
+    pub fn has_sub_interfaces(&self) -> bool {
+        usize::from(self.ports) < self.cfg.interfaces.len()
+    }
+
     /// IPv4 routes in the table.
     pub fn routes4(&self) -> usize {
         self.cfg.fib.routes4()
