@@ -1,5 +1,6 @@
 //! IPv4 forwarding (RFC 1812): header checks, the router's own
-//! addresses (echo), TTL and MTU, the route and neighbour lookups, the TTL
+//! addresses (echo), TTL and MTU (fragmentation: `frag`), the route and
+//! neighbour lookups, the TTL
 //! decrement with its incremental checksum update, and the per-flow cached
 //! path the gateway uses.
 
@@ -68,7 +69,7 @@ impl Router {
                     DropReason::MtuExceeded,
                 );
             }
-            return Verdict::Drop(DropReason::MtuExceeded);
+            return self.fragment4(pkt, in_port, mtu);
         }
         let mac = match self.hop_mac4(nh, hop, dst) {
             Ok(m) => m,

@@ -9,7 +9,8 @@
 //! ICMP Time Exceeded from the receiving interface's address, no route into
 //! Destination Unreachable, a packet over the output MTU with DF set into
 //! Fragmentation Needed (all rate-limited per core by a token bucket, and
-//! never sent about ICMP errors, non-first fragments or martian sources);
+//! never sent about ICMP errors, non-first fragments or martian sources),
+//! one without DF into fragments (see `frag`);
 //! otherwise the TTL is decremented with an RFC 1624 checksum update, the
 //! MACs rewritten from the neighbour table and the packet sent. A neighbour
 //! miss turns the packet into an ARP request for the next hop and keeps a
@@ -35,6 +36,7 @@
 mod burst;
 pub(crate) use burst::plain4;
 mod emit;
+mod frag;
 mod hold;
 mod icmp;
 mod ipv4;
@@ -90,6 +92,14 @@ crate::counter_enum! {
         /// Packets not held or not sent: the store or the neighbour's
         /// queue full, a frame too large, no buffer to send it in.
         HeldDropped = "held_dropped",
+        /// IPv4 packets over the output MTU, without DF, sent as
+        /// fragments (see `frag`).
+        FragPackets = "frag_packets",
+        /// Fragments sent (the first of each packet included).
+        FragSent = "frag_sent",
+        /// Packets not fragmented (the store full) and fragments not sent
+        /// (no route or buffer for them).
+        FragDropped = "frag_dropped",
     }
 }
 
@@ -202,6 +212,8 @@ pub struct Router {
     fib_version: u64,
     /// Packets waiting for ARP/ND.
     hold: hold::Hold,
+    /// Packets whose later fragments wait.
+    frags: frag::Frags,
     /// Interfaces below this index are ports; the others are VLAN
     /// sub-interfaces, whose frames are tagged as they leave.
     pub(crate) ports: u16,
@@ -281,6 +293,7 @@ impl Router {
             hop_macs: Vec::new(),
             adj4: Vec::new(),
             hold: hold::Hold::new(room),
+            frags: frag::Frags::new(room),
             ports,
             punt_buckets: Vec::new(),
             learned: Vec::new(),
@@ -579,11 +592,12 @@ impl ForwardMode for Router {
 
     #[inline]
     fn pending(&self) -> bool {
-        self.hold.ready()
+        self.hold.ready() || self.frags.ready()
     }
 
     fn emit(&mut self, send: &mut dyn FnMut(u16, &[u8]) -> bool) {
         self.release(send);
+        self.send_fragments(send);
     }
 
     const EVENTS: &'static [&'static str] = Event::NAMES;

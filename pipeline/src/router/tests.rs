@@ -166,10 +166,183 @@ fn df_over_mtu_gets_frag_needed_with_mtu() {
     let icmp = ip.payload();
     assert_eq!((icmp[0], icmp[1]), (3, 4));
     assert_eq!(u16::from_be_bytes([icmp[6], icmp[7]]), 1400, "next-hop MTU");
-    let mut f = udp4("198.18.0.10", "203.0.113.7", 64, 1400);
-    f[14 + 6] = 0; // clear DF
-    Ipv4Packet::new_unchecked(&mut f[14..]).fill_checksum();
+}
+
+/// A UDP datagram of `len` payload bytes (a pattern) from 198.18.0.10 to
+/// 203.0.113.7, Don't Fragment clear, IPv4 options `opts` (a multiple of
+/// 4 bytes), fragment field `frag` (MF and offset), identification 0x4242.
+fn big4(len: usize, opts: &[u8], frag: u16) -> Vec<u8> {
+    let ihl = 20 + opts.len();
+    let total = ihl + 8 + len;
+    let mut f = vec![0u8; 14 + total];
+    f[0..6].copy_from_slice(&R0.0);
+    f[6..12].copy_from_slice(&HOST.0);
+    f[12..14].copy_from_slice(&[0x08, 0x00]);
+    let mut ip = Ipv4Packet::new_unchecked(&mut f[14..14 + ihl]);
+    ip.set_version_ihl(ihl);
+    ip.set_total_len(total as u16);
+    ip.set_ident(0x4242);
+    ip.set_flags_frag(frag);
+    ip.set_ttl(64);
+    ip.set_protocol(IpProto::UDP);
+    ip.set_src([198, 18, 0, 10]);
+    ip.set_dst([203, 0, 113, 7]);
+    f[34..34 + opts.len()].copy_from_slice(opts);
+    Ipv4Packet::new_unchecked(&mut f[14..14 + ihl]).fill_checksum();
+    let l4 = 14 + ihl;
+    f[l4..l4 + 4].copy_from_slice(&[0x30, 0x39, 0x00, 0x35]);
+    f[l4 + 4..l4 + 6].copy_from_slice(&((8 + len) as u16).to_be_bytes());
+    for (i, b) in f[l4 + 8..].iter_mut().enumerate() {
+        *b = (i * 7 + i / 251) as u8;
+    }
+    f
+}
+
+/// Fragments `frags` of `orig` (its header `ihl` bytes long) checked as a
+/// receiver would take them: each a valid header no longer than `mtu`,
+/// TTL one less, the identification, addresses and protocol of the
+/// original, the options of the original in the first and `later` in the
+/// others, payloads of multiples of 8 but for the
+/// last, More Fragments on all but the last (which keeps the original's);
+/// put together by offset, they are the original's payload.
+fn check_fragments(orig: &[u8], frags: &[Vec<u8>], mtu: usize, later: &[u8]) {
+    let oh = Ipv4Packet::new_checked(&orig[14..]).unwrap();
+    let ihl = oh.header_len();
+    let (base, mf) = (oh.flags_frag() & 0x1fff, oh.flags_frag() & 0x2000 != 0);
+    let payload = &orig[14 + ihl..14 + usize::from(oh.total_len())];
+    let mut got = vec![None::<u8>; payload.len()];
+    for (k, f) in frags.iter().enumerate() {
+        let ip = Ipv4Packet::new_checked(&f[14..]).unwrap();
+        assert!(ip.verify_checksum(), "fragment {k}");
+        assert!(usize::from(ip.total_len()) <= mtu, "fragment {k}");
+        assert_eq!(ip.header_len(), ihl);
+        assert_eq!(ip.ttl(), oh.ttl() - 1);
+        assert_eq!(
+            (ip.ident(), ip.src(), ip.dst()),
+            (oh.ident(), oh.src(), oh.dst())
+        );
+        assert_eq!(ip.protocol(), oh.protocol());
+        assert_eq!(ip.flags_frag() & 0x4000, 0, "DF stays clear");
+        assert_eq!((&f[0..6], &f[6..12]), (&GW.0[..], &R1.0[..]));
+        let opts = &f[34..14 + ihl];
+        assert_eq!(opts, if k == 0 { &orig[34..14 + ihl] } else { later });
+        let off = usize::from((ip.flags_frag() & 0x1fff) - base) * 8;
+        let data = &f[14 + ihl..14 + usize::from(ip.total_len())];
+        let last = k == frags.len() - 1;
+        assert_eq!(ip.flags_frag() & 0x2000 != 0, if last { mf } else { true });
+        if !last {
+            assert_eq!(data.len() % 8, 0);
+        }
+        for (i, &b) in data.iter().enumerate() {
+            assert!(got[off + i].replace(b).is_none(), "byte {} twice", off + i);
+        }
+    }
+    let got: Vec<u8> = got.into_iter().map(|b| b.expect("every byte")).collect();
+    assert_eq!(got, payload);
+}
+
+/// Over the MTU without Don't Fragment: fragments (the packet's own
+/// buffer the first, the rest from `emit`) where it used to be dropped
+/// as `mtu_exceeded`.
+#[test]
+fn non_df_over_mtu_is_sent_as_fragments() {
+    let mut cfg = (*router().cfg).clone();
+    cfg.interfaces[1].mtu = 576;
+    let mut r = Router::new(cfg);
+    let orig = big4(1400, &[], 0);
+    let mut f = orig.clone();
+    assert_eq!(r.process(&mut f, 0), Verdict::Forward(1));
+    assert!(ForwardMode::pending(&r), "the others wait for emit");
+    let rest = released(&mut r);
+    assert!(rest.iter().all(|(p, _)| *p == 1));
+    let frags: Vec<Vec<u8>> = std::iter::once(f)
+        .chain(rest.into_iter().map(|(_, f)| f))
+        .collect();
+    // 1,408 bytes of payload in 552-byte pieces (576 less the header, to
+    // a multiple of 8).
+    assert_eq!(frags.len(), 3);
+    assert_eq!(frags[0].len(), 14 + 20 + 552);
+    check_fragments(&orig, &frags, 576, &[]);
+    assert!(!ForwardMode::pending(&r));
+    let ev = |r: &Router, e: Event| r.events()[e as usize];
+    assert_eq!(
+        (ev(&r, Event::FragPackets), ev(&r, Event::FragSent)),
+        (1, 3)
+    );
+    assert_eq!(ev(&r, Event::FragDropped), 0);
+    // The store is bounded: past it, packets are dropped, counted; so is
+    // a frame larger than any interface's MTU.
+    for _ in 0..frag::SLOTS + 2 {
+        let mut f = orig.clone();
+        let _ = r.process(&mut f, 0);
+    }
+    assert_eq!(ev(&r, Event::FragDropped), 2);
+    assert_eq!(released(&mut r).len(), 2 * frag::SLOTS);
+    let mut f = big4(1500, &[], 0);
     assert_eq!(r.process(&mut f, 0), Verdict::Drop(DropReason::MtuExceeded));
+    assert_eq!(ev(&r, Event::FragDropped), 3);
+    // An MTU that leaves no 8 bytes past the header: dropped.
+    let mut small = (*r.cfg).clone();
+    small.interfaces[1].mtu = 24;
+    r.reconfigure(Arc::new(small));
+    let mut f = orig.clone();
+    assert_eq!(r.process(&mut f, 0), Verdict::Drop(DropReason::MtuExceeded));
+}
+
+use proptest::prelude::*;
+
+proptest! {
+    /// Any size, MTU, options and fragment field: the fragments are what
+    /// a receiver reassembles into the packet ([`check_fragments`]).
+    #[test]
+    fn fragments_reassemble_into_the_packet(
+        len in 0usize..1450,
+        mtu in 68u16..1500,
+        rr in any::<bool>(),
+        lsrr in any::<bool>(),
+        frag in prop_oneof![
+            Just(0u16),
+            Just(0x2000u16),
+            (1u16..100).prop_map(|o| 0x2000 | o),
+            1u16..100,
+        ],
+    ) {
+        // Record Route is not copied into later fragments (NOPs there),
+        // Loose Source Route is; End of Options pads.
+        let (mut opts, mut later) = (Vec::new(), Vec::new());
+        if rr {
+            opts.extend_from_slice(&[7, 11, 4, 0, 0, 0, 0, 0, 0, 0, 0]);
+            later.extend_from_slice(&[1; 11]);
+        }
+        if lsrr {
+            opts.extend_from_slice(&[0x83, 7, 4, 10, 0, 0, 1]);
+            later.extend_from_slice(&[0x83, 7, 4, 10, 0, 0, 1]);
+        }
+        while opts.len() % 4 != 0 {
+            opts.push(0);
+            later.push(0);
+        }
+        let mut cfg = (*router().cfg).clone();
+        cfg.interfaces[1].mtu = mtu;
+        let mut r = Router::new(cfg);
+        let orig = big4(len, &opts, frag);
+        let mut f = orig.clone();
+        let total = orig.len() - 14;
+        let v = r.process(&mut f, 0);
+        if total <= usize::from(mtu) {
+            prop_assert_eq!(v, Verdict::Forward(1));
+            prop_assert!(!ForwardMode::pending(&r));
+            check_fragments(&orig, &[f], usize::from(mtu), &later);
+        } else if usize::from(mtu) < 20 + opts.len() + 8 {
+            prop_assert_eq!(v, Verdict::Drop(DropReason::MtuExceeded));
+        } else {
+            prop_assert_eq!(v, Verdict::Forward(1));
+            let frags: Vec<Vec<u8>> = std::iter::once(f)
+                .chain(released(&mut r).into_iter().map(|(_, f)| f))
+                .collect();
+            check_fragments(&orig, &frags, usize::from(mtu), &later);
+        }
+    }
 }
 
 #[test]

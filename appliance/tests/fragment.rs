@@ -1,0 +1,187 @@
+//! IPv4 fragmentation end to end: Sluice on AF_PACKET ports in a
+//! namespace, its outside port's MTU 1,000 below the inside's 1,500, as a
+//! router in front of a tunnel or PPPoE link is. A client sends UDP
+//! datagrams and pings of 1,428 bytes without Don't Fragment: Sluice sends
+//! each as two fragments, and the server's kernel reassembles them (it
+//! answers with what it received); with Don't Fragment the client gets
+//! Fragmentation Needed with the MTU. Before, Sluice dropped the packets
+//! without DF as `mtu_exceeded`, a black hole (no ICMP to learn from).
+//! Through the router alone and through the gateway (firewall, conntrack,
+//! masquerade: the fragments carry the translated addresses and ports).
+//! Needs root, `ip`, `ping` and `python3`; skipped without them unless `CI`
+//! is set. The namespaces are removed when the test ends, passed or
+//! failed.
+
+mod common;
+
+use common::{as_root, have, stop_for_summary, Nets};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+const CONFIG: &str = r#"
+[run]
+duration = 60
+stats_period = 1.0
+
+[[port]]
+name = "inside"
+driver = "afpacket"
+mac = "02:51:00:00:00:00"
+ipv4 = ["198.18.0.1/24"]
+[port.afpacket]
+iface = "r0"
+
+[[port]]
+name = "outside"
+driver = "afpacket"
+mac = "02:51:00:00:00:01"
+ipv4 = ["198.19.0.1/24"]
+mtu = 1000
+[port.afpacket]
+iface = "r1"
+
+[[worker]]
+core = 0
+mode = "l3fwd"
+rx = ["inside", "outside"]
+[worker.poll]
+mode = "interrupt"
+"#;
+
+const GATEWAY: &str = r#"
+[firewall]
+default = "drop"
+
+[[firewall.rule]]
+action = "accept"
+in = "inside"
+state = ["new", "related"]
+
+[[nat.snat]]
+out = "outside"
+src = "198.18.0.0/24"
+to = "masquerade"
+"#;
+
+/// The server: answers each UDP datagram with its length and the address
+/// it came from (the kernel reassembled it).
+const SERVER: &str = r#"
+import socket
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+s.bind(("198.19.0.2", 9000))
+while True:
+    d, a = s.recvfrom(65536)
+    ok = d == bytes(i % 251 for i in range(len(d)))
+    s.sendto(("%d %s %s" % (len(d), a[0], ok)).encode(), a)
+"#;
+
+const CLIENT: &str = r#"
+import socket, sys
+IP_MTU_DISCOVER, IP_PMTUDISC_DONT = 10, 0
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+s.setsockopt(socket.IPPROTO_IP, IP_MTU_DISCOVER, IP_PMTUDISC_DONT)
+s.settimeout(2)
+want = "1400 %s True" % sys.argv[1]
+good = 0
+for i in range(30):
+    s.sendto(bytes(i % 251 for i in range(1400)), ("198.19.0.2", 9000))
+    try:
+        r = s.recv(100).decode()
+    except socket.timeout:
+        print("timeout", i)
+        continue
+    if r == want:
+        good += 1
+    else:
+        print("got", r)
+print("udp %d of 30" % good)
+"#;
+
+#[test]
+fn non_df_packets_over_the_mtu_are_fragmented_by_the_router() {
+    fragmented("", "198.18.0.2");
+}
+
+#[test]
+fn non_df_packets_over_the_mtu_are_fragmented_by_the_gateway() {
+    fragmented(GATEWAY, "198.19.0.1");
+}
+
+/// The lab with `extra` config sections; the server must see the
+/// client's datagrams come from `seen`.
+fn fragmented(extra: &str, seen: &str) {
+    if !as_root() {
+        return;
+    }
+    if !have("ip") || !have("python3") || !have("ping") {
+        return;
+    }
+    let tag = if extra.is_empty() { "r" } else { "g" };
+    let n = Nets::mirror_lab(&format!("sl-fr{tag}"));
+    let (c, r, s) = (&n.0[0], &n.0[1], &n.0[2]);
+    n.sh(
+        c,
+        "ip link set c0 up && ip addr add 198.18.0.2/24 dev c0 \
+         && ip route add 198.19.0.0/24 via 198.18.0.1",
+    );
+    // The server's way back to the client's subnet, where it is not
+    // translated.
+    n.sh(
+        s,
+        "ip link set s0 up && ip addr add 198.19.0.2/24 dev s0 \
+         && ip route add 198.18.0.0/24 via 198.19.0.1",
+    );
+    let dir = std::env::temp_dir().join(format!("sluice-frag-{tag}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let cfg = dir.join("frag.toml");
+    std::fs::write(&cfg, format!("{CONFIG}{extra}")).unwrap();
+    std::fs::write(dir.join("server.py"), SERVER).unwrap();
+    std::fs::write(dir.join("client.py"), CLIENT).unwrap();
+    let _server = common::Killed(
+        Command::new("ip")
+            .args(["netns", "exec", s, "python3"])
+            .arg(dir.join("server.py"))
+            .stdout(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let child = common::sluice_json_in(r, &cfg);
+    // The ports are open well before this.
+    std::thread::sleep(Duration::from_millis(1500));
+    let udp = n.sh(
+        c,
+        &format!(
+            "python3 {} {seen} 2>&1 || true",
+            dir.join("client.py").display()
+        ),
+    );
+    let ping = n.sh(
+        c,
+        "ping -M dont -s 1400 -c 3 -i 0.2 -W 2 198.19.0.2 || true",
+    );
+    let df = n.sh(c, "ping -M do -s 1400 -c 1 -W 2 198.19.0.2 2>&1 || true");
+    let (v, _) = stop_for_summary(child);
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(udp.contains("udp 30 of 30"), "{udp}");
+    assert!(ping.contains(" 0% packet loss"), "{ping}");
+    assert!(df.contains("mtu = 1000") || df.contains("mtu=1000"), "{df}");
+    let summary = v.to_string();
+    assert_eq!(v["balance"]["balanced"], true, "{summary}");
+    let events = &v["cores"][0]["events"];
+    let ev = |k: &str| events[k].as_u64().unwrap_or(0);
+    // 30 datagrams and 3 echo requests of 1,428 bytes, each in two
+    // fragments (976 bytes of payload, then 432); the replies fit.
+    assert_eq!(ev("frag_packets"), 33, "{events}");
+    assert_eq!(ev("frag_sent"), 66, "{events}");
+    assert_eq!(ev("frag_dropped"), 0, "{events}");
+    assert_eq!(ev("icmp_frag_needed"), 1, "{events}");
+    // The second fragments left as the stage's own packets, beside the
+    // first packets to the server, held while Sluice resolved it.
+    assert_eq!(
+        v["ports"][1]["injected"].as_u64(),
+        Some(33 + ev("held_sent")),
+        "{summary}"
+    );
+    assert_eq!(v["balance"]["stage_drops"].as_u64(), Some(0), "{summary}");
+}

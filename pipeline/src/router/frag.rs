@@ -1,0 +1,240 @@
+//! IPv4 fragmentation (RFC 791 §3.2, RFC 1812 §5.2.6): a packet larger
+//! than its output interface's MTU without Don't Fragment set is sent as
+//! fragments, as Linux's `ip_fragment` sends it, where the router used to
+//! drop it (`mtu_exceeded`: with DF clear the sender gets no ICMP and
+//! cannot learn the path MTU, so such a drop was a black hole). With DF
+//! set the router answers Fragmentation Needed, as before.
+//!
+//! The packet's own buffer becomes the first fragment and goes its way at
+//! once; a copy of the packet waits in a fixed store ([`SLOTS`] frames of
+//! up to the largest frame an interface carries, per worker: nothing is
+//! allocated per packet) and the other fragments are made from it when
+//! the worker next asks for the stage's own packets
+//! ([`ForwardMode::emit`](crate::fwd::ForwardMode::emit)), each routed
+//! again as a packet of its own (so a neighbour still unresolved holds it,
+//! and a VLAN sub-interface tags it). A fragment's payload is a multiple
+//! of 8 bytes but for the last; each carries the header, its options that
+//! RFC 791 copies into every fragment kept and the others overwritten
+//! with NOPs (as Linux's `ip_options_fragment`), so every fragment's
+//! header has the packet's length; a packet that is itself a fragment is
+//! split into fragments of the same original datagram (offsets from its
+//! own, its More Fragments flag kept by the last). Counted: `frag_packets`
+//! (packets split), `frag_sent` (fragments made and sent, the first
+//! included), `frag_dropped` (a packet not split: the store full, or a
+//! fragment not sent).
+
+use super::{Event, Router};
+use crate::fwd::{ForwardMode, Frame};
+use crate::verdict::{DropReason, Verdict};
+use crate::wire::ETHERNET_HEADER_LEN as ETH;
+
+/// Packets whose later fragments wait, per worker.
+pub const SLOTS: usize = 16;
+
+#[derive(Clone, Debug)]
+struct Slot {
+    /// Waiting to be sent from payload byte `next` on.
+    busy: bool,
+    in_port: u16,
+    /// Payload bytes per fragment (a multiple of 8).
+    chunk: usize,
+    next: usize,
+    bytes: Vec<u8>,
+}
+
+/// The per-worker store of packets being fragmented.
+#[derive(Clone, Debug)]
+pub(super) struct Frags {
+    slots: Vec<Slot>,
+    /// Largest frame a slot takes.
+    room: usize,
+    busy: usize,
+    /// The fragment being made.
+    scratch: Vec<u8>,
+}
+
+impl Frags {
+    /// A store for frames of up to `room` bytes.
+    pub(super) fn new(room: usize) -> Self {
+        Frags {
+            slots: (0..SLOTS)
+                .map(|_| Slot {
+                    busy: false,
+                    in_port: 0,
+                    chunk: 0,
+                    next: 0,
+                    bytes: Vec::with_capacity(room),
+                })
+                .collect(),
+            room,
+            busy: 0,
+            scratch: Vec::with_capacity(room),
+        }
+    }
+
+    /// Fragments waiting to be made.
+    #[inline]
+    pub(super) fn ready(&self) -> bool {
+        self.busy > 0
+    }
+}
+
+/// `opts`, the options of a first fragment's header, as a later
+/// fragment's header carries them: those with the copy flag kept, the
+/// others (and anything after a malformed one) overwritten with NOPs; an
+/// End of Options list stays.
+fn later_options(opts: &mut [u8]) {
+    let mut i = 0;
+    while i < opts.len() {
+        match opts[i] {
+            0 => return,
+            1 => i += 1,
+            t => {
+                let len = opts.get(i + 1).map_or(0, |&l| usize::from(l));
+                if len < 2 || i + len > opts.len() {
+                    opts[i..].fill(1);
+                    return;
+                }
+                if t & 0x80 == 0 {
+                    opts[i..i + len].fill(1);
+                }
+                i += len;
+            }
+        }
+    }
+}
+
+/// Writes IPv4 header `h` as the fragment of `payload` bytes at payload
+/// offset `at` (bytes) of a packet whose own offset field is `base` (8-byte
+/// units) and More Fragments flag `mf`; `last`: no fragment follows it.
+fn set_fragment(h: &mut [u8], payload: usize, base: u16, at: usize, last_mf: bool, last: bool) {
+    let ihl = h.len();
+    h[2..4].copy_from_slice(&((ihl + payload) as u16).to_be_bytes());
+    let off = base + (at / 8) as u16;
+    let mf = if last { last_mf } else { true };
+    let flags = u16::from(mf) << 13 | off;
+    h[6..8].copy_from_slice(&flags.to_be_bytes());
+    h[10..12].copy_from_slice(&[0, 0]);
+    let c = crate::checksum::checksum(h);
+    h[10..12].copy_from_slice(&c.to_be_bytes());
+}
+
+impl Router {
+    /// Splits IPv4 packet `pkt` (received on `in_port`, header validated,
+    /// Don't Fragment clear, larger than `mtu`): its buffer becomes the
+    /// first fragment and is routed on (the verdict), a copy waits for the
+    /// others. Dropped as `mtu_exceeded` when the MTU leaves no room for
+    /// 8 bytes of payload past the header, or the store has none
+    /// (counted `frag_dropped` then).
+    #[cold]
+    #[inline(never)]
+    pub(super) fn fragment4(&mut self, pkt: &mut impl Frame, in_port: u16, mtu: u16) -> Verdict {
+        let b = pkt.bytes();
+        let ihl = usize::from(b[ETH] & 0x0f) * 4;
+        let total = usize::from(u16::from_be_bytes([b[ETH + 2], b[ETH + 3]]));
+        let chunk = usize::from(mtu).saturating_sub(ihl) & !7;
+        if chunk == 0 {
+            return Verdict::Drop(DropReason::MtuExceeded);
+        }
+        let f = &mut self.frags;
+        let free = f.slots.iter().position(|s| !s.busy);
+        let (Some(i), true) = (free, ETH + total <= f.room) else {
+            self.count(Event::FragDropped);
+            return Verdict::Drop(DropReason::MtuExceeded);
+        };
+        let s = &mut f.slots[i];
+        s.bytes.clear();
+        s.bytes.extend_from_slice(&b[..ETH + total]);
+        (s.busy, s.in_port, s.chunk, s.next) = (true, in_port, chunk, chunk);
+        f.busy += 1;
+        let ff = u16::from_be_bytes([b[ETH + 6], b[ETH + 7]]);
+        let h = &mut pkt.bytes_mut()[ETH..ETH + ihl];
+        set_fragment(h, chunk, ff & 0x1fff, 0, ff & 0x2000 != 0, false);
+        pkt.set_len(ETH + ihl + chunk);
+        self.count(Event::FragPackets);
+        match self.ipv4_valid(pkt, in_port) {
+            v @ Verdict::Forward(_) => {
+                self.count(Event::FragSent);
+                v
+            }
+            v => v,
+        }
+    }
+
+    /// Makes the waiting fragments, routes each and hands each one that
+    /// is forwarded to `send(port, frame)`; one not forwarded, or that
+    /// `send` refuses (no buffer), is counted as `frag_dropped`.
+    pub(super) fn send_fragments(&mut self, send: &mut dyn FnMut(u16, &[u8]) -> bool) {
+        for i in 0..self.frags.slots.len() {
+            if !self.frags.slots[i].busy {
+                continue;
+            }
+            let (in_port, chunk, start) = {
+                let s = &self.frags.slots[i];
+                (s.in_port, s.chunk, s.next)
+            };
+            let bytes = std::mem::take(&mut self.frags.slots[i].bytes);
+            let mut frame = std::mem::take(&mut self.frags.scratch);
+            let ihl = usize::from(bytes[ETH] & 0x0f) * 4;
+            let payload = &bytes[ETH + ihl..];
+            let ff = u16::from_be_bytes([bytes[ETH + 6], bytes[ETH + 7]]);
+            let mut at = start;
+            while at < payload.len() {
+                let n = chunk.min(payload.len() - at);
+                frame.clear();
+                frame.extend_from_slice(&bytes[..ETH + ihl]);
+                later_options(&mut frame[ETH + 20..]);
+                let last = at + n == payload.len();
+                set_fragment(
+                    &mut frame[ETH..],
+                    n,
+                    ff & 0x1fff,
+                    at,
+                    ff & 0x2000 != 0,
+                    last,
+                );
+                frame.extend_from_slice(&payload[at..at + n]);
+                let sent = match ForwardMode::process(self, &mut frame, in_port) {
+                    Verdict::Forward(o) => send(o, &frame),
+                    _ => false,
+                };
+                self.count(if sent {
+                    Event::FragSent
+                } else {
+                    Event::FragDropped
+                });
+                at += n;
+            }
+            frame.clear();
+            self.frags.scratch = frame;
+            let s = &mut self.frags.slots[i];
+            s.bytes = bytes;
+            s.busy = false;
+            self.frags.busy -= 1;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn later_fragments_keep_only_the_options_copied() {
+        // Record Route (7, not copied), Loose Source Route (0x83,
+        // copied), NOP, End.
+        let mut o = vec![7, 7, 4, 0, 0, 0, 0, 0x83, 7, 4, 10, 0, 0, 1, 1, 0, 0xaa];
+        later_options(&mut o);
+        assert_eq!(
+            o,
+            [1, 1, 1, 1, 1, 1, 1, 0x83, 7, 4, 10, 0, 0, 1, 1, 0, 0xaa]
+        );
+        // A length running past the end, or under 2: NOPs from there.
+        let mut o = vec![0x83, 3, 4, 7, 9, 1];
+        later_options(&mut o);
+        assert_eq!(o, [0x83, 3, 4, 1, 1, 1]);
+        let mut o = vec![0x83, 1, 4, 4];
+        later_options(&mut o);
+        assert_eq!(o, [1, 1, 1, 1]);
+    }
+}
