@@ -479,6 +479,14 @@ impl<C: StageClock> Gateway<C> {
         }
     }
 
+    /// A packet of a burst that is not plain IPv4 TCP/UDP to the port
+    /// (IPv6, ARP, tagged, options, fragments, ICMP...): [`Gateway::process`],
+    /// out of line, so that the burst loop stays the established path's.
+    #[inline(never)]
+    fn process_other<P: Frame>(&mut self, pkt: &mut P, in_port: u16) -> Verdict {
+        self.process(pkt, in_port)
+    }
+
     /// The verdicts of a burst (its plain packets' name interfaces) as the
     /// worker takes them: each frame leaving on a VLAN sub-interface
     /// tagged ([`Gateway::out`]), and the burst's verdict if all are the
@@ -1287,7 +1295,7 @@ impl<C: StageClock> ForwardMode for Gateway<C> {
                         self.clock.start();
                         self.track4(p, in_port, l)
                     }
-                    None => self.process(p, in_port),
+                    None => self.process_other(p, in_port),
                 };
                 crate::fwd::note_verdict(&mut first, &mut uniform, *v);
             }
