@@ -15,7 +15,6 @@
 mod common;
 
 use common::{as_root, have, stop_for_summary, Nets};
-use std::process::{Command, Stdio};
 use std::time::Duration;
 
 const CONFIG: &str = r#"
@@ -138,14 +137,7 @@ fn fragmented(extra: &str, seen: &str) {
     std::fs::write(&cfg, format!("{CONFIG}{extra}")).unwrap();
     std::fs::write(dir.join("server.py"), SERVER).unwrap();
     std::fs::write(dir.join("client.py"), CLIENT).unwrap();
-    let _server = common::Killed(
-        Command::new("ip")
-            .args(["netns", "exec", s, "python3"])
-            .arg(dir.join("server.py"))
-            .stdout(Stdio::null())
-            .spawn()
-            .unwrap(),
-    );
+    let _server = common::python_in(s, &dir.join("server.py"));
     let child = common::sluice_json_in(r, &cfg);
     // The ports are open well before this.
     std::thread::sleep(Duration::from_millis(1500));

@@ -130,13 +130,7 @@ fn tcp_to_the_router_reaches_the_kernel_through_the_tap() {
         assert!(gro().contains(": off"), "GRO while open: {}", gro());
     }
     n.sh(r, "ip addr add 198.18.0.1/24 dev sl-inside");
-    let server = common::Killed(
-        Command::new("ip")
-            .args(["netns", "exec", r, "python3"])
-            .arg(dir.join("server.py"))
-            .spawn()
-            .unwrap(),
-    );
+    let server = common::python_in(r, &dir.join("server.py"));
     std::thread::sleep(Duration::from_millis(500));
     let out = n.sh(
         c,

@@ -426,16 +426,7 @@ fn vlan_sub_interface_has_its_own_tap_punt_rules_and_routes() {
     ] {
         std::fs::write(dir.join(f), text).unwrap();
     }
-    let py = |ns: &str, f: &str| {
-        common::Killed(
-            Command::new("ip")
-                .args(["netns", "exec", ns, "python3"])
-                .arg(dir.join(f))
-                .stdout(Stdio::piped())
-                .spawn()
-                .unwrap(),
-        )
-    };
+    let py = |ns: &str, f: &str| common::python_in(ns, &dir.join(f));
     let _relay = py(c, "relay.py");
     let child = common::sluice_json_in(r, &cfg);
     wait_for(&sock);
@@ -653,16 +644,7 @@ fn a_gateway_filters_and_translates_a_vlan_sub_interface() {
     ] {
         std::fs::write(dir.join(f), text).unwrap();
     }
-    let py = |ns: &str, f: &str| {
-        common::Killed(
-            Command::new("ip")
-                .args(["netns", "exec", ns, "python3"])
-                .arg(dir.join(f))
-                .stdout(Stdio::piped())
-                .spawn()
-                .unwrap(),
-        )
-    };
+    let py = |ns: &str, f: &str| common::python_in(ns, &dir.join(f));
     let _relay = py(c, "relay.py");
     let _server = py(s, "server.py");
     let child = common::sluice_json_in(r, &cfg);

@@ -179,6 +179,15 @@ impl RouterSetup {
         self.names.get(usize::from(i)).map(String::as_str)
     }
 
+    /// Interface names to their indexes (what an edit's table names).
+    fn name_map(&self) -> BTreeMap<&str, u16> {
+        self.names
+            .iter()
+            .enumerate()
+            .map(|(i, n)| (n.as_str(), i as u16))
+            .collect()
+    }
+
     /// True when some interface has an address (the router can run).
     pub fn has_addresses(&self) -> bool {
         self.interfaces
@@ -621,13 +630,7 @@ pub(super) fn check_added(
     ri: usize,
     r: &RawRoute,
 ) -> Option<Route> {
-    let names: BTreeMap<&str, u16> = s
-        .names
-        .iter()
-        .enumerate()
-        .map(|(i, n)| (n.as_str(), i as u16))
-        .collect();
-    let (addr, len, hop) = check_route(cx, s, &names, ri, r)?;
+    let (addr, len, hop) = check_route(cx, s, &s.name_map(), ri, r)?;
     let connected = s.interfaces.iter().any(|i| match addr {
         IpAddr::V4(_) => i
             .ipv4
@@ -715,13 +718,7 @@ pub(super) fn check_added_neighbor(
     s: &RouterSetup,
     n: &RawNeighbor,
 ) -> Option<(u16, IpAddr, MacAddr)> {
-    let names: BTreeMap<&str, u16> = s
-        .names
-        .iter()
-        .enumerate()
-        .map(|(i, n)| (n.as_str(), i as u16))
-        .collect();
-    check_neighbor(cx, s, &names, 0, n, &[])
+    check_neighbor(cx, s, &s.name_map(), 0, n, &[])
 }
 
 /// Reads a route file: one route per line, its first field a prefix

@@ -36,6 +36,20 @@ impl Drop for Killed {
     }
 }
 
+/// `python3 script` running in namespace `ns` (its output discarded),
+/// killed when dropped.
+#[allow(dead_code)] // Not every test binary runs one.
+pub fn python_in(ns: &str, script: &Path) -> Killed {
+    Killed(
+        Command::new("ip")
+            .args(["netns", "exec", ns, "python3"])
+            .arg(script)
+            .stdout(Stdio::null())
+            .spawn()
+            .unwrap(),
+    )
+}
+
 /// Whether `tool` is installed; when it is not, the test skips (with a
 /// message), except in CI, which has it (`scripts/test.sh` installs it).
 pub fn have(tool: &str) -> bool {
