@@ -171,6 +171,44 @@ fn an_operator_drives_every_command() {
         "{ct}"
     );
     assert!(ok(&sock, &["show", "conntrack"]).contains("flows (limit 262144)"));
+    // Selected by their original direction, as conntrack -L -s shows them.
+    let one = json(
+        &sock,
+        &["show", "conntrack", "--limit", "5", "src", "198.18.0.10"],
+    );
+    let flows = one["workers"][0]["flows"].as_array().unwrap();
+    assert!(!flows.is_empty(), "{one}");
+    assert!(
+        flows
+            .iter()
+            .all(|f| f.as_str().unwrap().starts_with("udp 198.18.0.10:")),
+        "{one}"
+    );
+    // Deleted as conntrack -D deletes them: none is TCP; one host's are
+    // some of them, and the table's own count of deletions says as many
+    // (its next packets open them again, with new mappings).
+    let none = json(
+        &sock,
+        &["clear", "conntrack", "src", "198.18.0.0/24", "proto", "tcp"],
+    );
+    assert_eq!(none["deleted"], 0, "{none}");
+    let gone = json(&sock, &["clear", "conntrack", "src", "198.18.0.10/32"]);
+    let n = gone["deleted"].as_u64().unwrap();
+    assert!(n > 0 && n < 10_000, "{gone}");
+    assert_eq!(gone["cut_short"], false, "{gone}");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let s = json(&sock, &["stats"]);
+        let d = s["cores"][0]["events"]["ct_deleted"].as_u64();
+        if d == Some(n) {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "ct_deleted {d:?}, {n} deleted: {s}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
     let nat = json(&sock, &["show", "nat"]);
     assert_eq!(nat["snat"], 1);
     assert!(nat["workers"][0]["mappings"].as_u64().unwrap() > 0, "{nat}");
@@ -332,6 +370,13 @@ fn an_operator_drives_every_command() {
             vec!["show", "conntrack", "--limit", "x"],
             "a number of flows",
         ),
+        (
+            vec!["clear", "conntrack", "src", "198.18.0.x"],
+            "an address or prefix",
+        ),
+        (vec!["clear", "conntrack", "--limit", "3"], "filter:"),
+        (vec!["show", "conntrack", "proto"], "needs a value"),
+        (vec!["show", "conntrack", "proto", "tcpx"], "tcp, udp"),
     ] {
         let o = ctl(&sock, &args);
         assert_eq!(o.status.code(), Some(1), "{args:?}");

@@ -162,6 +162,9 @@ crate::counter_enum! {
         Invalid = "ct_invalid",
         /// ICMP errors matched to a tracked flow (`related`).
         Related = "ct_related",
+        /// Flows deleted on request (`sluice ctl clear conntrack`, as
+        /// `conntrack -D`).
+        Deleted = "ct_deleted",
     }
 }
 
@@ -480,6 +483,38 @@ pub fn opens_flow(proto: u8, flags: u16) -> bool {
     proto != TCP || flags & (SYN | ACK | RST | FIN) == SYN
 }
 
+/// Which flows a control-path request is about, as conntrack(8)'s `-s`,
+/// `-d`, `-p`, `--sport` and `--dport` select them: each field given must
+/// match the flow's original direction (as first seen, before NAT); none
+/// given, every flow. Prefixes are on the tuples' 128-bit addresses (IPv4
+/// mapped: a /24 is a /120).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Filter {
+    /// Source prefix.
+    pub src: Option<(u128, u8)>,
+    /// Destination prefix.
+    pub dst: Option<(u128, u8)>,
+    /// Protocol.
+    pub proto: Option<u8>,
+    /// Source port (ICMP: the query's identifier).
+    pub sport: Option<u16>,
+    /// Destination port.
+    pub dport: Option<u16>,
+}
+
+impl Filter {
+    /// Whether flow `f` is one of those selected.
+    pub fn matches(&self, f: &Flow) -> bool {
+        let t = &f.orig;
+        let within = |a: u128, p: Option<(u128, u8)>| p.is_none_or(|p| crate::prefix::in6(a, p));
+        within(t.src, self.src)
+            && within(t.dst, self.dst)
+            && self.proto.is_none_or(|p| p == t.proto)
+            && self.sport.is_none_or(|p| p == t.sport)
+            && self.dport.is_none_or(|p| p == t.dport)
+    }
+}
+
 /// A flow handle: slot index and direction (`reply`).
 type Hit = (u32, bool);
 
@@ -794,15 +829,17 @@ impl ConnTrack {
         self.slots.iter().filter(|f| f.live)
     }
 
-    /// Copies into `out` the live flows of at most `scan` slots from slot
-    /// `from`, until `out` holds `max`; returns the slot to go on from, or
-    /// `None` past the last (control path, `sluice ctl show conntrack`: a
-    /// worker answers a page per tick, its work bounded by `scan`).
+    /// Copies into `out` the live flows `filter` selects of at most `scan`
+    /// slots from slot `from`, until `out` holds `max`; returns the slot to
+    /// go on from, or `None` past the last (control path, `sluice ctl show
+    /// conntrack`: a worker answers a page per tick, its work bounded by
+    /// `scan`).
     pub fn copy_flows(
         &self,
         from: usize,
         scan: usize,
         max: usize,
+        filter: &Filter,
         out: &mut Vec<Flow>,
     ) -> Option<usize> {
         let end = from.saturating_add(scan).min(self.slots.len());
@@ -810,11 +847,36 @@ impl ConnTrack {
             if out.len() >= max {
                 return Some(i);
             }
-            if self.slots[i].live {
+            if self.slots[i].live && filter.matches(&self.slots[i]) {
                 out.push(self.slots[i]);
             }
         }
         (end < self.slots.len()).then_some(end)
+    }
+
+    /// Deletes the live flows `filter` selects in at most `scan` slots from
+    /// slot `from` (counted `ct_deleted`; a translated flow's NAT port is
+    /// free again): how many, and the slot to go on from, or `None` past
+    /// the last (control path, `sluice ctl clear conntrack`, as `conntrack
+    /// -D`: a page per tick, as [`ConnTrack::copy_flows`]). The next
+    /// packet of a deleted flow is a new flow's (the rules decide it
+    /// again, and it gets a new mapping).
+    pub fn delete_flows(
+        &mut self,
+        from: usize,
+        scan: usize,
+        filter: &Filter,
+    ) -> (u64, Option<usize>) {
+        let end = from.saturating_add(scan).min(self.slots.len());
+        let mut n = 0;
+        for i in from..end {
+            if self.slots[i].live && filter.matches(&self.slots[i]) {
+                self.remove(i as u32);
+                n += 1;
+            }
+        }
+        self.events[Event::Deleted as usize] += n;
+        (n, (end < self.slots.len()).then_some(end))
     }
 
     /// True when empty.
@@ -1261,6 +1323,61 @@ mod tests {
         assert_eq!(t.len(), 1, "one entry for both directions");
     }
 
+    /// A filter selects flows by their original direction, as conntrack's
+    /// `-s`, `-d`, `-p`, `--sport`, `--dport`; a deletion in pages of
+    /// bounded work removes exactly those (both directions: neither
+    /// tuple is found after), counts them, and the next packet of one is
+    /// a new flow.
+    #[test]
+    fn filtered_flows_are_listed_and_deleted_in_pages() {
+        let mut t = ConnTrack::new(300, Timeouts::default());
+        let other = 0xc612_0014; // 198.18.0.20
+        for p in 0..100u16 {
+            t.track(0, &k(C, 1000 + p, SV, 53, 17, 0));
+            t.track(0, &k(other, 1000 + p, SV, 80, 6, SYN));
+            t.track(0, &k(SV, 80, other, 1000 + p, 6, SYN | ACK));
+        }
+        let f = |src: Option<u32>, len: u8| Filter {
+            src: src.map(|a| (v4(a), 96 + len)),
+            ..Filter::default()
+        };
+        let count = |t: &ConnTrack, flt: &Filter| t.flows().filter(|x| flt.matches(x)).count();
+        assert_eq!(count(&t, &Filter::default()), 200);
+        assert_eq!(count(&t, &f(Some(C), 32)), 100);
+        assert_eq!(count(&t, &f(Some(C & 0xffff_ff00), 24)), 200);
+        assert_eq!(count(&t, &f(Some(SV), 32)), 0, "the original source only");
+        let tcp = Filter {
+            proto: Some(6),
+            dport: Some(80),
+            ..Filter::default()
+        };
+        assert_eq!(count(&t, &tcp), 100);
+        let one = Filter {
+            sport: Some(1007),
+            ..tcp
+        };
+        assert_eq!(count(&t, &one), 1);
+        let mut page = Vec::new();
+        assert_eq!(t.copy_flows(0, 1 << 20, 1000, &tcp, &mut page), None);
+        assert!(page.len() == 100 && page.iter().all(|x| x.orig.proto == 6));
+        // Deleted in pages of 7 slots: the TCP flows only.
+        let (mut deleted, mut from) = (0, Some(0));
+        while let Some(s) = from {
+            let (n, next) = t.delete_flows(s, 7, &tcp);
+            deleted += n;
+            from = next;
+        }
+        assert_eq!(deleted, 100);
+        assert_eq!(t.event(Event::Deleted), 100);
+        assert_eq!((t.len(), count(&t, &tcp)), (100, 0));
+        assert!(!t.contains(&Tuple::of(0, &k(SV, 80, other, 1007, 6, 0))));
+        assert!(t.contains(&Tuple::of(0, &k(C, 1007, SV, 53, 17, 0))));
+        assert_eq!(t.track(0, &k(other, 1007, SV, 80, 6, SYN)), Conn::New);
+        // Everything.
+        let (n, next) = t.delete_flows(0, 1 << 20, &Filter::default());
+        assert_eq!((n, next, t.len()), (101, None, 0));
+    }
+
     /// A dump in pages of bounded work lists every live flow once, in
     /// slot order, each page at most `max` flows.
     #[test]
@@ -1275,7 +1392,7 @@ mod tests {
             let (mut got, mut from, mut pages) = (Vec::new(), Some(0), 0);
             while let Some(f) = from {
                 let mut page = Vec::new();
-                from = t.copy_flows(f, scan, max, &mut page);
+                from = t.copy_flows(f, scan, max, &Filter::default(), &mut page);
                 assert!(page.len() <= max && page.len() <= scan, "{scan} {max}");
                 if let Some(n) = from {
                     assert!(n > f && n - f <= scan, "{f} -> {n}");

@@ -157,9 +157,23 @@ pub trait ForwardMode: Clone + Send + 'static {
         _from: usize,
         _scan: usize,
         _max: usize,
+        _filter: &crate::conntrack::Filter,
         _out: &mut Vec<crate::conntrack::Flow>,
     ) -> Option<usize> {
         None
+    }
+
+    /// Deletes tracked flows, a page at a time, on request from the
+    /// control path (never per packet): see
+    /// [`crate::conntrack::ConnTrack::delete_flows`]. How many, and where
+    /// to go on from.
+    fn delete_flows(
+        &mut self,
+        _from: usize,
+        _scan: usize,
+        _filter: &crate::conntrack::Filter,
+    ) -> (u64, Option<usize>) {
+        (0, None)
     }
 
     /// Takes new settings while running (a hot reload), between bursts:

@@ -1368,9 +1368,21 @@ impl<C: StageClock> ForwardMode for Gateway<C> {
         from: usize,
         scan: usize,
         max: usize,
+        filter: &crate::conntrack::Filter,
         out: &mut Vec<crate::conntrack::Flow>,
     ) -> Option<usize> {
-        self.ct.copy_flows(from, scan, max, out)
+        self.ct.copy_flows(from, scan, max, filter, out)
+    }
+
+    fn delete_flows(
+        &mut self,
+        from: usize,
+        scan: usize,
+        filter: &crate::conntrack::Filter,
+    ) -> (u64, Option<usize>) {
+        let r = self.ct.delete_flows(from, scan, filter);
+        self.refresh_events();
+        r
     }
 
     fn reconfigure(&mut self, update: &dyn std::any::Any) -> bool {

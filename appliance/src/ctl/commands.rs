@@ -23,10 +23,15 @@ commands:
   show routes [ADDR|PREFIX]  route counts and static routes, or the route ADDR takes
   show neighbors             static neighbours, and the kernel's (netlink)
   show rules                 firewall rules and their hit counters
-  show conntrack [--limit N] tracked flows per worker (N each, default 20)
+  show conntrack [--limit N] [FILTER]
+                             tracked flows per worker (N each, default 20)
   show nat                   NAT rules, mappings and ports per worker
   show config                the running configuration
   clear stats                start `stats` and `show` counting from now
+  clear conntrack [FILTER]   delete tracked flows (as conntrack -D; all
+                             without a filter); FILTER: [src PREFIX]
+                             [dst PREFIX] [proto tcp|udp|icmp|N] [sport N]
+                             [dport N], the flows' original direction
   set poll CORE POLICY [KEY=VALUE ...]
                              switch a worker's poll policy (busy, interrupt,
                              adaptive, timer, auto), default settings but
@@ -167,10 +172,13 @@ pub fn run(args: &[String], cx: &mut Context<'_>) -> Response {
             Response::ok("counters cleared\n".into(), json!({ "cleared": true }))
         }
         ["set", "poll", core, policy, knobs @ ..] => set_poll(cx, core, policy, knobs),
-        ["show", "conntrack"] => show_conntrack(cx, 20),
-        ["show", "conntrack", "--limit", n] => match n.parse() {
-            Ok(n) => show_conntrack(cx, n),
-            Err(_) => Response::error(format!("--limit `{n}`: a number of flows")),
+        ["show", "conntrack", rest @ ..] => match flow_filter(rest, true) {
+            Ok((filter, limit)) => show_conntrack(cx, limit.unwrap_or(20), &filter),
+            Err(e) => Response::error(e),
+        },
+        ["clear", "conntrack", rest @ ..] => match flow_filter(rest, false) {
+            Ok((filter, _)) => clear_conntrack(cx, &filter),
+            Err(e) => Response::error(e),
         },
         ["show", "nat"] => show_nat(cx),
         ["gen", "stop"] => gen(
@@ -713,7 +721,68 @@ fn gauge(cx: &Context<'_>, cur: &Snapshot, name: &str) -> Vec<(usize, Option<u64
         .collect()
 }
 
-fn show_conntrack(cx: &mut Context<'_>, limit: usize) -> Response {
+/// `[--limit N] [src PREFIX] [dst PREFIX] [proto P] [sport N] [dport N]`
+/// (`--limit` only where `limit` is taken): the flows' filter and limit.
+fn flow_filter(
+    words: &[&str],
+    limit: bool,
+) -> Result<(pipeline::conntrack::Filter, Option<usize>), String> {
+    const USAGE: &str =
+        "filter: [src PREFIX] [dst PREFIX] [proto tcp|udp|icmp|icmpv6|N] [sport N] [dport N]";
+    let prefix = |k: &str, v: &str| -> Result<(u128, u8), String> {
+        // An address alone is a host.
+        let p = pipeline::prefix::parse(v).or_else(|| {
+            v.parse::<IpAddr>()
+                .ok()
+                .map(|a| (a, if a.is_ipv4() { 32 } else { 128 }))
+        });
+        match p {
+            Some((IpAddr::V4(a), l)) => Ok(pipeline::acl::v4_prefix(a, l)),
+            Some((IpAddr::V6(a), l)) => Ok((u128::from(a), l)),
+            None => Err(format!("{k} `{v}`: an address or prefix")),
+        }
+    };
+    let port = |k: &str, v: &str| v.parse::<u16>().map_err(|_| format!("{k} `{v}`: a port"));
+    let (mut f, mut n) = (pipeline::conntrack::Filter::default(), None);
+    let mut rest = words;
+    while let [k, v, more @ ..] = rest {
+        match *k {
+            "--limit" if limit => {
+                n = Some(
+                    v.parse()
+                        .map_err(|_| format!("--limit `{v}`: a number of flows"))?,
+                );
+            }
+            "src" => f.src = Some(prefix(k, v)?),
+            "dst" => f.dst = Some(prefix(k, v)?),
+            "proto" => {
+                f.proto = Some(match *v {
+                    "tcp" => 6,
+                    "udp" => 17,
+                    "icmp" => 1,
+                    "icmpv6" => 58,
+                    n => n
+                        .parse()
+                        .map_err(|_| format!("proto `{n}`: tcp, udp, icmp, icmpv6 or a number"))?,
+                })
+            }
+            "sport" => f.sport = Some(port(k, v)?),
+            "dport" => f.dport = Some(port(k, v)?),
+            _ => return Err(format!("`{k}`: {USAGE}")),
+        }
+        rest = more;
+    }
+    if let [k] = rest {
+        return Err(format!("`{k}` needs a value; {USAGE}"));
+    }
+    Ok((f, n))
+}
+
+fn show_conntrack(
+    cx: &mut Context<'_>,
+    limit: usize,
+    filter: &pipeline::conntrack::Filter,
+) -> Response {
     if !cx.cfg.gateway.enabled {
         return Response::error("no conntrack: the config has no firewall or NAT");
     }
@@ -741,7 +810,13 @@ fn show_conntrack(cx: &mut Context<'_>, limit: usize) -> Response {
                 break;
             }
             let (rtx, rrx) = crossbeam_channel::bounded(1);
-            if tx.try_send((f, limit - flows.len(), rtx)).is_err() {
+            let req = crate::worker::DumpRequest::List {
+                from: f,
+                max: limit - flows.len(),
+                filter: *filter,
+                reply: rtx,
+            };
+            if tx.try_send(req).is_err() {
                 break;
             }
             let Ok((page, next)) = rrx.recv_timeout(std::time::Duration::from_millis(500)) else {
@@ -767,6 +842,63 @@ fn show_conntrack(cx: &mut Context<'_>, limit: usize) -> Response {
         data.push(json!({ "core": core, "entries": n, "limit": limit_of, "flows": flows, "cut_short": cut }));
     }
     Response::ok(text, json!({ "workers": data }))
+}
+
+/// Deletes the flows `filter` selects from every gateway worker's table, a
+/// page a tick (as `show conntrack` reads them), within 5 s: how many per
+/// worker. The management thread waits for the pages; the workers go on
+/// forwarding between them.
+fn clear_conntrack(cx: &mut Context<'_>, filter: &pipeline::conntrack::Filter) -> Response {
+    if !cx.cfg.gateway.enabled {
+        return Response::error("no conntrack: the config has no firewall or NAT");
+    }
+    let cur = cx.tel.snapshot();
+    let entries = gauge(cx, &cur, "conntrack_entries");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    let (mut text, mut data, mut total, mut cut) = (String::new(), Vec::new(), 0, false);
+    for (i, tx) in cx.dumps.iter().enumerate() {
+        let Some(&(core, Some(_))) = entries.get(i) else {
+            continue; // not a gateway worker
+        };
+        let (mut n, mut from) = (0, Some(0));
+        while let Some(f) = from {
+            if std::time::Instant::now() >= deadline {
+                cut = true;
+                break;
+            }
+            let (rtx, rrx) = crossbeam_channel::bounded(1);
+            let req = crate::worker::DumpRequest::Delete {
+                from: f,
+                filter: *filter,
+                reply: rtx,
+            };
+            if tx.try_send(req).is_err() {
+                cut = true;
+                break;
+            }
+            let Ok((d, next)) = rrx.recv_timeout(std::time::Duration::from_millis(500)) else {
+                cut = true;
+                break;
+            };
+            n += d;
+            from = next;
+        }
+        total += n;
+        let _ = writeln!(text, "  core {core}: {n} flows deleted");
+        data.push(json!({ "core": core, "deleted": n }));
+    }
+    let head = format!(
+        "{total} flows deleted{}\n",
+        if cut {
+            " (not all the tables were gone through in 5 s: run it again)"
+        } else {
+            ""
+        }
+    );
+    Response::ok(
+        head + &text,
+        json!({ "deleted": total, "workers": data, "cut_short": cut }),
+    )
 }
 
 fn show_nat(cx: &mut Context<'_>) -> Response {

@@ -55,14 +55,24 @@ pub struct TxSlot<T> {
     pub hist: HistWriter,
 }
 
-/// A request for a page of the forwarding stage's tracked flows: from
-/// which slot, at most how many, and where they go with the slot to ask
-/// from next (`None`: none left).
-pub type DumpRequest = (
-    usize,
-    usize,
-    crossbeam_channel::Sender<(Vec<pipeline::conntrack::Flow>, Option<usize>)>,
-);
+/// A request about a page of the forwarding stage's tracked flows (those
+/// `filter` selects), from slot `from`; each answer carries the slot to
+/// ask from next (`None`: none left).
+pub enum DumpRequest {
+    /// Copies of at most `max` flows (`show conntrack`).
+    List {
+        from: usize,
+        max: usize,
+        filter: pipeline::conntrack::Filter,
+        reply: crossbeam_channel::Sender<(Vec<pipeline::conntrack::Flow>, Option<usize>)>,
+    },
+    /// The flows deleted, how many (`clear conntrack`).
+    Delete {
+        from: usize,
+        filter: pipeline::conntrack::Filter,
+        reply: crossbeam_channel::Sender<(u64, Option<usize>)>,
+    },
+}
 
 /// Conntrack slots a worker scans for one page of a dump, in one tick
 /// (2 MiB of flows: a fraction of a millisecond).
@@ -142,8 +152,8 @@ pub struct WorkerSetup<B, R = pmd::BoxRx<B>, T = pmd::BoxTx<B>> {
     /// Capture taps to install (`Some`) or remove (`None`), read every
     /// `PUBLISH`.
     pub taps: Option<crossbeam_channel::Receiver<Option<crate::capture::Tap>>>,
-    /// Requests for the stage's state (`show conntrack`), read every
-    /// `PUBLISH`.
+    /// Requests about the stage's flows (`show conntrack`, `clear
+    /// conntrack`), read every `PUBLISH`.
     pub dumps: Option<crossbeam_channel::Receiver<DumpRequest>>,
     /// Handoff rings (empty unless several workers run the gateway).
     pub handoff: Handoff<B>,
@@ -381,11 +391,26 @@ impl<B: PacketBuf, R: RxQueue<Buf = B>, T: TxQueue<Buf = B>, F: ForwardMode>
                 self.tap = t;
             }
         }
-        if let Some((from, max, reply)) = self.dumps.as_ref().and_then(|d| d.try_recv().ok()) {
-            // Copies, not text: the management thread formats them.
-            let mut page = Vec::with_capacity(max.min(DUMP_SCAN));
-            let next = self.fwd.dump(from, DUMP_SCAN, max, &mut page);
-            let _ = reply.try_send((page, next));
+        match self.dumps.as_ref().and_then(|d| d.try_recv().ok()) {
+            Some(DumpRequest::List {
+                from,
+                max,
+                filter,
+                reply,
+            }) => {
+                // Copies, not text: the management thread formats them.
+                let mut page = Vec::with_capacity(max.min(DUMP_SCAN));
+                let next = self.fwd.dump(from, DUMP_SCAN, max, &filter, &mut page);
+                let _ = reply.try_send((page, next));
+            }
+            Some(DumpRequest::Delete {
+                from,
+                filter,
+                reply,
+            }) => {
+                let _ = reply.try_send(self.fwd.delete_flows(from, DUMP_SCAN, &filter));
+            }
+            None => {}
         }
         let mut applied = None;
         if let Some(rx) = &self.gen_ctl {
