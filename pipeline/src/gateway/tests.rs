@@ -1318,6 +1318,55 @@ mod vlan {
         assert_eq!(g.hits()[0], 1, "the rule counted its one drop");
     }
 
+    /// Over the outside sub-interface's MTU without DF, a translated
+    /// packet leaves as fragments, every one tagged on VLAN 100 and
+    /// carrying the translated source: the first in the packet's buffer,
+    /// the others from the stage's own packets (`emit`). Put together,
+    /// they are the translated datagram, its UDP checksum valid.
+    #[test]
+    fn fragments_of_a_translated_packet_leave_tagged() {
+        let mut cfg = (**router().config()).clone();
+        cfg.interfaces[3].mtu = 576;
+        let mut g = Gateway::new(Router::new(cfg), &config(vec![], 1), 0);
+        g.tick(S);
+        let payload: Vec<u8> = (0..1200u32).map(|i| (i * 7) as u8).collect();
+        let mut f = pkt(R0, TAGGED_CLIENT, 40000, SERVER, 53, 17, 0, &payload);
+        f[14 + 6] = 0; // DF clear
+        Ipv4Packet::new_unchecked(&mut f[14..34]).fill_checksum();
+        let mut f = tagged(&f, 10);
+        assert_eq!(g.process(&mut f, 0), Verdict::Forward(1));
+        let mut frames = vec![f];
+        ForwardMode::emit(&mut g, &mut |p, b| {
+            assert_eq!(p, 1);
+            frames.push(b.to_vec());
+            true
+        });
+        // 1,208 bytes of UDP in pieces of 552: three fragments.
+        assert_eq!(frames.len(), 3);
+        let mut datagram = vec![0u8; 8 + payload.len()];
+        for (k, fr) in frames.iter().enumerate() {
+            let (id, fr) = untagged(fr);
+            assert_eq!(id, 100, "fragment {k}");
+            let ip = Ipv4Packet::new_checked(&fr[14..]).unwrap();
+            assert!(ip.verify_checksum() && usize::from(ip.total_len()) <= 576);
+            assert_eq!(ip.src(), a(OUTSIDE).to_be_bytes(), "translated");
+            let off = usize::from(ip.flags_frag() & 0x1fff) * 8;
+            let data = &fr[34..14 + usize::from(ip.total_len())];
+            datagram[off..off + data.len()].copy_from_slice(data);
+        }
+        assert_eq!(&datagram[8..], &payload[..]);
+        // The UDP checksum, translated in the first fragment, covers the
+        // whole datagram with the translated addresses.
+        let ph = checksum::pseudo_v4(
+            a(OUTSIDE).to_be_bytes(),
+            a(SERVER).to_be_bytes(),
+            17,
+            datagram.len() as u16,
+        );
+        assert_eq!(checksum::fold(checksum::sum(&datagram, ph)), 0xffff);
+        assert_ne!(u16::from_be_bytes([datagram[0], datagram[1]]), 0, "a port");
+    }
+
     /// With two workers, a reply tagged on VLAN 100 to the other worker's
     /// mapping is handed over as it came, tag and all, and translated
     /// there.
