@@ -1130,14 +1130,17 @@ fn new_rules_decide_the_next_flow() {
 }
 
 /// VLAN sub-interfaces on a gateway: port 0 carries the inside subnet
-/// untagged and a second inside subnet on VLAN 10 (interface 2); port 1 is
-/// a trunk whose VLAN 100 (interface 3) is the outside, where both inside
-/// subnets are masqueraded.
+/// untagged, a second inside subnet on VLAN 10 (interface 2) and a third on
+/// QinQ S-tag 200, C-tag 300 (interface 4); port 1 is a trunk whose VLAN
+/// 100 (interface 3) is the outside, where the inside subnets are
+/// masqueraded.
 mod vlan {
     use super::*;
     use crate::router::Vlan;
 
     const TAGGED_CLIENT: &str = "198.20.0.10";
+    /// On the QinQ sub-interface (S-tag 200, C-tag 300, interface 4).
+    const QINQ_CLIENT: &str = "198.21.0.10";
 
     fn iface(mac: MacAddr, addr: &str, vlan: Option<Vlan>) -> Interface {
         Interface {
@@ -1168,6 +1171,15 @@ mod vlan {
                 iface(R1, "", None),
                 iface(R0, "198.20.0.1", on(0, 10)),
                 iface(R1, OUTSIDE, on(1, 100)),
+                iface(
+                    R0,
+                    "198.21.0.1",
+                    Some(Vlan {
+                        port: 0,
+                        outer: Some(200),
+                        id: 300,
+                    }),
+                ),
             ],
             fib: crate::fib::FibWriter::build(&[
                 (
@@ -1186,6 +1198,11 @@ mod vlan {
                     vec![NextHop { port: 3, via: None }],
                 ),
                 (
+                    "198.21.0.0".parse().unwrap(),
+                    24,
+                    vec![NextHop { port: 4, via: None }],
+                ),
+                (
                     "203.0.113.0".parse().unwrap(),
                     24,
                     vec![NextHop {
@@ -1201,6 +1218,7 @@ mod vlan {
                 (3, GW_ADDR.parse().unwrap(), GW),
                 (0, CLIENT.parse().unwrap(), HOST),
                 (2, TAGGED_CLIENT.parse().unwrap(), HOST2),
+                (4, QINQ_CLIENT.parse().unwrap(), HOST),
             ],
             neighbors6: vec![],
             icmp_rate: 1_000_000,
@@ -1218,7 +1236,7 @@ mod vlan {
         GatewayConfig {
             rules: Arc::new(RuleSet::build(rules, Action::Accept, &[])),
             nat: Arc::new(NatConfig {
-                snat: vec![masq("198.18.0.0"), masq("198.20.0.0")],
+                snat: vec![masq("198.18.0.0"), masq("198.20.0.0"), masq("198.21.0.0")],
                 dnat: vec![],
                 statics: vec![],
                 ports: PortRange::default(),
@@ -1290,6 +1308,35 @@ mod vlan {
             assert!(valid(&out));
         }
         assert_eq!(g.conntrack().len(), 2);
+    }
+
+    /// A QinQ sub-interface: its frames (an 802.1ad S-tag 200, then an
+    /// 802.1Q C-tag 300) go through NAT as received there, and the
+    /// replies leave with both tags again.
+    #[test]
+    fn a_qinq_sub_interface_is_translated_and_tagged_twice() {
+        let mut g = gateway(vec![]);
+        let qinq = |f: &[u8]| {
+            let mut t = f[..12].to_vec();
+            t.extend_from_slice(&[0x88, 0xa8, 0, 200, 0x81, 0x00, 0x01, 0x2c]);
+            t.extend_from_slice(&f[12..]);
+            t
+        };
+        let mut f = qinq(&pkt(R0, QINQ_CLIENT, 41000, SERVER, 53, 17, 0, b"q"));
+        assert_eq!(g.process(&mut f, 0), Verdict::Forward(1));
+        let (id, out) = untagged(&f);
+        assert_eq!(id, 100);
+        assert_eq!(addrs(&out).0, a(OUTSIDE), "masqueraded");
+        let mut r = tagged(&reply_to(&out, R1, 0), 100);
+        assert_eq!(g.process(&mut r, 1), Verdict::Forward(0));
+        assert_eq!(&r[12..20], &[0x88, 0xa8, 0, 200, 0x81, 0x00, 0x01, 0x2c]);
+        let mut back = r[..12].to_vec();
+        back.extend_from_slice(&r[20..]);
+        assert_eq!(addrs(&back), (a(SERVER), 53, a(QINQ_CLIENT), 41000));
+        assert!(valid(&back));
+        // The C-tag alone names no sub-interface of port 0.
+        let mut f = tagged(&pkt(R0, QINQ_CLIENT, 41001, SERVER, 53, 17, 0, b"q"), 300);
+        assert_eq!(g.process(&mut f, 0), Verdict::Drop(DropReason::UnknownVlan));
     }
 
     /// Rules name sub-interfaces as they name ports: a rule on the VLAN
