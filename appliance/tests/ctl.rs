@@ -178,6 +178,19 @@ fn an_operator_drives_every_command() {
     );
     let flows = one["workers"][0]["flows"].as_array().unwrap();
     assert!(!flows.is_empty(), "{one}");
+    // The same flows as fields, for scripts.
+    let tuples = one["workers"][0]["tuples"].as_array().unwrap();
+    assert_eq!(tuples.len(), flows.len(), "{one}");
+    assert!(
+        tuples.iter().all(|t| {
+            t["proto"] == 17
+                && t["orig"]["src"] == "198.18.0.10"
+                && t["orig"]["dport"] == 53
+                && t["reply"]["dst"] == "198.19.0.1"
+                && t["nat"] == true
+        }),
+        "{one}"
+    );
     assert!(
         flows
             .iter()

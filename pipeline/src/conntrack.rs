@@ -337,16 +337,19 @@ fn nat_deltas(orig: &Tuple, reply: &Tuple) -> [(u16, u16); 2] {
     [(f(a0), f(a0 + p0)), (f(a1), f(a1 + p1))]
 }
 
+/// A tuple's 128-bit address as an IP address (IPv4 mapped: IPv4).
+pub fn address(a: u128) -> std::net::IpAddr {
+    if a >> 32 == 0xffff {
+        std::net::IpAddr::V4(std::net::Ipv4Addr::from(a as u32))
+    } else {
+        std::net::IpAddr::V6(std::net::Ipv6Addr::from(a))
+    }
+}
+
 impl std::fmt::Display for Tuple {
     /// `udp 198.18.0.5:1024 -> 203.0.113.7:53` (ICMP: the identifier).
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let addr = |a: u128| -> std::net::IpAddr {
-            if a >> 32 == 0xffff {
-                std::net::IpAddr::V4(std::net::Ipv4Addr::from(a as u32))
-            } else {
-                std::net::IpAddr::V6(std::net::Ipv6Addr::from(a))
-            }
-        };
+        let addr = address;
         let proto = match self.proto {
             6 => "tcp".to_string(),
             17 => "udp".to_string(),

@@ -802,6 +802,7 @@ fn show_conntrack(
             continue; // not a gateway worker
         };
         let mut flows: Vec<String> = Vec::new();
+        let mut entries = Vec::new();
         let mut from = Some(0);
         let mut cut = false;
         while let Some(f) = from.filter(|_| flows.len() < limit) {
@@ -823,6 +824,7 @@ fn show_conntrack(
                 break;
             };
             flows.extend(page.iter().map(pipeline::conntrack::Flow::describe));
+            entries.extend(page.iter().map(flow_json));
             from = next;
         }
         let limit_of = cap.get(i).and_then(|c| c.1).unwrap_or(0);
@@ -839,9 +841,30 @@ fn show_conntrack(
         for f in &flows {
             let _ = writeln!(text, "  {f}");
         }
-        data.push(json!({ "core": core, "entries": n, "limit": limit_of, "flows": flows, "cut_short": cut }));
+        data.push(json!({ "core": core, "entries": n, "limit": limit_of, "flows": flows, "tuples": entries, "cut_short": cut }));
     }
     Response::ok(text, json!({ "workers": data }))
+}
+
+/// Flow `f` as fields (for `--json`): its original direction, state,
+/// reply direction and whether it is translated.
+fn flow_json(f: &pipeline::conntrack::Flow) -> serde_json::Value {
+    let t = |t: &pipeline::conntrack::Tuple| {
+        use pipeline::conntrack::address;
+        json!({
+            "src": address(t.src).to_string(),
+            "sport": t.sport,
+            "dst": address(t.dst).to_string(),
+            "dport": t.dport,
+        })
+    };
+    json!({
+        "proto": f.orig.proto,
+        "orig": t(&f.orig),
+        "state": f.state.name(),
+        "reply": t(&f.reply),
+        "nat": f.nat(),
+    })
 }
 
 /// Deletes the flows `filter` selects from every gateway worker's table, a
