@@ -211,9 +211,7 @@ fn bgp_routes_from_bird_drive_the_fib_through_the_punt_path() {
          && ip route add default via 198.19.0.1",
     );
 
-    let dir = std::env::temp_dir().join(format!("sluice-bgp-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = common::fresh_dir("bgp");
     let sock = dir.join("sluice.sock");
     let cfg = dir.join("rtr.toml");
     std::fs::write(
@@ -409,9 +407,7 @@ fn ospf_through_the_punt_path() {
         "ip link set s0 up && ip addr add 198.19.0.2/24 dev s0 \
          && ip route add default via 198.19.0.1",
     );
-    let dir = std::env::temp_dir().join(format!("sluice-ospf-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = common::fresh_dir("ospf");
     let sock = dir.join("sluice.sock");
     let cfg = dir.join("rtr.toml");
     // The BGP test's router, without its third port.

@@ -91,9 +91,7 @@ fn tshark_bytes(file: &Path) -> Vec<String> {
 fn start(name: &str, mode: &str) -> Option<(Killed, PathBuf, PathBuf, Vec<Vec<u8>>)> {
     let capture = testdata::shared("pcaps/tcpdump_tests")?.join("ssh.pcap");
     let frames = pmd::pcap::read_frames(&capture).unwrap();
-    let dir = std::env::temp_dir().join(format!("sluice-cap-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = common::fresh_dir(&format!("cap-{name}"));
     let cfg = dir.join("c.toml");
     std::fs::write(
         &cfg,

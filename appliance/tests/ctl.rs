@@ -51,9 +51,7 @@ fn setup() -> (PathBuf, PathBuf) {
 }
 
 fn setup_named(name: &str) -> (PathBuf, PathBuf) {
-    let dir = std::env::temp_dir().join(format!("sluice-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = common::fresh_dir(name);
     let gateway = std::fs::read_to_string(concat!(
         env!("CARGO_MANIFEST_DIR"),
         "/../configs/gateway.toml"

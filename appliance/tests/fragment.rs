@@ -130,9 +130,7 @@ fn fragmented(extra: &str, seen: &str) {
         "ip link set s0 up && ip addr add 198.19.0.2/24 dev s0 \
          && ip route add 198.18.0.0/24 via 198.19.0.1",
     );
-    let dir = std::env::temp_dir().join(format!("sluice-frag-{tag}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = common::fresh_dir(&format!("frag-{tag}"));
     let cfg = dir.join("frag.toml");
     std::fs::write(&cfg, format!("{CONFIG}{extra}")).unwrap();
     std::fs::write(dir.join("server.py"), SERVER).unwrap();

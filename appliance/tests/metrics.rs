@@ -12,16 +12,9 @@ mod common;
 use common::{free_port, have, http_get as get, sample, Killed};
 use std::io::{BufRead, BufReader};
 use std::net::TcpStream;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
-
-fn tmpdir(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("sluice-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
-}
 
 /// Starts `sluice run FILE --json`; returns it and the metrics address it
 /// printed.
@@ -65,7 +58,7 @@ fn a_scrape_passes_promtool_and_counts_exactly_what_the_run_counted() {
     let capture = dir.join("ssh.pcap");
     let frames = pmd::pcap::read_frames(&capture).unwrap().len() as u64;
     let loops = 500;
-    let tmp = tmpdir("metrics");
+    let tmp = common::fresh_dir("metrics");
     let cfg = tmp.join("m.toml");
     std::fs::write(
         &cfg,
@@ -167,7 +160,7 @@ fn a_real_prometheus_scrapes_it_and_rate_agrees_with_sluice() {
     if !have("prometheus") {
         return;
     }
-    let tmp = tmpdir("prometheus");
+    let tmp = common::fresh_dir("prometheus");
     let cfg = tmp.join("s.toml");
     let quickstart = std::fs::read_to_string(concat!(
         env!("CARGO_MANIFEST_DIR"),

@@ -106,9 +106,7 @@ fn tester_paces_counts_and_finds_a_kernel_routers_ndr() {
         t,
         "ip link set lo up && ip link set t0 up && ip link set t1 up",
     );
-    let dir = std::env::temp_dir().join(format!("sluice-ndr-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = common::fresh_dir("ndr");
     let sock = dir.join("t.sock");
     let cfg = dir.join("tester.toml");
     std::fs::write(&cfg, CONFIG.replace("SOCK", &sock.display().to_string())).unwrap();

@@ -124,9 +124,7 @@ fn kernel_routes_drive_the_fib() {
     // In the table before Sluice starts: from the initial dump.
     ns.ip("route add 198.51.100.0/24 via 198.18.0.2 dev d0 table 100");
 
-    let dir = std::env::temp_dir().join(format!("sluice-netlink-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = common::fresh_dir("netlink");
     let sock = dir.join("sluice.sock");
     let cfg = dir.join("router.toml");
     std::fs::write(&cfg, config(&sock)).unwrap();

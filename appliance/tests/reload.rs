@@ -46,9 +46,7 @@ fn rules(sock: &Path) -> usize {
 
 #[test]
 fn a_hundred_reloads_under_traffic_lose_nothing() {
-    let dir = std::env::temp_dir().join(format!("sluice-reload-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = common::fresh_dir("reload");
     // The shipped gateway at a quarter of its LAN rate, until stopped,
     // with a control socket.
     let a = common::shipped_gateway(50_000) + "\n[management]\nsocket = \"ctl.sock\"\n";
@@ -199,9 +197,7 @@ struct BigTable {
 
 impl BigTable {
     fn start(name: &str) -> BigTable {
-        let dir = std::env::temp_dir().join(format!("sluice-{name}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
+        let dir = common::fresh_dir(name);
         // 200,000 /24s from 11.0.0.0.
         let routes: String = (0..200_000u32)
             .map(|i| {
@@ -402,9 +398,7 @@ fn the_management_thread_answers_while_an_edit_builds() {
 /// how each reload went.
 #[test]
 fn edits_keep_the_route_and_rule_files_as_they_were_read() {
-    let dir = std::env::temp_dir().join(format!("sluice-edit-files-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = common::fresh_dir("edit-files");
     std::fs::write(dir.join("routes.txt"), "11.0.0.0/24\n11.0.1.0/24\n").unwrap();
     let cb = "@91.89.244.16/29\t245.66.202.32/28\t88 : 88\t69 : 69\t0x11/0xFF\t0x0000/0x0000\t\n\
                  @223.251.126.96/28\t96.205.89.192/29\t123 : 123\t53 : 53\t0x11/0xFF\t0x0000/0x0000\t\n";

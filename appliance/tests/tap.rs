@@ -103,9 +103,7 @@ fn tcp_to_the_router_reaches_the_kernel_through_the_tap() {
         assert!(gro().contains(": on"), "{}", gro());
     }
 
-    let dir = std::env::temp_dir().join(format!("sluice-tap-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = common::fresh_dir("tap");
     let cfg = dir.join("tap.toml");
     std::fs::write(&cfg, CONFIG).unwrap();
     std::fs::write(dir.join("server.py"), SERVER).unwrap();

@@ -12,9 +12,7 @@ const HOST: [u8; 6] = [2, 0x5e, 0, 0, 0, 1];
 const PORT: [u8; 6] = [2, 0x51, 0, 0, 0, 0];
 
 fn run(mode: &str) -> (appliance::telemetry::Report, Vec<Vec<u8>>) {
-    let dir = std::env::temp_dir().join(format!("sluice-tester-{mode}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = common::fresh_dir(&format!("tester-{mode}"));
     common::write_pcap(&dir.join("in.pcap"), &common::tester_requests(PORT));
     let text = format!(
         r#"

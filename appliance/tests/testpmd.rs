@@ -25,9 +25,7 @@ const PCAP_MAC_BYTES: [u8; 6] = [2, 0x70, 0x63, 0x61, 0x70, 0];
 static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 fn dir(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("sluice-tpmd-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
+    let d = common::fresh_dir(&format!("tpmd-{name}"));
     common::write_pcap(&d.join("in.pcap"), &common::tester_requests(PCAP_MAC_BYTES));
     d
 }
@@ -298,9 +296,7 @@ fn txonly_frames_match_testpmds() {
 #[test]
 fn generated_frames_cross_a_ring_to_rxonly() {
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
-    let d = std::env::temp_dir().join(format!("sluice-tpmd-ring-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
+    let d = common::fresh_dir("tpmd-ring");
     let shipped = std::fs::read_to_string(concat!(
         env!("CARGO_MANIFEST_DIR"),
         "/../configs/dpdk-ring-txrx.toml"

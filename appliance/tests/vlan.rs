@@ -102,9 +102,7 @@ fn vlan_and_qinq_route(ring: &str) {
          && ip route add 198.18.0.0/16 via 198.19.0.1",
     );
 
-    let dir = std::env::temp_dir().join(format!("sluice-vlan-{ring}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = common::fresh_dir(&format!("vlan-{ring}"));
     let cfg = dir.join("vlan.toml");
     std::fs::write(&cfg, CONFIG.replace("RING", ring)).unwrap();
     let script = dir.join("client.py");
@@ -408,9 +406,7 @@ fn vlan_sub_interface_has_its_own_tap_punt_rules_and_routes() {
          && ip route add 203.0.113.0/24 via 198.19.0.1",
     );
 
-    let dir = std::env::temp_dir().join(format!("sluice-vlantap-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = common::fresh_dir("vlantap");
     let sock = dir.join("ctl.sock");
     let cfg = dir.join("vlan-tap.toml");
     std::fs::write(
@@ -632,9 +628,7 @@ fn a_gateway_filters_and_translates_a_vlan_sub_interface() {
     let (c, r, s) = (&n.0[0], &n.0[1], &n.0[2]);
     n.sh(c, "ip link set c0 up");
     n.sh(s, "ip link set s0 up && ip addr add 198.19.0.2/24 dev s0");
-    let dir = std::env::temp_dir().join(format!("sluice-vlangw-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = common::fresh_dir("vlangw");
     let cfg = dir.join("vlan-gateway.toml");
     std::fs::write(&cfg, GATEWAY_CONFIG).unwrap();
     for (f, text) in [

@@ -93,9 +93,7 @@ fn workers_share_neighbours_and_cut_udp_aggregates(ring: &str) {
          && ip route add default via 198.19.0.1",
     );
 
-    let dir = std::env::temp_dir().join(format!("sluice-workers-{ring}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = common::fresh_dir(&format!("workers-{ring}"));
     let cfg = dir.join("workers.toml");
     std::fs::write(&cfg, CONFIG.replace("RING", ring)).unwrap();
     let child = common::sluice_json_in(r, &cfg);

@@ -36,6 +36,16 @@ impl Drop for Killed {
     }
 }
 
+/// An empty directory of this test process's own under the temporary
+/// directory, `sluice-NAME-PID` (one left by an earlier run removed).
+#[allow(dead_code)] // Not every test binary makes one.
+pub fn fresh_dir(name: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("sluice-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
 /// `python3 script` running in namespace `ns` (its output discarded),
 /// killed when dropped.
 #[allow(dead_code)] // Not every test binary runs one.
