@@ -806,22 +806,19 @@ fn show_conntrack(
         let mut from = Some(0);
         let mut cut = false;
         while let Some(f) = from.filter(|_| flows.len() < limit) {
-            if std::time::Instant::now() >= deadline {
-                cut = true;
-                break;
-            }
-            let (rtx, rrx) = crossbeam_channel::bounded(1);
-            let req = crate::worker::DumpRequest::List {
+            let max = limit - flows.len();
+            let asked = ask(tx, deadline, |reply| crate::worker::DumpRequest::List {
                 from: f,
-                max: limit - flows.len(),
+                max,
                 filter: *filter,
-                reply: rtx,
-            };
-            if tx.try_send(req).is_err() {
-                break;
-            }
-            let Ok((page, next)) = rrx.recv_timeout(std::time::Duration::from_millis(500)) else {
-                break;
+                reply,
+            });
+            let (page, next) = match asked {
+                Ok(p) => p,
+                Err(why) => {
+                    cut = why == Unanswered::Deadline;
+                    break;
+                }
             };
             flows.extend(page.iter().map(pipeline::conntrack::Flow::describe));
             entries.extend(page.iter().map(flow_json));
@@ -844,6 +841,32 @@ fn show_conntrack(
         data.push(json!({ "core": core, "entries": n, "limit": limit_of, "flows": flows, "tuples": entries, "cut_short": cut }));
     }
     Response::ok(text, json!({ "workers": data }))
+}
+
+/// Why a worker's page of flows did not come.
+#[derive(Debug, PartialEq)]
+enum Unanswered {
+    /// The command's time was up before asking.
+    Deadline,
+    /// The worker did not take the request, or did not answer in 500 ms.
+    Silent,
+}
+
+/// One page of a worker's flows (`request` made with the channel its
+/// answer comes back on), asked through `tx` before `deadline`: the
+/// answer and the slot to ask from next.
+fn ask<T>(
+    tx: &Sender<crate::worker::DumpRequest>,
+    deadline: std::time::Instant,
+    request: impl FnOnce(Sender<(T, Option<usize>)>) -> crate::worker::DumpRequest,
+) -> Result<(T, Option<usize>), Unanswered> {
+    if std::time::Instant::now() >= deadline {
+        return Err(Unanswered::Deadline);
+    }
+    let (rtx, rrx) = crossbeam_channel::bounded(1);
+    tx.try_send(request(rtx)).map_err(|_| Unanswered::Silent)?;
+    rrx.recv_timeout(std::time::Duration::from_millis(500))
+        .map_err(|_| Unanswered::Silent)
 }
 
 /// Flow `f` as fields (for `--json`): its original direction, state,
@@ -885,21 +908,12 @@ fn clear_conntrack(cx: &mut Context<'_>, filter: &pipeline::conntrack::Filter) -
         };
         let (mut n, mut from) = (0, Some(0));
         while let Some(f) = from {
-            if std::time::Instant::now() >= deadline {
-                cut = true;
-                break;
-            }
-            let (rtx, rrx) = crossbeam_channel::bounded(1);
-            let req = crate::worker::DumpRequest::Delete {
+            let asked = ask(tx, deadline, |reply| crate::worker::DumpRequest::Delete {
                 from: f,
                 filter: *filter,
-                reply: rtx,
-            };
-            if tx.try_send(req).is_err() {
-                cut = true;
-                break;
-            }
-            let Ok((d, next)) = rrx.recv_timeout(std::time::Duration::from_millis(500)) else {
+                reply,
+            });
+            let Ok((d, next)) = asked else {
                 cut = true;
                 break;
             };

@@ -24,7 +24,7 @@
 //! fragment not sent).
 
 use super::{Event, Router};
-use crate::fwd::{ForwardMode, Frame};
+use crate::fwd::Frame;
 use crate::verdict::{DropReason, Verdict};
 use crate::wire::ETHERNET_HEADER_LEN as ETH;
 
@@ -194,10 +194,7 @@ impl Router {
                     last,
                 );
                 frame.extend_from_slice(&payload[at..at + n]);
-                let sent = match ForwardMode::process(self, &mut frame, in_port) {
-                    Verdict::Forward(o) => send(o, &frame),
-                    _ => false,
-                };
+                let sent = self.route_and_send(&mut frame, in_port, send);
                 self.count(if sent {
                     Event::FragSent
                 } else {

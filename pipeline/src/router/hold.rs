@@ -173,6 +173,21 @@ impl Router {
         self.events[Event::HeldExpired as usize] += expired;
     }
 
+    /// Routes `frame` (the stage's own packet, received on `in_port`) and
+    /// hands it to `send(port, frame)` if it is forwarded: whether it was
+    /// sent (`send` refuses when it has no buffer).
+    pub(super) fn route_and_send(
+        &mut self,
+        frame: &mut Vec<u8>,
+        in_port: u16,
+        send: &mut dyn FnMut(u16, &[u8]) -> bool,
+    ) -> bool {
+        match ForwardMode::process(self, frame, in_port) {
+            Verdict::Forward(o) => send(o, frame),
+            _ => false,
+        }
+    }
+
     /// Routes the ready copies again, oldest first, and hands each one
     /// that is forwarded to `send(port, frame)`; one `send` refuses (no
     /// buffer) or that is not forwarded now is counted as `held_dropped`.
@@ -187,10 +202,7 @@ impl Router {
             };
             let in_port = self.hold.slots[i].in_port;
             let mut frame = std::mem::take(&mut self.hold.slots[i].bytes);
-            let sent = match ForwardMode::process(self, &mut frame, in_port) {
-                Verdict::Forward(o) => send(o, &frame),
-                _ => false,
-            };
+            let sent = self.route_and_send(&mut frame, in_port, send);
             self.count(if sent {
                 Event::HeldSent
             } else {
