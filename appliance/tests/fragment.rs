@@ -8,6 +8,14 @@
 //! without DF as `mtu_exceeded`, a black hole (no ICMP to learn from).
 //! Through the router alone and through the gateway (firewall, conntrack,
 //! masquerade: the fragments carry the translated addresses and ports).
+//! Then the client sends datagrams and pings of 3,028 bytes, which its
+//! kernel sends as three fragments, and the server answers each with as
+//! many bytes, in four fragments over its 1,000-byte link (its answers
+//! to the pings of 1,428 bytes were in two already): Sluice
+//! forwards every fragment it receives (splitting those over the outside
+//! MTU again), and the gateway tracks and translates them by their
+//! datagram's first fragment (virtual reassembly), where it used to drop
+//! them all as `fragment`.
 //! Needs root, `ip`, `ping` and `python3`; skipped without them unless `CI`
 //! is set. The namespaces are removed when the test ends, passed or
 //! failed.
@@ -63,7 +71,8 @@ to = "masquerade"
 "#;
 
 /// The server: answers each UDP datagram with its length and the address
-/// it came from (the kernel reassembled it).
+/// it came from (the kernel reassembled it), padded with spaces to the
+/// datagram's length when that is over 2,000 bytes.
 const SERVER: &str = r#"
 import socket
 s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
@@ -71,29 +80,35 @@ s.bind(("198.19.0.2", 9000))
 while True:
     d, a = s.recvfrom(65536)
     ok = d == bytes(i % 251 for i in range(len(d)))
-    s.sendto(("%d %s %s" % (len(d), a[0], ok)).encode(), a)
+    r = ("%d %s %s" % (len(d), a[0], ok)).encode()
+    if len(d) > 2000:
+        r = r.ljust(len(d))
+    s.sendto(r, a)
 "#;
 
+/// The client: `count` datagrams of `size` bytes, each answered in time
+/// with what the server must have seen.
 const CLIENT: &str = r#"
 import socket, sys
+seen, size, count = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
 IP_MTU_DISCOVER, IP_PMTUDISC_DONT = 10, 0
 s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
 s.setsockopt(socket.IPPROTO_IP, IP_MTU_DISCOVER, IP_PMTUDISC_DONT)
 s.settimeout(2)
-want = "1400 %s True" % sys.argv[1]
+want = "%d %s True" % (size, seen)
 good = 0
-for i in range(30):
-    s.sendto(bytes(i % 251 for i in range(1400)), ("198.19.0.2", 9000))
+for i in range(count):
+    s.sendto(bytes(i % 251 for i in range(size)), ("198.19.0.2", 9000))
     try:
-        r = s.recv(100).decode()
+        r = s.recv(65536).decode()
     except socket.timeout:
         print("timeout", i)
         continue
-    if r == want:
+    if r.rstrip() == want and (size <= 2000 or len(r) == size):
         good += 1
     else:
-        print("got", r)
-print("udp %d of 30" % good)
+        print("got", r[:40], len(r))
+print("udp %d of %d" % (good, count))
 "#;
 
 #[test]
@@ -127,7 +142,7 @@ fn fragmented(extra: &str, seen: &str) {
     // translated.
     n.sh(
         s,
-        "ip link set s0 up && ip addr add 198.19.0.2/24 dev s0 \
+        "ip link set s0 up mtu 1000 && ip addr add 198.19.0.2/24 dev s0 \
          && ip route add 198.18.0.0/24 via 198.19.0.1",
     );
     let dir = common::fresh_dir(&format!("frag-{tag}"));
@@ -139,39 +154,62 @@ fn fragmented(extra: &str, seen: &str) {
     let child = common::sluice_json_in(r, &cfg);
     // The ports are open well before this.
     std::thread::sleep(Duration::from_millis(1500));
-    let udp = n.sh(
-        c,
-        &format!(
-            "python3 {} {seen} 2>&1 || true",
-            dir.join("client.py").display()
-        ),
-    );
-    let ping = n.sh(
-        c,
-        "ping -M dont -s 1400 -c 3 -i 0.2 -W 2 198.19.0.2 || true",
-    );
+    let client = |size: usize, count: usize| {
+        n.sh(
+            c,
+            &format!(
+                "python3 {} {seen} {size} {count} 2>&1 || true",
+                dir.join("client.py").display()
+            ),
+        )
+    };
+    let ping = |size: usize| {
+        n.sh(
+            c,
+            &format!("ping -M dont -s {size} -c 3 -i 0.2 -W 2 198.19.0.2 || true"),
+        )
+    };
+    let (udp, pings) = (client(1400, 30), ping(1400));
+    let (big, big_pings) = (client(3000, 20), ping(3000));
+    // Last: the client learns the path MTU from the answer.
     let df = n.sh(c, "ping -M do -s 1400 -c 1 -W 2 198.19.0.2 2>&1 || true");
     let (v, _) = stop_for_summary(child);
     let _ = std::fs::remove_dir_all(&dir);
     assert!(udp.contains("udp 30 of 30"), "{udp}");
-    assert!(ping.contains(" 0% packet loss"), "{ping}");
+    assert!(pings.contains(" 0% packet loss"), "{pings}");
     assert!(df.contains("mtu = 1000") || df.contains("mtu=1000"), "{df}");
+    assert!(big.contains("udp 20 of 20"), "{big}");
+    assert!(big_pings.contains(" 0% packet loss"), "{big_pings}");
     let summary = v.to_string();
     assert_eq!(v["balance"]["balanced"], true, "{summary}");
     let events = &v["cores"][0]["events"];
     let ev = |k: &str| events[k].as_u64().unwrap_or(0);
-    // 30 datagrams and 3 echo requests of 1,428 bytes, each in two
-    // fragments (976 bytes of payload, then 432); the replies fit.
-    assert_eq!(ev("frag_packets"), 33, "{events}");
-    assert_eq!(ev("frag_sent"), 66, "{events}");
+    // 30 datagrams and 3 echo requests of 1,428 bytes, each split in two
+    // (976 bytes of payload, then 432); the replies fit. Then 20
+    // datagrams and 3 echo requests of 3,028 bytes, which arrive as
+    // fragments of 1,480, 1,480 and 68 bytes of payload, the first two
+    // each split in two again; the answers arrive in four fragments
+    // (976 × 3 and 80 bytes), which fit.
+    assert_eq!(ev("frag_packets"), 33 + 23 * 2, "{events}");
+    assert_eq!(ev("frag_sent"), 66 + 23 * 4, "{events}");
     assert_eq!(ev("frag_dropped"), 0, "{events}");
     assert_eq!(ev("icmp_frag_needed"), 1, "{events}");
     // The second fragments left as the stage's own packets, beside the
     // first packets to the server, held while Sluice resolved it.
     assert_eq!(
         v["ports"][1]["injected"].as_u64(),
-        Some(33 + ev("held_sent")),
+        Some(33 + 23 * 2 + ev("held_sent")),
         "{summary}"
     );
+    if !extra.is_empty() {
+        // Every fragment received went by its datagram's first: none
+        // waited, none was refused. Besides the 3,028-byte datagrams',
+        // the server's link splits its answers to the pings of 1,428
+        // bytes in two.
+        assert_eq!(ev("reass_fragments"), 23 * (3 + 4) + 3 * 2, "{events}");
+        for k in ["reass_held", "reass_timeout", "reass_dropped", "reass_full"] {
+            assert_eq!(ev(k), 0, "{k}: {events}");
+        }
+    }
     assert_eq!(v["balance"]["stage_drops"].as_u64(), Some(0), "{summary}");
 }

@@ -5,10 +5,10 @@
 //!
 //! 1. Validate the header (as the router does) and build the tuple:
 //!    TCP/UDP ports, the ICMP query identifier as both ports, the quoted
-//!    packet's tuple for ICMP errors. Fragments are dropped (`fragment`):
-//!    nothing is reassembled, so they could be neither tracked nor
-//!    translated. TTL ≤ 1 and packets for the router itself go straight to
-//!    the router (Time Exceeded, echo, ARP).
+//!    packet's tuple for ICMP errors. A fragment goes by its datagram's
+//!    first fragment, which alone carries the ports ([`reass`]: virtual
+//!    reassembly, nothing reassembled). TTL ≤ 1 and packets for the router
+//!    itself go straight to the router (Time Exceeded, echo, ARP).
 //! 2. Conntrack: one lookup finds the flow and the direction. A packet of
 //!    a tracked flow moves its state machine on and skips the rule lookup;
 //!    if the flow is translated the packet is rewritten to
@@ -48,6 +48,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 mod clock;
+pub mod reass;
 pub use clock::{CycleClock, NoClock, Stage, StageClock};
 
 /// Ports tried for a new source NAT mapping before giving up.
@@ -74,13 +75,17 @@ pub type RuleHits = Arc<[AtomicU64]>;
 /// The gateway's counters: the router's, the firewall's, conntrack's and
 /// NAT's, one after another, each under its stage's names.
 pub const EVENTS: [&str;
-    router::Event::COUNT + firewall::Event::COUNT + conntrack::Event::COUNT + nat::Event::COUNT] =
-    events::concat(&[
-        router::Event::NAMES,
-        firewall::Event::NAMES,
-        conntrack::Event::NAMES,
-        nat::Event::NAMES,
-    ]);
+    router::Event::COUNT
+        + firewall::Event::COUNT
+        + conntrack::Event::COUNT
+        + nat::Event::COUNT
+        + reass::Event::COUNT] = events::concat(&[
+    router::Event::NAMES,
+    firewall::Event::NAMES,
+    conntrack::Event::NAMES,
+    nat::Event::NAMES,
+    reass::Event::NAMES,
+]);
 
 /// New settings for a running gateway (a hot reload): rules, NAT and
 /// routes. Tracked flows and their translations survive: rules decide new
@@ -131,6 +136,8 @@ pub struct Gateway<C: StageClock = NoClock> {
     events: [u64; EVENTS.len()],
     /// Levels, as [`GAUGES`] names them (refreshed on each tick).
     gauges: [u64; GAUGES.len()],
+    /// The fragments' datagrams and those waiting for their first.
+    reass: reass::Reass,
     /// The smallest interface MTU (packets below it skip the MTU check).
     min_mtu: u16,
     /// This worker's index among `workers` (for return-traffic steering).
@@ -195,6 +202,7 @@ impl<C: StageClock> Clone for Gateway<C> {
             nat_events: [0; nat::Event::COUNT],
             events: [0; EVENTS.len()],
             gauges: [0; GAUGES.len()],
+            reass: reass::Reass::new(self.router.frame_room()),
             min_mtu: self.min_mtu,
             worker: self.worker,
             workers: self.workers,
@@ -243,6 +251,19 @@ fn plain_l4(b: &[u8], mac: [u8; 6]) -> Option<(Tuple, u16)> {
         0
     };
     Some((tuple4(be32(12), be32(16), be16(20), be16(22), proto), flags))
+}
+
+/// Writes addresses `src` and `dst` (IPv4 mapped) into IPv4 header `l3`
+/// where they differ from its own, its checksum adjusted; IPv6 is never
+/// translated.
+fn readdress(l3: &mut [u8], src: u128, dst: u128) {
+    let (src, dst) = (addr4(src), addr4(dst));
+    if l3.len() >= 20
+        && l3[0] >> 4 == 4
+        && l3[12..20] != [src.to_be_bytes(), dst.to_be_bytes()].concat()
+    {
+        nat::readdress4(l3, src, dst);
+    }
 }
 
 /// A tuple from IPv4 addresses.
@@ -322,6 +343,7 @@ impl<C: StageClock> Gateway<C> {
             .min()
             .unwrap_or(1500);
         Gateway {
+            reass: reass::Reass::new(router.frame_room()),
             min_mtu,
             worker,
             workers: cfg.workers.max(1),
@@ -555,23 +577,27 @@ impl<C: StageClock> Gateway<C> {
             }
         }
         let ip = Ipv4Packet::new_unchecked(&b[ETH..]);
-        let src = u32::from_be_bytes(ip.src());
-        let dst = u32::from_be_bytes(ip.dst());
-        let proto = ip.protocol();
         let h = ip.header_len();
         if ip.flags_frag() & 0x3fff != 0 {
-            if self.router.is_local4(dst) {
-                return self.router.process(pkt, in_port);
-            }
-            return Verdict::Drop(DropReason::Fragment);
+            return self.fragment4(pkt, in_port);
         }
+        self.l4_4(pkt, in_port, h)
+    }
+
+    /// The part of [`Gateway::ipv4`] from the L4 header on, for a packet
+    /// whose IPv4 header (`h` bytes) was validated.
+    #[inline(always)]
+    fn l4_4<P: Frame>(&mut self, pkt: &mut P, in_port: u16, h: usize) -> Verdict {
+        let b = pkt.bytes();
+        let ip = Ipv4Packet::new_unchecked(&b[ETH..]);
         let l4 = &b[ETH + h..ETH + usize::from(ip.total_len())];
-        let (sport, dport, flags) = match ports(proto, l4, false) {
+        let (sport, dport, flags) = match ports(ip.protocol(), l4, false) {
             Ok(Some(p)) => p,
             Ok(None) => return self.icmp_error4(pkt, in_port, h),
             Err(r) => return Verdict::Drop(r),
         };
-        let t = tuple4(src, dst, sport, dport, proto);
+        let (src, dst) = (u32::from_be_bytes(ip.src()), u32::from_be_bytes(ip.dst()));
+        let t = tuple4(src, dst, sport, dport, ip.protocol());
         self.clock.mark(Stage::Parse);
         let lane = Lane {
             t,
@@ -580,6 +606,125 @@ impl<C: StageClock> Gateway<C> {
             hint: None,
         };
         self.track4(pkt, in_port, &lane)
+    }
+
+    /// An IPv4 fragment, not for the router (its header validated): a
+    /// datagram's first goes the way of any packet (its ports are in it)
+    /// and its fate is kept for the others (`reass`), which are then
+    /// translated, routed or dropped as it was, or wait for it.
+    #[cold]
+    #[inline(never)]
+    fn fragment4<P: Frame>(&mut self, pkt: &mut P, in_port: u16) -> Verdict {
+        let b = pkt.bytes();
+        let ip = Ipv4Packet::new_unchecked(&b[ETH..]);
+        let (h, total, proto) = (ip.header_len(), usize::from(ip.total_len()), ip.protocol());
+        let (src, dst) = (u32::from_be_bytes(ip.src()), u32::from_be_bytes(ip.dst()));
+        let key = reass::Key {
+            src: v4(src),
+            dst: v4(dst),
+            id: u32::from(ip.ident()),
+            proto,
+            v6: false,
+        };
+        let ff = ip.flags_frag();
+        let (at, len, last) = (
+            u32::from(ff & 0x1fff) * 8,
+            (total - h) as u32,
+            ff & 0x2000 == 0,
+        );
+        if at == 0 {
+            let t = match ports(proto, &b[ETH + h..ETH + total], false) {
+                Ok(Some((sport, dport, _))) => Some(tuple4(src, dst, sport, dport, proto)),
+                _ => None,
+            };
+            let v = self.l4_4(pkt, in_port, h);
+            let fate = self.fate(v, t, self.router.is_local4(dst));
+            self.reass.first(&key, len, last, fate);
+            return v;
+        }
+        // A TCP fragment at byte 8 would overwrite the first's flags (RFC
+        // 1858's overlapping fragment attack).
+        if proto == IpProto::TCP && at == 8 {
+            return Verdict::Drop(DropReason::Fragment);
+        }
+        self.later(pkt, in_port, &key, (at, len, last), ETH + total)
+    }
+
+    /// A fragment that is not its datagram's first (`key`), at payload
+    /// byte `at` with `len` bytes (`last`: the datagram's last), the frame
+    /// `frame` bytes long: it meets the datagram's fate if the first has
+    /// come, else waits for it (its buffer `consumed`: a copy waits).
+    fn later<P: Frame>(
+        &mut self,
+        pkt: &mut P,
+        in_port: u16,
+        key: &reass::Key,
+        (at, len, last): (u32, u32, bool),
+        frame: usize,
+    ) -> Verdict {
+        match self.reass.later(key, at, len, last) {
+            reass::Later::Fate(f) => self.follow(pkt, in_port, f),
+            reass::Later::Wait if self.reass.hold(key, in_port, &pkt.bytes()[..frame]) => {
+                Verdict::Drop(DropReason::Consumed)
+            }
+            reass::Later::Wait | reass::Later::Full => Verdict::Drop(DropReason::Fragment),
+        }
+    }
+
+    /// What became of a datagram's first fragment, whose verdict was `v`
+    /// (`t`: its tuple, when it had ports; `local`: it is addressed to
+    /// the router): handed over or dropped as it was; if it went on,
+    /// forwarded with its flow's addresses, or, without a flow, given to
+    /// the router if it is the router's (which answers or punts it to the
+    /// kernel); any other first fragment that went on without a flow was
+    /// refused with an answer, or was invalid and let through: the others
+    /// are dropped.
+    fn fate(&mut self, v: Verdict, t: Option<Tuple>, local: bool) -> reass::Fate {
+        let flow = match v {
+            Verdict::Handoff(w) => return reass::Fate::Handoff(w),
+            Verdict::Drop(r) if r != DropReason::Consumed => return reass::Fate::Drop(r),
+            _ => t.and_then(|t| Some((t, self.ct.find(&t)?))),
+        };
+        match flow {
+            Some((t, (i, reply))) => {
+                let f = self.ct.flow(i);
+                let to = if f.nat() { f.translated(reply) } else { t };
+                reass::Fate::Forward {
+                    src: to.src,
+                    dst: to.dst,
+                }
+            }
+            None if local => reass::Fate::Router,
+            None if t.is_none() => reass::Fate::Drop(DropReason::Fragment),
+            None => reass::Fate::Drop(DropReason::Filtered),
+        }
+    }
+
+    /// A fragment (not its datagram's first) meets its datagram's `fate`.
+    fn follow<P: Frame>(&mut self, pkt: &mut P, in_port: u16, fate: reass::Fate) -> Verdict {
+        match fate {
+            reass::Fate::Forward { src, dst } => {
+                readdress(&mut pkt.bytes_mut()[ETH..], src, dst);
+                self.router.process(pkt, in_port)
+            }
+            reass::Fate::Router => self.router.process(pkt, in_port),
+            reass::Fate::Drop(r) => Verdict::Drop(r),
+            reass::Fate::Handoff(w) => Verdict::Handoff(w),
+        }
+    }
+
+    /// Sends the fragments that waited for their datagram's first, as
+    /// [`Gateway::follow`] would have (a fragment handed to another
+    /// worker cannot be: it is dropped).
+    fn release_fragments(&mut self, send: &mut dyn FnMut(u16, &[u8]) -> bool) {
+        let router = &mut self.router;
+        self.reass.release(|frame, in_port, fate| match fate {
+            reass::Fate::Forward { src, dst } => {
+                readdress(&mut frame[ETH..], src, dst);
+                router.route_and_send(frame, in_port, send)
+            }
+            _ => false,
+        });
     }
 
     /// The part of [`Gateway::ipv4`] past the parse, for a TCP/UDP/ICMP
@@ -1004,18 +1149,78 @@ impl<C: StageClock> Gateway<C> {
             Err(_) => return self.router.process(pkt, in_port),
         };
         let dst = u128::from_be_bytes(ip.dst());
-        let src = u128::from_be_bytes(ip.src());
-        let (proto, off) = match ip.upper_layer() {
+        let (proto, off, frag) = match ip.headers() {
             Ok(x) => x,
             Err(_) => return self.router.process(pkt, in_port),
         };
-        let end = ETH + 40 + usize::from(ip.payload_len());
         if ip.hop_limit() <= 1 || dst >> 120 == 0xff || self.router.is_local6(dst) {
             return self.router.process(pkt, in_port);
         }
-        if proto == 44 {
-            return Verdict::Drop(DropReason::Fragment);
+        if proto == 44 || frag.is_some() {
+            return self.fragment6(pkt, in_port, proto, off, frag);
         }
+        self.l4_6(pkt, in_port, proto, off)
+    }
+
+    /// An IPv6 fragment not for the router, whose extension headers end
+    /// with upper-layer protocol `proto` at `off` (a datagram's first,
+    /// whose fragment header is at `frag`), or with the fragment header at
+    /// `off` (`proto` 44: any other): as [`Gateway::fragment4`], without
+    /// translation.
+    #[cold]
+    #[inline(never)]
+    fn fragment6<P: Frame>(
+        &mut self,
+        pkt: &mut P,
+        in_port: u16,
+        proto: u8,
+        off: usize,
+        frag: Option<usize>,
+    ) -> Verdict {
+        let b = pkt.bytes();
+        let ip = Ipv6Packet::new_unchecked(&b[ETH..]);
+        let end = 40 + usize::from(ip.payload_len());
+        let fh = frag.unwrap_or(off);
+        let f = &b[ETH + fh..ETH + fh + 8];
+        let fo = u16::from_be_bytes([f[2], f[3]]);
+        let key = reass::Key {
+            src: u128::from_be_bytes(ip.src()),
+            dst: u128::from_be_bytes(ip.dst()),
+            id: u32::from_be_bytes([f[4], f[5], f[6], f[7]]),
+            proto: f[0],
+            v6: true,
+        };
+        let (at, len, last) = (u32::from(fo >> 3) * 8, (end - fh - 8) as u32, fo & 1 == 0);
+        if frag.is_some() {
+            let t = match ports(proto, &b[ETH + off..ETH + end], true) {
+                Ok(Some((sport, dport, _))) => Some(Tuple {
+                    src: key.src,
+                    dst: key.dst,
+                    sport,
+                    dport,
+                    proto,
+                    zone: 0,
+                }),
+                _ => None,
+            };
+            let v = self.l4_6(pkt, in_port, proto, off);
+            if !last {
+                let fate = self.fate(v, t, false);
+                self.reass.first(&key, len, last, fate);
+            }
+            return v;
+        }
+        self.later(pkt, in_port, &key, (at, len, last), ETH + end)
+    }
+
+    /// The part of [`Gateway::ipv6`] from the L4 header on (protocol
+    /// `proto` at `off`), for a packet the router does not take itself.
+    fn l4_6<P: Frame>(&mut self, pkt: &mut P, in_port: u16, proto: u8, off: usize) -> Verdict {
+        let b = pkt.bytes();
+        let ip = Ipv6Packet::new_unchecked(&b[ETH..]);
+        let dst = u128::from_be_bytes(ip.dst());
+        let src = u128::from_be_bytes(ip.src());
+        let end = ETH + 40 + usize::from(ip.payload_len());
         let l4 = &b[ETH + off..end];
         if proto == IpProto::ICMPV6 && l4.first().is_some_and(|t| (133..=137).contains(t)) {
             return self.router.process(pkt, in_port);
@@ -1207,11 +1412,12 @@ impl<C: StageClock> Gateway<C> {
     fn refresh_events(&mut self) {
         self.fw_events[firewall::Event::MemoHit as usize] = self.memo.hits;
         self.fw_events[firewall::Event::MemoMiss as usize] = self.memo.misses;
-        let parts: [&[u64]; 4] = [
+        let parts: [&[u64]; 5] = [
             self.router.events(),
             &self.fw_events,
             self.ct.events(),
             &self.nat_events,
+            self.reass.events(),
         ];
         for (d, v) in self.events.iter_mut().zip(parts.into_iter().flatten()) {
             *d = *v;
@@ -1335,12 +1541,16 @@ impl<C: StageClock> ForwardMode for Gateway<C> {
 
     #[inline]
     fn pending(&self) -> bool {
-        ForwardMode::pending(&self.router)
+        ForwardMode::pending(&self.router) || self.reass.ready()
     }
 
     /// Held packets were translated and passed the rules before they were
-    /// held: only routing is left.
+    /// held: only routing is left. Fragments that waited for their
+    /// datagram's first go first.
     fn emit(&mut self, send: &mut dyn FnMut(u16, &[u8]) -> bool) {
+        if self.reass.ready() {
+            self.release_fragments(send);
+        }
         ForwardMode::emit(&mut self.router, send);
         self.refresh_events();
     }
@@ -1348,6 +1558,7 @@ impl<C: StageClock> ForwardMode for Gateway<C> {
     fn tick(&mut self, now_ns: u64) {
         self.router.tick(now_ns);
         self.ct.tick(now_ns);
+        self.reass.tick(now_ns);
         self.refresh_events();
     }
 

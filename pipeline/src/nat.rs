@@ -313,15 +313,24 @@ pub fn rewrite4(l3: &mut [u8], to: &Tuple) {
         }
         return;
     }
-    let new = [addr4(to.src).to_be_bytes(), addr4(to.dst).to_be_bytes()];
+    let (old_sum, new_sum) = readdress4(l3, addr4(to.src), addr4(to.dst));
+    let l4 = &mut l3[h..];
+    rewrite_l4(l4, proto, old_sum, new_sum, to.sport, to.dport);
+}
+
+/// Writes source `src` and destination `dst` into IPv4 header `l3` (at
+/// least 20 bytes) and adjusts its checksum; nothing past the header
+/// changes (a fragment that is not its datagram's first holds no L4
+/// header). Returns the sums of the old and the new addresses, which an
+/// L4 checksum's pseudo-header changes by.
+pub fn readdress4(l3: &mut [u8], src: u32, dst: u32) -> (u64, u64) {
     let old_sum = checksum::sum(&l3[12..20], 0);
-    l3[12..16].copy_from_slice(&new[0]);
-    l3[16..20].copy_from_slice(&new[1]);
+    l3[12..16].copy_from_slice(&src.to_be_bytes());
+    l3[16..20].copy_from_slice(&dst.to_be_bytes());
     let new_sum = checksum::sum(&l3[12..20], 0);
     let c = u16::from_be_bytes([l3[10], l3[11]]);
     l3[10..12].copy_from_slice(&checksum::update_sums(c, old_sum, new_sum).to_be_bytes());
-    let l4 = &mut l3[h..];
-    rewrite_l4(l4, proto, old_sum, new_sum, to.sport, to.dport);
+    (old_sum, new_sum)
 }
 
 /// [`rewrite4`] for a packet of a tracked flow, whose addresses and ports

@@ -28,7 +28,10 @@ crate::counter_enum! {
         NoRoute = "no_route",
         /// The next hop's MAC is unknown (dropped while resolving).
         NoNeighbor = "no_neighbor",
-        /// Larger than the output MTU (fragmentation is not implemented).
+        /// Larger than the output MTU and not sent as fragments: Don't
+        /// Fragment set (and no ICMP error could be sent), an MTU with no
+        /// room for 8 bytes past the header, or no room to keep it while
+        /// its fragments are made.
         MtuExceeded = "mtu_exceeded",
         /// Received on, or routed out of, an interface that is down: set
         /// down from the kernel (its mirror, `ip link set sl-PORT down`)
@@ -39,8 +42,10 @@ crate::counter_enum! {
         ToRouter = "to_router",
         /// Dropped or rejected by a firewall rule or the default policy.
         Filtered = "filtered",
-        /// An IP fragment (the gateway does not reassemble, so cannot track
-        /// or translate fragments).
+        /// An IP fragment the gateway could not follow: no record of its
+        /// datagram could be made, or no slot to wait for its first
+        /// fragment in; a TCP fragment at byte 8 (RFC 1858); the rest of
+        /// a datagram whose first fragment had no ports to track.
         Fragment = "fragment",
         /// A new flow the full conntrack table refused.
         CtFull = "ct_full",
@@ -61,8 +66,10 @@ crate::counter_enum! {
         HandoffFull = "handoff_full",
         /// Not a loss: used up by the router's own slow path (ARP replies and
         /// requests, Neighbor Solicitations and Advertisements it learned
-        /// from or that were for another host). Reports keep it apart from
-        /// the drops, as a term of its own in the balance.
+        /// from or that were for another host), or a fragment the gateway
+        /// keeps a copy of until its datagram's first fragment comes (the
+        /// copy leaves as `injected`). Reports keep it apart from the
+        /// drops, as a term of its own in the balance.
         Consumed = "consumed",
     }
 }

@@ -176,7 +176,7 @@ impl Router {
     /// Routes `frame` (the stage's own packet, received on `in_port`) and
     /// hands it to `send(port, frame)` if it is forwarded: whether it was
     /// sent (`send` refuses when it has no buffer).
-    pub(super) fn route_and_send(
+    pub(crate) fn route_and_send(
         &mut self,
         frame: &mut Vec<u8>,
         in_port: u16,

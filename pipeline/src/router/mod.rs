@@ -212,6 +212,8 @@ pub struct Router {
     fib_version: u64,
     /// Packets waiting for ARP/ND.
     hold: hold::Hold,
+    /// The largest frame an interface carries (with a VLAN tag).
+    room: usize,
     /// Packets whose later fragments wait.
     frags: frag::Frags,
     /// Interfaces below this index are ports; the others are VLAN
@@ -294,6 +296,7 @@ impl Router {
             adj4: Vec::new(),
             hold: hold::Hold::new(room),
             frags: frag::Frags::new(room),
+            room,
             ports,
             punt_buckets: Vec::new(),
             learned: Vec::new(),
@@ -430,6 +433,12 @@ impl Router {
     fn source6(&self, port: u16) -> Option<(Ipv6Addr, MacAddr)> {
         let i = self.iface(port)?;
         Some((i.ipv6.first()?.0, i.mac))
+    }
+
+    /// The largest frame an interface carries, with a VLAN tag (the size
+    /// of the slots that keep copies of frames).
+    pub fn frame_room(&self) -> usize {
+        self.room
     }
 
     /// Whether `a` is one of the router's IPv4 addresses.

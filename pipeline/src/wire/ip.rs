@@ -292,10 +292,17 @@ impl<T: AsRef<[u8]>> Ipv6Packet<T> {
     /// fragment header's offset. More than 8 extension headers, or one that
     /// runs past the payload, is an error.
     pub fn upper_layer(&self) -> Result<(u8, usize), WireError> {
+        self.headers().map(|(p, off, _)| (p, off))
+    }
+
+    /// [`Ipv6Packet::upper_layer`], with the offset of the fragment header
+    /// it passed on the way, if any (a first fragment's).
+    pub fn headers(&self) -> Result<(u8, usize, Option<usize>), WireError> {
         let b = self.buf.as_ref();
         let end = IPV6_HEADER_LEN + usize::from(self.payload_len());
         let mut next = self.next_header();
         let mut off = IPV6_HEADER_LEN;
+        let mut frag = None;
         for _ in 0..8 {
             let len = match next {
                 0 | 43 | 60 => {
@@ -309,11 +316,12 @@ impl<T: AsRef<[u8]>> Ipv6Packet<T> {
                 44 => {
                     let f = b.get(off..off + 8).ok_or(WireError::Truncated)?;
                     if u16::from_be_bytes([f[2], f[3]]) >> 3 != 0 {
-                        return Ok((44, off));
+                        return Ok((44, off, None));
                     }
+                    frag = Some(off);
                     8
                 }
-                _ => return Ok((next, off)),
+                _ => return Ok((next, off, frag)),
             };
             if off + len > end {
                 return Err(WireError::Truncated);

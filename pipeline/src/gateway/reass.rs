@@ -1,0 +1,472 @@
+//! Fragments through the gateway: virtual reassembly, as VPP's shallow
+//! virtual reassembly (`ip4-sv-reass`) does it for its NAT.
+//!
+//! The gateway tracks, filters and translates flows by their ports, and
+//! only a datagram's first fragment carries them. Nothing is reassembled
+//! here: the first fragment goes through conntrack, the rules and NAT as
+//! any packet of its flow, and what became of it is kept for its datagram
+//! (source, destination, protocol, identification): forwarded with its
+//! flow's addresses, dropped for a reason, handed to the worker that owns
+//! its NAT mapping, or taken by the router itself. The datagram's other
+//! fragments, which hold no ports, share that [`Fate`]: their addresses
+//! are translated as the first's were (the L4 checksum, which covers the
+//! whole datagram, was adjusted in the first) and they are routed, or
+//! they are dropped with the first's reason. The receiver reassembles, as behind VPP; Linux's
+//! conntrack instead reassembles whole datagrams before it tracks them
+//! (`nf_defrag_ipv4`) and fragments them again on the way out.
+//!
+//! A fragment that comes before its datagram's first waits as a copy in
+//! a fixed store ([`EARLY`] frames of up to the largest frame an
+//! interface carries, per worker: nothing is allocated per packet) and is
+//! sent when the first has been decided, from the worker's next
+//! [`emit`](crate::fwd::ForwardMode::emit) (`injected`); after
+//! [`TIMEOUT_NS`] without its first it is dropped. A datagram's record
+//! goes when all its bytes have passed (its last fragment gives its
+//! length) or after [`TIMEOUT_NS`]; at most [`DATAGRAMS`] are followed at
+//! a time per worker, so a flood of fragments whose datagrams never
+//! complete holds at most that many records, each for at most a second.
+//!
+//! Counted: `reass_fragments` (fragments the gateway took this way, the
+//! first ones included), `reass_held` (fragments that waited for their
+//! first), `reass_timeout` (held ones dropped: their first did not come
+//! in time), `reass_dropped` (held ones dropped when their first came:
+//! the datagram was dropped, or handed to another worker, which a held
+//! copy cannot follow, or sent nowhere) and `reass_full` (fragments
+//! refused, as `fragment`, for want of a record or a slot).
+
+use crate::verdict::DropReason;
+
+/// Datagrams followed at a time, per worker.
+pub const DATAGRAMS: usize = 1024;
+/// Fragments that may wait for their datagram's first, per worker.
+pub const EARLY: usize = 32;
+/// How long a datagram is followed, and a fragment waits for its first:
+/// a datagram's fragments leave their sender back to back, so a second
+/// is ample (VPP's virtual reassembly allows 100 ms, Linux's
+/// reassembly 30 s).
+pub const TIMEOUT_NS: u64 = 1_000_000_000;
+/// Records tried for a datagram (from its hash on).
+const PROBES: usize = 8;
+
+crate::counter_enum! {
+    /// What the gateway's virtual reassembly counts.
+    pub enum Event {
+        /// Fragments taken through virtual reassembly (first ones too).
+        Fragments = "reass_fragments",
+        /// Fragments that came before their datagram's first and waited.
+        Held = "reass_held",
+        /// Waiting fragments dropped: their first did not come in time.
+        Timeout = "reass_timeout",
+        /// Waiting fragments dropped when their first came (the datagram
+        /// dropped or handed to another worker, or not sent).
+        Dropped = "reass_dropped",
+        /// Fragments refused for want of a record or a waiting slot.
+        Full = "reass_full",
+    }
+}
+
+/// A datagram: the addresses (IPv4 mapped), the identification, the
+/// protocol (IPv6: the fragment header's next header) and the family.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Key {
+    /// Source address.
+    pub src: u128,
+    /// Destination address.
+    pub dst: u128,
+    /// Identification (IPv4: 16 bits).
+    pub id: u32,
+    /// Protocol.
+    pub proto: u8,
+    /// IPv6.
+    pub v6: bool,
+}
+
+impl Key {
+    fn hash(&self) -> usize {
+        let m = |x: u64, y: u64| {
+            let p = u128::from(x ^ 0x9e37_79b9_7f4a_7c15) * u128::from(y ^ 0xd6e8_feb8_6659_fd93);
+            (p as u64) ^ ((p >> 64) as u64)
+        };
+        let rest = u64::from(self.id) << 16 | u64::from(self.proto) << 8 | u64::from(self.v6);
+        let a = m(self.src as u64 ^ (self.src >> 64) as u64, self.dst as u64);
+        m(a, (self.dst >> 64) as u64 ^ rest) as usize
+    }
+}
+
+/// What became of a datagram's first fragment, which its other fragments
+/// share.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Fate {
+    /// Forwarded with these addresses (its flow's, translated or not).
+    Forward {
+        /// Source address.
+        src: u128,
+        /// Destination address.
+        dst: u128,
+    },
+    /// For the router itself (no flow: it answers, or punts it).
+    Router,
+    /// Dropped (or refused with an answer), for this reason.
+    Drop(DropReason),
+    /// Handed to this worker, which owns its mapping.
+    Handoff(u16),
+}
+
+/// What to do with a fragment that is not its datagram's first.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Later {
+    /// Its datagram's fate.
+    Fate(Fate),
+    /// The first has not come: hold it ([`Reass::hold`]).
+    Wait,
+    /// No record for its datagram could be made: drop it.
+    Full,
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Datagram {
+    key: Key,
+    live: bool,
+    /// When it was first seen.
+    at: u64,
+    fate: Option<Fate>,
+    /// Payload bytes of the fragments seen, and the datagram's (0 until
+    /// its last fragment came).
+    seen: u32,
+    len: u32,
+}
+
+const FREE: u8 = 0;
+const WAITING: u8 = 1;
+const READY: u8 = 2;
+
+#[derive(Clone, Debug)]
+struct Early {
+    state: u8,
+    key: Key,
+    in_port: u16,
+    at: u64,
+    seq: u64,
+    fate: Fate,
+    bytes: Vec<u8>,
+}
+
+/// One worker's records and waiting fragments.
+#[derive(Clone, Debug)]
+pub struct Reass {
+    table: Vec<Datagram>,
+    store: Vec<Early>,
+    room: usize,
+    waiting: usize,
+    ready: usize,
+    seq: u64,
+    now: u64,
+    events: [u64; Event::COUNT],
+}
+
+impl Reass {
+    /// Records and a store for frames of up to `room` bytes.
+    pub fn new(room: usize) -> Self {
+        let none = Datagram {
+            key: Key::default(),
+            live: false,
+            at: 0,
+            fate: None,
+            seen: 0,
+            len: 0,
+        };
+        Reass {
+            table: vec![none; DATAGRAMS],
+            store: (0..EARLY)
+                .map(|_| Early {
+                    state: FREE,
+                    key: Key::default(),
+                    in_port: 0,
+                    at: 0,
+                    seq: 0,
+                    fate: Fate::Drop(DropReason::Fragment),
+                    bytes: Vec::with_capacity(room),
+                })
+                .collect(),
+            room,
+            waiting: 0,
+            ready: 0,
+            seq: 0,
+            now: 0,
+            events: [0; Event::COUNT],
+        }
+    }
+
+    /// The counters, as [`Event`] names them.
+    pub fn events(&self) -> &[u64; Event::COUNT] {
+        &self.events
+    }
+
+    /// Counts `e`.
+    pub fn count(&mut self, e: Event) {
+        self.events[e as usize] += 1;
+    }
+
+    /// Whether held fragments wait to be sent.
+    #[inline]
+    pub fn ready(&self) -> bool {
+        self.ready > 0
+    }
+
+    fn stale(&self, d: &Datagram) -> bool {
+        !d.live || self.now.saturating_sub(d.at) > TIMEOUT_NS
+    }
+
+    /// The record of `key`, made if there is none (`None`: no room).
+    fn record(&mut self, key: &Key) -> Option<usize> {
+        let mask = DATAGRAMS - 1;
+        let h = key.hash();
+        let mut free = None;
+        for i in (0..PROBES).map(|k| (h + k) & mask) {
+            let d = &self.table[i];
+            if self.stale(d) {
+                free = free.or(Some(i));
+            } else if d.key == *key {
+                return Some(i);
+            }
+        }
+        let i = free?;
+        self.table[i] = Datagram {
+            key: *key,
+            live: true,
+            at: self.now,
+            fate: None,
+            seen: 0,
+            len: 0,
+        };
+        Some(i)
+    }
+
+    /// Counts a fragment of `len` payload bytes at byte `at` (`last`: More
+    /// Fragments clear) against record `i`, which goes once every byte of
+    /// its datagram has passed and its fate is known.
+    fn account(&mut self, i: usize, at: u32, len: u32, last: bool) {
+        let d = &mut self.table[i];
+        d.seen = d.seen.saturating_add(len);
+        if last {
+            d.len = at.saturating_add(len);
+        }
+        if d.fate.is_some() && d.len != 0 && d.seen >= d.len {
+            d.live = false;
+        }
+    }
+
+    /// A datagram's first fragment (`len` payload bytes; `last`: it is
+    /// the whole datagram's last too) met `fate`: kept for the others, and
+    /// given to those that wait.
+    pub fn first(&mut self, key: &Key, len: u32, last: bool, fate: Fate) {
+        self.count(Event::Fragments);
+        let Some(i) = self.record(key) else {
+            // No room: the others, if they come, are refused.
+            self.count(Event::Full);
+            return;
+        };
+        self.table[i].fate = Some(fate);
+        if self.waiting > 0 {
+            for e in self.store.iter_mut() {
+                if e.state == WAITING && e.key == *key {
+                    (e.state, e.fate) = (READY, fate);
+                    self.waiting -= 1;
+                    self.ready += 1;
+                }
+            }
+        }
+        self.account(i, 0, len, last);
+    }
+
+    /// A fragment at payload byte `at` (not 0) of `len` bytes (`last`:
+    /// More Fragments clear): its datagram's fate if known.
+    pub fn later(&mut self, key: &Key, at: u32, len: u32, last: bool) -> Later {
+        self.count(Event::Fragments);
+        let Some(i) = self.record(key) else {
+            self.count(Event::Full);
+            return Later::Full;
+        };
+        let fate = self.table[i].fate;
+        self.account(i, at, len, last);
+        fate.map_or(Later::Wait, Later::Fate)
+    }
+
+    /// Keeps a copy of `frame` (a fragment of `key`'s datagram received
+    /// on `in_port`) until the datagram's first comes; `false` when there
+    /// is no slot or it is larger than a slot (counted `reass_full`).
+    pub fn hold(&mut self, key: &Key, in_port: u16, frame: &[u8]) -> bool {
+        let slot = self.store.iter().position(|e| e.state == FREE);
+        let (Some(i), true) = (slot, frame.len() <= self.room) else {
+            self.count(Event::Full);
+            return false;
+        };
+        self.seq += 1;
+        let e = &mut self.store[i];
+        e.bytes.clear();
+        e.bytes.extend_from_slice(frame);
+        (e.state, e.key, e.in_port, e.at, e.seq) = (WAITING, *key, in_port, self.now, self.seq);
+        self.waiting += 1;
+        self.count(Event::Held);
+        true
+    }
+
+    /// Gives each held fragment whose first has come, oldest first, to
+    /// `send(frame, in_port, fate)`, which says whether it was sent;
+    /// those not sent are counted `reass_dropped`.
+    pub fn release(&mut self, mut send: impl FnMut(&mut Vec<u8>, u16, Fate) -> bool) {
+        while self.ready > 0 {
+            let Some(i) = (0..self.store.len())
+                .filter(|&i| self.store[i].state == READY)
+                .min_by_key(|&i| self.store[i].seq)
+            else {
+                break;
+            };
+            let mut frame = std::mem::take(&mut self.store[i].bytes);
+            let e = &self.store[i];
+            if !send(&mut frame, e.in_port, e.fate) {
+                self.count(Event::Dropped);
+            }
+            frame.clear();
+            let e = &mut self.store[i];
+            (e.bytes, e.state) = (frame, FREE);
+            self.ready -= 1;
+        }
+    }
+
+    /// Moves the clock to `now` (ns): fragments that waited longer than
+    /// [`TIMEOUT_NS`] are dropped (records time out as they are met).
+    pub fn tick(&mut self, now: u64) {
+        self.now = now;
+        if self.waiting == 0 {
+            return;
+        }
+        let mut expired = 0;
+        for e in self.store.iter_mut() {
+            if e.state == WAITING && now.saturating_sub(e.at) > TIMEOUT_NS {
+                e.state = FREE;
+                expired += 1;
+            }
+        }
+        self.waiting -= expired;
+        self.events[Event::Timeout as usize] += expired as u64;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const S: u64 = 1_000_000_000;
+
+    fn key(id: u32) -> Key {
+        Key {
+            src: 1,
+            dst: 2,
+            id,
+            proto: 17,
+            v6: false,
+        }
+    }
+
+    const FWD: Fate = Fate::Forward { src: 3, dst: 4 };
+
+    /// In order: the first's fate goes to the others, and the record goes
+    /// with the last byte (a datagram with the same identification later
+    /// is a new one).
+    #[test]
+    fn the_first_fragments_fate_is_the_others_and_the_record_goes_when_done() {
+        let mut r = Reass::new(100);
+        r.tick(S);
+        r.first(&key(1), 16, false, FWD);
+        assert_eq!(r.later(&key(1), 16, 16, false), Later::Fate(FWD));
+        assert_eq!(r.later(&key(1), 32, 5, true), Later::Fate(FWD));
+        assert_eq!(r.later(&key(1), 16, 16, false), Later::Wait, "gone");
+        assert_eq!(r.events()[Event::Fragments as usize], 4);
+        // Another datagram's is its own.
+        r.first(&key(2), 8, false, Fate::Drop(DropReason::Filtered));
+        assert_eq!(
+            r.later(&key(2), 8, 8, true),
+            Later::Fate(Fate::Drop(DropReason::Filtered))
+        );
+    }
+
+    /// Early fragments wait and go, oldest first, when the first comes;
+    /// those whose first does not come time out; a full store refuses.
+    #[test]
+    fn early_fragments_wait_for_their_first_or_time_out() {
+        let mut r = Reass::new(100);
+        r.tick(S);
+        for (k, at) in [(1u32, 16u32), (1, 32), (2, 16)] {
+            assert_eq!(r.later(&key(k), at, 16, false), Later::Wait);
+            assert!(r.hold(&key(k), 7, &[k as u8, at as u8]));
+        }
+        assert!(!r.ready());
+        r.first(&key(1), 16, false, FWD);
+        assert!(r.ready());
+        let mut sent = vec![];
+        r.release(|f, p, fate| {
+            sent.push((f.clone(), p, fate));
+            true
+        });
+        assert_eq!(sent, [(vec![1, 16], 7, FWD), (vec![1, 32], 7, FWD)]);
+        assert!(!r.ready());
+        r.tick(S + TIMEOUT_NS);
+        assert_eq!(r.events()[Event::Timeout as usize], 0);
+        r.tick(S + TIMEOUT_NS + 1);
+        assert_eq!(r.events()[Event::Timeout as usize], 1, "datagram 2's");
+        // The record timed out too: its first now opens a new one.
+        r.first(&key(2), 16, false, FWD);
+        assert!(!r.ready());
+        for i in 0..EARLY as u32 {
+            assert!(r.hold(&key(100 + i), 0, &[0]));
+        }
+        assert!(!r.hold(&key(999), 0, &[0]), "store full");
+        assert!(
+            !Reass::new(1).hold(&key(1), 0, &[0, 0]),
+            "larger than a slot"
+        );
+        assert_eq!(r.events()[Event::Held as usize], 3 + EARLY as u64);
+        assert_eq!(r.events()[Event::Full as usize], 1);
+    }
+
+    /// A held fragment whose datagram is dropped (or not sent) is counted.
+    #[test]
+    fn held_fragments_of_a_dropped_datagram_are_counted() {
+        let mut r = Reass::new(100);
+        r.tick(S);
+        assert_eq!(r.later(&key(1), 8, 8, true), Later::Wait);
+        assert!(r.hold(&key(1), 0, &[1]));
+        r.first(&key(1), 8, false, Fate::Drop(DropReason::Filtered));
+        let mut fates = vec![];
+        r.release(|_, _, f| {
+            fates.push(f);
+            false
+        });
+        assert_eq!(fates, [Fate::Drop(DropReason::Filtered)]);
+        assert_eq!(r.events()[Event::Dropped as usize], 1);
+    }
+
+    /// A flood of datagrams that never complete fills the records within
+    /// reach of a key, and they are refused until the records time out.
+    #[test]
+    fn a_flood_of_incomplete_datagrams_is_bounded_in_time() {
+        let mut r = Reass::new(100);
+        r.tick(S);
+        let mut full = 0;
+        for id in 0..4 * DATAGRAMS as u32 {
+            if r.later(&key(id), 8, 8, false) == Later::Full {
+                full += 1;
+            }
+        }
+        assert!(full >= 3 * DATAGRAMS, "{full}");
+        let refused = (0..64u32)
+            .filter(|&i| r.later(&key(100_000 + i), 8, 8, false) == Later::Full)
+            .count();
+        assert!(refused > 0);
+        r.tick(S + TIMEOUT_NS + 1);
+        for i in 0..64u32 {
+            assert_eq!(r.later(&key(200_000 + i), 8, 8, false), Later::Wait);
+        }
+    }
+}
