@@ -266,7 +266,13 @@ impl Reass {
             self.count(Event::Full);
             return;
         };
-        self.table[i].fate = Some(fate);
+        let d = &mut self.table[i];
+        if d.fate.is_some() {
+            // A first fragment came already: this is a new datagram with
+            // the identification of one whose other fragments were lost.
+            (d.at, d.seen, d.len) = (self.now, 0, 0);
+        }
+        d.fate = Some(fate);
         if self.waiting > 0 {
             for e in self.store.iter_mut() {
                 if e.state == WAITING && e.key == *key {
@@ -428,6 +434,27 @@ mod tests {
         );
         assert_eq!(r.events()[Event::Held as usize], 3 + EARLY as u64);
         assert_eq!(r.events()[Event::Full as usize], 1);
+    }
+
+    /// A first fragment again, while the record of an earlier datagram
+    /// with the same identification waits for bytes that were lost,
+    /// starts the count again: the new datagram's record lasts until its
+    /// own last byte.
+    #[test]
+    fn an_identification_used_again_starts_a_new_datagram() {
+        let mut r = Reass::new(100);
+        r.tick(S);
+        r.first(&key(1), 16, false, FWD);
+        assert_eq!(
+            r.later(&key(1), 32, 8, true),
+            Later::Fate(FWD),
+            "16..32 lost"
+        );
+        r.first(&key(1), 16, false, Fate::Drop(DropReason::Filtered));
+        let drop = Later::Fate(Fate::Drop(DropReason::Filtered));
+        assert_eq!(r.later(&key(1), 16, 16, false), drop, "not done yet");
+        assert_eq!(r.later(&key(1), 32, 8, true), drop);
+        assert_eq!(r.later(&key(1), 32, 8, true), Later::Wait, "done");
     }
 
     /// A held fragment whose datagram is dropped (or not sent) is counted.
