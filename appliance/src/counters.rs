@@ -40,6 +40,17 @@ pub struct PortCounters {
     pub drops: [Counter; DropReason::COUNT],
 }
 
+/// What one worker received from one of its RX queues.
+#[derive(Debug, Default)]
+#[repr(align(64))]
+pub struct RxQueueCounters {
+    /// Packets received.
+    pub rx_pkts: Counter,
+    /// Bursts that received at least one packet (packets per burst says
+    /// how loaded the queue is: a full burst each time, a backlog).
+    pub rx_bursts: Counter,
+}
+
 /// One worker's loop counters.
 #[derive(Debug, Default)]
 #[repr(align(64))]
@@ -91,6 +102,8 @@ pub struct WorkerCounters {
     pub core: CoreCounters,
     /// Per port, index = port id.
     pub ports: Box<[PortCounters]>,
+    /// Per RX queue it polls, in the order of its `rx` list.
+    pub rx_queues: Box<[RxQueueCounters]>,
     /// The forwarding stage's slow-path events, copied from the stage every
     /// publish; [`WorkerCounters::event_names`] names them.
     pub events: Box<[Counter]>,
@@ -111,17 +124,19 @@ pub struct WorkerCounters {
 }
 
 impl WorkerCounters {
-    /// Counters for a worker in an appliance with `nports` ports whose
-    /// forwarding stage counts the events `event_names` names and keeps the
-    /// gauges `gauge_names` names.
+    /// Counters for a worker in an appliance with `nports` ports, polling
+    /// `nrx` RX queues, whose forwarding stage counts the events
+    /// `event_names` names and keeps the gauges `gauge_names` names.
     pub fn new(
         nports: usize,
+        nrx: usize,
         event_names: &'static [&'static str],
         gauge_names: &'static [&'static str],
     ) -> Self {
         WorkerCounters {
             core: CoreCounters::default(),
             ports: (0..nports).map(|_| PortCounters::default()).collect(),
+            rx_queues: (0..nrx).map(|_| RxQueueCounters::default()).collect(),
             events: event_names.iter().map(|_| Counter::default()).collect(),
             event_names,
             gauges: gauge_names.iter().map(|_| Counter::default()).collect(),

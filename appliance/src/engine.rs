@@ -174,7 +174,7 @@ where
             FwdMode::Csum => (Csum::EVENTS, &[][..]),
             _ => (&[][..], &[][..]),
         };
-        let counters = Arc::new(WorkerCounters::new(nports, events, gauges));
+        let counters = Arc::new(WorkerCounters::new(nports, w.rx.len(), events, gauges));
         // Published by the worker from its start on; set here for the
         // reports taken before it starts.
         counters.core.policy.set(w.poll.index() as u64);
@@ -244,6 +244,7 @@ where
         };
         wviews.push(WorkerView {
             core: w.core,
+            rx: w.rx.clone(),
             mode: w.mode.name(),
             policy: w.poll.name(),
             counters: counters.clone(),

@@ -390,6 +390,15 @@ pub fn render(
             &l,
             p.rx_pkts as f64,
         );
+        for (q, s) in p.dev_rx_queues.iter().enumerate() {
+            let queue = q.to_string();
+            f.counter(
+                "sluice_port_rx_queue_missed_total",
+                "Packets the device dropped on one RX queue of the port for want of room in its ring (drivers that count per queue).",
+                &[("port", port), ("queue", queue.as_str())],
+                s.imissed as f64,
+            );
+        }
         f.counter(
             "sluice_port_tx_packets_total",
             "Packets the port's TX queues took from the workers.",
@@ -486,6 +495,29 @@ pub fn render(
     for (w, c) in tel.workers.iter().zip(cur.cores()) {
         let core = w.core.to_string();
         let l = [("core", core.as_str())];
+        for (&(port, queue), &(pkts, bursts)) in w.rx.iter().zip(&c.rx_queues) {
+            let Some(view) = tel.ports.get(usize::from(port)) else {
+                continue;
+            };
+            let queue = queue.to_string();
+            let ql = [
+                ("port", view.name.as_str()),
+                ("queue", queue.as_str()),
+                ("core", core.as_str()),
+            ];
+            f.counter(
+                "sluice_port_rx_queue_packets_total",
+                "Packets a worker received from one RX queue of the port.",
+                &ql,
+                pkts as f64,
+            );
+            f.counter(
+                "sluice_port_rx_queue_bursts_total",
+                "Bursts that received packets from one RX queue (packets per burst: its load).",
+                &ql,
+                bursts as f64,
+            );
+        }
         f.gauge(
             "sluice_core_info",
             "A worker core's forwarding mode and poll policy (value 1).",

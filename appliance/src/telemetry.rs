@@ -29,6 +29,8 @@ pub struct PortView {
 pub struct WorkerView {
     /// Core it is pinned to.
     pub core: usize,
+    /// The RX queues it polls (port, queue), in its counters' order.
+    pub rx: Vec<(u16, u16)>,
     /// Forwarding mode name.
     pub mode: &'static str,
     /// Poll-mode policy name.
@@ -77,6 +79,8 @@ impl Snapshot {
 #[derive(Clone, Debug, Default)]
 pub(crate) struct PortSnap {
     pub(crate) dev: PortStats,
+    /// The device's counters per RX queue (empty where not kept).
+    pub(crate) dev_rx_queues: Vec<PortStats>,
     pub(crate) xstats: BTreeMap<&'static str, u64>,
     pub(crate) rx_pkts: u64,
     pub(crate) tx_pkts: u64,
@@ -108,6 +112,8 @@ pub(crate) struct CoreSnap {
     pub(crate) fallback: u64,
     pub(crate) auto_busy: u64,
     pub(crate) burst: u64,
+    /// Per RX queue it polls: packets, bursts.
+    pub(crate) rx_queues: Vec<(u64, u64)>,
     pub(crate) events: Vec<u64>,
     pub(crate) gauges: Vec<u64>,
     pub(crate) tester: TesterSnap,
@@ -192,6 +198,25 @@ pub struct Drops {
     pub handed_off: u64,
 }
 
+/// One RX queue's figures over an interval.
+#[derive(Clone, Debug, Serialize)]
+pub struct RxQueueReport {
+    /// Queue index.
+    pub queue: u16,
+    /// The core of the worker that polls it.
+    pub core: usize,
+    /// Packets the worker received from it.
+    pub rx_pkts: u64,
+    /// Received packets per second.
+    pub rx_pps: f64,
+    /// Packets per burst that received any (the worker's burst size when
+    /// the queue always has a backlog).
+    pub pkts_per_burst: f64,
+    /// Packets the device dropped on this queue for want of room in its
+    /// ring; `None` where the driver does not count per queue.
+    pub rx_missed: Option<u64>,
+}
+
 /// One port's figures over an interval.
 #[derive(Clone, Debug, Serialize)]
 pub struct PortReport {
@@ -219,6 +244,8 @@ pub struct PortReport {
     pub drops: Drops,
     /// Driver-specific counters over the interval.
     pub xstats: BTreeMap<&'static str, u64>,
+    /// Its RX queues that a worker polls, by queue.
+    pub queues: Vec<RxQueueReport>,
     /// RX→TX residency of packets sent on this port (ns).
     pub residency_ns: Option<Latency>,
     /// End-to-end latency measured by the softnic sink (ns).
@@ -430,6 +457,7 @@ impl Telemetry {
             .iter()
             .map(|p| PortSnap {
                 dev: p.control.stats(),
+                dev_rx_queues: p.control.rx_queue_stats(),
                 xstats: p.control.xstats().into_iter().collect(),
                 ..PortSnap::default()
             })
@@ -470,6 +498,11 @@ impl Telemetry {
                 fallback: k.fallback.get(),
                 auto_busy: k.auto_busy.get(),
                 burst: k.burst.get(),
+                rx_queues: c
+                    .rx_queues
+                    .iter()
+                    .map(|q| (q.rx_pkts.get(), q.rx_bursts.get()))
+                    .collect(),
                 events: c.events.iter().map(|e| e.get()).collect(),
                 gauges: c.gauges.iter().map(|e| e.get()).collect(),
                 tester: TesterSnap {
@@ -523,8 +556,39 @@ impl Telemetry {
                     y.drops[r as usize].saturating_sub(x.drops[r as usize]),
                 );
             }
+            let mut queues = Vec::new();
+            for (wi, w) in self.workers.iter().enumerate() {
+                for (qi, &(port, queue)) in w.rx.iter().enumerate() {
+                    if usize::from(port) != i {
+                        continue;
+                    }
+                    let at = |c: Option<&CoreSnap>| {
+                        c.and_then(|c| c.rx_queues.get(qi))
+                            .copied()
+                            .unwrap_or((0, 0))
+                    };
+                    let ((p0, b0), (p1, b1)) = (at(a.cores.get(wi)), at(b.cores.get(wi)));
+                    let (pkts, bursts) = (p1.saturating_sub(p0), b1.saturating_sub(b0));
+                    let dev =
+                        |s: &PortSnap| s.dev_rx_queues.get(usize::from(queue)).map(|q| q.imissed);
+                    queues.push(RxQueueReport {
+                        queue,
+                        core: w.core,
+                        rx_pkts: pkts,
+                        rx_pps: pkts as f64 / dt,
+                        pkts_per_burst: if bursts > 0 {
+                            pkts as f64 / bursts as f64
+                        } else {
+                            0.0
+                        },
+                        rx_missed: dev(y).map(|m| m.saturating_sub(dev(x).unwrap_or(0))),
+                    });
+                }
+            }
+            queues.sort_by_key(|q| q.queue);
             ports.push(PortReport {
                 name: p.name.clone(),
+                queues,
                 driver: p.control.driver(),
                 rx_pkts: d(|s| s.rx_pkts),
                 tx_pkts: d(|s| s.tx_pkts),
@@ -800,6 +864,25 @@ impl Report {
                     "              handed off to the owning core: {}",
                     d.handed_off
                 );
+            }
+            if p.queues.len() > 1 {
+                let q: Vec<String> = p
+                    .queues
+                    .iter()
+                    .map(|q| {
+                        let missed = q
+                            .rx_missed
+                            .map_or(String::new(), |m| format!(" missed {m}"));
+                        format!(
+                            "{} (core {}) {}pps {:.1}/burst{missed}",
+                            q.queue,
+                            q.core,
+                            si(q.rx_pps),
+                            q.pkts_per_burst
+                        )
+                    })
+                    .collect();
+                let _ = writeln!(s, "              rx queues: {}", q.join(", "));
             }
             if p.residency_ns.is_some() || p.e2e_ns.is_some() {
                 let _ = writeln!(

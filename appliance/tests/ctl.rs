@@ -112,6 +112,21 @@ fn an_operator_drives_every_command() {
     assert_eq!(cores["cores"][0]["mode"], "l3fwd");
     assert_eq!(cores["cores"][0]["rx_queues"][0], "p0:0");
 
+    // Each RX queue by its worker, with what it received.
+    let q = json(&sock, &["show", "queues"]);
+    let queues = q["queues"].as_array().unwrap();
+    assert_eq!(queues.len(), 2, "{q}");
+    assert_eq!(queues[0]["port"], "p0");
+    assert_eq!(queues[0]["queue"], 0);
+    assert_eq!(queues[1]["port"], "p1");
+    assert_eq!(queues[0]["core"], cores["cores"][0]["core"]);
+    assert!(queues[0]["rx_pkts"].as_u64().unwrap() > 0, "{q}");
+    assert!(
+        queues[0]["rx_missed"].is_u64(),
+        "softnic counts per queue: {q}"
+    );
+    assert!(ok(&sock, &["show", "queues"]).contains("pkts/burst"));
+
     let routes = json(&sock, &["show", "routes"]);
     assert!(routes["ipv4"].as_u64().unwrap() >= 2, "{routes}");
     let statics = routes["static"].as_array().unwrap();

@@ -168,4 +168,21 @@ fn two_workers_hand_nat_traffic_to_the_owner() {
         "{}",
         s.text()
     );
+    // Per RX queue: the worker that polls it, what it received (the
+    // queues' sum is the port's, each loaded by RSS), the device's misses
+    // on it (their sum is the port's).
+    for p in &s.ports {
+        let q: Vec<(u16, usize)> = p.queues.iter().map(|q| (q.queue, q.core)).collect();
+        assert_eq!(q, [(0, 1), (1, 0)], "{}", s.text());
+        let rx: Vec<u64> = p.queues.iter().map(|q| q.rx_pkts).collect();
+        assert_eq!(rx.iter().sum::<u64>(), p.rx_pkts, "{}", s.text());
+        assert!(rx.iter().all(|&n| n * 5 > p.rx_pkts), "RSS spreads: {rx:?}");
+        for q in &p.queues {
+            assert!(q.pkts_per_burst >= 1.0 && q.pkts_per_burst <= 32.0, "{q:?}");
+        }
+        let missed: u64 = p.queues.iter().map(|q| q.rx_missed.unwrap()).sum();
+        assert_eq!(missed, p.drops.rx_missed, "{}", s.text());
+    }
+    let text = s.text();
+    assert!(text.contains("rx queues: 0 (core 1) "), "{text}");
 }

@@ -116,6 +116,28 @@ rx = ["in", "out"]
         sample(&text, r#"sluice_core_rx_packets_total{core="1"}"#),
         Some(n)
     );
+    // The one RX queue, by the worker polling it; the device's misses on
+    // it.
+    assert_eq!(
+        sample(
+            &text,
+            r#"sluice_port_rx_queue_packets_total{port="in",queue="0",core="1"}"#
+        ),
+        Some(n)
+    );
+    let bursts = sample(
+        &text,
+        r#"sluice_port_rx_queue_bursts_total{port="in",queue="0",core="1"}"#,
+    )
+    .unwrap();
+    assert!(bursts >= 1.0 && bursts <= n, "{bursts}");
+    assert_eq!(
+        sample(
+            &text,
+            r#"sluice_port_rx_queue_missed_total{port="in",queue="0"}"#
+        ),
+        Some(0.0)
+    );
     assert_eq!(
         sample(
             &text,

@@ -748,7 +748,9 @@ struct Control {
     /// RX sockets (for PACKET_STATISTICS), shared with the queues.
     fds: Vec<Arc<OwnedFd>>,
     kernel_packets: AtomicU64,
-    kernel_drops: AtomicU64,
+    /// Per RX socket (queue), what the kernel dropped for want of room
+    /// in its ring (PACKET_STATISTICS resets on each read: summed here).
+    kernel_drops: Vec<AtomicU64>,
     stopped: Arc<AtomicBool>,
     /// Each RX queue's oversize frames.
     big: Vec<Arc<Oversize>>,
@@ -848,7 +850,7 @@ impl Drop for Offloads {
 
 impl Control {
     fn poll_kernel(&self) {
-        for fd in &self.fds {
+        for (fd, drops) in self.fds.iter().zip(&self.kernel_drops) {
             let mut s = TpacketStatsV3::default();
             let mut len = std::mem::size_of::<TpacketStatsV3>() as libc::socklen_t;
             // SAFETY: `s` is a live tpacket_stats_v3 and `len` its size; the
@@ -865,8 +867,7 @@ impl Control {
             if r == 0 {
                 self.kernel_packets
                     .fetch_add(u64::from(s.tp_packets), Ordering::Relaxed);
-                self.kernel_drops
-                    .fetch_add(u64::from(s.tp_drops), Ordering::Relaxed);
+                drops.fetch_add(u64::from(s.tp_drops), Ordering::Relaxed);
             }
         }
     }
@@ -879,9 +880,21 @@ impl PortControl for Control {
     fn stats(&self) -> PortStats {
         self.poll_kernel();
         PortStats {
-            imissed: self.kernel_drops.load(Ordering::Relaxed),
+            imissed: self
+                .kernel_drops
+                .iter()
+                .map(|d| d.load(Ordering::Relaxed))
+                .sum(),
             ..PortStats::from_queues(self.rx.iter().map(|q| &**q), self.tx.iter().map(|q| &**q))
         }
+    }
+    fn rx_queue_stats(&self) -> Vec<PortStats> {
+        self.poll_kernel();
+        let mut v = PortStats::per_rx_queue(self.rx.iter().map(|q| &**q));
+        for (s, d) in v.iter_mut().zip(&self.kernel_drops) {
+            s.imissed = d.load(Ordering::Relaxed);
+        }
+        v
     }
     fn caps(&self) -> Caps {
         Caps {
@@ -1089,6 +1102,7 @@ pub fn open(cfg: &AfPacketConfig) -> Result<OpenPort, PortError> {
         let (iov, msgs) = unsafe { (Box::new(std::mem::zeroed()), Box::new(std::mem::zeroed())) };
         tx.push(Box::new(TxQ { fd, c, iov, msgs }) as BoxTx);
     }
+    let kernel_drops = fds.iter().map(|_| AtomicU64::new(0)).collect();
     Ok(OpenPort {
         control: Arc::new(Control {
             iface: cfg.iface.clone(),
@@ -1096,7 +1110,7 @@ pub fn open(cfg: &AfPacketConfig) -> Result<OpenPort, PortError> {
             tx: txc,
             fds,
             kernel_packets: AtomicU64::new(0),
-            kernel_drops: AtomicU64::new(0),
+            kernel_drops,
             stopped,
             big,
             _offloads: offloads,

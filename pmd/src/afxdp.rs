@@ -437,6 +437,15 @@ impl PortControl for Control {
             ..PortStats::from_queues([&*self.rx], [&*self.tx])
         }
     }
+    /// One queue: the port's.
+    fn rx_queue_stats(&self) -> Vec<PortStats> {
+        let s = self.stats();
+        vec![PortStats {
+            opackets: 0,
+            obytes: 0,
+            ..s
+        }]
+    }
     fn caps(&self) -> Caps {
         Caps {
             max_burst: MAX_BURST,

@@ -213,6 +213,14 @@ impl PortStats {
         }
         s
     }
+
+    /// Each RX queue's counters as device counters of their own (TX
+    /// fields zero), for [`PortControl::rx_queue_stats`].
+    pub fn per_rx_queue<'a>(rx: impl IntoIterator<Item = &'a QueueCounters>) -> Vec<PortStats> {
+        rx.into_iter()
+            .map(|q| PortStats::from_queues([q], []))
+            .collect()
+    }
 }
 
 /// Control-path view of a port: its counters and capabilities.
@@ -228,6 +236,14 @@ pub trait PortControl: Send + Sync {
     fn stop_rx(&self) {}
     /// Driver-specific counters as name/value pairs, like `rte_eth_xstats`.
     fn xstats(&self) -> Vec<(&'static str, u64)> {
+        Vec::new()
+    }
+    /// The device's counters per RX queue, in queue order (received,
+    /// bytes, missed, no buffer; TX fields zero), as `rte_eth_stats`'
+    /// `q_ipackets`/`q_errors` or `ethtool -S`'s per-queue lines: where one
+    /// queue of a port misses packets that the others do not, RSS
+    /// loads it more. Empty where the driver does not count per queue.
+    fn rx_queue_stats(&self) -> Vec<PortStats> {
         Vec::new()
     }
     /// The link: up with a carrier (`Some(true)`), down, or `None` where

@@ -39,6 +39,9 @@ impl PortControl for Control {
     fn stats(&self) -> PortStats {
         PortStats::from_queues(self.rx.iter().map(|q| &**q), self.tx.iter().map(|q| &**q))
     }
+    fn rx_queue_stats(&self) -> Vec<PortStats> {
+        PortStats::per_rx_queue(self.rx.iter().map(|q| &**q))
+    }
     fn caps(&self) -> Caps {
         Caps {
             max_burst: MAX_BURST,

@@ -154,6 +154,9 @@ impl PortControl for Control {
     fn stats(&self) -> PortStats {
         PortStats::from_queues([&*self.rx], [&*self.tx])
     }
+    fn rx_queue_stats(&self) -> Vec<PortStats> {
+        PortStats::per_rx_queue([&*self.rx])
+    }
     fn caps(&self) -> Caps {
         Caps {
             max_burst: MAX_BURST,

@@ -20,6 +20,8 @@ commands:
   stats                      totals and rates since start (or since `clear stats`)
   show ports                 ports: driver, addresses, queues, packets, drops
   show cores                 workers: mode, poll policy and state, load
+  show queues                RX queues: the worker polling each, packets,
+                             packets per burst, the device's misses
   show routes [ADDR|PREFIX]  route counts and static routes, or the route ADDR takes
   show neighbors             static neighbours, and the kernel's (netlink)
   show rules                 firewall rules and their hit counters
@@ -156,6 +158,7 @@ pub fn run(args: &[String], cx: &mut Context<'_>) -> Response {
         }
         ["show", "ports"] => show_ports(cx),
         ["show", "cores"] => show_cores(cx),
+        ["show", "queues"] => show_queues(cx),
         ["show", "routes"] => show_routes(cx, None),
         ["show", "routes", what] => show_routes(cx, Some(what)),
         ["show", "neighbors" | "neighbours"] => show_neighbors(cx),
@@ -392,6 +395,39 @@ fn show_ports(cx: &mut Context<'_>) -> Response {
         }));
     }
     Response::ok(text, json!({ "ports": data }))
+}
+
+/// Each RX queue a worker polls, as VPP's `show interface rx-placement`
+/// with the counts of `ethtool -S`'s per-queue lines: where RSS loads
+/// one queue more than the others, its packets, its bursts' fill and
+/// its misses show it.
+fn show_queues(cx: &mut Context<'_>) -> Response {
+    let r = report(cx);
+    let mut text = format!(
+        "{:<8} {:>5} {:>5} {:>14} {:>10} {:>10} {:>10}\n",
+        "port", "queue", "core", "rx pkts", "rx pps", "pkts/burst", "missed"
+    );
+    let mut data = Vec::new();
+    for p in &r.ports {
+        for q in &p.queues {
+            let _ = writeln!(
+                text,
+                "{:<8} {:>5} {:>5} {:>14} {:>10.0} {:>10.1} {:>10}",
+                p.name,
+                q.queue,
+                q.core,
+                q.rx_pkts,
+                q.rx_pps,
+                q.pkts_per_burst,
+                q.rx_missed
+                    .map_or_else(|| "-".to_string(), |m| m.to_string())
+            );
+            let mut v = serde_json::to_value(q).unwrap_or_default();
+            v["port"] = json!(p.name);
+            data.push(v);
+        }
+    }
+    Response::ok(text, json!({ "queues": data }))
 }
 
 fn show_cores(cx: &mut Context<'_>) -> Response {

@@ -184,9 +184,10 @@ impl<B: PacketBuf, R: RxQueue<Buf = B>, T: TxQueue<Buf = B>, F: ForwardMode>
         // round costs nothing.
         let mut entered = false;
         rxb.set_burst(chunk);
-        for slot in rx.iter_mut() {
+        for (qi, slot) in rx.iter_mut().enumerate() {
             let in_port = slot.port;
             let pc = &c.ports[usize::from(in_port)];
+            let qc = &c.rx_queues[qi];
             let mut taken = 0usize;
             loop {
                 let n = slot.q.rx_burst(rxb);
@@ -261,6 +262,8 @@ impl<B: PacketBuf, R: RxQueue<Buf = B>, T: TxQueue<Buf = B>, F: ForwardMode>
                     }
                 }
                 pc.rx_pkts.add(n as u64);
+                qc.rx_pkts.add(n as u64);
+                qc.rx_bursts.add(1);
                 if n < chunk {
                     break; // drained
                 }

@@ -110,6 +110,10 @@ impl PortControl for Control {
         PortStats::from_queues(&self.0.rx, &self.0.tx)
     }
 
+    fn rx_queue_stats(&self) -> Vec<PortStats> {
+        PortStats::per_rx_queue(&self.0.rx)
+    }
+
     fn caps(&self) -> Caps {
         Caps {
             max_burst: MAX_BURST,
