@@ -55,6 +55,9 @@ pub struct Record {
 /// A worker's end: what to capture and where to put it.
 pub struct Tap {
     port: u16,
+    /// Of the received packets (and those dropped), only those of this RX
+    /// queue (`--queue`).
+    rx_queue: Option<u16>,
     dirs: u8,
     filter: Option<Arc<Program>>,
     ring: rtrb::Producer<Record>,
@@ -64,6 +67,14 @@ pub struct Tap {
 }
 
 impl Tap {
+    /// Whether it takes the packets received from RX queue `queue` (and
+    /// those of them dropped): all queues' but with `--queue`. (What is
+    /// sent, it takes if it was made for the worker's TX queue.)
+    #[inline]
+    pub fn takes(&self, queue: u16) -> bool {
+        self.rx_queue.is_none_or(|q| q == queue)
+    }
+
     /// Offers the packets of a burst seen on `port` in direction `dir`
     /// (drops with their reasons).
     #[inline(never)]
@@ -116,6 +127,9 @@ impl Tap {
 pub struct Spec {
     /// Port index.
     pub port: u16,
+    /// Only this queue's packets: received from RX queue N (and dropped
+    /// after), sent on TX queue N (as `dpdk-pdump`'s `queue=N`).
+    pub queue: Option<u16>,
     /// Direction bits.
     pub dirs: u8,
     /// Stop after this many packets (0: no limit).
@@ -175,11 +189,13 @@ pub struct Status {
 
 impl Capture {
     /// Opens the file (one interface block per port of `ports`) and makes
-    /// one tap per worker.
+    /// one tap per worker; `tx_queues[w]`: the TX queue worker `w` sends
+    /// on through the port, if any (with `--queue`, only the worker whose
+    /// TX queue it is captures what is sent).
     pub fn start(
         spec: Spec,
         ports: &[String],
-        workers: usize,
+        tx_queues: &[Option<u16>],
         tsc_hz: f64,
     ) -> Result<(Capture, Vec<Tap>)> {
         let filter = match &spec.filter {
@@ -204,12 +220,14 @@ impl Capture {
         let remaining = (spec.count > 0).then(|| Arc::new(AtomicU64::new(spec.count)));
         let mut rings = Vec::new();
         let mut taps = Vec::new();
-        for _ in 0..workers {
+        for txq in tx_queues {
             let (p, c) = rtrb::RingBuffer::new(RING);
             rings.push(c);
+            let sends = spec.queue.is_none() || *txq == spec.queue;
             taps.push(Tap {
                 port: spec.port,
-                dirs: spec.dirs,
+                rx_queue: spec.queue,
+                dirs: if sends { spec.dirs } else { spec.dirs & !TX },
                 filter: filter.clone(),
                 ring: p,
                 dropped: dropped.clone(),
@@ -318,11 +336,13 @@ impl Capture {
     }
 }
 
-/// Parses `capture start` arguments: `--port P` (name), `--direction
-/// rx|tx|drop|all` (default rx), `--count N`, `--duration S`, `--filter
-/// EXPR`, `-w FILE` (an absolute path: the client resolves it).
+/// Parses `capture start` arguments: `--port P` (name), `--queue N`,
+/// `--direction rx|tx|drop|all` (default rx), `--count N`, `--duration
+/// S`, `--filter EXPR`, `-w FILE` (an absolute path: the client resolves
+/// it).
 pub fn parse_spec(args: &[String], ports: &[String]) -> Result<Spec, String> {
     let mut port = None;
+    let mut queue = None;
     let mut dirs = RX;
     let mut count = 0;
     let mut duration = None;
@@ -344,6 +364,13 @@ pub fn parse_spec(args: &[String], ports: &[String]) -> Result<Spec, String> {
                         .position(|p| *p == v)
                         .ok_or_else(|| format!("no port `{v}` (ports: {})", ports.join(", ")))?
                         as u16,
+                );
+            }
+            "--queue" | "-q" => {
+                let v = val()?;
+                queue = Some(
+                    v.parse::<u16>()
+                        .map_err(|_| format!("--queue `{v}`: a queue number"))?,
                 );
             }
             "--direction" | "-d" => {
@@ -383,6 +410,7 @@ pub fn parse_spec(args: &[String], ports: &[String]) -> Result<Spec, String> {
     }
     Ok(Spec {
         port: port.ok_or("--port is required")?,
+        queue,
         dirs,
         count,
         duration,

@@ -189,7 +189,11 @@ where
             let queue = rx[usize::from(p)][usize::from(q)]
                 .take()
                 .ok_or_else(|| anyhow!("RX queue {p}:{q} handed out twice"))?;
-            rxs.push(RxSlot { port: p, q: queue });
+            rxs.push(RxSlot {
+                port: p,
+                queue: q,
+                q: queue,
+            });
         }
         let mut txs = Vec::new();
         for &(p, q) in &w.tx {
@@ -490,7 +494,6 @@ where
     let mut building: Option<Building> = None;
     // A SIGHUP to take: now, or once the running build is done.
     let mut hup_waiting = false;
-    let port_names: Vec<String> = cfg.ports.iter().map(|p| p.name.clone()).collect();
     let started = Instant::now();
     let mut prev = tel.snapshot();
     let mut next = started + cfg.run.stats_period;
@@ -628,7 +631,7 @@ where
             recv(commands) -> cmd => {
                 if let Ok(cmd) = cmd {
                     let resp = if cmd.args.first().is_some_and(|a| a == "capture") {
-                        Some(capture_command(&cmd.args[1..], &mut capture, &port_names, &tap_tx, tel.tsc_hz()))
+                        Some(capture_command(&cmd.args[1..], &mut capture, cfg, &tap_tx, tel.tsc_hz()))
                     } else if cmd.args == ["reload"] {
                         if building.is_some() {
                             reloads.record(false);
@@ -923,11 +926,13 @@ fn rule_hits(gateway: &Option<GatewayConfig>, sinks: &[RuleHits]) -> Vec<(String
 fn capture_command(
     args: &[String],
     capture: &mut Option<crate::capture::Capture>,
-    ports: &[String],
+    cfg: &Config,
     taps: &[crossbeam_channel::Sender<Option<crate::capture::Tap>>],
     tsc_hz: f64,
 ) -> crate::ctl::Response {
     use crate::ctl::Response;
+    let ports: Vec<String> = cfg.ports.iter().map(|p| p.name.clone()).collect();
+    let ports = &ports[..];
     let status = |c: &crate::capture::Capture| {
         let s = c.status();
         Response::ok(
@@ -950,7 +955,20 @@ fn capture_command(
                 Ok(s) => s,
                 Err(e) => return Response::error(e),
             };
-            match crate::capture::Capture::start(spec, ports, taps.len(), tsc_hz) {
+            let port = &cfg.ports[usize::from(spec.port)];
+            if let Some(q) = spec.queue.filter(|&q| q >= port.rxq.max(port.txq)) {
+                return Response::error(format!(
+                    "port `{}` has {} RX and {} TX queue(s); queue {q} does not exist",
+                    port.name, port.rxq, port.txq
+                ));
+            }
+            // The TX queue each worker sends on through the port.
+            let tx_queues: Vec<Option<u16>> = cfg
+                .workers
+                .iter()
+                .map(|w| w.tx.iter().find(|(p, _)| *p == spec.port).map(|&(_, q)| q))
+                .collect();
+            match crate::capture::Capture::start(spec, ports, &tx_queues, tsc_hz) {
                 Ok((c, new_taps)) => {
                     for (tx, tap) in taps.iter().zip(new_taps) {
                         let _ = tx.send(Some(tap));
@@ -977,7 +995,7 @@ fn capture_command(
             _ => Response::error("no capture is running"),
         },
         _ => Response::error(
-            "capture start --port P [--direction rx|tx|drop|all] [--count N] [--duration S] [--filter EXPR] -w FILE | capture status | capture stop",
+            "capture start --port P [--queue N] [--direction rx|tx|drop|all] [--count N] [--duration S] [--filter EXPR] -w FILE | capture status | capture stop",
         ),
     }
 }

@@ -323,3 +323,139 @@ fn dropped_packets_carry_their_reason() {
     assert!(rows.iter().any(|r| r.contains("not_for_us")), "{rows:?}");
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// `--queue N`: a port of two RX queues, each polled by its own io
+/// worker, offered one flow, which RSS puts on one queue: a capture of
+/// that queue takes its packets, one of the other queue takes none (over
+/// a second); sent packets are taken by the TX queue they left by; a
+/// queue the port does not have is refused.
+#[test]
+fn a_capture_of_one_queue_takes_only_that_queues_packets() {
+    if !have("tshark") || !have("tcpdump") {
+        return;
+    }
+    let dir = common::fresh_dir("cap-queue");
+    let cfg = dir.join("q.toml");
+    let port = |name: &str, n: u8, rate: u32| {
+        format!(
+            r#"
+[[port]]
+name = "{name}"
+driver = "softnic"
+rxq = 2
+txq = 2
+mac = "02:51:00:00:00:0{n}"
+peer_mac = "02:5e:00:00:00:0{n}"
+[port.softnic]
+rate = {rate}
+flows = 1
+src_ip = "198.18.0.1/32"
+dst_ip = "198.19.0.1/32"
+"#
+        )
+    };
+    let text = format!(
+        r#"
+[run]
+duration = 0
+
+[management]
+socket = "ctl.sock"
+
+[generator]
+core = 0
+{}{}
+[[worker]]
+core = 0
+mode = "io"
+rx = ["p0:0", "p1:0"]
+
+[[worker]]
+core = 1
+mode = "io"
+rx = ["p0:1", "p1:1"]
+"#,
+        port("p0", 0, 20_000),
+        port("p1", 1, 1)
+    );
+    std::fs::write(&cfg, text).unwrap();
+    let sock = dir.join("ctl.sock");
+    let _run = Killed(
+        Command::new(env!("CARGO_BIN_EXE_sluice"))
+            .arg("run")
+            .arg(&cfg)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    common::wait_for(&sock);
+    std::thread::sleep(Duration::from_millis(500));
+    let q = common::ctl_json(&sock, &["show", "queues"]);
+    let p0: Vec<(u64, u64)> = q["queues"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|q| q["port"] == "p0")
+        .map(|q| (q["queue"].as_u64().unwrap(), q["rx_pkts"].as_u64().unwrap()))
+        .collect();
+    assert_eq!(p0.len(), 2, "{q}");
+    let busy = p0
+        .iter()
+        .find(|(_, n)| *n > 0)
+        .expect("one queue has the flow")
+        .0;
+    assert!(
+        p0.iter().any(|&(q, n)| q != busy && n == 0),
+        "one flow, one queue: {p0:?}"
+    );
+    let (busy, idle) = (busy.to_string(), (1 - busy).to_string());
+    // Packets a capture of `args` wrote.
+    let take = |name: &str, args: &[&str]| {
+        let file = dir.join(name);
+        let mut a = vec!["capture"];
+        a.extend_from_slice(args);
+        a.extend_from_slice(&["-w", file.to_str().unwrap()]);
+        let (ok, out) = ctl(&sock, &a);
+        assert!(ok, "{out}");
+        tshark(&file, &["frame.interface_name"]).len()
+    };
+    let (count, second) = (["--count", "20"], ["--duration", "1"]);
+    let rx = |q: &str, until: [&str; 2]| {
+        let a = ["--port", "p0", "--queue", q, until[0], until[1]];
+        take(&format!("rx-{q}.pcapng"), &a)
+    };
+    assert_eq!(rx(&busy, count), 20);
+    assert_eq!(rx(&idle, second), 0);
+    // Sent on p1: by the TX queue of the worker polling the busy queue
+    // (worker N sends on TX queue N).
+    let tx = |q: &str, until: [&str; 2]| {
+        let a = [
+            "--port",
+            "p1",
+            "--direction",
+            "tx",
+            "--queue",
+            q,
+            until[0],
+            until[1],
+        ];
+        take(&format!("tx-{q}.pcapng"), &a)
+    };
+    assert_eq!(tx(&busy, count), 20);
+    assert_eq!(tx(&idle, second), 0);
+    let (ok, out) = ctl(
+        &sock,
+        &[
+            "capture",
+            "--port",
+            "p0",
+            "--queue",
+            "2",
+            "-w",
+            "/tmp/x.pcapng",
+        ],
+    );
+    assert!(!ok && out.contains("queue 2 does not exist"), "{out}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -38,7 +38,7 @@ commands:
                              switch a worker's poll policy (busy, interrupt,
                              adaptive, timer, auto), default settings but
                              the knobs given ([worker.poll]'s: busy_poll_us=100)
-  capture [start] --port P [--direction rx|tx|drop|all] [--count N]
+  capture [start] --port P [--queue N] [--direction rx|tx|drop|all] [--count N]
           [--duration S] [--filter EXPR] -w FILE.pcapng
                              capture packets (tcpdump filter syntax)
   capture status | stop      the running capture

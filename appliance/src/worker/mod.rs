@@ -41,6 +41,8 @@ const PUBLISH: Duration = Duration::from_millis(10);
 pub struct RxSlot<R> {
     /// Port id.
     pub port: u16,
+    /// Queue index on the port.
+    pub queue: u16,
     /// The queue (a driver's own type, or a `BoxRx`).
     pub q: R,
 }

@@ -212,7 +212,7 @@ impl<B: PacketBuf, R: RxQueue<Buf = B>, T: TxQueue<Buf = B>, F: ForwardMode>
                 }
                 // A capture sees the packets as received (stages rewrite
                 // them in place); without one, one branch per burst.
-                if let Some(tp) = tap.as_mut() {
+                if let Some(tp) = tap.as_mut().filter(|t| t.takes(slot.queue)) {
                     tp.burst(
                         in_port,
                         RX,
@@ -255,7 +255,14 @@ impl<B: PacketBuf, R: RxQueue<Buf = B>, T: TxQueue<Buf = B>, F: ForwardMode>
                         verdicts[..n].fill(v);
                     }
                     if let Some(tp) = tap.as_mut() {
-                        capture_verdicts(tp, in_port, t0, rxb.as_slice(), &verdicts[..n]);
+                        capture_verdicts(
+                            tp,
+                            in_port,
+                            slot.queue,
+                            t0,
+                            rxb.as_slice(),
+                            &verdicts[..n],
+                        );
                     }
                     for (m, v) in rxb.drain().zip(verdicts.iter()) {
                         dispatch(*v, m, in_port, rx_at, tx, c, &mut handoff.out, false, punt);
@@ -515,12 +522,13 @@ fn drop_unfilled<B: PacketBuf>(buf: &mut Batch<B>, start: usize) {
 }
 
 /// Offers a processed burst to a capture: the packets leaving on its port
-/// (as sent), and those received on its port that a stage dropped (with
-/// the reason).
+/// (as sent), and those received on its port (from RX queue `queue`) that
+/// a stage dropped (with the reason).
 #[cold]
 fn capture_verdicts<B: PacketBuf>(
     tap: &mut Tap,
     in_port: u16,
+    queue: u16,
     t0: u64,
     pkts: &[B],
     verdicts: &[Verdict],
@@ -535,6 +543,9 @@ fn capture_verdicts<B: PacketBuf>(
             .filter(|(_, v)| **v == Verdict::Forward(port))
             .map(|(m, _)| (m.data(), 0)),
     );
+    if !tap.takes(queue) {
+        return;
+    }
     tap.burst(
         in_port,
         DROP,
