@@ -137,7 +137,7 @@ where
     // traffic to the core that owns the mapping).
     let l3_workers = cfg.l3fwd_workers();
     let mut meshes = if cfg.gateway.enabled && l3_workers > 1 {
-        Handoff::mesh(usize::from(l3_workers), HANDOFF_RING)
+        Handoff::mesh(usize::from(l3_workers), HANDOFF_RING).context("the handoff rings' bells")?
     } else {
         Vec::new()
     }

@@ -91,6 +91,12 @@ pub struct Handoff<B> {
     pub out: Vec<Option<rtrb::Producer<Handed<B>>>>,
     /// From the others.
     pub inp: Vec<rtrb::Consumer<Handed<B>>>,
+    /// Each worker's waker, by index (empty without rings).
+    pub wakers: Vec<Arc<Waker>>,
+    /// This worker's index.
+    pub me: usize,
+    /// The workers it handed packets to in this round.
+    pub handed: Vec<bool>,
 }
 
 impl<B> Default for Handoff<B> {
@@ -98,17 +104,61 @@ impl<B> Default for Handoff<B> {
         Handoff {
             out: Vec::new(),
             inp: Vec::new(),
+            wakers: Vec::new(),
+            me: 0,
+            handed: Vec::new(),
         }
+    }
+}
+
+/// How a worker blocked on its interrupts learns that packets were handed
+/// to it: an eventfd in its interrupt set, which a worker that handed it
+/// packets in a round rings at the round's end if it is asleep. A worker
+/// that polls is never rung (no syscall); one that blocks says so before
+/// its last poll, so either that poll sees the packets or the bell rings
+/// (both sides order the flag and the ring with `SeqCst`). Without it a
+/// handed packet waited for the owner's next interrupt or its 10 ms
+/// timeout.
+pub struct Waker {
+    bell: EventFd,
+    asleep: AtomicBool,
+}
+
+impl Waker {
+    /// Rings the bell if the worker is blocked, or about to block.
+    #[inline]
+    pub fn wake(&self) {
+        std::sync::atomic::fence(Ordering::SeqCst);
+        if self.asleep.load(Ordering::Relaxed) {
+            self.bell.signal();
+        }
+    }
+
+    /// Says that the worker is about to block (`true`) or has woken.
+    #[inline]
+    pub fn asleep(&self, yes: bool) {
+        self.asleep.store(yes, Ordering::SeqCst);
     }
 }
 
 impl<B> Handoff<B> {
     /// Rings between `n` workers, `cap` packets each: `n` ends.
-    pub fn mesh(n: usize, cap: usize) -> Vec<Handoff<B>> {
+    pub fn mesh(n: usize, cap: usize) -> std::io::Result<Vec<Handoff<B>>> {
+        let wakers = (0..n)
+            .map(|_| {
+                Ok(Arc::new(Waker {
+                    bell: EventFd::new()?,
+                    asleep: AtomicBool::new(false),
+                }))
+            })
+            .collect::<std::io::Result<Vec<_>>>()?;
         let mut v: Vec<Handoff<B>> = (0..n)
-            .map(|_| Handoff {
+            .map(|me| Handoff {
                 out: (0..n).map(|_| None).collect(),
                 inp: Vec::new(),
+                wakers: wakers.clone(),
+                me,
+                handed: vec![false; n],
             })
             .collect();
         for from in 0..n {
@@ -120,7 +170,23 @@ impl<B> Handoff<B> {
                 }
             }
         }
-        v
+        Ok(v)
+    }
+
+    /// Its own waker, if it has rings.
+    #[inline]
+    pub fn waker(&self) -> Option<&Waker> {
+        self.wakers.get(self.me).map(|w| &**w)
+    }
+
+    /// Rings the workers it handed packets to in this round (if asleep).
+    #[inline]
+    pub fn wake_handed(&mut self) {
+        for (h, w) in self.handed.iter_mut().zip(&self.wakers) {
+            if std::mem::take(h) {
+                w.wake();
+            }
+        }
     }
 }
 
@@ -283,7 +349,7 @@ pub fn run<B: PacketBuf, R: RxQueue<Buf = B>, T: TxQueue<Buf = B>, F: ForwardMod
     }
     // Built whatever the policy, so that a switch to one that blocks finds
     // it (None when a queue has no interrupt line).
-    let epoll = intr_set(&rx, doorbell.as_deref());
+    let epoll = intr_set(&rx, doorbell.as_deref(), handoff.waker().map(|w| &w.bell));
     let now = rdtsc();
     let mut fwd = fwd;
     // The stage's clock starts before the first packet.
@@ -351,19 +417,28 @@ pub fn run<B: PacketBuf, R: RxQueue<Buf = B>, T: TxQueue<Buf = B>, F: ForwardMod
 
 /// An epoll set over the queues' interrupt lines, or `None` if a queue has
 /// none (or epoll fails).
-fn intr_set<R: RxQueue>(rx: &[RxSlot<R>], doorbell: Option<&EventFd>) -> Option<Epoll> {
-    let ep = Epoll::new(rx.len() + 1).ok()?;
+fn intr_set<R: RxQueue>(
+    rx: &[RxSlot<R>],
+    doorbell: Option<&EventFd>,
+    handed: Option<&EventFd>,
+) -> Option<Epoll> {
+    let ep = Epoll::new(rx.len() + 2).ok()?;
     for (i, s) in rx.iter().enumerate() {
         ep.add(s.q.interrupt()?.fd(), i as u64).ok()?;
     }
     if let Some(d) = doorbell {
         ep.add(d.as_raw_fd(), DOORBELL).ok()?;
     }
+    if let Some(d) = handed {
+        ep.add(d.as_raw_fd(), HANDED).ok()?;
+    }
     Some(ep)
 }
 
 /// The epoll token of the mirror's doorbell.
 pub(super) const DOORBELL: u64 = u64::MAX;
+/// The epoll token of the bell rung for handed packets ([`Waker`]).
+pub(super) const HANDED: u64 = u64::MAX - 1;
 
 impl<B: PacketBuf, R: RxQueue<Buf = B>, T: TxQueue<Buf = B>, F: ForwardMode>
     Worker<'_, B, R, T, F>
@@ -483,5 +558,50 @@ impl<B: PacketBuf, R: RxQueue<Buf = B>, T: TxQueue<Buf = B>, F: ForwardMode>
         self.c.gen_running.set(0);
         self.c.core.running.set(0);
         self.handoff.inp
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::{Duration, Instant};
+
+    /// A worker that polls is never rung for what is handed to it (no
+    /// syscall); one that blocks is woken at once by a packet handed
+    /// after its last poll, not at its timeout.
+    #[test]
+    fn a_blocked_owner_is_woken_for_handed_packets() {
+        let mut mesh = Handoff::<u32>::mesh(2, 16).unwrap();
+        let mut owner = mesh.pop().unwrap();
+        let mut from = mesh.pop().unwrap();
+        let mut ep = Epoll::new(2).unwrap();
+        ep.add(owner.waker().unwrap().bell.as_raw_fd(), HANDED)
+            .unwrap();
+        let hand = |h: &mut Handoff<u32>, v: u32| {
+            h.out[1].as_mut().unwrap().push((v, 0)).unwrap();
+            h.handed[1] = true;
+            h.wake_handed();
+        };
+        hand(&mut from, 1);
+        assert_eq!(ep.wait(0).count(), 0, "a polling owner is not rung");
+        assert_eq!(owner.inp[0].pop().unwrap().0, 1);
+        // About to block: its last poll finds nothing, then it waits.
+        owner.waker().unwrap().asleep(true);
+        assert!(owner.inp[0].pop().is_err());
+        let t = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(50));
+            hand(&mut from, 2);
+        });
+        let start = Instant::now();
+        let woke: Vec<u64> = ep.wait(20_000).collect();
+        assert_eq!(woke, [HANDED]);
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "woken, not timed out"
+        );
+        owner.waker().unwrap().asleep(false);
+        owner.waker().unwrap().bell.clear();
+        assert_eq!(owner.inp[0].pop().unwrap().0, 2);
+        t.join().unwrap();
     }
 }

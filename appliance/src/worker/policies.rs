@@ -89,6 +89,10 @@ impl<B: PacketBuf, R: RxQueue<Buf = B>, T: TxQueue<Buf = B>, F: ForwardMode>
                 i.enable();
             }
         }
+        // Before the last poll: packets handed after it ring the bell.
+        if let Some(w) = self.handoff.waker() {
+            w.asleep(true);
+        }
         let (got, _) = self.poll_round(self.burst, self.burst, u64::MAX, t0);
         let t1 = rdtsc();
         self.settle(t0, t1);
@@ -98,12 +102,15 @@ impl<B: PacketBuf, R: RxQueue<Buf = B>, T: TxQueue<Buf = B>, F: ForwardMode>
             self.c.core.blocks.add(1);
             let ms = PUBLISH.as_millis() as i32;
             let mut fired = 0u64;
-            let mut woke = false;
+            let (mut woke, mut handed) = (false, false);
             if let Some(ep) = self.epoll.as_mut() {
                 for tok in ep.wait(ms) {
                     if tok == super::DOORBELL {
                         // The kernel's frames: sent by the next round.
                         woke = true;
+                    } else if tok == super::HANDED {
+                        // Packets handed over: taken by the next round.
+                        handed = true;
                     } else {
                         fired |= 1 << (tok % 64);
                     }
@@ -114,7 +121,12 @@ impl<B: PacketBuf, R: RxQueue<Buf = B>, T: TxQueue<Buf = B>, F: ForwardMode>
                     d.clear();
                 }
             }
-            if fired != 0 || woke {
+            if handed {
+                if let Some(w) = self.handoff.waker() {
+                    w.bell.clear();
+                }
+            }
+            if fired != 0 || woke || handed {
                 self.c.core.wakeups.add(1);
             }
             for (i, s) in self.rx.iter().enumerate() {
@@ -125,6 +137,9 @@ impl<B: PacketBuf, R: RxQueue<Buf = B>, T: TxQueue<Buf = B>, F: ForwardMode>
                 }
             }
             self.c.core.idle_cycles.add(rdtsc().wrapping_sub(t1));
+        }
+        if let Some(w) = self.handoff.waker() {
+            w.asleep(false);
         }
         for s in &self.rx {
             if let Some(i) = s.q.interrupt() {

@@ -111,6 +111,7 @@ pub(super) fn dispatch<B: PacketBuf, T: TxQueue<Buf = B>>(
     tx: &mut [Option<Tx<B, T>>],
     c: &WorkerCounters,
     out: &mut [Option<rtrb::Producer<Handed<B>>>],
+    to: &mut [bool],
     handed: bool,
     punt: &mut Option<crate::punt::PuntEnd>,
 ) {
@@ -135,6 +136,9 @@ pub(super) fn dispatch<B: PacketBuf, T: TxQueue<Buf = B>>(
                     pc.drops[DropReason::HandoffFull as usize].add(1);
                 } else {
                     pc.handed_off.add(1);
+                    if let Some(t) = to.get_mut(usize::from(w)) {
+                        *t = true;
+                    }
                 }
             }
             _ => pc.drops[DropReason::HandoffFull as usize].add(1),
@@ -265,7 +269,18 @@ impl<B: PacketBuf, R: RxQueue<Buf = B>, T: TxQueue<Buf = B>, F: ForwardMode>
                         );
                     }
                     for (m, v) in rxb.drain().zip(verdicts.iter()) {
-                        dispatch(*v, m, in_port, rx_at, tx, c, &mut handoff.out, false, punt);
+                        dispatch(
+                            *v,
+                            m,
+                            in_port,
+                            rx_at,
+                            tx,
+                            c,
+                            &mut handoff.out,
+                            &mut handoff.handed,
+                            false,
+                            punt,
+                        );
                     }
                 }
                 pc.rx_pkts.add(n as u64);
@@ -281,6 +296,8 @@ impl<B: PacketBuf, R: RxQueue<Buf = B>, T: TxQueue<Buf = B>, F: ForwardMode>
             }
             got += taken;
         }
+        // The workers handed packets this round, woken if they block.
+        handoff.wake_handed();
         // Packets other workers handed over (received and counted there).
         for ring in handoff.inp.iter_mut() {
             let n = ring.slots().min(chunk);
@@ -295,7 +312,7 @@ impl<B: PacketBuf, R: RxQueue<Buf = B>, T: TxQueue<Buf = B>, F: ForwardMode>
             if let Ok(items) = ring.read_chunk(n) {
                 for (mut m, in_port) in items {
                     let v = fwd.process(&mut m, in_port);
-                    dispatch(v, m, in_port, rx_at, tx, c, &mut [], true, punt);
+                    dispatch(v, m, in_port, rx_at, tx, c, &mut [], &mut [], true, punt);
                 }
             }
             got += n;
