@@ -125,18 +125,25 @@ rx = ["in", "out"]
         ),
     )
     .unwrap();
+    let (run, sock) = run(&dir, &cfg);
+    Some((run, dir, sock, frames))
+}
+
+/// Runs `cfg` (its control socket `ctl.sock` in `dir`) until killed;
+/// returns it once the socket is there.
+fn run(dir: &Path, cfg: &Path) -> (Killed, PathBuf) {
     let sock = dir.join("ctl.sock");
     let run = Killed(
         Command::new(env!("CARGO_BIN_EXE_sluice"))
             .arg("run")
-            .arg(&cfg)
+            .arg(cfg)
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
             .unwrap(),
     );
     common::wait_for(&sock);
-    Some((run, dir, sock, frames))
+    (run, sock)
 }
 
 #[test]
@@ -379,17 +386,7 @@ rx = ["p0:1", "p1:1"]
         port("p1", 1, 1)
     );
     std::fs::write(&cfg, text).unwrap();
-    let sock = dir.join("ctl.sock");
-    let _run = Killed(
-        Command::new(env!("CARGO_BIN_EXE_sluice"))
-            .arg("run")
-            .arg(&cfg)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap(),
-    );
-    common::wait_for(&sock);
+    let (_run, sock) = run(&dir, &cfg);
     std::thread::sleep(Duration::from_millis(500));
     let q = common::ctl_json(&sock, &["show", "queues"]);
     let p0: Vec<(u64, u64)> = q["queues"]

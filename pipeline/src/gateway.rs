@@ -72,8 +72,9 @@ pub struct GatewayConfig {
 /// Per-rule hit counters of one worker, published on each tick.
 pub type RuleHits = Arc<[AtomicU64]>;
 
-/// The gateway's counters: the router's, the firewall's, conntrack's and
-/// NAT's, one after another, each under its stage's names.
+/// The gateway's counters: the router's, the firewall's, conntrack's,
+/// NAT's and the fragments' (virtual reassembly), one after another, each
+/// under its stage's names.
 pub const EVENTS: [&str;
     router::Event::COUNT
         + firewall::Event::COUNT
@@ -260,7 +261,7 @@ fn readdress(l3: &mut [u8], src: u128, dst: u128) {
     let (src, dst) = (addr4(src), addr4(dst));
     if l3.len() >= 20
         && l3[0] >> 4 == 4
-        && l3[12..20] != [src.to_be_bytes(), dst.to_be_bytes()].concat()
+        && (l3[12..16] != src.to_be_bytes() || l3[16..20] != dst.to_be_bytes())
     {
         nat::readdress4(l3, src, dst);
     }
@@ -608,10 +609,10 @@ impl<C: StageClock> Gateway<C> {
         self.track4(pkt, in_port, &lane)
     }
 
-    /// An IPv4 fragment, not for the router (its header validated): a
-    /// datagram's first goes the way of any packet (its ports are in it)
-    /// and its fate is kept for the others (`reass`), which are then
-    /// translated, routed or dropped as it was, or wait for it.
+    /// An IPv4 fragment (its header validated): a datagram's first goes
+    /// the way of any packet (its ports are in it) and its fate is kept
+    /// for the others (`reass`), which are then translated, routed, given
+    /// to the router or dropped as it was, or wait for it.
     #[cold]
     #[inline(never)]
     fn fragment4<P: Frame>(&mut self, pkt: &mut P, in_port: u16) -> Verdict {
@@ -1181,6 +1182,11 @@ impl<C: StageClock> Gateway<C> {
         let ip = Ipv6Packet::new_unchecked(&b[ETH..]);
         let end = 40 + usize::from(ip.payload_len());
         let fh = frag.unwrap_or(off);
+        // (A later fragment's header was found within the frame, not
+        // checked against the payload length.)
+        if fh + 8 > end {
+            return Verdict::Drop(DropReason::Truncated);
+        }
         let f = &b[ETH + fh..ETH + fh + 8];
         let fo = u16::from_be_bytes([f[2], f[3]]);
         let key = reass::Key {

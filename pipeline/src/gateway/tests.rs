@@ -748,11 +748,8 @@ proptest! {
     }
 }
 
-/// Two workers: a mapping made by worker 0 uses a port of its slice; its
-/// reply, received by worker 1, is handed to worker 0, which translates it.
-/// Port forwards belong to worker 0.
-#[test]
-fn return_traffic_is_steered_to_the_owning_worker() {
+/// Two gateway workers (masquerade, accepting everything), started.
+fn two_workers() -> Vec<Gateway> {
     let cfg = GatewayConfig {
         rules: Arc::new(RuleSet::build(vec![], Action::Accept, &[])),
         nat: Arc::new(nat_cfg(PortRange::default())),
@@ -764,6 +761,15 @@ fn return_traffic_is_steered_to_the_owning_worker() {
     for g in &mut w {
         g.tick(S);
     }
+    w
+}
+
+/// Two workers: a mapping made by worker 0 uses a port of its slice; its
+/// reply, received by worker 1, is handed to worker 0, which translates it.
+/// Port forwards belong to worker 0.
+#[test]
+fn return_traffic_is_steered_to_the_owning_worker() {
+    let mut w = two_workers();
     let (s0, s1) = (w[0].port_range().unwrap(), w[1].port_range().unwrap());
     assert_eq!((s0.lo, s1.hi), (1024, 65535));
     assert_eq!(s0.hi + 1, s1.lo, "disjoint slices");
