@@ -8,7 +8,8 @@
 //! classifier ([`acl`]) and [`firewall`], [`conntrack`], [`nat`], and the
 //! [`gateway`] that chains them; [`bpf`] runs capture filters. Leaves every module may use: [`prefix`]
 //! (prefixes), [`route_cache`] (a flow's resolved next hop), [`events`]
-//! (named counters; each stage owns its own).
+//! (named counters; each stage owns its own), [`copies`] (frame copies that
+//! wait: for a neighbour, for a datagram's first fragment).
 //!
 //! Never here: I/O, `unsafe`, allocation per packet, or a panic on
 //! malformed input: views are created with checked constructors and a
@@ -21,6 +22,7 @@ pub mod acl;
 pub mod bpf;
 pub mod checksum;
 pub mod conntrack;
+pub mod copies;
 pub mod events;
 pub mod fib;
 pub mod firewall;

@@ -34,6 +34,7 @@
 //! copy cannot follow, or sent nowhere) and `reass_full` (fragments
 //! refused, as `fragment`, for want of a record or a slot).
 
+use crate::copies::{Copies, Held};
 use crate::verdict::DropReason;
 
 /// Datagrams followed at a time, per worker.
@@ -136,30 +137,11 @@ struct Datagram {
     len: u32,
 }
 
-const FREE: u8 = 0;
-const WAITING: u8 = 1;
-const READY: u8 = 2;
-
-#[derive(Clone, Debug)]
-struct Early {
-    state: u8,
-    key: Key,
-    in_port: u16,
-    at: u64,
-    seq: u64,
-    fate: Fate,
-    bytes: Vec<u8>,
-}
-
 /// One worker's records and waiting fragments.
 #[derive(Clone, Debug)]
 pub struct Reass {
     table: Vec<Datagram>,
-    store: Vec<Early>,
-    room: usize,
-    waiting: usize,
-    ready: usize,
-    seq: u64,
+    store: Copies<Key, Fate>,
     now: u64,
     events: [u64; Event::COUNT],
 }
@@ -177,21 +159,13 @@ impl Reass {
         };
         Reass {
             table: vec![none; DATAGRAMS],
-            store: (0..EARLY)
-                .map(|_| Early {
-                    state: FREE,
-                    key: Key::default(),
-                    in_port: 0,
-                    at: 0,
-                    seq: 0,
-                    fate: Fate::Drop(DropReason::Fragment),
-                    bytes: Vec::with_capacity(room),
-                })
-                .collect(),
-            room,
-            waiting: 0,
-            ready: 0,
-            seq: 0,
+            store: Copies::new(
+                EARLY,
+                room,
+                EARLY,
+                Key::default(),
+                Fate::Drop(DropReason::Fragment),
+            ),
             now: 0,
             events: [0; Event::COUNT],
         }
@@ -210,7 +184,7 @@ impl Reass {
     /// Whether held fragments wait to be sent.
     #[inline]
     pub fn ready(&self) -> bool {
-        self.ready > 0
+        self.store.ready()
     }
 
     fn stale(&self, d: &Datagram) -> bool {
@@ -273,15 +247,7 @@ impl Reass {
             (d.at, d.seen, d.len) = (self.now, 0, 0);
         }
         d.fate = Some(fate);
-        if self.waiting > 0 {
-            for e in self.store.iter_mut() {
-                if e.state == WAITING && e.key == *key {
-                    (e.state, e.fate) = (READY, fate);
-                    self.waiting -= 1;
-                    self.ready += 1;
-                }
-            }
-        }
+        self.store.wake(key, fate);
         self.account(i, 0, len, last);
     }
 
@@ -302,17 +268,10 @@ impl Reass {
     /// on `in_port`) until the datagram's first comes; `false` when there
     /// is no slot or it is larger than a slot (counted `reass_full`).
     pub fn hold(&mut self, key: &Key, in_port: u16, frame: &[u8]) -> bool {
-        let slot = self.store.iter().position(|e| e.state == FREE);
-        let (Some(i), true) = (slot, frame.len() <= self.room) else {
+        if self.store.hold(*key, in_port, self.now, frame) == Held::Full {
             self.count(Event::Full);
             return false;
-        };
-        self.seq += 1;
-        let e = &mut self.store[i];
-        e.bytes.clear();
-        e.bytes.extend_from_slice(frame);
-        (e.state, e.key, e.in_port, e.at, e.seq) = (WAITING, *key, in_port, self.now, self.seq);
-        self.waiting += 1;
+        }
         self.count(Event::Held);
         true
     }
@@ -321,22 +280,11 @@ impl Reass {
     /// `send(frame, in_port, fate)`, which says whether it was sent;
     /// those not sent are counted `reass_dropped`.
     pub fn release(&mut self, mut send: impl FnMut(&mut Vec<u8>, u16, Fate) -> bool) {
-        while self.ready > 0 {
-            let Some(i) = (0..self.store.len())
-                .filter(|&i| self.store[i].state == READY)
-                .min_by_key(|&i| self.store[i].seq)
-            else {
-                break;
-            };
-            let mut frame = std::mem::take(&mut self.store[i].bytes);
-            let e = &self.store[i];
-            if !send(&mut frame, e.in_port, e.fate) {
+        while let Some(mut t) = self.store.take() {
+            if !send(&mut t.frame, t.in_port, t.tag) {
                 self.count(Event::Dropped);
             }
-            frame.clear();
-            let e = &mut self.store[i];
-            (e.bytes, e.state) = (frame, FREE);
-            self.ready -= 1;
+            self.store.free(t.slot, t.frame);
         }
     }
 
@@ -344,18 +292,7 @@ impl Reass {
     /// [`TIMEOUT_NS`] are dropped (records time out as they are met).
     pub fn tick(&mut self, now: u64) {
         self.now = now;
-        if self.waiting == 0 {
-            return;
-        }
-        let mut expired = 0;
-        for e in self.store.iter_mut() {
-            if e.state == WAITING && now.saturating_sub(e.at) > TIMEOUT_NS {
-                e.state = FREE;
-                expired += 1;
-            }
-        }
-        self.waiting -= expired;
-        self.events[Event::Timeout as usize] += expired as u64;
+        self.events[Event::Timeout as usize] += self.store.expire(now, TIMEOUT_NS);
     }
 }
 
