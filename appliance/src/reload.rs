@@ -217,8 +217,11 @@ pub fn restart_needed(old: &Config, new: &Config) -> Vec<String> {
     let (a, b) = (&old.gateway, &new.gateway);
     if a.enabled != b.enabled {
         d.push("firewall/NAT on or off".into());
-    } else if a.ct_capacity != b.ct_capacity || dbg(&a.timeouts) != dbg(&b.timeouts) {
-        d.push("conntrack size or timeouts".into());
+    } else if a.ct_capacity != b.ct_capacity
+        || dbg(&a.timeouts) != dbg(&b.timeouts)
+        || a.ct_tcp_window != b.ct_tcp_window
+    {
+        d.push("conntrack size, timeouts or window tracking".into());
     }
     d
 }

@@ -100,6 +100,7 @@ pub fn build_gateway(cfg: &Config, workers: u16) -> GatewayConfig {
         nat: Arc::new(g.nat.clone()),
         ct_capacity: g.ct_capacity,
         timeouts: g.timeouts,
+        tcp_window: g.ct_tcp_window,
         workers: workers.max(1),
     }
 }

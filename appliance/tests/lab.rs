@@ -78,6 +78,7 @@ fn namespace_lab_passes_every_check() {
         "PASS TCP port 23 rejected",
         "PASS iperf3",
         "PASS UDP request/response",
+        "PASS TCP window tracking",
         "PASS accounting",
     ] {
         assert!(text.contains(check), "missing `{check}`:\n{text}");
@@ -105,6 +106,7 @@ fn af_xdp() {
         "PASS TCP port 23 rejected",
         "PASS iperf3",
         "PASS UDP request/response",
+        "PASS TCP window tracking",
         "PASS accounting",
     ] {
         assert!(text.contains(check), "missing `{check}`:\n{text}");
@@ -119,6 +121,7 @@ fn dpdk_af_packet() {
         "PASS ping client -> 198.19.0.2",
         "PASS curl through SNAT",
         "PASS iperf3",
+        "PASS TCP window tracking",
         "PASS accounting (DPDK)",
     ] {
         assert!(text.contains(check), "missing `{check}`:\n{text}");

@@ -83,6 +83,7 @@ fn gateway() -> Gateway {
             nat: Arc::new(nat),
             ct_capacity: 64,
             timeouts: Timeouts::default(),
+            tcp_window: true,
             workers: 1,
         }
     });

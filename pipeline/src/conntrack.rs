@@ -27,6 +27,9 @@
 use crate::acl::Key;
 use crate::route_cache::RouteCache;
 
+mod window;
+pub use window::{Check, Segment, Side, Window};
+
 /// Slots examined by each [`ConnTrack::tick`] sweep.
 pub const SWEEP_PER_TICK: usize = 1024;
 /// Entries examined for early drop when the table is full.
@@ -160,6 +163,14 @@ crate::counter_enum! {
         TableFull = "ct_table_full",
         /// Packets classified invalid.
         Invalid = "ct_invalid",
+        /// TCP segments classified invalid by window tracking (beyond
+        /// the window, acknowledging unsent data, malformed): counted in
+        /// `ct_invalid` too.
+        OutOfWindow = "ct_out_of_window",
+        /// TCP segments window tracking passed without moving their flow
+        /// (below the window: retransmitted or much delayed; a RST in the
+        /// window but not where its sender is).
+        WindowIgnored = "ct_window_ignored",
         /// ICMP errors matched to a tracked flow (`related`).
         Related = "ct_related",
         /// Flows deleted on request (`sluice ctl clear conntrack`, as
@@ -290,9 +301,17 @@ fn stale(now: u64, limits: &Limits, e: &Flow) -> bool {
 
 /// Moves flow `e` on by a packet in direction `reply` with TCP `flags` at
 /// `now` (see [`ConnTrack::advance`]); a refused packet is counted in
-/// `events`.
+/// `events`. `win`: the flow's window and the segment, when a TCP flow's
+/// windows are tracked (the state moves only if the segment is in them).
 #[inline(always)]
-fn step(e: &mut Flow, reply: bool, flags: u16, now: u64, events: &mut [u64; Event::COUNT]) -> Conn {
+fn step(
+    e: &mut Flow,
+    reply: bool,
+    flags: u16,
+    win: Option<(&mut Window, &Segment)>,
+    now: u64,
+    events: &mut [u64; Event::COUNT],
+) -> Conn {
     let next = if e.orig.proto == TCP {
         match tcp_next(e.state, reply, flags) {
             Some(s) => s,
@@ -306,6 +325,20 @@ fn step(e: &mut Flow, reply: bool, flags: u16, now: u64, events: &mut [u64; Even
     } else {
         e.state
     };
+    if let Some((w, seg)) = win {
+        match w.check(reply, flags, seg, e.state) {
+            Check::Accept => {}
+            Check::Ignore => {
+                events[Event::WindowIgnored as usize] += 1;
+                return Conn::Established { reply };
+            }
+            Check::Invalid => {
+                events[Event::OutOfWindow as usize] += 1;
+                events[Event::Invalid as usize] += 1;
+                return Conn::Invalid;
+            }
+        }
+    }
     e.state = next;
     e.last_ns = now;
     Conn::Established { reply }
@@ -773,6 +806,10 @@ pub struct ConnTrack {
     /// Both tuples of every flow → slot << 1 | reply.
     map: Index,
     slots: Vec<Flow>,
+    /// Per slot, the TCP windows of its flow (when `tcp_window`).
+    windows: Vec<Window>,
+    /// Whether TCP flows' windows are tracked.
+    tcp_window: bool,
     free: Vec<u32>,
     capacity: usize,
     timeouts: Timeouts,
@@ -801,6 +838,8 @@ impl ConnTrack {
         ConnTrack {
             map: Index::new(2 * capacity),
             slots,
+            windows: written(capacity, Window::default()),
+            tcp_window: true,
             free,
             capacity,
             timeouts,
@@ -812,9 +851,29 @@ impl ConnTrack {
         }
     }
 
-    /// An empty table with the same capacity and timeouts.
+    /// An empty table with the same capacity, timeouts and window
+    /// tracking.
     pub fn empty_like(&self) -> Self {
-        ConnTrack::new(self.capacity, self.timeouts)
+        let mut t = ConnTrack::new(self.capacity, self.timeouts);
+        t.tcp_window = self.tcp_window;
+        t
+    }
+
+    /// Tracks TCP flows' windows ([`Window`]; on by default, as Linux's
+    /// `nf_conntrack_tcp_be_liberal = 0`) or not (the TCP state machine
+    /// alone, as `be_liberal = 1`).
+    pub fn set_tcp_window(&mut self, on: bool) {
+        self.tcp_window = on;
+    }
+
+    /// Whether TCP flows' windows are tracked.
+    pub fn tcp_window(&self) -> bool {
+        self.tcp_window
+    }
+
+    /// The TCP windows of flow `i` (meaningful when tracked).
+    pub fn window(&self, i: u32) -> &Window {
+        &self.windows[i as usize]
     }
 
     /// Flows in the table.
@@ -1076,18 +1135,21 @@ impl ConnTrack {
         self.slots[i as usize].hop_mut(reply)
     }
 
-    /// Moves flow `i` on by a packet in direction `reply` with TCP `flags`:
-    /// `Established` or, for a TCP packet the state machine refuses,
-    /// `Invalid` (the flow is left as it was).
+    /// Moves flow `i` on by a packet in direction `reply` with TCP `flags`
+    /// (and, for TCP, its segment `seg`, checked against the flow's
+    /// windows when they are tracked; `None`: not checked, as for a first
+    /// fragment): `Established` or, for a TCP packet the state machine or
+    /// the windows refuse, `Invalid` (the flow is left as it was).
     #[inline(always)]
-    pub fn advance(&mut self, i: u32, reply: bool, flags: u16) -> Conn {
-        step(
-            &mut self.slots[i as usize],
-            reply,
-            flags,
-            self.now_ns,
-            &mut self.events,
-        )
+    pub fn advance(&mut self, i: u32, reply: bool, flags: u16, seg: Option<&Segment>) -> Conn {
+        let e = &mut self.slots[i as usize];
+        let win = match seg {
+            Some(s) if self.tcp_window && e.orig.proto == TCP => {
+                Some((&mut self.windows[i as usize], s))
+            }
+            _ => None,
+        };
+        step(e, reply, flags, win, self.now_ns, &mut self.events)
     }
 
     /// [`ConnTrack::find_hashed`] then [`ConnTrack::advance`], handing
@@ -1102,22 +1164,36 @@ impl ConnTrack {
         h: u64,
         hint: Option<u32>,
         flags: u16,
+        seg: Option<&Segment>,
     ) -> Option<(&mut Flow, bool, Conn)> {
         let (i, reply) = self.find_hashed(t, h, hint)?;
         let e = self.slots.get_mut(i as usize)?;
-        let conn = step(e, reply, flags, self.now_ns, &mut self.events);
+        let win = match seg {
+            Some(s) if self.tcp_window && e.orig.proto == TCP => {
+                Some((&mut self.windows[i as usize], s))
+            }
+            _ => None,
+        };
+        let conn = step(e, reply, flags, win, self.now_ns, &mut self.events);
         Some((e, reply, conn))
     }
 
     /// Starts tracking a flow whose first packet had tuple `orig` (and TCP
-    /// `flags`) and whose replies will carry `reply`.
-    pub fn open(&mut self, orig: Tuple, reply: Tuple, flags: u16) -> Result<u32, Refused> {
+    /// `flags`, and segment `seg`: its windows start from it) and whose
+    /// replies will carry `reply`.
+    pub fn open(
+        &mut self,
+        orig: Tuple,
+        reply: Tuple,
+        flags: u16,
+        seg: Option<&Segment>,
+    ) -> Result<u32, Refused> {
         let ho = orig.hash();
         if opens_flow(orig.proto, flags) && self.locate(&orig, ho).is_some() {
             self.events[Event::Invalid as usize] += 1;
             return Err(Refused::Exists);
         }
-        self.open_missed(orig, ho, reply, reply.hash(), flags)
+        self.open_missed(orig, ho, reply, reply.hash(), flags, seg)
     }
 
     /// [`ConnTrack::open`] of a flow whose tuple `orig` (hashed `ho`) the
@@ -1132,6 +1208,7 @@ impl ConnTrack {
         reply: Tuple,
         hr: u64,
         flags: u16,
+        seg: Option<&Segment>,
     ) -> Result<u32, Refused> {
         debug_assert_eq!(ho, orig.hash());
         debug_assert_eq!(hr, reply.hash());
@@ -1196,19 +1273,25 @@ impl ConnTrack {
         if nat {
             self.nat_flows += 1;
         }
+        if self.tcp_window && orig.proto == TCP {
+            // A flow without its SYN's segment (a first fragment) starts
+            // with nothing seen: each side is taken from its first segment.
+            self.windows[i as usize] = seg.map_or(Window::default(), Window::open);
+        }
         Ok(i)
     }
 
     /// Tracks one packet of an untranslated flow (lookup, then advance or
-    /// open); `k.flags` are the TCP flags.
+    /// open); `k.flags` are the TCP flags (windows are not checked: the
+    /// key has no segment).
     pub fn track(&mut self, zone: u16, k: &Key) -> Conn {
         let t = Tuple::of(zone, k);
         let h = t.hash();
         if let Some((i, reply)) = self.find_hashed(&t, h, None) {
-            return self.advance(i, reply, k.flags);
+            return self.advance(i, reply, k.flags, None);
         }
         let reply = t.reverse();
-        match self.open_missed(t, h, reply, reply.hash(), k.flags) {
+        match self.open_missed(t, h, reply, reply.hash(), k.flags, None) {
             Ok(_) => Conn::New,
             Err(_) => Conn::Invalid,
         }
@@ -1536,22 +1619,22 @@ mod tests {
         let mut t = ConnTrack::new(16, Timeouts::default());
         let a = Tuple::of(0, &k(C, 1000, SV, 53, 17, 0));
         let nat = Tuple::of(0, &k(SV, 53, 0xc633_6401, 2000, 17, 0));
-        assert!(t.open(a, nat, 0).is_ok());
-        assert_eq!(t.open(a, a.reverse(), 0), Err(Refused::Exists));
+        assert!(t.open(a, nat, 0, None).is_ok());
+        assert_eq!(t.open(a, a.reverse(), 0, None), Err(Refused::Exists));
         let b = Tuple::of(0, &k(C, 1001, SV, 53, 17, 0));
         assert_eq!(
-            t.open_missed(b, b.hash(), nat, nat.hash(), 0),
+            t.open_missed(b, b.hash(), nat, nat.hash(), 0, None),
             Err(Refused::Exists),
             "the reply tuple of another flow"
         );
         let syn_less = Tuple::of(0, &k(C, 7, SV, 80, 6, ACK));
         let r = syn_less.reverse();
         assert_eq!(
-            t.open_missed(syn_less, syn_less.hash(), r, r.hash(), ACK),
+            t.open_missed(syn_less, syn_less.hash(), r, r.hash(), ACK, None),
             Err(Refused::NotSyn)
         );
         assert_eq!(t.event(Event::Invalid), 3);
-        let n = t.open_missed(b, b.hash(), b.reverse(), b.reverse().hash(), 0);
+        let n = t.open_missed(b, b.hash(), b.reverse(), b.reverse().hash(), 0, None);
         assert_eq!(t.find(&b), Some((n.unwrap(), false)));
         assert_eq!(t.find(&b.reverse()), Some((n.unwrap(), true)));
         assert_eq!(t.find(&nat), Some((0, true)));
@@ -1637,7 +1720,7 @@ mod tests {
                         zone: 0,
                     }
                 };
-                match ct.open(t, t.reverse(), 0) {
+                match ct.open(t, t.reverse(), 0, None) {
                     Ok(_) => opened += 1,
                     Err(Refused::Exists) => {} // a random tuple drawn twice
                     Err(e) => panic!("{set}: flow {i} of {n}: {e:?}"),
@@ -1817,7 +1900,7 @@ mod tests {
         let made = faults().unwrap();
         for i in 0..n {
             let t = udp4(i);
-            let r = ct.open(t, t.reverse(), 0);
+            let r = ct.open(t, t.reverse(), 0, None);
             assert!(r.is_ok(), "flow {i}: {r:?}");
         }
         let filled = faults().unwrap();

@@ -36,7 +36,9 @@
 
 use crate::acl::{v4, Key, Memo};
 use crate::checksum;
-use crate::conntrack::{self, opens_flow, ConnTrack, Refused, Timeouts, Tuple, ACK, FIN, RST, SYN};
+use crate::conntrack::{
+    self, opens_flow, ConnTrack, Refused, Segment, Timeouts, Tuple, ACK, FIN, RST, SYN,
+};
 use crate::events;
 use crate::firewall::{self, meta, meta_ct, state, status, Action, RejectWith, RuleSet};
 use crate::fwd::{ForwardMode, Frame};
@@ -65,6 +67,9 @@ pub struct GatewayConfig {
     pub ct_capacity: usize,
     /// Conntrack timeouts.
     pub timeouts: Timeouts,
+    /// Whether conntrack tracks TCP flows' windows
+    /// ([`conntrack::Window`]).
+    pub tcp_window: bool,
     /// Workers (the NAT port range is split among them).
     pub workers: u16,
 }
@@ -279,6 +284,19 @@ fn tuple4(src: u32, dst: u32, sport: u16, dport: u16, proto: u8) -> Tuple {
     }
 }
 
+/// The TCP segment of IPv4 packet `b` (a frame whose header was
+/// validated) for window tracking, unless it is a fragment (its segment's
+/// length is its datagram's, which a fragment does not give).
+#[inline(always)]
+fn segment4(b: &[u8]) -> Option<Segment> {
+    let ip = Ipv4Packet::new_unchecked(&b[ETH..]);
+    if ip.flags_frag() & 0x3fff != 0 {
+        return None;
+    }
+    let (h, total) = (ip.header_len(), usize::from(ip.total_len()));
+    b.get(ETH + h..ETH + total).map(Segment::parse)
+}
+
 /// The ports (or ICMP query identifier) and the flags word of an L4
 /// header: TCP flags, or for ICMP/ICMPv6 the type and code (`type << 8 |
 /// code`, what a rule's `icmp_type`/`icmp_code` match); `Err` when too
@@ -351,7 +369,11 @@ impl<C: StageClock> Gateway<C> {
             router,
             rules: cfg.rules.clone(),
             nat: cfg.nat.clone(),
-            ct: ConnTrack::new(cfg.ct_capacity, cfg.timeouts),
+            ct: {
+                let mut ct = ConnTrack::new(cfg.ct_capacity, cfg.timeouts);
+                ct.set_tcp_window(cfg.tcp_window);
+                ct
+            },
             ports,
             next_port: 0,
             hits: vec![0; cfg.rules.rules().len()],
@@ -738,7 +760,15 @@ impl<C: StageClock> Gateway<C> {
         // translated never copies it.
         let (t, flags) = (&lane.t, lane.flags);
         let dst = addr4(t.dst);
-        if let Some((f, reply, conn)) = self.ct.track_hashed(t, lane.h, lane.hint, flags) {
+        let seg = if t.proto == IpProto::TCP && self.ct.tcp_window() {
+            segment4(pkt.bytes())
+        } else {
+            None
+        };
+        if let Some((f, reply, conn)) =
+            self.ct
+                .track_hashed(t, lane.h, lane.hint, flags, seg.as_ref())
+        {
             self.clock.mark(Stage::Conntrack);
             if conn == crate::conntrack::Conn::Invalid {
                 return self.invalid(
@@ -947,7 +977,12 @@ impl<C: StageClock> Gateway<C> {
             None => reply.hash(),
         };
         self.clock.mark(Stage::Nat);
-        let opened = self.ct.open_missed(t, h, reply, hr, flags);
+        let seg = if tcp && self.ct.tcp_window() {
+            segment4(pkt.bytes())
+        } else {
+            None
+        };
+        let opened = self.ct.open_missed(t, h, reply, hr, flags, seg.as_ref());
         self.clock.mark(Stage::Conntrack);
         match opened {
             Ok(i) => {
@@ -1160,7 +1195,7 @@ impl<C: StageClock> Gateway<C> {
         if proto == 44 || frag.is_some() {
             return self.fragment6(pkt, in_port, proto, off, frag);
         }
-        self.l4_6(pkt, in_port, proto, off)
+        self.l4_6(pkt, in_port, proto, off, true)
     }
 
     /// An IPv6 fragment not for the router, whose extension headers end
@@ -1209,7 +1244,7 @@ impl<C: StageClock> Gateway<C> {
                 }),
                 _ => None,
             };
-            let v = self.l4_6(pkt, in_port, proto, off);
+            let v = self.l4_6(pkt, in_port, proto, off, false);
             if !last {
                 let fate = self.fate(v, t, false);
                 self.reass.first(&key, len, last, fate);
@@ -1221,7 +1256,14 @@ impl<C: StageClock> Gateway<C> {
 
     /// The part of [`Gateway::ipv6`] from the L4 header on (protocol
     /// `proto` at `off`), for a packet the router does not take itself.
-    fn l4_6<P: Frame>(&mut self, pkt: &mut P, in_port: u16, proto: u8, off: usize) -> Verdict {
+    fn l4_6<P: Frame>(
+        &mut self,
+        pkt: &mut P,
+        in_port: u16,
+        proto: u8,
+        off: usize,
+        whole: bool,
+    ) -> Verdict {
         let b = pkt.bytes();
         let ip = Ipv6Packet::new_unchecked(&b[ETH..]);
         let dst = u128::from_be_bytes(ip.dst());
@@ -1290,8 +1332,15 @@ impl<C: StageClock> Gateway<C> {
             proto,
             zone: 0,
         };
+        // The TCP segment for window tracking (not a fragment's: its
+        // length is the datagram's).
+        let seg = (proto == IpProto::TCP && whole && self.ct.tcp_window()).then(|| {
+            let b = pkt.bytes();
+            let end = ETH + 40 + usize::from(Ipv6Packet::new_unchecked(&b[ETH..]).payload_len());
+            Segment::parse(&b[ETH + off..end])
+        });
         if let Some((i, reply)) = self.ct.find(&t) {
-            if self.ct.advance(i, reply, flags) == crate::conntrack::Conn::Invalid {
+            if self.ct.advance(i, reply, flags, seg.as_ref()) == crate::conntrack::Conn::Invalid {
                 return self.invalid(pkt, in_port, &t, flags, out);
             }
             return self.router.process(pkt, in_port);
@@ -1313,7 +1362,7 @@ impl<C: StageClock> Gateway<C> {
             Action::Accept => {}
             a => return self.refuse(pkt, in_port, a, tcp),
         }
-        match self.ct.open(t, t.reverse(), flags) {
+        match self.ct.open(t, t.reverse(), flags, seg.as_ref()) {
             Ok(_) => self.router.process(pkt, in_port),
             Err(Refused::Full) => Verdict::Drop(DropReason::CtFull),
             Err(_) => Verdict::Drop(DropReason::CtClash),

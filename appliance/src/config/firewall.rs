@@ -112,6 +112,8 @@ pub(super) struct RawConntrack {
     tcp_closed_s: Option<Spanned<u64>>,
     unreplied_s: Option<Spanned<u64>>,
     replied_s: Option<Spanned<u64>>,
+    /// Track TCP windows (Linux's `nf_conntrack_tcp_be_liberal = 0`).
+    tcp_window: Option<bool>,
 }
 
 /// Checked firewall, conntrack and NAT settings.
@@ -129,6 +131,8 @@ pub struct GatewaySetup {
     pub nat: NatConfig,
     /// Flows per worker.
     pub ct_capacity: usize,
+    /// Whether TCP flows' windows are tracked (`[conntrack] tcp_window`).
+    pub ct_tcp_window: bool,
     /// Conntrack timeouts.
     pub timeouts: Timeouts,
 }
@@ -142,6 +146,7 @@ impl Default for GatewaySetup {
             default: Action::Accept,
             nat: NatConfig::default(),
             ct_capacity: 1 << 18,
+            ct_tcp_window: true,
             timeouts: Timeouts::default(),
         }
     }
@@ -304,6 +309,9 @@ pub(super) fn check(
                 Ok(n) if (1..=1 << 26).contains(&n) => g.ct_capacity = n,
                 _ => cx.err(c, "conntrack.capacity", "must be 1..=67108864 flows"),
             }
+        }
+        if let Some(w) = ct.tcp_window {
+            g.ct_tcp_window = w;
         }
         let t = &mut g.timeouts;
         for (v, key, slot) in [

@@ -319,6 +319,7 @@ src = "2001:db8::/32"
 [conntrack]
 capacity = 1000
 replied_s = 60
+tcp_window = false
 
 [nat]
 ports = "20000-29999"
@@ -357,6 +358,22 @@ to = "198.18.0.53"
     assert_eq!(g.rules[1].hdr.src.1, 32);
     assert_eq!(g.ct_capacity, 1000);
     assert_eq!(g.timeouts.replied, 60_000_000_000);
+    assert!(!g.ct_tcp_window);
+    assert!(
+        parse(&text.replace("tcp_window = false\n", ""), "t.toml", None)
+            .unwrap()
+            .gateway
+            .ct_tcp_window,
+        "on by default"
+    );
+    let e = parse(
+        &text.replace("tcp_window = false", "tcp_window = \"no\""),
+        "t.toml",
+        None,
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(e.contains("t.toml") && e.contains("tcp_window"), "{e}");
     assert_eq!(
         g.nat.ports,
         pipeline::nat::PortRange {

@@ -140,6 +140,7 @@ fn gateway_with(rules: Vec<FwRule>, default: Action, nat: NatConfig, cap: usize)
         nat: Arc::new(nat),
         ct_capacity: cap,
         timeouts: Timeouts::default(),
+        tcp_window: true,
         workers: 1,
     };
     let mut g = Gateway::new(router(), &cfg, 0);
@@ -190,7 +191,9 @@ fn pkt(
             t[0..2].copy_from_slice(&sport.to_be_bytes());
             t[2..4].copy_from_slice(&dport.to_be_bytes());
             t[4..8].copy_from_slice(&1000u32.to_be_bytes());
-            t[8..12].copy_from_slice(&2000u32.to_be_bytes());
+            // Both ends start at sequence number 1000: this acknowledges
+            // the other's SYN (window tracking checks it).
+            t[8..12].copy_from_slice(&1001u32.to_be_bytes());
             t[12] = 5 << 4;
             t[13] = flags;
             t[14..16].copy_from_slice(&[0xff, 0xff]);
@@ -303,6 +306,78 @@ fn snat_tcp_out_and_back() {
     assert_eq!(event(&g, "ct_created"), 1);
 }
 
+/// Sets the TCP sequence and acknowledgment numbers of frame `f` (a
+/// plain IPv4 header) and its checksum.
+fn set_seq(f: &mut [u8], seq: u32, ack: u32) {
+    f[38..42].copy_from_slice(&seq.to_be_bytes());
+    f[42..46].copy_from_slice(&ack.to_be_bytes());
+    fill_l4(f);
+}
+
+/// Window tracking through the NAT: a RST sent from outside to the
+/// mapping with a guessed sequence number does not close the flow (beyond
+/// the window it is invalid, and dropped by the rule for invalid packets;
+/// below it, passed to the client, whose TCP drops it), and a segment
+/// acknowledging data the client never sent is invalid; the flow goes on,
+/// and the server's real RST closes it. With tracking off, the guessed
+/// RST closes it.
+#[test]
+fn tcp_windows_refuse_blind_resets_through_the_nat() {
+    for tracked in [true, false] {
+        let rules = vec![
+            fw(Rule::any(), &[], state::INVALID, Action::Drop),
+            fw(Rule::any(), &[0], state::NEW, Action::Accept),
+        ];
+        let mut g = gateway_with(rules, Action::Drop, nat_cfg(PortRange::default()), 64);
+        g.ct.set_tcp_window(tracked);
+        let mut syn = pkt(R0, CLIENT, 40000, SERVER, 80, 6, 0x02, &[]);
+        assert_eq!(g.process(&mut syn, 0), Verdict::Forward(1));
+        let mut synack = reply_to(&syn, R1, 0x12);
+        assert_eq!(g.process(&mut synack, 1), Verdict::Forward(0));
+        let mut ack = pkt(R0, CLIENT, 40000, SERVER, 80, 6, 0x10, &[]);
+        set_seq(&mut ack, 1001, 1001);
+        assert_eq!(g.process(&mut ack, 0), Verdict::Forward(1));
+        let t = tuple4(a(CLIENT), a(SERVER), 40000, 80, 6);
+        let state = |g: &mut Gateway| {
+            let i = g.ct.find(&t).unwrap().0;
+            g.ct.flow(i).state
+        };
+        assert_eq!(state(&mut g), crate::conntrack::State::Established);
+        // The attacker's RSTs, to the mapping's public address and port.
+        let mut far = reply_to(&ack, R1, 0x04);
+        set_seq(&mut far, 1001 + (1 << 30), 0);
+        let mut below = reply_to(&ack, R1, 0x04);
+        set_seq(&mut below, 1001u32.wrapping_sub(1 << 30), 0);
+        let mut bogus_ack = reply_to(&ack, R1, 0x10);
+        set_seq(&mut bogus_ack, 1001, 1001 + 5_000_000);
+        if tracked {
+            assert_eq!(g.process(&mut far, 1), Verdict::Drop(DropReason::Filtered));
+            assert_eq!(g.process(&mut below, 1), Verdict::Forward(0));
+            assert_eq!(
+                g.process(&mut bogus_ack, 1),
+                Verdict::Drop(DropReason::Filtered)
+            );
+            assert_eq!(state(&mut g), crate::conntrack::State::Established);
+            // The flow goes on: the server's data.
+            let mut data = reply_to(&ack, R1, 0x18);
+            set_seq(&mut data, 1001, 1001);
+            assert_eq!(g.process(&mut data, 1), Verdict::Forward(0));
+            // And the server's own RST, where it is, closes it.
+            let mut rst = reply_to(&ack, R1, 0x14);
+            set_seq(&mut rst, 1001, 1001);
+            assert_eq!(g.process(&mut rst, 1), Verdict::Forward(0));
+            assert_eq!(state(&mut g), crate::conntrack::State::Closed);
+            g.tick(2 * S);
+            assert_eq!(event(&g, "ct_out_of_window"), 2);
+            assert_eq!(event(&g, "ct_window_ignored"), 1);
+            assert_eq!(event(&g, "ct_invalid"), 2);
+        } else {
+            assert_eq!(g.process(&mut far, 1), Verdict::Forward(0));
+            assert_eq!(state(&mut g), crate::conntrack::State::Closed);
+        }
+    }
+}
+
 /// A flow's first packet goes the established path's way, through the
 /// flow's route cache, which it fills; what the cache does not take (a
 /// neighbour to resolve, a packet over the MTU) goes the router's full way.
@@ -360,6 +435,7 @@ fn multipath_flows_keep_their_first_packets_path() {
         nat: Arc::new(nat),
         ct_capacity: 1024,
         timeouts: Timeouts::default(),
+        tcp_window: true,
         workers: 1,
     };
     let mut g = Gateway::new(router, &cfg, 0);
@@ -676,7 +752,7 @@ proptest! {
         let reply = t.reverse();
         prop_assume!(o != reply && o != t);
         let mut ct = ConnTrack::new(4, Timeouts::default());
-        let i = ct.open(o, reply, 0x02).unwrap();
+        let i = ct.open(o, reply, 0x02, None).unwrap();
         let f = *ct.flow(i);
         prop_assert!(f.nat());
         let show = |x: u32| Ipv4Addr::from(x).to_string();
@@ -755,6 +831,7 @@ fn two_workers() -> Vec<Gateway> {
         nat: Arc::new(nat_cfg(PortRange::default())),
         ct_capacity: 64,
         timeouts: Timeouts::default(),
+        tcp_window: true,
         workers: 2,
     };
     let mut w: Vec<Gateway> = (0..2).map(|i| Gateway::new(router(), &cfg, i)).collect();
@@ -1315,6 +1392,7 @@ mod vlan {
             }),
             ct_capacity: 64,
             timeouts: Timeouts::default(),
+            tcp_window: true,
             workers,
         }
     }

@@ -222,6 +222,7 @@ fn ipv6_fragments_follow_their_first() {
         nat: Arc::new(NatConfig::default()),
         ct_capacity: 64,
         timeouts: Timeouts::default(),
+        tcp_window: true,
         workers: 1,
     };
     let mut g = Gateway::new(Router::new(cfg), &gcfg, 0);

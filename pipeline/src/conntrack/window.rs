@@ -1,0 +1,516 @@
+//! TCP window tracking: a tracked TCP flow accepts only segments whose
+//! sequence and acknowledgment numbers fall in the windows its endpoints
+//! have opened, as Linux's conntrack checks them (`tcp_in_window`, after
+//! Guido van Rooij's "Real Stateful TCP Packet Filtering in IP Filter").
+//! Without it, anyone who knows a flow's addresses and ports (a NAT
+//! mapping's public side is easy to learn) can close it with one RST of
+//! any sequence number, or slip segments through it that its endpoints
+//! never sent.
+//!
+//! Each direction keeps the highest sequence number it has sent (`end`),
+//! the highest it may send (`maxend`: what the other side acknowledged
+//! plus its window) and the largest window it has advertised (`maxwin`),
+//! with its window scale. A segment is
+//!
+//! - **invalid** when it starts beyond what its receiver allows (`seq >
+//!   maxend`) or acknowledges data never sent (`ack > end` of the other
+//!   side): conntrack calls it `invalid` and the rules decide, as
+//!   nftables' `ct state invalid` does;
+//! - **ignored** (passed, the flow unchanged: neither its state nor its
+//!   timer moves) when it lies below the window (a retransmission of data
+//!   already acknowledged, an old ACK): harmless, and the endpoints know
+//!   better;
+//! - accepted, and the windows move, otherwise.
+//!
+//! A RST closes an established flow only when it is in the window and
+//! its sequence number is exactly where its sender is (RFC 5961's
+//! test: the endpoint would answer any other in-window RST with a
+//! challenge ACK, not a close); any other in-window RST passes and the
+//! flow stays established, as Linux keeps it for the challenge ACK.
+//!
+//! Left out from Linux's: the per-flow retransmission count and the
+//! shorter timeout for unacknowledged data, and picking up flows in the
+//! middle (Sluice opens TCP flows only on a SYN; a side whose first
+//! segment is not a SYN is picked up from that segment, as Linux does).
+
+use super::State;
+
+/// Side flags.
+const WSCALE: u8 = 1;
+const SACK_PERM: u8 = 2;
+/// Linux's `MAXACKWINCONST`: how far below the other side's `end` an ACK
+/// may lie before it is ignored, at least.
+const MAXACKWIN: u32 = 66_000;
+/// RFC 7323's largest window scale.
+const MAX_WSCALE: u8 = 14;
+
+const SYN: u16 = super::SYN;
+const ACK: u16 = super::ACK;
+const FIN: u16 = super::FIN;
+const RST: u16 = super::RST;
+
+/// Sequence number `a` is before `b` (modulo 2^32).
+#[inline(always)]
+fn before(a: u32, b: u32) -> bool {
+    (a.wrapping_sub(b) as i32) < 0
+}
+
+/// Sequence number `a` is after `b`.
+#[inline(always)]
+fn after(a: u32, b: u32) -> bool {
+    before(b, a)
+}
+
+/// What one direction of a flow has shown of its sequence space.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Side {
+    /// Highest sequence number sent, plus one (`td_end`).
+    pub end: u32,
+    /// Highest sequence number the other side allows (`td_maxend`).
+    pub maxend: u32,
+    /// Largest window advertised, scaled (`td_maxwin`); 0: nothing seen.
+    pub maxwin: u32,
+    /// Window scale (RFC 7323), when both sides offered one.
+    pub scale: u8,
+    flags: u8,
+}
+
+/// Both directions of a flow: the originator's, then the replies'. 32
+/// bytes, aligned, so a flow's window is one access of one cache line.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[repr(C, align(32))]
+pub struct Window {
+    /// Per direction.
+    pub sides: [Side; 2],
+}
+
+const _: () = assert!(std::mem::size_of::<Window>() == 32);
+
+/// The fields of a TCP segment window tracking reads.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Segment {
+    /// Sequence number.
+    pub seq: u32,
+    /// Acknowledgment number.
+    pub ack: u32,
+    /// Window, unscaled.
+    pub win: u16,
+    /// Sequence space the segment takes: payload bytes, SYN and FIN.
+    pub len: u32,
+    /// Its highest SACK block's right edge (RFC 2018) past `ack`, else
+    /// `ack`.
+    pub sack: u32,
+    /// Window scale option (SYN only).
+    pub wscale: Option<u8>,
+    /// SACK permitted option (SYN only).
+    pub sack_perm: bool,
+    /// The header is malformed (its data offset below 5 or past the
+    /// packet): the segment is invalid.
+    pub bad: bool,
+}
+
+impl Segment {
+    /// The segment whose TCP header (options included) and payload are
+    /// `l4` (the IP payload, as its IP header's length gives it).
+    pub fn parse(l4: &[u8]) -> Segment {
+        let bad = Segment {
+            bad: true,
+            ..Segment::default()
+        };
+        if l4.len() < 20 {
+            return bad;
+        }
+        let be32 = |i: usize| u32::from_be_bytes([l4[i], l4[i + 1], l4[i + 2], l4[i + 3]]);
+        let doff = usize::from(l4[12] >> 4) * 4;
+        if doff < 20 || doff > l4.len() {
+            return bad;
+        }
+        let flags = u16::from(l4[13]);
+        let ack = be32(8);
+        let mut s = Segment {
+            seq: be32(4),
+            ack,
+            win: u16::from_be_bytes([l4[14], l4[15]]),
+            len: (l4.len() - doff) as u32
+                + u32::from(flags & SYN != 0)
+                + u32::from(flags & FIN != 0),
+            sack: ack,
+            ..Segment::default()
+        };
+        if doff > 20 {
+            s.options(&l4[20..doff], flags & SYN != 0);
+        }
+        s
+    }
+
+    /// Reads the options a SYN offers (window scale, SACK permitted) and
+    /// any segment's SACK blocks, as Linux's `tcp_options` and
+    /// `tcp_sack`; a malformed option ends the list.
+    fn options(&mut self, mut o: &[u8], syn: bool) {
+        while let Some(&kind) = o.first() {
+            match kind {
+                0 => return,
+                1 => {
+                    o = &o[1..];
+                    continue;
+                }
+                _ => {}
+            }
+            let Some(&len) = o.get(1) else { return };
+            let len = usize::from(len);
+            if len < 2 || len > o.len() {
+                return;
+            }
+            let body = &o[2..len];
+            match (kind, body.len()) {
+                (3, 1) if syn => self.wscale = Some(body[0].min(MAX_WSCALE)),
+                (4, 0) if syn => self.sack_perm = true,
+                (5, n) if n % 8 == 0 => {
+                    for b in body.chunks_exact(8) {
+                        let right = u32::from_be_bytes([b[4], b[5], b[6], b[7]]);
+                        if after(right, self.sack) {
+                            self.sack = right;
+                        }
+                    }
+                }
+                _ => {}
+            }
+            o = &o[len..];
+        }
+    }
+
+    fn end(&self) -> u32 {
+        self.seq.wrapping_add(self.len)
+    }
+}
+
+/// What window tracking makes of a segment.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Check {
+    /// In the window: the flow moves on.
+    Accept,
+    /// Below the window (an old retransmission or ACK), or a RST in the
+    /// window but not where its sender is: passed, the flow unchanged.
+    Ignore,
+    /// Beyond the window, or acknowledging what was never sent.
+    Invalid,
+}
+
+impl Side {
+    /// The side of a SYN (or SYN+ACK) `s`.
+    fn of_syn(s: &Segment) -> Side {
+        let end = s.end();
+        Side {
+            end,
+            maxend: end,
+            maxwin: u32::from(s.win).max(1),
+            scale: s.wscale.unwrap_or(0),
+            flags: if s.wscale.is_some() { WSCALE } else { 0 }
+                | if s.sack_perm { SACK_PERM } else { 0 },
+        }
+    }
+
+    /// How far below this side's other side an ACK from it may lie.
+    fn max_ack_window(&self) -> u32 {
+        self.maxwin.max(MAXACKWIN)
+    }
+}
+
+impl Window {
+    /// The window of a flow opened by the originator's SYN `s`.
+    pub fn open(s: &Segment) -> Window {
+        Window {
+            sides: [Side::of_syn(s), Side::default()],
+        }
+    }
+
+    /// (Re)starts direction `dir` from its SYN or SYN+ACK `s`; when the
+    /// replies' side starts, window scaling holds only if both sides
+    /// offered it (RFC 7323).
+    fn init(&mut self, dir: usize, s: &Segment) {
+        self.sides[dir] = Side::of_syn(s);
+        let both = self.sides[0].flags & self.sides[1].flags & WSCALE != 0;
+        if dir == 1 && !both {
+            self.sides[0].scale = 0;
+            self.sides[1].scale = 0;
+        }
+    }
+
+    /// Checks segment `s` with TCP `flags`, sent in direction `reply` of a
+    /// flow in `state`, against the windows, and moves them if it is
+    /// accepted.
+    pub fn check(&mut self, reply: bool, flags: u16, s: &Segment, state: State) -> Check {
+        if s.bad {
+            return Check::Invalid;
+        }
+        let d = usize::from(reply);
+        let (syn, has_ack, rst) = (flags & SYN != 0, flags & ACK != 0, flags & RST != 0);
+        let mut end = s.end();
+        let (mut ack, mut sack) = (s.ack, s.ack);
+        if self.sides[1 - d].flags & SACK_PERM != 0 {
+            sack = s.sack;
+        }
+        let win = u32::from(s.win);
+        if self.sides[d].maxwin == 0 {
+            if syn {
+                self.init(d, s);
+                if !has_ack {
+                    // A simultaneous open's SYN.
+                    return Check::Accept;
+                }
+            } else {
+                // Nothing seen from this side yet: taken from the segment.
+                let scale = self.sides[d].scale;
+                let maxwin = (win << scale).max(1);
+                let sd = &mut self.sides[d];
+                (sd.end, sd.maxwin, sd.maxend) = (end, maxwin, end.wrapping_add(maxwin));
+                let r = &mut self.sides[1 - d];
+                if r.maxwin == 0 {
+                    (r.end, r.maxend) = (sack, sack);
+                } else if sack == r.end.wrapping_add(1) {
+                    // Likely the answer to a keepalive.
+                    r.end = r.end.wrapping_add(1);
+                }
+            }
+        } else if syn
+            && after(end, self.sides[d].end)
+            && matches!(state, State::SynSent | State::SynRecv)
+        {
+            // A SYN again with a later sequence number: that side started
+            // over (RFC 793).
+            self.init(d, s);
+            if reply && !has_ack {
+                return Check::Accept;
+            }
+        }
+        let r_end = self.sides[1 - d].end;
+        if !has_ack || (rst && s.ack == 0) {
+            // No ACK (or a broken stack's RST with ACK 0): as if it
+            // acknowledged all the other side sent.
+            (ack, sack) = (r_end, r_end);
+        }
+        let mut seq = s.seq;
+        if rst && seq == 0 && state == State::SynSent {
+            // The RST answering a SYN.
+            seq = self.sides[d].end;
+            end = seq;
+        }
+        let (sd, r) = (self.sides[d], self.sides[1 - d]);
+        if !before(seq, sd.maxend.wrapping_add(1)) {
+            // Over the upper bound. A sender a little past the window
+            // (some stacks send more than it allows) is passed as Linux
+            // passes it, and its end noted so that the ACK of those bytes
+            // is not over the bound in turn.
+            let overshot = end.wrapping_sub(sd.maxend).wrapping_add(1);
+            let ack_ok = after(
+                sack,
+                r_end.wrapping_sub(sd.max_ack_window()).wrapping_sub(1),
+            );
+            let in_recv =
+                r.maxwin != 0 && after(end, sd.end.wrapping_sub(r.maxwin).wrapping_sub(1));
+            if in_recv && ack_ok && overshot <= r.maxwin && before(sack, r_end.wrapping_add(1)) {
+                self.sides[d].end = end;
+                return Check::Ignore;
+            }
+            return Check::Invalid;
+        }
+        if !before(sack, r_end.wrapping_add(1)) {
+            // Acknowledges data the other side never sent.
+            return Check::Invalid;
+        }
+        if r.maxwin != 0 && !after(end, sd.end.wrapping_sub(r.maxwin).wrapping_sub(1)) {
+            // Under the lower bound: already acknowledged, retransmitted.
+            return Check::Ignore;
+        }
+        if !after(
+            sack,
+            r_end.wrapping_sub(sd.max_ack_window()).wrapping_sub(1),
+        ) {
+            // An ACK under its lower bound (much delayed).
+            return Check::Ignore;
+        }
+        if rst && state == State::Established && seq != sd.end {
+            // In the window but not where the sender is: its receiver
+            // answers with a challenge ACK and stays open (RFC 5961).
+            return Check::Ignore;
+        }
+        let win = if syn { win } else { win << sd.scale };
+        let swin = win.wrapping_add(sack.wrapping_sub(ack));
+        let sd = &mut self.sides[d];
+        sd.maxwin = sd.maxwin.max(swin);
+        if after(end, sd.end) {
+            sd.end = end;
+        }
+        let sd_maxend = sd.maxend;
+        let r = &mut self.sides[1 - d];
+        if r.maxwin != 0 && after(end, sd_maxend) {
+            r.maxwin = r.maxwin.wrapping_add(end.wrapping_sub(sd_maxend));
+        }
+        let right = sack.wrapping_add(win);
+        if after(right, r.maxend.wrapping_sub(1)) {
+            r.maxend = right.wrapping_add(u32::from(win == 0));
+        }
+        Check::Accept
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A TCP header (20 bytes and `opts`) and `payload` bytes.
+    fn seg(
+        seq: u32,
+        ack: u32,
+        flags: u16,
+        win: u16,
+        opts: &[u8],
+        payload: usize,
+    ) -> (Segment, u16) {
+        let doff = 20 + opts.len();
+        let mut b = vec![0u8; doff + payload];
+        b[4..8].copy_from_slice(&seq.to_be_bytes());
+        b[8..12].copy_from_slice(&ack.to_be_bytes());
+        b[12] = ((doff / 4) as u8) << 4;
+        b[13] = flags as u8;
+        b[14..16].copy_from_slice(&win.to_be_bytes());
+        b[20..doff].copy_from_slice(opts);
+        (Segment::parse(&b), flags)
+    }
+
+    /// Window scale 7, SACK permitted, padded.
+    const SYN_OPTS: [u8; 8] = [3, 3, 7, 4, 2, 1, 1, 0];
+
+    /// A handshake from ISNs 1000 (client) and 5000 (server), windows
+    /// 64,240 << 7.
+    fn handshake() -> Window {
+        let (s, _) = seg(1000, 0, SYN, 64240, &SYN_OPTS, 0);
+        let mut w = Window::open(&s);
+        let (s, f) = seg(5000, 1001, SYN | ACK, 65160, &SYN_OPTS, 0);
+        assert_eq!(w.check(true, f, &s, State::SynSent), Check::Accept);
+        let (s, f) = seg(1001, 5001, ACK, 502, &[], 0);
+        assert_eq!(w.check(false, f, &s, State::SynRecv), Check::Accept);
+        w
+    }
+
+    #[test]
+    fn a_segment_parses_with_its_options() {
+        let (s, _) = seg(7, 9, SYN, 100, &SYN_OPTS, 3);
+        assert_eq!((s.seq, s.ack, s.win, s.len), (7, 9, 100, 4));
+        assert_eq!((s.wscale, s.sack_perm, s.bad), (Some(7), true, false));
+        // SACK blocks: the highest right edge past the ACK.
+        let blocks = [
+            1, 1, 5, 18, 0, 0, 0, 20, 0, 0, 0, 30, 0, 0, 0, 35, 0, 0, 0, 40,
+        ];
+        let (s, _) = seg(7, 9, ACK, 100, &blocks, 0);
+        assert_eq!((s.sack, s.wscale), (40, None));
+        // Malformed: data offset below 5 or past the packet; a bad option
+        // ends the list.
+        assert!(Segment::parse(&[0; 19]).bad);
+        let mut b = [0u8; 20];
+        b[12] = 0x40;
+        assert!(Segment::parse(&b).bad);
+        b[12] = 0x60;
+        assert!(Segment::parse(&b).bad);
+        let (s, _) = seg(1, 0, SYN, 1, &[3, 9, 7, 0], 0);
+        assert_eq!(s.wscale, None);
+        let (s, _) = seg(1, 0, SYN, 1, &[3, 3, 200, 0], 0);
+        assert_eq!(s.wscale, Some(MAX_WSCALE));
+    }
+
+    /// Data both ways within the windows moves them; a segment past what
+    /// the receiver allows, or acknowledging unsent data, is invalid; an
+    /// old retransmission is ignored.
+    #[test]
+    fn segments_in_the_window_pass_and_others_do_not() {
+        let mut w = handshake();
+        assert_eq!(w.sides[0].scale, 7);
+        let e = State::Established;
+        // The client sends 10 full segments; the server acknowledges.
+        for i in 0..10 {
+            let (s, f) = seg(1001 + i * 1448, 5001, ACK, 502, &[], 1448);
+            assert_eq!(w.check(false, f, &s, e), Check::Accept);
+        }
+        let (s, f) = seg(5001, 1001 + 10 * 1448, ACK, 509, &[], 0);
+        assert_eq!(w.check(true, f, &s, e), Check::Accept);
+        assert_eq!(w.sides[0].end, 1001 + 10 * 1448);
+        // Far past the server's window (509 << 7 = 65,152 bytes): invalid.
+        let (s, f) = seg(1001 + 10 * 1448 + 200_000, 5001, ACK, 502, &[], 100);
+        assert_eq!(w.check(false, f, &s, e), Check::Invalid);
+        // Acknowledging server data never sent: invalid.
+        let (s, f) = seg(1001 + 10 * 1448, 9_000_000, ACK, 502, &[], 0);
+        assert_eq!(w.check(false, f, &s, e), Check::Invalid);
+        // A retransmission far below the window: ignored, nothing moves.
+        let before = w;
+        let (s, f) = seg(1001u32.wrapping_sub(100_000), 5001, ACK, 502, &[], 10);
+        assert_eq!(w.check(false, f, &s, e), Check::Ignore);
+        assert_eq!(w, before);
+        // Sequence numbers wrap.
+        let (s, _) = seg(u32::MAX - 10, 0, SYN, 1000, &[], 0);
+        let mut w = Window::open(&s);
+        let (s, f) = seg(77, u32::MAX - 9, SYN | ACK, 1000, &[], 0);
+        assert_eq!(w.check(true, f, &s, State::SynSent), Check::Accept);
+        for i in 0..3u32 {
+            let (s, f) = seg(
+                (u32::MAX - 9).wrapping_add(i * 100),
+                78,
+                ACK,
+                1000,
+                &[],
+                100,
+            );
+            assert_eq!(w.check(false, f, &s, e), Check::Accept, "{i}");
+        }
+    }
+
+    /// A blind RST (a guessed sequence number) closes nothing: beyond the
+    /// window it is invalid, below it ignored; one in the window but not
+    /// exactly where its sender is is ignored too; the real one is
+    /// accepted.
+    #[test]
+    fn only_a_rst_where_its_sender_is_closes() {
+        let mut w = handshake();
+        let e = State::Established;
+        let (s, f) = seg(5001 + (1 << 30), 0, RST, 0, &[], 0);
+        assert_eq!(w.check(true, f, &s, e), Check::Invalid);
+        let (s, f) = seg(5001u32.wrapping_sub(1 << 30), 0, RST, 0, &[], 0);
+        assert_eq!(w.check(true, f, &s, e), Check::Ignore);
+        let (s, f) = seg(5001 + 1000, 0, RST, 0, &[], 0);
+        assert_eq!(w.check(true, f, &s, e), Check::Ignore);
+        let (s, f) = seg(5001, 1001, RST | ACK, 0, &[], 0);
+        assert_eq!(w.check(true, f, &s, e), Check::Accept);
+        // The RST answering a SYN carries sequence number 0.
+        let (s, _) = seg(1000, 0, SYN, 64240, &[], 0);
+        let mut w = Window::open(&s);
+        let (s, f) = seg(0, 1001, RST | ACK, 0, &[], 0);
+        assert_eq!(w.check(true, f, &s, State::SynSent), Check::Accept);
+    }
+
+    /// Window scaling holds only when both SYNs offer it: without it a
+    /// segment a scaled window would allow is past the window.
+    #[test]
+    fn window_scaling_needs_both_sides() {
+        let (s, _) = seg(1000, 0, SYN, 64000, &SYN_OPTS, 0);
+        let mut w = Window::open(&s);
+        let (s, f) = seg(5000, 1001, SYN | ACK, 1000, &[], 0);
+        assert_eq!(w.check(true, f, &s, State::SynSent), Check::Accept);
+        assert_eq!((w.sides[0].scale, w.sides[1].scale), (0, 0));
+        let (s, f) = seg(1001, 5001, ACK, 64000, &[], 0);
+        assert_eq!(w.check(false, f, &s, State::SynRecv), Check::Accept);
+        // The server's window is 1,000 bytes, unscaled.
+        let (s, f) = seg(1001 + 1000, 5001, ACK, 64000, &[], 100);
+        assert_eq!(w.check(false, f, &s, State::Established), Check::Accept);
+        let (s, f) = seg(1001 + 5000, 5001, ACK, 64000, &[], 100);
+        assert_eq!(w.check(false, f, &s, State::Established), Check::Invalid);
+    }
+
+    #[test]
+    fn a_malformed_header_is_invalid() {
+        let mut w = handshake();
+        let s = Segment {
+            bad: true,
+            ..Segment::default()
+        };
+        assert_eq!(w.check(false, RST, &s, State::Established), Check::Invalid);
+    }
+}
