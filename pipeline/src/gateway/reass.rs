@@ -159,10 +159,12 @@ impl Reass {
         };
         Reass {
             table: vec![none; DATAGRAMS],
+            // No limit per datagram: a full store refuses (`reass_full`),
+            // never drops a held fragment for a newer one.
             store: Copies::new(
                 EARLY,
                 room,
-                EARLY,
+                usize::MAX,
                 Key::default(),
                 Fate::Drop(DropReason::Fragment),
             ),
