@@ -829,7 +829,8 @@ impl ConnTrack {
     /// and none by a new flow's first packet in the fast path (a page
     /// fault there costs a kernel entry, and with huge pages the zeroing,
     /// or compaction, of 2 MiB). The price is the whole table resident
-    /// from the start: about 160–200 bytes per flow of capacity.
+    /// from the start: about 190–230 bytes per flow of capacity (the TCP
+    /// windows are 32 of them).
     pub fn new(capacity: usize, timeouts: Timeouts) -> Self {
         let capacity = capacity.max(1);
         let (mut slots, mut free) = (written(capacity, Flow::DEAD), written(capacity, 0));
