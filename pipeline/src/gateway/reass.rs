@@ -396,6 +396,27 @@ mod tests {
         assert_eq!(r.later(&key(1), 32, 8, true), Later::Wait, "done");
     }
 
+    /// One datagram's early fragments may fill the store, and the next is
+    /// refused: none that waits is dropped for it (all are sent when the
+    /// first comes).
+    #[test]
+    fn a_datagram_filling_the_store_is_refused_more_not_replaced() {
+        let mut r = Reass::new(100);
+        r.tick(S);
+        for i in 0..EARLY as u8 {
+            assert!(r.hold(&key(1), 0, &[i]));
+        }
+        assert!(!r.hold(&key(1), 0, &[99]), "store full");
+        assert_eq!(r.events()[Event::Full as usize], 1);
+        r.first(&key(1), 8, false, FWD);
+        let mut sent = vec![];
+        r.release(|f, _, _| {
+            sent.push(f[0]);
+            true
+        });
+        assert_eq!(sent, (0..EARLY as u8).collect::<Vec<_>>());
+    }
+
     /// A held fragment whose datagram is dropped (or not sent) is counted.
     #[test]
     fn held_fragments_of_a_dropped_datagram_are_counted() {
