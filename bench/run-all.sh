@@ -24,6 +24,7 @@ BENCHES=(
   "run-acl-instructions.sh|data classbench && have valgrind|needs ../shared/data/classbench and valgrind"
   "run-router.sh|data routes|needs ../shared/data/routes"
   "run-gateway.sh|data routes && data classbench|needs ../shared/data (routes, classbench)"
+  "GATEWAY_TCP=1 run-gateway.sh|data routes && data classbench|needs ../shared/data (routes, classbench)"
   "run-gateway-instructions.sh|data routes && data classbench && have valgrind|needs ../shared/data (routes, classbench) and valgrind"
   "run-poll-sweep.sh|true|"
   "run-ctl-edits.sh|have python3|needs python3"

@@ -33,7 +33,7 @@ trap 'rm -rf "$WORK"' EXIT
 count() {
   valgrind --tool=callgrind --callgrind-out-file="$WORK/cg.out" \
     --collect-atstart=no --toggle-collect="sluice_bench::gateway::$2" \
-    target/release/sluice-bench gateway --runs 1 --flows "$FLOWS" --packets "$1" \
+    target/release/sluice-bench gateway --runs 1 --flows "$FLOWS" --packets "$1" ${3:-} \
     >"$WORK/log" 2>&1
   sed -n 's/^==[0-9]*== Collected : \([0-9]*\)$/\1/p' "$WORK/log"
 }
@@ -43,13 +43,21 @@ rfall=$(count "$PACKETS" refused_pass)
 rfone=$(count 1 refused_pass)
 rall=$(count "$PACKETS" router_pass)
 rone=$(count 1 router_pass)
-[ -n "$all" ] && [ -n "$one" ] && [ -n "$rfall" ] && [ -n "$rfone" ] && [ -n "$rall" ] && [ -n "$rone" ] || { echo "no count from valgrind: see $WORK/log" >&2; exit 1; }
+# TCP flows (handshakes completed, then their segments), conntrack's
+# window tracking on (gateway_pass) and off (nowin_pass).
+tall=$(count "$PACKETS" gateway_pass --tcp)
+tone=$(count 1 gateway_pass --tcp)
+nall=$(count "$PACKETS" nowin_pass --tcp)
+none=$(count 1 nowin_pass --tcp)
+for v in "$all" "$one" "$rfall" "$rfone" "$rall" "$rone" "$tall" "$tone" "$nall" "$none"; do
+  [ -n "$v" ] || { echo "no count from valgrind: see $WORK/log" >&2; exit 1; }
+done
 {
   echo "# The gateway pipeline, instructions per packet"
   echo
   echo "Command: \`bench/run-gateway-instructions.sh --flows $FLOWS --packets $PACKETS\` $(provenance)."
   echo
-  echo "valgrind's callgrind counting the instructions of the unclocked gateway passes of \`sluice-bench gateway\` (\`configs/gateway-fulltable.toml\`: full table, fw1_10k rules, SNAT; 64-byte IPv4/UDP in bursts of 32 through the stage's burst path; each packet's template copy included), run twice: $PACKETS and 1 packets of established flows (of the flows the first packets opened) after the first packet of each of $FLOWS flows; the packets of the flows not opened ($PACKETS / 20 of them, their destinations without a route) the same way. The router alone is counted the same way on the same packets (its burst path, \`route_burst\`)."
+  echo "valgrind's callgrind counting the instructions of the unclocked gateway passes of \`sluice-bench gateway\` (\`configs/gateway-fulltable.toml\`: full table, fw1_10k rules, SNAT; 64-byte IPv4/UDP in bursts of 32 through the stage's burst path; each packet's template copy included), run twice: $PACKETS and 1 packets of established flows (of the flows the first packets opened) after the first packet of each of $FLOWS flows; the packets of the flows not opened ($PACKETS / 20 of them, their destinations without a route) the same way. The router alone is counted the same way on the same packets (its burst path, \`route_burst\`). The TCP rows (\`--tcp\`): the same flows as TCP, each opened by its SYN, its handshake completed by the server's SYN+ACK and the client's ACK (not counted), then its established packets the client's next segment (10 bytes of data) again and again, in the window; counted with conntrack's window tracking on and, in a gateway of its own, off."
   echo
   echo "| path | instructions/packet |"
   echo "|---|---|"
@@ -57,5 +65,8 @@ rone=$(count 1 router_pass)
   echo "| gateway, new flow (first packet) | $(( one / FLOWS )) |"
   echo "| gateway, packet of a flow not opened (no route) | $(( (rfall - rfone) / (PACKETS / 20 - 1) )) |"
   echo "| router alone | $(( (rall - rone) / (PACKETS - 1) )) |"
+  echo "| gateway, established TCP flow (64-byte segments), window tracking on (the default) | $(( (tall - tone) / (PACKETS - 1) )) |"
+  echo "| gateway, established TCP flow, \`tcp_window = false\` | $(( (nall - none) / (PACKETS - 1) )) |"
+  echo "| gateway, new TCP flow (its SYN) | $(( tone / FLOWS )) |"
 } | tee bench/results/gateway-instructions.md.tmp
 mv bench/results/gateway-instructions.md.tmp bench/results/gateway-instructions.md

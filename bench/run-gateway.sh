@@ -4,21 +4,30 @@
 # on 100,000 established flows and the new-flow rate, side by side in one
 # run; then new and established flows again at 1,000 to 200,000 flows
 # (the established path's cost is its cache misses: see the table).
-# Writes bench/results/gateway.md.
-#   bench/run-gateway.sh [--flows N] [--packets N] [--runs N] [--sweep N,N,...]
+# Writes bench/results/gateway.md; with GATEWAY_TCP=1, the same on TCP
+# flows (handshakes completed, then their segments: conntrack's window
+# tracking on, and off in a row of its own) into bench/results/gateway-tcp.md.
+#   [GATEWAY_TCP=1] bench/run-gateway.sh [--flows N] [--packets N] [--runs N] [--sweep N,N,...]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . bench/lib.sh
 cargo build --release -q -p bench
 mkdir -p bench/results
+out=bench/results/gateway.md
+env=
+if [ "${GATEWAY_TCP:-0}" = 1 ]; then
+  set -- --tcp "$@"
+  out=bench/results/gateway-tcp.md
+  env="GATEWAY_TCP=1 "
+fi
 {
-  echo "# The gateway pipeline"
+  echo "# The gateway pipeline$([ "$out" = bench/results/gateway-tcp.md ] && echo ", TCP flows")"
   echo
-  echo "Command: \`bench/run-gateway.sh $*\` $(provenance)."
+  echo "Command: \`${env}bench/run-gateway.sh ${*#--tcp}\` $(provenance)."
   echo
   case " $* " in
     *" --sweep"*) target/release/sluice-bench gateway "$@" ;;
     *) target/release/sluice-bench gateway "$@" --sweep 1000,10000,30000,100000,200000 ;;
   esac
-} | tee bench/results/gateway.md.tmp
-mv bench/results/gateway.md.tmp bench/results/gateway.md
+} | tee "$out.tmp"
+mv "$out.tmp" "$out"

@@ -51,6 +51,14 @@ pub struct GatewayArgs {
     /// Passes (median reported).
     #[arg(long, default_value_t = 5)]
     runs: usize,
+    /// 64-byte IPv4/TCP instead of UDP: each flow's SYN opens it, the
+    /// server's SYN+ACK and the client's ACK complete its handshake (not
+    /// measured), and its established packets are the client's next
+    /// segment (10 bytes of data), again and again: in the window, so
+    /// window tracking's whole check and update runs for each. Also
+    /// measures the established packets with window tracking off.
+    #[arg(long)]
+    tcp: bool,
     /// Also measure new and established flows at each of these flow
     /// counts (comma-separated), one table row each: how the cost grows
     /// as the flows outgrow the caches.
@@ -81,6 +89,55 @@ fn frame(mac: [u8; 6], src: u32, dst: u32, sport: u16, dport: u16) -> [u8; 64] {
     let ph = pipeline::checksum::pseudo_v4(src.to_be_bytes(), dst.to_be_bytes(), 17, 30);
     let c = !pipeline::checksum::fold(pipeline::checksum::sum(l4, ph));
     l4[6..8].copy_from_slice(&c.to_be_bytes());
+    f
+}
+
+/// The client's and the server's initial sequence numbers (TCP).
+const CLIENT_ISN: u32 = 1_000_000;
+const SERVER_ISN: u32 = 7_000_000;
+
+/// A 64-byte Ethernet/IPv4/TCP frame to `mac` with valid checksums: TCP
+/// `flags`, sequence `seq`, acknowledgment `ack`, window 64,240; 10 bytes
+/// of data unless it is a SYN.
+#[allow(clippy::too_many_arguments)]
+fn tcp_frame(
+    mac: [u8; 6],
+    src: u32,
+    dst: u32,
+    sport: u16,
+    dport: u16,
+    flags: u8,
+    seq: u32,
+    ack: u32,
+) -> [u8; 64] {
+    let mut f = [0u8; 64];
+    f[0..6].copy_from_slice(&mac);
+    f[6..12].copy_from_slice(&[2, 0x5e, 0, 0, 0, 0x10]);
+    f[12..14].copy_from_slice(&[0x08, 0x00]);
+    let data = if flags & 0x02 != 0 { 0 } else { 10 };
+    let total = 40 + data;
+    let l3 = &mut f[14..];
+    l3[0] = 0x45;
+    l3[2..4].copy_from_slice(&(total as u16).to_be_bytes());
+    l3[6] = 0x40;
+    l3[8] = 64;
+    l3[9] = 6;
+    l3[12..16].copy_from_slice(&src.to_be_bytes());
+    l3[16..20].copy_from_slice(&dst.to_be_bytes());
+    let c = pipeline::checksum::checksum(&l3[..20]);
+    l3[10..12].copy_from_slice(&c.to_be_bytes());
+    let l4 = &mut l3[20..total];
+    l4[0..2].copy_from_slice(&sport.to_be_bytes());
+    l4[2..4].copy_from_slice(&dport.to_be_bytes());
+    l4[4..8].copy_from_slice(&seq.to_be_bytes());
+    l4[8..12].copy_from_slice(&ack.to_be_bytes());
+    l4[12] = 5 << 4;
+    l4[13] = flags;
+    l4[14..16].copy_from_slice(&64240u16.to_be_bytes());
+    let ph =
+        pipeline::checksum::pseudo_v4(src.to_be_bytes(), dst.to_be_bytes(), 6, (total - 20) as u16);
+    let c = !pipeline::checksum::fold(pipeline::checksum::sum(l4, ph));
+    l4[16..18].copy_from_slice(&c.to_be_bytes());
     f
 }
 
@@ -129,6 +186,14 @@ fn gateway_pass(templates: &[[u8; 64]], order: &[u32], g: &mut Gateway) -> (f64,
     pass(templates, order, g)
 }
 
+/// [`pass`] of the unclocked gateway with TCP window tracking off, out of
+/// line under a name of its own (for valgrind to count, as
+/// `gateway_pass`).
+#[inline(never)]
+fn nowin_pass(templates: &[[u8; 64]], order: &[u32], g: &mut Gateway) -> (f64, usize) {
+    pass(templates, order, g)
+}
+
 /// [`pass`] of the unclocked gateway over the packets of flows it refused,
 /// out of line under a name of its own (for valgrind to count, as
 /// `gateway_pass`).
@@ -160,7 +225,15 @@ impl ForwardMode for Copy {
 /// packet of each in order, and random packets of those the gateway
 /// opened (established) and of those it did not (refused).
 struct Workload {
+    /// Each flow's first packet (TCP: its SYN).
     templates: Vec<[u8; 64]>,
+    /// Each flow's established packet (UDP: the first again; TCP: the
+    /// client's segment after the handshake).
+    est_templates: Vec<[u8; 64]>,
+    /// TCP: what completes each opened flow's handshake, given the
+    /// gateway that opened it (the server's SYN+ACK, to the flow's
+    /// translated tuple, on the port its SYN left by; then the ACK).
+    handshake: Option<Handshake>,
     new_order: Vec<u32>,
     est_order: Vec<u32>,
     refused_order: Vec<u32>,
@@ -168,12 +241,65 @@ struct Workload {
     refused: usize,
 }
 
+/// What a TCP flow's handshake needs past its SYN: the port each flow's
+/// SYN left by (its server answers there), the ports' MACs, and which
+/// flow a tuple is.
+struct Handshake {
+    out: std::collections::HashMap<(u128, u128, u16, u16), (u16, u32)>,
+    macs: Vec<[u8; 6]>,
+}
+
+impl Handshake {
+    /// Completes the handshake of every flow `g` tracks: the server's
+    /// SYN+ACK to the flow's reply tuple, then the client's ACK (its
+    /// first established packet, `est`).
+    fn run<C: StageClock>(&self, g: &mut Gateway<C>, est: &[[u8; 64]]) {
+        let flows: Vec<(Tuple, Tuple)> = g.conntrack().flows().map(|f| (f.orig, f.reply)).collect();
+        for (orig, r) in flows {
+            let key = (orig.src, orig.dst, orig.sport, orig.dport);
+            let Some(&(port, i)) = self.out.get(&key) else {
+                continue;
+            };
+            let mut sa = tcp_frame(
+                self.macs[usize::from(port)],
+                r.src as u32,
+                r.dst as u32,
+                r.sport,
+                r.dport,
+                0x12,
+                SERVER_ISN,
+                CLIENT_ISN + 1,
+            )
+            .to_vec();
+            g.process(&mut sa, port);
+            let mut ack = est[i as usize].to_vec();
+            g.process(&mut ack, 0);
+        }
+    }
+}
+
 impl Workload {
+    /// TCP: completes the handshakes of the flows `g` opened.
+    fn handshake<C: StageClock>(&self, g: &mut Gateway<C>) {
+        if let Some(h) = &self.handshake {
+            h.run(g, &self.est_templates);
+        }
+    }
+
     /// Inside hosts in 198.18.0.0/24 (the SNAT rule's prefix), 10,000
     /// destinations in 82.0.0.0/8 (routed by the full table); `packets`
     /// established packets. Which flows the first packets open is asked
     /// of a gateway `g` (the rest the rules refuse, or have no route).
-    fn new(flows: usize, packets: usize, mac: [u8; 6], mut g: Gateway) -> Result<Workload> {
+    /// `macs`: the ports' MACs (packets come in on port 0); with `tcp`,
+    /// TCP flows whose handshakes complete before the established passes.
+    fn new(
+        flows: usize,
+        packets: usize,
+        macs: &[[u8; 6]],
+        tcp: bool,
+        mut g: Gateway,
+    ) -> Result<Workload> {
+        let mac = macs[0];
         let mut rng = rand::rngs::SmallRng::seed_from_u64(7);
         let dsts: Vec<u32> = (0..10_000)
             .map(|_| 0x5200_0000 | rng.random_range(0..0x00ff_ffffu32))
@@ -184,17 +310,43 @@ impl Workload {
                 dst: v4(dsts[i % dsts.len()]),
                 sport: 1024 + (i / 251) as u16,
                 dport: rng.random_range(1..65535),
-                proto: 17,
+                proto: if tcp { 6 } else { 17 },
                 zone: 0,
             })
             .collect();
+        let (a, b) = (|t: &Tuple| t.src as u32, |t: &Tuple| t.dst as u32);
         let templates: Vec<[u8; 64]> = tuples
             .iter()
-            .map(|t| frame(mac, t.src as u32, t.dst as u32, t.sport, t.dport))
+            .map(|t| match tcp {
+                false => frame(mac, a(t), b(t), t.sport, t.dport),
+                true => tcp_frame(mac, a(t), b(t), t.sport, t.dport, 0x02, CLIENT_ISN, 0),
+            })
             .collect();
+        let est_templates: Vec<[u8; 64]> = match tcp {
+            false => templates.clone(),
+            true => tuples
+                .iter()
+                .map(|t| {
+                    let (seq, ack) = (CLIENT_ISN + 1, SERVER_ISN + 1);
+                    tcp_frame(mac, a(t), b(t), t.sport, t.dport, 0x18, seq, ack)
+                })
+                .collect(),
+        };
         let new_order: Vec<u32> = (0..flows as u32).collect();
         // Not `gateway_pass`: valgrind counts that one's instructions.
-        pass(&templates, &new_order, &mut g);
+        // One by one, to learn the port each first packet leaves by.
+        let mut out = std::collections::HashMap::new();
+        for (i, t) in templates.iter().enumerate() {
+            let mut f = t.to_vec();
+            if let Verdict::Forward(p) = g.process(&mut f, 0) {
+                let t = &tuples[i];
+                out.insert((t.src, t.dst, t.sport, t.dport), (p, i as u32));
+            }
+        }
+        let handshake = tcp.then(|| Handshake {
+            out,
+            macs: macs.to_vec(),
+        });
         let (tracked, refused): (Vec<u32>, Vec<u32>) = new_order
             .iter()
             .partition(|&&i| g.conntrack().contains(&tuples[i as usize]));
@@ -210,8 +362,23 @@ impl Workload {
                 .map(|_| refused[rng.random_range(0..refused.len())])
                 .collect()
         };
+        if let Some(h) = &handshake {
+            h.run(&mut g, &est_templates);
+            let established = g
+                .conntrack()
+                .flows()
+                .filter(|f| f.state == pipeline::conntrack::State::Established)
+                .count();
+            anyhow::ensure!(
+                established == tracked.len(),
+                "{established} of {} handshakes completed",
+                tracked.len()
+            );
+        }
         Ok(Workload {
             templates,
+            est_templates,
+            handshake,
             new_order,
             est_order,
             refused_order,
@@ -227,15 +394,20 @@ pub fn gateway(a: GatewayArgs) -> Result<()> {
     let gcfg = appliance::stages::build_gateway(&cfg, 1);
     let tsc = Tsc::calibrate(Duration::from_millis(50));
     let hz = tsc.hz as f64;
-    let mac = cfg.ports[0].mac.0;
+    let macs: Vec<[u8; 6]> = cfg.ports.iter().map(|p| p.mac.0).collect();
     let fresh = || {
         let mut g = Gateway::new(router.clone(), &gcfg, 0);
         g.tick(tsc.ns(rdtsc()) as u64);
         g
     };
-    let w = Workload::new(a.flows, a.packets, mac, fresh())?;
+    let w = Workload::new(a.flows, a.packets, &macs, a.tcp, fresh())?;
     let (templates, new_order, est_order, refused_order) =
         (&w.templates, &w.new_order, &w.est_order, &w.refused_order);
+    let est_templates = &w.est_templates;
+    // TCP: the established packets again with window tracking off.
+    let mut nowin_cfg = gcfg.clone();
+    nowin_cfg.tcp_window = false;
+    let mut gw_nowin = vec![];
 
     let (mut copy, mut route, mut gw_new, mut gw_est) = (vec![], vec![], vec![], vec![]);
     let mut gw_refused = vec![];
@@ -257,20 +429,28 @@ pub fn gateway(a: GatewayArgs) -> Result<()> {
     let mut fwd_refused = 0;
     let mut flows = 0;
     for run in 0..a.runs {
-        let (c, _) = pass(templates, est_order, &mut Copy);
+        let (c, _) = pass(est_templates, est_order, &mut Copy);
         copy.push(c);
         let mut r = router.clone();
         r.tick(tsc.ns(rdtsc()) as u64);
-        let (c, _) = router_pass(templates, est_order, &mut r);
+        let (c, _) = router_pass(est_templates, est_order, &mut r);
         route.push(c);
         let mut g = fresh();
         let (c, n) = gateway_pass(templates, new_order, &mut g);
         gw_new.push(c);
         fwd_new = n;
         flows = g.conntrack().len();
-        let (c, n) = gateway_pass(templates, est_order, &mut g);
+        w.handshake(&mut g);
+        let (c, n) = gateway_pass(est_templates, est_order, &mut g);
         gw_est.push(c);
         fwd_est = n;
+        if a.tcp {
+            let mut g = Gateway::new(router.clone(), &nowin_cfg, 0);
+            g.tick(tsc.ns(rdtsc()) as u64);
+            pass(templates, new_order, &mut g);
+            w.handshake(&mut g);
+            gw_nowin.push(nowin_pass(est_templates, est_order, &mut g).0);
+        }
         if !refused_order.is_empty() {
             let (c, n) = refused_pass(templates, refused_order, &mut g);
             gw_refused.push(c);
@@ -281,7 +461,9 @@ pub fn gateway(a: GatewayArgs) -> Result<()> {
         g.tick(tsc.ns(rdtsc()) as u64);
         pass(templates, new_order, &mut g);
         let after_new = g.clock().clone();
-        pass(templates, est_order, &mut g);
+        w.handshake(&mut g);
+        let after_new_hs = g.clock().clone();
+        pass(est_templates, est_order, &mut g);
         let per = |c: &CycleClock, base: Option<&CycleClock>, n: usize| {
             let mut out = [0.0; Stage::COUNT];
             for (i, o) in out.iter_mut().enumerate() {
@@ -294,7 +476,7 @@ pub fn gateway(a: GatewayArgs) -> Result<()> {
             out
         };
         prof_new.push(per(&after_new, None, a.flows));
-        prof_est.push(per(g.clock(), Some(&after_new), a.packets));
+        prof_est.push(per(g.clock(), Some(&after_new_hs), a.packets));
         eprintln!(
             "run {run}: copy {:.0}, router {:.0}, gateway new {:.0}, established {:.0} cycles/packet; stages new {:?}, established {:?}",
             copy[run], route[run], gw_new[run], gw_est[run], prof_new[run], prof_est[run]
@@ -304,12 +486,18 @@ pub fn gateway(a: GatewayArgs) -> Result<()> {
     let (copy, route, gw_new, gw_est) =
         (m(&mut copy), m(&mut route), m(&mut gw_new), m(&mut gw_est));
     println!(
-        "{} flows of 64-byte IPv4/UDP from 198.18.0.0/24 to 10,000 destinations in 82.0.0.0/8; `{}`: full table (901,899 IPv4 prefixes), {} firewall rules (fw1_10k, all accept), SNAT masquerade; one core at {:.2} GHz; median of {} passes; in bursts of 32 as the worker runs them (the stage's prefetch hook, then its burst path); cycles include copying each 64-byte template into a work buffer. The established packets are of the flows the first packets opened; the packets of those not opened (here: destinations the table has no route to, answered with a rate-limited ICMP unreachable or dropped) are measured on their own.\n",
+        "{} flows of 64-byte IPv4/{} from 198.18.0.0/24 to 10,000 destinations in 82.0.0.0/8; `{}`: full table (901,899 IPv4 prefixes), {} firewall rules (fw1_10k, all accept), SNAT masquerade; one core at {:.2} GHz; median of {} passes; in bursts of 32 as the worker runs them (the stage's prefetch hook, then its burst path); cycles include copying each 64-byte template into a work buffer. The established packets are of the flows the first packets opened; the packets of those not opened (here: destinations the table has no route to, answered with a rate-limited ICMP unreachable or dropped) are measured on their own.{}\n",
         a.flows,
+        if a.tcp { "TCP" } else { "UDP" },
         a.config.display(),
         gcfg.rules.rules().len(),
         hz / 1e9,
-        a.runs
+        a.runs,
+        if a.tcp {
+            " TCP: each flow's SYN opens it; the server's SYN+ACK and the client's ACK complete its handshake (not measured); its established packets are the client's next segment (10 bytes of data) again and again, in the window, so conntrack's window tracking checks and updates for each."
+        } else {
+            ""
+        }
     );
     println!("| path | cycles/packet | minus copy | Mpps (or new flows/s) per core | forwarded |");
     println!("|---|---|---|---|---|");
@@ -336,6 +524,14 @@ pub fn gateway(a: GatewayArgs) -> Result<()> {
         hz / gw_est / 1e6,
         a.packets
     );
+    if !gw_nowin.is_empty() {
+        let n = m(&mut gw_nowin);
+        println!(
+            "| gateway, the same established packets, TCP windows not tracked (`tcp_window = false`) | {n:.0} | {:.0} | {:.1} | - |",
+            n - copy,
+            hz / n / 1e6
+        );
+    }
     if !gw_refused.is_empty() {
         let r = m(&mut gw_refused);
         println!(
@@ -375,7 +571,7 @@ pub fn gateway(a: GatewayArgs) -> Result<()> {
         gw_est - copy
     );
     if !a.sweep.is_empty() {
-        sweep(&a, hz, mac, &router, &fresh)?;
+        sweep(&a, hz, &macs, &router, &fresh)?;
     }
     Ok(())
 }
@@ -395,7 +591,7 @@ fn cache_size(index: u32) -> String {
 fn sweep(
     a: &GatewayArgs,
     hz: f64,
-    mac: [u8; 6],
+    macs: &[[u8; 6]],
     router: &Router,
     fresh: &dyn Fn() -> Gateway,
 ) -> Result<()> {
@@ -410,16 +606,17 @@ fn sweep(
     println!("| flows | flow entries in use | template copy only: cycles/packet | new flow: cycles | new flows/s | established: cycles/packet (less the copy) | established Mpps | router alone: cycles/packet (less the copy) |");
     println!("|---|---|---|---|---|---|---|---|");
     for &n in &a.sweep {
-        let w = Workload::new(n, a.packets, mac, fresh())?;
+        let w = Workload::new(n, a.packets, macs, a.tcp, fresh())?;
         let (mut copy, mut new, mut est, mut alone) = (vec![], vec![], vec![], vec![]);
         let mut tracked = 0;
         for _ in 0..a.runs {
-            copy.push(pass(&w.templates, &w.est_order, &mut Copy).0);
+            copy.push(pass(&w.est_templates, &w.est_order, &mut Copy).0);
             let mut r = router.clone();
-            alone.push(router_pass(&w.templates, &w.est_order, &mut r).0);
+            alone.push(router_pass(&w.est_templates, &w.est_order, &mut r).0);
             let mut g = fresh();
             new.push(gateway_pass(&w.templates, &w.new_order, &mut g).0);
-            est.push(gateway_pass(&w.templates, &w.est_order, &mut g).0);
+            w.handshake(&mut g);
+            est.push(gateway_pass(&w.est_templates, &w.est_order, &mut g).0);
             tracked = g.conntrack().len();
         }
         let m = |v: &mut Vec<f64>| crate::median(v);

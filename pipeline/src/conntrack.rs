@@ -971,6 +971,15 @@ impl ConnTrack {
             .map(|f| std::ptr::from_ref(f).cast())
     }
 
+    /// Where the TCP windows of a hint's flow live (to prefetch with the
+    /// flow, when they are tracked).
+    #[inline]
+    pub fn window_at(&self, hint: u32) -> Option<*const u8> {
+        self.windows
+            .get((hint >> 1) as usize)
+            .map(|w| std::ptr::from_ref(w).cast())
+    }
+
     /// The index position of tuple `t`, hashed `h`.
     #[inline(always)]
     fn locate(&self, t: &Tuple, h: u64) -> Option<(usize, usize, u32)> {

@@ -1542,11 +1542,17 @@ impl<C: StageClock> ForwardMode for Gateway<C> {
                 });
             }
             self.clock.mark(Stage::Parse);
+            let windows = self.ct.tcp_window();
             for l in lanes.iter_mut().flatten() {
                 l.hint = self.ct.hint(l.h);
                 if let Some(f) = l.hint.and_then(|v| self.ct.flow_at(v)) {
                     pf(f);
                     pf(f.wrapping_add(64));
+                    if windows && l.t.proto == IpProto::TCP {
+                        if let Some(w) = l.hint.and_then(|v| self.ct.window_at(v)) {
+                            pf(w);
+                        }
+                    }
                 }
             }
             self.clock.mark(Stage::Conntrack);
