@@ -15,6 +15,7 @@ cargo build --release -q -p bench
 mkdir -p bench/results
 out=bench/results/gateway.md
 env=
+shown="$*"
 if [ "${GATEWAY_TCP:-0}" = 1 ]; then
   set -- --tcp "$@"
   out=bench/results/gateway-tcp.md
@@ -23,7 +24,7 @@ fi
 {
   echo "# The gateway pipeline$([ "$out" = bench/results/gateway-tcp.md ] && echo ", TCP flows")"
   echo
-  echo "Command: \`${env}bench/run-gateway.sh ${*#--tcp}\` $(provenance)."
+  echo "Command: \`${env}bench/run-gateway.sh${shown:+ $shown}\` $(provenance)."
   echo
   case " $* " in
     *" --sweep"*) target/release/sluice-bench gateway "$@" ;;
