@@ -169,7 +169,8 @@ crate::counter_enum! {
         OutOfWindow = "ct_out_of_window",
         /// TCP segments window tracking passed without moving their flow
         /// (below the window: retransmitted or much delayed; a RST in the
-        /// window but not where its sender is).
+        /// window but not where its sender is, after which the flow
+        /// expires as a closed one unless another packet comes).
         WindowIgnored = "ct_window_ignored",
         /// ICMP errors matched to a tracked flow (`related`).
         Related = "ct_related",
@@ -310,6 +311,7 @@ fn step(
     flags: u16,
     win: Option<(&mut Window, &Segment)>,
     now: u64,
+    limits: &Limits,
     events: &mut [u64; Event::COUNT],
 ) -> Conn {
     let next = if e.orig.proto == TCP {
@@ -330,6 +332,17 @@ fn step(
             Check::Accept => {}
             Check::Ignore => {
                 events[Event::WindowIgnored as usize] += 1;
+                return Conn::Established { reply };
+            }
+            Check::Reset => {
+                // Expires as a closed flow would, unless a packet comes:
+                // its last packet dated back by the difference (a clock
+                // younger than that, hours from boot, keeps it at most
+                // until the clock reaches its own timeout).
+                events[Event::WindowIgnored as usize] += 1;
+                let shorter =
+                    limits[e.state as usize].saturating_sub(limits[State::Closed as usize]);
+                e.last_ns = now.saturating_sub(shorter);
                 return Conn::Established { reply };
             }
             Check::Invalid => {
@@ -1159,7 +1172,15 @@ impl ConnTrack {
             }
             _ => None,
         };
-        step(e, reply, flags, win, self.now_ns, &mut self.events)
+        step(
+            e,
+            reply,
+            flags,
+            win,
+            self.now_ns,
+            &self.limits,
+            &mut self.events,
+        )
     }
 
     /// [`ConnTrack::find_hashed`] then [`ConnTrack::advance`], handing
@@ -1184,7 +1205,15 @@ impl ConnTrack {
             }
             _ => None,
         };
-        let conn = step(e, reply, flags, win, self.now_ns, &mut self.events);
+        let conn = step(
+            e,
+            reply,
+            flags,
+            win,
+            self.now_ns,
+            &self.limits,
+            &mut self.events,
+        );
         Some((e, reply, conn))
     }
 
@@ -1618,6 +1647,57 @@ mod tests {
             assert_ne!(t, o, "{o:?}");
             assert_ne!(o, t, "{o:?}");
         }
+    }
+
+    /// A RST in the window but not at its sender's next sequence number
+    /// keeps the flow established (its endpoint answers with a challenge
+    /// ACK) but makes it expire as a closed flow does; a packet after it
+    /// gives it its established timeout again.
+    #[test]
+    fn an_inexact_reset_shortens_the_flows_life() {
+        let seg = |seq: u32, ack: u32| Segment {
+            seq,
+            ack,
+            win: 1000,
+            ..Segment::default()
+        };
+        let syn = Segment {
+            len: 1,
+            ..seg(100, 0)
+        };
+        let synack = Segment {
+            len: 1,
+            ..seg(500, 101)
+        };
+        let mut t = ConnTrack::new(16, Timeouts::default());
+        // The workers' clock is the TSC's, from boot: hours.
+        let now = 3 * 3600 * S;
+        t.tick(now);
+        let mut flows = vec![];
+        for p in [1u16, 2] {
+            let a = Tuple::of(0, &k(C, p, SV, 80, 6, SYN));
+            let i = t.open(a, a.reverse(), SYN, Some(&syn)).unwrap();
+            assert_eq!(
+                t.advance(i, true, SYN | ACK, Some(&synack)),
+                Conn::Established { reply: true }
+            );
+            t.advance(i, false, ACK, Some(&seg(101, 501)));
+            // The server's RST, 100 bytes past where it is.
+            let rst = t.advance(i, true, RST, Some(&seg(601, 0)));
+            assert_eq!(rst, Conn::Established { reply: true });
+            assert_eq!(t.flow(i).state, State::Established);
+            flows.push(a);
+        }
+        // The second flow's endpoints go on (the challenge ACK).
+        let (i, _) = t.find(&flows[1]).unwrap();
+        t.advance(i, false, ACK, Some(&seg(101, 501)));
+        let closed = Timeouts::default().tcp_closed;
+        t.tick(now + closed - 1);
+        assert!(t.find(&flows[0]).is_some(), "kept for the challenge ACK");
+        t.tick(now + closed + 1);
+        assert!(t.find(&flows[0]).is_none(), "gone after the close timeout");
+        assert!(t.find(&flows[1]).is_some(), "refreshed by its next packet");
+        assert_eq!(t.event(Event::WindowIgnored), 2);
     }
 
     /// `open` refuses a tuple either way round that a flow holds;

@@ -26,7 +26,8 @@
 //! its sequence number is exactly where its sender is (RFC 5961's
 //! test: the endpoint would answer any other in-window RST with a
 //! challenge ACK, not a close); any other in-window RST passes and the
-//! flow stays established, as Linux keeps it for the challenge ACK.
+//! flow stays established for the challenge ACK, set to expire as a
+//! closed flow does unless another packet comes, as Linux does.
 //!
 //! Left out from Linux's: the per-flow retransmission count and the
 //! shorter timeout for unacknowledged data, and picking up flows in the
@@ -199,9 +200,15 @@ impl Segment {
 pub enum Check {
     /// In the window: the flow moves on.
     Accept,
-    /// Below the window (an old retransmission or ACK), or a RST in the
-    /// window but not where its sender is: passed, the flow unchanged.
+    /// Below the window (an old retransmission or ACK): passed, the flow
+    /// unchanged.
     Ignore,
+    /// A RST in the window but not where its sender is: passed, the flow
+    /// kept open for the challenge ACK that answers it, but set to expire
+    /// as a closed flow does unless another packet comes (Linux gives it
+    /// the close timeout the same way), so a flow whose endpoint really
+    /// is gone does not stay for the established timeout.
+    Reset,
     /// Beyond the window, or acknowledging what was never sent.
     Invalid,
 }
@@ -387,7 +394,7 @@ impl Window {
         if rst && state == State::Established && seq != sd.end {
             // In the window but not where the sender is: its receiver
             // answers with a challenge ACK and stays open (RFC 5961).
-            return Check::Ignore;
+            return Check::Reset;
         }
         let win = if syn { win } else { win << sd.scale };
         let swin = win.wrapping_add(sack.wrapping_sub(ack));
@@ -520,8 +527,8 @@ mod tests {
 
     /// A blind RST (a guessed sequence number) closes nothing: beyond the
     /// window it is invalid, below it ignored; one in the window but not
-    /// exactly where its sender is is ignored too; the real one is
-    /// accepted.
+    /// exactly where its sender is only shortens the flow's life
+    /// (`Reset`); the real one is accepted.
     #[test]
     fn only_a_rst_where_its_sender_is_closes() {
         let mut w = handshake();
@@ -531,7 +538,7 @@ mod tests {
         let (s, f) = seg(5001u32.wrapping_sub(1 << 30), 0, RST, 0, &[], 0);
         assert_eq!(w.check(true, f, &s, e), Check::Ignore);
         let (s, f) = seg(5001 + 1000, 0, RST, 0, &[], 0);
-        assert_eq!(w.check(true, f, &s, e), Check::Ignore);
+        assert_eq!(w.check(true, f, &s, e), Check::Reset);
         let (s, f) = seg(5001, 1001, RST | ACK, 0, &[], 0);
         assert_eq!(w.check(true, f, &s, e), Check::Accept);
         // The RST answering a SYN carries sequence number 0.
