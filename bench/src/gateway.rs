@@ -66,30 +66,43 @@ pub struct GatewayArgs {
     sweep: Vec<usize>,
 }
 
-/// A 64-byte Ethernet/IPv4/UDP frame to `mac` with valid checksums.
-fn frame(mac: [u8; 6], src: u32, dst: u32, sport: u16, dport: u16) -> [u8; 64] {
+/// A 64-byte Ethernet/IPv4 frame to `mac` from `src` to `dst` with
+/// protocol `proto` and `l4` (whose checksum field, at `sum_at`, is filled
+/// in): valid checksums.
+fn ip_frame(mac: [u8; 6], src: u32, dst: u32, proto: u8, l4: &[u8], sum_at: usize) -> [u8; 64] {
     let mut f = [0u8; 64];
     f[0..6].copy_from_slice(&mac);
     f[6..12].copy_from_slice(&[2, 0x5e, 0, 0, 0, 0x10]);
     f[12..14].copy_from_slice(&[0x08, 0x00]);
+    let total = 20 + l4.len();
     let l3 = &mut f[14..];
     l3[0] = 0x45;
-    l3[2..4].copy_from_slice(&50u16.to_be_bytes());
+    l3[2..4].copy_from_slice(&(total as u16).to_be_bytes());
     l3[6] = 0x40;
     l3[8] = 64;
-    l3[9] = 17;
+    l3[9] = proto;
     l3[12..16].copy_from_slice(&src.to_be_bytes());
     l3[16..20].copy_from_slice(&dst.to_be_bytes());
     let c = pipeline::checksum::checksum(&l3[..20]);
     l3[10..12].copy_from_slice(&c.to_be_bytes());
-    let l4 = &mut l3[20..50];
+    let l4 = {
+        l3[20..total].copy_from_slice(l4);
+        &mut l3[20..total]
+    };
+    let ph =
+        pipeline::checksum::pseudo_v4(src.to_be_bytes(), dst.to_be_bytes(), proto, l4.len() as u16);
+    let c = !pipeline::checksum::fold(pipeline::checksum::sum(l4, ph));
+    l4[sum_at..sum_at + 2].copy_from_slice(&c.to_be_bytes());
+    f
+}
+
+/// A 64-byte Ethernet/IPv4/UDP frame to `mac` with valid checksums.
+fn frame(mac: [u8; 6], src: u32, dst: u32, sport: u16, dport: u16) -> [u8; 64] {
+    let mut l4 = [0u8; 30];
     l4[0..2].copy_from_slice(&sport.to_be_bytes());
     l4[2..4].copy_from_slice(&dport.to_be_bytes());
     l4[4..6].copy_from_slice(&30u16.to_be_bytes());
-    let ph = pipeline::checksum::pseudo_v4(src.to_be_bytes(), dst.to_be_bytes(), 17, 30);
-    let c = !pipeline::checksum::fold(pipeline::checksum::sum(l4, ph));
-    l4[6..8].copy_from_slice(&c.to_be_bytes());
-    f
+    ip_frame(mac, src, dst, 17, &l4, 6)
 }
 
 /// The client's and the server's initial sequence numbers (TCP).
@@ -110,23 +123,8 @@ fn tcp_frame(
     seq: u32,
     ack: u32,
 ) -> [u8; 64] {
-    let mut f = [0u8; 64];
-    f[0..6].copy_from_slice(&mac);
-    f[6..12].copy_from_slice(&[2, 0x5e, 0, 0, 0, 0x10]);
-    f[12..14].copy_from_slice(&[0x08, 0x00]);
     let data = if flags & 0x02 != 0 { 0 } else { 10 };
-    let total = 40 + data;
-    let l3 = &mut f[14..];
-    l3[0] = 0x45;
-    l3[2..4].copy_from_slice(&(total as u16).to_be_bytes());
-    l3[6] = 0x40;
-    l3[8] = 64;
-    l3[9] = 6;
-    l3[12..16].copy_from_slice(&src.to_be_bytes());
-    l3[16..20].copy_from_slice(&dst.to_be_bytes());
-    let c = pipeline::checksum::checksum(&l3[..20]);
-    l3[10..12].copy_from_slice(&c.to_be_bytes());
-    let l4 = &mut l3[20..total];
+    let mut l4 = [0u8; 30];
     l4[0..2].copy_from_slice(&sport.to_be_bytes());
     l4[2..4].copy_from_slice(&dport.to_be_bytes());
     l4[4..8].copy_from_slice(&seq.to_be_bytes());
@@ -134,11 +132,7 @@ fn tcp_frame(
     l4[12] = 5 << 4;
     l4[13] = flags;
     l4[14..16].copy_from_slice(&64240u16.to_be_bytes());
-    let ph =
-        pipeline::checksum::pseudo_v4(src.to_be_bytes(), dst.to_be_bytes(), 6, (total - 20) as u16);
-    let c = !pipeline::checksum::fold(pipeline::checksum::sum(l4, ph));
-    l4[16..18].copy_from_slice(&c.to_be_bytes());
-    f
+    ip_frame(mac, src, dst, 6, &l4[..20 + data], 16)
 }
 
 /// Burst size (as the worker's default).

@@ -1165,14 +1165,26 @@ impl ConnTrack {
     /// the windows refuse, `Invalid` (the flow is left as it was).
     #[inline(always)]
     pub fn advance(&mut self, i: u32, reply: bool, flags: u16, seg: Option<&Segment>) -> Conn {
-        let e = &mut self.slots[i as usize];
+        self.step_slot(i as usize, reply, flags, seg)
+            .unwrap_or(Conn::Invalid)
+    }
+
+    /// [`step`] of the flow in slot `i` (`None`: no such slot), with its
+    /// windows when they are tracked and `seg` is given.
+    #[inline(always)]
+    fn step_slot(
+        &mut self,
+        i: usize,
+        reply: bool,
+        flags: u16,
+        seg: Option<&Segment>,
+    ) -> Option<Conn> {
+        let e = self.slots.get_mut(i)?;
         let win = match seg {
-            Some(s) if self.tcp_window && e.orig.proto == TCP => {
-                Some((&mut self.windows[i as usize], s))
-            }
+            Some(s) if self.tcp_window && e.orig.proto == TCP => Some((&mut self.windows[i], s)),
             _ => None,
         };
-        step(
+        Some(step(
             e,
             reply,
             flags,
@@ -1180,7 +1192,7 @@ impl ConnTrack {
             self.now_ns,
             &self.limits,
             &mut self.events,
-        )
+        ))
     }
 
     /// [`ConnTrack::find_hashed`] then [`ConnTrack::advance`], handing
@@ -1198,23 +1210,8 @@ impl ConnTrack {
         seg: Option<&Segment>,
     ) -> Option<(&mut Flow, bool, Conn)> {
         let (i, reply) = self.find_hashed(t, h, hint)?;
-        let e = self.slots.get_mut(i as usize)?;
-        let win = match seg {
-            Some(s) if self.tcp_window && e.orig.proto == TCP => {
-                Some((&mut self.windows[i as usize], s))
-            }
-            _ => None,
-        };
-        let conn = step(
-            e,
-            reply,
-            flags,
-            win,
-            self.now_ns,
-            &self.limits,
-            &mut self.events,
-        );
-        Some((e, reply, conn))
+        let conn = self.step_slot(i as usize, reply, flags, seg)?;
+        Some((&mut self.slots[i as usize], reply, conn))
     }
 
     /// Starts tracking a flow whose first packet had tuple `orig` (and TCP
