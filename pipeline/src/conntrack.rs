@@ -885,11 +885,6 @@ impl ConnTrack {
         self.tcp_window
     }
 
-    /// The TCP windows of flow `i` (meaningful when tracked).
-    pub fn window(&self, i: u32) -> &Window {
-        &self.windows[i as usize]
-    }
-
     /// Flows in the table.
     pub fn len(&self) -> usize {
         self.map.len / 2
