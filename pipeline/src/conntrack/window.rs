@@ -231,6 +231,41 @@ impl Side {
     fn max_ack_window(&self) -> u32 {
         self.maxwin.max(MAXACKWIN)
     }
+
+    /// A segment from this side ending at `end` reaches into what its
+    /// receiver `r` may still take (not all of it acknowledged already).
+    #[inline(always)]
+    fn reaches(&self, r: &Side, end: u32) -> bool {
+        after(end, self.end.wrapping_sub(r.maxwin).wrapping_sub(1))
+    }
+
+    /// An acknowledgment `sack` from this side is not far below what its
+    /// other side, which has sent up to `r_end`, sent.
+    #[inline(always)]
+    fn acks_recent(&self, r_end: u32, sack: u32) -> bool {
+        after(
+            sack,
+            r_end.wrapping_sub(self.max_ack_window()).wrapping_sub(1),
+        )
+    }
+}
+
+/// Moves the windows by an accepted segment of sender `sd` to receiver `r`
+/// ending at `end`, acknowledging `ack` (`sack` with its SACK blocks),
+/// with window `win` (scaled).
+#[inline(always)]
+fn update(sd: &mut Side, r: &mut Side, end: u32, ack: u32, sack: u32, win: u32) {
+    sd.maxwin = sd.maxwin.max(win.wrapping_add(sack.wrapping_sub(ack)));
+    if after(end, sd.end) {
+        sd.end = end;
+    }
+    if r.maxwin != 0 && after(end, sd.maxend) {
+        r.maxwin = r.maxwin.wrapping_add(end.wrapping_sub(sd.maxend));
+    }
+    let right = sack.wrapping_add(win);
+    if after(right, r.maxend.wrapping_sub(1)) {
+        r.maxend = right.wrapping_add(u32::from(win == 0));
+    }
 }
 
 impl Window {
@@ -265,7 +300,7 @@ impl Window {
         let [a, b] = &mut self.sides;
         let (sd, r) = if reply { (b, a) } else { (a, b) };
         if flags & (SYN | FIN | RST | ACK) == ACK && !s.bad && sd.maxwin != 0 && r.maxwin != 0 {
-            let end = s.seq.wrapping_add(s.len);
+            let end = s.end();
             let sack = if r.flags & SACK_PERM != 0 {
                 s.sack
             } else {
@@ -273,24 +308,10 @@ impl Window {
             };
             let in_window = before(s.seq, sd.maxend.wrapping_add(1))
                 && before(sack, r.end.wrapping_add(1))
-                && after(end, sd.end.wrapping_sub(r.maxwin).wrapping_sub(1))
-                && after(
-                    sack,
-                    r.end.wrapping_sub(sd.max_ack_window()).wrapping_sub(1),
-                );
+                && sd.reaches(r, end)
+                && sd.acks_recent(r.end, sack);
             if in_window {
-                let win = u32::from(s.win) << sd.scale;
-                sd.maxwin = sd.maxwin.max(win.wrapping_add(sack.wrapping_sub(s.ack)));
-                if after(end, sd.end) {
-                    sd.end = end;
-                }
-                if after(end, sd.maxend) {
-                    r.maxwin = r.maxwin.wrapping_add(end.wrapping_sub(sd.maxend));
-                }
-                let right = sack.wrapping_add(win);
-                if after(right, r.maxend.wrapping_sub(1)) {
-                    r.maxend = right.wrapping_add(u32::from(win == 0));
-                }
+                update(sd, r, end, s.ack, sack, u32::from(s.win) << sd.scale);
                 return Check::Accept;
             }
         }
@@ -364,12 +385,8 @@ impl Window {
             // passes it, and its end noted so that the ACK of those bytes
             // is not over the bound in turn.
             let overshot = end.wrapping_sub(sd.maxend).wrapping_add(1);
-            let ack_ok = after(
-                sack,
-                r_end.wrapping_sub(sd.max_ack_window()).wrapping_sub(1),
-            );
-            let in_recv =
-                r.maxwin != 0 && after(end, sd.end.wrapping_sub(r.maxwin).wrapping_sub(1));
+            let ack_ok = sd.acks_recent(r_end, sack);
+            let in_recv = r.maxwin != 0 && sd.reaches(&r, end);
             if in_recv && ack_ok && overshot <= r.maxwin && before(sack, r_end.wrapping_add(1)) {
                 self.sides[d].end = end;
                 return Check::Ignore;
@@ -380,14 +397,11 @@ impl Window {
             // Acknowledges data the other side never sent.
             return Check::Invalid;
         }
-        if r.maxwin != 0 && !after(end, sd.end.wrapping_sub(r.maxwin).wrapping_sub(1)) {
+        if r.maxwin != 0 && !sd.reaches(&r, end) {
             // Under the lower bound: already acknowledged, retransmitted.
             return Check::Ignore;
         }
-        if !after(
-            sack,
-            r_end.wrapping_sub(sd.max_ack_window()).wrapping_sub(1),
-        ) {
+        if !sd.acks_recent(r_end, sack) {
             // An ACK under its lower bound (much delayed).
             return Check::Ignore;
         }
@@ -397,21 +411,9 @@ impl Window {
             return Check::Reset;
         }
         let win = if syn { win } else { win << sd.scale };
-        let swin = win.wrapping_add(sack.wrapping_sub(ack));
-        let sd = &mut self.sides[d];
-        sd.maxwin = sd.maxwin.max(swin);
-        if after(end, sd.end) {
-            sd.end = end;
-        }
-        let sd_maxend = sd.maxend;
-        let r = &mut self.sides[1 - d];
-        if r.maxwin != 0 && after(end, sd_maxend) {
-            r.maxwin = r.maxwin.wrapping_add(end.wrapping_sub(sd_maxend));
-        }
-        let right = sack.wrapping_add(win);
-        if after(right, r.maxend.wrapping_sub(1)) {
-            r.maxend = right.wrapping_add(u32::from(win == 0));
-        }
+        let [a, b] = &mut self.sides;
+        let (sd, r) = if reply { (b, a) } else { (a, b) };
+        update(sd, r, end, ack, sack, win);
         Check::Accept
     }
 }
