@@ -129,8 +129,16 @@ EOF
   } > "$WORK/sluice-$t.toml"
 done
 
+# Hugepages for both: EAL needs them reserved and a hugetlbfs mounted. As
+# root the bench mounts one where pages are free and none is (as
+# run-dpdk-io.sh's does); without, both run --no-huge (Sluice's EAL
+# decides the same way: appliance/src/dpdk.rs).
 HUGE=()
-[ "$(cat /sys/kernel/mm/hugepages/hugepages-2048kB/free_hugepages 2>/dev/null || echo 0)" -gt 256 ] || HUGE=(--no-huge -m 1024)
+FREE=$(cat /sys/kernel/mm/hugepages/hugepages-2048kB/free_hugepages 2>/dev/null || echo 0)
+if [ "$FREE" -gt 256 ] && ! grep -q hugetlbfs /proc/mounts && [ "$(id -u)" = 0 ]; then
+  mkdir -p /mnt/huge && mount -t hugetlbfs nodev /mnt/huge || true
+fi
+[ "$FREE" -gt 256 ] && grep -q hugetlbfs /proc/mounts || HUGE=(--no-huge -m 1024)
 
 # sluice_run TABLE: "Mpps cycles/packet" of one run.
 sluice_run() {
