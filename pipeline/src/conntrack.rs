@@ -843,7 +843,7 @@ impl ConnTrack {
     /// fault there costs a kernel entry, and with huge pages the zeroing,
     /// or compaction, of 2 MiB). The price is the whole table resident
     /// from the start: about 190–230 bytes per flow of capacity (the TCP
-    /// windows are 32 of them).
+    /// windows are 32 of them, none with `set_tcp_window(false)`).
     pub fn new(capacity: usize, timeouts: Timeouts) -> Self {
         let capacity = capacity.max(1);
         let (mut slots, mut free) = (written(capacity, Flow::DEAD), written(capacity, 0));
@@ -875,8 +875,15 @@ impl ConnTrack {
 
     /// Tracks TCP flows' windows ([`Window`]; on by default, as Linux's
     /// `nf_conntrack_tcp_be_liberal = 0`) or not (the TCP state machine
-    /// alone, as `be_liberal = 1`).
+    /// alone, as `be_liberal = 1`). Off, the windows' table (32 bytes a
+    /// flow of capacity) is given back; set before any flow is tracked
+    /// (the configuration's `tcp_window` is applied by a restart).
     pub fn set_tcp_window(&mut self, on: bool) {
+        if on && !self.tcp_window {
+            self.windows = written(self.capacity, Window::default());
+        } else if !on {
+            self.windows = Vec::new();
+        }
         self.tcp_window = on;
     }
 
@@ -1690,6 +1697,33 @@ mod tests {
         assert!(t.find(&flows[0]).is_none(), "gone after the close timeout");
         assert!(t.find(&flows[1]).is_some(), "refreshed by its next packet");
         assert_eq!(t.event(Event::WindowIgnored), 2);
+    }
+
+    /// Without window tracking the windows' table is not kept, and TCP
+    /// flows still open, move and close by their flags.
+    #[test]
+    fn untracked_windows_take_no_memory() {
+        let mut t = ConnTrack::new(1024, Timeouts::default());
+        assert_eq!(t.windows.len(), 1024);
+        t.set_tcp_window(false);
+        assert!(t.windows.is_empty() && t.windows.capacity() == 0);
+        let syn = Segment {
+            seq: 100,
+            len: 1,
+            win: 1000,
+            ..Segment::default()
+        };
+        let a = Tuple::of(0, &k(C, 1, SV, 80, 6, SYN));
+        let i = t.open(a, a.reverse(), SYN, Some(&syn)).unwrap();
+        assert_eq!(
+            t.advance(i, true, SYN | ACK, Some(&syn)),
+            Conn::Established { reply: true }
+        );
+        // A RST anywhere closes it: nothing checks its sequence number.
+        t.advance(i, true, RST, Some(&Segment::default()));
+        assert_eq!(t.flow(i).state, State::Closed);
+        t.set_tcp_window(true);
+        assert_eq!(t.windows.len(), 1024);
     }
 
     /// `open` refuses a tuple either way round that a flow holds;
