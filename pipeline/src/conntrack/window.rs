@@ -110,6 +110,10 @@ pub struct Segment {
     pub bad: bool,
 }
 
+/// The first word of a segment's options when they are a timestamp alone,
+/// aligned (RFC 7323 appendix A): NOP, NOP, kind 8, length 10.
+const TIMESTAMP_ONLY: [u8; 4] = [1, 1, 8, 10];
+
 /// A malformed segment.
 const BAD: Segment = Segment {
     seq: 0,
@@ -148,7 +152,10 @@ impl Segment {
             sack_perm: false,
             bad: false,
         };
-        if doff > 20 {
+        // The options of nearly every segment Linux and the BSDs send, a
+        // timestamp after two NOPs, hold nothing read here: skipped
+        // unread, as Linux's conntrack skips them (`tcp_sack`).
+        if doff > 20 && !(doff == 32 && l4[20..24] == TIMESTAMP_ONLY) {
             s.options(&l4[20..doff], flags & SYN != 0);
         }
         s
@@ -468,6 +475,14 @@ mod tests {
         ];
         let (s, _) = seg(7, 9, ACK, 100, &blocks, 0);
         assert_eq!((s.sack, s.wscale), (40, None));
+        // A timestamp alone (skipped unread), and one SACK block in the
+        // same 12 bytes (read).
+        let ts = [1, 1, 8, 10, 0, 0, 0, 1, 0, 0, 0, 2];
+        let (s, _) = seg(7, 9, ACK, 100, &ts, 5);
+        assert_eq!((s.sack, s.len, s.bad), (9, 5, false));
+        let one = [1, 1, 5, 10, 0, 0, 0, 20, 0, 0, 0, 30];
+        let (s, _) = seg(7, 9, ACK, 100, &one, 5);
+        assert_eq!((s.sack, s.len), (30, 5));
         // Malformed: data offset below 5 or past the packet; a bad option
         // ends the list.
         assert!(Segment::parse(&[0; 19]).bad);
