@@ -57,7 +57,7 @@ done
   echo
   echo "Command: \`bench/run-gateway-instructions.sh --flows $FLOWS --packets $PACKETS\` $(provenance)."
   echo
-  echo "valgrind's callgrind counting the instructions of the unclocked gateway passes of \`sluice-bench gateway\` (\`configs/gateway-fulltable.toml\`: full table, fw1_10k rules, SNAT; 64-byte IPv4/UDP in bursts of 32 through the stage's burst path; each packet's template copy included), run twice: $PACKETS and 1 packets of established flows (of the flows the first packets opened) after the first packet of each of $FLOWS flows; the packets of the flows not opened ($PACKETS / 20 of them, their destinations without a route) the same way. The router alone is counted the same way on the same packets (its burst path, \`route_burst\`). The TCP rows (\`--tcp\`): the same flows as TCP, each opened by its SYN, its handshake completed by the server's SYN+ACK and the client's ACK (not counted), then its established packets the client's next segment (10 bytes of data) again and again, in the window; counted with conntrack's window tracking on and, in a gateway of its own, off."
+  echo "valgrind's callgrind counting the instructions of the unclocked gateway passes of \`sluice-bench gateway\` (\`configs/gateway-fulltable.toml\`: full table, fw1_10k rules, SNAT; 64-byte IPv4/UDP in bursts of 32 through the stage's burst path; each packet's template copy included), run twice: $PACKETS and 1 packets of established flows (of the flows the first packets opened) after the first packet of each of $FLOWS flows; the packets of the flows not opened ($PACKETS / 20 of them, their destinations without a route) the same way. The router alone is counted the same way on the same packets (its burst path, \`route_burst\`). The TCP rows (\`--tcp\`): the same flows as TCP, each opened by its SYN, its handshake completed by the server's SYN+ACK and the client's ACK (not counted), then its established packets the client's next segment again and again, in the window; 80-byte segments with the options Linux sends (SYN and SYN+ACK: MSS, SACK permitted, timestamp, window scale 7; then a timestamp and 14 bytes of data); counted with conntrack's window tracking on and, in a gateway of its own, off."
   echo
   echo "| path | instructions/packet |"
   echo "|---|---|"
@@ -65,7 +65,7 @@ done
   echo "| gateway, new flow (first packet) | $(( one / FLOWS )) |"
   echo "| gateway, packet of a flow not opened (no route) | $(( (rfall - rfone) / (PACKETS / 20 - 1) )) |"
   echo "| router alone | $(( (rall - rone) / (PACKETS - 1) )) |"
-  echo "| gateway, established TCP flow (64-byte segments), window tracking on (the default) | $(( (tall - tone) / (PACKETS - 1) )) |"
+  echo "| gateway, established TCP flow (80-byte segments with a timestamp), window tracking on (the default) | $(( (tall - tone) / (PACKETS - 1) )) |"
   echo "| gateway, established TCP flow, \`tcp_window = false\` | $(( (nall - none) / (PACKETS - 1) )) |"
   echo "| gateway, new TCP flow (its SYN) | $(( tone / FLOWS )) |"
 } | tee bench/results/gateway-instructions.md.tmp

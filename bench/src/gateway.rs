@@ -1,6 +1,7 @@
 //! `gateway`: the full pipeline (conntrack + firewall with the fw1_10k rule
 //! set + SNAT + full-table LPM) in one core, side by side with the router
-//! alone and with a bare frame copy, on 64-byte IPv4/UDP frames:
+//! alone and with a bare frame copy, on 64-byte IPv4/UDP frames (or,
+//! `--tcp`, 80-byte TCP segments with the options Linux sends):
 //!
 //! - new flows: the first packet of each of N flows (conntrack miss, rule
 //!   lookup, port allocation, flow insert, translation, route), cycles per
@@ -51,10 +52,12 @@ pub struct GatewayArgs {
     /// Passes (median reported).
     #[arg(long, default_value_t = 5)]
     runs: usize,
-    /// 64-byte IPv4/TCP instead of UDP: each flow's SYN opens it, the
-    /// server's SYN+ACK and the client's ACK complete its handshake (not
-    /// measured), and its established packets are the client's next
-    /// segment (10 bytes of data), again and again: in the window, so
+    /// 80-byte IPv4/TCP instead of UDP, with the options Linux sends:
+    /// each flow's SYN (MSS, SACK permitted, timestamp, window scale)
+    /// opens it, the server's SYN+ACK (the same options) and the client's
+    /// ACK complete its handshake (not measured), and its established
+    /// packets are the client's next segment (a timestamp, 14 bytes of
+    /// data), again and again: in the window, so
     /// window tracking's whole check and update runs for each. Also
     /// measures the established packets with window tracking off.
     #[arg(long)]
@@ -66,11 +69,22 @@ pub struct GatewayArgs {
     sweep: Vec<usize>,
 }
 
-/// A 64-byte Ethernet/IPv4 frame to `mac` from `src` to `dst` with
+/// The frames' sizes: UDP, and TCP with its options.
+const UDP_FRAME: usize = 64;
+const TCP_FRAME: usize = 80;
+
+/// An `N`-byte Ethernet/IPv4 frame to `mac` from `src` to `dst` with
 /// protocol `proto` and `l4` (whose checksum field, at `sum_at`, is filled
-/// in): valid checksums.
-fn ip_frame(mac: [u8; 6], src: u32, dst: u32, proto: u8, l4: &[u8], sum_at: usize) -> [u8; 64] {
-    let mut f = [0u8; 64];
+/// in), padded: valid checksums.
+fn ip_frame<const N: usize>(
+    mac: [u8; 6],
+    src: u32,
+    dst: u32,
+    proto: u8,
+    l4: &[u8],
+    sum_at: usize,
+) -> [u8; N] {
+    let mut f = [0u8; N];
     f[0..6].copy_from_slice(&mac);
     f[6..12].copy_from_slice(&[2, 0x5e, 0, 0, 0, 0x10]);
     f[12..14].copy_from_slice(&[0x08, 0x00]);
@@ -96,24 +110,37 @@ fn ip_frame(mac: [u8; 6], src: u32, dst: u32, proto: u8, l4: &[u8], sum_at: usiz
     f
 }
 
-/// A 64-byte Ethernet/IPv4/UDP frame to `mac` with valid checksums.
-fn frame(mac: [u8; 6], src: u32, dst: u32, sport: u16, dport: u16) -> [u8; 64] {
-    let mut l4 = [0u8; 30];
+/// An `N`-byte Ethernet/IPv4/UDP frame to `mac` with valid checksums.
+fn frame<const N: usize>(mac: [u8; 6], src: u32, dst: u32, sport: u16, dport: u16) -> [u8; N] {
+    let mut l4 = [0u8; N];
+    let l4 = &mut l4[..N - 34];
     l4[0..2].copy_from_slice(&sport.to_be_bytes());
     l4[2..4].copy_from_slice(&dport.to_be_bytes());
-    l4[4..6].copy_from_slice(&30u16.to_be_bytes());
-    ip_frame(mac, src, dst, 17, &l4, 6)
+    l4[4..6].copy_from_slice(&((N - 34) as u16).to_be_bytes());
+    ip_frame(mac, src, dst, 17, l4, 6)
 }
 
 /// The client's and the server's initial sequence numbers (TCP).
 const CLIENT_ISN: u32 = 1_000_000;
 const SERVER_ISN: u32 = 7_000_000;
 
-/// A 64-byte Ethernet/IPv4/TCP frame to `mac` with valid checksums: TCP
-/// `flags`, sequence `seq`, acknowledgment `ack`, window 64,240; 10 bytes
-/// of data unless it is a SYN.
+/// The options of a SYN or SYN+ACK from Linux: MSS 1460, SACK permitted,
+/// a timestamp, a NOP, window scale 7 (20 bytes).
+const SYN_OPTIONS: [u8; 20] = [
+    2, 4, 0x05, 0xb4, 4, 2, 8, 10, 0, 0, 0, 1, 0, 0, 0, 0, 1, 3, 3, 7,
+];
+
+/// The options of any other segment from Linux: two NOPs and a
+/// timestamp (12 bytes).
+const TS_OPTIONS: [u8; 12] = [1, 1, 8, 10, 0, 0, 0, 2, 0, 0, 0, 1];
+
+/// An `N`-byte Ethernet/IPv4/TCP frame to `mac` with valid checksums, as
+/// Linux sends it: TCP `flags`, sequence `seq`, acknowledgment `ack`; a
+/// SYN (or SYN+ACK) with [`SYN_OPTIONS`] and window 64,240 (padded), any
+/// other segment with [`TS_OPTIONS`], window 502 (scaled by 7: 64,256)
+/// and as much data as fills the frame.
 #[allow(clippy::too_many_arguments)]
-fn tcp_frame(
+fn tcp_frame<const N: usize>(
     mac: [u8; 6],
     src: u32,
     dst: u32,
@@ -122,17 +149,25 @@ fn tcp_frame(
     flags: u8,
     seq: u32,
     ack: u32,
-) -> [u8; 64] {
-    let data = if flags & 0x02 != 0 { 0 } else { 10 };
-    let mut l4 = [0u8; 30];
+) -> [u8; N] {
+    let syn = flags & 0x02 != 0;
+    let (opts, win): (&[u8], u16) = if syn {
+        (&SYN_OPTIONS, 64240)
+    } else {
+        (&TS_OPTIONS, 502)
+    };
+    let doff = 20 + opts.len();
+    let len = if syn { doff } else { N - 34 };
+    let mut l4 = [0u8; N];
     l4[0..2].copy_from_slice(&sport.to_be_bytes());
     l4[2..4].copy_from_slice(&dport.to_be_bytes());
     l4[4..8].copy_from_slice(&seq.to_be_bytes());
     l4[8..12].copy_from_slice(&ack.to_be_bytes());
-    l4[12] = 5 << 4;
+    l4[12] = ((doff / 4) as u8) << 4;
     l4[13] = flags;
-    l4[14..16].copy_from_slice(&64240u16.to_be_bytes());
-    ip_frame(mac, src, dst, 6, &l4[..20 + data], 16)
+    l4[14..16].copy_from_slice(&win.to_be_bytes());
+    l4[20..doff].copy_from_slice(opts);
+    ip_frame(mac, src, dst, 6, &l4[..len], 16)
 }
 
 /// Burst size (as the worker's default).
@@ -142,8 +177,12 @@ const BURST: usize = 32;
 /// the worker runs it (enter the round, prefetch hook, the burst path,
 /// leave; each template copied into a work buffer first), and the packets
 /// forwarded.
-fn pass<M: ForwardMode>(templates: &[[u8; 64]], order: &[u32], m: &mut M) -> (f64, usize) {
-    let mut bufs: Vec<Vec<u8>> = (0..BURST).map(|_| Vec::with_capacity(64)).collect();
+fn pass<M: ForwardMode, const N: usize>(
+    templates: &[[u8; N]],
+    order: &[u32],
+    m: &mut M,
+) -> (f64, usize) {
+    let mut bufs: Vec<Vec<u8>> = (0..BURST).map(|_| Vec::with_capacity(N)).collect();
     let mut verdicts = [Verdict::Forward(0); BURST];
     let mut fwd = 0;
     let t0 = rdtsc();
@@ -176,7 +215,11 @@ fn pass<M: ForwardMode>(templates: &[[u8; 64]], order: &[u32], m: &mut M) -> (f6
 /// [`pass`] of the unclocked gateway, out of line under a name of its own:
 /// what `bench/run-gateway-instructions.sh` has valgrind count.
 #[inline(never)]
-fn gateway_pass(templates: &[[u8; 64]], order: &[u32], g: &mut Gateway) -> (f64, usize) {
+fn gateway_pass<const N: usize>(
+    templates: &[[u8; N]],
+    order: &[u32],
+    g: &mut Gateway,
+) -> (f64, usize) {
     pass(templates, order, g)
 }
 
@@ -184,7 +227,11 @@ fn gateway_pass(templates: &[[u8; 64]], order: &[u32], g: &mut Gateway) -> (f64,
 /// line under a name of its own (for valgrind to count, as
 /// `gateway_pass`).
 #[inline(never)]
-fn nowin_pass(templates: &[[u8; 64]], order: &[u32], g: &mut Gateway) -> (f64, usize) {
+fn nowin_pass<const N: usize>(
+    templates: &[[u8; N]],
+    order: &[u32],
+    g: &mut Gateway,
+) -> (f64, usize) {
     pass(templates, order, g)
 }
 
@@ -192,14 +239,22 @@ fn nowin_pass(templates: &[[u8; 64]], order: &[u32], g: &mut Gateway) -> (f64, u
 /// out of line under a name of its own (for valgrind to count, as
 /// `gateway_pass`).
 #[inline(never)]
-fn refused_pass(templates: &[[u8; 64]], order: &[u32], g: &mut Gateway) -> (f64, usize) {
+fn refused_pass<const N: usize>(
+    templates: &[[u8; N]],
+    order: &[u32],
+    g: &mut Gateway,
+) -> (f64, usize) {
     pass(templates, order, g)
 }
 
 /// [`pass`] of the router alone, out of line under a name of its own (for
 /// valgrind to count, as `gateway_pass`).
 #[inline(never)]
-fn router_pass(templates: &[[u8; 64]], order: &[u32], r: &mut Router) -> (f64, usize) {
+fn router_pass<const N: usize>(
+    templates: &[[u8; N]],
+    order: &[u32],
+    r: &mut Router,
+) -> (f64, usize) {
     pass(templates, order, r)
 }
 
@@ -218,12 +273,12 @@ impl ForwardMode for Copy {
 /// The packets of a measurement: `flows` flows' templates, the first
 /// packet of each in order, and random packets of those the gateway
 /// opened (established) and of those it did not (refused).
-struct Workload {
+struct Workload<const N: usize> {
     /// Each flow's first packet (TCP: its SYN).
-    templates: Vec<[u8; 64]>,
+    templates: Vec<[u8; N]>,
     /// Each flow's established packet (UDP: the first again; TCP: the
     /// client's segment after the handshake).
-    est_templates: Vec<[u8; 64]>,
+    est_templates: Vec<[u8; N]>,
     /// TCP: what completes each opened flow's handshake, given the
     /// gateway that opened it (the server's SYN+ACK, to the flow's
     /// translated tuple, on the port its SYN left by; then the ACK).
@@ -247,14 +302,14 @@ impl Handshake {
     /// Completes the handshake of every flow `g` tracks: the server's
     /// SYN+ACK to the flow's reply tuple, then the client's ACK (its
     /// first established packet, `est`).
-    fn run<C: StageClock>(&self, g: &mut Gateway<C>, est: &[[u8; 64]]) {
+    fn run<C: StageClock, const N: usize>(&self, g: &mut Gateway<C>, est: &[[u8; N]]) {
         let flows: Vec<(Tuple, Tuple)> = g.conntrack().flows().map(|f| (f.orig, f.reply)).collect();
         for (orig, r) in flows {
             let key = (orig.src, orig.dst, orig.sport, orig.dport);
             let Some(&(port, i)) = self.out.get(&key) else {
                 continue;
             };
-            let mut sa = tcp_frame(
+            let mut sa = tcp_frame::<N>(
                 self.macs[usize::from(port)],
                 r.src as u32,
                 r.dst as u32,
@@ -272,7 +327,7 @@ impl Handshake {
     }
 }
 
-impl Workload {
+impl<const N: usize> Workload<N> {
     /// TCP: completes the handshakes of the flows `g` opened.
     fn handshake<C: StageClock>(&self, g: &mut Gateway<C>) {
         if let Some(h) = &self.handshake {
@@ -292,7 +347,7 @@ impl Workload {
         macs: &[[u8; 6]],
         tcp: bool,
         mut g: Gateway,
-    ) -> Result<Workload> {
+    ) -> Result<Workload<N>> {
         let mac = macs[0];
         let mut rng = rand::rngs::SmallRng::seed_from_u64(7);
         let dsts: Vec<u32> = (0..10_000)
@@ -309,14 +364,14 @@ impl Workload {
             })
             .collect();
         let (a, b) = (|t: &Tuple| t.src as u32, |t: &Tuple| t.dst as u32);
-        let templates: Vec<[u8; 64]> = tuples
+        let templates: Vec<[u8; N]> = tuples
             .iter()
             .map(|t| match tcp {
                 false => frame(mac, a(t), b(t), t.sport, t.dport),
                 true => tcp_frame(mac, a(t), b(t), t.sport, t.dport, 0x02, CLIENT_ISN, 0),
             })
             .collect();
-        let est_templates: Vec<[u8; 64]> = match tcp {
+        let est_templates: Vec<[u8; N]> = match tcp {
             false => templates.clone(),
             true => tuples
                 .iter()
@@ -383,6 +438,15 @@ impl Workload {
 
 /// Runs the comparison and prints a Markdown table.
 pub fn gateway(a: GatewayArgs) -> Result<()> {
+    if a.tcp {
+        run::<TCP_FRAME>(a)
+    } else {
+        run::<UDP_FRAME>(a)
+    }
+}
+
+/// [`gateway`] on `N`-byte frames.
+fn run<const N: usize>(a: GatewayArgs) -> Result<()> {
     let cfg = appliance::config::load_file(&a.config).map_err(|e| anyhow::anyhow!("{e}"))?;
     let (router, _fib) = appliance::stages::build_router(&cfg).context("building the router")?;
     let gcfg = appliance::stages::build_gateway(&cfg, 1);
@@ -394,7 +458,7 @@ pub fn gateway(a: GatewayArgs) -> Result<()> {
         g.tick(tsc.ns(rdtsc()) as u64);
         g
     };
-    let w = Workload::new(a.flows, a.packets, &macs, a.tcp, fresh())?;
+    let w = Workload::<N>::new(a.flows, a.packets, &macs, a.tcp, fresh())?;
     let (templates, new_order, est_order, refused_order) =
         (&w.templates, &w.new_order, &w.est_order, &w.refused_order);
     let est_templates = &w.est_templates;
@@ -480,7 +544,7 @@ pub fn gateway(a: GatewayArgs) -> Result<()> {
     let (copy, route, gw_new, gw_est) =
         (m(&mut copy), m(&mut route), m(&mut gw_new), m(&mut gw_est));
     println!(
-        "{} flows of 64-byte IPv4/{} from 198.18.0.0/24 to 10,000 destinations in 82.0.0.0/8; `{}`: full table (901,899 IPv4 prefixes), {} firewall rules (fw1_10k, all accept), SNAT masquerade; one core at {:.2} GHz; median of {} passes; in bursts of 32 as the worker runs them (the stage's prefetch hook, then its burst path); cycles include copying each 64-byte template into a work buffer. The established packets are of the flows the first packets opened; the packets of those not opened (here: destinations the table has no route to, answered with a rate-limited ICMP unreachable or dropped) are measured on their own.{}\n",
+        "{} flows of {N}-byte IPv4/{} from 198.18.0.0/24 to 10,000 destinations in 82.0.0.0/8; `{}`: full table (901,899 IPv4 prefixes), {} firewall rules (fw1_10k, all accept), SNAT masquerade; one core at {:.2} GHz; median of {} passes; in bursts of 32 as the worker runs them (the stage's prefetch hook, then its burst path); cycles include copying each {N}-byte template into a work buffer. The established packets are of the flows the first packets opened; the packets of those not opened (here: destinations the table has no route to, answered with a rate-limited ICMP unreachable or dropped) are measured on their own.{}\n",
         a.flows,
         if a.tcp { "TCP" } else { "UDP" },
         a.config.display(),
@@ -488,7 +552,7 @@ pub fn gateway(a: GatewayArgs) -> Result<()> {
         hz / 1e9,
         a.runs,
         if a.tcp {
-            " TCP: each flow's SYN opens it; the server's SYN+ACK and the client's ACK complete its handshake (not measured); its established packets are the client's next segment (10 bytes of data) again and again, in the window, so conntrack's window tracking checks and updates for each."
+            " TCP: each flow's SYN opens it; the server's SYN+ACK and the client's ACK complete its handshake (not measured); the segments carry the options Linux sends (SYN and SYN+ACK: MSS, SACK permitted, timestamp, window scale 7; then a timestamp); its established packets are the client's next segment (14 bytes of data) again and again, in the window, so conntrack's window tracking checks and updates for each."
         } else {
             ""
         }
@@ -565,7 +629,7 @@ pub fn gateway(a: GatewayArgs) -> Result<()> {
         gw_est - copy
     );
     if !a.sweep.is_empty() {
-        sweep(&a, hz, &macs, &router, &fresh)?;
+        sweep::<N>(&a, hz, &macs, &router, &fresh)?;
     }
     Ok(())
 }
@@ -582,7 +646,7 @@ fn cache_size(index: u32) -> String {
 /// The unclocked passes again at each flow count of `a.sweep`, one row
 /// each: new flows, established packets and the router alone on the same
 /// packets, medians of `a.runs` passes.
-fn sweep(
+fn sweep<const N: usize>(
     a: &GatewayArgs,
     hz: f64,
     macs: &[[u8; 6]],
@@ -600,7 +664,7 @@ fn sweep(
     println!("| flows | flow entries in use | template copy only: cycles/packet | new flow: cycles | new flows/s | established: cycles/packet (less the copy) | established Mpps | router alone: cycles/packet (less the copy) |");
     println!("|---|---|---|---|---|---|---|---|");
     for &n in &a.sweep {
-        let w = Workload::new(n, a.packets, macs, a.tcp, fresh())?;
+        let w = Workload::<N>::new(n, a.packets, macs, a.tcp, fresh())?;
         let (mut copy, mut new, mut est, mut alone) = (vec![], vec![], vec![], vec![]);
         let mut tracked = 0;
         for _ in 0..a.runs {
