@@ -812,19 +812,26 @@ impl<C: StageClock> Gateway<C> {
             return v;
         }
         self.clock.mark(Stage::Conntrack);
-        self.miss4(pkt, in_port, lane)
+        self.miss4(pkt, in_port, lane, seg.as_ref())
     }
 
     /// A packet that no flow here accounts for: another worker's, or a
-    /// new flow's. Out of line, with the lane by reference: the
+    /// new flow's. Out of line, with the lane and the TCP segment (parsed
+    /// for the lookup, when windows are tracked) by reference: the
     /// established path it branches from is not made to keep anything
     /// for it.
     #[inline(never)]
-    fn miss4<P: Frame>(&mut self, pkt: &mut P, in_port: u16, lane: &Lane) -> Verdict {
+    fn miss4<P: Frame>(
+        &mut self,
+        pkt: &mut P,
+        in_port: u16,
+        lane: &Lane,
+        seg: Option<&Segment>,
+    ) -> Verdict {
         if let Some(o) = self.owner(in_port, &lane.t) {
             return Verdict::Handoff(o);
         }
-        self.new4(pkt, in_port, lane.t, lane.h, lane.flags)
+        self.new4(pkt, in_port, lane.t, lane.h, lane.flags, seg)
     }
 
     /// A packet that no flow accounts for (or that its flow's state
@@ -854,7 +861,9 @@ impl<C: StageClock> Gateway<C> {
     }
 
     /// A packet whose tuple `t` (hashed `h`) conntrack has just looked up
-    /// and not found: the rules decide whether it opens a flow.
+    /// and not found: the rules decide whether it opens a flow (its
+    /// windows starting from `seg`, its TCP segment when they are
+    /// tracked).
     fn new4<P: Frame>(
         &mut self,
         pkt: &mut P,
@@ -862,6 +871,7 @@ impl<C: StageClock> Gateway<C> {
         t: Tuple,
         h: u64,
         flags: u16,
+        seg: Option<&Segment>,
     ) -> Verdict {
         let (src, proto) = (addr4(t.src), t.proto);
         let tcp = proto == IpProto::TCP;
@@ -977,12 +987,7 @@ impl<C: StageClock> Gateway<C> {
             None => reply.hash(),
         };
         self.clock.mark(Stage::Nat);
-        let seg = if tcp && self.ct.tcp_window() {
-            segment4(pkt.bytes())
-        } else {
-            None
-        };
-        let opened = self.ct.open_missed(t, h, reply, hr, flags, seg.as_ref());
+        let opened = self.ct.open_missed(t, h, reply, hr, flags, seg);
         self.clock.mark(Stage::Conntrack);
         match opened {
             Ok(i) => {
@@ -1508,7 +1513,11 @@ impl<C: StageClock> ForwardMode for Gateway<C> {
     /// names prefetched; then each packet goes its way, a plain one
     /// straight to conntrack with what the stages found (checked against
     /// the flow: a hint), any other through [`Gateway::process`]. The
-    /// verdicts are those of `process`, packet by packet.
+    /// verdicts are those of `process`, packet by packet. Inlined into
+    /// its caller, as the worker's round has it anyway (a call site per
+    /// port type): forced, so that a caller with two call sites (the
+    /// bench's passes over UDP and TCP frames) runs the same code.
+    #[inline(always)]
     fn process_burst<P: Frame>(
         &mut self,
         pkts: &mut [P],
