@@ -210,6 +210,16 @@ fn an_operator_drives_every_command() {
             .all(|f| f.as_str().unwrap().starts_with("udp 198.18.0.10:")),
         "{one}"
     );
+    // Each with the seconds it has left, as conntrack -L's timeout
+    // column: within UDP's longest timeout (180 s), the same in the line
+    // and in the fields.
+    assert!(
+        flows.iter().zip(tuples).all(|(f, t)| {
+            let e = t["expires_s"].as_u64().unwrap();
+            e <= 180 && f.as_str().unwrap().contains(&format!(" {e}s reply "))
+        }),
+        "{one}"
+    );
     // Deleted as conntrack -D deletes them: none is TCP; one host's are
     // some of them, and the table's own count of deletions says as many
     // (its next packets open them again, with new mappings).

@@ -293,6 +293,10 @@ pub struct Flow {
 
 const _: () = assert!(std::mem::size_of::<Flow>() == 128, "two cache lines");
 
+/// A flow as a listing gives it ([`ConnTrack::copy_flows`]): a copy, and
+/// the nanoseconds until it expires unless a packet of it comes.
+pub type Listed = (Flow, u64);
+
 /// Whether flow `e` has been idle longer than its state's timeout at
 /// `now`.
 #[inline(always)]
@@ -461,13 +465,15 @@ impl Flow {
         }
     };
 
-    /// The flow as `conntrack -L` shows one: original and reply tuples,
-    /// state, translated or not.
-    pub fn describe(&self) -> String {
+    /// The flow as `conntrack -L` shows one: original tuple, state, the
+    /// seconds until it expires unless a packet comes (`expires_ns`, as
+    /// [`ConnTrack::copy_flows`] gives it), reply tuple, translated or not.
+    pub fn describe(&self, expires_ns: u64) -> String {
         format!(
-            "{} {} reply {}{}",
+            "{} {} {}s reply {}{}",
             self.orig,
             self.state.name(),
+            expires_ns / 1_000_000_000,
             self.reply,
             if self.nat { " [nat]" } else { "" }
         )
@@ -907,26 +913,35 @@ impl ConnTrack {
         self.slots.iter().filter(|f| f.live)
     }
 
+    /// How long flow `f` has left, in nanoseconds, unless a packet of it
+    /// comes: its state's timeout less its idle time at the table's clock
+    /// (the timeout column of `conntrack -L`).
+    pub fn expires_in(&self, f: &Flow) -> u64 {
+        self.limits[f.state as usize].saturating_sub(self.now_ns.saturating_sub(f.last_ns))
+    }
+
     /// Copies into `out` the live flows `filter` selects of at most `scan`
-    /// slots from slot `from`, until `out` holds `max`; returns the slot to
-    /// go on from, or `None` past the last (control path, `sluice ctl show
-    /// conntrack`: a worker answers a page per tick, its work bounded by
-    /// `scan`).
+    /// slots from slot `from`, each with the nanoseconds until it expires
+    /// ([`ConnTrack::expires_in`]), until `out` holds `max`; returns the
+    /// slot to go on from, or `None` past the last (control path, `sluice
+    /// ctl show conntrack`: a worker answers a page per tick, its work
+    /// bounded by `scan`).
     pub fn copy_flows(
         &self,
         from: usize,
         scan: usize,
         max: usize,
         filter: &Filter,
-        out: &mut Vec<Flow>,
+        out: &mut Vec<Listed>,
     ) -> Option<usize> {
         let end = from.saturating_add(scan).min(self.slots.len());
         for i in from..end {
             if out.len() >= max {
                 return Some(i);
             }
-            if self.slots[i].live && filter.matches(&self.slots[i]) {
-                out.push(self.slots[i]);
+            let f = &self.slots[i];
+            if f.live && filter.matches(f) {
+                out.push((*f, self.expires_in(f)));
             }
         }
         (end < self.slots.len()).then_some(end)
@@ -1483,7 +1498,7 @@ mod tests {
         assert_eq!(count(&t, &one), 1);
         let mut page = Vec::new();
         assert_eq!(t.copy_flows(0, 1 << 20, 1000, &tcp, &mut page), None);
-        assert!(page.len() == 100 && page.iter().all(|x| x.orig.proto == 6));
+        assert!(page.len() == 100 && page.iter().all(|(x, _)| x.orig.proto == 6));
         // Deleted in pages of 7 slots: the TCP flows only.
         let (mut deleted, mut from) = (0, Some(0));
         while let Some(s) = from {
@@ -1500,6 +1515,37 @@ mod tests {
         // Everything.
         let (n, next) = t.delete_flows(0, 1 << 20, &Filter::default());
         assert_eq!((n, next, t.len()), (101, None, 0));
+    }
+
+    /// A listed flow comes with its time to expiry, as `conntrack -L`'s
+    /// timeout column: its state's timeout less its idle time, full again
+    /// after a packet, and the replied state's timeout once answered.
+    #[test]
+    fn listed_flows_show_their_time_to_expiry() {
+        let mut t = ConnTrack::new(16, Timeouts::default());
+        let to = Timeouts::default();
+        let now = 3 * 3600 * S;
+        t.tick(now);
+        t.track(0, &k(C, 1000, SV, 53, 17, 0));
+        t.tick(now + 10 * S);
+        let list = |t: &ConnTrack| {
+            let mut page = Vec::new();
+            t.copy_flows(0, 16, 16, &Filter::default(), &mut page);
+            page.iter().map(|&(_, e)| e).collect::<Vec<u64>>()
+        };
+        assert_eq!(list(&t), [to.unreplied - 10 * S]);
+        let (f, _) = t.find(&Tuple::of(0, &k(C, 1000, SV, 53, 17, 0))).unwrap();
+        assert!(t
+            .flow(f)
+            .describe(to.unreplied - 10 * S)
+            .contains(" 20s reply "));
+        // The answer.
+        t.track(0, &k(SV, 53, C, 1000, 17, 0));
+        assert_eq!(list(&t), [to.replied]);
+        t.tick(now + 10 * S + to.replied - 1);
+        assert_eq!(list(&t), [1]);
+        t.tick(now + 20 * S + to.replied);
+        assert_eq!(list(&t), [0; 0], "expired and swept");
     }
 
     /// A dump in pages of bounded work lists every live flow once, in
@@ -1521,7 +1567,7 @@ mod tests {
                 if let Some(n) = from {
                     assert!(n > f && n - f <= scan, "{f} -> {n}");
                 }
-                got.extend(page.iter().map(|f| f.orig));
+                got.extend(page.iter().map(|(f, _)| f.orig));
                 pages += 1;
             }
             assert_eq!(got, all, "scan {scan} max {max}");

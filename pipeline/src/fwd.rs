@@ -158,7 +158,7 @@ pub trait ForwardMode: Clone + Send + 'static {
         _scan: usize,
         _max: usize,
         _filter: &crate::conntrack::Filter,
-        _out: &mut Vec<crate::conntrack::Flow>,
+        _out: &mut Vec<crate::conntrack::Listed>,
     ) -> Option<usize> {
         None
     }

@@ -1650,7 +1650,7 @@ impl<C: StageClock> ForwardMode for Gateway<C> {
         scan: usize,
         max: usize,
         filter: &crate::conntrack::Filter,
-        out: &mut Vec<crate::conntrack::Flow>,
+        out: &mut Vec<crate::conntrack::Listed>,
     ) -> Option<usize> {
         self.ct.copy_flows(from, scan, max, filter, out)
     }

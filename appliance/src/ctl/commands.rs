@@ -856,8 +856,8 @@ fn show_conntrack(
                     break;
                 }
             };
-            flows.extend(page.iter().map(pipeline::conntrack::Flow::describe));
-            entries.extend(page.iter().map(flow_json));
+            flows.extend(page.iter().map(|(f, e)| f.describe(*e)));
+            entries.extend(page.iter().map(|(f, e)| flow_json(f, *e)));
             from = next;
         }
         let limit_of = cap.get(i).and_then(|c| c.1).unwrap_or(0);
@@ -906,8 +906,9 @@ fn ask<T>(
 }
 
 /// Flow `f` as fields (for `--json`): its original direction, state,
-/// reply direction and whether it is translated.
-fn flow_json(f: &pipeline::conntrack::Flow) -> serde_json::Value {
+/// reply direction, whether it is translated, and the seconds until it
+/// expires unless a packet comes (`expires_ns`).
+fn flow_json(f: &pipeline::conntrack::Flow, expires_ns: u64) -> serde_json::Value {
     let t = |t: &pipeline::conntrack::Tuple| {
         use pipeline::conntrack::address;
         json!({
@@ -923,6 +924,7 @@ fn flow_json(f: &pipeline::conntrack::Flow) -> serde_json::Value {
         "state": f.state.name(),
         "reply": t(&f.reply),
         "nat": f.nat(),
+        "expires_s": expires_ns / 1_000_000_000,
     })
 }
 

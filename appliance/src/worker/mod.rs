@@ -66,7 +66,7 @@ pub enum DumpRequest {
         from: usize,
         max: usize,
         filter: pipeline::conntrack::Filter,
-        reply: crossbeam_channel::Sender<(Vec<pipeline::conntrack::Flow>, Option<usize>)>,
+        reply: crossbeam_channel::Sender<(Vec<pipeline::conntrack::Listed>, Option<usize>)>,
     },
     /// The flows deleted, how many (`clear conntrack`).
     Delete {
