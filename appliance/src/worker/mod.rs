@@ -354,7 +354,6 @@ pub fn run<B: PacketBuf, R: RxQueue<Buf = B>, T: TxQueue<Buf = B>, F: ForwardMod
     let mut fwd = fwd;
     // The stage's clock starts before the first packet.
     fwd.tick(tsc.ns(now) as u64);
-    let span_min = burst * rx.len().max(1);
     let mut w = Worker {
         fwd,
         rx,
@@ -367,7 +366,7 @@ pub fn run<B: PacketBuf, R: RxQueue<Buf = B>, T: TxQueue<Buf = B>, F: ForwardMod
         publish_cycles: tsc.cycles(PUBLISH),
         last_drain: now,
         last_end: 0,
-        span: Span::new(span_min),
+        span: Span::new(burst),
         last_rx: 0,
         last_publish: now,
         epoll,

@@ -53,7 +53,7 @@ impl<B: PacketBuf, R: RxQueue<Buf = B>, T: TxQueue<Buf = B>, F: ForwardMode>
         } else {
             rdtsc()
         };
-        let (got, _) = self.poll_round(quota, self.burst, u64::MAX, t0);
+        let got = self.poll_round(quota, self.burst, u64::MAX, t0).got;
         let t1 = rdtsc();
         self.last_end = t1;
         self.settle(t0, t1);
@@ -93,7 +93,7 @@ impl<B: PacketBuf, R: RxQueue<Buf = B>, T: TxQueue<Buf = B>, F: ForwardMode>
         if let Some(w) = self.handoff.waker() {
             w.asleep(true);
         }
-        let (got, _) = self.poll_round(self.burst, self.burst, u64::MAX, t0);
+        let got = self.poll_round(self.burst, self.burst, u64::MAX, t0).got;
         let t1 = rdtsc();
         self.settle(t0, t1);
         self.account(t0, t1, got);
@@ -174,11 +174,11 @@ impl<B: PacketBuf, R: RxQueue<Buf = B>, T: TxQueue<Buf = B>, F: ForwardMode>
             self.last_end = rdtsc();
         }
         let t0 = self.last_end;
-        let (got, _) = self.poll_round(self.burst, self.burst, u64::MAX, t0);
-        if !self.span.round(got) {
+        let p = self.poll_round(self.burst, self.burst, u64::MAX, t0);
+        if !self.span.round(p.got, p.partial) {
             return None;
         }
-        Some(self.close_span(t0, got))
+        Some(self.close_span(t0, p.got))
     }
 
     /// Ends a span of busy rounds that began at `t0` (the last round
@@ -202,7 +202,8 @@ impl<B: PacketBuf, R: RxQueue<Buf = B>, T: TxQueue<Buf = B>, F: ForwardMode>
     #[inline]
     pub(super) fn napi_step(&mut self, n: &Napi, busy_poll: u64) -> usize {
         let t0 = rdtsc();
-        let (got, more) = self.poll_round(n.budget, self.burst, u64::MAX, t0);
+        let super::round::Polled { got, more, .. } =
+            self.poll_round(n.budget, self.burst, u64::MAX, t0);
         let t1 = rdtsc();
         self.settle(t0, t1);
         self.maybe_drain(t1);
@@ -288,7 +289,7 @@ impl<B: PacketBuf, R: RxQueue<Buf = B>, T: TxQueue<Buf = B>, F: ForwardMode>
             self.c.core.state.set(State::Spin as u64);
             self.last_end = 0;
             let t0 = rdtsc();
-            let (got, more) = self.poll_round(
+            let super::round::Polled { got, more, .. } = self.poll_round(
                 ticker.quota() as usize,
                 ticker.each(),
                 ticker.deadline(t0),

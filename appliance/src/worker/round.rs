@@ -14,6 +14,20 @@ use pmd::hist::HistWriter;
 use pmd::sys::rdtsc;
 use pmd::{Batch, PacketBuf, RxQueue, TxQueue};
 
+/// What one poll round brought.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Polled {
+    /// Packets: received, handed over by other workers, generated.
+    pub(super) got: usize,
+    /// Some queue may still hold packets (its quota or the deadline was
+    /// hit on a full chunk).
+    pub(super) more: bool,
+    /// Some queue gave less than a full chunk, and more than nothing: it
+    /// was drained. (A queue that gave nothing does not count: an idle
+    /// port beside a loaded one, as a router's TX-only output.)
+    pub(super) partial: bool,
+}
+
 /// A TX queue with its buffer of packets waiting for a whole burst.
 pub(super) struct Tx<B, T> {
     pub(super) q: T,
@@ -151,9 +165,7 @@ impl<B: PacketBuf, R: RxQueue<Buf = B>, T: TxQueue<Buf = B>, F: ForwardMode>
 {
     /// Polls every RX queue once: up to `quota` packets per queue, in
     /// rx_burst calls of at most `chunk`, stopping early at `deadline`
-    /// (TSC; `u64::MAX` for none). Returns the packets received and whether
-    /// some queue may still hold packets (quota or deadline hit on a full
-    /// chunk).
+    /// (TSC; `u64::MAX` for none). See [`Polled`] for what it returns.
     #[inline]
     pub(super) fn poll_round(
         &mut self,
@@ -161,7 +173,7 @@ impl<B: PacketBuf, R: RxQueue<Buf = B>, T: TxQueue<Buf = B>, F: ForwardMode>
         chunk: usize,
         deadline: u64,
         t0: u64,
-    ) -> (usize, bool) {
+    ) -> Polled {
         let Worker {
             fwd,
             rx,
@@ -183,6 +195,7 @@ impl<B: PacketBuf, R: RxQueue<Buf = B>, T: TxQueue<Buf = B>, F: ForwardMode>
         } = self;
         let mut got = 0usize;
         let mut more = false;
+        let mut partial = false;
         // The stage enters its shared tables at the round's first packet
         // and leaves after its last (see `ForwardMode::enter`); an empty
         // round costs nothing.
@@ -287,6 +300,7 @@ impl<B: PacketBuf, R: RxQueue<Buf = B>, T: TxQueue<Buf = B>, F: ForwardMode>
                 qc.rx_pkts.add(n as u64);
                 qc.rx_bursts.add(1);
                 if n < chunk {
+                    partial = true;
                     break; // drained
                 }
                 if taken >= quota || (deadline != u64::MAX && rdtsc() >= deadline) {
@@ -345,7 +359,7 @@ impl<B: PacketBuf, R: RxQueue<Buf = B>, T: TxQueue<Buf = B>, F: ForwardMode>
         if !gens.is_empty() {
             got += generate(gens, inject.as_ref(), bulk.as_ref(), tx, c, *burst);
         }
-        (got, more)
+        Polled { got, more, partial }
     }
 
     pub(super) fn flush_all(&mut self, now: u64) {
