@@ -33,6 +33,38 @@ pub trait Frame {
     fn grow_front(&mut self, _n: usize) -> bool {
         false
     }
+    /// The NIC's verdict on the frame's IPv4 header checksum, where the
+    /// port verifies it (DPDK's `RTE_ETH_RX_OFFLOAD_IPV4_CKSUM`: the
+    /// mbuf's `RX_IP_CKSUM_GOOD` or `_BAD`): `Some(true)` verified, so the
+    /// fast paths skip their own check; `Some(false)` bad, so the packet
+    /// takes the full path, which checks it again and drops it counted;
+    /// `None` not verified (checked in software). None by default.
+    #[inline(always)]
+    fn ip4_csum_ok(&self) -> Option<bool> {
+        None
+    }
+}
+
+/// A frame from a port whose NIC verifies IPv4 header checksums (its
+/// verdict, or `None`), for tests.
+#[cfg(test)]
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct NicFrame(pub Vec<u8>, pub Option<bool>);
+
+#[cfg(test)]
+impl Frame for NicFrame {
+    fn bytes(&self) -> &[u8] {
+        &self.0
+    }
+    fn bytes_mut(&mut self) -> &mut [u8] {
+        &mut self.0
+    }
+    fn set_len(&mut self, len: usize) -> bool {
+        Frame::set_len(&mut self.0, len)
+    }
+    fn ip4_csum_ok(&self) -> Option<bool> {
+        self.1
+    }
 }
 
 impl Frame for Vec<u8> {

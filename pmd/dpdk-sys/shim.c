@@ -87,14 +87,19 @@ static uint8_t sym_key[40] = {
 };
 
 int sluice_configure(uint16_t port, uint16_t rxq, uint16_t txq, int rss, int rx_intr,
-		     uint64_t *rss_hf)
+		     uint64_t *rss_hf, int *ip_csum)
 {
 	struct rte_eth_conf conf;
 	struct rte_eth_dev_info info;
 	memset(&conf, 0, sizeof(conf));
 	*rss_hf = 0;
+	*ip_csum = 0;
 	if (rte_eth_dev_info_get(port, &info) != 0)
 		return -1;
+	if (info.rx_offload_capa & RTE_ETH_RX_OFFLOAD_IPV4_CKSUM) {
+		conf.rxmode.offloads |= RTE_ETH_RX_OFFLOAD_IPV4_CKSUM;
+		*ip_csum = 1;
+	}
 	if (rss && rxq > 1) {
 		uint64_t want = RTE_ETH_RSS_IPV4 | RTE_ETH_RSS_NONFRAG_IPV4_TCP |
 				RTE_ETH_RSS_NONFRAG_IPV4_UDP | RTE_ETH_RSS_IPV6 |

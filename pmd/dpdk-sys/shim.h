@@ -30,9 +30,12 @@ int sluice_errno(void);
  * queues, RSS over IPv4/IPv6 TCP/UDP (what the device supports of it) with
  * the symmetric Toeplitz key (0x6d5a repeated), so both directions of a
  * flow reach one queue; with `rx_intr`, per-queue rx interrupts. Returns
- * rte_eth_dev_configure's result; *rss_hf gets the hash types in use. */
+ * rte_eth_dev_configure's result; *rss_hf gets the hash types in use.
+ * Where the device offers it, the NIC verifies IPv4 header checksums
+ * (RTE_ETH_RX_OFFLOAD_IPV4_CKSUM: each mbuf's RX_IP_CKSUM_GOOD or _BAD),
+ * and *ip_csum is 1. */
 int sluice_configure(uint16_t port, uint16_t rxq, uint16_t txq, int rss, int rx_intr,
-		     uint64_t *rss_hf);
+		     uint64_t *rss_hf, int *ip_csum);
 /* The RSS hash of a 5-tuple the way the symmetric key gives it (software
  * Toeplitz, for tests): addresses and ports in network order. */
 uint32_t sluice_toeplitz_v4(uint32_t src, uint32_t dst, uint16_t sport, uint16_t dport);

@@ -186,6 +186,12 @@ unsafe impl Send for DpdkMbuf {}
 /// may attach external buffers) are checked.
 const FRESH_RX: [&str; 4] = ["net_null", "net_af_packet", "net_tap", "net_pcap"];
 
+/// `RTE_MBUF_F_RX_IP_CKSUM_BAD`: the NIC found the IPv4 header checksum
+/// wrong (with `_GOOD` too, `_NONE`: not verified in the packet).
+const MBUF_F_RX_IP_CKSUM_BAD: u64 = 1 << 4;
+/// `RTE_MBUF_F_RX_IP_CKSUM_GOOD`: the NIC verified it.
+const MBUF_F_RX_IP_CKSUM_GOOD: u64 = 1 << 7;
+
 /// `RTE_MBUF_F_EXTERNAL`: the data is in an external buffer, which other
 /// mbufs may share (rte_mbuf_core.h, DPDK 22.11).
 const MBUF_F_EXTERNAL: u64 = 1 << 61;
@@ -270,6 +276,18 @@ impl pipeline::fwd::Frame for DpdkMbuf {
     }
     fn grow_front(&mut self, n: usize) -> bool {
         PacketBuf::prepend(self, n).is_some()
+    }
+    /// The mbuf's RX IP checksum flags, set by a port configured with
+    /// `RTE_ETH_RX_OFFLOAD_IPV4_CKSUM` (`sluice_configure` asks for it
+    /// where the device offers it); UNKNOWN (neither flag) and NONE (both)
+    /// leave the check to software.
+    #[inline(always)]
+    fn ip4_csum_ok(&self) -> Option<bool> {
+        match self.m().ol_flags & (MBUF_F_RX_IP_CKSUM_GOOD | MBUF_F_RX_IP_CKSUM_BAD) {
+            MBUF_F_RX_IP_CKSUM_GOOD => Some(true),
+            MBUF_F_RX_IP_CKSUM_BAD => Some(false),
+            _ => None,
+        }
     }
 }
 
@@ -369,6 +387,8 @@ struct Control {
     xnames: Vec<&'static str>,
     /// RSS hash types in use (0: no RSS).
     rss_hf: u64,
+    /// The NIC verifies IPv4 header checksums (RX offload on).
+    ip_csum: bool,
 }
 
 impl PortControl for Control {
@@ -414,6 +434,7 @@ impl PortControl for Control {
             self.xnames.iter().copied().zip(v).collect()
         };
         out.push(("rss_hash_types", self.rss_hf));
+        out.push(("rx_ipv4_cksum_offload", u64::from(self.ip_csum)));
         out.push(("rx_shared_refused", self.shared.get()));
         out
     }
@@ -721,6 +742,7 @@ pub fn open(
         )));
     }
     let mut rss_hf = 0u64;
+    let mut ip_csum: c_int = 0;
     let mut intr = cfg.rx_intr;
     // SAFETY: valid port id; the shim builds the configuration.
     let mut r = unsafe {
@@ -731,6 +753,7 @@ pub fn open(
             c_int::from(cfg.rss),
             c_int::from(intr),
             &mut rss_hf,
+            &mut ip_csum,
         )
     };
     if r < 0 && intr {
@@ -738,7 +761,15 @@ pub fn open(
         intr = false;
         // SAFETY: as above.
         r = unsafe {
-            ffi::sluice_configure(port, cfg.rxq, cfg.txq, c_int::from(cfg.rss), 0, &mut rss_hf)
+            ffi::sluice_configure(
+                port,
+                cfg.rxq,
+                cfg.txq,
+                c_int::from(cfg.rss),
+                0,
+                &mut rss_hf,
+                &mut ip_csum,
+            )
         };
     }
     if r < 0 {
@@ -838,6 +869,7 @@ pub fn open(
             },
             xnames,
             rss_hf,
+            ip_csum: ip_csum != 0,
         }),
         rx,
         tx,

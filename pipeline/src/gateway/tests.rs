@@ -701,6 +701,39 @@ fn malformed_packets_are_dropped_by_reason() {
     assert_eq!(g.process(&mut f, 0), Verdict::Drop(DropReason::BadChecksum));
 }
 
+/// Where the NIC verifies IPv4 header checksums, the gateway's fast
+/// paths (the packet's own and the burst's lanes) take its verdict for the
+/// header's sum: a header it calls good is not summed again, one it calls
+/// bad takes the full check and is dropped counted, and without a verdict
+/// the header is summed here.
+#[test]
+fn the_nics_checksum_verdict_is_taken() {
+    use crate::fwd::{ForwardMode, NicFrame};
+    let mut corrupt = pkt(R0, CLIENT, 5000, SERVER, 53, 17, 0, b"q");
+    corrupt[24] ^= 1;
+    let mut g = gateway();
+    let mut f = NicFrame(corrupt.clone(), Some(true));
+    assert_eq!(g.process(&mut f, 0), Verdict::Forward(1), "opened");
+    for nic in [Some(false), None] {
+        let mut f = NicFrame(corrupt.clone(), nic);
+        assert_eq!(g.process(&mut f, 0), Verdict::Drop(DropReason::BadChecksum));
+    }
+    // The flow's next packets in a burst: the lanes' check.
+    for (nic, want) in [
+        (Some(true), Verdict::Forward(1)),
+        (Some(false), Verdict::Drop(DropReason::BadChecksum)),
+        (None, Verdict::Drop(DropReason::BadChecksum)),
+    ] {
+        let mut pkts = vec![NicFrame(corrupt.clone(), nic); 8];
+        let mut v = vec![Verdict::Drop(DropReason::NotIp); 8];
+        match g.process_burst(&mut pkts, 0, &mut v) {
+            Some(x) => assert_eq!(x, want, "{nic:?}"),
+            None => assert!(v.iter().all(|x| *x == want), "{nic:?}: {v:?}"),
+        }
+    }
+    assert_eq!(g.ct.len(), 1, "one flow");
+}
+
 /// The pipeline-level NAT rewrite there and back is the identity, and its
 /// checksums are right.
 fn roundtrip(proto: u8, sport: u16, dport: u16, payload: &[u8], to: (u32, u16)) {

@@ -18,15 +18,15 @@ const NO_HOP: u32 = u32::MAX;
 
 /// The destination of a plain IPv4 packet to the port whose MAC is `mac`
 /// (see [`mac_word`]) that the fast path can route: a plain header (see
-/// [`plain4`]) and a unicast destination that is not martian. `None` for
-/// anything else (options, ARP, IPv6, errors, ...), which takes the full
-/// path.
+/// [`plain4`]; `nic` the NIC's checksum verdict) and a unicast destination
+/// that is not martian. `None` for anything else (options, ARP, IPv6,
+/// errors, ...), which takes the full path.
 #[inline(always)]
-fn fast4(b: &[u8], mac: u64) -> Option<u32> {
+fn fast4(b: &[u8], mac: u64, nic: Option<bool>) -> Option<u32> {
     let h: &[u8; ETHERNET_HEADER_LEN + 20] = b.get(..ETHERNET_HEADER_LEN + 20)?.try_into().ok()?;
     let eth = u64::from_le_bytes(h[..8].try_into().expect("8 bytes"));
     // The destination MAC (the low 48 bits).
-    if (eth ^ mac) << 16 != 0 || !plain4(b) {
+    if (eth ^ mac) << 16 != 0 || !plain4(b, nic) {
         return None;
     }
     let dst = u32::from_be_bytes(h[30..34].try_into().expect("4 bytes"));
@@ -35,11 +35,13 @@ fn fast4(b: &[u8], mac: u64) -> Option<u32> {
 
 /// Whether frame `b` holds a plain IPv4 packet: a 20-byte header that is
 /// valid (version, lengths, checksum) with a TTL above 1 (the gateway's
-/// fast check too). The header is read in machine words: the checksum is
-/// summed in native byte order, which RFC 1071 (2.B) shows gives the
-/// byte-swapped sum, and 0xffff swapped is itself.
+/// fast check too). The checksum is the NIC's where it verified it (`nic`,
+/// [`Frame::ip4_csum_ok`]: `Some(false)` is not plain), else summed here.
+/// The header is read in machine words: the checksum is summed in native
+/// byte order, which RFC 1071 (2.B) shows gives the byte-swapped sum, and
+/// 0xffff swapped is itself.
 #[inline(always)]
-pub(crate) fn plain4(b: &[u8]) -> bool {
+pub(crate) fn plain4(b: &[u8], nic: Option<bool>) -> bool {
     let Some(h) = b.get(..ETHERNET_HEADER_LEN + 20) else {
         return false;
     };
@@ -57,6 +59,9 @@ pub(crate) fn plain4(b: &[u8]) -> bool {
     let total = usize::from(u16::from_be_bytes([h[16], h[17]]));
     if total < 20 || total > b.len() - ETHERNET_HEADER_LEN || h[22] <= 1 {
         return false;
+    }
+    if let Some(ok) = nic {
+        return ok;
     }
     // The header's ones-complement sum must be 0xffff. That sum is the
     // 16-bit words' plain sum folded, which keeps it modulo 0xffff (2^16 =
@@ -235,7 +240,7 @@ impl Router {
             let mut nh = [NO_HOP; CHUNK];
             // 0 (martian) for a packet the fast path does not take.
             for (p, d) in pc.iter().zip(dst.iter_mut()) {
-                *d = fast4(p.bytes(), mac)
+                *d = fast4(p.bytes(), mac, p.ip4_csum_ok())
                     .filter(|&d| !self.is_local4(d))
                     .unwrap_or(0);
             }
@@ -319,7 +324,7 @@ mod tests {
                 i % 2 == 0 || checksum::fold(checksum::sum(&f[14..34], 0)) == 0xffff
             );
             assert_eq!(
-                fast4(&f, mac).is_some(),
+                fast4(&f, mac, None).is_some(),
                 valid,
                 "header {:02x?}",
                 &f[14..34]
@@ -335,10 +340,36 @@ mod tests {
         f[30] = 1;
         let c = checksum::checksum(&f[14..34]);
         f[24..26].copy_from_slice(&c.to_be_bytes());
-        assert!(fast4(&f, mac).is_some());
+        assert!(fast4(&f, mac, None).is_some());
         let s = u16::from_be_bytes([f[24], f[25]]);
         f[24..26].copy_from_slice(&(!s).to_be_bytes());
-        assert!(fast4(&f, mac).is_none());
+        assert!(fast4(&f, mac, None).is_none());
+    }
+
+    /// The NIC's checksum verdict replaces the checksum test and nothing
+    /// else: a header it calls good is plain whatever its sum, one it
+    /// calls bad is not, and the other fields are still checked.
+    #[test]
+    fn the_nics_verdict_replaces_only_the_checksum_test() {
+        let mut rng = rand::rngs::SmallRng::seed_from_u64(1071);
+        let mac = mac_word(MAC);
+        for i in 0..2_000 {
+            let f = frame(&mut rng, i % 2 == 1);
+            assert!(fast4(&f, mac, Some(true)).is_some());
+            assert!(fast4(&f, mac, Some(false)).is_none());
+            let mut g = f.clone();
+            g[22] = 1; // TTL 1
+            assert!(fast4(&g, mac, Some(true)).is_none());
+            let mut g = f.clone();
+            g[14] = 0x46; // options
+            assert!(fast4(&g, mac, Some(true)).is_none());
+            let mut g = f.clone();
+            g[16..18].copy_from_slice(&47u16.to_be_bytes()); // past the frame
+            assert!(fast4(&g, mac, Some(true)).is_none());
+            let mut g = f;
+            g[0] ^= 1; // another MAC
+            assert!(fast4(&g, mac, Some(true)).is_none());
+        }
     }
 
     /// `rewrite4`'s TTL decrement leaves exactly the checksum a full

@@ -426,6 +426,43 @@ fn resolves_next_hop_by_arp() {
     assert_eq!(&f[0..6], &GW.0);
 }
 
+/// Where the NIC verifies IPv4 header checksums (DPDK's RX offload), the
+/// burst path takes its word and skips its own sum; a header it found bad
+/// takes the full path, whose own check decides; without a verdict the
+/// burst path sums the header itself.
+#[test]
+fn the_nics_checksum_verdict_is_taken() {
+    let good = udp4("198.18.0.2", "203.0.113.5", 64, 0);
+    let mut corrupt = good.clone();
+    corrupt[14 + 10] ^= 1;
+    let run = |f: &[u8], nic: Option<bool>| {
+        let mut r = router();
+        let mut pkts = vec![crate::fwd::NicFrame(f.to_vec(), nic); 40];
+        let mut v = vec![Verdict::Drop(DropReason::NotIp); 40];
+        let same = r.process_burst(&mut pkts, 0, &mut v);
+        (same, pkts)
+    };
+    // Verified by the NIC: forwarded without a sum here (what it
+    // verified is what it saw; the update keeps the header's sum as it
+    // was, off by the same bit).
+    let (same, pkts) = run(&corrupt, Some(true));
+    assert_eq!(same, Some(Verdict::Forward(1)));
+    assert!(pkts.iter().all(|p| p.0[22] == 63 && p.0[..6] == GW.0));
+    // Bad by the NIC: the full path checks it and drops it counted.
+    let (same, _) = run(&corrupt, Some(false));
+    assert_eq!(same, Some(Verdict::Drop(DropReason::BadChecksum)));
+    // Bad by the NIC, sound here: the full path's check is the word.
+    let (same, pkts) = run(&good, Some(false));
+    assert_eq!(same, Some(Verdict::Forward(1)));
+    assert!(pkts.iter().all(|p| p.0[22] == 63 && ip_ok(&p.0)));
+    // No verdict: summed here, as always.
+    let (same, _) = run(&corrupt, None);
+    assert_eq!(same, Some(Verdict::Drop(DropReason::BadChecksum)));
+    let (same, pkts) = run(&good, None);
+    assert_eq!(same, Some(Verdict::Forward(1)));
+    assert!(pkts.iter().all(|p| ip_ok(&p.0)));
+}
+
 #[test]
 fn bad_packets_are_dropped_by_reason() {
     let mut r = router();
