@@ -743,34 +743,27 @@ pub fn open(
     }
     let mut rss_hf = 0u64;
     let mut ip_csum: c_int = 0;
-    let mut intr = cfg.rx_intr;
-    // SAFETY: valid port id; the shim builds the configuration.
-    let mut r = unsafe {
-        ffi::sluice_configure(
-            port,
-            cfg.rxq,
-            cfg.txq,
-            c_int::from(cfg.rss),
-            c_int::from(intr),
-            &mut rss_hf,
-            &mut ip_csum,
-        )
-    };
-    if r < 0 && intr {
-        // No rx interrupts on this device: configure without them.
-        intr = false;
-        // SAFETY: as above.
-        r = unsafe {
+    let mut configure = |intr: bool| {
+        // SAFETY: valid port id; the shim builds the configuration and
+        // writes the two outputs.
+        unsafe {
             ffi::sluice_configure(
                 port,
                 cfg.rxq,
                 cfg.txq,
                 c_int::from(cfg.rss),
-                0,
+                c_int::from(intr),
                 &mut rss_hf,
                 &mut ip_csum,
             )
-        };
+        }
+    };
+    let mut intr = cfg.rx_intr;
+    let mut r = configure(intr);
+    if r < 0 && intr {
+        // No rx interrupts on this device: configure without them.
+        intr = false;
+        r = configure(false);
     }
     if r < 0 {
         return Err(err("rte_eth_dev_configure"));
