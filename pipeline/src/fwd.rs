@@ -35,13 +35,55 @@ pub trait Frame {
     }
     /// The NIC's verdict on the frame's IPv4 header checksum, where the
     /// port verifies it (DPDK's `RTE_ETH_RX_OFFLOAD_IPV4_CKSUM`: the
-    /// mbuf's `RX_IP_CKSUM_GOOD` or `_BAD`): `Some(true)` verified, so the
-    /// fast paths skip their own check; `Some(false)` bad, so the packet
-    /// takes the full path, which checks it again and drops it counted;
-    /// `None` not verified (checked in software). None by default.
+    /// mbuf's `RX_IP_CKSUM_GOOD` or `_BAD`): [`IpCsum::GOOD`] verified, so
+    /// the fast paths skip their own check; [`IpCsum::BAD`] bad, so the
+    /// packet takes the full path, which checks it again and drops it
+    /// counted; anything else not verified (checked in software).
+    /// [`IpCsum::UNKNOWN`] by default.
     #[inline(always)]
-    fn ip4_csum_ok(&self) -> Option<bool> {
-        None
+    fn ip4_csum(&self) -> IpCsum {
+        IpCsum::UNKNOWN
+    }
+}
+
+/// A NIC's verdict on a received IPv4 header checksum
+/// ([`Frame::ip4_csum`]), as DPDK's mbuf carries it: the
+/// `RX_IP_CKSUM_GOOD` (0x80) and `_BAD` (0x10) bits of `ol_flags`, so that
+/// a DPDK port's verdict is one masked byte and the fast paths test it
+/// with two compares. Both bits (`_NONE`, not checked in the packet) or
+/// neither (unknown) are no verdict.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct IpCsum(pub u8);
+
+impl IpCsum {
+    /// Not verified by the NIC.
+    pub const UNKNOWN: IpCsum = IpCsum(0);
+    /// The NIC found the header checksum wrong.
+    pub const BAD: IpCsum = IpCsum(0x10);
+    /// The NIC verified the header checksum.
+    pub const GOOD: IpCsum = IpCsum(0x80);
+    /// The verdict bits of an mbuf's `ol_flags`.
+    #[inline(always)]
+    pub fn from_ol_flags(flags: u64) -> IpCsum {
+        IpCsum(flags as u8 & (Self::GOOD.0 | Self::BAD.0))
+    }
+    /// The verdict: `Some(true)` good, `Some(false)` bad, `None` none.
+    pub fn ok(self) -> Option<bool> {
+        match self {
+            Self::GOOD => Some(true),
+            Self::BAD => Some(false),
+            _ => None,
+        }
+    }
+}
+
+impl From<Option<bool>> for IpCsum {
+    fn from(v: Option<bool>) -> IpCsum {
+        match v {
+            Some(true) => Self::GOOD,
+            Some(false) => Self::BAD,
+            None => Self::UNKNOWN,
+        }
     }
 }
 
@@ -62,8 +104,8 @@ impl Frame for NicFrame {
     fn set_len(&mut self, len: usize) -> bool {
         Frame::set_len(&mut self.0, len)
     }
-    fn ip4_csum_ok(&self) -> Option<bool> {
-        self.1
+    fn ip4_csum(&self) -> IpCsum {
+        self.1.into()
     }
 }
 

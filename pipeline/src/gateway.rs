@@ -224,7 +224,7 @@ impl<C: StageClock> Clone for Gateway<C> {
 /// the whole L4 header within the packet; what [`Gateway::process`] would
 /// find for it on its way to conntrack. `None` for anything else.
 #[inline(always)]
-fn plain_l4(b: &[u8], mac: [u8; 6], nic: Option<bool>) -> Option<(Tuple, u16)> {
+fn plain_l4(b: &[u8], mac: [u8; 6], nic: crate::fwd::IpCsum) -> Option<(Tuple, u16)> {
     // The Ethernet and IPv4 headers and the ports as a fixed array: no
     // bounds checks on the reads below. A frame shorter than that fails
     // the length checks anyway (a UDP header needs 42 bytes).
@@ -587,7 +587,7 @@ impl<C: StageClock> Gateway<C> {
         // A plain header (20 bytes, valid, TTL above 1) is checked in a few
         // machine words, as the router's burst path does; anything else
         // the full way.
-        if !crate::router::plain4(b, pkt.ip4_csum_ok()) {
+        if !crate::router::plain4(b, pkt.ip4_csum()) {
             let ip = match Ipv4Packet::new_checked(&b[ETH..]) {
                 Ok(ip) => ip,
                 Err(e) => return Verdict::Drop(e.into()),
@@ -1539,7 +1539,7 @@ impl<C: StageClock> ForwardMode for Gateway<C> {
             self.clock.start();
             let mut lanes = [None::<Lane>; CHUNK];
             for (p, l) in pc.iter().zip(lanes.iter_mut()) {
-                *l = plain_l4(p.bytes(), mac, p.ip4_csum_ok()).map(|(t, flags)| {
+                *l = plain_l4(p.bytes(), mac, p.ip4_csum()).map(|(t, flags)| {
                     let h = t.hash();
                     pf(self.ct.bucket_of(h));
                     Lane {

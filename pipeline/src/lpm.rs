@@ -611,14 +611,28 @@ impl Lpm4 {
     /// the whole burst's misses in flight at once, where a loop that also
     /// tests and follows each entry fills the CPU's window with a third as
     /// many.
+    /// When no entry of the burst points to a second level (a table of
+    /// prefixes no longer than /24, or a burst that meets none longer),
+    /// the entries are turned into next hops in a loop without branches
+    /// over the whole array, which the compiler vectorises; `out` past
+    /// `addrs.len()` is then unspecified.
     #[inline(always)]
     pub fn lookup_burst(&self, addrs: &[u32], out: &mut [u32; BURST], none: u32) {
         let addrs = &addrs[..addrs.len().min(BURST)];
         // The first level's address read once (the loads are acquires,
         // which the compiler does not move a re-read of it across).
         let top = &*self.t.top;
+        let mut any = 0;
         for (a, o) in addrs.iter().zip(out.iter_mut()) {
-            *o = top[(a >> 8) as usize].load(Ordering::Acquire);
+            let e = top[(a >> 8) as usize].load(Ordering::Acquire);
+            any |= e;
+            *o = e;
+        }
+        if any & PTR == 0 {
+            for o in out.iter_mut() {
+                *o = if *o & LEAF != 0 { *o & NH } else { none };
+            }
+            return;
         }
         for (a, o) in addrs.iter().zip(out.iter_mut()) {
             *o = self.resolve(*o, *a).unwrap_or(none);
@@ -686,35 +700,40 @@ mod tests {
     fn burst_lookup_is_one_lookup_at_a_time() {
         use rand::{RngExt, SeedableRng};
         let mut rng = rand::rngs::SmallRng::seed_from_u64(24);
-        let mut b = Lpm4Builder::new();
-        let mut bases = vec![];
-        for i in 0..400u32 {
-            let base = rng.random::<u32>() & 0xffff_ff00;
-            let len = [8, 16, 20, 24, 25, 28, 30, 32][i as usize % 8];
-            b.add(
-                std::net::Ipv4Addr::from(base | rng.random::<u32>() & 0xff),
-                len,
-                i,
-            );
-            bases.push(base);
-        }
-        let t = b.build().unwrap();
-        assert!(t.capacity() > 0, "second-level groups in use");
-        for n in 0..=BURST + 1 {
-            let addrs: Vec<u32> = (0..n)
-                .map(|_| match rng.random_range(0..3) {
-                    0 => rng.random(),
-                    _ => bases[rng.random_range(0..bases.len())] | rng.random::<u32>() & 0xff,
-                })
-                .collect();
-            let mut out = [7u32; BURST];
-            t.lookup_burst(&addrs, &mut out, u32::MAX);
-            for (i, o) in out.iter().enumerate() {
-                let want = match addrs.get(i) {
-                    Some(&a) if i < BURST => t.lookup(a).unwrap_or(u32::MAX),
-                    _ => 7,
-                };
-                assert_eq!(*o, want, "burst of {n}, address {i}");
+        // Two tables: one with second-level groups (prefixes past /24),
+        // where most bursts meet one, and one without, whose bursts all
+        // take the branch-free conversion.
+        for (lens, groups) in [
+            (&[8u8, 16, 20, 24, 25, 28, 30, 32][..], true),
+            (&[8, 12, 16, 20, 22, 24][..], false),
+        ] {
+            let mut b = Lpm4Builder::new();
+            let mut bases = vec![];
+            for i in 0..400u32 {
+                let base = rng.random::<u32>() & 0xffff_ff00;
+                let len = lens[i as usize % lens.len()];
+                b.add(
+                    std::net::Ipv4Addr::from(base | rng.random::<u32>() & 0xff),
+                    len,
+                    i,
+                );
+                bases.push(base);
+            }
+            let t = b.build().unwrap();
+            assert_eq!(t.capacity() > 0, groups, "second-level groups in use");
+            for n in 0..=BURST + 1 {
+                let addrs: Vec<u32> = (0..n)
+                    .map(|_| match rng.random_range(0..3) {
+                        0 => rng.random(),
+                        _ => bases[rng.random_range(0..bases.len())] | rng.random::<u32>() & 0xff,
+                    })
+                    .collect();
+                let mut out = [7u32; BURST];
+                t.lookup_burst(&addrs, &mut out, u32::MAX);
+                for (i, &a) in addrs.iter().enumerate().take(BURST) {
+                    let want = t.lookup(a).unwrap_or(u32::MAX);
+                    assert_eq!(out[i], want, "burst of {n}, address {i}");
+                }
             }
         }
     }

@@ -191,6 +191,11 @@ const FRESH_RX: [&str; 4] = ["net_null", "net_af_packet", "net_tap", "net_pcap"]
 const MBUF_F_RX_IP_CKSUM_BAD: u64 = 1 << 4;
 /// `RTE_MBUF_F_RX_IP_CKSUM_GOOD`: the NIC verified it.
 const MBUF_F_RX_IP_CKSUM_GOOD: u64 = 1 << 7;
+// `IpCsum` is those two bits of `ol_flags` as they are.
+const _: () = assert!(
+    pipeline::fwd::IpCsum::GOOD.0 as u64 == MBUF_F_RX_IP_CKSUM_GOOD
+        && pipeline::fwd::IpCsum::BAD.0 as u64 == MBUF_F_RX_IP_CKSUM_BAD
+);
 
 /// `RTE_MBUF_F_EXTERNAL`: the data is in an external buffer, which other
 /// mbufs may share (rte_mbuf_core.h, DPDK 22.11).
@@ -282,12 +287,8 @@ impl pipeline::fwd::Frame for DpdkMbuf {
     /// where the device offers it); UNKNOWN (neither flag) and NONE (both)
     /// leave the check to software.
     #[inline(always)]
-    fn ip4_csum_ok(&self) -> Option<bool> {
-        match self.m().ol_flags & (MBUF_F_RX_IP_CKSUM_GOOD | MBUF_F_RX_IP_CKSUM_BAD) {
-            MBUF_F_RX_IP_CKSUM_GOOD => Some(true),
-            MBUF_F_RX_IP_CKSUM_BAD => Some(false),
-            _ => None,
-        }
+    fn ip4_csum(&self) -> pipeline::fwd::IpCsum {
+        pipeline::fwd::IpCsum::from_ol_flags(self.m().ol_flags)
     }
 }
 

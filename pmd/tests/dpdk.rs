@@ -301,7 +301,7 @@ fn tap_interrupt(eal: &Eal, pool: &Mempool) {
         tap.rx[0].rx_burst(&mut b);
         for m in b.iter() {
             if m.data() == f.as_slice() || m.data() == bad.as_slice() {
-                verdicts.push((m.data() == f.as_slice(), m.ip4_csum_ok()));
+                verdicts.push((m.data() == f.as_slice(), m.ip4_csum().ok()));
             }
         }
         b.clear();

@@ -5,13 +5,14 @@
 
 use super::ipv4::martian;
 use super::Router;
-use crate::fwd::{ForwardMode, Frame};
+use crate::fwd::{ForwardMode, Frame, IpCsum};
 use crate::verdict::Verdict;
 use crate::wire::{MacAddr, ETHERNET_HEADER_LEN};
 
 /// Bursts are routed in chunks of this many packets (stack arrays; the
 /// LPM's burst lookup takes as many).
 const CHUNK: usize = crate::lpm::BURST;
+const _: () = assert!(CHUNK <= 64, "a chunk's slow packets are a 64-bit mask");
 
 /// "No route" among a chunk's next hops: above every next-hop slot.
 const NO_HOP: u32 = u32::MAX;
@@ -22,7 +23,7 @@ const NO_HOP: u32 = u32::MAX;
 /// that is not martian. `None` for anything else (options, ARP, IPv6,
 /// errors, ...), which takes the full path.
 #[inline(always)]
-fn fast4(b: &[u8], mac: u64, nic: Option<bool>) -> Option<u32> {
+fn fast4(b: &[u8], mac: u64, nic: IpCsum) -> Option<u32> {
     let h: &[u8; ETHERNET_HEADER_LEN + 20] = b.get(..ETHERNET_HEADER_LEN + 20)?.try_into().ok()?;
     let eth = u64::from_le_bytes(h[..8].try_into().expect("8 bytes"));
     // The destination MAC (the low 48 bits).
@@ -36,12 +37,12 @@ fn fast4(b: &[u8], mac: u64, nic: Option<bool>) -> Option<u32> {
 /// Whether frame `b` holds a plain IPv4 packet: a 20-byte header that is
 /// valid (version, lengths, checksum) with a TTL above 1 (the gateway's
 /// fast check too). The checksum is the NIC's where it verified it (`nic`,
-/// [`Frame::ip4_csum_ok`]: `Some(false)` is not plain), else summed here.
+/// [`Frame::ip4_csum`]: `BAD` is not plain), else summed here.
 /// The header is read in machine words: the checksum is summed in native
 /// byte order, which RFC 1071 (2.B) shows gives the byte-swapped sum, and
 /// 0xffff swapped is itself.
 #[inline(always)]
-pub(crate) fn plain4(b: &[u8], nic: Option<bool>) -> bool {
+pub(crate) fn plain4(b: &[u8], nic: IpCsum) -> bool {
     let Some(h) = b.get(..ETHERNET_HEADER_LEN + 20) else {
         return false;
     };
@@ -56,13 +57,38 @@ pub(crate) fn plain4(b: &[u8], nic: Option<bool>) -> bool {
     if ty != 0x0045_0008 {
         return false;
     }
+    // The total length from 20 to what the frame holds past the Ethernet
+    // header, as one unsigned compare (the frame holds at least 34).
     let total = usize::from(u16::from_be_bytes([h[16], h[17]]));
-    if total < 20 || total > b.len() - ETHERNET_HEADER_LEN || h[22] <= 1 {
+    if total.wrapping_sub(20) > b.len() - (ETHERNET_HEADER_LEN + 20) || h[22] <= 1 {
         return false;
     }
-    if let Some(ok) = nic {
-        return ok;
+    let z = u32::from_ne_bytes(h[30..34].try_into().expect("4 bytes"));
+    // No verdict (the usual case without the offload) is one test; the
+    // others out of line, where the compiler cannot fold that test into
+    // two compares again.
+    if nic != IpCsum::UNKNOWN {
+        return nic_says(nic, x, y, z);
     }
+    sum_ok(x, y, z)
+}
+
+/// `plain4`'s checksum test with a verdict from the NIC: good or bad as
+/// it says, else (both bits: not checked in the packet) summed here.
+#[cold]
+#[inline(never)]
+fn nic_says(nic: IpCsum, x: u64, y: u64, z: u32) -> bool {
+    match nic {
+        IpCsum::GOOD => true,
+        IpCsum::BAD => false,
+        _ => sum_ok(x, y, z),
+    }
+}
+
+/// Whether an IPv4 header's checksum verifies, from its 20 bytes read as
+/// two 64-bit words (`x`, `y`) and a 32-bit one (`z`) in native order.
+#[inline(always)]
+fn sum_ok(x: u64, y: u64, z: u32) -> bool {
     // The header's ones-complement sum must be 0xffff. That sum is the
     // 16-bit words' plain sum folded, which keeps it modulo 0xffff (2^16 =
     // 1 modulo 0xffff), in 1..=0xffff for a sum above 0 (this header's is:
@@ -72,7 +98,6 @@ pub(crate) fn plain4(b: &[u8], nic: Option<bool>) -> bool {
     // too): the two 64-bit and one 32-bit word are added exactly (in 128
     // bits), the carries above 2^64 added back in, and the divisibility
     // test is a multiply and a compare.
-    let z = u32::from_ne_bytes(h[30..34].try_into().expect("4 bytes"));
     let s = u128::from(x) + u128::from(y) + u128::from(z);
     let (v, o) = (s as u64).overflowing_add((s >> 64) as u64);
     // After a wrap `v` is at most 1: adding the carry cannot wrap again.
@@ -219,11 +244,11 @@ impl Router {
             return self.process_each_cold(pkts, in_port, verdicts);
         };
         // Whether every verdict is the same, tracked apart for the two
-        // paths: the cached path's output ports ORed and ANDed (equal
-        // when all are the same port; `0` and `!0` before its first
-        // packet, never equal for 16-bit ports), the slow path's verdicts
-        // as verdicts (comparing enums per packet measured a jump table).
-        let (mut ports_or, mut ports_and) = (0u32, !0u32);
+        // paths: the cached path's output port (the first, and whether
+        // another differed), the slow path's verdicts as verdicts
+        // (comparing enums per packet measured a jump table).
+        let mut fast: Option<u16> = None;
+        let mut mixed = false;
         let mut slow: Option<Verdict> = None;
         let mut same = true;
         let n = pkts.len().min(verdicts.len());
@@ -240,33 +265,66 @@ impl Router {
             let mut nh = [NO_HOP; CHUNK];
             // 0 (martian) for a packet the fast path does not take.
             for (p, d) in pc.iter().zip(dst.iter_mut()) {
-                *d = fast4(p.bytes(), mac, p.ip4_csum_ok())
+                *d = fast4(p.bytes(), mac, p.ip4_csum())
                     .filter(|&d| !self.is_local4(d))
                     .unwrap_or(0);
             }
             let dst = &dst[..pc.len()];
             self.cfg.fib.lpm4().lookup_burst(dst, &mut nh, NO_HOP);
-            for ((p, v), (d, h)) in pc.iter_mut().zip(vc.iter_mut()).zip(dst.iter().zip(&nh)) {
-                let adj = self.adj4.get(*h as usize).filter(|_| *d != 0);
-                match adj {
-                    Some(a) if rewrite4(p.bytes_mut(), a) => {
-                        ports_or |= u32::from(a.port);
-                        ports_and &= u32::from(a.port);
+            // The cached next hops first, in a loop without calls (the
+            // table's address stays in a register, each packet's output
+            // port goes to an array of its own: no chain from packet to
+            // packet); the packets they do not take are marked and then
+            // go the resolving way in order. A slow packet's effects (a
+            // neighbour learned, the cache refilled) reach the chunk's
+            // fast packets only from the next chunk on, as they would
+            // had it arrived a burst earlier.
+            let adj = &self.adj4[..];
+            let mut rest = 0u64;
+            let mut outp = [0u16; CHUNK];
+            for (i, ((p, v), (d, h))) in pc
+                .iter_mut()
+                .zip(vc.iter_mut())
+                .zip(dst.iter().zip(&nh))
+                .enumerate()
+            {
+                match adj.get(*h as usize) {
+                    Some(a) if *d != 0 && rewrite4(p.bytes_mut(), a) => {
+                        outp[i] = a.port;
                         *v = Verdict::Forward(a.port);
                     }
-                    _ => {
-                        let h = (*d != 0 && *h != NO_HOP).then_some(*h);
-                        *v = self.route_slow(p, in_port, *d, h);
-                        match slow {
-                            None => slow = Some(*v),
-                            Some(s) => same &= s == *v,
-                        }
-                    }
+                    _ => rest |= 1 << i,
+                }
+            }
+            // The fast packets' ports all the first one's: the slow
+            // packets' entries set to it, then one pass the compiler
+            // vectorises.
+            let all = u64::MAX >> (64 - pc.len());
+            if rest != all {
+                let p0 = outp[(!rest).trailing_zeros() as usize];
+                let mut r = rest;
+                while r != 0 {
+                    outp[r.trailing_zeros() as usize] = p0;
+                    r &= r - 1;
+                }
+                let differ = outp[..pc.len()].iter().fold(0, |m, &p| m | (p ^ p0));
+                mixed |= differ != 0 || fast.is_some_and(|f| f != p0);
+                fast = Some(p0);
+            }
+            while rest != 0 {
+                let i = rest.trailing_zeros() as usize;
+                rest &= rest - 1;
+                let (d, h) = (dst[i], nh[i]);
+                let h = (d != 0 && h != NO_HOP).then_some(h);
+                let v = self.route_slow(&mut pc[i], in_port, d, h);
+                vc[i] = v;
+                match slow {
+                    None => slow = Some(v),
+                    Some(s) => same &= s == v,
                 }
             }
         }
-        let fast = (ports_or != 0 || ports_and != !0).then_some(ports_or as u16);
-        if !same || (fast.is_some() && ports_or != ports_and) {
+        if !same || mixed {
             return None;
         }
         match (fast, slow) {
@@ -324,7 +382,7 @@ mod tests {
                 i % 2 == 0 || checksum::fold(checksum::sum(&f[14..34], 0)) == 0xffff
             );
             assert_eq!(
-                fast4(&f, mac, None).is_some(),
+                fast4(&f, mac, IpCsum::UNKNOWN).is_some(),
                 valid,
                 "header {:02x?}",
                 &f[14..34]
@@ -340,35 +398,41 @@ mod tests {
         f[30] = 1;
         let c = checksum::checksum(&f[14..34]);
         f[24..26].copy_from_slice(&c.to_be_bytes());
-        assert!(fast4(&f, mac, None).is_some());
+        assert!(fast4(&f, mac, IpCsum::UNKNOWN).is_some());
         let s = u16::from_be_bytes([f[24], f[25]]);
         f[24..26].copy_from_slice(&(!s).to_be_bytes());
-        assert!(fast4(&f, mac, None).is_none());
+        assert!(fast4(&f, mac, IpCsum::UNKNOWN).is_none());
     }
 
     /// The NIC's checksum verdict replaces the checksum test and nothing
     /// else: a header it calls good is plain whatever its sum, one it
-    /// calls bad is not, and the other fields are still checked.
+    /// calls bad is not, one it did not check is summed, and the other
+    /// fields are still checked.
     #[test]
     fn the_nics_verdict_replaces_only_the_checksum_test() {
         let mut rng = rand::rngs::SmallRng::seed_from_u64(1071);
         let mac = mac_word(MAC);
         for i in 0..2_000 {
             let f = frame(&mut rng, i % 2 == 1);
-            assert!(fast4(&f, mac, Some(true)).is_some());
-            assert!(fast4(&f, mac, Some(false)).is_none());
+            assert!(fast4(&f, mac, IpCsum::GOOD).is_some());
+            assert!(fast4(&f, mac, IpCsum::BAD).is_none());
+            // Both bits (DPDK's `_NONE`: not checked in the packet): the
+            // header is summed here.
+            let both = IpCsum(IpCsum::GOOD.0 | IpCsum::BAD.0);
+            assert_eq!(fast4(&f, mac, both).is_some(), i % 2 == 0);
+            assert_eq!(IpCsum::from_ol_flags(0xff).ok(), None);
             let mut g = f.clone();
             g[22] = 1; // TTL 1
-            assert!(fast4(&g, mac, Some(true)).is_none());
+            assert!(fast4(&g, mac, IpCsum::GOOD).is_none());
             let mut g = f.clone();
             g[14] = 0x46; // options
-            assert!(fast4(&g, mac, Some(true)).is_none());
+            assert!(fast4(&g, mac, IpCsum::GOOD).is_none());
             let mut g = f.clone();
             g[16..18].copy_from_slice(&47u16.to_be_bytes()); // past the frame
-            assert!(fast4(&g, mac, Some(true)).is_none());
+            assert!(fast4(&g, mac, IpCsum::GOOD).is_none());
             let mut g = f;
             g[0] ^= 1; // another MAC
-            assert!(fast4(&g, mac, Some(true)).is_none());
+            assert!(fast4(&g, mac, IpCsum::GOOD).is_none());
         }
     }
 

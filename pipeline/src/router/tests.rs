@@ -1444,10 +1444,28 @@ fn burst_path_cache_follows_neighbour_route_and_mtu_changes() {
         via: Some("198.18.0.2".parse().unwrap()),
     };
     w.add("203.0.113.0".parse().unwrap(), 24, &[via0]).unwrap();
+    let via1 = NextHop {
+        port: 1,
+        via: Some("198.19.0.2".parse().unwrap()),
+    };
+    w.add("198.51.100.0".parse().unwrap(), 24, &[via1]).unwrap();
     r.enter();
     let (v, out) = burst_as_each(&mut r, &burst);
     assert!(v.iter().all(|v| *v == Verdict::Forward(0)), "{v:?}");
     assert!(out.iter().all(|f| f[..6] == gw0.0 && f[6..12] == R0.0));
+    // Two chunks, each one port alone, the two ports apart (and the
+    // ports mixed inside one chunk): per-packet verdicts, both cached.
+    let other: Vec<Vec<u8>> = (0..32)
+        .map(|i| udp4(&format!("198.18.0.{}", 10 + i), "198.51.100.7", 64, 0))
+        .collect();
+    let two = [&burst[..32], &other[..]].concat();
+    for _ in 0..2 {
+        let (v, _) = burst_as_each(&mut r, &two);
+        assert!(v[..32].iter().all(|v| *v == Verdict::Forward(0)), "{v:?}");
+        assert!(v[32..].iter().all(|v| *v == Verdict::Forward(1)), "{v:?}");
+        let mixed: Vec<Vec<u8>> = two.iter().step_by(3).cloned().collect();
+        burst_as_each(&mut r, &mixed);
+    }
     r.leave();
     // Port 0's MTU below the packets' 36 bytes (DF set): each turns into
     // an ICMP "fragmentation needed" back to its sender (on port 0 too).
