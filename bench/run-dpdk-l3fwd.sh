@@ -14,6 +14,8 @@
 # (/usr/share/dpdk/examples/l3fwd) into target/dpdk-examples. Writes
 # bench/results/dpdk-l3fwd.md. As root.
 #   bench/run-dpdk-l3fwd.sh [runs] [seconds]
+#   L3FWD_COUNT=1 bench/run-dpdk-l3fwd.sh   (instructions a packet, valgrind;
+#     writes bench/results/dpdk-l3fwd-instructions.md)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . bench/lib.sh
@@ -128,6 +130,85 @@ rx = ["in", "out"]
 EOF
   } > "$WORK/sluice-$t.toml"
 done
+
+# L3FWD_COUNT=1: instructions a packet instead of rates. valgrind's
+# callgrind counts every instruction of each forwarder's loop (Sluice's
+# worker thread, l3fwd's lpm_main_loop) over a run on the 16 routes, in
+# DPDK's --no-huge mode (valgrind cannot map huge pages), and splits off
+# what net_pcap's RX and net_null's TX execute, the same driver code for
+# all three; packets are the calls net_null makes once a packet. Counts do
+# not depend on what else the machine runs, as rates here do. The full
+# table is not counted: loading it under valgrind takes many minutes.
+if [ "${L3FWD_COUNT:-0}" = 1 ]; then
+  command -v valgrind >/dev/null || { echo "needs valgrind (apt-get install valgrind)" >&2; exit 1; }
+  CSECS=${L3FWD_COUNT_SECS:-60}
+  sed 's|eal_args = \["-l", "0,1"\]|eal_args = ["-l", "0,1", "--no-huge", "-m", "1024"]|; s|^duration = .*|duration = '"$CSECS"'|' \
+    "$WORK/sluice-16.toml" > "$WORK/sluice-16v.toml"
+  grep -q -- '--no-huge' "$WORK/sluice-16v.toml"
+  valgrind --tool=callgrind --callgrind-out-file="$WORK/cg.sluice" \
+    "$SLUICE" run "$WORK/sluice-16v.toml" > /dev/null 2> "$WORK/s.err"
+  for b in l3fwd l3fwd-checked; do
+    # SIGINT after the run: l3fwd stops its loop and exits, and callgrind
+    # writes its counts.
+    timeout -s INT $((CSECS + 60)) valgrind --tool=callgrind --callgrind-out-file="$WORK/cg.$b" \
+      "$EX/$b/build/l3fwd" -l 1 --no-pci --no-huge -m 3072 --file-prefix "l3fwd-$$" --log-level '*:error' \
+      --vdev "net_pcap0,rx_pcap=$WORK/in-16.pcap,infinite_rx=1" --vdev "net_null1,no-rx=1" \
+      -- -p 0x3 -P --parse-ptype --config "(0,0,1),(1,0,1)" --lookup lpm \
+      --rule_ipv4 "$WORK/routes4-16.cfg" --rule_ipv6 "$WORK/routes6.cfg" > "$WORK/l3fwd.log" 2>&1 || true
+  done
+  for f in sluice l3fwd l3fwd-checked; do
+    callgrind_annotate --tree=calling --inclusive=yes "$WORK/cg.$f" > "$WORK/tree.$f" 2>/dev/null
+  done
+  {
+    echo "# Sluice l3fwd vs DPDK l3fwd: instructions per packet"
+    echo
+    echo "Command: \`L3FWD_COUNT=1 bench/run-dpdk-l3fwd.sh\` $(provenance)."
+    echo
+    echo "valgrind's callgrind counting every instruction of each forwarder's forwarding loop (Sluice's worker thread; l3fwd's \`lpm_main_loop\`) over a ${CSECS} s run of the rate benchmark's 16-route input (net_pcap0 replaying 1,024 distinct 64-byte IPv4/UDP packets to net_null1, burst 32, DPDK's \`--no-huge\` mode under valgrind), divided by the packets forwarded (the calls net_null's TX makes once a packet). **Drivers** is what net_pcap's RX and net_null's TX execute inside the loop, the same code for all three; **own** is the rest: the forwarder's loop, parsing, checks, lookup, rewrite (for l3fwd its software ptype parser too, which \`--parse-ptype\` installs as an RX callback). What each does per packet is in [dpdk-l3fwd.md](dpdk-l3fwd.md)."
+    echo
+    echo "| forwarder | instructions/packet | drivers | own |"
+    echo "|---|---|---|---|"
+    python3 - "$WORK" <<'EOF'
+import re, sys
+work = sys.argv[1]
+def count(path, child):
+    blocks, cur = [], None
+    for l in open(path):
+        m = re.match(r'\s*([\d,]+) \([ \d.%]+\)  ([*>])\s+(.*)$', l)
+        if not m:
+            continue
+        n = int(m.group(1).replace(',', ''))
+        if m.group(2) == '*':
+            cur = {'incl': n, 'name': m.group(3), 'calls': []}
+            blocks.append(cur)
+        elif cur is not None:
+            c = re.match(r'(.*) \(([\d,]+)x\)(?: \[(.*)\])?$', m.group(3))
+            if c:
+                cur['calls'].append((n, c.group(1), int(c.group(2).replace(',', '')), c.group(3) or ''))
+    drv = lambda s: 'librte_net_pcap' in s or 'librte_net_null' in s
+    # The loop: the caller of `child` that calls it most.
+    root = max((b for b in blocks if any(child in c[1] for c in b['calls'])),
+               key=lambda b: max(c[2] for c in b['calls'] if child in c[1]))
+    drivers = sum(c[0] for b in blocks if not drv(b['name']) for c in b['calls'] if drv(c[3]))
+    packets = max(c[2] for b in blocks if 'librte_net_null' in b['name']
+                  for c in b['calls'] if 'librte_net_null' in c[3])
+    return root['incl'] / packets, drivers / packets, (root['incl'] - drivers) / packets, packets
+rows = [("Sluice, l3fwd mode", "sluice", "::poll_round"),
+        ("DPDK l3fwd (LPM) as shipped", "l3fwd", "l3fwd_lpm_process_packets"),
+        ("DPDK l3fwd (LPM) + checksum and TTL checks", "l3fwd-checked", "l3fwd_lpm_process_packets")]
+own = {}
+for name, f, child in rows:
+    t, d, o, n = count("%s/tree.%s" % (work, f), child)
+    own[f] = o
+    print("| %s | %.1f | %.1f | %.1f |" % (name, t, d, o))
+print()
+print("Sluice's own instructions ÷ l3fwd's as shipped **%.2f×**, ÷ l3fwd + checks' **%.2f×**  " % (own["sluice"] / own["l3fwd"], own["sluice"] / own["l3fwd-checked"]))
+EOF
+  } | tee "$WORK/out.md"
+  mkdir -p bench/results
+  cp "$WORK/out.md" bench/results/dpdk-l3fwd-instructions.md
+  exit 0
+fi
 
 # Hugepages for both: EAL needs them reserved and a hugetlbfs mounted. As
 # root the bench mounts one where pages are free and none is (as
