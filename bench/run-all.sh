@@ -31,6 +31,7 @@ BENCHES=(
   "run-dpdk-io.sh|root && have dpdk-testpmd|needs root and dpdk-testpmd (apt-get install dpdk)"
   "run-softnic-builds.sh|pkg-config --exists libdpdk|needs DPDK's development files (apt-get install libdpdk-dev) for the DPDK build"
   "run-dpdk-l3fwd.sh|root && [ -d /usr/share/dpdk/examples/l3fwd ] && have make|needs root, dpdk-doc (the l3fwd sources) and make"
+  "L3FWD_COUNT=1 run-dpdk-l3fwd.sh|root && [ -d /usr/share/dpdk/examples/l3fwd ] && have make && have valgrind|needs root, dpdk-doc (the l3fwd sources), make and valgrind"
   "run-convergence.sh|root && data routes|needs root and ../shared/data/routes"
   "run-convergence-bgp.sh|root && data routes && have bird && have birdc|needs root, ../shared/data/routes and bird2"
   "run-lab.sh|root && have nft && [ \$(nproc) -ge 2 ]|needs root, nftables and 2 or more CPUs"
