@@ -49,9 +49,9 @@ pub trait Frame {
 /// A NIC's verdict on a received IPv4 header checksum
 /// ([`Frame::ip4_csum`]), as DPDK's mbuf carries it: the
 /// `RX_IP_CKSUM_GOOD` (0x80) and `_BAD` (0x10) bits of `ol_flags`, so that
-/// a DPDK port's verdict is one masked byte and the fast paths test it
-/// with two compares. Both bits (`_NONE`, not checked in the packet) or
-/// neither (unknown) are no verdict.
+/// a DPDK port's verdict is one masked byte, and no verdict (a port
+/// without the offload) one test in the fast paths. Both bits (`_NONE`,
+/// not checked in the packet) or neither (unknown) are no verdict.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct IpCsum(pub u8);
 

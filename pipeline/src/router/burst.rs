@@ -277,8 +277,8 @@ impl Router {
             // packet); the packets they do not take are marked and then
             // go the resolving way in order. A slow packet's effects (a
             // neighbour learned, the cache refilled) reach the chunk's
-            // fast packets only from the next chunk on, as they would
-            // had it arrived a burst earlier.
+            // fast packets only from the next chunk on, as if those had
+            // arrived just before it.
             let adj = &self.adj4[..];
             let mut rest = 0u64;
             let mut outp = [0u16; CHUNK];
