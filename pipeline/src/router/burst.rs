@@ -19,9 +19,10 @@ const NO_HOP: u32 = u32::MAX;
 
 /// The destination of a plain IPv4 packet to the port whose MAC is `mac`
 /// (see [`mac_word`]) that the fast path can route: a plain header (see
-/// [`plain4`]; `nic` the NIC's checksum verdict) and a unicast destination
-/// that is not martian. `None` for anything else (options, ARP, IPv6,
-/// errors, ...), which takes the full path.
+/// [`plain4`]; `nic` the NIC's checksum verdict). `None` for anything else
+/// (options, ARP, IPv6, errors, ...), which takes the full path. The
+/// destination may still be martian: the burst path tests that for the
+/// whole chunk at once ([`unroute_martians`]).
 #[inline(always)]
 fn fast4(b: &[u8], mac: u64, nic: IpCsum) -> Option<u32> {
     let h: &[u8; ETHERNET_HEADER_LEN + 20] = b.get(..ETHERNET_HEADER_LEN + 20)?.try_into().ok()?;
@@ -30,8 +31,21 @@ fn fast4(b: &[u8], mac: u64, nic: IpCsum) -> Option<u32> {
     if (eth ^ mac) << 16 != 0 || !plain4(b, nic) {
         return None;
     }
-    let dst = u32::from_be_bytes(h[30..34].try_into().expect("4 bytes"));
-    (!martian(dst)).then_some(dst)
+    Some(u32::from_be_bytes(h[30..34].try_into().expect("4 bytes")))
+}
+
+/// Takes the route from every packet of a chunk whose destination is
+/// martian (see `martian`; 0, what the chunk holds for a packet the fast
+/// path does not take, is one): `nh[i]` becomes `NO_HOP`. One pass
+/// without branches or conditional stores over the whole arrays, which
+/// the compiler vectorises (under two instructions a packet, where the
+/// same test in the header loop took eight).
+#[inline(always)]
+fn unroute_martians(dst: &[u32; CHUNK], nh: &mut [u32; CHUNK]) {
+    const { assert!(NO_HOP == u32::MAX) };
+    for (h, &d) in nh.iter_mut().zip(dst) {
+        *h |= u32::from(martian(d)).wrapping_neg();
+    }
 }
 
 /// Whether frame `b` holds a plain IPv4 packet: a 20-byte header that is
@@ -251,10 +265,18 @@ impl Router {
         let mut mixed = false;
         let mut slow: Option<Verdict> = None;
         let mut same = true;
+        // The cached path's verdicts are written only when the burst's
+        // are not all one (`process_burst` leaves them unwritten then):
+        // each chunk's slow packets (a mask) and the port all its fast
+        // packets took, for the first `LAZY` chunks; a chunk whose fast
+        // packets took different ports, or one past those, writes them
+        // at once.
+        let mut lazy = [(u64::MAX, 0u16); LAZY];
         let n = pkts.len().min(verdicts.len());
-        for (pc, vc) in pkts[..n]
+        for (k, (pc, vc)) in pkts[..n]
             .chunks_mut(CHUNK)
             .zip(verdicts[..n].chunks_mut(CHUNK))
+            .enumerate()
         {
             // Headers checked for the whole chunk, then routes looked up
             // in a loop of their own, so that many lookups' loads (cache
@@ -269,8 +291,14 @@ impl Router {
                     .filter(|&d| !self.is_local4(d))
                     .unwrap_or(0);
             }
-            let dst = &dst[..pc.len()];
-            self.cfg.fib.lpm4().lookup_burst(dst, &mut nh, NO_HOP);
+            self.cfg
+                .fib
+                .lpm4()
+                .lookup_burst(&dst[..pc.len()], &mut nh, NO_HOP);
+            // From here on a packet the fast path does not take, or one
+            // to a martian destination, has no route: the cached next
+            // hops miss it.
+            unroute_martians(&dst, &mut nh);
             // The cached next hops first, in a loop without calls (the
             // table's address stays in a register, each packet's output
             // port goes to an array of its own: no chain from packet to
@@ -282,17 +310,9 @@ impl Router {
             let adj = &self.adj4[..];
             let mut rest = 0u64;
             let mut outp = [0u16; CHUNK];
-            for (i, ((p, v), (d, h))) in pc
-                .iter_mut()
-                .zip(vc.iter_mut())
-                .zip(dst.iter().zip(&nh))
-                .enumerate()
-            {
+            for (i, (p, h)) in pc.iter_mut().zip(&nh).enumerate() {
                 match adj.get(*h as usize) {
-                    Some(a) if *d != 0 && rewrite4(p.bytes_mut(), a) => {
-                        outp[i] = a.port;
-                        *v = Verdict::Forward(a.port);
-                    }
+                    Some(a) if rewrite4(p.bytes_mut(), a) => outp[i] = a.port,
                     _ => rest |= 1 << i,
                 }
             }
@@ -310,13 +330,16 @@ impl Router {
                 let differ = outp[..pc.len()].iter().fold(0, |m, &p| m | (p ^ p0));
                 mixed |= differ != 0 || fast.is_some_and(|f| f != p0);
                 fast = Some(p0);
+                match lazy.get_mut(k) {
+                    Some(l) if differ == 0 => *l = (rest, p0),
+                    _ => write_fast(vc, rest, &outp),
+                }
             }
             while rest != 0 {
                 let i = rest.trailing_zeros() as usize;
                 rest &= rest - 1;
-                let (d, h) = (dst[i], nh[i]);
-                let h = (d != 0 && h != NO_HOP).then_some(h);
-                let v = self.route_slow(&mut pc[i], in_port, d, h);
+                let h = (nh[i] != NO_HOP).then_some(nh[i]);
+                let v = self.route_slow(&mut pc[i], in_port, dst[i], h);
                 vc[i] = v;
                 match slow {
                     None => slow = Some(v),
@@ -324,13 +347,32 @@ impl Router {
                 }
             }
         }
-        if !same || mixed {
-            return None;
-        }
-        match (fast, slow) {
+        let one = match (fast, slow) {
+            _ if !same || mixed => None,
             (None, s) => s,
             (Some(p), None) => Some(Verdict::Forward(p)),
             (Some(p), Some(s)) => (s == Verdict::Forward(p)).then_some(s),
+        };
+        if one.is_none() {
+            for (vc, &(rest, p)) in verdicts[..n].chunks_mut(CHUNK).zip(&lazy) {
+                write_fast(vc, rest, &[p; CHUNK]);
+            }
+        }
+        one
+    }
+}
+
+/// How many chunks of a burst keep their cached path's verdicts unwritten
+/// until the burst's end (see `route_burst`): 256 packets.
+const LAZY: usize = 8;
+
+/// Writes the verdicts of a chunk's packets that took the cached path
+/// (those not in `rest`): forwarded to `outp[i]`.
+#[cold]
+fn write_fast(vc: &mut [Verdict], rest: u64, outp: &[u16; CHUNK]) {
+    for (i, (v, &p)) in vc.iter_mut().zip(outp).enumerate() {
+        if rest & (1 << i) == 0 {
+            *v = Verdict::Forward(p);
         }
     }
 }

@@ -444,7 +444,16 @@ impl Router {
     /// Whether `a` is one of the router's IPv4 addresses.
     #[inline]
     pub fn is_local4(&self, a: u32) -> bool {
-        self.local4_bloom & local4_bit(a) != 0 && self.local4.contains(&a)
+        self.local4_bloom & local4_bit(a) != 0 && self.local4_has(a)
+    }
+
+    /// `is_local4` past the Bloom filter, out of line: the search's
+    /// vector loop would otherwise hold registers in every loop that
+    /// inlines the test (the burst path's header loop spilled for it).
+    #[cold]
+    #[inline(never)]
+    fn local4_has(&self, a: u32) -> bool {
+        self.local4.contains(&a)
     }
 
     /// Whether `a` is one of the router's IPv6 addresses.

@@ -1466,6 +1466,14 @@ fn burst_path_cache_follows_neighbour_route_and_mtu_changes() {
         let mixed: Vec<Vec<u8>> = two.iter().step_by(3).cloned().collect();
         burst_as_each(&mut r, &mixed);
     }
+    // Ten chunks alternating the ports, the tenth short: past the chunks
+    // whose verdicts wait for the burst's end (`burst::LAZY`), those are
+    // written at once.
+    let long: Vec<Vec<u8>> = (0..5).flat_map(|_| two.clone()).take(300).collect();
+    let (v, _) = burst_as_each(&mut r, &long);
+    for (i, v) in v.iter().enumerate() {
+        assert_eq!(*v, Verdict::Forward((i / 32 % 2) as u16), "packet {i}");
+    }
     r.leave();
     // Port 0's MTU below the packets' 36 bytes (DF set): each turns into
     // an ICMP "fragmentation needed" back to its sender (on port 0 too).
