@@ -274,7 +274,7 @@ EOF
   echo
   echo "Command: \`bench/run-dpdk-l3fwd.sh $RUNS $SECS\` $(provenance); hugepages: $([ ${#HUGE[@]} -eq 0 ] && echo yes || echo "no (--no-huge)")."
   echo
-  echo "net_pcap0 replays distinct 64-byte IPv4/UDP packets from memory (infinite_rx) to net_null1 (no-rx); one forwarding core (core 1) each, burst 32; ${SECS} s per run, median of ${RUNS} runs, the three forwarders alternating. Two tables: **16 routes** 198.18.N.0/24 (1,024 packets across them), and the **full table**, the shared 901,899 IPv4 prefixes (8,192 packets to random addresses inside random prefixes: the lookups miss the caches' first level more often), all to port 1. l3fwd looks the 16 routes up in rte_lpm (\`--lookup lpm\`) and the full table in rte_fib (\`--lookup fib\`, the same DIR-24-8 structure): rte_lpm takes over two minutes to load 901,899 routes, as its rule table insert scans every rule of the same length. Sluice uses its own DIR-24-8 in both. The replay itself (net_pcap copying each packet into a fresh mbuf) is part of every figure."
+  echo "net_pcap0 replays distinct 64-byte IPv4/UDP packets from memory (infinite_rx) to net_null1 (no-rx); one forwarding core (core 1) each, burst 32; ${SECS} s per run, median of ${RUNS} runs, the three forwarders alternating (in reverse order every other round). The ratios below are of the medians, then (in brackets) each round's own ratio, its median and range: the forwarders of one round share the host's state. Two tables: **16 routes** 198.18.N.0/24 (1,024 packets across them), and the **full table**, the shared 901,899 IPv4 prefixes (8,192 packets to random addresses inside random prefixes: the lookups miss the caches' first level more often), all to port 1. l3fwd looks the 16 routes up in rte_lpm (\`--lookup lpm\`) and the full table in rte_fib (\`--lookup fib\`, the same DIR-24-8 structure): rte_lpm takes over two minutes to load 901,899 routes, as its rule table insert scans every rule of the same length. Sluice uses its own DIR-24-8 in both. The replay itself (net_pcap copying each packet into a fresh mbuf) is part of every figure."
   echo
   echo "What each forwarder does per packet. **Sluice**: checks the destination MAC, EtherType, version and header length, total length, TTL > 1, the IPv4 header checksum (in software: the vdevs have no checksum offload; on a device with it Sluice takes the NIC's verdict instead, as l3fwd relies on it), a martian or own destination; looks up the LPM; decrements the TTL with an RFC 1624 checksum update; writes both MACs from its next hop's resolved neighbour. **l3fwd as shipped** (LPM, SSE path, \`--parse-ptype\`): takes the EtherType and header length from its software ptype parser; checks only the header length and total length (its RFC 1812 checks); does not verify the header checksum (it leaves that to a NIC's offload, which these vdevs lack), nor the TTL (a TTL of 0 or 1 is decremented and sent), nor the destination MAC; decrements the TTL and adds 1 to the checksum's high byte (no end-around carry); writes MACs from a per-port table. **l3fwd + checks**: the same, and drops a packet whose header checksum does not verify (\`rte_ipv4_cksum\`) or whose TTL is under 2: Sluice's costliest checks, not the MAC, martian and own-address ones."
   echo
@@ -282,10 +282,20 @@ EOF
   echo "|---|---|---|---|"
   for t in 16 full; do
     s=() l=() c=()
+    # Each round runs the three back to back, in reverse order every
+    # other round (a host whose load drifts during a round favours
+    # neither side), and its own ratios are kept: a round's forwarders
+    # share the host's state more than the medians of all rounds do.
     for i in $(seq "$RUNS"); do
-      r=$(sluice_run $t); echo "$t run $i sluice: $r" >&2; s+=("$r")
-      r=$(l3fwd_run l3fwd $t); echo "$t run $i l3fwd: $r" >&2; l+=("$r")
-      r=$(l3fwd_run l3fwd-checked $t); echo "$t run $i l3fwd+checks: $r" >&2; c+=("$r")
+      if [ $((i % 2)) = 1 ]; then
+        r=$(sluice_run $t); echo "$t run $i sluice: $r" >&2; s+=("$r")
+        r=$(l3fwd_run l3fwd $t); echo "$t run $i l3fwd: $r" >&2; l+=("$r")
+        r=$(l3fwd_run l3fwd-checked $t); echo "$t run $i l3fwd+checks: $r" >&2; c+=("$r")
+      else
+        r=$(l3fwd_run l3fwd-checked $t); echo "$t run $i l3fwd+checks: $r" >&2; c+=("$r")
+        r=$(l3fwd_run l3fwd $t); echo "$t run $i l3fwd: $r" >&2; l+=("$r")
+        r=$(sluice_run $t); echo "$t run $i sluice: $r" >&2; s+=("$r")
+      fi
     done
     python3 - "$t" "${s[*]}" "${l[*]}" "${c[*]}" "$WORK/ratios" <<'EOF' >> "$WORK/rows"
 import statistics, sys
@@ -302,8 +312,12 @@ def runs(x):
 print("| %s | Sluice, l3fwd mode | %s | %.1f |" % (name, runs(s), med(s, 1)))
 print("| %s | DPDK l3fwd (%s) as shipped | %s | - |" % (name, lk, runs(l)))
 print("| %s | DPDK l3fwd (%s) + checksum and TTL checks | %s | - |" % (name, lk, runs(c)))
+# Each round's own ratio: its median and range.
+def paired(x, y):
+    r = [float(a) / float(b) for a, b in zip(x.split()[0::2], y.split()[0::2])]
+    return "per round %.2f× (%.2f–%.2f)" % (statistics.median(r), min(r), max(r))
 with open(ratios, "a") as f:
-    print("%s: Sluice ÷ l3fwd as shipped **%.2f×**, Sluice ÷ l3fwd + checks **%.2f×**" % (name, med(s, 0) / med(l, 0), med(s, 0) / med(c, 0)), file=f)
+    print("%s: Sluice ÷ l3fwd as shipped **%.2f×** (%s), Sluice ÷ l3fwd + checks **%.2f×** (%s)" % (name, med(s, 0) / med(l, 0), paired(s, l), med(s, 0) / med(c, 0), paired(s, c)), file=f)
 EOF
   done
   cat "$WORK/rows"
