@@ -38,6 +38,7 @@ BENCHES=(
   "LAB_GEN=trafgen run-lab.sh|root && have trafgen && have nft && [ \$(nproc) -ge 2 ]|needs root, netsniff-ng (trafgen), nftables and 2 or more CPUs"
   "run-ndr.sh|root && have nft && [ \$(nproc) -ge 2 ]|needs root, nftables and 2 or more CPUs"
   "run-tcp.sh|root && have nft && have iperf3 && [ \$(nproc) -ge 2 ]|needs root, nftables, iperf3 and 2 or more CPUs"
+  "TCP_PROFILE=1 run-tcp.sh|root && have nft && have iperf3 && have perf && [ \$(nproc) -ge 2 ]|needs root, nftables, iperf3, perf (apt-get install linux-perf) and 2 or more CPUs"
   "run-handoff.sh|root && have ping && [ \$(nproc) -ge 2 ]|needs root, ping and 2 or more CPUs"
 )
 

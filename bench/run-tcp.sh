@@ -18,6 +18,8 @@
 # Routers alternate; each figure is the median of the runs. Writes
 # bench/results/tcp.md. As root; needs iperf3, nft, ethtool, python3.
 #   bench/run-tcp.sh [runs] [seconds per iperf3/RR test]   (default 3 5)
+#   TCP_PROFILE=1 bench/run-tcp.sh [runs] [seconds]   (where the router CPU
+#     goes, by perf call chains: bench/results/tcp-profile.md; needs perf)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 . bench/lib.sh
@@ -81,22 +83,42 @@ EOF
 # One run of every test through router $1; prints
 # "gbps1 cpu1 gbps4 cpu4 ping_p50_us ping_p99_us ping_cpu rr_tps rr_p50 rr_p99 rr_lost
 #  retransmits1 dropped1 retransmits4 dropped4".
-run() {
+# The lab with router $1 in it (its PID in RPID for Sluice) and the
+# iperf3 server up; router_down takes it all down again.
+router_up() {
   lab_up
-  local pid=
+  RPID=
   if [ "$1" != kernel ]; then
     local cfg=$WORK/router-nat.toml
     [ "$1" = sluice-afxdp ] && cfg=$WORK/router-nat-afxdp.toml
     [ "$1" = sluice-afxdp-bp ] && cfg=$WORK/router-nat-afxdp-bp.toml
     [ "$1" = sluice-afpacket-v2 ] && cfg=$WORK/router-nat-v2.toml
     ip netns exec $NS_R "$SLUICE" run "$cfg" --json > "$WORK/s.json" 2> "$WORK/s.err" &
-    pid=$!
+    RPID=$!
     for _ in $(seq 50); do grep -q "control socket\|^  core" "$WORK/s.err" 2>/dev/null && break; sleep 0.1; done
     sleep 0.5
   else
     lab_kernel_router $ROUTER_CPU
   fi
   inns $NS_S taskset -c $APP_CPU iperf3 -s -B 198.19.0.2 -D -I "$WORK/iperf.pid" > /dev/null 2>&1
+}
+router_down() {
+  [ -s "$WORK/iperf.pid" ] && kill "$(cat "$WORK/iperf.pid")" 2>/dev/null
+  if [ -n "$RPID" ]; then
+    kill -INT "$RPID" && wait "$RPID" 2>/dev/null
+    grep -i -E "warn|error" "$WORK/s.err" | grep -v "differs from interface" >&2
+  fi
+  lab_down
+}
+
+# Gbit/s received and the senders' retransmissions, in one read of
+# iperf3's report $1.
+iperf_result() {
+  python3 -c 'import json, sys; e = json.load(open(sys.argv[1]))["end"]; print("%.3f %d" % (e["sum_received"]["bits_per_second"] / 1e9, e["sum_sent"].get("retransmits", 0)))' "$1" 2>/dev/null || echo 0 0
+}
+
+run() {
+  router_up "$1"
   inns $NS_S taskset -c $APP_CPU python3 "$WORK/echo.py" &
   local epid=$!
   sleep 0.3
@@ -106,9 +128,7 @@ run() {
     p0=$(cpu_idle_jiffies $ROUTER_CPU); t0=$(date +%s%N); d0=$(lab_tx_dropped $NS_C c0)
     inns $NS_C taskset -c $APP_CPU iperf3 -c 198.19.0.2 -t "$SECS" -P $streams -J > "$WORK/i.json" 2> "$WORK/i.err"
     p1=$(cpu_idle_jiffies $ROUTER_CPU); t1=$(date +%s%N); d1=$(lab_tx_dropped $NS_C c0)
-    # Gbit/s received and the senders' retransmissions, in one read of
-    # iperf3's report.
-    read -r gbps retr < <(python3 -c 'import json, sys; e = json.load(open(sys.argv[1]))["end"]; print("%.3f %d" % (e["sum_received"]["bits_per_second"] / 1e9, e["sum_sent"].get("retransmits", 0)))' "$WORK/i.json" 2>/dev/null || echo 0 0)
+    read -r gbps retr < <(iperf_result "$WORK/i.json")
     out+=("$gbps" "$(busy "$p0" "$p1" $((t1 - t0)))")
     # And the client's segments its veth dropped on the way into the
     # router (no room in r0's queue).
@@ -126,14 +146,153 @@ print("%.0f %.0f" % (r[n // 2] * 1e3, r[min(n - 1, n * 99 // 100)] * 1e3) if n e
   out+=("$(inns $NS_C taskset -c $APP_CPU python3 "$WORK/rr.py" "$SECS")")
   out+=("${loss[@]}")
   kill "$epid" 2>/dev/null
-  [ -s "$WORK/iperf.pid" ] && kill "$(cat "$WORK/iperf.pid")" 2>/dev/null
-  if [ -n "$pid" ]; then
-    kill -INT "$pid" && wait "$pid" 2>/dev/null
-    grep -i -E "warn|error" "$WORK/s.err" | grep -v "differs from interface" >&2
-  fi
-  lab_down
+  router_down
   echo "${out[*]}"
 }
+
+# TCP_PROFILE=1: where the router CPU's time goes instead of the full
+# table of rates: for each router, iperf3 1 stream while `perf record`
+# samples CPU $ROUTER_CPU (call chains, 4 kHz), each sample put in one
+# category by its call chain (the first frame from the leaf up that names
+# one): Sluice's own code, the kernel's AF_XDP and AF_PACKET copies and
+# XDP frame conversion, the kernel's forwarding and nftables, the end
+# hosts' TCP stacks (which run on the router CPU whenever a router's
+# transmit hands them a frame), the veths and IP receive common to all.
+# Writes bench/results/tcp-profile.md.
+if [ "${TCP_PROFILE:-0}" = 1 ]; then
+  command -v perf > /dev/null || { echo "needs perf (apt-get install linux-perf)" >&2; exit 1; }
+  cat > "$WORK/classify.py" <<'EOF'
+import collections, sys
+# Where the router CPU's time went, from `perf script -F comm,ip,sym,dso`
+# (call chains, leaf first): each sample goes to the category of the first
+# frame, walking from the leaf towards the root, that names one; a sample
+# whose leaf is in user space of a Sluice thread is Sluice's own code.
+CATS = [
+    ("idle", "idle (the CPU halted)", {
+        "do_idle", "default_idle", "pv_native_safe_halt", "cpuidle_enter_state"}),
+    ("xsk_rx", "AF_XDP receive: the frame copied into the UMEM, its buffer freed", {
+        "__xsk_map_redirect", "xsk_rcv", "__xsk_rcv", "xsk_generic_rcv", "__xsk_rcv_zc",
+        "xsk_rcv_check"}),
+    ("xdp", "XDP on the veth: the skb made an XDP frame (copied when cloned), the program", {
+        "veth_xdp_rcv_skb", "veth_convert_skb_to_xdp_buff", "skb_pp_cow_data",
+        "veth_xdp_rcv", "do_xdp_generic", "netif_receive_generic_xdp", "bpf_prog_run_generic_xdp"}),
+    ("pkt_rx", "AF_PACKET receive: the frame copied into the ring", {
+        "tpacket_rcv", "packet_rcv", "packet_rcv_spkt"}),
+    ("tx", "Sluice's sends: a new skb per frame, the frame copied in", {
+        "__xsk_generic_xmit", "xsk_sendmsg", "packet_sendmsg", "tpacket_snd", "packet_snd"}),
+    ("fwd", "kernel forwarding: ip_forward, nftables, conntrack, NAT", {
+        "ip_forward", "ip_forward_finish", "nft_do_chain", "nft_do_chain_inet", "nf_hook_slow",
+        "nf_conntrack_in", "nf_nat_inet_fn", "nf_nat_ipv4_fn", "nf_nat_manip_pkt", "ipv4_conntrack_in",
+        "nf_ct_seq_offset"}),
+    ("hosts", "the end hosts' TCP and UDP (client and server stacks run here)", {
+        "tcp_v4_rcv", "tcp_v4_do_rcv", "tcp_rcv_established", "tcp_write_xmit", "tcp_sendmsg",
+        "tcp_recvmsg", "__tcp_transmit_skb", "tcp_ack", "__tcp_push_pending_frames",
+        "tcp_gso_segment", "inet_gso_segment", "__skb_gso_segment", "udp_rcv", "__udp4_lib_rcv",
+        "ip_local_deliver", "ip_local_deliver_finish", "tcp_tsq_handler", "tcp_send_ack",
+        "tcp_data_queue", "sock_def_readable"}),
+    ("wire", "the veths and IP receive common to every router (veth_xmit, netif, ip_rcv, the input route lookup)", {
+        "veth_xmit", "__netif_rx", "netif_rx_internal", "enqueue_to_backlog", "veth_poll",
+        "ip_rcv", "ip_rcv_core", "__netif_receive_skb_core", "__netif_receive_skb_one_core",
+        "ip_sublist_rcv", "ip_list_rcv", "__dev_direct_xmit", "dev_hard_start_xmit",
+        "__dev_queue_xmit", "ip_finish_output2", "ip_output", "neigh_hh_output",
+        "ip_rcv_finish_core", "ip_route_input_noref", "ip_route_input_slow", "fib_table_lookup"}),
+]
+KEY = {s: c[0] for c in CATS for s in c[2]}
+def classify(comm, frames):
+    for ip, sym, dso in frames:
+        c = KEY.get(sym)
+        if c:
+            return c
+    if comm == "swapper":
+        return "idle"
+    if frames and not frames[0][0].startswith("ffff") and comm.startswith("worker"):
+        return "user"
+    return "other"
+counts = collections.Counter()
+comm, frames = None, []
+def flush():
+    if comm is not None:
+        counts[classify(comm, frames)] += 1
+for line in sys.stdin:
+    if not line.strip():
+        flush(); comm, frames = None, []
+    elif line[0] in " \t":
+        p = line.split()
+        if len(p) >= 2:
+            frames.append((p[0], p[1].split("+")[0], p[-1]))
+    else:
+        flush(); comm, frames = line.split()[0], []
+flush()
+if len(sys.argv) > 1:
+    print("\n".join(["user\tSluice's own code (user space: parsing, conntrack, firewall, NAT, routing, the rings)"]
+                    + ["%s\t%s" % (c[0], c[1]) for c in CATS[1:]]
+                    + ["other\tother kernel work (syscall entry, softirq dispatch, skb frees, scheduling)"]))
+else:
+    print(" ".join("%s=%d" % (k, counts[k]) for k in ["user", *(c[0] for c in CATS), "other"]))
+EOF
+  PROUTERS=(sluice-afpacket sluice-afxdp kernel)
+  declare -A prof=()
+  for i in $(seq "$RUNS"); do
+    for r in "${PROUTERS[@]}"; do
+      router_up $r
+      sleep 0.3
+      inns $NS_C ping -c 1 -W 2 198.19.0.2 > /dev/null 2>&1
+      p0=$(cpu_idle_jiffies $ROUTER_CPU); t0=$(date +%s%N)
+      (sleep 1; perf record -C $ROUTER_CPU -g -F 4000 -e cpu-clock -o "$WORK/perf.data" -- sleep $((SECS - 2)) > /dev/null 2>&1) &
+      ppid=$!
+      inns $NS_C taskset -c $APP_CPU iperf3 -c 198.19.0.2 -t "$SECS" -P 1 -J > "$WORK/i.json" 2> "$WORK/i.err"
+      p1=$(cpu_idle_jiffies $ROUTER_CPU); t1=$(date +%s%N)
+      wait $ppid
+      read -r gbps retr < <(iperf_result "$WORK/i.json")
+      cats=$(perf script -i "$WORK/perf.data" -F comm,ip,sym,dso 2> /dev/null | python3 "$WORK/classify.py")
+      router_down
+      o="$gbps $(busy "$p0" "$p1" $((t1 - t0))) $cats"
+      echo "profile $i $r: $o" >&2
+      prof[$r]+="$o;"
+    done
+  done
+  {
+    echo "# Where the router CPU goes: TCP through Sluice and through the kernel"
+    echo
+    echo "Command: \`TCP_PROFILE=1 bench/run-tcp.sh $RUNS $SECS\` $(provenance)."
+    echo
+    echo "The lab and routers of [tcp.md](tcp.md) (gateway policy: conntrack, firewall, SNAT; router on CPU $ROUTER_CPU, client and server programs on CPU $APP_CPU). For each router, \`iperf3 -t $SECS -P 1\` while \`perf record -C $ROUTER_CPU -g\` samples the router CPU at 4 kHz for $((SECS - 2)) s; $RUNS runs each, routers alternating. Each sample goes to the category named by the first frame of its call chain, from the leaf up; the shares are of the busy samples, and **CPU % per Gbit/s** is a category's share times the router CPU's busy % (from /proc/stat over the test) divided by the Gbit/s received (medians of the runs). The end hosts' TCP stacks run on the router CPU whenever a router's transmit hands the receiving veth a frame (the softirq runs in the sender's context), for every router alike; they are not the router's work but are in every router's CPU figure in tcp.md."
+    echo
+    python3 - "$WORK/classify.py" "${prof[sluice-afpacket]}" "${prof[sluice-afxdp]}" "${prof[kernel]}" <<'EOF'
+import statistics, subprocess, sys
+names = [l.split("\t") for l in subprocess.run([sys.executable, sys.argv[1], "--names"], input="", capture_output=True, text=True).stdout.splitlines()]
+routers = ["sluice-afpacket", "sluice-afxdp", "kernel"]
+data = {}
+for r, s in zip(routers, sys.argv[2:]):
+    runs = [x.split() for x in s.split(";") if x.strip()]
+    g = statistics.median(float(x[0]) for x in runs)
+    b = statistics.median(float(x[1]) for x in runs)
+    c = {}
+    for x in runs:
+        for kv in x[2:]:
+            k, v = kv.split("=")
+            c[k] = c.get(k, 0) + int(v)
+    data[r] = (g, b, c, sum(c.values()) - c.get("idle", 0))
+print("| | " + " | ".join(routers) + " |")
+print("|---|" + "---|" * len(routers))
+print("| TCP 1 stream Gbit/s (median) | " + " | ".join("%.2f" % data[r][0] for r in routers) + " |")
+print("| router CPU busy % | " + " | ".join("%.0f" % data[r][1] for r in routers) + " |")
+print("| router CPU % per Gbit/s | " + " | ".join("**%.1f**" % (data[r][1] / data[r][0]) if data[r][0] else "-" for r in routers) + " |")
+for k, label in names:
+    cells = []
+    for r in routers:
+        g, b, c, busy = data[r]
+        share = c.get(k, 0) / busy if busy else 0
+        cells.append("%.0f%%: %.1f" % (100 * share, share * b / g) if share >= 0.0005 and g else "-")
+    print("| %s | %s |" % (label, " | ".join(cells)))
+print()
+print("Each category's cell: its share of the router CPU's busy samples, then its CPU % per Gbit/s. Busy samples per router: " + ", ".join("%s %d" % (r, data[r][3]) for r in routers) + ".")
+EOF
+  } | tee "$WORK/tcp-profile.md"
+  mkdir -p bench/results
+  cp "$WORK/tcp-profile.md" bench/results/tcp-profile.md
+  exit 0
+fi
 
 declare -A res=()
 for i in $(seq "$RUNS"); do
