@@ -295,8 +295,17 @@ EOF
 fi
 
 declare -A res=()
+# Each round runs every router once, in reverse order every other round
+# (a host whose load drifts during a round favours none), and each
+# round's own ratios are reported beside those of the medians: the
+# routers of one round share the host's state.
 for i in $(seq "$RUNS"); do
-  for r in "${ROUTERS[@]}"; do
+  order=("${ROUTERS[@]}")
+  if [ $((i % 2)) = 0 ]; then
+    order=()
+    for ((j = ${#ROUTERS[@]} - 1; j >= 0; j--)); do order+=("${ROUTERS[$j]}"); done
+  fi
+  for r in "${order[@]}"; do
     o=$(run $r)
     echo "run $i $r: $o" >&2
     res[$r]+="$o;"
@@ -308,7 +317,7 @@ done
   echo
   echo "Command: \`bench/run-tcp.sh $RUNS $SECS\` $(provenance)."
   echo
-  echo "The namespace lab (scripts/lab-net.sh: veths, offloads off, every frame whole). The router in sl-router: Sluice on AF_PACKET (sluice-afpacket: its TPACKET_V3 ring, blocks handed over when full or after 1 ms; sluice-afpacket-v2: \`ring = \"v2\"\`, frames handed over one by one) or AF_XDP (configs/router-nat.toml: conntrack, firewall, SNAT; worker on CPU $ROUTER_CPU, poll mode \`$POLICY\` as shipped; sluice-afxdp-bp: the same with \`busy_poll_us = $BUSY_POLL_US\`, polling on for $BUSY_POLL_US µs after the last packet before blocking), or the kernel (ip_forward, the same policy in nftables with masquerade; RPS steers the router interfaces' receive work to CPU $ROUTER_CPU). Client and server programs run on CPU $APP_CPU. Router CPU is CPU $ROUTER_CPU's busy time (wall time less its idle time in /proc/stat). Retransmissions: iperf3's count of the senders'. Dropped by the client's veth: c0's tx_dropped over the test, the segments the router's side had no room for (on AF_XDP r0's XDP ring, which the veth driver fixes at 256 frames; on the kernel's and AF_PACKET's way the CPU's 1,000-packet backlog, \`net.core.netdev_max_backlog\`). TCP: \`iperf3 -c -t $SECS -P N\`, client to server, Gbit/s received. Ping: 500 echo requests 10 ms apart. UDP RR: a 64-byte request echoed by the server, one in flight, for $SECS s (Python on both ends: its own cost is in every router's figure). Each figure is the median of $RUNS runs, routers alternating (runs in brackets)."
+  echo "The namespace lab (scripts/lab-net.sh: veths, offloads off, every frame whole). The router in sl-router: Sluice on AF_PACKET (sluice-afpacket: its TPACKET_V3 ring, blocks handed over when full or after 1 ms; sluice-afpacket-v2: \`ring = \"v2\"\`, frames handed over one by one) or AF_XDP (configs/router-nat.toml: conntrack, firewall, SNAT; worker on CPU $ROUTER_CPU, poll mode \`$POLICY\` as shipped; sluice-afxdp-bp: the same with \`busy_poll_us = $BUSY_POLL_US\`, polling on for $BUSY_POLL_US µs after the last packet before blocking), or the kernel (ip_forward, the same policy in nftables with masquerade; RPS steers the router interfaces' receive work to CPU $ROUTER_CPU). Client and server programs run on CPU $APP_CPU. Router CPU is CPU $ROUTER_CPU's busy time (wall time less its idle time in /proc/stat). Retransmissions: iperf3's count of the senders'. Dropped by the client's veth: c0's tx_dropped over the test, the segments the router's side had no room for (on AF_XDP r0's XDP ring, which the veth driver fixes at 256 frames; on the kernel's and AF_PACKET's way the CPU's 1,000-packet backlog, \`net.core.netdev_max_backlog\`). TCP: \`iperf3 -c -t $SECS -P N\`, client to server, Gbit/s received. Ping: 500 echo requests 10 ms apart. UDP RR: a 64-byte request echoed by the server, one in flight, for $SECS s (Python on both ends: its own cost is in every router's figure). Each figure is the median of $RUNS runs, routers alternating, in reverse order every other round (runs in brackets, in round order)."
   echo
   echo "| router | TCP 1 stream Gbit/s | router CPU % | CPU % per Gbit/s | TCP 4 streams Gbit/s | router CPU % | CPU % per Gbit/s | ping p50 / p99 µs | router CPU % while pinging | UDP RR transactions/s | RR p50 / p99 µs | TCP retransmissions, 1 / 4 streams [4-stream runs] | dropped by the client's veth, 1 / 4 streams [4-stream runs] |"
   echo "|---|---|---|---|---|---|---|---|---|---|---|---|---|"
@@ -330,16 +339,22 @@ EOF
   echo
   python3 - "${res[sluice-afpacket]}" "${res[sluice-afpacket-v2]}" "${res[sluice-afxdp]}" "${res[sluice-afxdp-bp]}" "${res[kernel]}" "$BUSY_POLL_US" <<'EOF'
 import statistics, sys
+def rows(s):
+    return [list(map(float, x.split())) for x in s.split(";") if x.strip()]
 def med(s, i):
-    return statistics.median([list(map(float, x.split()))[i] for x in s.split(";") if x.strip()])
+    return statistics.median(r[i] for r in rows(s))
+def rounds(s, k, i):
+    """Each round's own ratio of column i: "median (min-max)"."""
+    v = [a[i] / b[i] for a, b in zip(rows(s), rows(k)) if b[i]]
+    return "%.2f-%.2f, median %.2fx" % (min(v), max(v), statistics.median(v)) if v else "-"
 k = sys.argv[5]
-print("Against the kernel (medians; the issue's goal for AF_XDP: TCP >= 1.0x at <= its CPU per Gbit/s, ping p50 <= 1.5x):")
+print("Against the kernel (ratios of the medians, then in brackets each round's own ratio, its range and median; the issue's goal for AF_XDP: TCP >= 1.0x at <= its CPU per Gbit/s, ping p50 <= 1.5x):")
 print()
 for name, s in (("Sluice AF_PACKET (V3 ring)", sys.argv[1]), ("Sluice AF_PACKET (V2 ring)", sys.argv[2]), ("Sluice AF_XDP", sys.argv[3]), ("Sluice AF_XDP, busy_poll_us = " + sys.argv[6], sys.argv[4])):
     r = lambda i: med(s, i) / med(k, i) if med(k, i) else float("nan")
     cpg = lambda g, c: (med(s, c) / med(s, g)) / (med(k, c) / med(k, g)) if med(s, g) and med(k, g) and med(k, c) else float("nan")
-    print("- %s: TCP 1 stream %.2fx (CPU per Gbit/s %.2fx), 4 streams %.2fx (%.2fx); ping p50 %.2fx; UDP RR %.2fx the transactions" % (
-        name, r(0), cpg(0, 1), r(2), cpg(2, 3), r(4), r(7)))
+    print("- %s: TCP 1 stream %.2fx [%s] (CPU per Gbit/s %.2fx), 4 streams %.2fx [%s] (%.2fx); ping p50 %.2fx [%s]; UDP RR %.2fx the transactions [%s]" % (
+        name, r(0), rounds(s, k, 0), cpg(0, 1), r(2), rounds(s, k, 2), cpg(2, 3), r(4), rounds(s, k, 4), r(7), rounds(s, k, 7)))
 EOF
 } | tee "$WORK/tcp.md"
 mkdir -p bench/results
