@@ -80,9 +80,6 @@ n = len(rtt)
 print("%.0f %.1f %.1f %d" % (n / secs, rtt[n // 2] * 1e6 if n else 0, rtt[min(n - 1, n * 99 // 100)] * 1e6 if n else 0, lost))
 EOF
 
-# One run of every test through router $1; prints
-# "gbps1 cpu1 gbps4 cpu4 ping_p50_us ping_p99_us ping_cpu rr_tps rr_p50 rr_p99 rr_lost
-#  retransmits1 dropped1 retransmits4 dropped4".
 # The lab with router $1 in it (its PID in RPID for Sluice) and the
 # iperf3 server up; router_down takes it all down again.
 router_up() {
@@ -117,6 +114,9 @@ iperf_result() {
   python3 -c 'import json, sys; e = json.load(open(sys.argv[1]))["end"]; print("%.3f %d" % (e["sum_received"]["bits_per_second"] / 1e9, e["sum_sent"].get("retransmits", 0)))' "$1" 2>/dev/null || echo 0 0
 }
 
+# One run of every test through router $1; prints
+# "gbps1 cpu1 gbps4 cpu4 ping_p50_us ping_p99_us ping_cpu rr_tps rr_p50 rr_p99 rr_lost
+#  retransmits1 dropped1 retransmits4 dropped4".
 run() {
   router_up "$1"
   inns $NS_S taskset -c $APP_CPU python3 "$WORK/echo.py" &
@@ -161,6 +161,7 @@ print("%.0f %.0f" % (r[n // 2] * 1e3, r[min(n - 1, n * 99 // 100)] * 1e3) if n e
 # Writes bench/results/tcp-profile.md.
 if [ "${TCP_PROFILE:-0}" = 1 ]; then
   command -v perf > /dev/null || { echo "needs perf (apt-get install linux-perf)" >&2; exit 1; }
+  [ "$SECS" -ge 4 ] || { echo "TCP_PROFILE needs 4 or more seconds a run (perf samples all but the first and last)" >&2; exit 1; }
   cat > "$WORK/classify.py" <<'EOF'
 import collections, sys
 # Where the router CPU's time went, from `perf script -F comm,ip,sym,dso`
