@@ -1270,15 +1270,62 @@ impl ConnTrack {
             self.events[Event::Invalid as usize] += 1;
             return Err(Refused::NotSyn);
         }
+        if orig == reply || self.locate(&reply, hr).is_some() {
+            self.events[Event::Invalid as usize] += 1;
+            return Err(Refused::Exists);
+        }
+        self.enter(orig, ho, reply, hr, seg)
+    }
+
+    /// [`ConnTrack::open_missed`] of a packet that opens a flow
+    /// (`opens_flow` of its protocol and flags holds) and whose reply
+    /// tuple `reply` (hashed `hr`) the caller has also just found
+    /// untracked ([`ConnTrack::contains_hashed`] gave `false`, and
+    /// nothing was opened since): a source-NAT port picked for it. Neither
+    /// tuple is looked up again.
+    pub fn open_picked(
+        &mut self,
+        orig: Tuple,
+        ho: u64,
+        reply: Tuple,
+        hr: u64,
+        flags: u16,
+        seg: Option<&Segment>,
+    ) -> Result<u32, Refused> {
+        debug_assert_eq!(ho, orig.hash());
+        debug_assert_eq!(hr, reply.hash());
+        debug_assert!(
+            opens_flow(orig.proto, flags),
+            "open_picked of a packet that opens nothing"
+        );
+        debug_assert!(!self.contains(&orig), "open_picked of a tracked tuple");
+        debug_assert!(
+            !self.contains(&reply),
+            "open_picked of a tracked reply tuple"
+        );
+        if orig == reply {
+            self.events[Event::Invalid as usize] += 1;
+            return Err(Refused::Exists);
+        }
+        self.enter(orig, ho, reply, hr, seg)
+    }
+
+    /// Enters a new flow of tuples `orig` and `reply` (hashed `ho`, `hr`),
+    /// both known to be untracked: its slot, then both index entries.
+    #[inline(always)]
+    fn enter(
+        &mut self,
+        orig: Tuple,
+        ho: u64,
+        reply: Tuple,
+        hr: u64,
+        seg: Option<&Segment>,
+    ) -> Result<u32, Refused> {
         let state = if orig.proto == TCP {
             State::SynSent
         } else {
             State::Unreplied
         };
-        if orig == reply || self.locate(&reply, hr).is_some() {
-            self.events[Event::Invalid as usize] += 1;
-            return Err(Refused::Exists);
-        }
         let Some(i) = self.slot() else {
             self.events[Event::TableFull as usize] += 1;
             return Err(Refused::Full);
@@ -1800,6 +1847,36 @@ mod tests {
         assert_eq!(t.find(&b), Some((n.unwrap(), false)));
         assert_eq!(t.find(&b.reverse()), Some((n.unwrap(), true)));
         assert_eq!(t.find(&nat), Some((0, true)));
+        assert_eq!(t.len(), 2);
+    }
+
+    /// `open_picked` (whose caller has found both tuples untracked) enters
+    /// a flow found by both tuples, as `open_missed` does, and counts it
+    /// as created; a reply tuple it entered is refused to the next flow.
+    #[test]
+    fn open_picked_enters_both_tuples() {
+        let mut t = ConnTrack::new(16, Timeouts::default());
+        let a = Tuple::of(0, &k(C, 1000, SV, 53, 17, 0));
+        let nat = Tuple::of(0, &k(SV, 53, 0xc633_6401, 2000, 17, 0));
+        assert!(!t.contains_hashed(&nat, nat.hash()));
+        let i = t
+            .open_picked(a, a.hash(), nat, nat.hash(), 0, None)
+            .unwrap();
+        assert_eq!(t.find(&a), Some((i, false)));
+        assert_eq!(t.find(&nat), Some((i, true)));
+        assert!(t.flow(i).nat());
+        assert_eq!(t.event(Event::Created), 1);
+        let b = Tuple::of(0, &k(C, 1001, SV, 53, 17, 0));
+        assert_eq!(
+            t.open_missed(b, b.hash(), nat, nat.hash(), 0, None),
+            Err(Refused::Exists)
+        );
+        let syn = Tuple::of(0, &k(C, 7, SV, 80, 6, SYN));
+        let r = Tuple::of(0, &k(SV, 80, 0xc633_6401, 2001, 6, 0));
+        let j = t
+            .open_picked(syn, syn.hash(), r, r.hash(), SYN, None)
+            .unwrap();
+        assert_eq!(t.flow(j).state, State::SynSent);
         assert_eq!(t.len(), 2);
     }
 

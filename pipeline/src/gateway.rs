@@ -987,7 +987,13 @@ impl<C: StageClock> Gateway<C> {
             None => reply.hash(),
         };
         self.clock.mark(Stage::Nat);
-        let opened = self.ct.open_missed(t, h, reply, hr, flags, seg);
+        // A picked port's reply tuple was just found untracked (and
+        // `opens_flow` holds, checked above): not looked up again.
+        let opened = if first_hash.is_some() {
+            self.ct.open_picked(t, h, reply, hr, flags, seg)
+        } else {
+            self.ct.open_missed(t, h, reply, hr, flags, seg)
+        };
         self.clock.mark(Stage::Conntrack);
         match opened {
             Ok(i) => {
