@@ -1089,7 +1089,13 @@ impl<C: StageClock> Gateway<C> {
     fn pick_port(&mut self, r: &mut Tuple, mut h: u64) -> Option<u64> {
         let n = self.ports?.len();
         for _ in 0..n.min(NAT_PROBES) {
-            self.next_port = (self.next_port + 1) % n;
+            // Wraps at the range's end without a division (`next_port`
+            // stays below `n`: it starts at 0 whenever the range is set).
+            self.next_port = if self.next_port + 1 >= n {
+                0
+            } else {
+                self.next_port + 1
+            };
             if !self.ct.contains_hashed(r, h) {
                 return Some(h);
             }
@@ -1105,7 +1111,11 @@ impl<C: StageClock> Gateway<C> {
     #[inline]
     fn next_port_of(&self, r: &mut Tuple) {
         if let Some(range) = self.ports {
-            let p = (u32::from(range.lo) + self.next_port % range.len()) as u16;
+            // `next_port` is below the range's length (see `pick_port`):
+            // no division per new flow, the remainder only if it were not.
+            let (k, len) = (self.next_port, range.len());
+            let k = if k < len { k } else { k % len };
+            let p = (u32::from(range.lo) + k) as u16;
             r.dport = p;
             if r.proto == IpProto::ICMP {
                 r.sport = p;

@@ -586,6 +586,26 @@ fn exhaustion_refuses_new_flows_and_keeps_old_ones() {
     assert_eq!(event(&g, "nat_exhausted"), 1);
 }
 
+/// Source-NAT ports are handed out in turn and wrap at the range's end
+/// back to its first port (each flow here has its own server port, so a
+/// port is free again for the next round).
+#[test]
+fn nat_ports_go_round_the_range() {
+    let mut g = gateway_with(
+        vec![],
+        Action::Accept,
+        nat_cfg(PortRange { lo: 2000, hi: 2002 }),
+        1024,
+    );
+    let mut got = Vec::new();
+    for i in 0..7 {
+        let mut f = pkt(R0, CLIENT, 1000 + i, SERVER, 53 + i, 17, 0, b"q");
+        assert_eq!(g.process(&mut f, 0), Verdict::Forward(1));
+        got.push(addrs(&f).1);
+    }
+    assert_eq!(got, [2000, 2001, 2002, 2000, 2001, 2002, 2000]);
+}
+
 #[test]
 fn mappings_time_out_with_their_flows() {
     let mut g = gateway();
