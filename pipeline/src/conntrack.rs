@@ -1280,7 +1280,6 @@ impl ConnTrack {
     /// untracked ([`ConnTrack::contains_hashed`] gave `false`, and
     /// nothing was opened since): a source-NAT port picked for it. Neither
     /// tuple is looked up again.
-    #[inline(always)]
     pub fn open_picked(
         &mut self,
         orig: Tuple,
