@@ -1263,15 +1263,18 @@ impl ConnTrack {
         flags: u16,
         seg: Option<&Segment>,
     ) -> Result<u32, Refused> {
+        debug_assert_eq!(ho, orig.hash());
+        debug_assert_eq!(hr, reply.hash());
+        debug_assert!(!self.contains(&orig), "open_missed of a tracked tuple");
         if !opens_flow(orig.proto, flags) {
             self.events[Event::Invalid as usize] += 1;
             return Err(Refused::NotSyn);
         }
-        if self.locate(&reply, hr).is_some() {
+        if orig == reply || self.locate(&reply, hr).is_some() {
             self.events[Event::Invalid as usize] += 1;
             return Err(Refused::Exists);
         }
-        self.open_picked(orig, ho, reply, hr, flags, seg)
+        self.enter(orig, ho, reply, hr, seg)
     }
 
     /// [`ConnTrack::open_missed`] of a packet that opens a flow
@@ -1291,13 +1294,33 @@ impl ConnTrack {
     ) -> Result<u32, Refused> {
         debug_assert_eq!(ho, orig.hash());
         debug_assert_eq!(hr, reply.hash());
-        debug_assert!(opens_flow(orig.proto, flags), "a packet that opens nothing");
-        debug_assert!(!self.contains(&orig), "a tracked tuple");
-        debug_assert!(!self.contains(&reply), "a tracked reply tuple");
+        debug_assert!(
+            opens_flow(orig.proto, flags),
+            "open_picked of a packet that opens nothing"
+        );
+        debug_assert!(!self.contains(&orig), "open_picked of a tracked tuple");
+        debug_assert!(
+            !self.contains(&reply),
+            "open_picked of a tracked reply tuple"
+        );
         if orig == reply {
             self.events[Event::Invalid as usize] += 1;
             return Err(Refused::Exists);
         }
+        self.enter(orig, ho, reply, hr, seg)
+    }
+
+    /// Enters a new flow of tuples `orig` and `reply` (hashed `ho`, `hr`),
+    /// both known to be untracked: its slot, then both index entries.
+    #[inline(always)]
+    fn enter(
+        &mut self,
+        orig: Tuple,
+        ho: u64,
+        reply: Tuple,
+        hr: u64,
+        seg: Option<&Segment>,
+    ) -> Result<u32, Refused> {
         let state = if orig.proto == TCP {
             State::SynSent
         } else {
