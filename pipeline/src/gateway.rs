@@ -1570,6 +1570,12 @@ impl<C: StageClock> ForwardMode for Gateway<C> {
             let windows = self.ct.tcp_window();
             for l in lanes.iter_mut().flatten() {
                 l.hint = self.ct.hint(l.h);
+                if l.hint.is_none() {
+                    // Most likely a new flow's first packet: its route is
+                    // looked up in the table (an established flow's is in
+                    // its flow), whose first level misses the caches.
+                    pf(self.router.route4_entry(addr4(l.t.dst)));
+                }
                 if let Some(f) = l.hint.and_then(|v| self.ct.flow_at(v)) {
                     pf(f);
                     pf(f.wrapping_add(64));

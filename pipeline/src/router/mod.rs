@@ -485,6 +485,12 @@ impl Router {
         self.route4_path(dst, hash).map(|(_, h, _)| h.port)
     }
 
+    /// Where the route lookup of `dst` reads first (to prefetch).
+    #[inline(always)]
+    pub(crate) fn route4_entry(&self, dst: u32) -> *const u8 {
+        self.cfg.fib.lpm4().entry_of(dst)
+    }
+
     /// [`Router::route4`]'s route itself: the next-hop slot and the path
     /// (for a flow of hash `hash`), and whether the route has several
     /// paths (one was picked by the hash).
