@@ -1568,13 +1568,14 @@ impl<C: StageClock> ForwardMode for Gateway<C> {
             }
             self.clock.mark(Stage::Parse);
             let windows = self.ct.tcp_window();
+            let lpm = self.router.lpm4();
             for l in lanes.iter_mut().flatten() {
                 l.hint = self.ct.hint(l.h);
                 if l.hint.is_none() {
                     // Most likely a new flow's first packet: its route is
                     // looked up in the table (an established flow's is in
                     // its flow), whose first level misses the caches.
-                    pf(self.router.route4_entry(addr4(l.t.dst)));
+                    pf(lpm.entry_of(addr4(l.t.dst)));
                 }
                 if let Some(f) = l.hint.and_then(|v| self.ct.flow_at(v)) {
                     pf(f);

@@ -485,10 +485,11 @@ impl Router {
         self.route4_path(dst, hash).map(|(_, h, _)| h.port)
     }
 
-    /// Where the route lookup of `dst` reads first (to prefetch).
+    /// The IPv4 routes' table (to prefetch a lookup's first read,
+    /// [`crate::lpm::Lpm4::entry_of`]).
     #[inline(always)]
-    pub(crate) fn route4_entry(&self, dst: u32) -> *const u8 {
-        self.cfg.fib.lpm4().entry_of(dst)
+    pub(crate) fn lpm4(&self) -> &crate::lpm::Lpm4 {
+        self.cfg.fib.lpm4()
     }
 
     /// [`Router::route4`]'s route itself: the next-hop slot and the path
