@@ -113,7 +113,7 @@ fn top_rate_accounts_every_offered_packet() {
     let mut b = Batch::new(32);
     let end = Instant::now() + Duration::from_millis(200);
     let mut fwd = 0u64;
-    let mut forward = |b: &mut Batch<Mbuf>, port: &mut OpenPort| {
+    let forward = |b: &mut Batch<Mbuf>, port: &mut OpenPort| {
         let n = port.rx[0].rx_burst(b);
         let now = rdtsc();
         assert!(b
