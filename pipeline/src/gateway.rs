@@ -1516,10 +1516,15 @@ impl<C: StageClock> ForwardMode for Gateway<C> {
     const NAME: &'static str = "l3fwd";
 
     /// Keeps the worker's prefetch for the burst path
-    /// ([`Gateway::process_burst`]), which parses the packets itself.
+    /// ([`Gateway::process_burst`], which prefetches its tables with it),
+    /// and starts loading every packet's first line (Ethernet, IP and L4
+    /// headers) for the whole burst, as the router does.
     #[inline]
-    fn prefetch<P: Frame>(&mut self, _pkts: &[P], pf: fn(*const u8)) {
+    fn prefetch<P: Frame>(&mut self, pkts: &[P], pf: fn(*const u8)) {
         self.pf = pf;
+        for p in pkts {
+            pf(p.bytes().as_ptr());
+        }
     }
 
     /// The burst in chunks, each in three stages, as `rte_hash`'s bulk
