@@ -439,8 +439,8 @@ impl GenPort {
                 let Ok(chunk) = self.tx[q].read_chunk(k) else {
                     break;
                 };
-                // The workers wrote these buffers (RX and TX times in the
-                // header, the stage's rewrites in the data): their lines
+                // The workers wrote these buffers (the TX time in the
+                // header, a stage's rewrites in the data): their lines
                 // come back from the workers' cores, a piece's all at once
                 // rather than one packet's misses after another's. Read
                 // one at a time, they were the generator's limit: the top
