@@ -274,6 +274,19 @@ pub trait ForwardMode: Clone + Send + 'static {
 #[derive(Clone, Debug)]
 pub struct LearnedNeighbors(pub std::sync::Arc<[(u16, std::net::IpAddr, crate::wire::MacAddr)]>);
 
+/// Starts loading every packet's first line (the Ethernet and IP headers
+/// a stage reads first) with `pf`, for a [`ForwardMode::prefetch`] that
+/// wants the whole burst's data on its way, as l3fwd prefetches its
+/// packets: where another agent wrote them (a NIC's DMA into the
+/// last-level cache, the kernel, the softnic's generator on another core)
+/// their misses overlap instead of arriving one packet at a time.
+#[inline]
+pub fn prefetch_heads<P: Frame>(pkts: &[P], pf: fn(*const u8)) {
+    for p in pkts {
+        pf(p.bytes().as_ptr());
+    }
+}
+
 /// [`ForwardMode::process_burst`] by [`ForwardMode::process`] packet by
 /// packet (the default, and what modes with their own burst path fall
 /// back to).

@@ -1517,14 +1517,12 @@ impl<C: StageClock> ForwardMode for Gateway<C> {
 
     /// Keeps the worker's prefetch for the burst path
     /// ([`Gateway::process_burst`], which prefetches its tables with it),
-    /// and starts loading every packet's first line (Ethernet, IP and L4
-    /// headers) for the whole burst, as the router does.
+    /// and puts the whole burst's headers on their way, as the router does
+    /// ([`crate::fwd::prefetch_heads`]).
     #[inline]
     fn prefetch<P: Frame>(&mut self, pkts: &[P], pf: fn(*const u8)) {
         self.pf = pf;
-        for p in pkts {
-            pf(p.bytes().as_ptr());
-        }
+        crate::fwd::prefetch_heads(pkts, pf);
     }
 
     /// The burst in chunks, each in three stages, as `rte_hash`'s bulk

@@ -570,16 +570,11 @@ fn ports(ifaces: &[Interface]) -> u16 {
 impl ForwardMode for Router {
     const NAME: &'static str = "l3fwd";
 
-    /// Starts loading every packet's first line (the Ethernet and IPv4
-    /// headers the burst path reads first) for the whole burst, as l3fwd
-    /// prefetches its packets: where another core wrote them (a NIC's DMA
-    /// into the last-level cache, the softnic's generator) their misses
-    /// overlap instead of arriving one chunk's loop iteration at a time.
+    /// The whole burst's headers on their way before the burst path's
+    /// header loop reads them ([`crate::fwd::prefetch_heads`]).
     #[inline]
     fn prefetch<P: Frame>(&mut self, pkts: &[P], pf: fn(*const u8)) {
-        for p in pkts {
-            pf(p.bytes().as_ptr());
-        }
+        crate::fwd::prefetch_heads(pkts, pf);
     }
 
     /// Routes the burst in stages (header checks, then route lookups,
