@@ -944,20 +944,18 @@ impl<C: StageClock> Gateway<C> {
                 None => None,
             }
         };
-        // A translated source's first port, and the reply tuple's hash
-        // with it, computed once: the prefetch, the port's check and the
-        // insert use it.
+        // The reply tuple's hash (a translated source's with its first
+        // port), computed once: the prefetch of its index bucket, the
+        // port's check or the reply's lookup, and the insert use it.
         let pick = snat_addr.is_some() && has_ports(proto);
         if let Some(a) = snat_addr {
             reply.dst = v4(a);
         }
-        let mut first_hash = None;
         if pick {
             self.next_port_of(&mut reply);
-            let h = reply.hash();
-            (self.pf)(self.ct.bucket_of(h));
-            first_hash = Some(h);
         }
+        let first_hash = reply.hash();
+        (self.pf)(self.ct.bucket_of(first_hash));
         self.clock.mark(Stage::Nat);
         // Firewall.
         let k = Key {
@@ -976,20 +974,21 @@ impl<C: StageClock> Gateway<C> {
             Action::Accept => {}
             a => return self.refuse(pkt, in_port, a, tcp),
         }
-        let hr = match first_hash {
-            Some(h) => match self.pick_port(&mut reply, h) {
+        let hr = if pick {
+            match self.pick_port(&mut reply, first_hash) {
                 Some(h) => h,
                 None => {
                     self.nat_events[nat::Event::Exhausted as usize] += 1;
                     return Verdict::Drop(DropReason::NatExhausted);
                 }
-            },
-            None => reply.hash(),
+            }
+        } else {
+            first_hash
         };
         self.clock.mark(Stage::Nat);
         // A picked port's reply tuple was just found untracked (and
         // `opens_flow` holds, checked above): not looked up again.
-        let opened = if first_hash.is_some() {
+        let opened = if pick {
             self.ct.open_picked(t, h, reply, hr, flags, seg)
         } else {
             self.ct.open_missed(t, h, reply, hr, flags, seg)
