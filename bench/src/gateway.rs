@@ -610,7 +610,7 @@ fn run<const N: usize>(a: GatewayArgs) -> Result<()> {
         crate::median(&mut v)
     };
     println!(
-        "\n## Cycles per stage\n\nThe same passes with the gateway's stage clock on (the TSC read where each stage ends; {read:.0} cycles per read, measured back to back, taken off each stage); medians of {} passes. The clock's reads overlap the work (the CPU runs ahead of them), so a stage's figure is where its cycles were spent give or take a few, and the sum differs from the unclocked total.\n",
+        "\n## Cycles per stage\n\nThe same passes with the gateway's stage clock on (the TSC read where each stage ends; {read:.0} cycles per read, measured back to back, taken off each stage); medians of {} passes. The clock's reads overlap the work (the CPU runs ahead of them), so a stage's figure is where its cycles were spent give or take a few, and the sum differs from the unclocked total. A new flow's destination NAT, route lookup and reply tuple (the source NAT address, its index bucket prefetched) are worked out for a chunk's likely new flows before the first is opened (the gateway's `Plan4`) and counted under route; its NAT port's check, under nat.\n",
         a.runs
     );
     println!("| stage | new flow | established packet |");

@@ -157,16 +157,61 @@ pub struct Gateway<C: StageClock = NoClock> {
 
 /// Packets of a burst the burst path takes through each stage together.
 const CHUNK: usize = 32;
+const _: () = assert!(CHUNK <= 64, "a chunk's new flows are a 64-bit mask");
 
 /// A packet of a burst its first stage found plain (a TCP or UDP packet
 /// in one valid IPv4 header to this port's MAC): its tuple, TCP flags and
-/// hash, and the conntrack entry its signature matched.
+/// hash, the conntrack entry its signature matched, and (a likely new
+/// flow's first packet) what opening its flow takes from the
+/// configuration.
 #[derive(Clone, Copy)]
 struct Lane {
     t: Tuple,
     flags: u16,
     h: u64,
     hint: Option<u32>,
+    plan: Option<Plan4>,
+}
+
+/// What opening a new IPv4 flow takes from the configuration alone
+/// ([`Gateway::plan4`]): destination NAT, the route, the reply tuple.
+/// The burst path works it out for a chunk's likely new flows before the
+/// first of them is opened, so that each one's reply tuple's index bucket
+/// (which the NAT port's check or the reply's lookup reads first, and
+/// which misses the caches at any table size) is on its way while the
+/// flows before it are opened, not only while its own rules are matched.
+/// Nothing it holds changes within a burst (configuration changes come
+/// between rounds) except the NAT port, which depends on the flows opened
+/// before and is taken again when the flow is opened.
+#[derive(Clone, Copy)]
+enum Plan4 {
+    /// To one of the router's own addresses, not translated.
+    Local,
+    /// No route to the destination (translated if `dnat`).
+    NoRoute { dnat: bool },
+    /// Routed: see [`Open4`].
+    Open(Open4),
+}
+
+/// A routed new flow's plan ([`Plan4::Open`]).
+#[derive(Clone, Copy)]
+struct Open4 {
+    /// The destination address and port, after destination NAT.
+    dst: u32,
+    dport: u16,
+    /// Whether destination NAT applies, and its entry.
+    dnat: bool,
+    entry: usize,
+    /// The route: next hop, path, and whether it is multipath.
+    nh: u32,
+    hop: crate::fib::NextHop,
+    multi: bool,
+    /// The reply tuple; for a translated source with ports (`pick`), with
+    /// the port [`Gateway::pick_port`] was expected to try first.
+    reply: Tuple,
+    pick: bool,
+    /// `reply`'s hash (its index bucket prefetched).
+    hash: u64,
 }
 
 /// Whether a packet of `total` bytes with DF set will not fit the MTU of
@@ -627,6 +672,7 @@ impl<C: StageClock> Gateway<C> {
             flags,
             h: t.hash(),
             hint: None,
+            plan: None,
         };
         self.track4(pkt, in_port, &lane)
     }
@@ -831,7 +877,7 @@ impl<C: StageClock> Gateway<C> {
         if let Some(o) = self.owner(in_port, &lane.t) {
             return Verdict::Handoff(o);
         }
-        self.new4(pkt, in_port, lane.t, lane.h, lane.flags, seg)
+        self.new4(pkt, in_port, lane, seg)
     }
 
     /// A packet that no flow accounts for (or that its flow's state
@@ -868,12 +914,11 @@ impl<C: StageClock> Gateway<C> {
         &mut self,
         pkt: &mut P,
         in_port: u16,
-        t: Tuple,
-        h: u64,
-        flags: u16,
+        lane: &Lane,
         seg: Option<&Segment>,
     ) -> Verdict {
-        let (src, proto) = (addr4(t.src), t.proto);
+        let (t, h, flags) = (lane.t, lane.h, lane.flags);
+        let proto = t.proto;
         let tcp = proto == IpProto::TCP;
         if !opens_flow(proto, flags) {
             self.ct.count(conntrack::Event::Invalid);
@@ -888,74 +933,48 @@ impl<C: StageClock> Gateway<C> {
                 self.router.route4(addr4(t.dst), self.router.tuple_hash(&t)),
             );
         }
-        // Destination NAT.
-        let (mut dst, mut dport) = (addr4(t.dst), t.dport);
-        let mut dnat = false;
-        let mut entry = 0;
-        if !self.nat.is_empty() {
-            if let Some((e, a, p)) = self.nat.dnat_entry(in_port, proto, dst, dport) {
-                (dst, dport, dnat) = (a, if has_ports(proto) { p } else { dport }, true);
-                entry = e;
-                if proto == IpProto::ICMP {
-                    dport = t.dport; // the identifier stays
-                }
+        // Destination NAT, the route, the reply tuple: planned ahead for
+        // the burst's likely new flows (`Plan4`), else here.
+        let here;
+        let plan = match &lane.plan {
+            Some(p) => p,
+            None => {
+                here = self.plan4(&t, in_port, 0);
+                &here
             }
-        }
-        self.clock.mark(Stage::Nat);
-        if !dnat && self.router.is_local4(dst) {
-            return self.router.process(pkt, in_port);
-        }
-        let Some((nh, hop, multi)) = self.router.route4_path(dst, self.router.tuple_hash(&t))
-        else {
-            if dnat {
-                return Verdict::Drop(DropReason::NoRoute);
+        };
+        self.clock.mark(Stage::Route);
+        let &Open4 {
+            dst,
+            dport,
+            dnat,
+            entry,
+            nh,
+            hop,
+            multi,
+            mut reply,
+            pick,
+            hash: mut first_hash,
+        } = match plan {
+            Plan4::Open(o) => o,
+            // Local, or an ICMP unreachable.
+            Plan4::Local | Plan4::NoRoute { dnat: false } => {
+                return self.router.process(pkt, in_port);
             }
-            return self.router.process(pkt, in_port); // ICMP unreachable
+            Plan4::NoRoute { dnat: true } => return Verdict::Drop(DropReason::NoRoute),
         };
         let out = hop.port;
-        self.clock.mark(Stage::Route);
-        // Source NAT: the reply tuple, worked out before the rules are
-        // matched (it does not depend on their verdict) so that its index
-        // bucket, which the port's check and the insert read and which
-        // misses the caches at any table size, is on its way meanwhile.
-        let mut reply = tuple4(dst, src, dport, t.sport, proto);
-        let snat_addr = if dnat && out == in_port {
-            self.router
-                .iface(out)
-                .and_then(|i| i.ipv4.first())
-                .map(|(a, _)| u32::from(*a))
-        } else if let Some(o) = self.nat.static_out(src) {
-            reply.dst = v4(o);
-            None
-        } else {
-            match self.nat.snat(out, src) {
-                Some(r) => match &r.to {
-                    SnatTo::Masquerade => self
-                        .router
-                        .iface(out)
-                        .and_then(|i| i.ipv4.first())
-                        .map(|(a, _)| u32::from(*a)),
-                    SnatTo::Pool(p) if !p.is_empty() => {
-                        let hsh = src.wrapping_mul(0x9e37_79b1) >> 16;
-                        Some(p[hsh as usize % p.len()])
-                    }
-                    SnatTo::Pool(_) => None,
-                },
-                None => None,
-            }
-        };
-        // The reply tuple's hash (a translated source's with its first
-        // port), computed once: the prefetch of its index bucket, the
-        // port's check or the reply's lookup, and the insert use it.
-        let pick = snat_addr.is_some() && has_ports(proto);
-        if let Some(a) = snat_addr {
-            reply.dst = v4(a);
-        }
+        // A translated source's port as it is to be tried now: the planned
+        // one unless the flows opened since went past it (its bucket then
+        // on its way only from here).
         if pick {
+            let planned = reply.dport;
             self.next_port_of(&mut reply);
+            if reply.dport != planned {
+                first_hash = reply.hash();
+                (self.pf)(self.ct.bucket_of(first_hash));
+            }
         }
-        let first_hash = reply.hash();
-        (self.pf)(self.ct.bucket_of(first_hash));
         self.clock.mark(Stage::Nat);
         // Firewall.
         let k = Key {
@@ -1039,6 +1058,89 @@ impl<C: StageClock> Gateway<C> {
         }
     }
 
+    /// The plan ([`Plan4`]) of the flow that a packet of tuple `t` from
+    /// `in_port` opens, if it opens one: destination NAT, the route, and
+    /// the reply tuple (source NAT), a translated port being the one
+    /// [`Gateway::pick_port`] tries `ahead` picks from now; the reply
+    /// tuple's index bucket is prefetched. Inlined into both callers (the
+    /// burst path's look-ahead, `new4`): the plan is then written where it
+    /// is kept, not returned and copied (44 instructions a new flow less,
+    /// counted).
+    #[inline(always)]
+    fn plan4(&self, t: &Tuple, in_port: u16, ahead: u32) -> Plan4 {
+        let (src, proto) = (addr4(t.src), t.proto);
+        let (mut dst, mut dport) = (addr4(t.dst), t.dport);
+        let mut dnat = false;
+        let mut entry = 0;
+        if !self.nat.is_empty() {
+            if let Some((e, a, p)) = self.nat.dnat_entry(in_port, proto, dst, dport) {
+                (dst, dport, dnat) = (a, if has_ports(proto) { p } else { dport }, true);
+                entry = e;
+                if proto == IpProto::ICMP {
+                    dport = t.dport; // the identifier stays
+                }
+            }
+        }
+        if !dnat && self.router.is_local4(dst) {
+            return Plan4::Local;
+        }
+        let Some((nh, hop, multi)) = self.router.route4_path(dst, self.router.tuple_hash(t)) else {
+            return Plan4::NoRoute { dnat };
+        };
+        let out = hop.port;
+        // Source NAT: the reply tuple, worked out before the rules are
+        // matched (it does not depend on their verdict).
+        let mut reply = tuple4(dst, src, dport, t.sport, proto);
+        let snat_addr = if dnat && out == in_port {
+            self.router
+                .iface(out)
+                .and_then(|i| i.ipv4.first())
+                .map(|(a, _)| u32::from(*a))
+        } else if let Some(o) = self.nat.static_out(src) {
+            reply.dst = v4(o);
+            None
+        } else {
+            match self.nat.snat(out, src) {
+                Some(r) => match &r.to {
+                    SnatTo::Masquerade => self
+                        .router
+                        .iface(out)
+                        .and_then(|i| i.ipv4.first())
+                        .map(|(a, _)| u32::from(*a)),
+                    SnatTo::Pool(p) if !p.is_empty() => {
+                        let hsh = src.wrapping_mul(0x9e37_79b1) >> 16;
+                        Some(p[hsh as usize % p.len()])
+                    }
+                    SnatTo::Pool(_) => None,
+                },
+                None => None,
+            }
+        };
+        let pick = snat_addr.is_some() && has_ports(proto);
+        if let Some(a) = snat_addr {
+            reply.dst = v4(a);
+        }
+        if pick {
+            self.port_ahead(&mut reply, ahead);
+        }
+        // Hashed once: the prefetch, the port's check or the reply's
+        // lookup, and the insert use it.
+        let hash = reply.hash();
+        (self.pf)(self.ct.bucket_of(hash));
+        Plan4::Open(Open4 {
+            dst,
+            dport,
+            dnat,
+            entry,
+            nh,
+            hop,
+            multi,
+            reply,
+            pick,
+            hash,
+        })
+    }
+
     /// The worker that owns the state a packet with no flow here belongs
     /// to, when that is another worker: replies to a source-NAT mapping
     /// (destination: a NAT address, destination port in another worker's
@@ -1109,10 +1211,18 @@ impl<C: StageClock> Gateway<C> {
     /// range.
     #[inline]
     fn next_port_of(&self, r: &mut Tuple) {
+        self.port_ahead(r, 0);
+    }
+
+    /// Gives reply tuple `r` the port [`Gateway::pick_port`] tries `ahead`
+    /// tries from now ([`Gateway::next_port_of`] is `ahead` 0).
+    #[inline]
+    fn port_ahead(&self, r: &mut Tuple, ahead: u32) {
         if let Some(range) = self.ports {
-            // `next_port` is below the range's length (see `pick_port`):
-            // no division per new flow, the remainder only if it were not.
-            let (k, len) = (self.next_port, range.len());
+            // `next_port` is below the range's length (see `pick_port`)
+            // and `ahead` a chunk's packets at most: no division per new
+            // flow, the remainder only past the range's end.
+            let (k, len) = (self.next_port + ahead, range.len());
             let k = if k < len { k } else { k % len };
             let p = (u32::from(range.lo) + k) as u16;
             r.dport = p;
@@ -1565,19 +1675,24 @@ impl<C: StageClock> ForwardMode for Gateway<C> {
                         flags,
                         h,
                         hint: None,
+                        plan: None,
                     }
                 });
             }
             self.clock.mark(Stage::Parse);
             let windows = self.ct.tcp_window();
             let lpm = self.router.lpm4();
-            for l in lanes.iter_mut().flatten() {
+            // The lanes planned below.
+            let mut new = 0u64;
+            for (i, l) in lanes.iter_mut().enumerate() {
+                let Some(l) = l else { continue };
                 l.hint = self.ct.hint(l.h);
                 if l.hint.is_none() {
                     // Most likely a new flow's first packet: its route is
                     // looked up in the table (an established flow's is in
                     // its flow), whose first level misses the caches.
                     pf(lpm.entry_of(addr4(l.t.dst)));
+                    new |= u64::from(opens_flow(l.t.proto, l.flags)) << i;
                 }
                 if let Some(f) = l.hint.and_then(|v| self.ct.flow_at(v)) {
                     pf(f);
@@ -1590,6 +1705,23 @@ impl<C: StageClock> ForwardMode for Gateway<C> {
                 }
             }
             self.clock.mark(Stage::Conntrack);
+            // The likely new flows planned (`Plan4`: their routes, whose
+            // entries are on their way since the loop above, and their
+            // reply tuples' buckets put on their way), before the first is
+            // opened; each translated one expected to take the next port.
+            let mut ahead = 0;
+            while new != 0 {
+                let i = new.trailing_zeros() as usize;
+                new &= new - 1;
+                if let Some(l) = &mut lanes[i] {
+                    let plan = self.plan4(&l.t, in_port, ahead);
+                    if let Plan4::Open(Open4 { pick: true, .. }) = plan {
+                        ahead += 1;
+                    }
+                    l.plan = Some(plan);
+                }
+            }
+            self.clock.mark(Stage::Route);
             for ((p, v), l) in pc.iter_mut().zip(vc.iter_mut()).zip(&lanes) {
                 *v = match l {
                     Some(l) => {

@@ -1165,6 +1165,69 @@ fn burst_path_changes_nothing() {
     );
 }
 
+/// The burst path plans a chunk's likely new flows ahead (`Plan4`), each
+/// translated one expected to take the next NAT port; flows that take no
+/// port (refused by the rules, a repeat of a flow opened earlier in the
+/// burst, untranslated, to the router itself, without a route) put the
+/// later plans' ports off. Every packet still gets the verdict and bytes
+/// (the port it is translated to) it gets alone through `process`.
+#[test]
+fn planned_ports_that_miss_change_nothing() {
+    use rand::{RngExt, SeedableRng};
+    let refused = Rule {
+        dport: (9, 9),
+        proto: (17, 0xff),
+        ..Rule::any()
+    };
+    let rules = vec![fw(refused, &[], 0, Action::Drop)];
+    let mut rng = rand::rngs::SmallRng::seed_from_u64(5);
+    let frames: Vec<Vec<u8>> = (0..600)
+        .map(|_| {
+            let sport = 2000 + rng.random_range(0..150u16);
+            let dport = *[9u16, 53, 53, 80].get(rng.random_range(0..4)).unwrap();
+            match rng.random_range(0..10) {
+                // To the router's own address (local), untranslated.
+                0 => pkt(R0, CLIENT, sport, OUTSIDE, dport, 17, 0, b"q"),
+                // From outside the NAT rule's sources: not translated.
+                1 => pkt(R0, "198.20.0.5", sport, SERVER, dport, 17, 0, b"q"),
+                // Without a route.
+                2 => pkt(R0, CLIENT, sport, "192.0.2.9", dport, 17, 0, b"q"),
+                3 => pkt(R0, CLIENT2, sport, SERVER, 80, 6, 0x02, b""),
+                _ => pkt(R0, CLIENT, sport, SERVER, dport, 17, 0, b"q"),
+            }
+        })
+        .collect();
+    let nat = nat_cfg(PortRange {
+        lo: 40000,
+        hi: 40099,
+    });
+    let mut alone = gateway_with(rules.clone(), Action::Accept, nat.clone(), 1024);
+    let mut a = frames.clone();
+    let want: Vec<Verdict> = a.iter_mut().map(|f| alone.process(f, 0)).collect();
+    for burst in [32, 7] {
+        let mut g = gateway_with(rules.clone(), Action::Accept, nat.clone(), 1024);
+        let mut b = frames.clone();
+        let mut got = vec![Verdict::Drop(DropReason::Truncated); b.len()];
+        for (bc, gc) in b.chunks_mut(burst).zip(got.chunks_mut(burst)) {
+            g.prefetch(bc, |_| {});
+            if let Some(v) = g.process_burst(bc, 0, gc) {
+                gc.fill(v);
+            }
+        }
+        assert_eq!(got, want, "burst {burst}");
+        assert_eq!(b, a, "burst {burst}");
+        assert_eq!(g.ct.events(), alone.ct.events(), "burst {burst}");
+        assert_eq!(g.nat_events, alone.nat_events, "burst {burst}");
+    }
+    // The mix took every path: translated, refused, local, untranslated
+    // and unrouted flows, and repeats.
+    let count = |v: Verdict| want.iter().filter(|&&w| w == v).count();
+    assert!(count(Verdict::Forward(1)) > 200, "{want:?}");
+    assert!(count(Verdict::Drop(DropReason::Filtered)) > 20, "{want:?}");
+    assert!(alone.nat_events[nat::Event::Mapped as usize] > 100);
+    assert!(alone.ct.len() < 450, "repeats found their flows");
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(500))]
 
