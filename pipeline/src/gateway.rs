@@ -1634,13 +1634,16 @@ impl<C: StageClock> ForwardMode for Gateway<C> {
         crate::fwd::prefetch_heads(pkts, pf);
     }
 
-    /// The burst in chunks, each in three stages, as `rte_hash`'s bulk
-    /// lookup: plain TCP/UDP packets are parsed and hashed and their
-    /// first conntrack bucket prefetched; then each one's signature is
-    /// matched there (those lines on their way or in) and the flow it
-    /// names prefetched; then each packet goes its way, a plain one
-    /// straight to conntrack with what the stages found (checked against
-    /// the flow: a hint), any other through [`Gateway::process`]. The
+    /// The burst in chunks, each in stages, as `rte_hash`'s bulk lookup:
+    /// plain TCP/UDP packets are parsed and hashed and their first
+    /// conntrack bucket prefetched; then each one's signature is matched
+    /// there (those lines on their way or in) and the flow it names
+    /// prefetched (for one it names none, most likely a new flow, its
+    /// route's entry); then the likely new flows are planned (`Plan4`,
+    /// their reply buckets prefetched); then each packet goes its way, a
+    /// plain one straight to conntrack with what the stages found
+    /// (checked against the flow: a hint), any other through
+    /// [`Gateway::process`]. The
     /// verdicts are those of `process`, packet by packet. Inlined into
     /// its caller, as the worker's round has it anyway (a call site per
     /// port type): forced, so that a caller with two call sites (the
