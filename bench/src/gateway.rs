@@ -26,7 +26,7 @@ use anyhow::{Context, Result};
 use clap::Parser;
 use pipeline::acl::v4;
 use pipeline::conntrack::Tuple;
-use pipeline::fwd::ForwardMode;
+use pipeline::fwd::{ForwardMode, Frame};
 use pipeline::gateway::{CycleClock, Gateway, Stage, StageClock};
 use pipeline::router::Router;
 use pipeline::Verdict;
@@ -177,20 +177,42 @@ const BURST: usize = 32;
 /// the worker runs it (enter the round, prefetch hook, the burst path,
 /// leave; each template copied into a work buffer first), and the packets
 /// forwarded.
+/// A work buffer that prefetches as a port's buffer does
+/// ([`Frame::prefetch`]: the stages' loops issue it inline).
+struct Buf(Vec<u8>);
+
+impl Frame for Buf {
+    #[inline(always)]
+    fn bytes(&self) -> &[u8] {
+        &self.0
+    }
+    #[inline(always)]
+    fn bytes_mut(&mut self) -> &mut [u8] {
+        &mut self.0
+    }
+    fn set_len(&mut self, len: usize) -> bool {
+        Frame::set_len(&mut self.0, len)
+    }
+    #[inline(always)]
+    fn prefetch(addr: *const u8) {
+        pmd::sys::prefetch(addr);
+    }
+}
+
 fn pass<M: ForwardMode, const N: usize>(
     templates: &[[u8; N]],
     order: &[u32],
     m: &mut M,
 ) -> (f64, usize) {
-    let mut bufs: Vec<Vec<u8>> = (0..BURST).map(|_| Vec::with_capacity(N)).collect();
+    let mut bufs: Vec<Buf> = (0..BURST).map(|_| Buf(Vec::with_capacity(N))).collect();
     let mut verdicts = [Verdict::Forward(0); BURST];
     let mut fwd = 0;
     let t0 = rdtsc();
     for chunk in order.chunks(BURST) {
         let bufs = &mut bufs[..chunk.len()];
         for (b, &i) in bufs.iter_mut().zip(chunk) {
-            b.clear();
-            b.extend_from_slice(&templates[i as usize]);
+            b.0.clear();
+            b.0.extend_from_slice(&templates[i as usize]);
         }
         // A poll round per burst (the worst case: a round holds at
         // least one burst).

@@ -44,6 +44,13 @@ pub trait Frame {
     fn ip4_csum(&self) -> IpCsum {
         IpCsum::UNKNOWN
     }
+    /// Starts loading the cache line at `addr` (a hint: it never faults
+    /// and changes nothing). The buffer type knows the platform's
+    /// instruction, so that a stage's loop issues it inline where the
+    /// address becomes known (the router's header loop, the route's
+    /// first-level entry). Nothing by default.
+    #[inline(always)]
+    fn prefetch(_addr: *const u8) {}
 }
 
 /// A NIC's verdict on a received IPv4 header checksum

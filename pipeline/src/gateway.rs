@@ -1660,7 +1660,10 @@ impl<C: StageClock> ForwardMode for Gateway<C> {
             Some(i) if !i.down => i.mac.0,
             _ => return crate::fwd::process_each(self, pkts, in_port, verdicts),
         };
-        let pf = self.pf;
+        // The frame type's prefetch, inline whatever the compiler can
+        // tell about `self.pf` (the worker's hook, kept for the
+        // per-packet path, a call through a pointer where not inlined).
+        let pf = P::prefetch;
         let mut first: Option<Verdict> = None;
         let mut uniform = true;
         let n = pkts.len().min(verdicts.len());

@@ -595,7 +595,15 @@ impl Lpm4 {
     /// prefetch; on a full table it misses the caches).
     #[inline(always)]
     pub fn entry_of(&self, a: u32) -> *const u8 {
-        std::ptr::from_ref(&self.t.top[(a >> 8) as usize]).cast()
+        self.first().entry_of(a)
+    }
+
+    /// The first level's entries, whose addresses [`First4::entry_of`]
+    /// gives without reading the table's pointers again: for a loop that
+    /// prefetches many lookups' first reads.
+    #[inline(always)]
+    pub fn first(&self) -> First4<'_> {
+        First4(&self.t.top)
     }
 
     /// The next hop of `a` from its first-level entry `e`: `e` itself, or
@@ -644,6 +652,18 @@ impl Lpm4 {
         for (a, o) in addrs.iter().zip(out.iter_mut()) {
             *o = self.resolve(*o, *a).unwrap_or(none);
         }
+    }
+}
+
+/// An IPv4 table's first level ([`Lpm4::first`]).
+#[derive(Clone, Copy)]
+pub struct First4<'a>(&'a [AtomicU32; TOP_LEN]);
+
+impl First4<'_> {
+    /// [`Lpm4::entry_of`].
+    #[inline(always)]
+    pub fn entry_of(self, a: u32) -> *const u8 {
+        std::ptr::from_ref(&self.0[(a >> 8) as usize]).cast()
     }
 }
 

@@ -251,6 +251,10 @@ unsafe fn set_ts(m: *mut ffi::rte_mbuf, off: i32, ts: u64) {
 }
 
 impl pipeline::fwd::Frame for DpdkMbuf {
+    #[inline(always)]
+    fn prefetch(addr: *const u8) {
+        crate::sys::prefetch(addr);
+    }
     #[inline]
     fn bytes(&self) -> &[u8] {
         let m = self.m();

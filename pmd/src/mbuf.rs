@@ -517,6 +517,10 @@ impl std::fmt::Debug for Mbuf {
 
 impl pipeline::fwd::Frame for Mbuf {
     #[inline(always)]
+    fn prefetch(addr: *const u8) {
+        crate::sys::prefetch(addr);
+    }
+    #[inline(always)]
     fn bytes(&self) -> &[u8] {
         self.data()
     }

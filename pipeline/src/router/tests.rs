@@ -463,6 +463,64 @@ fn the_nics_checksum_verdict_is_taken() {
     assert!(pkts.iter().all(|p| ip_ok(&p.0)));
 }
 
+/// A frame that records the addresses a stage asks it to prefetch.
+#[derive(Clone)]
+struct Prefetching(Vec<u8>);
+
+thread_local! {
+    static PREFETCHED: std::cell::RefCell<Vec<usize>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+impl Frame for Prefetching {
+    fn bytes(&self) -> &[u8] {
+        &self.0
+    }
+    fn bytes_mut(&mut self) -> &mut [u8] {
+        &mut self.0
+    }
+    fn set_len(&mut self, len: usize) -> bool {
+        Frame::set_len(&mut self.0, len)
+    }
+    fn prefetch(addr: *const u8) {
+        PREFETCHED.with(|p| p.borrow_mut().push(addr as usize));
+    }
+}
+
+/// The burst path's header loop prefetches each packet's first-level
+/// route entry as soon as its destination is known (on a full table the
+/// lookups then find them in the cache), and the packets are forwarded
+/// as without it.
+#[test]
+fn the_header_loop_prefetches_each_routes_first_entry() {
+    let mut r = router();
+    let dsts = ["203.0.113.7", "198.51.100.9", "203.0.113.200", "192.0.2.1"];
+    let mut pkts: Vec<Prefetching> = (0..40)
+        .map(|i| Prefetching(udp4("198.18.0.10", dsts[i % dsts.len()], 64, 0)))
+        .collect();
+    let mut v = vec![Verdict::Drop(DropReason::NotIp); pkts.len()];
+    PREFETCHED.with(|p| p.borrow_mut().clear());
+    assert_eq!(r.process_burst(&mut pkts, 0, &mut v), None);
+    let got = PREFETCHED.with(|p| p.borrow().clone());
+    let lpm = r.lpm4();
+    let want: Vec<usize> = (0..40)
+        .map(|i| {
+            let d: std::net::Ipv4Addr = dsts[i % dsts.len()].parse().unwrap();
+            lpm.entry_of(u32::from(d)) as usize
+        })
+        .collect();
+    assert_eq!(got, want);
+    // 203.0.113.0/24 forwarded, the others (no route) answered with an
+    // ICMP unreachable on the input port.
+    for (i, (p, v)) in pkts.iter().zip(&v).enumerate() {
+        if dsts[i % dsts.len()].starts_with("203.") {
+            assert_eq!(*v, Verdict::Forward(1));
+            assert_eq!((p.0[22], &p.0[..6]), (63, &GW.0[..]));
+        } else {
+            assert_eq!(*v, Verdict::Forward(0));
+        }
+    }
+}
+
 #[test]
 fn bad_packets_are_dropped_by_reason() {
     let mut r = router();
