@@ -173,10 +173,6 @@ fn tcp_frame<const N: usize>(
 /// Burst size (as the worker's default).
 const BURST: usize = 32;
 
-/// Cycles per packet of stage `m` over `order` in bursts of [`BURST`], as
-/// the worker runs it (enter the round, prefetch hook, the burst path,
-/// leave; each template copied into a work buffer first), and the packets
-/// forwarded.
 /// A work buffer that prefetches as a port's buffer does
 /// ([`Frame::prefetch`]: the stages' loops issue it inline).
 struct Buf(Vec<u8>);
@@ -199,6 +195,10 @@ impl Frame for Buf {
     }
 }
 
+/// Cycles per packet of stage `m` over `order` in bursts of [`BURST`], as
+/// the worker runs it (enter the round, prefetch hook, the burst path,
+/// leave; each template copied into a work buffer first), and the packets
+/// forwarded.
 fn pass<M: ForwardMode, const N: usize>(
     templates: &[[u8; N]],
     order: &[u32],
