@@ -149,9 +149,6 @@ pub struct Gateway<C: StageClock = NoClock> {
     /// This worker's index among `workers` (for return-traffic steering).
     worker: u16,
     workers: u16,
-    /// The prefetch the worker passed to the last prefetch hook (its
-    /// burst path's; a no-op until then).
-    pf: fn(*const u8),
     clock: C,
 }
 
@@ -233,9 +230,6 @@ fn too_big4_routed(router: &Router, total: u16, to: &Tuple) -> bool {
         .is_some_and(|i| total > i.mtu)
 }
 
-/// A prefetch that does nothing (until the worker's hook gives one).
-fn no_prefetch(_: *const u8) {}
-
 impl<C: StageClock> Clone for Gateway<C> {
     /// A fresh worker instance: same rules, an empty table.
     fn clone(&self) -> Self {
@@ -257,7 +251,6 @@ impl<C: StageClock> Clone for Gateway<C> {
             min_mtu: self.min_mtu,
             worker: self.worker,
             workers: self.workers,
-            pf: no_prefetch,
             clock: self.clock.clone(),
         }
     }
@@ -428,7 +421,6 @@ impl<C: StageClock> Gateway<C> {
             nat_events: [0; nat::Event::COUNT],
             events: [0; EVENTS.len()],
             gauges: [0; GAUGES.len()],
-            pf: no_prefetch,
             clock,
         }
     }
@@ -939,7 +931,7 @@ impl<C: StageClock> Gateway<C> {
         let plan = match &lane.plan {
             Some(p) => p,
             None => {
-                here = self.plan4(&t, in_port, 0);
+                here = self.plan4::<P>(&t, in_port, 0);
                 &here
             }
         };
@@ -972,7 +964,7 @@ impl<C: StageClock> Gateway<C> {
             self.next_port_of(&mut reply);
             if reply.dport != planned {
                 first_hash = reply.hash();
-                (self.pf)(self.ct.bucket_of(first_hash));
+                P::prefetch(self.ct.bucket_of(first_hash));
             }
         }
         self.clock.mark(Stage::Nat);
@@ -1068,7 +1060,7 @@ impl<C: StageClock> Gateway<C> {
     /// into the packet's lane (~45 instructions the compiler does not
     /// elide).
     #[inline(always)]
-    fn plan4(&self, t: &Tuple, in_port: u16, ahead: u32) -> Plan4 {
+    fn plan4<P: Frame>(&self, t: &Tuple, in_port: u16, ahead: u32) -> Plan4 {
         let (src, proto) = (addr4(t.src), t.proto);
         let (mut dst, mut dport) = (addr4(t.dst), t.dport);
         let mut dnat = false;
@@ -1093,21 +1085,14 @@ impl<C: StageClock> Gateway<C> {
         // matched (it does not depend on their verdict).
         let mut reply = tuple4(dst, src, dport, t.sport, proto);
         let snat_addr = if dnat && out == in_port {
-            self.router
-                .iface(out)
-                .and_then(|i| i.ipv4.first())
-                .map(|(a, _)| u32::from(*a))
+            self.router.source4(out).map(|(a, _)| u32::from(a))
         } else if let Some(o) = self.nat.static_out(src) {
             reply.dst = v4(o);
             None
         } else {
             match self.nat.snat(out, src) {
                 Some(r) => match &r.to {
-                    SnatTo::Masquerade => self
-                        .router
-                        .iface(out)
-                        .and_then(|i| i.ipv4.first())
-                        .map(|(a, _)| u32::from(*a)),
+                    SnatTo::Masquerade => self.router.source4(out).map(|(a, _)| u32::from(a)),
                     SnatTo::Pool(p) if !p.is_empty() => {
                         let hsh = src.wrapping_mul(0x9e37_79b1) >> 16;
                         Some(p[hsh as usize % p.len()])
@@ -1127,7 +1112,7 @@ impl<C: StageClock> Gateway<C> {
         // Hashed once: the prefetch, the port's check or the reply's
         // lookup, and the insert use it.
         let hash = reply.hash();
-        (self.pf)(self.ct.bucket_of(hash));
+        P::prefetch(self.ct.bucket_of(hash));
         Plan4::Open(Open4 {
             dst,
             dport,
@@ -1625,13 +1610,11 @@ impl<C: StageClock> Gateway<C> {
 impl<C: StageClock> ForwardMode for Gateway<C> {
     const NAME: &'static str = "l3fwd";
 
-    /// Keeps the worker's prefetch for the burst path
-    /// ([`Gateway::process_burst`], which prefetches its tables with it),
-    /// and puts the whole burst's headers on their way, as the router does
-    /// ([`crate::fwd::prefetch_heads`]).
+    /// Puts the whole burst's headers on their way, as the router does
+    /// ([`crate::fwd::prefetch_heads`]); the stages prefetch their tables
+    /// through the frame type ([`Frame::prefetch`]).
     #[inline]
     fn prefetch<P: Frame>(&mut self, pkts: &[P], pf: fn(*const u8)) {
-        self.pf = pf;
         crate::fwd::prefetch_heads(pkts, pf);
     }
 
@@ -1660,9 +1643,7 @@ impl<C: StageClock> ForwardMode for Gateway<C> {
             Some(i) if !i.down => i.mac.0,
             _ => return crate::fwd::process_each(self, pkts, in_port, verdicts),
         };
-        // The frame type's prefetch, inline whatever the compiler can
-        // tell about `self.pf` (the worker's hook, kept for the
-        // per-packet path, a call through a pointer where not inlined).
+        // The frame type's prefetch, inline.
         let pf = P::prefetch;
         let mut first: Option<Verdict> = None;
         let mut uniform = true;
@@ -1721,7 +1702,7 @@ impl<C: StageClock> ForwardMode for Gateway<C> {
                 let i = new.trailing_zeros() as usize;
                 new &= new - 1;
                 if let Some(l) = &mut lanes[i] {
-                    let plan = self.plan4(&l.t, in_port, ahead);
+                    let plan = self.plan4::<P>(&l.t, in_port, ahead);
                     if let Plan4::Open(Open4 { pick: true, .. }) = plan {
                         ahead += 1;
                     }

@@ -424,7 +424,7 @@ impl Router {
     }
 
     /// The address `port` sends from (its first IPv4 address) and its MAC.
-    fn source4(&self, port: u16) -> Option<(Ipv4Addr, MacAddr)> {
+    pub(crate) fn source4(&self, port: u16) -> Option<(Ipv4Addr, MacAddr)> {
         let i = self.iface(port)?;
         Some((i.ipv4.first()?.0, i.mac))
     }
