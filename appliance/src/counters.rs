@@ -113,6 +113,15 @@ pub struct WorkerCounters {
     pub gauges: Box<[Counter]>,
     /// The names of `gauges` (the stage's `ForwardMode::GAUGES`).
     pub gauge_names: &'static [&'static str],
+    /// The stage clock (`sluice ctl set runtime`), copied every publish:
+    /// 1 while it runs.
+    pub stage_on: Counter,
+    /// Packets the stage processed since its clock was last switched on.
+    pub stage_packets: Counter,
+    /// Cycles per stage since then, as `stage_names` names them.
+    pub stage_cycles: Box<[Counter]>,
+    /// The stage's `ForwardMode::STAGES` (empty: no stage clock).
+    pub stage_names: &'static [&'static str],
     /// What its probe saw of stamped streams (`txonly`, `flowgen`, and
     /// `rxonly` with `measure`).
     pub probe: std::sync::Arc<pmd::probe::ProbeCounters>,
@@ -126,12 +135,14 @@ pub struct WorkerCounters {
 impl WorkerCounters {
     /// Counters for a worker in an appliance with `nports` ports, polling
     /// `nrx` RX queues, whose forwarding stage counts the events
-    /// `event_names` names and keeps the gauges `gauge_names` names.
+    /// `event_names` names, keeps the gauges `gauge_names` names and
+    /// profiles the stages `stage_names` names.
     pub fn new(
         nports: usize,
         nrx: usize,
         event_names: &'static [&'static str],
         gauge_names: &'static [&'static str],
+        stage_names: &'static [&'static str],
     ) -> Self {
         WorkerCounters {
             core: CoreCounters::default(),
@@ -141,6 +152,10 @@ impl WorkerCounters {
             event_names,
             gauges: gauge_names.iter().map(|_| Counter::default()).collect(),
             gauge_names,
+            stage_on: Counter::default(),
+            stage_packets: Counter::default(),
+            stage_cycles: stage_names.iter().map(|_| Counter::default()).collect(),
+            stage_names,
             probe: Default::default(),
             gen_running: Counter::default(),
             gen_applied: Counter::default(),

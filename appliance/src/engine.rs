@@ -14,7 +14,7 @@ use crate::worker::{self, Handed, Handoff, RxSlot, TxSlot, WorkerSetup};
 use anyhow::{anyhow, Context, Result};
 use pipeline::fib::FibWriter;
 use pipeline::fwd::{FiveTupleSwap, ForwardMode, Io, Mac, MacSwap, Peers};
-use pipeline::gateway::{Gateway, GatewayConfig, RuleHits};
+use pipeline::gateway::{Gateway, GatewayConfig, Profiled, RuleHits};
 use pipeline::router::Router;
 use pipeline::tester::{Csum, IcmpEcho, RxOnly};
 use pmd::hist::hist_pair;
@@ -168,13 +168,21 @@ where
         tap_tx.push(ttx);
         let (dtx, drx) = crossbeam_channel::bounded::<crate::worker::DumpRequest>(1);
         dump_tx.push(dtx);
-        let (events, gauges) = match w.mode {
-            FwdMode::L3fwd if cfg.gateway.enabled => (<Gateway>::EVENTS, <Gateway>::GAUGES),
-            FwdMode::L3fwd => (Router::EVENTS, Router::GAUGES),
-            FwdMode::Csum => (Csum::EVENTS, &[][..]),
-            _ => (&[][..], &[][..]),
+        let (events, gauges, stages) = match w.mode {
+            FwdMode::L3fwd if cfg.gateway.enabled => {
+                (Profiled::EVENTS, Profiled::GAUGES, Profiled::STAGES)
+            }
+            FwdMode::L3fwd => (Router::EVENTS, Router::GAUGES, &[][..]),
+            FwdMode::Csum => (Csum::EVENTS, &[][..], &[][..]),
+            _ => (&[][..], &[][..], &[][..]),
         };
-        let counters = Arc::new(WorkerCounters::new(nports, w.rx.len(), events, gauges));
+        let counters = Arc::new(WorkerCounters::new(
+            nports,
+            w.rx.len(),
+            events,
+            gauges,
+            stages,
+        ));
         // Published by the worker from its start on; set here for the
         // reports taken before it starts.
         counters.core.policy.set(w.poll.index() as u64);
@@ -425,6 +433,8 @@ where
                     let sink: RuleHits = (0..nrules).map(|_| AtomicU64::new(0)).collect();
                     gw.publish_hits(sink.clone());
                     hit_sinks.push(sink);
+                    // Its stage clock off until `sluice ctl set runtime on`.
+                    let gw = Profiled::new(gw, pmd::sys::rdtsc);
                     spawn_worker(w.core, setup, gw, s, on_start)
                 }
                 (Some(r), None) => spawn_worker(w.core, setup, r.clone(), s, on_start),
@@ -689,6 +699,7 @@ where
                             netlink: mirror.as_ref().map(|m| (&*m.stats, &mirrored)),
                             rule_hits: rule_hits(&live.gateway, &live.hit_sinks),
                             policies: &policy_tx,
+                            updates: &update_tx,
                             dumps: &dump_tx,
                             gens: &gen_tx,
                             switched: None,

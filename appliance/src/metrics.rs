@@ -662,6 +662,28 @@ pub fn render(
                 );
             }
         }
+        if !w.counters.stage_names.is_empty() {
+            f.gauge(
+                "sluice_stage_clock",
+                "1 while the worker's stage clock runs (`sluice ctl set runtime on`).",
+                &l,
+                f64::from(u8::from(c.stage_on)),
+            );
+            f.counter(
+                "sluice_stage_packets_total",
+                "Packets the worker's stages processed since its stage clock was last switched on.",
+                &l,
+                c.stage_packets as f64,
+            );
+            for (k, name) in w.counters.stage_names.iter().enumerate() {
+                f.counter(
+                    "sluice_stage_cycles_total",
+                    "TSC cycles each stage spent since the worker's stage clock was last switched on (less the clock's reads).",
+                    &[("core", core.as_str()), ("stage", name)],
+                    c.stage_cycles.get(k).copied().unwrap_or(0) as f64,
+                );
+            }
+        }
         for (k, name) in w.counters.event_names.iter().enumerate() {
             f.counter(
                 "sluice_core_events_total",

@@ -116,6 +116,11 @@ pub(crate) struct CoreSnap {
     pub(crate) rx_queues: Vec<(u64, u64)>,
     pub(crate) events: Vec<u64>,
     pub(crate) gauges: Vec<u64>,
+    /// The stage clock: running, packets and cycles per stage since it
+    /// was switched on.
+    pub(crate) stage_on: bool,
+    pub(crate) stage_packets: u64,
+    pub(crate) stage_cycles: Vec<u64>,
     pub(crate) tester: TesterSnap,
 }
 
@@ -505,6 +510,9 @@ impl Telemetry {
                     .collect(),
                 events: c.events.iter().map(|e| e.get()).collect(),
                 gauges: c.gauges.iter().map(|e| e.get()).collect(),
+                stage_on: c.stage_on.get() == 1,
+                stage_packets: c.stage_packets.get(),
+                stage_cycles: c.stage_cycles.iter().map(|e| e.get()).collect(),
                 tester: TesterSnap {
                     generated: c.ports.iter().map(|p| p.generated.get()).sum(),
                     late: c.ports.iter().map(|p| p.gen_late.get()).sum(),

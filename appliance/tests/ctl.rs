@@ -706,6 +706,115 @@ fn a_switched_policy_lasts_until_a_reload_puts_the_files_back() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
+/// `set runtime on` switches the gateway worker's stage clock on while it
+/// forwards and `show runtime` gives its cycles per packet per stage, as
+/// VPP's `show runtime` gives clocks per node: every stage the shipped
+/// gateway's traffic goes through is charged (its outside generator's
+/// unsolicited packets reach the rules), the packets counted are no more
+/// than the worker received, the metrics carry the same series (and pass
+/// `promtool` when it is installed); off, the totals stay as they were;
+/// a core without a stage clock is refused.
+#[test]
+fn the_stage_clock_profiles_the_running_gateway() {
+    let (dir, cfg) = setup_named("ctl-runtime");
+    let metrics = format!("127.0.0.1:{}", common::free_port());
+    let text = std::fs::read_to_string(&cfg).unwrap().replace(
+        "[management]\n",
+        &format!("[management]\nmetrics = \"{metrics}\"\n"),
+    );
+    std::fs::write(&cfg, text).unwrap();
+    let sock = dir.join("ctl.sock");
+    let _run = start(&cfg, &sock);
+    let runtime = || json(&sock, &["show", "runtime"])["runtime"][0].clone();
+    let r = runtime();
+    assert_eq!(
+        (r["core"].as_u64(), r["on"].as_bool()),
+        (Some(1), Some(false)),
+        "{r}"
+    );
+    assert_eq!(r["packets"], 0);
+
+    assert!(ok(&sock, &["set", "runtime", "on"]).contains("core 1: stage clock on"));
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let r = loop {
+        let r = runtime();
+        if r["on"] == true && r["packets"].as_u64().unwrap() > 10_000 {
+            break r;
+        }
+        assert!(Instant::now() < deadline, "no profile: {r}");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let stages: Vec<&str> = r["stages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["stage"].as_str().unwrap())
+        .collect();
+    assert_eq!(stages, ["parse", "conntrack", "firewall", "nat", "route"]);
+    for s in r["stages"].as_array().unwrap() {
+        assert!(s["cycles"].as_u64().unwrap() > 0, "{r}");
+    }
+    let q = json(&sock, &["show", "queues"]);
+    let received: u64 = q["queues"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|q| q["rx_pkts"].as_u64().unwrap())
+        .sum();
+    assert!(r["packets"].as_u64().unwrap() <= received, "{r} {q}");
+    let text = ok(&sock, &["show", "runtime"]);
+    assert!(
+        text.contains("core 1: stage clock on") && text.contains("conntrack"),
+        "{text}"
+    );
+
+    // The metrics carry it.
+    let (status, body) = common::http_get(&metrics, "/metrics");
+    assert_eq!(status, 200);
+    assert_eq!(
+        common::sample(&body, r#"sluice_stage_clock{core="1"}"#),
+        Some(1.0)
+    );
+    assert!(
+        common::sample(
+            &body,
+            r#"sluice_stage_cycles_total{core="1",stage="conntrack"}"#
+        )
+        .unwrap()
+            > 0.0,
+        "{body}"
+    );
+    assert!(common::sample(&body, r#"sluice_stage_packets_total{core="1"}"#).unwrap() > 0.0);
+    if common::have("promtool") {
+        common::promtool_accepts(&body);
+    }
+
+    // Off: the totals stay.
+    assert!(ok(&sock, &["set", "runtime", "off", "1"]).contains("core 1: stage clock off"));
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let off = loop {
+        let r = runtime();
+        if r["on"] == false {
+            break r;
+        }
+        assert!(Instant::now() < deadline, "never off: {r}");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(runtime(), off, "frozen while off");
+
+    // Refused: a core without a stage clock, a bad word.
+    let o = ctl(&sock, &["set", "runtime", "on", "7"]);
+    assert!(!o.status.success());
+    assert!(
+        String::from_utf8_lossy(&o.stderr)
+            .contains("no stage clock on core 7 (gateway workers: 1)"),
+        "{o:?}"
+    );
+    assert!(!ctl(&sock, &["set", "runtime", "maybe"]).status.success());
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
 /// `show neighbors` lists the neighbours the workers learned from ARP,
 /// with their port and age: here from an ARP request a host on p0's
 /// subnet sends for the router's address.

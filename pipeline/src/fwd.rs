@@ -231,6 +231,19 @@ pub trait ForwardMode: Clone + Send + 'static {
         &[]
     }
 
+    /// The names of the stages the mode's stage clock profiles, in the
+    /// order of [`ForwardMode::stage_clock`] (`sluice ctl show runtime`).
+    const STAGES: &'static [&'static str] = &[];
+
+    /// The stage clock (`sluice ctl set runtime`): whether it runs, and
+    /// since it was last switched on the packets the mode processed and
+    /// the cycles they spent in each stage, as [`ForwardMode::STAGES`]
+    /// names them (refreshed by [`ForwardMode::tick`]). `None` for a mode
+    /// without one.
+    fn stage_clock(&self) -> Option<(bool, u64, &[u64])> {
+        None
+    }
+
     /// A page of the mode's tracked flows, on request from the control
     /// path (never per packet): see [`crate::conntrack::ConnTrack::copy_flows`].
     fn dump(

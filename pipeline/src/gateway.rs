@@ -50,8 +50,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 mod clock;
+mod profiled;
 pub mod reass;
 pub use clock::{CycleClock, NoClock, Stage, StageClock};
+pub use profiled::{Profile, Profiled};
 
 /// Ports tried for a new source NAT mapping before giving up.
 pub const NAT_PROBES: u32 = 256;
@@ -428,6 +430,52 @@ impl<C: StageClock> Gateway<C> {
     /// The stage profile.
     pub fn clock(&self) -> &C {
         &self.clock
+    }
+
+    /// This gateway, its tables, flows and counters as they are, its
+    /// stages profiled by `clock` from now on (the old clock dropped):
+    /// how [`Profiled`] switches its clock on and off while it runs.
+    pub fn reclock<D: StageClock>(self, clock: D) -> Gateway<D> {
+        let Gateway {
+            router,
+            rules,
+            nat,
+            ct,
+            ports,
+            next_port,
+            hits,
+            hits_out,
+            fw_events,
+            nat_events,
+            memo,
+            events,
+            gauges,
+            reass,
+            min_mtu,
+            worker,
+            workers,
+            clock: _,
+        } = self;
+        Gateway {
+            router,
+            rules,
+            nat,
+            ct,
+            ports,
+            next_port,
+            hits,
+            hits_out,
+            fw_events,
+            nat_events,
+            memo,
+            events,
+            gauges,
+            reass,
+            min_mtu,
+            worker,
+            workers,
+            clock,
+        }
     }
 
     /// Takes new interfaces, routes and neighbours; rules and NAT as they

@@ -1,7 +1,7 @@
 //! What each `sluice ctl` command answers. Run by the management thread,
 //! which owns the telemetry: nothing here touches a worker except
-//! `set poll`, which hands a policy to the worker's channel (read every
-//! 10 ms, never per packet).
+//! `set poll` and `set runtime`, which hand a policy or a stage-clock
+//! switch to the worker's channels (read every 10 ms, never per packet).
 
 use super::Response;
 use crate::config::Config;
@@ -38,6 +38,12 @@ commands:
                              switch a worker's poll policy (busy, interrupt,
                              adaptive, timer, auto), default settings but
                              the knobs given ([worker.poll]'s: busy_poll_us=100)
+  set runtime on|off [CORE]  switch the gateway workers' stage clock (CORE's
+                             only, with one): cycles per packet per stage
+  show runtime               the stage clock: per gateway worker, packets
+                             since it was switched on and cycles per packet
+                             in each stage (parse, conntrack, firewall, nat,
+                             route), as VPP's `show runtime`
   capture [start] --port P [--queue N] [--direction rx|tx|drop|all] [--count N]
           [--duration S] [--filter EXPR] -w FILE.pcapng
                              capture packets (tcpdump filter syntax)
@@ -75,6 +81,9 @@ pub struct Context<'a> {
     pub rule_hits: Vec<(String, u64)>,
     /// Per worker (config order): where a new policy goes.
     pub policies: &'a [Sender<Policy>],
+    /// Per worker (config order): where its forwarding stage's updates go
+    /// (`set runtime`).
+    pub updates: &'a [Sender<crate::reload::Update>],
     /// Per worker (config order): where to ask for its flows.
     pub dumps: &'a [Sender<crate::worker::DumpRequest>],
     /// Per worker (config order): where its generators' commands go
@@ -175,6 +184,9 @@ pub fn run(args: &[String], cx: &mut Context<'_>) -> Response {
             Response::ok("counters cleared\n".into(), json!({ "cleared": true }))
         }
         ["set", "poll", core, policy, knobs @ ..] => set_poll(cx, core, policy, knobs),
+        ["set", "runtime", on @ ("on" | "off")] => set_runtime(cx, *on == "on", None),
+        ["set", "runtime", on @ ("on" | "off"), core] => set_runtime(cx, *on == "on", Some(core)),
+        ["show", "runtime"] => show_runtime(cx),
         ["show", "conntrack", rest @ ..] => match flow_filter(rest, true) {
             Ok((filter, limit)) => show_conntrack(cx, limit.unwrap_or(20), &filter),
             Err(e) => Response::error(e),
@@ -737,6 +749,130 @@ fn set_poll(cx: &mut Context<'_>, core: &str, policy: &str, knobs: &[&str]) -> R
             "core {core} has a switch pending or has stopped; try again"
         )),
     }
+}
+
+/// Why `set runtime` and `show runtime` are refused without a gateway.
+const NO_STAGE_CLOCK: &str =
+    "no worker has a stage clock (the gateway's: an l3fwd worker with firewall rules or NAT)";
+
+/// `set runtime on|off [CORE]`: switches the stage clock of every worker
+/// that has one (the gateway's), or CORE's.
+fn set_runtime(cx: &mut Context<'_>, on: bool, core: Option<&str>) -> Response {
+    let core = match core.map(str::parse::<usize>) {
+        None => None,
+        Some(Ok(c)) => Some(c),
+        Some(Err(_)) => {
+            return Response::error(format!("`{}` is not a core number", core.unwrap_or("")))
+        }
+    };
+    let clocked: Vec<(usize, usize)> = cx
+        .tel
+        .workers
+        .iter()
+        .enumerate()
+        .filter(|(_, w)| !w.counters.stage_names.is_empty())
+        .map(|(i, w)| (i, w.core))
+        .collect();
+    let chosen: Vec<(usize, usize)> = clocked
+        .iter()
+        .copied()
+        .filter(|&(_, c)| core.is_none_or(|k| k == c))
+        .collect();
+    if clocked.is_empty() {
+        return Response::error(NO_STAGE_CLOCK);
+    }
+    if chosen.is_empty() {
+        let have: Vec<String> = clocked.iter().map(|(_, c)| c.to_string()).collect();
+        return Response::error(format!(
+            "no stage clock on core {} (gateway workers: {})",
+            core.unwrap_or_default(),
+            have.join(", ")
+        ));
+    }
+    let mut cores = Vec::new();
+    for &(i, c) in &chosen {
+        if let Some(tx) = cx.updates.get(i) {
+            if tx.send(Box::new(pipeline::gateway::Profile(on))).is_ok() {
+                cores.push(c);
+            }
+        }
+    }
+    let list: Vec<String> = cores.iter().map(ToString::to_string).collect();
+    Response::ok(
+        format!(
+            "core{} {}: stage clock {} (within 10 ms){}\n",
+            if cores.len() == 1 { "" } else { "s" },
+            list.join(", "),
+            if on { "on" } else { "off" },
+            if on {
+                "; `show runtime` counts from then"
+            } else {
+                "; `show runtime` keeps its last totals"
+            }
+        ),
+        json!({ "on": on, "cores": cores }),
+    )
+}
+
+/// `show runtime`: each stage-clocked worker's totals since its clock was
+/// switched on, cycles per packet per stage.
+fn show_runtime(cx: &mut Context<'_>) -> Response {
+    let mut text = String::new();
+    let mut data = Vec::new();
+    for w in cx.tel.workers.iter() {
+        let c = &w.counters;
+        if c.stage_names.is_empty() {
+            continue;
+        }
+        let on = c.stage_on.get() == 1;
+        let packets = c.stage_packets.get();
+        let cycles: Vec<u64> = c.stage_cycles.iter().map(|x| x.get()).collect();
+        let total: u64 = cycles.iter().sum();
+        let per = |cy: u64| (packets > 0).then(|| cy as f64 / packets as f64);
+        let show = |v: Option<f64>| v.map_or_else(|| "-".to_string(), |v| format!("{v:.1}"));
+        let _ = writeln!(
+            text,
+            "core {}: stage clock {}, {packets} packets since it was switched on",
+            w.core,
+            if on { "on" } else { "off" }
+        );
+        let _ = writeln!(
+            text,
+            "  {:<10} {:>14} {:>8}",
+            "stage", "cycles/packet", "share"
+        );
+        let mut stages = Vec::new();
+        for (name, &cy) in c.stage_names.iter().zip(&cycles) {
+            let share = (total > 0).then(|| format!("{:.1}%", 100.0 * cy as f64 / total as f64));
+            let _ = writeln!(
+                text,
+                "  {:<10} {:>14} {:>8}",
+                name,
+                show(per(cy)),
+                share.as_deref().unwrap_or("-")
+            );
+            stages.push(json!({
+                "stage": name,
+                "cycles": cy,
+                "cycles_per_packet": per(cy),
+            }));
+        }
+        let _ = writeln!(text, "  {:<10} {:>14}", "total", show(per(total)));
+        data.push(json!({
+            "core": w.core,
+            "on": on,
+            "packets": packets,
+            "stages": stages,
+            "cycles_per_packet": per(total),
+        }));
+    }
+    if data.is_empty() {
+        return Response::error(NO_STAGE_CLOCK);
+    }
+    text.push_str(
+        "(the stages' cycles less the clock's reads; the worker's receive, transmit and loop are outside them: `show cores` gives its whole cycles per packet)\n",
+    );
+    Response::ok(text, json!({ "runtime": data }))
 }
 
 /// Each worker's gauge `name` in `cur`, with the core.

@@ -517,6 +517,7 @@ impl<B: PacketBuf, R: RxQueue<Buf = B>, T: TxQueue<Buf = B>, F: ForwardMode>
         for (c, v) in self.c.gauges.iter().zip(self.fwd.gauges()) {
             c.set(*v);
         }
+        self.publish_stage_clock();
         for t in self.tx.iter_mut().flatten() {
             t.hist.publish();
         }
@@ -525,6 +526,17 @@ impl<B: PacketBuf, R: RxQueue<Buf = B>, T: TxQueue<Buf = B>, F: ForwardMode>
             return true;
         }
         self.stop.load(Ordering::Acquire)
+    }
+
+    /// Copies the stage clock's totals (`sluice ctl show runtime`).
+    fn publish_stage_clock(&self) {
+        if let Some((on, packets, cycles)) = self.fwd.stage_clock() {
+            self.c.stage_on.set(u64::from(on));
+            self.c.stage_packets.set(packets);
+            for (c, v) in self.c.stage_cycles.iter().zip(cycles) {
+                c.set(*v);
+            }
+        }
     }
 
     /// Polls until the RX queues and handoff rings are empty twice in a
@@ -548,6 +560,7 @@ impl<B: PacketBuf, R: RxQueue<Buf = B>, T: TxQueue<Buf = B>, F: ForwardMode>
         for (c, v) in self.c.gauges.iter().zip(self.fwd.gauges()) {
             c.set(*v);
         }
+        self.publish_stage_clock();
         for t in self.tx.into_iter().flatten() {
             t.hist.close();
         }

@@ -2,7 +2,9 @@
 //! clocks per graph node: the gateway marks where each stage of a packet
 //! ends, and a [`StageClock`] charges the time since the previous mark to
 //! that stage. The appliance runs with [`NoClock`], whose marks compile
-//! to nothing; the benchmark runs a [`CycleClock`] over the TSC.
+//! to nothing, and moves its gateway to a [`CycleClock`] over the TSC
+//! while an operator has the clock on ([`super::Profiled`]); the
+//! benchmark runs one throughout.
 //!
 //! The burst's prefetch pass (each packet's conntrack buckets and flow,
 //! hashed and touched ahead) is charged to conntrack. Only IPv4

@@ -1719,4 +1719,110 @@ mod vlan {
     }
 }
 
+std::thread_local! {
+    /// The fake clock of `stage_clock_switches_while_flows_go_on`: what it
+    /// reads, and how far each read moves it.
+    static FAKE_NOW: std::cell::Cell<(u64, u64)> = const { std::cell::Cell::new((0, 1)) };
+}
+
+fn fake_now() -> u64 {
+    FAKE_NOW.with(|c| {
+        let (t, step) = c.get();
+        c.set((t + step, step));
+        t + step
+    })
+}
+
+/// The gateway's stage clock switched on and off between bursts: the
+/// packets' verdicts and bytes are those of a gateway without it, its
+/// flows and translations go on across each switch, and while it runs
+/// it counts the packets and charges each stage (less a read's cost,
+/// measured when it is switched on: the fake clock moves 1 a read then,
+/// 7 after, so every mark charges 6): established packets never reach
+/// the firewall, new flows do; off, the totals stay as they were; on
+/// again, they start afresh.
+#[test]
+fn stage_clock_switches_while_flows_go_on() {
+    let mut plain = gateway();
+    let mut p = Profiled::new(gateway(), fake_now);
+    let flows = |n: u16, from: u16| -> Vec<Vec<u8>> {
+        (0..n)
+            .map(|i| pkt(R0, CLIENT, from + i, SERVER, 53, 17, 0, b"q"))
+            .collect()
+    };
+    // A burst through both; the verdicts and bytes must agree.
+    let run = |plain: &mut Gateway, p: &mut Profiled, frames: Vec<Vec<u8>>| {
+        let n = frames.len();
+        let (mut a, mut b) = (frames.clone(), frames);
+        let (mut va, mut vb) = (
+            vec![Verdict::Drop(DropReason::Filtered); n],
+            vec![Verdict::Drop(DropReason::Filtered); n],
+        );
+        if let Some(v) = plain.process_burst(&mut a, 0, &mut va) {
+            va.fill(v);
+        }
+        if let Some(v) = p.process_burst(&mut b, 0, &mut vb) {
+            vb.fill(v);
+        }
+        assert_eq!(va, vb);
+        assert_eq!(a, b);
+        assert!(vb.iter().all(|v| *v == Verdict::Forward(1)));
+    };
+    let stage = |p: &Profiled, s: Stage| p.stage_clock().unwrap().2[s as usize];
+    run(&mut plain, &mut p, flows(20, 1000));
+    p.tick(2 * S);
+    plain.tick(2 * S);
+    assert_eq!(p.stage_clock(), Some((false, 0, &[0u64; Stage::COUNT][..])));
+
+    FAKE_NOW.with(|c| c.set((0, 1)));
+    assert!(p.reconfigure(&Profile(true)));
+    FAKE_NOW.with(|c| c.set((1000, 7)));
+    // The 20 flows again: established.
+    run(&mut plain, &mut p, flows(20, 1000));
+    p.tick(3 * S);
+    plain.tick(3 * S);
+    let (on, packets, _) = p.stage_clock().unwrap();
+    assert!(on);
+    assert_eq!(packets, 20);
+    for s in [Stage::Parse, Stage::Conntrack, Stage::Nat, Stage::Route] {
+        assert!(stage(&p, s) > 0, "{s:?}");
+        assert_eq!(stage(&p, s) % 6, 0, "{s:?}: 6 a mark");
+    }
+    assert_eq!(stage(&p, Stage::Firewall), 0, "established: no rules");
+    assert_eq!(p.events(), plain.events(), "the flows went on");
+    // New flows reach the rules.
+    run(&mut plain, &mut p, flows(10, 2000));
+    p.tick(4 * S);
+    plain.tick(4 * S);
+    assert_eq!(p.stage_clock().unwrap().1, 30);
+    assert!(stage(&p, Stage::Firewall) > 0);
+    assert_eq!(p.events(), plain.events());
+    assert_eq!(
+        p.gauges()[GAUGES
+            .iter()
+            .position(|g| *g == "conntrack_entries")
+            .unwrap()],
+        30
+    );
+
+    // Off: the totals stay; the flows go on.
+    assert!(p.reconfigure(&Profile(false)));
+    let kept = (
+        p.stage_clock().unwrap().1,
+        p.stage_clock().unwrap().2.to_vec(),
+    );
+    run(&mut plain, &mut p, flows(30, 1000));
+    p.tick(5 * S);
+    plain.tick(5 * S);
+    let (on, packets, cycles) = p.stage_clock().unwrap();
+    assert!(!on);
+    assert_eq!((packets, cycles.to_vec()), kept);
+    assert_eq!(p.events(), plain.events());
+    // On again: from zero.
+    assert!(p.reconfigure(&Profile(true)));
+    assert_eq!(p.stage_clock(), Some((true, 0, &[0u64; Stage::COUNT][..])));
+    // Other updates still reach the gateway.
+    assert!(!p.reconfigure(&()));
+}
+
 mod fragments;
