@@ -172,7 +172,7 @@ where
             FwdMode::L3fwd if cfg.gateway.enabled => {
                 (Profiled::EVENTS, Profiled::GAUGES, Profiled::STAGES)
             }
-            FwdMode::L3fwd => (Router::EVENTS, Router::GAUGES, &[][..]),
+            FwdMode::L3fwd => (Router::EVENTS, Router::GAUGES, Router::STAGES),
             FwdMode::Csum => (Csum::EVENTS, &[][..], &[][..]),
             _ => (&[][..], &[][..], &[][..]),
         };
@@ -434,7 +434,7 @@ where
                     gw.publish_hits(sink.clone());
                     hit_sinks.push(sink);
                     // Its stage clock off until `sluice ctl set runtime on`.
-                    let gw = Profiled::new(gw, pmd::sys::rdtsc);
+                    let gw = Profiled::new(gw);
                     spawn_worker(w.core, setup, gw, s, on_start)
                 }
                 (Some(r), None) => spawn_worker(w.core, setup, r.clone(), s, on_start),

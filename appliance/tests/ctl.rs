@@ -807,11 +807,51 @@ fn the_stage_clock_profiles_the_running_gateway() {
     let o = ctl(&sock, &["set", "runtime", "on", "7"]);
     assert!(!o.status.success());
     assert!(
-        String::from_utf8_lossy(&o.stderr)
-            .contains("no stage clock on core 7 (gateway workers: 1)"),
+        String::from_utf8_lossy(&o.stderr).contains("no stage clock on core 7 (l3fwd workers: 1)"),
         "{o:?}"
     );
     assert!(!ctl(&sock, &["set", "runtime", "maybe"]).status.success());
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// The router's stage clock (an l3fwd worker without rules or NAT): its
+/// burst path's stages, parse, lookup, rewrite and slow path, charged
+/// while the shipped router forwards.
+#[test]
+fn the_routers_stage_clock_splits_its_burst_path() {
+    let dir = common::fresh_dir("ctl-runtime-router");
+    let router = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../configs/router.toml"
+    ))
+    .unwrap();
+    let cfg = dir.join("r.toml");
+    std::fs::write(
+        &cfg,
+        router.replacen("duration = 10", "duration = 0", 1)
+            + "\n[management]\nsocket = \"ctl.sock\"\n",
+    )
+    .unwrap();
+    let sock = dir.join("ctl.sock");
+    let _run = start(&cfg, &sock);
+    assert!(ok(&sock, &["set", "runtime", "on"]).contains("core 1: stage clock on"));
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let r = loop {
+        let r = json(&sock, &["show", "runtime"])["runtime"][0].clone();
+        if r["on"] == true && r["packets"].as_u64().unwrap() > 10_000 {
+            break r;
+        }
+        assert!(Instant::now() < deadline, "no profile: {r}");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let stages = r["stages"].as_array().unwrap();
+    let names: Vec<&str> = stages
+        .iter()
+        .map(|s| s["stage"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["parse", "lookup", "rewrite", "slow path"]);
+    assert!(stages[0]["cycles"].as_u64().unwrap() > 0, "{r}");
+    assert!(stages[1]["cycles"].as_u64().unwrap() > 0, "{r}");
     std::fs::remove_dir_all(&dir).unwrap();
 }
 

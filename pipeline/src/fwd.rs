@@ -287,6 +287,26 @@ pub trait ForwardMode: Clone + Send + 'static {
     }
 }
 
+/// Switches a mode's stage clock (`sluice ctl set runtime`) on, reading
+/// the clock given (the TSC; this crate reads none), or off (`None`): an
+/// update for [`ForwardMode::reconfigure`], which modes with a stage
+/// clock ([`ForwardMode::stage_clock`]) take. Switching it on starts the
+/// totals afresh; off keeps them as they were, for reading.
+#[derive(Clone, Copy, Debug)]
+pub struct Profile(pub Option<fn() -> u64>);
+
+/// The cheapest of a few back-to-back reads of `now`: what a stage mark
+/// adds to the stage it ends (taken off by the stage clocks).
+pub(crate) fn read_cost(now: fn() -> u64) -> u64 {
+    (0..64)
+        .map(|_| {
+            let a = now();
+            now().wrapping_sub(a)
+        })
+        .min()
+        .unwrap_or(0)
+}
+
 /// Neighbours one worker learned from ARP/ND, for the other workers
 /// ([`ForwardMode::take_learned`]): `(interface, address, MAC)`. With
 /// several workers a reply reaches one of them (the queue RSS or a fanout

@@ -53,7 +53,7 @@ mod clock;
 mod profiled;
 pub mod reass;
 pub use clock::{CycleClock, NoClock, Stage, StageClock};
-pub use profiled::{Profile, Profiled};
+pub use profiled::Profiled;
 
 /// Ports tried for a new source NAT mapping before giving up.
 pub const NAT_PROBES: u32 = 256;

@@ -38,12 +38,13 @@ commands:
                              switch a worker's poll policy (busy, interrupt,
                              adaptive, timer, auto), default settings but
                              the knobs given ([worker.poll]'s: busy_poll_us=100)
-  set runtime on|off [CORE]  switch the gateway workers' stage clock (CORE's
+  set runtime on|off [CORE]  switch the routing workers' stage clock (CORE's
                              only, with one): cycles per packet per stage
-  show runtime               the stage clock: per gateway worker, packets
-                             since it was switched on and cycles per packet
-                             in each stage (parse, conntrack, firewall, nat,
-                             route), as VPP's `show runtime`
+  show runtime               the stage clock: per l3fwd worker, packets since
+                             it was switched on and cycles per packet in each
+                             stage (router: parse, lookup, rewrite, slow path;
+                             gateway: parse, conntrack, firewall, nat, route),
+                             as VPP's `show runtime`
   capture [start] --port P [--queue N] [--direction rx|tx|drop|all] [--count N]
           [--duration S] [--filter EXPR] -w FILE.pcapng
                              capture packets (tcpdump filter syntax)
@@ -752,11 +753,10 @@ fn set_poll(cx: &mut Context<'_>, core: &str, policy: &str, knobs: &[&str]) -> R
 }
 
 /// Why `set runtime` and `show runtime` are refused without a gateway.
-const NO_STAGE_CLOCK: &str =
-    "no worker has a stage clock (the gateway's: an l3fwd worker with firewall rules or NAT)";
+const NO_STAGE_CLOCK: &str = "no worker has a stage clock (the l3fwd workers': router or gateway)";
 
 /// `set runtime on|off [CORE]`: switches the stage clock of every worker
-/// that has one (the gateway's), or CORE's.
+/// that has one (l3fwd: the router's or the gateway's), or CORE's.
 fn set_runtime(cx: &mut Context<'_>, on: bool, core: Option<&str>) -> Response {
     let core = match core.map(str::parse::<usize>) {
         None => None,
@@ -784,7 +784,7 @@ fn set_runtime(cx: &mut Context<'_>, on: bool, core: Option<&str>) -> Response {
     if chosen.is_empty() {
         let have: Vec<String> = clocked.iter().map(|(_, c)| c.to_string()).collect();
         return Response::error(format!(
-            "no stage clock on core {} (gateway workers: {})",
+            "no stage clock on core {} (l3fwd workers: {})",
             core.unwrap_or_default(),
             have.join(", ")
         ));
@@ -792,7 +792,12 @@ fn set_runtime(cx: &mut Context<'_>, on: bool, core: Option<&str>) -> Response {
     let mut cores = Vec::new();
     for &(i, c) in &chosen {
         if let Some(tx) = cx.updates.get(i) {
-            if tx.send(Box::new(pipeline::gateway::Profile(on))).is_ok() {
+            if tx
+                .send(Box::new(pipeline::fwd::Profile(
+                    on.then_some(pmd::sys::rdtsc as fn() -> u64),
+                )))
+                .is_ok()
+            {
                 cores.push(c);
             }
         }

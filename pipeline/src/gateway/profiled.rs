@@ -12,14 +12,8 @@
 
 use super::{CycleClock, Gateway, NoClock, Stage};
 use crate::conntrack::{Filter, Listed};
-use crate::fwd::{ForwardMode, Frame, LearnedNeighbors};
+use crate::fwd::{read_cost, ForwardMode, Frame, LearnedNeighbors, Profile};
 use crate::verdict::Verdict;
-
-/// Switches a [`Profiled`] gateway's stage clock on (`true`) or off: an
-/// update for [`ForwardMode::reconfigure`]. Switching it on starts the
-/// totals afresh; off keeps them as they were, for reading.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Profile(pub bool);
 
 /// The gateway as it runs: unprofiled or profiled.
 enum Mode {
@@ -33,9 +27,7 @@ pub struct Profiled {
     /// `None` only inside [`Profiled::switch`], which moves the gateway
     /// from one mode to the other.
     mode: Option<Mode>,
-    /// The clock the profile reads (the TSC; this crate reads none).
-    now: fn() -> u64,
-    /// What one read of `now` costs, in its units, measured when the
+    /// What one read of the clock costs, in its units, measured when the
     /// clock was last switched on.
     read: u64,
     /// Since the clock was last switched on: the packets processed, and
@@ -56,11 +48,10 @@ macro_rules! on_gateway {
 }
 
 impl Profiled {
-    /// `gw` with its clock off, profiled through `now` when switched on.
-    pub fn new(gw: Gateway<NoClock>, now: fn() -> u64) -> Self {
+    /// `gw` with its clock off.
+    pub fn new(gw: Gateway<NoClock>) -> Self {
         Profiled {
             mode: Some(Mode::Off(gw)),
-            now,
             read: 0,
             packets: 0,
             cycles: [0; Stage::COUNT],
@@ -72,19 +63,20 @@ impl Profiled {
         matches!(self.mode, Some(Mode::On(_)))
     }
 
-    /// Switches the clock on or off (nothing when it already is): the
-    /// gateway moves over as it is. On starts the totals afresh.
-    fn switch(&mut self, on: bool) {
+    /// Switches the clock on, reading `now`, or off (nothing when it
+    /// already is): the gateway moves over as it is. On starts the totals
+    /// afresh.
+    fn switch(&mut self, now: Option<fn() -> u64>) {
         self.refresh();
-        self.mode = match self.mode.take() {
-            Some(Mode::Off(g)) if on => {
-                self.read = read_cost(self.now);
+        self.mode = match (self.mode.take(), now) {
+            (Some(Mode::Off(g)), Some(now)) => {
+                self.read = read_cost(now);
                 self.packets = 0;
                 self.cycles = [0; Stage::COUNT];
-                Some(Mode::On(g.reclock(CycleClock::new(self.now))))
+                Some(Mode::On(g.reclock(CycleClock::new(now))))
             }
-            Some(Mode::On(g)) if !on => Some(Mode::Off(g.reclock(NoClock))),
-            m => m,
+            (Some(Mode::On(g)), None) => Some(Mode::Off(g.reclock(NoClock))),
+            (m, _) => m,
         };
     }
 
@@ -99,18 +91,6 @@ impl Profiled {
     }
 }
 
-/// The cheapest of a few back-to-back reads of `now`: what a stage mark
-/// adds to the stage it ends.
-fn read_cost(now: fn() -> u64) -> u64 {
-    (0..64)
-        .map(|_| {
-            let a = now();
-            now().wrapping_sub(a)
-        })
-        .min()
-        .unwrap_or(0)
-}
-
 impl Clone for Profiled {
     /// A fresh worker instance (see [`Gateway`]'s `Clone`): same rules, an
     /// empty table, the clock off.
@@ -119,7 +99,7 @@ impl Clone for Profiled {
             Mode::Off(g) => g.clone(),
             Mode::On(g) => g.clone().reclock(NoClock),
         };
-        Profiled::new(gw, self.now)
+        Profiled::new(gw)
     }
 }
 
@@ -221,8 +201,8 @@ impl ForwardMode for Profiled {
     }
 
     fn reconfigure(&mut self, update: &dyn std::any::Any) -> bool {
-        if let Some(&Profile(on)) = update.downcast_ref::<Profile>() {
-            self.switch(on);
+        if let Some(&Profile(now)) = update.downcast_ref::<Profile>() {
+            self.switch(now);
             return true;
         }
         on_gateway!(self.mode.as_mut(), g => ForwardMode::reconfigure(g, update))

@@ -1744,7 +1744,7 @@ fn fake_now() -> u64 {
 #[test]
 fn stage_clock_switches_while_flows_go_on() {
     let mut plain = gateway();
-    let mut p = Profiled::new(gateway(), fake_now);
+    let mut p = Profiled::new(gateway());
     let flows = |n: u16, from: u16| -> Vec<Vec<u8>> {
         (0..n)
             .map(|i| pkt(R0, CLIENT, from + i, SERVER, 53, 17, 0, b"q"))
@@ -1775,7 +1775,7 @@ fn stage_clock_switches_while_flows_go_on() {
     assert_eq!(p.stage_clock(), Some((false, 0, &[0u64; Stage::COUNT][..])));
 
     FAKE_NOW.with(|c| c.set((0, 1)));
-    assert!(p.reconfigure(&Profile(true)));
+    assert!(p.reconfigure(&crate::fwd::Profile(Some(fake_now))));
     FAKE_NOW.with(|c| c.set((1000, 7)));
     // The 20 flows again: established.
     run(&mut plain, &mut p, flows(20, 1000));
@@ -1806,7 +1806,7 @@ fn stage_clock_switches_while_flows_go_on() {
     );
 
     // Off: the totals stay; the flows go on.
-    assert!(p.reconfigure(&Profile(false)));
+    assert!(p.reconfigure(&crate::fwd::Profile(None)));
     let kept = (
         p.stage_clock().unwrap().1,
         p.stage_clock().unwrap().2.to_vec(),
@@ -1819,7 +1819,7 @@ fn stage_clock_switches_while_flows_go_on() {
     assert_eq!((packets, cycles.to_vec()), kept);
     assert_eq!(p.events(), plain.events());
     // On again: from zero.
-    assert!(p.reconfigure(&Profile(true)));
+    assert!(p.reconfigure(&crate::fwd::Profile(Some(fake_now))));
     assert_eq!(p.stage_clock(), Some((true, 0, &[0u64; Stage::COUNT][..])));
     // Other updates still reach the gateway.
     assert!(!p.reconfigure(&()));

@@ -17,6 +17,87 @@ const _: () = assert!(CHUNK <= 64, "a chunk's slow packets are a 64-bit mask");
 /// "No route" among a chunk's next hops: above every next-hop slot.
 const NO_HOP: u32 = u32::MAX;
 
+/// The stages of the burst path its stage clock charges (`sluice ctl set
+/// runtime`), each over a whole chunk: the header checks (with each
+/// route's first-level prefetch), the route lookups, the cached next
+/// hops' rewrites, and the packets those do not take (a next hop to
+/// resolve, the router's own, ARP, IPv6, errors: the full path, packet by
+/// packet).
+pub(super) const STAGES: [&str; 4] = ["parse", "lookup", "rewrite", "slow path"];
+
+/// The burst path's stage clock: off (`now` unset), nothing is read and
+/// the burst path is compiled without its marks; on, each chunk's stages
+/// are charged the cycles between the reads of `now` that end them, less
+/// a read's cost (measured when it is switched on).
+#[derive(Clone, Debug, Default)]
+pub(super) struct BurstClock {
+    now: Option<fn() -> u64>,
+    read: u64,
+    last: u64,
+    /// Since it was last switched on: the packets, and per stage the
+    /// cycles and marks as read.
+    packets: u64,
+    raw: [u64; STAGES.len()],
+    marks: [u64; STAGES.len()],
+    /// `raw` less the reads (refreshed on each tick).
+    cycles: [u64; STAGES.len()],
+}
+
+impl BurstClock {
+    /// Whether it runs.
+    #[inline(always)]
+    pub(super) fn on(&self) -> bool {
+        self.now.is_some()
+    }
+
+    /// Switches it on, reading `now`, or off (`None`); on starts the
+    /// totals afresh, off keeps them.
+    pub(super) fn switch(&mut self, now: Option<fn() -> u64>) {
+        self.refresh();
+        match now {
+            Some(n) if self.now.is_none() => {
+                *self = BurstClock {
+                    now,
+                    read: crate::fwd::read_cost(n),
+                    ..BurstClock::default()
+                };
+            }
+            None => self.now = None,
+            Some(_) => {}
+        }
+    }
+
+    #[inline(always)]
+    fn start(&mut self) {
+        if let Some(n) = self.now {
+            self.last = n();
+        }
+    }
+
+    #[inline(always)]
+    fn mark(&mut self, stage: usize) {
+        if let Some(n) = self.now {
+            let t = n();
+            self.raw[stage] += t.wrapping_sub(self.last);
+            self.marks[stage] += 1;
+            self.last = t;
+        }
+    }
+
+    /// `cycles` from the marks so far.
+    pub(super) fn refresh(&mut self) {
+        for (c, (&r, &m)) in self.cycles.iter_mut().zip(self.raw.iter().zip(&self.marks)) {
+            *c = r.saturating_sub(m.saturating_mul(self.read));
+        }
+    }
+
+    /// Whether it runs, the packets and each stage's cycles since it was
+    /// last switched on.
+    pub(super) fn totals(&self) -> (bool, u64, &[u64]) {
+        (self.on(), self.packets, &self.cycles)
+    }
+}
+
 /// The destination of a plain IPv4 packet to the port whose MAC is `mac`
 /// (see [`mac_word`]) that the fast path can route: a plain header (see
 /// [`plain4`]; `nic` the NIC's checksum verdict). `None` for anything else
@@ -243,7 +324,9 @@ impl Router {
     /// the fast path does not take (see `fast4`; local, unrouted, over the
     /// MTU, unresolved next hop) go through `process`, so the verdicts and
     /// events are those of `process`, packet by packet.
-    pub(super) fn route_burst<P: Frame>(
+    /// With `CLOCKED`, the stage clock charges each chunk's stages
+    /// (`BurstClock`; the marks are compiled out without).
+    pub(super) fn route_burst<P: Frame, const CLOCKED: bool>(
         &mut self,
         pkts: &mut [P],
         in_port: u16,
@@ -273,11 +356,17 @@ impl Router {
         // at once.
         let mut lazy = [(u64::MAX, 0u16); LAZY];
         let n = pkts.len().min(verdicts.len());
+        if CLOCKED {
+            self.clock.packets += n as u64;
+        }
         for (k, (pc, vc)) in pkts[..n]
             .chunks_mut(CHUNK)
             .zip(verdicts[..n].chunks_mut(CHUNK))
             .enumerate()
         {
+            if CLOCKED {
+                self.clock.start();
+            }
             // Headers checked for the whole chunk, then routes looked up
             // in a loop of their own, so that many lookups' loads (cache
             // and TLB misses on a full table) are in flight at once. Each
@@ -300,11 +389,17 @@ impl Router {
                     .unwrap_or(0);
                 P::prefetch(first.entry_of(*d));
             }
+            if CLOCKED {
+                self.clock.mark(0);
+            }
             lpm.lookup_burst(&dst[..pc.len()], &mut nh, NO_HOP);
             // From here on a packet the fast path does not take, or one
             // to a martian destination, has no route: the cached next
             // hops miss it.
             unroute_martians(&dst, &mut nh);
+            if CLOCKED {
+                self.clock.mark(1);
+            }
             // The cached next hops first, in a loop without calls (the
             // table's address stays in a register, each packet's output
             // port goes to an array of its own: no chain from packet to
@@ -341,6 +436,9 @@ impl Router {
                     _ => write_fast(vc, rest, &outp),
                 }
             }
+            if CLOCKED {
+                self.clock.mark(2);
+            }
             while rest != 0 {
                 let i = rest.trailing_zeros() as usize;
                 rest &= rest - 1;
@@ -351,6 +449,9 @@ impl Router {
                     None => slow = Some(v),
                     Some(s) => same &= s == v,
                 }
+            }
+            if CLOCKED {
+                self.clock.mark(3);
             }
         }
         let one = match (fast, slow) {

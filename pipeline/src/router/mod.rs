@@ -225,6 +225,8 @@ pub struct Router {
     /// Neighbours learned (or confirmed) from ARP/ND since the other
     /// workers were last told (at most `LEARNED_MAX`, one entry each).
     learned: Vec<(u16, std::net::IpAddr, MacAddr)>,
+    /// The burst path's stage clock (`sluice ctl set runtime`).
+    clock: burst::BurstClock,
 }
 
 /// `a`'s bit in the one-word Bloom filter of the router's addresses (a
@@ -300,6 +302,7 @@ impl Router {
             ports,
             punt_buckets: Vec::new(),
             learned: Vec::new(),
+            clock: burst::BurstClock::default(),
         }
     }
 
@@ -586,7 +589,11 @@ impl ForwardMode for Router {
         in_port: u16,
         verdicts: &mut [Verdict],
     ) -> Option<Verdict> {
-        self.route_burst(pkts, in_port, verdicts)
+        if self.clock.on() {
+            self.route_burst::<P, true>(pkts, in_port, verdicts)
+        } else {
+            self.route_burst::<P, false>(pkts, in_port, verdicts)
+        }
     }
 
     #[inline]
@@ -620,6 +627,7 @@ impl ForwardMode for Router {
             self.tokens = (self.tokens + dt * rate).min(Self::burst(self.cfg.icmp_rate));
         }
         self.last_ns = now_ns;
+        self.clock.refresh();
     }
 
     #[inline]
@@ -638,8 +646,17 @@ impl ForwardMode for Router {
         &self.events
     }
 
+    const STAGES: &'static [&'static str] = &burst::STAGES;
+
+    fn stage_clock(&self) -> Option<(bool, u64, &[u64])> {
+        Some(self.clock.totals())
+    }
+
     fn reconfigure(&mut self, update: &dyn std::any::Any) -> bool {
-        if let Some(u) = update.downcast_ref::<RouterUpdate>() {
+        if let Some(&crate::fwd::Profile(now)) = update.downcast_ref::<crate::fwd::Profile>() {
+            self.clock.switch(now);
+            true
+        } else if let Some(u) = update.downcast_ref::<RouterUpdate>() {
             Router::reconfigure(self, u.0.clone());
             true
         } else if let Some(u) = update.downcast_ref::<NeighborUpdate>() {

@@ -521,6 +521,101 @@ fn the_header_loop_prefetches_each_routes_first_entry() {
     }
 }
 
+std::thread_local! {
+    /// The fake clock of `the_burst_clock_charges_each_stage`: what it
+    /// reads and how far each read moves it.
+    static FAKE_NOW: std::cell::Cell<(u64, u64)> = const { std::cell::Cell::new((0, 1)) };
+}
+
+fn fake_now() -> u64 {
+    FAKE_NOW.with(|c| {
+        let (t, step) = c.get();
+        c.set((t + step, step));
+        t + step
+    })
+}
+
+/// The burst path's stage clock (`sluice ctl set runtime`), switched on
+/// and off between bursts: the verdicts and bytes are those of a router
+/// without it; on, it counts the packets and charges each chunk's stages
+/// (the fake clock moves 1 a read while its cost is measured, 5 after:
+/// every mark charges 4; each chunk has a mark per stage); off, the
+/// totals stay; on again, afresh.
+#[test]
+fn the_burst_clock_charges_each_stage() {
+    const S: u64 = 1_000_000_000;
+    let mut plain = router();
+    let mut r = router();
+    let burst = |dsts: &[&str]| -> Vec<Vec<u8>> {
+        (0..40)
+            .map(|i| udp4("198.18.0.10", dsts[i % dsts.len()], 64, 0))
+            .collect()
+    };
+    let run = |plain: &mut Router, r: &mut Router, frames: Vec<Vec<u8>>| {
+        let n = frames.len();
+        let (mut a, mut b) = (frames.clone(), frames);
+        let (mut va, mut vb) = (
+            vec![Verdict::Drop(DropReason::NotIp); n],
+            vec![Verdict::Drop(DropReason::NotIp); n],
+        );
+        if let Some(v) = plain.process_burst(&mut a, 0, &mut va) {
+            va.fill(v);
+        }
+        if let Some(v) = r.process_burst(&mut b, 0, &mut vb) {
+            vb.fill(v);
+        }
+        assert_eq!((va, a), (vb, b));
+    };
+    let stage = |r: &Router, s: &str| {
+        let i = Router::STAGES.iter().position(|n| *n == s).unwrap();
+        r.stage_clock().unwrap().2[i]
+    };
+    // The first burst resolves the next hop (the slow path); off.
+    run(&mut plain, &mut r, burst(&["203.0.113.7"]));
+    r.tick(S);
+    plain.tick(S);
+    assert_eq!(r.stage_clock(), Some((false, 0, &[0u64; 4][..])));
+
+    FAKE_NOW.with(|c| c.set((0, 1)));
+    assert!(ForwardMode::reconfigure(
+        &mut r,
+        &crate::fwd::Profile(Some(fake_now))
+    ));
+    FAKE_NOW.with(|c| c.set((1000, 5)));
+    // 40 packets, two chunks, all on the cached next hop.
+    run(&mut plain, &mut r, burst(&["203.0.113.7", "203.0.113.9"]));
+    r.tick(2 * S);
+    plain.tick(2 * S);
+    let (on, packets, _) = r.stage_clock().unwrap();
+    assert!(on);
+    assert_eq!(packets, 40);
+    for s in ["parse", "lookup", "rewrite", "slow path"] {
+        assert_eq!(stage(&r, s), 2 * 4, "{s}: two chunks, 4 a mark");
+    }
+    // With packets to no route (the slow path, ICMP unreachable): the
+    // same marks.
+    run(&mut plain, &mut r, burst(&["203.0.113.7", "192.0.2.1"]));
+    r.tick(3 * S);
+    plain.tick(3 * S);
+    assert_eq!(r.stage_clock().unwrap().1, 80);
+    assert_eq!(stage(&r, "slow path"), 4 * 4);
+
+    // Off: the totals stay.
+    assert!(ForwardMode::reconfigure(&mut r, &crate::fwd::Profile(None)));
+    let kept = r.stage_clock().unwrap().2.to_vec();
+    run(&mut plain, &mut r, burst(&["203.0.113.7"]));
+    r.tick(4 * S);
+    plain.tick(4 * S);
+    let (on, packets, cycles) = r.stage_clock().unwrap();
+    assert!(!on);
+    assert_eq!((packets, cycles.to_vec()), (80, kept));
+    assert!(ForwardMode::reconfigure(
+        &mut r,
+        &crate::fwd::Profile(Some(fake_now))
+    ));
+    assert_eq!(r.stage_clock(), Some((true, 0, &[0u64; 4][..])));
+}
+
 #[test]
 fn bad_packets_are_dropped_by_reason() {
     let mut r = router();
