@@ -750,7 +750,10 @@ fn the_stage_clock_profiles_the_running_gateway() {
         .iter()
         .map(|s| s["stage"].as_str().unwrap())
         .collect();
-    assert_eq!(stages, ["parse", "conntrack", "firewall", "nat", "route"]);
+    assert_eq!(
+        stages,
+        ["parse", "conntrack", "firewall", "nat", "route", "rewrite"]
+    );
     for s in r["stages"].as_array().unwrap() {
         assert!(s["cycles"].as_u64().unwrap() > 0, "{r}");
     }

@@ -891,10 +891,22 @@ impl<C: StageClock> Gateway<C> {
             // by the packet as sent (hashed only when the cache is filled
             // with such a route: `Fib::path` asks for the hash then).
             let hop = f.hop_mut(reply);
-            let v = self.router.forward4_cached(pkt, in_port, hop, || {
-                crate::fib::tuple_hash(to.src, to.dst, to.proto, to.sport, to.dport)
-            });
-            self.clock.mark(Stage::Route);
+            // The route's end where the cached path takes the packet
+            // (else the full way's is all route).
+            let clock = &mut self.clock;
+            let mut cached = false;
+            let v = self.router.forward4_cached(
+                pkt,
+                in_port,
+                hop,
+                || crate::fib::tuple_hash(to.src, to.dst, to.proto, to.sport, to.dport),
+                || {
+                    clock.mark(Stage::Route);
+                    cached = true;
+                },
+            );
+            self.clock
+                .mark(if cached { Stage::Rewrite } else { Stage::Route });
             return v;
         }
         self.clock.mark(Stage::Conntrack);
@@ -1087,10 +1099,20 @@ impl<C: StageClock> Gateway<C> {
                 if !multi {
                     self.router.fill4_route(cache, nh, hop, dst);
                 }
-                let v = self.router.forward4_cached(pkt, in_port, cache, || {
-                    crate::fib::tuple_hash(to.src, to.dst, to.proto, to.sport, to.dport)
-                });
-                self.clock.mark(Stage::Route);
+                let clock = &mut self.clock;
+                let mut cached = false;
+                let v = self.router.forward4_cached(
+                    pkt,
+                    in_port,
+                    cache,
+                    || crate::fib::tuple_hash(to.src, to.dst, to.proto, to.sport, to.dport),
+                    || {
+                        clock.mark(Stage::Route);
+                        cached = true;
+                    },
+                );
+                self.clock
+                    .mark(if cached { Stage::Rewrite } else { Stage::Route });
                 v
             }
             Err(Refused::Full) => Verdict::Drop(DropReason::CtFull),

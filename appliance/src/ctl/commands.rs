@@ -43,7 +43,8 @@ commands:
   show runtime               the stage clock: per l3fwd worker, packets since
                              it was switched on and cycles per packet in each
                              stage (router: parse, lookup, rewrite, slow path;
-                             gateway: parse, conntrack, firewall, nat, route),
+                             gateway: parse, conntrack, firewall, nat, route,
+                             rewrite),
                              as VPP's `show runtime`
   capture [start] --port P [--queue N] [--direction rx|tx|drop|all] [--count N]
           [--duration S] [--filter EXPR] -w FILE.pcapng

@@ -24,17 +24,19 @@ pub enum Stage {
     Firewall = 2,
     /// Destination and source NAT: the mapping, the port, the rewrite.
     Nat = 3,
-    /// Route lookup (a new flow's), next hop, TTL and MAC rewrite (an
-    /// established flow's through its cached next hop).
+    /// Route lookup (a new flow's; an established flow's cached next
+    /// hop checked: still valid, its interface up, the MTU).
     Route = 4,
+    /// The header rewrite on the way out: TTL and its checksum, the MACs.
+    Rewrite = 5,
 }
 
 impl Stage {
     /// Stages, in the order of [`Stage::NAMES`].
-    pub const COUNT: usize = 5;
+    pub const COUNT: usize = 6;
     /// Their names.
     pub const NAMES: [&'static str; Stage::COUNT] =
-        ["parse", "conntrack", "firewall", "nat", "route"];
+        ["parse", "conntrack", "firewall", "nat", "route", "rewrite"];
 }
 
 /// Where stage boundaries go.
@@ -115,7 +117,7 @@ mod tests {
         fake(); // 30 passes uncharged
         c.start(); // 40
         c.mark(Stage::Parse); // 50
-        assert_eq!(c.cycles, [20, 0, 0, 0, 10]);
-        assert_eq!(c.marks, [2, 0, 0, 0, 1]);
+        assert_eq!(c.cycles, [20, 0, 0, 0, 10, 0]);
+        assert_eq!(c.marks, [2, 0, 0, 0, 1, 0]);
     }
 }

@@ -1784,7 +1784,13 @@ fn stage_clock_switches_while_flows_go_on() {
     let (on, packets, _) = p.stage_clock().unwrap();
     assert!(on);
     assert_eq!(packets, 20);
-    for s in [Stage::Parse, Stage::Conntrack, Stage::Nat, Stage::Route] {
+    for s in [
+        Stage::Parse,
+        Stage::Conntrack,
+        Stage::Nat,
+        Stage::Route,
+        Stage::Rewrite,
+    ] {
         assert!(stage(&p, s) > 0, "{s:?}");
         assert_eq!(stage(&p, s) % 6, 0, "{s:?}: 6 a mark");
     }

@@ -91,8 +91,10 @@ impl Router {
     /// one direction, so one destination: whether that is routable at
     /// all (not martian) is checked when it is filled. Anything else
     /// (no route, no neighbour, over the MTU) goes the full way
-    /// ([`Router::ipv4_valid`]). Inlined into the gateway's established
-    /// path; the fill is out of line.
+    /// ([`Router::ipv4_valid`]). `rewriting` is called when the cached
+    /// path takes the packet, just before its header is rewritten (the
+    /// gateway's stage clock marks the route's end there). Inlined into
+    /// the gateway's established path; the fill is out of line.
     #[inline(always)]
     pub(crate) fn forward4_cached(
         &mut self,
@@ -100,6 +102,7 @@ impl Router {
         in_port: u16,
         cache: &mut RouteCache,
         hash: impl FnOnce() -> u32,
+        rewriting: impl FnOnce(),
     ) -> Verdict {
         if cache.generation != self.flow_generation() && !self.fill4(pkt.bytes(), cache, hash) {
             return self.ipv4_valid(pkt, in_port);
@@ -119,6 +122,7 @@ impl Router {
         if u16::from_be_bytes([h[16], h[17]]) > mtu {
             return self.ipv4_valid(pkt, in_port);
         }
+        rewriting();
         rewrite_header4(h, cache.mac, src);
         Verdict::Forward(cache.port)
     }

@@ -1821,7 +1821,7 @@ fn cached_paths_follow_slot_reuse_and_routes_moving_between_next_hops() {
     let mut f = udp4("198.19.0.50", "203.0.113.5", 64, 0);
     r.enter();
     assert_eq!(
-        r.forward4_cached(&mut f, 1, &mut flow, || 0),
+        r.forward4_cached(&mut f, 1, &mut flow, || 0, || {}),
         Verdict::Forward(1)
     );
     let (_, out) = burst_as_each(&mut r, &burst);
@@ -1833,7 +1833,7 @@ fn cached_paths_follow_slot_reuse_and_routes_moving_between_next_hops() {
     r.enter();
     let mut f = udp4("198.19.0.50", "203.0.113.5", 64, 0);
     assert_eq!(
-        r.forward4_cached(&mut f, 1, &mut flow, || 0),
+        r.forward4_cached(&mut f, 1, &mut flow, || 0, || {}),
         Verdict::Forward(0),
         "the flow follows its route"
     );
