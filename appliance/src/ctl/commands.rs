@@ -38,14 +38,13 @@ commands:
                              switch a worker's poll policy (busy, interrupt,
                              adaptive, timer, auto), default settings but
                              the knobs given ([worker.poll]'s: busy_poll_us=100)
-  set runtime on|off [CORE]  switch the routing workers' stage clock (CORE's
+  set runtime on|off [CORE]  switch the l3fwd workers' stage clock (CORE's
                              only, with one): cycles per packet per stage
-  show runtime               the stage clock: per l3fwd worker, packets since
-                             it was switched on and cycles per packet in each
-                             stage (router: parse, lookup, rewrite, slow path;
-                             gateway: parse, conntrack, firewall, nat, route,
-                             rewrite),
-                             as VPP's `show runtime`
+  show runtime               the stage clock, as VPP's `show runtime`: per
+                             l3fwd worker, packets since it was switched on
+                             and cycles per packet in each stage (router:
+                             parse, lookup, rewrite, slow path; gateway:
+                             parse, conntrack, firewall, nat, route, rewrite)
   capture [start] --port P [--queue N] [--direction rx|tx|drop|all] [--count N]
           [--duration S] [--filter EXPR] -w FILE.pcapng
                              capture packets (tcpdump filter syntax)
@@ -753,7 +752,8 @@ fn set_poll(cx: &mut Context<'_>, core: &str, policy: &str, knobs: &[&str]) -> R
     }
 }
 
-/// Why `set runtime` and `show runtime` are refused without a gateway.
+/// Why `set runtime` and `show runtime` are refused without an l3fwd
+/// worker.
 const NO_STAGE_CLOCK: &str = "no worker has a stage clock (the l3fwd workers': router or gateway)";
 
 /// `set runtime on|off [CORE]`: switches the stage clock of every worker
@@ -802,6 +802,9 @@ fn set_runtime(cx: &mut Context<'_>, on: bool, core: Option<&str>) -> Response {
                 cores.push(c);
             }
         }
+    }
+    if cores.is_empty() {
+        return Response::error("the workers have stopped");
     }
     let list: Vec<String> = cores.iter().map(ToString::to_string).collect();
     Response::ok(
