@@ -307,6 +307,54 @@ pub(crate) fn read_cost(now: fn() -> u64) -> u64 {
         .unwrap_or(0)
 }
 
+/// What the stage clocks' tests share: a fake clock and a burst run
+/// through two modes side by side.
+#[cfg(test)]
+pub(crate) mod testing {
+    use super::{ForwardMode, Verdict};
+    use crate::verdict::DropReason;
+
+    std::thread_local! {
+        /// What the fake clock reads, and how far each read moves it.
+        static NOW: std::cell::Cell<(u64, u64)> = const { std::cell::Cell::new((0, 1)) };
+    }
+
+    /// The fake clock: each read moves it on by its step.
+    pub(crate) fn fake_now() -> u64 {
+        NOW.with(|c| {
+            let (t, step) = c.get();
+            c.set((t + step, step));
+            t + step
+        })
+    }
+
+    /// Sets the fake clock to `t`, each read moving it by `step`.
+    pub(crate) fn set_fake_now(t: u64, step: u64) {
+        NOW.with(|c| c.set((t, step)));
+    }
+
+    /// `frames` as a burst from port 0 through `a` and through `b`: their
+    /// verdicts and bytes must agree; the verdicts.
+    pub(crate) fn same_burst(
+        a: &mut impl ForwardMode,
+        b: &mut impl ForwardMode,
+        frames: Vec<Vec<u8>>,
+    ) -> Vec<Verdict> {
+        let n = frames.len();
+        let (mut fa, mut fb) = (frames.clone(), frames);
+        let none = Verdict::Drop(DropReason::NotIp);
+        let (mut va, mut vb) = (vec![none; n], vec![none; n]);
+        if let Some(v) = a.process_burst(&mut fa, 0, &mut va) {
+            va.fill(v);
+        }
+        if let Some(v) = b.process_burst(&mut fb, 0, &mut vb) {
+            vb.fill(v);
+        }
+        assert_eq!((&va, fa), (&vb, fb));
+        va
+    }
+}
+
 /// Neighbours one worker learned from ARP/ND, for the other workers
 /// ([`ForwardMode::take_learned`]): `(interface, address, MAC)`. With
 /// several workers a reply reaches one of them (the queue RSS or a fanout

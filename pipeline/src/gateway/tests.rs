@@ -1719,20 +1719,6 @@ mod vlan {
     }
 }
 
-std::thread_local! {
-    /// The fake clock of `stage_clock_switches_while_flows_go_on`: what it
-    /// reads, and how far each read moves it.
-    static FAKE_NOW: std::cell::Cell<(u64, u64)> = const { std::cell::Cell::new((0, 1)) };
-}
-
-fn fake_now() -> u64 {
-    FAKE_NOW.with(|c| {
-        let (t, step) = c.get();
-        c.set((t + step, step));
-        t + step
-    })
-}
-
 /// The gateway's stage clock switched on and off between bursts: the
 /// packets' verdicts and bytes are those of a gateway without it, its
 /// flows and translations go on across each switch, and while it runs
@@ -1743,6 +1729,7 @@ fn fake_now() -> u64 {
 /// again, they start afresh.
 #[test]
 fn stage_clock_switches_while_flows_go_on() {
+    use crate::fwd::testing::{fake_now, same_burst, set_fake_now};
     let mut plain = gateway();
     let mut p = Profiled::new(gateway());
     let flows = |n: u16, from: u16| -> Vec<Vec<u8>> {
@@ -1750,23 +1737,10 @@ fn stage_clock_switches_while_flows_go_on() {
             .map(|i| pkt(R0, CLIENT, from + i, SERVER, 53, 17, 0, b"q"))
             .collect()
     };
-    // A burst through both; the verdicts and bytes must agree.
+    // A burst through both: the same verdicts and bytes, all forwarded.
     let run = |plain: &mut Gateway, p: &mut Profiled, frames: Vec<Vec<u8>>| {
-        let n = frames.len();
-        let (mut a, mut b) = (frames.clone(), frames);
-        let (mut va, mut vb) = (
-            vec![Verdict::Drop(DropReason::Filtered); n],
-            vec![Verdict::Drop(DropReason::Filtered); n],
-        );
-        if let Some(v) = plain.process_burst(&mut a, 0, &mut va) {
-            va.fill(v);
-        }
-        if let Some(v) = p.process_burst(&mut b, 0, &mut vb) {
-            vb.fill(v);
-        }
-        assert_eq!(va, vb);
-        assert_eq!(a, b);
-        assert!(vb.iter().all(|v| *v == Verdict::Forward(1)));
+        let v = same_burst(plain, p, frames);
+        assert!(v.iter().all(|v| *v == Verdict::Forward(1)));
     };
     let stage = |p: &Profiled, s: Stage| p.stage_clock().unwrap().2[s as usize];
     run(&mut plain, &mut p, flows(20, 1000));
@@ -1774,9 +1748,9 @@ fn stage_clock_switches_while_flows_go_on() {
     plain.tick(2 * S);
     assert_eq!(p.stage_clock(), Some((false, 0, &[0u64; Stage::COUNT][..])));
 
-    FAKE_NOW.with(|c| c.set((0, 1)));
+    set_fake_now(0, 1);
     assert!(p.reconfigure(&crate::fwd::Profile(Some(fake_now))));
-    FAKE_NOW.with(|c| c.set((1000, 7)));
+    set_fake_now(1000, 7);
     // The 20 flows again: established.
     run(&mut plain, &mut p, flows(20, 1000));
     p.tick(3 * S);

@@ -521,20 +521,6 @@ fn the_header_loop_prefetches_each_routes_first_entry() {
     }
 }
 
-std::thread_local! {
-    /// The fake clock of `the_burst_clock_charges_each_stage`: what it
-    /// reads and how far each read moves it.
-    static FAKE_NOW: std::cell::Cell<(u64, u64)> = const { std::cell::Cell::new((0, 1)) };
-}
-
-fn fake_now() -> u64 {
-    FAKE_NOW.with(|c| {
-        let (t, step) = c.get();
-        c.set((t + step, step));
-        t + step
-    })
-}
-
 /// The burst path's stage clock (`sluice ctl set runtime`), switched on
 /// and off between bursts: the verdicts and bytes are those of a router
 /// without it; on, it counts the packets and charges each chunk's stages
@@ -543,6 +529,7 @@ fn fake_now() -> u64 {
 /// totals stay; on again, afresh.
 #[test]
 fn the_burst_clock_charges_each_stage() {
+    use crate::fwd::testing::{fake_now, same_burst, set_fake_now};
     const S: u64 = 1_000_000_000;
     let mut plain = router();
     let mut r = router();
@@ -552,19 +539,7 @@ fn the_burst_clock_charges_each_stage() {
             .collect()
     };
     let run = |plain: &mut Router, r: &mut Router, frames: Vec<Vec<u8>>| {
-        let n = frames.len();
-        let (mut a, mut b) = (frames.clone(), frames);
-        let (mut va, mut vb) = (
-            vec![Verdict::Drop(DropReason::NotIp); n],
-            vec![Verdict::Drop(DropReason::NotIp); n],
-        );
-        if let Some(v) = plain.process_burst(&mut a, 0, &mut va) {
-            va.fill(v);
-        }
-        if let Some(v) = r.process_burst(&mut b, 0, &mut vb) {
-            vb.fill(v);
-        }
-        assert_eq!((va, a), (vb, b));
+        same_burst(plain, r, frames);
     };
     let stage = |r: &Router, s: &str| {
         let i = Router::STAGES.iter().position(|n| *n == s).unwrap();
@@ -576,12 +551,12 @@ fn the_burst_clock_charges_each_stage() {
     plain.tick(S);
     assert_eq!(r.stage_clock(), Some((false, 0, &[0u64; 4][..])));
 
-    FAKE_NOW.with(|c| c.set((0, 1)));
+    set_fake_now(0, 1);
     assert!(ForwardMode::reconfigure(
         &mut r,
         &crate::fwd::Profile(Some(fake_now))
     ));
-    FAKE_NOW.with(|c| c.set((1000, 5)));
+    set_fake_now(1000, 5);
     // 40 packets, two chunks, all on the cached next hop.
     run(&mut plain, &mut r, burst(&["203.0.113.7", "203.0.113.9"]));
     r.tick(2 * S);
