@@ -291,7 +291,8 @@ pub trait ForwardMode: Clone + Send + 'static {
 /// the clock given (the TSC; this crate reads none), or off (`None`): an
 /// update for [`ForwardMode::reconfigure`], which modes with a stage
 /// clock ([`ForwardMode::stage_clock`]) take. Switching it on starts the
-/// totals afresh; off keeps them as they were, for reading.
+/// totals afresh (also when it already runs); off keeps them as they
+/// were, for reading.
 #[derive(Clone, Copy, Debug)]
 pub struct Profile(pub Option<fn() -> u64>);
 

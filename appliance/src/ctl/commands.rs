@@ -39,7 +39,8 @@ commands:
                              adaptive, timer, auto), default settings but
                              the knobs given ([worker.poll]'s: busy_poll_us=100)
   set runtime on|off [CORE]  switch the l3fwd workers' stage clock (CORE's
-                             only, with one): cycles per packet per stage
+                             only, with one): cycles per packet per stage;
+                             `on` again starts its totals afresh
   show runtime               the stage clock, as VPP's `show runtime`: per
                              l3fwd worker, packets since it was switched on
                              and cycles per packet in each stage (router:

@@ -65,19 +65,28 @@ impl Profiled {
 
     /// Switches the clock on, reading `now`, or off (nothing when it
     /// already is): the gateway moves over as it is. On starts the totals
-    /// afresh.
+    /// afresh, also when it already runs (VPP's `clear runtime`).
     fn switch(&mut self, now: Option<fn() -> u64>) {
         self.refresh();
         self.mode = match (self.mode.take(), now) {
             (Some(Mode::Off(g)), Some(now)) => {
-                self.read = read_cost(now);
-                self.packets = 0;
-                self.cycles = [0; Stage::COUNT];
+                self.restart(now);
+                Some(Mode::On(g.reclock(CycleClock::new(now))))
+            }
+            (Some(Mode::On(g)), Some(now)) => {
+                self.restart(now);
                 Some(Mode::On(g.reclock(CycleClock::new(now))))
             }
             (Some(Mode::On(g)), None) => Some(Mode::Off(g.reclock(NoClock))),
             (m, _) => m,
         };
+    }
+
+    /// Totals at zero, the read's cost measured again.
+    fn restart(&mut self, now: fn() -> u64) {
+        self.read = read_cost(now);
+        self.packets = 0;
+        self.cycles = [0; Stage::COUNT];
     }
 
     /// The totals from the running clock (nothing when it is off).

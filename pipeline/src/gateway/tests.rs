@@ -1801,6 +1801,17 @@ fn stage_clock_switches_while_flows_go_on() {
     // On again: from zero.
     assert!(p.reconfigure(&crate::fwd::Profile(Some(fake_now))));
     assert_eq!(p.stage_clock(), Some((true, 0, &[0u64; Stage::COUNT][..])));
+    // On while on: afresh (VPP's `clear runtime`), the flows going on.
+    run(&mut plain, &mut p, flows(30, 1000));
+    p.tick(6 * S);
+    plain.tick(6 * S);
+    assert_eq!(p.stage_clock().unwrap().1, 30);
+    assert!(p.reconfigure(&crate::fwd::Profile(Some(fake_now))));
+    assert_eq!(p.stage_clock(), Some((true, 0, &[0u64; Stage::COUNT][..])));
+    run(&mut plain, &mut p, flows(30, 1000));
+    p.tick(7 * S);
+    plain.tick(7 * S);
+    assert_eq!(p.events(), plain.events());
     // Other updates still reach the gateway.
     assert!(!p.reconfigure(&()));
 }

@@ -51,11 +51,12 @@ impl BurstClock {
     }
 
     /// Switches it on, reading `now`, or off (`None`); on starts the
-    /// totals afresh, off keeps them.
+    /// totals afresh (also when it already runs: VPP's `clear runtime`),
+    /// off keeps them.
     pub(super) fn switch(&mut self, now: Option<fn() -> u64>) {
         self.refresh();
         match now {
-            Some(n) if self.now.is_none() => {
+            Some(n) => {
                 *self = BurstClock {
                     now,
                     read: crate::fwd::read_cost(n),
@@ -63,7 +64,6 @@ impl BurstClock {
                 };
             }
             None => self.now = None,
-            Some(_) => {}
         }
     }
 

@@ -589,6 +589,16 @@ fn the_burst_clock_charges_each_stage() {
         &crate::fwd::Profile(Some(fake_now))
     ));
     assert_eq!(r.stage_clock(), Some((true, 0, &[0u64; 4][..])));
+    // On while on: afresh (VPP's `clear runtime`).
+    run(&mut plain, &mut r, burst(&["203.0.113.7"]));
+    r.tick(5 * S);
+    plain.tick(5 * S);
+    assert_eq!(r.stage_clock().unwrap().1, 40);
+    assert!(ForwardMode::reconfigure(
+        &mut r,
+        &crate::fwd::Profile(Some(fake_now))
+    ));
+    assert_eq!(r.stage_clock(), Some((true, 0, &[0u64; 4][..])));
 }
 
 #[test]
