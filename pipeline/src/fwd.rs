@@ -296,6 +296,53 @@ pub trait ForwardMode: Clone + Send + 'static {
 #[derive(Clone, Copy, Debug)]
 pub struct Profile(pub Option<fn() -> u64>);
 
+/// Cycles per stage of `N` stages by index, read through `now` (a stage
+/// clock: the gateway's `CycleClock`, the router's burst clock): the time
+/// from one read to the next is charged to the stage the second ends.
+#[derive(Clone, Debug)]
+pub struct StageCycles<const N: usize> {
+    now: fn() -> u64,
+    last: u64,
+    /// Cycles charged to each stage.
+    pub cycles: [u64; N],
+    /// Marks of each stage (one per packet, or chunk, that went through
+    /// it).
+    pub marks: [u64; N],
+}
+
+impl<const N: usize> StageCycles<N> {
+    /// A clock reading `now`, all stages at zero.
+    pub fn new(now: fn() -> u64) -> Self {
+        StageCycles {
+            now,
+            last: 0,
+            cycles: [0; N],
+            marks: [0; N],
+        }
+    }
+
+    /// A packet's (or a chunk's) processing begins.
+    #[inline(always)]
+    pub fn begin(&mut self) {
+        self.last = (self.now)();
+    }
+
+    /// The time since the last mark (or the beginning) was stage `i`'s.
+    #[inline(always)]
+    pub fn charge(&mut self, i: usize) {
+        let t = (self.now)();
+        self.cycles[i] += t.wrapping_sub(self.last);
+        self.marks[i] += 1;
+        self.last = t;
+    }
+
+    /// Each stage's cycles less its marks' own reads of the clock, at
+    /// `read` a read (`read_cost`).
+    pub fn net_of_reads(&self, read: u64) -> [u64; N] {
+        std::array::from_fn(|i| self.cycles[i].saturating_sub(self.marks[i].saturating_mul(read)))
+    }
+}
+
 /// The cheapest of a few back-to-back reads of `now`: what a stage mark
 /// adds to the stage it ends (taken off by the stage clocks).
 pub(crate) fn read_cost(now: fn() -> u64) -> u64 {

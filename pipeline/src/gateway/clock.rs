@@ -58,41 +58,18 @@ impl StageClock for NoClock {
     fn mark(&mut self, _: Stage) {}
 }
 
-/// Cycles per stage, read through `now` (the benchmark passes the TSC;
-/// this crate reads no clock itself).
-#[derive(Clone, Debug)]
-pub struct CycleClock {
-    now: fn() -> u64,
-    last: u64,
-    /// Cycles charged to each stage.
-    pub cycles: [u64; Stage::COUNT],
-    /// Marks of each stage (one per packet that went through it).
-    pub marks: [u64; Stage::COUNT],
-}
-
-impl CycleClock {
-    /// A clock reading `now`, all stages at zero.
-    pub fn new(now: fn() -> u64) -> Self {
-        CycleClock {
-            now,
-            last: 0,
-            cycles: [0; Stage::COUNT],
-            marks: [0; Stage::COUNT],
-        }
-    }
-}
+/// Cycles per gateway [`Stage`], read through `now` (the benchmark passes
+/// the TSC; this crate reads no clock itself).
+pub type CycleClock = crate::fwd::StageCycles<{ Stage::COUNT }>;
 
 impl StageClock for CycleClock {
     #[inline(always)]
     fn start(&mut self) {
-        self.last = (self.now)();
+        self.begin();
     }
     #[inline(always)]
     fn mark(&mut self, s: Stage) {
-        let t = (self.now)();
-        self.cycles[s as usize] += t.wrapping_sub(self.last);
-        self.marks[s as usize] += 1;
-        self.last = t;
+        self.charge(s as usize);
     }
 }
 

@@ -69,33 +69,23 @@ impl Profiled {
     fn switch(&mut self, now: Option<fn() -> u64>) {
         self.refresh();
         self.mode = match (self.mode.take(), now) {
-            (Some(Mode::Off(g)), Some(now)) => {
-                self.restart(now);
-                Some(Mode::On(g.reclock(CycleClock::new(now))))
-            }
-            (Some(Mode::On(g)), Some(now)) => {
-                self.restart(now);
-                Some(Mode::On(g.reclock(CycleClock::new(now))))
+            (Some(m), Some(now)) => {
+                self.read = read_cost(now);
+                self.packets = 0;
+                self.cycles = [0; Stage::COUNT];
+                Some(Mode::On(
+                    on_gateway!(Some(m), g => g.reclock(CycleClock::new(now))),
+                ))
             }
             (Some(Mode::On(g)), None) => Some(Mode::Off(g.reclock(NoClock))),
             (m, _) => m,
         };
     }
 
-    /// Totals at zero, the read's cost measured again.
-    fn restart(&mut self, now: fn() -> u64) {
-        self.read = read_cost(now);
-        self.packets = 0;
-        self.cycles = [0; Stage::COUNT];
-    }
-
     /// The totals from the running clock (nothing when it is off).
     fn refresh(&mut self) {
         if let Some(Mode::On(g)) = &self.mode {
-            let c = g.clock();
-            for (t, (&cy, &n)) in self.cycles.iter_mut().zip(c.cycles.iter().zip(&c.marks)) {
-                *t = cy.saturating_sub(n.saturating_mul(self.read));
-            }
+            self.cycles = g.clock().net_of_reads(self.read);
         }
     }
 }

@@ -5,7 +5,7 @@
 
 use super::ipv4::martian;
 use super::Router;
-use crate::fwd::{ForwardMode, Frame, IpCsum};
+use crate::fwd::{ForwardMode, Frame, IpCsum, StageCycles};
 use crate::verdict::Verdict;
 use crate::wire::{MacAddr, ETHERNET_HEADER_LEN};
 
@@ -25,21 +25,17 @@ const NO_HOP: u32 = u32::MAX;
 /// packet).
 pub(super) const STAGES: [&str; 4] = ["parse", "lookup", "rewrite", "slow path"];
 
-/// The burst path's stage clock: off (`now` unset), nothing is read and
-/// the burst path is compiled without its marks; on, each chunk's stages
-/// are charged the cycles between the reads of `now` that end them, less
-/// a read's cost (measured when it is switched on).
+/// The burst path's stage clock: off (no clock), nothing is read and the
+/// burst path is compiled without its marks; on, each chunk's stages are
+/// charged the cycles between the clock's reads that end them, less a
+/// read's cost (measured when it is switched on).
 #[derive(Clone, Debug, Default)]
 pub(super) struct BurstClock {
-    now: Option<fn() -> u64>,
+    clock: Option<StageCycles<{ STAGES.len() }>>,
     read: u64,
-    last: u64,
     /// Since it was last switched on: the packets, and per stage the
-    /// cycles and marks as read.
+    /// cycles less the reads (refreshed on each tick).
     packets: u64,
-    raw: [u64; STAGES.len()],
-    marks: [u64; STAGES.len()],
-    /// `raw` less the reads (refreshed on each tick).
     cycles: [u64; STAGES.len()],
 }
 
@@ -47,7 +43,7 @@ impl BurstClock {
     /// Whether it runs.
     #[inline(always)]
     pub(super) fn on(&self) -> bool {
-        self.now.is_some()
+        self.clock.is_some()
     }
 
     /// Switches it on, reading `now`, or off (`None`); on starts the
@@ -58,36 +54,33 @@ impl BurstClock {
         match now {
             Some(n) => {
                 *self = BurstClock {
-                    now,
+                    clock: Some(StageCycles::new(n)),
                     read: crate::fwd::read_cost(n),
                     ..BurstClock::default()
                 };
             }
-            None => self.now = None,
+            None => self.clock = None,
         }
     }
 
     #[inline(always)]
     fn start(&mut self) {
-        if let Some(n) = self.now {
-            self.last = n();
+        if let Some(c) = &mut self.clock {
+            c.begin();
         }
     }
 
     #[inline(always)]
     fn mark(&mut self, stage: usize) {
-        if let Some(n) = self.now {
-            let t = n();
-            self.raw[stage] += t.wrapping_sub(self.last);
-            self.marks[stage] += 1;
-            self.last = t;
+        if let Some(c) = &mut self.clock {
+            c.charge(stage);
         }
     }
 
     /// `cycles` from the marks so far.
     pub(super) fn refresh(&mut self) {
-        for (c, (&r, &m)) in self.cycles.iter_mut().zip(self.raw.iter().zip(&self.marks)) {
-            *c = r.saturating_sub(m.saturating_mul(self.read));
+        if let Some(c) = &self.clock {
+            self.cycles = c.net_of_reads(self.read);
         }
     }
 
