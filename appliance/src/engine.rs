@@ -862,7 +862,7 @@ struct Building {
 /// A `sluice ctl` command answered when its build is done: where the
 /// answer goes, the command and who asked (for the log).
 struct Asker {
-    reply: crossbeam_channel::Sender<crate::ctl::Response>,
+    reply: crate::serve::Reply<crate::ctl::Response>,
     args: Vec<String>,
     who: String,
 }

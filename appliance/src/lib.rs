@@ -39,6 +39,7 @@ pub mod netlink;
 pub mod poll;
 pub mod punt;
 pub mod reload;
+pub mod serve;
 pub mod stages;
 pub mod telemetry;
 pub mod tester;

@@ -1,6 +1,6 @@
 //! The Prometheus endpoint (`[management] metrics`): counters, gauges and
 //! latency histograms in the Prometheus text format (encoded by the
-//! `prometheus` crate), served over HTTP (`tiny_http`) at `/metrics`.
+//! `prometheus` crate), served over HTTP at `/metrics` by the bounded server ([`crate::serve`]).
 //!
 //! Scraping costs the workers nothing: the HTTP server runs on a thread of
 //! its own and asks the management thread, which owns the telemetry, for
@@ -14,10 +14,12 @@
 //! `core`, `reason` (the drop reasons), `event` (the stages' counters),
 //! `rule` (only rules with `counter = true`).
 
+use crate::serve::{serve, Limits, Listener, Parsed, Peer, Protocol, Reply};
 use crate::telemetry::{merged, Snapshot, Telemetry};
 use anyhow::{Context, Result};
 use crossbeam_channel::{Receiver, Sender};
 use hdrhistogram::Histogram;
+use mio::Waker;
 use pipeline::DropReason;
 use prometheus::proto::{
     Bucket, Counter, Gauge, Histogram as PHistogram, LabelPair, Metric, MetricFamily, MetricType,
@@ -32,8 +34,18 @@ use std::time::Duration;
 /// How long a scrape waits for the management thread.
 pub const SCRAPE_TIMEOUT: Duration = Duration::from_secs(5);
 
+/// What one HTTP client may hold (see [`crate::serve`]): 64 connections
+/// (Prometheus keeps one per target), a request head of 8 KiB within 5 s
+/// of connecting, 10 s to take the answer.
+pub const LIMITS: Limits = Limits {
+    max_conns: 64,
+    max_request: 8 * 1024,
+    read_within: Duration::from_secs(5),
+    write_within: Duration::from_secs(10),
+};
+
 /// A scrape waiting for its exposition text.
-pub type Scrape = Sender<String>;
+pub type Scrape = Reply<String>;
 
 /// The management thread's end: scrapes to answer.
 pub type Scrapes = Receiver<Scrape>;
@@ -55,19 +67,21 @@ impl Server {
     /// Listens on `addr` and serves `/metrics` by asking `scrapes`' other
     /// end. Fails (naming the address) when it cannot listen.
     pub fn start(addr: SocketAddr) -> Result<(Server, Scrapes)> {
-        let http = tiny_http::Server::http(addr)
-            .map_err(|e| anyhow::anyhow!("{e}"))
+        let listener = std::net::TcpListener::bind(addr)
             .with_context(|| format!("metrics endpoint: listening on {addr}"))?;
-        let addr = http
-            .server_addr()
-            .to_ip()
-            .context("metrics endpoint: not an IP listener")?;
+        let addr = listener
+            .local_addr()
+            .context("metrics endpoint: its address")?;
         let (tx, rx) = crossbeam_channel::bounded::<Scrape>(4);
         let stop = Arc::new(AtomicBool::new(false));
         let s = stop.clone();
         let thread = std::thread::Builder::new()
             .name("metrics".into())
-            .spawn(move || serve(&http, &tx, &s))
+            .spawn(move || {
+                if let Err(e) = serve(Listener::Tcp(listener), Http { scrapes: tx }, LIMITS, &s) {
+                    eprintln!("metrics endpoint: stopped: {e}");
+                }
+            })
             .context("spawning the metrics thread")?;
         Ok((
             Server {
@@ -94,37 +108,112 @@ impl Drop for Server {
     }
 }
 
-fn serve(http: &tiny_http::Server, scrapes: &Sender<Scrape>, stop: &AtomicBool) {
-    use tiny_http::{Header, Method, Response};
-    let text_type = Header::from_bytes(&b"Content-Type"[..], prometheus::TEXT_FORMAT.as_bytes())
-        .expect("a valid header");
-    while !stop.load(Ordering::Acquire) {
-        let Ok(Some(req)) = http.recv_timeout(Duration::from_millis(100)) else {
-            continue;
-        };
-        let path = req.url().split('?').next().unwrap_or("");
-        let resp = match (req.method(), path) {
-            (Method::Get | Method::Head, "/metrics") => {
-                let (tx, rx) = crossbeam_channel::bounded(1);
-                let answer = scrapes
-                    .try_send(tx)
-                    .ok()
-                    .and_then(|()| rx.recv_timeout(SCRAPE_TIMEOUT).ok());
-                match answer {
-                    Some(text) => Response::from_string(text).with_header(text_type.clone()),
-                    None => Response::from_string("sluice: no answer from the management thread\n")
-                        .with_status_code(503),
+/// HTTP/1.1, one request a connection (`Connection: close`): `GET` or
+/// `HEAD` of `/metrics` (asked of the management thread), `/` (a pointer
+/// there); anything else 404 or 405, a malformed head 400, one over the
+/// limit 431.
+struct Http {
+    scrapes: Sender<Scrape>,
+}
+
+/// An HTTP response with `body`, closing the connection.
+fn response(status: &str, content_type: &str, body: &str, head_only: bool) -> Vec<u8> {
+    let mut out = format!(
+        "HTTP/1.1 {status}\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+        body.len()
+    )
+    .into_bytes();
+    if !head_only {
+        out.extend_from_slice(body.as_bytes());
+    }
+    out
+}
+
+fn plain(status: &str, body: &str) -> Vec<u8> {
+    response(status, "text/plain; charset=utf-8", body, false)
+}
+
+impl Protocol for Http {
+    type Answer = String;
+
+    fn parse(&mut self, buf: &[u8], _: Peer, waker: &Arc<Waker>) -> Parsed<String> {
+        let mut headers = [httparse::EMPTY_HEADER; 64];
+        let mut req = httparse::Request::new(&mut headers);
+        match req.parse(buf) {
+            Ok(httparse::Status::Partial) => Parsed::More,
+            Err(httparse::Error::TooManyHeaders) => Parsed::Now(plain(
+                "431 Request Header Fields Too Large",
+                "too many header fields\n",
+            )),
+            Err(e) => Parsed::Now(plain("400 Bad Request", &format!("{e}\n"))),
+            Ok(httparse::Status::Complete(_)) => {
+                let head_only = req.method == Some("HEAD");
+                if !matches!(req.method, Some("GET" | "HEAD")) {
+                    return Parsed::Now(plain("405 Method Not Allowed", "only GET\n"));
+                }
+                let path = req.path.unwrap_or("").split('?').next().unwrap_or("");
+                match path {
+                    // A HEAD is answered here, without asking for a
+                    // text it would not send (and so without its length).
+                    "/metrics" if head_only => Parsed::Now(
+                        format!(
+                            "HTTP/1.1 200 OK\r\nContent-Type: {}\r\nConnection: close\r\n\r\n",
+                            prometheus::TEXT_FORMAT
+                        )
+                        .into_bytes(),
+                    ),
+                    "/metrics" => {
+                        let (reply, rx) = Reply::new(waker);
+                        if self.scrapes.try_send(reply).is_err() {
+                            return Parsed::Now(plain(
+                                "503 Service Unavailable",
+                                "sluice: scrapes are queued already; try again\n",
+                            ));
+                        }
+                        Parsed::Later {
+                            rx,
+                            within: SCRAPE_TIMEOUT,
+                            late: plain(
+                                "503 Service Unavailable",
+                                "sluice: no answer from the management thread\n",
+                            ),
+                        }
+                    }
+                    "/" => Parsed::Now(response(
+                        "200 OK",
+                        "text/plain; charset=utf-8",
+                        "sluice: metrics at /metrics\n",
+                        head_only,
+                    )),
+                    _ => Parsed::Now(plain(
+                        "404 Not Found",
+                        "not found; metrics are at /metrics\n",
+                    )),
                 }
             }
-            (Method::Get | Method::Head, "/") => {
-                Response::from_string("sluice: metrics at /metrics\n")
-            }
-            (Method::Get | Method::Head, _) => {
-                Response::from_string("not found; metrics are at /metrics\n").with_status_code(404)
-            }
-            _ => Response::from_string("only GET\n").with_status_code(405),
-        };
-        let _ = req.respond(resp);
+        }
+    }
+
+    fn encode(&self, text: String) -> Vec<u8> {
+        response("200 OK", prometheus::TEXT_FORMAT, &text, false)
+    }
+
+    fn too_long(&self) -> Vec<u8> {
+        plain(
+            "431 Request Header Fields Too Large",
+            "request head over 8 KiB\n",
+        )
+    }
+
+    fn too_slow(&self) -> Vec<u8> {
+        plain("408 Request Timeout", "request not sent in time\n")
+    }
+
+    fn busy(&self) -> Vec<u8> {
+        plain(
+            "503 Service Unavailable",
+            "sluice: too many connections; try again\n",
+        )
     }
 }
 

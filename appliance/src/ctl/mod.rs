@@ -14,20 +14,23 @@
 //! `{"ok": false, "error": "…"}`. A request over [`MAX_REQUEST`] bytes,
 //! not JSON, or not answered within the timeouts gets an error; none of it
 //! reaches the workers. Requests are answered by the management thread,
-//! which owns the telemetry ([`commands`]); the socket thread only
-//! carries them, one thread per connection up to [`MAX_CLIENTS`] at once.
+//! which owns the telemetry ([`commands`]); the socket's one thread only
+//! carries them, within [`LIMITS`] ([`crate::serve`]: at most
+//! [`MAX_CLIENTS`] connections, a deadline per request).
 
 pub mod commands;
 pub mod edit;
 
+use crate::serve::{serve, Limits, Listener, Parsed, Peer, Protocol, Reply};
 use anyhow::{bail, Context, Result};
 use crossbeam_channel::{Receiver, Sender};
+use mio::Waker;
 use serde::{Deserialize, Serialize};
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{BufRead, BufReader, Write};
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
@@ -110,8 +113,8 @@ impl Response {
 pub struct Command {
     /// The command's words.
     pub args: Vec<String>,
-    /// The answer's way back.
-    pub reply: Sender<Response>,
+    /// The answer's way back (sending wakes the socket's thread).
+    pub reply: Reply<Response>,
     /// Who asked: `pid P uid U` of the client process (`SO_PEERCRED`),
     /// for the log of changes.
     pub who: String,
@@ -198,15 +201,17 @@ impl Server {
             .with_context(|| format!("control socket: chmod 0600 {}", tmp.display()))?;
         std::fs::rename(&tmp, path)
             .with_context(|| format!("control socket: moving it to {}", path.display()))?;
-        listener
-            .set_nonblocking(true)
-            .context("control socket: non-blocking accept")?;
         let (tx, rx) = crossbeam_channel::bounded::<Command>(MAX_CLIENTS);
         let stop = Arc::new(AtomicBool::new(false));
         let s = stop.clone();
         let thread = std::thread::Builder::new()
             .name("ctl".into())
-            .spawn(move || serve(&listener, &tx, &s))
+            .spawn(move || {
+                if let Err(e) = serve(Listener::Unix(listener), Lines { commands: tx }, LIMITS, &s)
+                {
+                    eprintln!("control socket: stopped: {e}");
+                }
+            })
             .context("spawning the control socket thread")?;
         Ok((
             Server {
@@ -235,94 +240,98 @@ impl Drop for Server {
     }
 }
 
-fn serve(listener: &UnixListener, commands: &Sender<Command>, stop: &AtomicBool) {
-    let busy = Arc::new(AtomicUsize::new(0));
-    while !stop.load(Ordering::Acquire) {
-        let conn = match listener.accept() {
-            Ok((c, _)) => c,
-            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
-                // Until a client connects (accepted at once: a fixed nap
-                // here cost every command up to 20 ms), or a while passes
-                // to look at `stop`.
-                pmd::sys::wait_readable(
-                    std::os::fd::AsRawFd::as_raw_fd(listener),
-                    Some(Duration::from_millis(50)),
-                );
-                continue;
-            }
-            Err(_) => {
-                // Out of descriptors, say: the listener stays readable,
-                // so no retry at full speed.
-                std::thread::sleep(Duration::from_millis(10));
-                continue;
-            }
-        };
-        let _ = conn.set_nonblocking(false);
-        if busy.load(Ordering::Acquire) >= MAX_CLIENTS {
-            answer(
-                &conn,
-                &Response::error("too many clients at once; try again"),
-            );
-            continue;
-        }
-        busy.fetch_add(1, Ordering::AcqRel);
-        let (commands, done) = (commands.clone(), busy.clone());
-        let spawned = std::thread::Builder::new()
-            .name("ctl-client".into())
-            .spawn(move || {
-                handle(&conn, &commands);
-                done.fetch_sub(1, Ordering::AcqRel);
-            });
-        if spawned.is_err() {
-            busy.fetch_sub(1, Ordering::AcqRel);
-        }
-    }
+/// What one client may hold (see [`crate::serve`]): [`MAX_CLIENTS`]
+/// connections, a request of [`MAX_REQUEST`] bytes sent whole within
+/// [`TIMEOUT`] of connecting (a deadline per request: a client trickling a
+/// byte at a time is closed, and evicted sooner by a client with a whole
+/// request), [`TIMEOUT`] to take the answer.
+pub const LIMITS: Limits = Limits {
+    max_conns: MAX_CLIENTS,
+    max_request: MAX_REQUEST as usize,
+    read_within: TIMEOUT,
+    write_within: TIMEOUT,
+};
+
+/// The control socket's protocol: a JSON line in, a JSON line out.
+struct Lines {
+    commands: Sender<Command>,
 }
 
-fn answer(mut conn: &UnixStream, r: &Response) {
-    let _ = conn.set_write_timeout(Some(TIMEOUT));
+fn line_of(r: &Response) -> Vec<u8> {
     let mut line = serde_json::to_string(r).unwrap_or_else(|_| r#"{"ok":false}"#.into());
     line.push('\n');
-    let _ = conn.write_all(line.as_bytes());
+    line.into_bytes()
 }
 
-/// One connection: read the request, have it answered, write the answer.
-fn handle(conn: &UnixStream, commands: &Sender<Command>) {
-    let _ = conn.set_read_timeout(Some(TIMEOUT));
-    let mut line = String::new();
-    let read = BufReader::new(conn.take(MAX_REQUEST + 1)).read_line(&mut line);
-    let resp = match read {
-        Err(e) => Response::error(format!("reading the request: {e}")),
-        Ok(n) if n as u64 > MAX_REQUEST => {
-            Response::error(format!("request longer than {MAX_REQUEST} bytes"))
-        }
-        Ok(_) => match serde_json::from_str::<Request>(line.trim()) {
-            Err(e) => Response::error(format!(
-                "malformed request ({e}); send one JSON line such as {{\"args\": [\"stats\"]}}"
-            )),
-            Ok(req) if req.args.is_empty() => Response::error("empty command; try `help`"),
-            Ok(req) => {
-                let (tx, rx) = crossbeam_channel::bounded(1);
-                let within = answer_within(&req.args);
-                let who = match pmd::sys::peer_cred(std::os::fd::AsRawFd::as_raw_fd(conn)) {
-                    Some((pid, uid)) => format!("pid {pid} uid {uid}"),
-                    None => "an unknown client".into(),
-                };
-                let cmd = Command {
-                    args: req.args,
-                    reply: tx,
-                    who,
-                };
-                match commands.send_timeout(cmd, TIMEOUT) {
-                    Err(_) => Response::error("the appliance is not answering (busy or stopping)"),
-                    Ok(()) => rx.recv_timeout(within).unwrap_or_else(|_| {
-                        Response::error("no answer from the management thread in time")
-                    }),
-                }
+impl Protocol for Lines {
+    type Answer = Response;
+
+    fn parse(&mut self, buf: &[u8], peer: Peer, waker: &Arc<Waker>) -> Parsed<Response> {
+        let now = |r: Response| Parsed::Now(line_of(&r));
+        let Some(end) = buf.iter().position(|&b| b == b'\n') else {
+            return Parsed::More;
+        };
+        let Ok(line) = std::str::from_utf8(&buf[..end]) else {
+            return now(Response::error(
+                "malformed request (not UTF-8); send one JSON line such as {\"args\": [\"stats\"]}",
+            ));
+        };
+        let req = match serde_json::from_str::<Request>(line.trim()) {
+            Err(e) => {
+                return now(Response::error(format!(
+                    "malformed request ({e}); send one JSON line such as {{\"args\": [\"stats\"]}}"
+                )))
             }
-        },
-    };
-    answer(conn, &resp);
+            Ok(req) if req.args.is_empty() => {
+                return now(Response::error("empty command; try `help`"))
+            }
+            Ok(req) => req,
+        };
+        let (reply, rx) = Reply::new(waker);
+        let within = answer_within(&req.args);
+        let who = match peer {
+            Some((pid, uid)) => format!("pid {pid} uid {uid}"),
+            None => "an unknown client".into(),
+        };
+        let cmd = Command {
+            args: req.args,
+            reply,
+            who,
+        };
+        match self.commands.try_send(cmd) {
+            Err(_) => now(Response::error(
+                "the appliance is not answering (busy or stopping)",
+            )),
+            Ok(()) => Parsed::Later {
+                rx,
+                within,
+                late: line_of(&Response::error(
+                    "no answer from the management thread in time",
+                )),
+            },
+        }
+    }
+
+    fn encode(&self, r: Response) -> Vec<u8> {
+        line_of(&r)
+    }
+
+    fn too_long(&self) -> Vec<u8> {
+        line_of(&Response::error(format!(
+            "request longer than {MAX_REQUEST} bytes"
+        )))
+    }
+
+    fn too_slow(&self) -> Vec<u8> {
+        line_of(&Response::error(format!(
+            "request not sent whole within {} s",
+            TIMEOUT.as_secs()
+        )))
+    }
+
+    fn busy(&self) -> Vec<u8> {
+        line_of(&Response::error("too many clients at once; try again"))
+    }
 }
 
 /// Sends `args` to the instance at `path` and returns its answer
