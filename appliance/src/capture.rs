@@ -4,8 +4,11 @@
 //! direction in `epb_flags`, a dropped packet's reason as its comment).
 //!
 //! The workers copy matching packets into a ring each ([`Tap`]: bounded,
-//! never blocking; a full ring counts the packet as a capture drop) and the
-//! management thread writes them out ([`Capture`]). A worker without a tap
+//! never blocking; a full ring counts the packet as a capture drop) and a
+//! writer thread of the capture's own writes them out ([`Capture`]): the
+//! management thread never compiles a filter or touches the file. The
+//! file is created new (never an existing file, symlink, FIFO or device)
+//! and a write error ends the capture and is reported in its status. A worker without a tap
 //! pays one branch per burst. Filters are compiled by libpcap (through
 //! `tcpdump -ddd`, so that an expression means what it means to tcpdump)
 //! and run by `pipeline::bpf`.
@@ -23,8 +26,8 @@ use std::borrow::Cow;
 use std::fs::File;
 use std::io::BufWriter;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
 /// Bytes kept of each packet (longer ones are cut, their length kept).
@@ -33,8 +36,8 @@ pub const SNAPLEN: usize = 1600;
 /// Packets each worker's ring holds.
 const RING: usize = 4096;
 
-/// Packets the management thread writes per turn.
-pub const DRAIN_MAX: usize = 4096;
+/// How often the writer empties the rings.
+const DRAIN_EVERY: Duration = Duration::from_millis(5);
 
 /// Directions, as bits.
 pub const RX: u8 = 1;
@@ -142,36 +145,129 @@ pub struct Spec {
     pub file: PathBuf,
 }
 
+/// How long libpcap may take to compile a filter (`tcpdump -ddd`): a
+/// filter of hundreds of ports takes it minutes and hundreds of MB, so it
+/// is stopped here and the capture refused.
+pub const COMPILE_LIMIT: Duration = Duration::from_secs(3);
+
+/// The most `tcpdump -ddd` may print (a program of 4,096 instructions,
+/// BPF's limit, is about 100 KB).
+const COMPILE_OUTPUT: u64 = 4 << 20;
+
 /// Compiles a tcpdump expression for Ethernet frames with libpcap (through
-/// `tcpdump -ddd`).
+/// `tcpdump -ddd`), within [`COMPILE_LIMIT`] (then tcpdump is killed).
 pub fn compile(expr: &str) -> Result<Program> {
-    let out = std::process::Command::new("tcpdump")
+    compile_within(expr, COMPILE_LIMIT)
+}
+
+fn compile_within(expr: &str, limit: Duration) -> Result<Program> {
+    use std::io::Read;
+    use std::process::{Command, Stdio};
+    let mut child = Command::new("tcpdump")
         .args(["-ddd", "-y", "EN10MB", "--", expr])
-        .output()
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
         .context("capture filters are compiled by libpcap through tcpdump, which is not installed (apt-get install tcpdump)")?;
-    if !out.status.success() {
-        bail!(
-            "filter `{expr}`: {}",
-            String::from_utf8_lossy(&out.stderr).trim()
-        );
+    // Both pipes read on threads of their own (bounded), so that tcpdump
+    // never blocks on a full pipe while it is waited on here.
+    let reader = |p: Option<Box<dyn Read + Send>>| {
+        std::thread::spawn(move || {
+            let mut out = Vec::new();
+            if let Some(p) = p {
+                let _ = p.take(COMPILE_OUTPUT).read_to_end(&mut out);
+            }
+            out
+        })
+    };
+    let out = reader(child.stdout.take().map(|p| Box::new(p) as _));
+    let err = reader(child.stderr.take().map(|p| Box::new(p) as _));
+    let deadline = Instant::now() + limit;
+    let status = loop {
+        match child.try_wait() {
+            Ok(Some(s)) => break s,
+            Ok(None) if Instant::now() < deadline => {
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            Ok(None) | Err(_) => {
+                let _ = child.kill();
+                let _ = child.wait();
+                bail!(
+                    "filter `{expr}`: libpcap did not compile it within {} s (a filter this large would be slow on every packet too; narrow it)",
+                    limit.as_secs_f64()
+                );
+            }
+        }
+    };
+    let out = out.join().unwrap_or_default();
+    let err = err.join().unwrap_or_default();
+    if !status.success() {
+        bail!("filter `{expr}`: {}", String::from_utf8_lossy(&err).trim());
     }
-    Program::from_ddd(&String::from_utf8_lossy(&out.stdout))
+    Program::from_ddd(&String::from_utf8_lossy(&out))
         .map_err(|e| anyhow::anyhow!("filter `{expr}`: {e}"))
 }
 
-/// A running capture, on the management thread.
+/// Creates the capture file: a new regular file (`O_CREAT|O_EXCL`: an
+/// existing file, a symlink, a FIFO or a device at the path is refused,
+/// never followed, truncated or blocked on), mode 0640.
+pub fn create(path: &std::path::Path) -> Result<File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o640)
+        .open(path)
+        .map_err(|e| match e.kind() {
+            std::io::ErrorKind::AlreadyExists => anyhow::anyhow!(
+                "{} exists: a capture writes a new file, never over another (remove it or name another)",
+                path.display()
+            ),
+            _ => anyhow::anyhow!("creating {}: {e}", path.display()),
+        })
+}
+
+/// What a capture's writer tells its asker: its start, or why it did not.
+pub type Started = Box<dyn FnOnce(Result<Status, String>) + Send>;
+
+/// What a capture's writer tells those who asked it to stop, once it has.
+pub type Stopped = Box<dyn FnOnce(Status) + Send>;
+
+/// A running capture, as the management thread sees it: the writer runs on
+/// a thread of its own ([`Capture::start`]), so that neither a slow filter
+/// compilation nor a slow or failing file ever holds the management thread.
 pub struct Capture {
     /// What was asked.
     pub spec: Spec,
-    writer: Option<PcapNgWriter<BufWriter<File>>>,
-    rings: Vec<rtrb::Consumer<Record>>,
+    shared: Arc<Shared>,
+}
+
+/// What the writer and the management thread share.
+struct Shared {
+    written: AtomicU64,
     dropped: Arc<AtomicU64>,
-    written: u64,
-    started: Instant,
-    /// TSC and wall clock at the same instant, to date the records.
-    tsc0: u64,
-    wall0: Duration,
-    tsc_hz: f64,
+    /// Until the writer is done (the file closed, the taps gone).
+    running: AtomicBool,
+    /// Asked to stop.
+    stop: AtomicBool,
+    /// Why it stopped early (a write error).
+    error: Mutex<Option<String>>,
+    /// Those waiting for it to stop.
+    stopped: Mutex<Vec<Stopped>>,
+    file: String,
+}
+
+impl Shared {
+    fn status(&self) -> Status {
+        Status {
+            running: self.running.load(Ordering::Acquire),
+            written: self.written.load(Ordering::Acquire),
+            dropped: self.dropped.load(Ordering::Relaxed),
+            file: self.file.clone(),
+            error: self.error.lock().ok().and_then(|e| e.clone()),
+        }
+    }
 }
 
 /// Where a capture stands.
@@ -185,28 +281,145 @@ pub struct Status {
     pub dropped: u64,
     /// The file.
     pub file: String,
+    /// Why it ended early: the file could not be written.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
 }
 
 impl Capture {
-    /// Opens the file (one interface block per port of `ports`) and makes
-    /// one tap per worker; `tx_queues[w]`: the TX queue worker `w` sends
-    /// on through the port, if any (with `--queue`, only the worker whose
-    /// TX queue it is captures what is sent).
+    /// Starts a capture on a writer thread of its own: it compiles the
+    /// filter (within [`COMPILE_LIMIT`]), creates the file ([`create`]),
+    /// writes one interface block per port of `ports`, hands one tap per
+    /// worker to `taps` (`tx_queues[w]`: the TX queue worker `w` sends on
+    /// through the port, if any; with `--queue`, only the worker whose TX
+    /// queue it is captures what is sent), then tells `started`; and
+    /// writes what the taps catch until its count or duration is reached,
+    /// it is stopped, or the file fails, when it takes the taps back.
     pub fn start(
         spec: Spec,
-        ports: &[String],
-        tx_queues: &[Option<u16>],
+        ports: Vec<String>,
+        tx_queues: Vec<Option<u16>>,
+        taps: Vec<crossbeam_channel::Sender<Option<Tap>>>,
         tsc_hz: f64,
-    ) -> Result<(Capture, Vec<Tap>)> {
-        let filter = match &spec.filter {
-            Some(e) => Some(Arc::new(compile(e)?)),
-            None => None,
-        };
-        let f = File::create(&spec.file)
-            .with_context(|| format!("creating {}", spec.file.display()))?;
-        let mut w = PcapNgWriter::new(BufWriter::new(f)).context("writing the pcapng header")?;
+        started: Started,
+    ) -> Capture {
+        let shared = Arc::new(Shared {
+            written: AtomicU64::new(0),
+            dropped: Arc::new(AtomicU64::new(0)),
+            running: AtomicBool::new(true),
+            stop: AtomicBool::new(false),
+            error: Mutex::new(None),
+            stopped: Mutex::new(Vec::new()),
+            file: spec.file.display().to_string(),
+        });
+        let sh = shared.clone();
+        let sp = spec.clone();
+        let spawned = std::thread::Builder::new()
+            .name("capture".into())
+            .spawn(move || {
+                let writer = open(&sp, &ports).map_err(|e| format!("{e:#}"));
+                let writer = match writer {
+                    Ok(w) => w,
+                    Err(e) => {
+                        sh.running.store(false, Ordering::Release);
+                        started(Err(e));
+                        finished(&sh);
+                        return;
+                    }
+                };
+                let (writer, new_taps) = writer.with_taps(&sp, &tx_queues, &sh, tsc_hz);
+                for (tx, tap) in taps.iter().zip(new_taps) {
+                    let _ = tx.send(Some(tap));
+                }
+                started(Ok(sh.status()));
+                writer.run(&sh, &taps);
+            });
+        if spawned.is_err() {
+            shared.running.store(false, Ordering::Release);
+        }
+        Capture { spec, shared }
+    }
+
+    /// Asks it to stop; `stopped` is told once it has (at once if it has).
+    pub fn stop(&self, stopped: Stopped) {
+        self.shared.stop.store(true, Ordering::Release);
+        if let Ok(mut s) = self.shared.stopped.lock() {
+            if self.shared.running.load(Ordering::Acquire) {
+                s.push(stopped);
+                return;
+            }
+        }
+        stopped(self.shared.status());
+    }
+
+    /// Whether it is still capturing.
+    pub fn running(&self) -> bool {
+        self.shared.running.load(Ordering::Acquire)
+    }
+
+    /// Where it stands.
+    pub fn status(&self) -> Status {
+        self.shared.status()
+    }
+
+    /// Stops it and waits up to `within` for the file to be closed (at
+    /// shutdown); false if it was not.
+    pub fn finish_within(&self, within: Duration) -> bool {
+        self.shared.stop.store(true, Ordering::Release);
+        let until = Instant::now() + within;
+        while self.running() && Instant::now() < until {
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        !self.running()
+    }
+}
+
+/// The writer is done: those waiting for its stop are told.
+fn finished(sh: &Shared) {
+    let waiting = sh
+        .stopped
+        .lock()
+        .map(|mut s| std::mem::take(&mut *s))
+        .unwrap_or_default();
+    let st = sh.status();
+    for w in waiting {
+        w(st.clone());
+    }
+}
+
+fn open(spec: &Spec, ports: &[String]) -> Result<Writer<BufWriter<File>>> {
+    let filter = match &spec.filter {
+        Some(e) => Some(Arc::new(compile(e)?)),
+        None => None,
+    };
+    let f = create(&spec.file)?;
+    let mut w = Writer::new(BufWriter::new(f), ports, spec.port)
+        .with_context(|| format!("writing {}", spec.file.display()))?;
+    w.filter = filter;
+    Ok(w)
+}
+
+/// The pcapng writer and the rings it empties.
+struct Writer<W: std::io::Write> {
+    out: PcapNgWriter<W>,
+    port: u16,
+    filter: Option<Arc<Program>>,
+    rings: Vec<rtrb::Consumer<Record>>,
+    count: u64,
+    duration: Option<Duration>,
+    started: Instant,
+    /// TSC and wall clock at the same instant, to date the records.
+    tsc0: u64,
+    wall0: Duration,
+    tsc_hz: f64,
+}
+
+impl<W: std::io::Write> Writer<W> {
+    /// The section header and one interface block per port.
+    fn new(out: W, ports: &[String], port: u16) -> Result<Self> {
+        let mut out = PcapNgWriter::new(out).context("writing the pcapng header")?;
         for name in ports {
-            w.write_pcapng_block(InterfaceDescriptionBlock {
+            out.write_pcapng_block(InterfaceDescriptionBlock {
                 linktype: DataLink::ETHERNET,
                 snaplen: SNAPLEN as u32,
                 options: vec![
@@ -216,58 +429,107 @@ impl Capture {
             })
             .context("writing an interface block")?;
         }
-        let dropped = Arc::new(AtomicU64::new(0));
+        std::io::Write::flush(out.get_mut()).context("writing the pcapng header")?;
+        Ok(Writer {
+            out,
+            port,
+            filter: None,
+            rings: Vec::new(),
+            count: 0,
+            duration: None,
+            started: Instant::now(),
+            tsc0: pmd::sys::rdtsc(),
+            wall0: Duration::ZERO,
+            tsc_hz: 1.0,
+        })
+    }
+
+    /// One tap per worker, whose rings this writer empties.
+    fn with_taps(
+        mut self,
+        spec: &Spec,
+        tx_queues: &[Option<u16>],
+        sh: &Shared,
+        tsc_hz: f64,
+    ) -> (Self, Vec<Tap>) {
         let remaining = (spec.count > 0).then(|| Arc::new(AtomicU64::new(spec.count)));
-        let mut rings = Vec::new();
         let mut taps = Vec::new();
         for txq in tx_queues {
             let (p, c) = rtrb::RingBuffer::new(RING);
-            rings.push(c);
+            self.rings.push(c);
             let sends = spec.queue.is_none() || *txq == spec.queue;
             taps.push(Tap {
                 port: spec.port,
                 rx_queue: spec.queue,
                 dirs: if sends { spec.dirs } else { spec.dirs & !TX },
-                filter: filter.clone(),
+                filter: self.filter.clone(),
                 ring: p,
-                dropped: dropped.clone(),
+                dropped: sh.dropped.clone(),
                 remaining: remaining.clone(),
             });
         }
-        let wall0 = SystemTime::now()
+        self.count = spec.count;
+        self.duration = spec.duration;
+        self.started = Instant::now();
+        self.tsc0 = pmd::sys::rdtsc();
+        self.wall0 = SystemTime::now()
             .duration_since(SystemTime::UNIX_EPOCH)
             .unwrap_or_default();
-        Ok((
-            Capture {
-                spec,
-                writer: Some(w),
-                rings,
-                dropped,
-                written: 0,
-                started: Instant::now(),
-                tsc0: pmd::sys::rdtsc(),
-                wall0,
-                tsc_hz,
-            },
-            taps,
-        ))
+        self.tsc_hz = tsc_hz;
+        (self, taps)
     }
 
-    /// Writes what the workers captured, at most [`DRAIN_MAX`] packets a
-    /// call (so that the management thread stays responsive; what it cannot
-    /// write in time fills the rings and is counted as lost); true when the
-    /// capture is complete (its count or duration reached) and the taps
-    /// should go.
-    pub fn drain(&mut self) -> bool {
-        let Some(w) = self.writer.as_mut() else {
-            return true;
-        };
-        let mut budget = DRAIN_MAX;
+    /// Writes until done, stopped or failed; then takes the taps back,
+    /// writes what they left and closes the file.
+    fn run(mut self, sh: &Shared, taps: &[crossbeam_channel::Sender<Option<Tap>>]) {
+        let mut failed = None;
+        loop {
+            let done = match self.drain(sh) {
+                Ok(done) => done,
+                Err(e) => {
+                    failed = Some(e);
+                    true
+                }
+            };
+            if done || sh.stop.load(Ordering::Acquire) {
+                break;
+            }
+            std::thread::sleep(DRAIN_EVERY);
+        }
+        for t in taps {
+            let _ = t.send(None);
+        }
+        if failed.is_none() {
+            // What the workers put in before they let go of the taps.
+            std::thread::sleep(DRAIN_EVERY);
+            if let Err(e) = self.drain(sh) {
+                failed = Some(e);
+            }
+        }
+        if failed.is_none() {
+            if let Err(e) = self.out.into_inner().flush() {
+                failed = Some(e);
+            }
+        }
+        if let Some(e) = failed {
+            if let Ok(mut err) = sh.error.lock() {
+                *err = Some(format!("writing {}: {e}", sh.file));
+            }
+        }
+        sh.running.store(false, Ordering::Release);
+        finished(sh);
+    }
+
+    /// Writes what the workers captured; true when the capture is complete
+    /// (its count or duration reached); an error when the file fails.
+    fn drain(&mut self, sh: &Shared) -> std::io::Result<bool> {
         for ring in &mut self.rings {
-            while budget > 0 {
+            // At most a ring's worth a turn: the workers refill it as fast
+            // as this empties it, and a stop must be seen.
+            for _ in 0..RING {
                 let Ok(r) = ring.pop() else { break };
-                budget -= 1;
-                if self.spec.count > 0 && self.written >= self.spec.count {
+                let written = sh.written.load(Ordering::Relaxed);
+                if self.count > 0 && written >= self.count {
                     continue;
                 }
                 let dt = (r.tsc.wrapping_sub(self.tsc0) as i64) as f64 / self.tsc_hz;
@@ -287,52 +549,26 @@ impl Capture {
                     ))));
                 }
                 let n = (r.len as usize).min(SNAPLEN);
-                let ok = w
+                self.out
                     .write_pcapng_block(EnhancedPacketBlock {
-                        interface_id: u32::from(self.spec.port),
+                        interface_id: u32::from(self.port),
                         timestamp: ts,
                         original_len: r.len,
                         data: Cow::Borrowed(&r.data[..n]),
                         options,
                     })
-                    .is_ok();
-                if ok {
-                    self.written += 1;
-                }
+                    .map_err(|e| std::io::Error::other(e.to_string()))?;
+                sh.written.store(written + 1, Ordering::Release);
             }
         }
-        let wanted = self.spec.count;
         // What is written is in the file now (a reader following it, as
         // `sluice ctl capture -w -` does, sees whole blocks).
-        let _ = std::io::Write::flush(w.get_mut());
-        (wanted > 0 && self.written + self.dropped.load(Ordering::Relaxed) >= wanted)
-            || self
-                .spec
-                .duration
-                .is_some_and(|d| self.started.elapsed() >= d)
-    }
-
-    /// Flushes and closes the file (after the taps are gone and drained).
-    pub fn finish(&mut self) {
-        self.drain();
-        if let Some(w) = self.writer.take() {
-            let _ = w.into_inner().into_inner();
-        }
-    }
-
-    /// Whether it is still capturing.
-    pub fn running(&self) -> bool {
-        self.writer.is_some()
-    }
-
-    /// Where it stands.
-    pub fn status(&self) -> Status {
-        Status {
-            running: self.running(),
-            written: self.written,
-            dropped: self.dropped.load(Ordering::Relaxed),
-            file: self.spec.file.display().to_string(),
-        }
+        self.out.get_mut().flush()?;
+        let written = sh.written.load(Ordering::Relaxed);
+        Ok(
+            (self.count > 0 && written + sh.dropped.load(Ordering::Relaxed) >= self.count)
+                || self.duration.is_some_and(|d| self.started.elapsed() >= d),
+        )
     }
 }
 

@@ -539,12 +539,7 @@ where
         if let Some(d) = cfg.run.duration {
             wake = wake.min(started + d);
         }
-        // While a capture runs, its rings are emptied every few ms.
-        let most = if capture.as_ref().is_some_and(|c| c.running()) {
-            Duration::from_millis(5)
-        } else {
-            Duration::from_millis(50)
-        };
+        let most = Duration::from_millis(50);
         // Tables a reload replaced, dropped once the workers have let go.
         retired.collect();
         let nap = wake.saturating_duration_since(Instant::now()).min(most);
@@ -641,7 +636,7 @@ where
             recv(commands) -> cmd => {
                 if let Ok(cmd) = cmd {
                     let resp = if cmd.args.first().is_some_and(|a| a == "capture") {
-                        Some(capture_command(&cmd.args[1..], &mut capture, cfg, &tap_tx, tel.tsc_hz()))
+                        capture_command(&cmd, &mut capture, cfg, &tap_tx, tel.tsc_hz())
                     } else if cmd.args == ["reload"] {
                         if building.is_some() {
                             reloads.record(false);
@@ -740,19 +735,19 @@ where
                 });
             }
         }
-        // A running capture: write what the workers caught; when it is
-        // complete, take the taps back and close the file.
-        if let Some(cap) = capture.as_mut().filter(|c| c.running()) {
-            if cap.drain() {
-                for t in &tap_tx {
-                    let _ = t.send(None);
-                }
-                cap.finish();
-            }
-        }
     }
 
-    // Shutdown: stop the wire, drain the workers, drain the sink.
+    // Shutdown: a running capture ends first (its writer closes the file,
+    // unless the file hangs), then stop the wire, drain the workers, drain
+    // the sink.
+    if let Some(c) = capture.as_ref().filter(|c| c.running()) {
+        if !c.finish_within(Duration::from_secs(2)) {
+            eprintln!(
+                "capture: {} was not closed within 2 s (a slow file system?)",
+                c.spec.file.display()
+            );
+        }
+    }
     if let Some(g) = &gen_handle {
         g.stop_generating();
     }
@@ -933,45 +928,60 @@ fn rule_hits(gateway: &Option<GatewayConfig>, sinks: &[RuleHits]) -> Vec<(String
         .collect()
 }
 
-/// `capture start ...`, `capture status`, `capture stop`.
+/// `capture start ...`, `capture status`, `capture stop`: `start` and
+/// `stop` are answered by the capture's writer thread once it has started
+/// (the filter compiled, the file created) or stopped (`None` here).
 fn capture_command(
-    args: &[String],
+    cmd: &crate::ctl::Command,
     capture: &mut Option<crate::capture::Capture>,
     cfg: &Config,
     taps: &[crossbeam_channel::Sender<Option<crate::capture::Tap>>],
     tsc_hz: f64,
-) -> crate::ctl::Response {
+) -> Option<crate::ctl::Response> {
     use crate::ctl::Response;
+    let args = &cmd.args[1..];
     let ports: Vec<String> = cfg.ports.iter().map(|p| p.name.clone()).collect();
-    let ports = &ports[..];
-    let status = |c: &crate::capture::Capture| {
-        let s = c.status();
-        Response::ok(
-            format!(
+    let status = |s: crate::capture::Status| {
+        let text = match &s.error {
+            Some(e) => format!(
+                "failed: {} packets to {} ({} lost to full rings): {e}\n",
+                s.written, s.file, s.dropped
+            ),
+            None => format!(
                 "{} {} packets to {} ({} lost to full rings)\n",
                 if s.running { "capturing:" } else { "done:" },
                 s.written,
                 s.file,
                 s.dropped
             ),
-            serde_json::to_value(&s).unwrap_or_default(),
-        )
+        };
+        Response::ok(text, serde_json::to_value(&s).unwrap_or_default())
     };
-    match args.first().map(String::as_str) {
+    // The answer, from the writer thread: logged, then sent.
+    let answer = |cmd: &crate::ctl::Command| {
+        let (reply, args, who) = (cmd.reply.clone(), cmd.args.clone(), cmd.who.clone());
+        move |r: Response| {
+            eprintln!("{}", crate::ctl::log_line(&who, &args, &r));
+            reply.send(r);
+        }
+    };
+    Some(match args.first().map(String::as_str) {
         Some("start") => {
             if capture.as_ref().is_some_and(|c| c.running()) {
-                return Response::error("a capture is running; `capture stop` it first");
+                return Some(Response::error(
+                    "a capture is running (or starting); `capture stop` it first",
+                ));
             }
-            let spec = match crate::capture::parse_spec(&args[1..], ports) {
+            let spec = match crate::capture::parse_spec(&args[1..], &ports) {
                 Ok(s) => s,
-                Err(e) => return Response::error(e),
+                Err(e) => return Some(Response::error(e)),
             };
             let port = &cfg.ports[usize::from(spec.port)];
             if let Some(q) = spec.queue.filter(|&q| q >= port.rxq.max(port.txq)) {
-                return Response::error(format!(
+                return Some(Response::error(format!(
                     "port `{}` has {} RX and {} TX queue(s); queue {q} does not exist",
                     port.name, port.rxq, port.txq
-                ));
+                )));
             }
             // The TX queue each worker sends on through the port.
             let tx_queues: Vec<Option<u16>> = cfg
@@ -979,34 +989,36 @@ fn capture_command(
                 .iter()
                 .map(|w| w.tx.iter().find(|(p, _)| *p == spec.port).map(|&(_, q)| q))
                 .collect();
-            match crate::capture::Capture::start(spec, ports, &tx_queues, tsc_hz) {
-                Ok((c, new_taps)) => {
-                    for (tx, tap) in taps.iter().zip(new_taps) {
-                        let _ = tx.send(Some(tap));
-                    }
-                    let r = status(&c);
-                    *capture = Some(c);
-                    r
-                }
-                Err(e) => Response::error(format!("{e:#}")),
-            }
+            let send = answer(cmd);
+            *capture = Some(crate::capture::Capture::start(
+                spec,
+                ports,
+                tx_queues,
+                taps.to_vec(),
+                tsc_hz,
+                Box::new(move |r| {
+                    send(match r {
+                        Ok(s) => status(s),
+                        Err(e) => Response::error(e),
+                    })
+                }),
+            ));
+            return None;
         }
         Some("status") => match capture {
-            Some(c) => status(c),
+            Some(c) => status(c.status()),
             None => Response::error("no capture has run"),
         },
         Some("stop") => match capture {
             Some(c) if c.running() => {
-                for t in taps {
-                    let _ = t.send(None);
-                }
-                c.finish();
-                status(c)
+                let send = answer(cmd);
+                c.stop(Box::new(move |s| send(status(s))));
+                return None;
             }
             _ => Response::error("no capture is running"),
         },
         _ => Response::error(
             "capture start --port P [--queue N] [--direction rx|tx|drop|all] [--count N] [--duration S] [--filter EXPR] -w FILE | capture status | capture stop",
         ),
-    }
+    })
 }
