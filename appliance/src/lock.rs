@@ -56,20 +56,57 @@ impl InstanceLocks {
     }
 }
 
-/// The directory lock files go in.
+/// The directory lock files go in: `/run/sluice`, or where that cannot be
+/// written (an unprivileged user), `sluice-locks-UID` in the temporary
+/// directory, created 0700 and used only if it is a directory this user
+/// owns that no one else may write (another user cannot have planted it,
+/// nor links in it).
 pub fn lock_dir() -> PathBuf {
     let run = Path::new("/run/sluice");
-    if std::fs::create_dir_all(run).is_ok() && writable(run) {
+    if std::fs::create_dir_all(run).is_ok() && owned_dir(run).is_ok() && writable(run) {
         return run.to_path_buf();
     }
-    let tmp = std::env::temp_dir().join("sluice-locks");
-    let _ = std::fs::create_dir_all(&tmp);
+    let tmp = std::env::temp_dir().join(format!("sluice-locks-{}", pmd::sys::euid()));
+    {
+        use std::os::unix::fs::DirBuilderExt;
+        let _ = std::fs::DirBuilder::new().mode(0o700).create(&tmp);
+    }
     tmp
+}
+
+/// Whether `dir` is a directory (not a symlink to one) owned by this user
+/// or root, that no other user may write.
+pub fn owned_dir(dir: &Path) -> Result<(), String> {
+    use std::os::unix::fs::MetadataExt;
+    let m = std::fs::symlink_metadata(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    if !m.is_dir() {
+        return Err(format!("{} is not a directory", dir.display()));
+    }
+    let me = pmd::sys::euid();
+    if m.uid() != me && m.uid() != 0 {
+        return Err(format!(
+            "{} belongs to uid {}, not to this user ({me})",
+            dir.display(),
+            m.uid()
+        ));
+    }
+    if m.mode() & 0o022 != 0 && m.mode() & 0o1000 == 0 {
+        return Err(format!(
+            "{} may be written by other users (mode {:o})",
+            dir.display(),
+            m.mode() & 0o7777
+        ));
+    }
+    Ok(())
 }
 
 fn writable(dir: &Path) -> bool {
     let probe = dir.join(format!(".probe-{}", std::process::id()));
-    let ok = File::create(&probe).is_ok();
+    let ok = OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(&probe)
+        .is_ok();
     let _ = std::fs::remove_file(probe);
     ok
 }
@@ -79,13 +116,6 @@ fn writable(dir: &Path) -> bool {
 fn netns() -> String {
     use std::os::unix::fs::MetadataExt;
     std::fs::metadata("/proc/self/ns/net").map_or_else(|_| "0".into(), |m| m.ino().to_string())
-}
-
-/// 64-bit FNV-1a, a stable name for a path of any length.
-fn fnv(s: &str) -> u64 {
-    s.bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| {
-        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
-    })
 }
 
 /// The kernel resources a port owns: (lock key, description).
@@ -117,22 +147,26 @@ pub fn resources(kind: &PortKind) -> Vec<(String, String)> {
         PortKind::Pcap {
             tx_file: Some(f), ..
         } => {
-            // The file may not exist yet: its directory's canonical path.
-            let full = match (f.parent(), f.file_name()) {
-                (Some(d), Some(n)) => std::fs::canonicalize(if d.as_os_str().is_empty() {
-                    Path::new(".")
-                } else {
-                    d
-                })
-                .map(|d| d.join(n))
-                .unwrap_or_else(|_| f.clone()),
-                _ => f.clone(),
-            };
-            let shown = full.display().to_string();
-            vec![(
-                format!("pcap-{:016x}", fnv(&shown)),
-                format!("capture file {shown}"),
-            )]
+            // The file itself is the resource, however it is reached (a
+            // symlink, a hard link, another spelling of the path): its
+            // device and inode. Created empty if missing (not truncated:
+            // another instance may be writing it), as the port creates it
+            // anyway.
+            use std::os::unix::fs::MetadataExt;
+            let _ = OpenOptions::new()
+                .write(true)
+                .create(true)
+                .truncate(false)
+                .open(f);
+            let shown = f.display().to_string();
+            match std::fs::metadata(f) {
+                Ok(m) => vec![(
+                    format!("pcap-{}-{}", m.dev(), m.ino()),
+                    format!("capture file {shown}"),
+                )],
+                // It cannot be created: the port's opening says why.
+                Err(_) => Vec::new(),
+            }
         }
         _ => Vec::new(),
     }
@@ -145,25 +179,69 @@ pub enum Held {
     By(String),
     /// It could not be opened or locked.
     Io(std::io::Error),
+    /// What is at the path is not a lock file of this user's: a symlink, a
+    /// hard link, another user's file (planted, say, in a shared
+    /// directory); left as it is.
+    Planted(String),
 }
 
-/// Takes an exclusive lock on the file `path` (created if missing) and
-/// writes this process's PID into it; the lock lasts as long as the file
-/// stays open.
+/// Takes an exclusive lock on the file `path` (created 0600 if missing)
+/// and writes this process's PID into it; the lock lasts as long as the
+/// file stays open. The file is opened without following a symlink, and
+/// must be a regular file with one link, owned by this user: a symlink or
+/// a hard link planted by another user in a shared directory is refused,
+/// never truncated.
 pub fn take(path: &Path) -> Result<File, Held> {
+    use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
     let mut f = OpenOptions::new()
         .read(true)
         .write(true)
         .create(true)
         .truncate(false)
+        .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
         .open(path)
-        .map_err(Held::Io)?;
+        .map_err(|e| {
+            if e.raw_os_error() == Some(libc::ELOOP) {
+                Held::Planted(format!("{} is a symlink", path.display()))
+            } else {
+                Held::Io(e)
+            }
+        })?;
+    let m = f.metadata().map_err(Held::Io)?;
+    let me = pmd::sys::euid();
+    if !m.is_file() {
+        return Err(Held::Planted(format!(
+            "{} is not a regular file",
+            path.display()
+        )));
+    }
+    if m.nlink() != 1 {
+        return Err(Held::Planted(format!(
+            "{} has {} hard links",
+            path.display(),
+            m.nlink()
+        )));
+    }
+    if m.uid() != me {
+        return Err(Held::Planted(format!(
+            "{} belongs to uid {}, not to this user ({me})",
+            path.display(),
+            m.uid()
+        )));
+    }
     match f.try_lock() {
         Ok(()) => {}
         Err(TryLockError::WouldBlock) => {
             let mut pid = String::new();
-            let _ = f.read_to_string(&mut pid);
-            return Err(Held::By(pid.trim().to_string()));
+            let _ = (&mut f).take(32).read_to_string(&mut pid);
+            let pid: String = pid
+                .trim()
+                .chars()
+                .filter(char::is_ascii_digit)
+                .take(10)
+                .collect();
+            return Err(Held::By(pid));
         }
         Err(TryLockError::Error(e)) => return Err(Held::Io(e)),
     }
@@ -194,6 +272,13 @@ pub fn acquire(cfg: &Config, dir: &Path) -> Result<InstanceLocks, LockError> {
                     port: p.name.clone(),
                     path: path.display().to_string(),
                     source,
+                },
+                Held::Planted(why) => LockError::Io {
+                    port: p.name.clone(),
+                    path: path.display().to_string(),
+                    source: std::io::Error::other(format!(
+                        "{why}: not a lock file of this user's; left alone (remove it if it is yours)"
+                    )),
                 },
             })?;
             files.push((key, f));
@@ -254,5 +339,60 @@ mod tests {
             "an AF_PACKET port and a DPDK vdev on one interface collide"
         );
         assert_eq!(k("0000:03:00.0")[0].0, "pci-0000:03:00.0");
+    }
+
+    /// A symlink planted at a lock file's path is refused and its target
+    /// left as it was (it used to be followed and truncated); so is a hard
+    /// link to another file.
+    #[test]
+    fn a_planted_symlink_or_hard_link_is_refused_and_left_alone() {
+        let dir = std::env::temp_dir().join(format!("sluice-lock-plant-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let victim = dir.join("victim");
+        std::fs::write(&victim, "precious").unwrap();
+        let sym = dir.join("sym.lock");
+        std::os::unix::fs::symlink(&victim, &sym).unwrap();
+        assert!(matches!(take(&sym), Err(Held::Planted(w)) if w.contains("symlink")));
+        let hard = dir.join("hard.lock");
+        std::fs::hard_link(&victim, &hard).unwrap();
+        assert!(matches!(take(&hard), Err(Held::Planted(w)) if w.contains("hard links")));
+        assert_eq!(std::fs::read_to_string(&victim).unwrap(), "precious");
+        // A plain lock file is still taken, and holds this PID.
+        let f = take(&dir.join("plain.lock")).unwrap();
+        assert_eq!(
+            std::fs::read_to_string(dir.join("plain.lock")).unwrap(),
+            std::process::id().to_string()
+        );
+        drop(f);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// A pcap output is one resource however it is named: through a
+    /// symlink, a hard link or another spelling of its path, a second
+    /// instance is refused.
+    #[test]
+    fn a_pcap_output_is_the_same_file_through_links() {
+        let dir = std::env::temp_dir().join(format!("sluice-lock-pcap-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(dir.join("sub")).unwrap();
+        let out = dir.join("out.pcap");
+        let pcap = |f: PathBuf| {
+            resources(&PortKind::Pcap {
+                rx_file: None,
+                tx_file: Some(f),
+                loops: 1,
+            })[0]
+                .0
+                .clone()
+        };
+        let key = pcap(out.clone());
+        std::os::unix::fs::symlink(&out, dir.join("sym.pcap")).unwrap();
+        std::fs::hard_link(&out, dir.join("hard.pcap")).unwrap();
+        assert_eq!(pcap(dir.join("sym.pcap")), key);
+        assert_eq!(pcap(dir.join("hard.pcap")), key);
+        assert_eq!(pcap(dir.join("sub/../out.pcap")), key);
+        assert_ne!(pcap(dir.join("other.pcap")), key);
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

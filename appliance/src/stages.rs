@@ -60,7 +60,7 @@ pub fn build_router(cfg: &Config) -> Result<(Router, FibWriter)> {
         neighbors4: n4,
         neighbors6: n6,
         icmp_rate: rs.icmp_rate,
-        neighbor_timeout_ns: rs.neighbor_timeout.as_nanos() as u64,
+        neighbor_timeout_ns: u64::try_from(rs.neighbor_timeout.as_nanos()).unwrap_or(u64::MAX),
         punt: PuntPolicy {
             mirrored: (0..rs.interfaces.len())
                 .map(|i| cfg.taps.iter().any(|(t, _)| usize::from(*t) == i))

@@ -56,13 +56,13 @@ pub fn read_frames(path: &Path) -> Result<Vec<Vec<u8>>, PortError> {
         path: path.display().to_string(),
         msg,
     };
-    let mut f = File::open(path).map_err(io)?;
+    let mut f = crate::sys::open_regular(path).map_err(io)?;
     let mut magic = [0u8; 4];
     let n = f.read(&mut magic).map_err(io)?;
     if n == 0 {
         return Ok(Vec::new()); // an empty file holds no packets
     }
-    let f = BufReader::new(File::open(path).map_err(io)?);
+    let f = BufReader::new(crate::sys::open_regular(path).map_err(io)?);
     let mut out = Vec::new();
     if magic == [0x0a, 0x0d, 0x0d, 0x0a] {
         let mut r = PcapNgReader::new(f).map_err(|e| perr(e.to_string()))?;

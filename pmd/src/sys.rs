@@ -161,6 +161,65 @@ pub fn set_rcvbuf(fd: RawFd, bytes: usize) -> io::Result<usize> {
     Err(io::Error::last_os_error())
 }
 
+/// Opens `path` for reading, only if it is a regular file: the open does
+/// not block (`O_NONBLOCK`: a FIFO put at the path, even after a check,
+/// is opened at once and then refused, not waited on), and the check is
+/// made on the open file, so what is read is what was checked. The error
+/// for anything else (a FIFO, a device, a directory) is `InvalidInput`.
+pub fn open_regular(path: &std::path::Path) -> io::Result<std::fs::File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(path)?;
+    let m = f.metadata()?;
+    if m.is_dir() {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "a directory, not a file",
+        ));
+    }
+    if !m.is_file() {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "not a regular file (a device or a pipe)",
+        ));
+    }
+    Ok(f)
+}
+
+/// The effective user ID of this process.
+pub fn euid() -> u32 {
+    // SAFETY: geteuid takes nothing and cannot fail.
+    unsafe { libc::geteuid() }
+}
+
+/// Raises this process's soft limit of open files to its hard limit (as
+/// servers do: systemd's default soft limit is 1,024, its hard limit far
+/// higher); returns the soft limit now in force.
+pub fn raise_nofile() -> u64 {
+    let mut l = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: a pointer to a live rlimit.
+    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut l) } != 0 {
+        return 0;
+    }
+    if l.rlim_cur < l.rlim_max {
+        let want = libc::rlimit {
+            rlim_cur: l.rlim_max,
+            rlim_max: l.rlim_max,
+        };
+        // SAFETY: a pointer to a live rlimit; raising the soft limit up
+        // to the hard one needs no privilege.
+        if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &want) } == 0 {
+            return want.rlim_cur;
+        }
+    }
+    l.rlim_cur
+}
+
 /// The process and user at the other end of connected Unix socket `fd`
 /// (`SO_PEERCRED`: as they were when it connected), or `None`.
 pub fn peer_cred(fd: RawFd) -> Option<(i32, u32)> {

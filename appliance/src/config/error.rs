@@ -4,7 +4,7 @@
 /// `file:line:col: key `k`: message`, without the place or the key when
 /// the error has none (a file that cannot be read).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{}{}{msg}", place(file, *line, *col), key_part(key))]
+#[error("{}{}{}", place(file, *line, *col), key_part(key), shown(msg, 4096))]
 pub struct ConfigError {
     /// The file.
     pub file: String,
@@ -30,8 +30,34 @@ fn key_part(key: &str) -> String {
     if key.is_empty() {
         String::new()
     } else {
-        format!("key `{key}`: ")
+        format!("key `{}`: ", shown(key, MAX_KEY))
     }
+}
+
+/// The longest key printed whole (a real one is a few dozen characters;
+/// a file of garbage can make one of any length).
+const MAX_KEY: usize = 80;
+
+/// `s` made safe to print on a terminal or in a log: control characters
+/// (a NUL, an escape sequence) written as escapes, and cut after `max`
+/// characters with the count of what was left out.
+pub fn shown(s: &str, max: usize) -> String {
+    let mut out = String::new();
+    let mut n = 0;
+    for c in s.chars() {
+        if n == max {
+            let left = s.chars().count() - max;
+            out.push_str(&format!("… ({left} more characters)"));
+            break;
+        }
+        if c.is_control() && c != '\n' {
+            out.extend(c.escape_default());
+        } else {
+            out.push(c);
+        }
+        n += 1;
+    }
+    out
 }
 
 /// All errors found in one file (validation reports every conflict, not

@@ -33,3 +33,62 @@ pub(crate) fn regular_file(path: &Path, what: &str, max: u64) -> Result<(), Stri
         Ok(_) => Ok(()),
     }
 }
+
+/// Opens `path` (a `what`) for reading: [`regular_file`]'s checks, made
+/// again on the open file (opened without blocking), so that a file
+/// swapped for a FIFO or a device between the check and the open (a reload
+/// racing an edit) is refused, never waited on.
+pub(crate) fn open_regular(path: &Path, what: &str, max: u64) -> Result<std::fs::File, String> {
+    regular_file(path, what, max)?;
+    let f = pmd::sys::open_regular(path)
+        .map_err(|e| format!("cannot read {what} {}: {e}", path.display()))?;
+    match f.metadata() {
+        Ok(m) if m.len() > max => Err(format!(
+            "{what} {} is {} bytes, more than the {max} allowed",
+            path.display(),
+            m.len()
+        )),
+        Ok(_) => Ok(f),
+        Err(e) => Err(format!("cannot read {what} {}: {e}", path.display())),
+    }
+}
+
+/// Reads `path` (a `what`) whole as text, through [`open_regular`].
+pub(crate) fn read_regular(path: &Path, what: &str, max: u64) -> Result<String, String> {
+    use std::io::Read;
+    let f = open_regular(path, what, max)?;
+    let mut text = String::new();
+    f.take(max)
+        .read_to_string(&mut text)
+        .map_err(|e| match e.kind() {
+            std::io::ErrorKind::InvalidData => {
+                format!("{what} {} is not a text file (UTF-8)", path.display())
+            }
+            _ => format!("cannot read {what} {}: {e}", path.display()),
+        })?;
+    Ok(text)
+}
+
+/// Whether `a` and `b` name one file (the same device and inode where both
+/// exist; else the same canonical directory and name), however spelled:
+/// through symlinks, hard links, `..`.
+pub(crate) fn same_file(a: &Path, b: &Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    if let (Ok(x), Ok(y)) = (std::fs::metadata(a), std::fs::metadata(b)) {
+        return x.dev() == y.dev() && x.ino() == y.ino();
+    }
+    let canon = |p: &Path| {
+        let dir = p
+            .parent()
+            .filter(|d| !d.as_os_str().is_empty())
+            .unwrap_or(Path::new("."));
+        std::fs::canonicalize(dir)
+            .ok()
+            .zip(p.file_name())
+            .map(|(d, n)| d.join(n))
+    };
+    match (canon(a), canon(b)) {
+        (Some(x), Some(y)) => x == y,
+        _ => a == b,
+    }
+}

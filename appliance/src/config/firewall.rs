@@ -327,10 +327,15 @@ pub(super) fn check(
             (&ct.replied_s, "replied_s", &mut t.replied),
         ] {
             if let Some(v) = v {
-                if *v.get_ref() == 0 {
-                    cx.err(v, format!("conntrack.{key}"), "must be at least 1 second");
+                let max = super::typed::MAX_TIMEOUT_S;
+                if !(1..=max).contains(v.get_ref()) {
+                    cx.err(
+                        v,
+                        format!("conntrack.{key}"),
+                        format!("must be 1 to {max} seconds (30 days); got {}", v.get_ref()),
+                    );
                 }
-                *slot = v.get_ref().saturating_mul(1_000_000_000);
+                *slot = v.get_ref().min(&max) * 1_000_000_000;
             }
         }
     }
@@ -566,10 +571,7 @@ fn check_firewall(
                 ..r.clone()
             }));
         } else {
-            let read = super::regular_file(&path, "rule file", 1 << 30).and_then(|()| {
-                std::fs::read_to_string(&path)
-                    .map_err(|e| format!("cannot read rule file {}: {e}", path.display()))
-            });
+            let read = super::files::read_regular(&path, "rule file", 1 << 30);
             match read {
                 Err(e) => cx.err(f, "firewall.classbench_file", e),
                 Ok(text) => {

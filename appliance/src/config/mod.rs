@@ -22,12 +22,12 @@ mod source;
 mod typed;
 
 pub use describe::describe;
-pub use error::{ConfigError, ConfigErrors};
+pub use error::{shown, ConfigError, ConfigErrors};
 pub use files::MAX_CONFIG_BYTES;
 pub use schema::{PortRange, Prefix, QueueRef, Str};
 pub use typed::{
     burst, duration, stats_period, Config, ControlPlane, FwdMode, PortConfig, PortKind, RunConfig,
-    WorkerConfig, MAX_DURATION_S,
+    WorkerConfig, MAX_DURATION_S, MAX_RATE_PPS, MIN_RATE_PPS,
 };
 
 use files::regular_file;
@@ -68,20 +68,18 @@ pub fn load_file(path: &Path) -> Result<Config, ConfigErrors> {
             msg,
         }])
     };
-    if let Err(e) = regular_file(path, "config", MAX_CONFIG_BYTES) {
+    let text = files::read_regular(path, "config", MAX_CONFIG_BYTES).map_err(|e| {
         // The file is named already: keep what follows its name.
-        let msg = e
-            .strip_prefix(&format!("config {file} "))
-            .map_or(e.clone(), str::to_string);
-        return Err(whole(msg));
-    }
-    let text = std::fs::read_to_string(path).map_err(|e| {
-        whole(match e.kind() {
-            std::io::ErrorKind::InvalidData => {
+        whole(
+            if let Some(r) = e.strip_prefix(&format!("cannot read config {file}: ")) {
+                format!("cannot read it: {r}")
+            } else if e.ends_with("is not a text file (UTF-8)") {
                 "not a text file (a config is TOML, UTF-8)".to_string()
-            }
-            _ => format!("cannot read it: {e}"),
-        })
+            } else {
+                e.strip_prefix(&format!("config {file} "))
+                    .map_or(e.clone(), str::to_string)
+            },
+        )
     })?;
     parse(&text, &file, path.parent())
 }
@@ -347,6 +345,7 @@ fn validate(cx: &mut Ctx<'_>, raw: RawFile, base: Option<&Path>) -> Config {
     for (i, p) in raw.port.iter().enumerate() {
         ports.push(check_port(cx, i, p, &names, n, base));
     }
+    check_pcap_outputs(cx, &raw, &ports);
 
     // Workers.
     if raw.worker.is_empty() {
@@ -885,4 +884,48 @@ fn vlans(
         out.push((name, vlan.filter(|_| ok)));
     }
     out
+}
+
+/// No pcap output is another port's input (the ports would feed each
+/// other without end) or another port's output (two writers of one file);
+/// a port's own input is checked with the port.
+fn check_pcap_outputs(cx: &mut Ctx<'_>, raw: &RawFile, ports: &[PortConfig]) {
+    let files = |p: &PortConfig| match &p.kind {
+        PortKind::Pcap {
+            rx_file, tx_file, ..
+        } => (rx_file.clone(), tx_file.clone()),
+        _ => (None, None),
+    };
+    for (i, p) in ports.iter().enumerate() {
+        let Some(tx) = files(p).1 else { continue };
+        let Some(at) = raw.port[i]
+            .pcap
+            .as_ref()
+            .and_then(|s| s.get_ref().tx_file.as_ref())
+        else {
+            continue;
+        };
+        for (j, q) in ports.iter().enumerate().filter(|&(j, _)| j != i) {
+            let (rx, other_tx) = files(q);
+            let clash = if rx.as_deref().is_some_and(|r| files::same_file(r, &tx)) {
+                Some("rx_file: the two ports would feed each other without end")
+            } else if j < i
+                && other_tx
+                    .as_deref()
+                    .is_some_and(|t| files::same_file(t, &tx))
+            {
+                Some("tx_file: two ports cannot write one file")
+            } else {
+                None
+            };
+            if let Some(why) = clash {
+                cx.err(
+                    at,
+                    format!("port[{i}].pcap.tx_file"),
+                    format!("{} is also port `{}`'s {why}", tx.display(), q.name),
+                );
+                break;
+            }
+        }
+    }
 }

@@ -129,6 +129,36 @@ pub(super) fn check(
                 SnatTo::Pool(pool)
             }
         };
+        // A rule that an earlier one takes every packet from never
+        // applies: a mistake (a duplicate, or rules in the wrong order).
+        let covers = |a: (u32, u8), b: (u32, u8)| {
+            let mask = |l: u8| {
+                if l == 0 {
+                    0
+                } else {
+                    u32::MAX << (32 - u32::from(l.min(32)))
+                }
+            };
+            a.1 <= b.1 && (a.0 & mask(a.1)) == (b.0 & mask(a.1))
+        };
+        let shown = |p: (u32, u8)| format!("{}/{}", Ipv4Addr::from(p.0), p.1);
+        if let Some((j, e)) = out
+            .snat
+            .iter()
+            .enumerate()
+            .find(|(_, e)| e.out_port == out_port && covers(e.src, src))
+        {
+            let msg = format!(
+                    "never applies: nat.snat[{j}] (out `{}`, src {}) translates every packet this rule would (src {}); remove it, or put the narrower rule first",
+                    s.out.get_ref(),
+                    shown(e.src),
+                    shown(src)
+                );
+            match &s.src {
+                Some(v) => cx.err(v, k("src"), msg),
+                None => cx.err(&s.out, k("out"), msg),
+            }
+        }
         out.snat.push(Snat { out_port, src, to });
     }
     for (i, d) in nat.dnat.iter().enumerate() {

@@ -310,6 +310,21 @@ pub(super) fn check_port(
                     );
                 }
             }
+            // A port that reads what it writes feeds itself without end.
+            if let (Some(rx), Some(tx), Some(at)) =
+                (&rx_file, &tx_file, raw.and_then(|r| r.tx_file.as_ref()))
+            {
+                if super::files::same_file(rx, tx) {
+                    cx.err(
+                        at,
+                        k("pcap.tx_file"),
+                        format!(
+                            "{} is also this port's rx_file: the port would read its own output; write elsewhere",
+                            tx.display()
+                        ),
+                    );
+                }
+            }
             PortKind::Pcap {
                 rx_file,
                 tx_file,
@@ -392,7 +407,7 @@ pub(super) fn check_gen(
         ..GenConfig::default()
     };
     g.rate = match s.rate.get_ref() {
-        RawRate::Pps(p) if p.is_finite() && *p > 0.0 && *p <= 1e9 => Rate::Pps(*p),
+        RawRate::Pps(p) if (MIN_RATE_PPS..=MAX_RATE_PPS).contains(p) => Rate::Pps(*p),
         RawRate::Pps(p) if idle_ok && *p == 0.0 => Rate::Pps(0.0),
         RawRate::Word(w) if w == "max" => Rate::Max,
         _ => {
@@ -400,9 +415,9 @@ pub(super) fn check_gen(
                 &s.rate,
                 k("rate"),
                 if idle_ok {
-                    "must be packets per second (0: idle until `sluice ctl gen start`, up to 1e9) or \"max\""
+                    "must be packets per second (0: idle until `sluice ctl gen start`, or 0.001 to 1e9) or \"max\""
                 } else {
-                    "must be packets per second (> 0, up to 1e9) or \"max\""
+                    "must be packets per second (0.001 to 1e9) or \"max\""
                 },
             );
             Rate::Max

@@ -264,13 +264,22 @@ pub(super) fn check(
         neighbor_timeout: std::time::Duration::from_secs(
             raw.neighbor_timeout_s
                 .as_ref()
-                .map_or(300, |t| *t.get_ref()),
+                .map_or(300, |t| *t.get_ref())
+                .min(super::typed::MAX_TIMEOUT_S),
         ),
         ..RouterSetup::default()
     };
     if let Some(t) = &raw.neighbor_timeout_s {
-        if *t.get_ref() == 0 {
-            cx.err(t, "router.neighbor_timeout_s", "must be at least 1 second");
+        if !(1..=super::typed::MAX_TIMEOUT_S).contains(t.get_ref()) {
+            cx.err(
+                t,
+                "router.neighbor_timeout_s",
+                format!(
+                    "must be 1 to {} seconds (30 days); got {}",
+                    super::typed::MAX_TIMEOUT_S,
+                    t.get_ref()
+                ),
+            );
         }
     }
     for (i, a) in ports.iter().enumerate() {
@@ -736,11 +745,10 @@ pub(crate) fn read_route_file(path: &Path) -> Result<Vec<(IpAddr, u8)>, String> 
     // A regular file (a device or pipe could block or never end; a
     // missing one is reported there); the full table is about 10 MB
     // gzipped.
-    super::regular_file(path, "route file", 1 << 30)?;
     let open_err = |e: std::io::Error| format!("cannot read route file {shown}: {e}");
     // One open: the first two bytes say whether it is gzip, then back to
     // the start.
-    let mut f = std::fs::File::open(path).map_err(open_err)?;
+    let mut f = super::files::open_regular(path, "route file", 1 << 30)?;
     let mut magic = [0u8; 2];
     let gz = f.read(&mut magic).map_err(open_err)? == 2 && magic == [0x1f, 0x8b];
     std::io::Seek::rewind(&mut f).map_err(open_err)?;

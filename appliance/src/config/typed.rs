@@ -257,6 +257,19 @@ impl Config {
     }
 }
 
+/// The slowest generator rate a config or `sluice ctl gen` takes, in
+/// packets per second (one packet in 1,000 s); slower rates are nonsense
+/// whose gaps overflow the clock arithmetic.
+pub const MIN_RATE_PPS: f64 = 0.001;
+
+/// The fastest: 10^9 packets per second.
+pub const MAX_RATE_PPS: f64 = 1e9;
+
+/// The longest timeout a config takes (conntrack's, a neighbour's): 30
+/// days (Linux's longest default, TCP established, is 5 days); longer ones
+/// would overflow the nanosecond clocks they are kept in.
+pub const MAX_TIMEOUT_S: u64 = 30 * 86_400;
+
 /// The longest run: 10^9 s (about 31 years); longer would overflow the
 /// clock arithmetic.
 pub const MAX_DURATION_S: f64 = 1e9;

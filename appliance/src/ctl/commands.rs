@@ -221,10 +221,15 @@ fn gen_command(rate: &str, rest: &[&str]) -> Result<crate::tester::GenCommand, S
     let rate = match rate {
         "max" => Rate::Max,
         r => match r.parse::<f64>() {
-            Ok(p) if p.is_finite() && (0.0..=1e9).contains(&p) => Rate::Pps(p),
+            Ok(p)
+                if p == 0.0
+                    || (crate::config::MIN_RATE_PPS..=crate::config::MAX_RATE_PPS).contains(&p) =>
+            {
+                Rate::Pps(p)
+            }
             _ => {
                 return Err(format!(
-                    "rate `{r}`: packets per second (0 to 1e9) or `max`"
+                    "rate `{r}`: packets per second (0, or 0.001 to 1e9) or `max`"
                 ))
             }
         },

@@ -152,7 +152,13 @@ pub fn log_line(who: &str, args: &[String], r: &Response) -> String {
     let outcome = outcome
         .strip_prefix(&format!("{cmd}: "))
         .unwrap_or(&outcome);
-    format!("ctl ({who}): {cmd}: {outcome}")
+    // What a client sent is printed safely (no control characters into
+    // the log, no line of unbounded length).
+    format!(
+        "ctl ({who}): {}: {}",
+        crate::config::shown(&cmd, 512),
+        crate::config::shown(outcome, 4096)
+    )
 }
 
 /// The running control socket; removed when dropped.
@@ -182,6 +188,10 @@ impl Server {
                 "control socket {}: cannot take the lock {}: {e}",
                 path.display(),
                 lock_path.display()
+            ),
+            crate::lock::Held::Planted(why) => anyhow::anyhow!(
+                "control socket {}: {why}: not a lock file of this user's; left alone (remove it if it is yours)",
+                path.display()
             ),
         })?;
         // Ours: whatever is there is a previous instance's leftover.
