@@ -43,8 +43,7 @@ const MAX_KEY: usize = 80;
 /// characters with the count of what was left out.
 pub fn shown(s: &str, max: usize) -> String {
     let mut out = String::new();
-    let mut n = 0;
-    for c in s.chars() {
+    for (n, c) in s.chars().enumerate() {
         if n == max {
             let left = s.chars().count() - max;
             out.push_str(&format!("… ({left} more characters)"));
@@ -55,7 +54,6 @@ pub fn shown(s: &str, max: usize) -> String {
         } else {
             out.push(c);
         }
-        n += 1;
     }
     out
 }
