@@ -557,7 +557,10 @@ impl<W: std::io::Write> Writer<W> {
                         data: Cow::Borrowed(&r.data[..n]),
                         options,
                     })
-                    .map_err(|e| std::io::Error::other(e.to_string()))?;
+                    .map_err(|e| match e {
+                        pcap_file::PcapError::IoError(e) => e,
+                        e => std::io::Error::other(e.to_string()),
+                    })?;
                 sh.written.store(written + 1, Ordering::Release);
             }
         }
@@ -653,4 +656,126 @@ pub fn parse_spec(args: &[String], ports: &[String]) -> Result<Spec, String> {
         filter,
         file: file.ok_or("-w FILE is required")?,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A file that takes `room` bytes, then fails as a full disk does.
+    struct Full {
+        room: usize,
+    }
+
+    impl std::io::Write for Full {
+        fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+            if self.room == 0 {
+                return Err(std::io::Error::from_raw_os_error(libc::ENOSPC));
+            }
+            let n = b.len().min(self.room);
+            self.room -= n;
+            Ok(n)
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    fn spec(count: u64) -> Spec {
+        Spec {
+            port: 0,
+            queue: None,
+            dirs: RX,
+            count,
+            duration: None,
+            filter: None,
+            file: PathBuf::from("/nowhere.pcapng"),
+        }
+    }
+
+    fn shared() -> Shared {
+        Shared {
+            written: AtomicU64::new(0),
+            dropped: Arc::new(AtomicU64::new(0)),
+            running: AtomicBool::new(true),
+            stop: AtomicBool::new(false),
+            error: Mutex::new(None),
+            stopped: Mutex::new(Vec::new()),
+            file: "/nowhere.pcapng".into(),
+        }
+    }
+
+    /// A write error ends the capture and is reported (it used to be
+    /// ignored: "done: 5 packets" with nothing written, or never done);
+    /// the taps are taken back and whoever asked to stop is told.
+    #[test]
+    fn a_write_error_ends_the_capture_and_is_reported() {
+        let sh = shared();
+        let w = Writer::new(
+            BufWriter::with_capacity(64, Full { room: 2000 }),
+            &["p0".into()],
+            0,
+        )
+        .unwrap();
+        let (w, mut taps) = w.with_taps(&spec(0), &[None], &sh, 2.3e9);
+        let frame = [0x5au8; 200];
+        for _ in 0..100 {
+            taps[0].burst(0, RX, pmd::sys::rdtsc(), std::iter::once((&frame[..], 0)));
+        }
+        let (told_tx, told) = crossbeam_channel::bounded(1);
+        sh.stopped
+            .lock()
+            .unwrap()
+            .push(Box::new(move |s| drop(told_tx.send(s))));
+        let (tap_tx, tap_rx) = crossbeam_channel::unbounded();
+        w.run(&sh, &[tap_tx]);
+        let s = sh.status();
+        assert!(!s.running);
+        assert!(s.written < 100, "{s:?}");
+        let e = s.error.expect("the error reported");
+        assert!(e.contains("No space left on device"), "{e}");
+        assert!(matches!(tap_rx.try_recv(), Ok(None)), "the tap taken back");
+        assert_eq!(told.try_recv().unwrap().error, Some(e));
+    }
+
+    /// What fits is written and counted, and the count ends it.
+    #[test]
+    fn a_count_is_written_whole() {
+        let sh = shared();
+        let w = Writer::new(BufWriter::new(Vec::new()), &["p0".into()], 0).unwrap();
+        let (w, mut taps) = w.with_taps(&spec(10), &[None], &sh, 2.3e9);
+        let frame = [0x5au8; 100];
+        for _ in 0..20 {
+            taps[0].burst(0, RX, pmd::sys::rdtsc(), std::iter::once((&frame[..], 0)));
+        }
+        let (tap_tx, _tap_rx) = crossbeam_channel::unbounded();
+        w.run(&sh, &[tap_tx]);
+        let s = sh.status();
+        assert_eq!((s.written, s.running, s.error), (10, false, None));
+    }
+
+    /// A filter libpcap takes too long over is refused at the limit, and
+    /// tcpdump killed (a 1,000-port filter took it minutes).
+    #[test]
+    fn a_slow_filter_is_refused_at_the_limit() {
+        if std::process::Command::new("tcpdump")
+            .arg("--version")
+            .output()
+            .is_err()
+        {
+            assert!(std::env::var_os("CI").is_none(), "CI has tcpdump");
+            eprintln!("skipping: tcpdump is not installed");
+            return;
+        }
+        let expr = (1..=1000)
+            .map(|p| format!("port {p}"))
+            .collect::<Vec<_>>()
+            .join(" or ");
+        let t = Instant::now();
+        let e = compile_within(&expr, Duration::from_millis(500)).unwrap_err();
+        assert!(e.to_string().contains("did not compile it within"), "{e}");
+        assert!(t.elapsed() < Duration::from_secs(3), "{:?}", t.elapsed());
+        // A small one still compiles.
+        assert!(compile("tcp port 22").is_ok());
+    }
 }
