@@ -418,6 +418,30 @@ mod tests {
         assert_eq!(e.clear(), 0);
     }
 
+    /// A FIFO (with no writer, where a plain open blocks for good) is
+    /// refused at once; a regular file opens.
+    #[test]
+    fn open_regular_refuses_a_fifo_without_blocking() {
+        let dir = std::env::temp_dir().join(format!("pmd-fifo-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let fifo = dir.join("fifo");
+        let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+        // SAFETY: a valid NUL-terminated path.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        let e = open_regular(&fifo).unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::InvalidInput, "{e}");
+        assert_eq!(
+            open_regular(std::path::Path::new("/dev/null"))
+                .unwrap_err()
+                .kind(),
+            io::ErrorKind::InvalidInput
+        );
+        std::fs::write(dir.join("f"), "x").unwrap();
+        assert!(open_regular(&dir.join("f")).is_ok());
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
     #[test]
     fn epoll_reports_ready_tokens() {
         let a = EventFd::new().unwrap();
