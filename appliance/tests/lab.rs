@@ -78,6 +78,7 @@ fn namespace_lab_passes_every_check() {
         "PASS TCP port 23 rejected",
         "PASS iperf3",
         "PASS UDP request/response",
+        "PASS peers' checksum offload on",
         "PASS TCP window tracking",
         "PASS accounting",
     ] {
@@ -106,6 +107,7 @@ fn af_xdp() {
         "PASS TCP port 23 rejected",
         "PASS iperf3",
         "PASS UDP request/response",
+        "PASS peers' checksum offload on",
         "PASS TCP window tracking",
         "PASS accounting",
     ] {

@@ -619,18 +619,18 @@ fn retag(m: &mut Mbuf, meta: &Meta) -> bool {
     true
 }
 
-/// Finishes a TCP or UDP checksum the sender left to offload, as the
-/// NIC would have: the ones-complement sum of the segment from its
-/// header on, the field holding the pseudo-header's sum, inverted into
-/// the field. Frames it cannot parse (fragments, IPv6 extension headers,
-/// other protocols, short) are left as they are.
-pub fn complete_checksum(f: &mut [u8]) {
+/// Where a frame's TCP or UDP checksum is: the protocol, the segment's
+/// bounds, the field's offset and the pseudo-header's sum; `None` for
+/// frames it cannot parse (fragments, IPv6 extension headers, other
+/// protocols, short ones).
+fn l4_checksum(f: &[u8]) -> Option<(u8, usize, usize, usize, u64)> {
+    use pipeline::checksum::{pseudo_v4, pseudo_v6};
     let mut l3 = 12;
     while f.len() >= l3 + 2 && matches!(u16::from_be_bytes([f[l3], f[l3 + 1]]), 0x8100 | 0x88a8) {
         l3 += 4;
     }
     if f.len() < l3 + 2 {
-        return;
+        return None;
     }
     let et = u16::from_be_bytes([f[l3], f[l3 + 1]]);
     l3 += 2;
@@ -638,8 +638,8 @@ pub fn complete_checksum(f: &mut [u8]) {
         0x0800 if f.len() >= l3 + 20 => {
             let ihl = usize::from(f[l3] & 0x0f) * 4;
             let total = usize::from(u16::from_be_bytes([f[l3 + 2], f[l3 + 3]]));
-            if u16::from_be_bytes([f[l3 + 6], f[l3 + 7]]) & 0x3fff != 0 {
-                return; // a fragment
+            if u16::from_be_bytes([f[l3 + 6], f[l3 + 7]]) & 0x3fff != 0 || ihl < 20 {
+                return None; // a fragment, or a broken header
             }
             (f[l3 + 9], l3 + ihl, l3 + total)
         }
@@ -647,21 +647,67 @@ pub fn complete_checksum(f: &mut [u8]) {
             let plen = usize::from(u16::from_be_bytes([f[l3 + 4], f[l3 + 5]]));
             (f[l3 + 6], l3 + 40, l3 + 40 + plen)
         }
-        _ => return,
+        _ => return None,
     };
     let at = match proto {
         6 => l4 + 16,
         17 => l4 + 6,
-        _ => return,
+        _ => return None,
     };
-    if end > f.len() || at + 2 > end {
-        return;
+    if end > f.len() || at + 2 > end || l4 > end {
+        return None;
     }
+    let len = end - l4;
+    let pseudo = if et == 0x0800 {
+        let a = |i: usize| [f[i], f[i + 1], f[i + 2], f[i + 3]];
+        pseudo_v4(a(l3 + 12), a(l3 + 16), proto, len as u16)
+    } else {
+        let mut src = [0; 16];
+        let mut dst = [0; 16];
+        src.copy_from_slice(&f[l3 + 8..l3 + 24]);
+        dst.copy_from_slice(&f[l3 + 24..l3 + 40]);
+        pseudo_v6(src, dst, proto, len as u32)
+    };
+    Some((proto, l4, end, at, pseudo))
+}
+
+fn finish(f: &mut [u8], proto: u8, l4: usize, end: usize, at: usize) {
     let mut c = !pipeline::checksum::fold(pipeline::checksum::sum(&f[l4..end], 0));
     if proto == 17 && c == 0 {
         c = 0xffff;
     }
     f[at..at + 2].copy_from_slice(&c.to_be_bytes());
+}
+
+/// Finishes a TCP or UDP checksum the sender left to offload, as the
+/// NIC would have: the ones-complement sum of the segment from its
+/// header on, the field holding the pseudo-header's sum, inverted into
+/// the field. Frames it cannot parse (fragments, IPv6 extension headers,
+/// other protocols, short) are left as they are.
+pub fn complete_checksum(f: &mut [u8]) {
+    if let Some((proto, l4, end, at, _)) = l4_checksum(f) {
+        finish(f, proto, l4, end, at);
+    }
+}
+
+/// [`complete_checksum`] for a frame that may or may not have been left
+/// to offload, with nothing to say which (AF_XDP passes no checksum
+/// status: a veth whose peer offloads TX checksums hands it TCP and UDP
+/// with the field holding only the pseudo-header's sum). Finishes it only
+/// when the field is exactly that sum, which costs a frame that is not
+/// partial a pseudo-header sum (a few additions). Safe on a complete
+/// frame whose field happens to equal it: finishing a correct checksum
+/// gives the same value back. True when it finished one.
+pub fn complete_if_partial(f: &mut [u8]) -> bool {
+    let Some((proto, l4, end, at, pseudo)) = l4_checksum(f) else {
+        return false;
+    };
+    let field = u16::from_be_bytes([f[at], f[at + 1]]);
+    if field != pipeline::checksum::fold(pseudo) {
+        return false;
+    }
+    finish(f, proto, l4, end, at);
+    true
 }
 
 impl RxQ {
@@ -1149,7 +1195,7 @@ impl std::fmt::Debug for Control {
 
 #[cfg(test)]
 mod tests {
-    use super::complete_checksum;
+    use super::{complete_checksum, complete_if_partial};
     use pipeline::checksum::{fold, pseudo_v4, pseudo_v6, sum};
 
     /// A frame as a sender that left its checksum to offload hands it
@@ -1234,5 +1280,48 @@ mod tests {
         assert_eq!(frag, before);
         let mut short = vec![0x08u8; 13];
         complete_checksum(&mut short);
+    }
+
+    /// Without a status to say so (AF_XDP), a partial checksum is told by
+    /// its field and finished; a whole frame is left as it is, even one
+    /// with a corrupt checksum (a router does not mend those) and one
+    /// whose correct checksum equals the pseudo-header's sum.
+    #[test]
+    fn partial_checksums_are_told_apart_and_finished() {
+        for v6 in [false, true] {
+            for tcp in [false, true] {
+                let (mut partial, whole) = frames(v6, tcp, 1);
+                assert!(complete_if_partial(&mut partial));
+                assert_eq!(partial, whole, "v6 {v6} tcp {tcp}");
+                let mut again = whole.clone();
+                assert!(!complete_if_partial(&mut again));
+                assert_eq!(again, whole);
+                let mut corrupt = whole.clone();
+                let n = corrupt.len();
+                corrupt[n - 1] ^= 0x55;
+                let before = corrupt.clone();
+                assert!(!complete_if_partial(&mut corrupt));
+                assert_eq!(corrupt, before);
+            }
+        }
+        // A whole frame whose checksum happens to be the pseudo-header's
+        // sum: its payload chosen so; finishing it changes nothing.
+        let (_, mut whole) = frames(false, false, 0);
+        let (l4, at) = (34, 40);
+        let ph = pseudo_v4([198, 18, 0, 2], [198, 19, 0, 9], 17, 19);
+        let n = whole.len();
+        for x in 0..=u16::MAX {
+            whole[n - 2..].copy_from_slice(&x.to_be_bytes());
+            whole[at..at + 2].copy_from_slice(&[0, 0]);
+            let c = !fold(sum(&whole[l4..], ph));
+            if c == fold(ph) {
+                whole[at..at + 2].copy_from_slice(&c.to_be_bytes());
+                let before = whole.clone();
+                complete_if_partial(&mut whole);
+                assert_eq!(whole, before);
+                return;
+            }
+        }
+        panic!("no payload gives that checksum");
     }
 }
