@@ -738,6 +738,8 @@ struct TxQ {
     c: Arc<QueueCounters>,
     iov: Box<[libc::iovec; MAX_BURST]>,
     msgs: Box<[libc::mmsghdr; MAX_BURST]>,
+    /// The last send failed with the interface down.
+    down: bool,
 }
 
 // SAFETY: the iovec/mmsghdr arrays hold pointers only while `tx_burst`
@@ -779,11 +781,21 @@ impl TxQueue for TxQ {
             )
         };
         let sent = if r < 0 { 0 } else { r as usize };
+        // Only on a failed send (rare): the interface down, or gone.
+        self.down = r < 0
+            && matches!(
+                io::Error::last_os_error().raw_os_error(),
+                Some(libc::ENETDOWN | libc::ENXIO)
+            );
         let bytes: usize = pkts.iter().take(sent).map(|m| m.len()).sum();
         crate::mbuf::free_bulk(pkts.drain_front(sent));
         self.c.packets.add(sent as u64);
         self.c.bytes.add(bytes as u64);
         sent
+    }
+
+    fn link_down(&self) -> bool {
+        self.down
     }
 }
 
@@ -1146,7 +1158,13 @@ pub fn open(cfg: &AfPacketConfig) -> Result<OpenPort, PortError> {
         // SAFETY: iovec and mmsghdr are plain data; all-zero values are
         // valid and are overwritten before use.
         let (iov, msgs) = unsafe { (Box::new(std::mem::zeroed()), Box::new(std::mem::zeroed())) };
-        tx.push(Box::new(TxQ { fd, c, iov, msgs }) as BoxTx);
+        tx.push(Box::new(TxQ {
+            fd,
+            c,
+            iov,
+            msgs,
+            down: false,
+        }) as BoxTx);
     }
     let kernel_drops = fds.iter().map(|_| AtomicU64::new(0)).collect();
     Ok(OpenPort {

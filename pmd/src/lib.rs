@@ -135,6 +135,14 @@ pub trait TxQueue: Send {
     /// Takes packets from the front of `pkts` (at most the ring's free
     /// space); returns how many. Those not taken stay in `pkts`.
     fn tx_burst(&mut self, pkts: &mut Batch<Self::Buf>) -> usize;
+    /// Whether the last `tx_burst` left packets because the link is down
+    /// (the kernel said `ENETDOWN`), not for want of room: they are then
+    /// dropped as `link_down`, before the management side has heard of
+    /// the link (it used to count them `tx_full` for up to a second).
+    #[inline]
+    fn link_down(&self) -> bool {
+        false
+    }
 }
 
 /// A boxed queue is a queue (dynamic dispatch, for workers over mixed
@@ -156,6 +164,10 @@ impl<Q: TxQueue + ?Sized> TxQueue for Box<Q> {
     #[inline]
     fn tx_burst(&mut self, pkts: &mut Batch<Self::Buf>) -> usize {
         (**self).tx_burst(pkts)
+    }
+    #[inline]
+    fn link_down(&self) -> bool {
+        (**self).link_down()
     }
 }
 

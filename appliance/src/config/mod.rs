@@ -341,9 +341,14 @@ fn validate(cx: &mut Ctx<'_>, raw: RawFile, base: Option<&Path>) -> Config {
         }
     }
     let n = raw.port.len() as u16;
+    let mirrored = raw
+        .control_plane
+        .as_ref()
+        .and_then(|c| c.get_ref().tap.as_ref())
+        .is_some_and(|t| *t.get_ref());
     let mut ports = Vec::new();
     for (i, p) in raw.port.iter().enumerate() {
-        ports.push(check_port(cx, i, p, &names, n, base));
+        ports.push(check_port(cx, i, p, &names, n, base, mirrored));
     }
     check_pcap_outputs(cx, &raw, &ports);
 

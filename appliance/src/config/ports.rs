@@ -11,6 +11,7 @@ pub(super) fn check_port(
     names: &BTreeMap<String, u16>,
     n: u16,
     base: Option<&Path>,
+    mirrored: bool,
 ) -> PortConfig {
     let k = |f: &str| format!("port[{i}].{f}");
     let driver = *p.driver.get_ref();
@@ -119,13 +120,16 @@ pub(super) fn check_port(
         .map(|m| m.0)
         .or(iface_mac)
         .unwrap_or(MacAddr([0x02, 0x51, 0, 0, 0, i as u8]));
-    if let (Some(m), Some(im), Some(name)) = (p.mac, iface_mac, iface) {
+    // With TAP mirrors the kernel owns the router's addresses on the TAPs,
+    // and a `mac` of the port's own keeps IP frames to Sluice from being
+    // the kernel's on the port's interface (docs/router.md): no warning.
+    if let (Some(m), Some(im), Some(name), false) = (p.mac, iface_mac, iface, mirrored) {
         if m.0 != im {
             cx.warn(
                 name,
                 k("mac"),
                 format!(
-                    "`mac` {} differs from interface {}'s own {im}: the kernel delivers frames to its own MAC (leave `mac` out to use it)",
+                    "`mac` {} differs from interface {}'s own {im}: the kernel delivers frames to its own MAC (leave `mac` out to use it; with `[control_plane] tap` a MAC of the port's own is right)",
                     m.0,
                     name.get_ref()
                 ),

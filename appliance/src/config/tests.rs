@@ -557,3 +557,24 @@ fn set_poll_knobs_are_checked_as_the_file_is() {
         .unwrap_err()
         .contains("unknown variant"));
 }
+
+/// A port's `mac` other than its interface's is warned about, except with
+/// TAP mirrors, where docs/router.md prescribes exactly that (following
+/// the warning there broke BGP: the kernel took Sluice's frames).
+#[test]
+fn a_mac_of_the_ports_own_is_right_with_mirrors() {
+    let text = |tap: bool| {
+        format!(
+            "[[port]]\nname = \"a\"\ndriver = \"afpacket\"\nmac = \"02:51:00:00:00:07\"\nipv4 = [\"198.18.0.1/24\"]\n[port.afpacket]\niface = \"lo\"\n\n[[port]]\nname = \"b\"\ndriver = \"null\"\nipv4 = [\"198.19.0.1/24\"]\n\n[control_plane]\ntap = {tap}\n\n[[worker]]\ncore = 0\nmode = \"l3fwd\"\nrx = [\"a\", \"b\"]\n"
+        )
+    };
+    let warned = |tap: bool| {
+        parse(&text(tap), "t.toml", None)
+            .unwrap_or_else(|e| panic!("{e}"))
+            .warnings
+            .iter()
+            .any(|w| w.msg.contains("differs from interface lo's own"))
+    };
+    assert!(warned(false));
+    assert!(!warned(true));
+}

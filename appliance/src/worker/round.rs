@@ -41,7 +41,19 @@ pub(super) struct Tx<B, T> {
     pub(super) direct: u64,
 }
 
-/// Sends what `tx` holds; counts what the ring did not take as `tx_full`.
+/// Counts `left` packets a TX queue did not take: `link_down` when the
+/// link was down, else `tx_full`.
+#[cold]
+fn refused<T: TxQueue>(q: &T, left: usize, pc: &PortCounters) {
+    if q.link_down() {
+        pc.drops[pipeline::DropReason::LinkDown as usize].add(left as u64);
+    } else {
+        pc.tx_full.add(left as u64);
+    }
+}
+
+/// Sends what `tx` holds; counts what the ring did not take as `tx_full`
+/// (or `link_down`).
 #[inline]
 pub(super) fn flush<B: PacketBuf, T: TxQueue<Buf = B>>(
     tx: &mut Tx<B, T>,
@@ -68,7 +80,7 @@ pub(super) fn flush<B: PacketBuf, T: TxQueue<Buf = B>>(
     let sent = tx.q.tx_burst(buf);
     let left = buf.len();
     if left > 0 {
-        pc.tx_full.add(left as u64);
+        refused(&tx.q, left, pc);
         buf.clear();
     }
     pc.tx_pkts.add(sent as u64);
@@ -88,7 +100,7 @@ pub(super) fn send_burst<B: PacketBuf, T: TxQueue<Buf = B>>(
     t.direct += n as u64;
     let left = burst.len();
     if left > 0 {
-        pc.tx_full.add(left as u64);
+        refused(&t.q, left, pc);
         burst.clear();
     }
     pc.tx_pkts.add(sent as u64);
@@ -586,4 +598,34 @@ fn capture_verdicts<B: PacketBuf>(
             _ => None,
         }),
     );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A queue that takes nothing, its link down or its ring full.
+    struct Refusing(bool);
+
+    impl TxQueue for Refusing {
+        type Buf = pmd::Mbuf;
+        fn tx_burst(&mut self, _: &mut Batch<pmd::Mbuf>) -> usize {
+            0
+        }
+        fn link_down(&self) -> bool {
+            self.0
+        }
+    }
+
+    /// What a queue refuses with its link down is `link_down`, not
+    /// `tx_full` (the first second of a link going down used to be
+    /// counted as full rings).
+    #[test]
+    fn refused_with_the_link_down_is_link_down() {
+        let pc = PortCounters::default();
+        refused(&Refusing(true), 5, &pc);
+        refused(&Refusing(false), 3, &pc);
+        assert_eq!(pc.drops[pipeline::DropReason::LinkDown as usize].get(), 5);
+        assert_eq!(pc.tx_full.get(), 3);
+    }
 }
