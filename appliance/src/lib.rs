@@ -13,8 +13,9 @@
 //!   policies' settings and decisions.
 //! - [`counters`] (what workers count), [`telemetry`] (reports from them),
 //!   [`metrics`] (the Prometheus endpoint), [`ctl`] (the control socket
-//!   and `sluice ctl`), [`reload`] (hot reload), [`lock`] (one instance per
-//!   device and socket), [`netlink`] (routes mirrored from a kernel table).
+//!   and `sluice ctl`), [`serve`] (the bounded server under both),
+//!   [`reload`] (hot reload), [`lock`] (one instance per device and
+//!   socket), [`netlink`] (routes mirrored from a kernel table).
 //! - [`tester`]: the generator of `txonly`/`flowgen` workers and the
 //!   commands that drive it; `sluice bench ndr` ([`ndr`]) searches a
 //!   device's no-drop rate with it.

@@ -526,6 +526,10 @@ fn real_main() -> Result<ExitCode> {
                 eprintln!("sluice: {e}");
                 return Ok(ExitCode::from(1));
             }
+            // Descriptors: the soft limit up to the hard one (systemd's
+            // default soft limit is 1,024), as servers do; the management
+            // servers bound their own use either way.
+            pmd::sys::raise_nofile();
             // One instance per device: refused before anything is opened.
             let _locks = appliance::lock::acquire(&cfg, &appliance::lock::lock_dir())?;
             // Ctrl-C and SIGTERM (systemd, container runtimes) stop the run
