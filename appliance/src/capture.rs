@@ -228,8 +228,10 @@ pub fn create(path: &std::path::Path) -> Result<File> {
         })
 }
 
-/// What a capture's writer tells its asker: its start, or why it did not.
-pub type Started = Box<dyn FnOnce(Result<Status, String>) + Send>;
+/// What a capture's writer tells its asker: its start, or why it did not;
+/// false when the asker is no longer there to be told (its deadline
+/// passed while libpcap compiled), and then the capture does not start.
+pub type Started = Box<dyn FnOnce(Result<Status, String>) -> bool + Send>;
 
 /// What a capture's writer tells those who asked it to stop, once it has.
 pub type Stopped = Box<dyn FnOnce(Status) + Send>;
@@ -322,16 +324,24 @@ impl Capture {
                     Ok(w) => w,
                     Err(e) => {
                         sh.running.store(false, Ordering::Release);
-                        started(Err(e));
+                        let _ = started(Err(e));
                         finished(&sh);
                         return;
                     }
                 };
+                if !started(Ok(sh.status())) {
+                    // Nobody was told it runs: it does not (the file it
+                    // made, empty but for its header, goes too).
+                    drop(writer);
+                    let _ = std::fs::remove_file(&sp.file);
+                    sh.running.store(false, Ordering::Release);
+                    finished(&sh);
+                    return;
+                }
                 let (writer, new_taps) = writer.with_taps(&sp, &tx_queues, &sh, tsc_hz);
                 for (tx, tap) in taps.iter().zip(new_taps) {
                     let _ = tx.send(Some(tap));
                 }
-                started(Ok(sh.status()));
                 writer.run(&sh, &taps);
             });
         if spawned.is_err() {

@@ -962,7 +962,7 @@ fn capture_command(
         let (reply, args, who) = (cmd.reply.clone(), cmd.args.clone(), cmd.who.clone());
         move |r: Response| {
             eprintln!("{}", crate::ctl::log_line(&who, &args, &r));
-            reply.send(r);
+            reply.send(r)
         }
     };
     Some(match args.first().map(String::as_str) {
@@ -1012,7 +1012,9 @@ fn capture_command(
         Some("stop") => match capture {
             Some(c) if c.running() => {
                 let send = answer(cmd);
-                c.stop(Box::new(move |s| send(status(s))));
+                c.stop(Box::new(move |s| {
+                    let _ = send(status(s));
+                }));
                 return None;
             }
             _ => Response::error("no capture is running"),
