@@ -58,20 +58,21 @@ impl InstanceLocks {
 
 /// The directory lock files go in: `/run/sluice`, or where that cannot be
 /// written (an unprivileged user), `sluice-locks-UID` in the temporary
-/// directory, created 0700 and used only if it is a directory this user
-/// owns that no one else may write (another user cannot have planted it,
-/// nor links in it).
-pub fn lock_dir() -> PathBuf {
+/// directory, created 0700, and used only if it is a directory this user
+/// owns that no one else may write (one planted by another user, who
+/// could swap the locks in it, is refused).
+pub fn lock_dir() -> Result<PathBuf, String> {
     let run = Path::new("/run/sluice");
     if std::fs::create_dir_all(run).is_ok() && owned_dir(run).is_ok() && writable(run) {
-        return run.to_path_buf();
+        return Ok(run.to_path_buf());
     }
     let tmp = std::env::temp_dir().join(format!("sluice-locks-{}", pmd::sys::euid()));
     {
         use std::os::unix::fs::DirBuilderExt;
         let _ = std::fs::DirBuilder::new().mode(0o700).create(&tmp);
     }
-    tmp
+    owned_dir(&tmp).map_err(|e| format!("the instance locks' directory: {e}"))?;
+    Ok(tmp)
 }
 
 /// Whether `dir` is a directory (not a symlink to one) owned by this user
@@ -394,5 +395,30 @@ mod tests {
         assert_eq!(pcap(dir.join("sub/../out.pcap")), key);
         assert_ne!(pcap(dir.join("other.pcap")), key);
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// The locks' directory is used only if it is a real directory that no
+    /// other user may write.
+    #[test]
+    fn a_lock_directory_others_may_write_is_refused() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = std::env::temp_dir().join(format!("sluice-lock-dir-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700)).unwrap();
+        assert!(owned_dir(&dir).is_ok());
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o777)).unwrap();
+        assert!(owned_dir(&dir)
+            .unwrap_err()
+            .contains("may be written by other users"));
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700)).unwrap();
+        let link =
+            std::env::temp_dir().join(format!("sluice-lock-dir-link-{}", std::process::id()));
+        let _ = std::fs::remove_file(&link);
+        std::os::unix::fs::symlink(&dir, &link).unwrap();
+        assert!(owned_dir(&link).unwrap_err().contains("not a directory"));
+        std::fs::remove_file(&link).unwrap();
+        std::fs::remove_dir_all(&dir).unwrap();
+        assert!(lock_dir().is_ok());
     }
 }

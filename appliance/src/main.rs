@@ -531,7 +531,8 @@ fn real_main() -> Result<ExitCode> {
             // servers bound their own use either way.
             pmd::sys::raise_nofile();
             // One instance per device: refused before anything is opened.
-            let _locks = appliance::lock::acquire(&cfg, &appliance::lock::lock_dir())?;
+            let dir = appliance::lock::lock_dir().map_err(|e| anyhow::anyhow!(e))?;
+            let _locks = appliance::lock::acquire(&cfg, &dir)?;
             // Ctrl-C and SIGTERM (systemd, container runtimes) stop the run
             // cleanly; SIGHUP reloads the config file.
             let stop = Arc::new(AtomicBool::new(false));

@@ -123,6 +123,7 @@ fn dpdk_af_packet() {
         "PASS ping client -> 198.19.0.2",
         "PASS curl through SNAT",
         "PASS iperf3",
+        "PASS peers' checksum offload on",
         "PASS TCP window tracking",
         "PASS accounting (DPDK)",
     ] {

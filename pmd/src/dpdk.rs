@@ -186,6 +186,13 @@ unsafe impl Send for DpdkMbuf {}
 /// may attach external buffers) are checked.
 const FRESH_RX: [&str; 4] = ["net_null", "net_af_packet", "net_tap", "net_pcap"];
 
+/// PMDs on kernel interfaces, which hand over TCP and UDP with the
+/// checksum a local sender (a veth's peer) left to offload, and say
+/// nothing of it: their frames are finished on receive
+/// ([`crate::afpacket::complete_if_partial`]). NIC PMDs receive whole
+/// frames from the wire and pay nothing.
+const KERNEL_RX: [&str; 3] = ["net_af_packet", "net_af_xdp", "net_tap"];
+
 /// `RTE_MBUF_F_RX_IP_CKSUM_BAD`: the NIC found the IPv4 header checksum
 /// wrong (with `_GOOD` too, `_NONE`: not verified in the packet).
 const MBUF_F_RX_IP_CKSUM_BAD: u64 = 1 << 4;
@@ -577,6 +584,8 @@ pub struct DpdkRx {
     /// Write the RX timestamp dynfield (it is on the mbuf's second cache
     /// line; the worker keeps its own RX times, so it is off there).
     stamp: bool,
+    /// Finish checksums left to offload (a PMD of `KERNEL_RX`).
+    partial: bool,
 }
 
 impl RxQueue for DpdkRx {
@@ -615,6 +624,12 @@ impl RxQueue for DpdkRx {
         // SAFETY: the first n slots hold non-null mbufs we own alone, and
         // n <= room.
         unsafe { out.grow(usize::from(n)) };
+        if self.partial {
+            let len = out.len();
+            for m in &mut out.as_mut_slice()[len - usize::from(n)..] {
+                crate::afpacket::complete_if_partial(m.data_mut());
+            }
+        }
         let off = TS_OFFSET.load(Ordering::Relaxed);
         if self.stamp && off >= 0 && n > 0 {
             let now = rdtsc();
@@ -827,6 +842,7 @@ pub fn open(
             _dev: dev.clone(),
             shared: shared.clone(),
             check: !FRESH_RX.iter().any(|d| cfg.device.starts_with(d)),
+            partial: KERNEL_RX.iter().any(|d| cfg.device.starts_with(d)),
             intr: i.filter(|_| all_intr),
             stopped: stopped.clone(),
             stamp: cfg.stamp_rx,
