@@ -261,6 +261,19 @@ struct Shared {
 }
 
 impl Shared {
+    /// A capture of `file`, running.
+    fn new(file: String) -> Self {
+        Shared {
+            written: AtomicU64::new(0),
+            dropped: Arc::new(AtomicU64::new(0)),
+            running: AtomicBool::new(true),
+            stop: AtomicBool::new(false),
+            error: Mutex::new(None),
+            stopped: Mutex::new(Vec::new()),
+            file,
+        }
+    }
+
     fn status(&self) -> Status {
         Status {
             running: self.running.load(Ordering::Acquire),
@@ -305,15 +318,7 @@ impl Capture {
         tsc_hz: f64,
         started: Started,
     ) -> Capture {
-        let shared = Arc::new(Shared {
-            written: AtomicU64::new(0),
-            dropped: Arc::new(AtomicU64::new(0)),
-            running: AtomicBool::new(true),
-            stop: AtomicBool::new(false),
-            error: Mutex::new(None),
-            stopped: Mutex::new(Vec::new()),
-            file: spec.file.display().to_string(),
-        });
+        let shared = Arc::new(Shared::new(spec.file.display().to_string()));
         let sh = shared.clone();
         let sp = spec.clone();
         let spawned = std::thread::Builder::new()
@@ -704,15 +709,7 @@ mod tests {
     }
 
     fn shared() -> Shared {
-        Shared {
-            written: AtomicU64::new(0),
-            dropped: Arc::new(AtomicU64::new(0)),
-            running: AtomicBool::new(true),
-            stop: AtomicBool::new(false),
-            error: Mutex::new(None),
-            stopped: Mutex::new(Vec::new()),
-            file: "/nowhere.pcapng".into(),
-        }
+        Shared::new("/nowhere.pcapng".into())
     }
 
     /// A write error ends the capture and is reported (it used to be

@@ -15,7 +15,7 @@ use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -111,27 +111,7 @@ impl Sluice {
                 c
             }
         };
-        let mut c = cmd
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let mut err = BufReader::new(c.stderr.take().unwrap());
-        let out = BufReader::new(c.stdout.take().unwrap());
-        let child = Killed(c);
-        let mut line = String::new();
-        let deadline = Instant::now() + Duration::from_secs(30);
-        let addr = loop {
-            assert!(Instant::now() < deadline, "no metrics address printed");
-            line.clear();
-            if err.read_line(&mut line).unwrap() == 0 {
-                panic!("sluice exited before listening");
-            }
-            if let Some(url) = line.trim().strip_prefix("metrics: http://") {
-                break url.trim_end_matches("/metrics").to_string();
-            }
-        };
-        std::thread::spawn(move || std::io::copy(&mut err, &mut std::io::sink()));
+        let (child, out, addr) = common::spawn_with_metrics(&mut cmd);
         let lines = Arc::new(Mutex::new(Vec::new()));
         let l = lines.clone();
         let reader = std::thread::spawn(move || {

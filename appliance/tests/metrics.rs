@@ -19,32 +19,12 @@ use std::time::{Duration, Instant};
 /// Starts `sluice run FILE --json`; returns it and the metrics address it
 /// printed.
 fn start_sluice(config: &Path) -> (Killed, BufReader<std::process::ChildStdout>, String) {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_sluice"))
-        .arg("run")
-        .arg(config)
-        .arg("--json")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut err = BufReader::new(c.stderr.take().unwrap());
-    let out = BufReader::new(c.stdout.take().unwrap());
-    let child = Killed(c);
-    let mut line = String::new();
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while Instant::now() < deadline {
-        line.clear();
-        if err.read_line(&mut line).unwrap() == 0 {
-            panic!("sluice exited before listening");
-        }
-        if let Some(url) = line.trim().strip_prefix("metrics: http://") {
-            let addr = url.trim_end_matches("/metrics").to_string();
-            // Keep draining stderr so that sluice never blocks on it.
-            std::thread::spawn(move || std::io::copy(&mut err, &mut std::io::sink()));
-            return (child, out, addr);
-        }
-    }
-    panic!("no metrics address printed");
+    common::spawn_with_metrics(
+        Command::new(env!("CARGO_BIN_EXE_sluice"))
+            .arg("run")
+            .arg(config)
+            .arg("--json"),
+    )
 }
 
 #[test]

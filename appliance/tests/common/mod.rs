@@ -479,3 +479,46 @@ pub const ADD_NEIGHBOR: [&str; 6] = [
     "port",
     "p1",
 ];
+
+/// Reads a starting `sluice run`'s stderr until it prints its metrics
+/// address (`metrics: http://ADDR/metrics`) and returns ADDR; then keeps
+/// draining stderr on a thread, so that sluice never blocks on it.
+pub fn metrics_addr(mut err: std::io::BufReader<std::process::ChildStderr>) -> String {
+    use std::io::BufRead;
+    let mut line = String::new();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while Instant::now() < deadline {
+        line.clear();
+        if err.read_line(&mut line).unwrap() == 0 {
+            panic!("sluice exited before listening");
+        }
+        if let Some(url) = line.trim().strip_prefix("metrics: http://") {
+            let addr = url.trim_end_matches("/metrics").to_string();
+            std::thread::spawn(move || std::io::copy(&mut err, &mut std::io::sink()));
+            return addr;
+        }
+    }
+    panic!("no metrics address printed");
+}
+
+/// Spawns `cmd` (a `sluice run ... --json`) with its output piped, killed
+/// however the test ends; returns it, its stdout (the JSON reports) and
+/// the metrics address it printed (see [`metrics_addr`]).
+pub fn spawn_with_metrics(
+    cmd: &mut Command,
+) -> (
+    Killed,
+    std::io::BufReader<std::process::ChildStdout>,
+    String,
+) {
+    let mut c = cmd
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let err = std::io::BufReader::new(c.stderr.take().unwrap());
+    let out = std::io::BufReader::new(c.stdout.take().unwrap());
+    let child = Killed(c);
+    let addr = metrics_addr(err);
+    (child, out, addr)
+}
