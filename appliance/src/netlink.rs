@@ -722,7 +722,7 @@ impl Mirrored {
         &mut self,
         c: Change,
         fib: &mut pipeline::fib::FibWriter,
-        setup: &crate::config::router::RouterSetup,
+        setup: &crate::config::RouterSetup,
     ) {
         match c {
             Change::Add((a, l, p)) => self.add(a, l, p, fib),
@@ -806,7 +806,7 @@ impl Mirrored {
     }
 
     /// The paths of static route `r` through interfaces that are up.
-    fn live_paths(&self, r: &crate::config::router::Route, base: &[Interface]) -> Vec<NextHop> {
+    fn live_paths(&self, r: &crate::config::Route, base: &[Interface]) -> Vec<NextHop> {
         r.paths
             .iter()
             .filter(|h| !self.is_down(h.port, base))
@@ -822,7 +822,7 @@ impl Mirrored {
     /// next-hop slots full).
     pub fn install_static(
         &mut self,
-        r: &crate::config::router::Route,
+        r: &crate::config::Route,
         fib: &mut pipeline::fib::FibWriter,
         base: &[Interface],
     ) -> Result<Static, String> {
@@ -867,7 +867,7 @@ impl Mirrored {
     /// a withdrawn kernel route): a refusal is counted in `failed`.
     fn restore_static(
         &mut self,
-        r: &crate::config::router::Route,
+        r: &crate::config::Route,
         fib: &mut pipeline::fib::FibWriter,
         base: &[Interface],
     ) {
@@ -878,11 +878,7 @@ impl Mirrored {
 
     /// After the config's routes were installed afresh (a reload): those
     /// through interfaces that are down are cut.
-    fn restatic(
-        &mut self,
-        fib: &mut pipeline::fib::FibWriter,
-        setup: &crate::config::router::RouterSetup,
-    ) {
+    fn restatic(&mut self, fib: &mut pipeline::fib::FibWriter, setup: &crate::config::RouterSetup) {
         if self.links.values().any(|up| !up) {
             self.relink(fib, setup);
         }
@@ -891,11 +887,7 @@ impl Mirrored {
     /// After a link change: the workers get the interfaces' states, and
     /// every static route through a changed interface is installed again
     /// with the paths that are up.
-    fn relink(
-        &mut self,
-        fib: &mut pipeline::fib::FibWriter,
-        setup: &crate::config::router::RouterSetup,
-    ) {
+    fn relink(&mut self, fib: &mut pipeline::fib::FibWriter, setup: &crate::config::RouterSetup) {
         self.readdress = true;
         for r in &setup.routes {
             let through_down = r
@@ -962,7 +954,7 @@ impl Mirrored {
     pub fn reinstall(
         &mut self,
         fib: &mut pipeline::fib::FibWriter,
-        setup: &crate::config::router::RouterSetup,
+        setup: &crate::config::RouterSetup,
     ) {
         self.readdress |= !self.addresses.is_empty();
         for ((a, l), p) in &self.routes {
@@ -988,7 +980,7 @@ impl Mirrored {
         a: IpAddr,
         l: u8,
         fib: &mut pipeline::fib::FibWriter,
-        setup: &crate::config::router::RouterSetup,
+        setup: &crate::config::RouterSetup,
     ) {
         if self.routes.remove(&(a, l)).is_none() {
             return;
@@ -1005,7 +997,7 @@ impl Mirrored {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::router::{Route as Static, RouterSetup};
+    use crate::config::{Route as Static, RouterSetup};
     use pipeline::router::Vlan;
 
     fn hop(port: u16, via: Option<&str>) -> NextHop {

@@ -150,6 +150,203 @@ fn workspace() -> PathBuf {
         .into()
 }
 
+/// The type-like names (structs, enums, traits, type aliases, unions)
+/// a file defines at its top level (lines that start with the item: an
+/// associated `type Err` inside an `impl` is indented).
+fn types_defined(code: &str) -> BTreeSet<String> {
+    let mut out = BTreeSet::new();
+    for line in code.lines() {
+        let mut l = line;
+        if let Some(r) = l.strip_prefix("pub") {
+            l = r.strip_prefix(' ').unwrap_or(r);
+            if l.starts_with('(') {
+                l = l.split_once(") ").map_or("", |(_, r)| r);
+            }
+        }
+        for kw in ["struct ", "enum ", "trait ", "type ", "union "] {
+            if let Some(r) = l.strip_prefix(kw) {
+                let name = ident(r);
+                if name.chars().next().is_some_and(|c| c.is_ascii_uppercase()) {
+                    out.insert(name.to_string());
+                }
+            }
+        }
+    }
+    out
+}
+
+/// The enum variants `code` declares, as far as a line tells (`    Poll,`,
+/// `    Drop(Reason),`, `    Full { .. }`): not uses of a type so named.
+fn variants(code: &str) -> BTreeSet<&str> {
+    code.lines()
+        .filter(|l| l.starts_with(' '))
+        .filter_map(|l| {
+            let t = l.trim_start();
+            let name = ident(t);
+            let rest = t[name.len()..].trim_start();
+            (name.chars().next().is_some_and(|c| c.is_ascii_uppercase())
+                && (rest.is_empty() || rest.starts_with([',', '(', '{', '='])))
+            .then_some(name)
+        })
+        .collect()
+}
+
+/// The identifiers `code` uses bare (not after `::`: `Next::Poll` is a
+/// variant, `x::Poll` an item named by its path, which [`refs`] sees).
+fn idents(code: &str) -> BTreeSet<&str> {
+    let mut out = BTreeSet::new();
+    let b = code.as_bytes();
+    let mut i = 0;
+    while i < b.len() {
+        if b[i].is_ascii_alphanumeric() || b[i] == b'_' {
+            let start = i;
+            while i < b.len() && (b[i].is_ascii_alphanumeric() || b[i] == b'_') {
+                i += 1;
+            }
+            if !(start >= 2 && &b[start - 2..start] == b"::") {
+                out.insert(&code[start..i]);
+            }
+        } else {
+            i += 1;
+        }
+    }
+    out
+}
+
+/// The graphs of the submodules of each module that is a directory
+/// (`config/`, `router/`, ...): its files other than `mod.rs` (the parent,
+/// which every child may use), with an edge where one file names another
+/// by path (`super::x::`, `crate::dir::x::`) or uses a type the other
+/// defines (glob imports such as `use super::*` hide the path).
+fn submodule_graphs(src: &Path) -> Vec<(String, Graph)> {
+    let mut out = Vec::new();
+    let mut dirs = vec![src.to_path_buf()];
+    while let Some(d) = dirs.pop() {
+        let mut files = Vec::new();
+        for e in std::fs::read_dir(&d).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                dirs.push(p);
+            } else if p.extension().is_some_and(|x| x == "rs") {
+                files.push(p);
+            }
+        }
+        if d == src
+            || !files.iter().any(|f| f.ends_with("mod.rs")) && !d.with_extension("rs").exists()
+        {
+            continue;
+        }
+        let name = d.strip_prefix(src).unwrap().display().to_string();
+        let children: Vec<(String, String)> = files
+            .iter()
+            .filter(|f| !f.ends_with("mod.rs"))
+            .map(|f| {
+                (
+                    f.file_stem().unwrap().to_string_lossy().to_string(),
+                    code(&std::fs::read_to_string(f).unwrap()),
+                )
+            })
+            .collect();
+        let defs: Vec<BTreeSet<String>> = children.iter().map(|(_, c)| types_defined(c)).collect();
+        let mut g = Graph::new();
+        for (i, (m, c)) in children.iter().enumerate() {
+            let declared = variants(c);
+            let used: BTreeSet<&str> = idents(c)
+                .into_iter()
+                .filter(|w| !declared.contains(w))
+                .collect();
+            let mut named = BTreeSet::new();
+            refs(c, "super::", &mut named);
+            // A sibling named bare (`firewall::RawFirewall` under
+            // `use super::*`).
+            for (n, _) in &children {
+                let path = format!("{n}::");
+                let mut rest = c.as_str();
+                while let Some(k) = rest.find(&path) {
+                    let before = rest[..k].chars().last();
+                    rest = &rest[k + path.len()..];
+                    if !before.is_some_and(|b| b.is_ascii_alphanumeric() || b == '_' || b == ':') {
+                        named.insert(n.clone());
+                        break;
+                    }
+                }
+            }
+            refs(
+                c,
+                &format!("crate::{}::", name.replace('/', "::")),
+                &mut named,
+            );
+            let e = g.entry(m.clone()).or_default();
+            for (j, (n, _)) in children.iter().enumerate() {
+                let by_type = defs[j]
+                    .iter()
+                    .any(|t| used.contains(t.as_str()) && !defs[i].contains(t));
+                if j != i && (named.contains(n) || by_type) {
+                    e.insert(n.clone());
+                }
+            }
+        }
+        out.push((name, g));
+    }
+    out
+}
+
+/// The submodule check sees a circle hidden behind `use super::*` (a
+/// type of each file used bare by the other, as `config/`'s `schema` and
+/// `control_plane` were), and a sibling named by path.
+#[test]
+fn the_checker_sees_circles_behind_glob_imports() {
+    let dir = std::env::temp_dir().join(format!("sluice-structure-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(dir.join("a")).unwrap();
+    std::fs::write(dir.join("lib.rs"), "mod a;\nmod b;\nmod c;\nmod d;\n").unwrap();
+    std::fs::write(
+        dir.join("a/mod.rs"),
+        "mod x;\nmod y;\nmod z;\nuse x::*;\nuse y::*;\n",
+    )
+    .unwrap();
+    std::fs::write(
+        dir.join("a/x.rs"),
+        "use super::*;\npub struct RawFile { p: Vec<Punt> }\n",
+    )
+    .unwrap();
+    std::fs::write(
+        dir.join("a/y.rs"),
+        "use super::*;\npub struct Punt;\nfn f(r: &RawFile) {}\n",
+    )
+    .unwrap();
+    std::fs::write(
+        dir.join("a/z.rs"),
+        "enum E {\n    Punt,\n}\nfn g() { super::x::h(); }\n",
+    )
+    .unwrap();
+    let gs = submodule_graphs(&dir);
+    let (_, g) = gs.iter().find(|(d, _)| d == "a").unwrap();
+    assert_eq!(
+        g["z"],
+        ["x"].map(String::from).into(),
+        "a variant is not a use"
+    );
+    assert!(circle(g).is_some(), "{g:?}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn no_import_circles_between_submodules() {
+    let mut found = Vec::new();
+    let mut dirs = 0;
+    for krate in ["pipeline", "pmd", "appliance", "bench"] {
+        for (dir, g) in submodule_graphs(&workspace().join(krate).join("src")) {
+            dirs += 1;
+            if let Some(c) = circle(&g) {
+                found.push(format!("{krate}::{dir}: {} (edges: {g:?})", c.join(" → ")));
+            }
+        }
+    }
+    assert!(dirs >= 6, "directories found: {dirs}");
+    assert!(found.is_empty(), "import circles:\n{}", found.join("\n"));
+}
+
 #[test]
 fn no_import_circles_between_modules() {
     for krate in ["pipeline", "pmd", "appliance", "bench"] {
@@ -182,4 +379,8 @@ fn the_checker_sees_circles_and_grouped_imports() {
         Some(["a", "b", "c", "a"].map(String::from).to_vec())
     );
     assert_eq!(code("x // crate::y\n/// crate::z\nw"), "x \n\nw");
+    let t = types_defined(
+        "pub struct Raw {}\nenum E { A }\npub(super) type T = u8;\nlet my_struct = 1; fn f() {}",
+    );
+    assert_eq!(t, ["E", "Raw", "T"].map(String::from).into());
 }

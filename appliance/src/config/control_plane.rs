@@ -4,30 +4,11 @@
 //! kernel routing table (with the kernel interface standing for each
 //! router interface).
 
-use super::firewall::{port_range, proto_num, OneOrMany, PortSpec, ProtoSpec};
-use super::router::RouterSetup;
-use super::schema::RawFile;
-use super::typed::{ControlPlane, PortConfig};
+use super::schema::{port_range, proto_num, ProtoSpec, RawFile};
+use super::typed::{ControlPlane, PortConfig, RouterSetup};
 use super::Ctx;
 use pipeline::router::PuntRule;
-use serde::Deserialize;
 use toml::Spanned;
-
-/// One `[[control_plane.punt]]` rule as written.
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(super) struct RawPuntRule {
-    /// Protocol: tcp, udp, icmp, icmpv6, ospf, vrrp or a number.
-    proto: Option<Spanned<ProtoSpec>>,
-    /// Destination port or range (TCP, UDP, SCTP).
-    port: Option<Spanned<PortSpec>>,
-    /// Source port or range (TCP, UDP, SCTP).
-    sport: Option<Spanned<PortSpec>>,
-    /// Source prefixes.
-    from: Option<Spanned<OneOrMany>>,
-    /// Packets per second per core.
-    rate: Option<Spanned<i64>>,
-}
 
 /// Whether `n` can name a Linux interface.
 fn is_ifname(n: &str) -> bool {

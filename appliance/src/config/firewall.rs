@@ -2,155 +2,18 @@
 //! zones and a ClassBench rule file, and `[conntrack]`; the gateway setup
 //! they and `[nat]` (see `nat.rs`) make.
 
+use super::schema::{
+    port_range, proto_num, OneOrMany, ProtoSpec, RawConntrack, RawFirewall, RawNat, RawRule,
+};
+use super::typed::GatewaySetup;
 use super::Ctx;
 use pipeline::acl::{parse_classbench, v4_prefix, Rule};
-use pipeline::conntrack::Timeouts;
 use pipeline::firewall::{state, status, Action, CtMatch, FwRule, RejectWith, MAX_DNAT_ENTRIES};
 use pipeline::nat::NatConfig;
-use serde::Deserialize;
 use std::collections::BTreeMap;
 use std::net::{IpAddr, Ipv4Addr};
 use std::path::{Path, PathBuf};
 use toml::Spanned;
-
-/// One name or a list of names.
-#[derive(Debug, Deserialize)]
-#[serde(
-    untagged,
-    expecting = "expected a name or a list of names such as [\"a\", \"b\"]"
-)]
-pub(super) enum OneOrMany {
-    One(String),
-    Many(Vec<String>),
-}
-
-impl OneOrMany {
-    pub(super) fn names(&self) -> Vec<&str> {
-        match self {
-            OneOrMany::One(s) => vec![s.as_str()],
-            OneOrMany::Many(v) => v.iter().map(String::as_str).collect(),
-        }
-    }
-}
-
-/// A port number or a range string.
-#[derive(Debug, Deserialize)]
-#[serde(
-    untagged,
-    expecting = "expected a port number or a range such as \"1024-65535\""
-)]
-pub(super) enum PortSpec {
-    Num(i64),
-    Text(String),
-}
-
-/// A protocol number or name.
-#[derive(Debug, Deserialize)]
-#[serde(
-    untagged,
-    expecting = "expected a name (such as \"tcp\" or \"echo-request\") or a number"
-)]
-pub(super) enum ProtoSpec {
-    Num(i64),
-    Name(String),
-}
-
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(super) struct RawFirewall {
-    /// Policy for packets no rule matches: accept, drop or reject.
-    default: Option<Spanned<String>>,
-    /// Zones: name → port names.
-    #[serde(default)]
-    zones: BTreeMap<String, Spanned<Vec<String>>>,
-    /// A ClassBench rule file appended after the rules.
-    classbench_file: Option<Spanned<String>>,
-    /// Action of the ClassBench rules.
-    classbench_action: Option<Spanned<String>>,
-    #[serde(default)]
-    rule: Vec<Spanned<RawRule>>,
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(super) struct RawRule {
-    action: Spanned<String>,
-    reject_with: Option<Spanned<String>>,
-    src: Option<Spanned<String>>,
-    dst: Option<Spanned<String>>,
-    proto: Option<Spanned<ProtoSpec>>,
-    sport: Option<Spanned<PortSpec>>,
-    dport: Option<Spanned<PortSpec>>,
-    tcp_flags: Option<Spanned<String>>,
-    /// ICMP/ICMPv6 type: an nftables name (`echo-request`) or a number.
-    icmp_type: Option<Spanned<ProtoSpec>>,
-    /// ICMP/ICMPv6 code (needs `icmp_type`).
-    icmp_code: Option<Spanned<i64>>,
-    #[serde(rename = "in")]
-    in_: Option<Spanned<OneOrMany>>,
-    out: Option<Spanned<OneOrMany>>,
-    state: Option<Spanned<OneOrMany>>,
-    /// nftables `ct status`: "dnat", "snat", "!dnat", "!snat" (all must
-    /// hold).
-    ct_status: Option<Spanned<OneOrMany>>,
-    /// nftables `ct original ip daddr`: the destination before DNAT.
-    ct_original_dst: Option<Spanned<String>>,
-    /// nftables `ct original proto-dst`: the destination port before DNAT.
-    ct_original_dport: Option<Spanned<PortSpec>>,
-    #[serde(default)]
-    counter: bool,
-}
-
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(super) struct RawConntrack {
-    /// Flows per worker.
-    capacity: Option<Spanned<i64>>,
-    tcp_handshake_s: Option<Spanned<u64>>,
-    tcp_established_s: Option<Spanned<u64>>,
-    tcp_closing_s: Option<Spanned<u64>>,
-    tcp_closed_s: Option<Spanned<u64>>,
-    unreplied_s: Option<Spanned<u64>>,
-    replied_s: Option<Spanned<u64>>,
-    /// Track TCP windows (Linux's `nf_conntrack_tcp_be_liberal = 0`).
-    tcp_window: Option<bool>,
-}
-
-/// Checked firewall, conntrack and NAT settings.
-#[derive(Debug, Clone)]
-pub struct GatewaySetup {
-    /// Whether the config asks for the gateway stage at all.
-    pub enabled: bool,
-    /// Rules (TOML rules, then the ClassBench file's).
-    pub rules: Vec<FwRule>,
-    /// The ClassBench rule file and which of `rules` came from it.
-    pub rule_file: Option<(PathBuf, std::ops::Range<usize>)>,
-    /// Default policy.
-    pub default: Action,
-    /// NAT rules.
-    pub nat: NatConfig,
-    /// Flows per worker.
-    pub ct_capacity: usize,
-    /// Whether TCP flows' windows are tracked (`[conntrack] tcp_window`).
-    pub ct_tcp_window: bool,
-    /// Conntrack timeouts.
-    pub timeouts: Timeouts,
-}
-
-impl Default for GatewaySetup {
-    fn default() -> Self {
-        GatewaySetup {
-            enabled: false,
-            rules: Vec::new(),
-            rule_file: None,
-            default: Action::Accept,
-            nat: NatConfig::default(),
-            ct_capacity: 1 << 18,
-            ct_tcp_window: true,
-            timeouts: Timeouts::default(),
-        }
-    }
-}
 
 fn action(s: &str, with: Option<&str>) -> Result<Action, String> {
     let w = match with {
@@ -169,30 +32,6 @@ fn action(s: &str, with: Option<&str>) -> Result<Action, String> {
         "drop" => Ok(Action::Drop),
         "reject" => Ok(Action::Reject(w)),
         o => Err(format!("`{o}`: expected accept, drop or reject")),
-    }
-}
-
-pub(super) fn proto_num(p: &ProtoSpec) -> Result<u8, String> {
-    match p {
-        ProtoSpec::Num(n) => u8::try_from(*n).map_err(|_| format!("{n}: must be 0..=255")),
-        ProtoSpec::Name(s) => match s.as_str() {
-            "tcp" => Ok(6),
-            "udp" => Ok(17),
-            "icmp" => Ok(1),
-            "icmpv6" => Ok(58),
-            o => Err(format!(
-                "`{o}`: expected tcp, udp, icmp, icmpv6 or a number"
-            )),
-        },
-    }
-}
-
-pub(super) fn port_range(p: &PortSpec) -> Result<(u16, u16), String> {
-    match p {
-        PortSpec::Num(n) => u16::try_from(*n)
-            .map(|p| (p, p))
-            .map_err(|_| format!("{n}: must be 0..=65535")),
-        PortSpec::Text(s) => s.parse::<super::PortRange>().map(|r| (r.0, r.1)),
     }
 }
 
@@ -294,7 +133,7 @@ pub(super) fn check(
     cx: &mut Ctx<'_>,
     fw: Option<&RawFirewall>,
     ct: Option<&RawConntrack>,
-    nat: Option<&super::nat::RawNat>,
+    nat: Option<&RawNat>,
     names: &BTreeMap<&str, u16>,
     v4: &[Vec<Ipv4Addr>],
     base: Option<&Path>,
@@ -732,6 +571,7 @@ fn check_ct(
 
 #[cfg(test)]
 mod tests {
+    use super::super::schema::PortSpec;
     use super::*;
 
     #[test]

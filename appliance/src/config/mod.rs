@@ -37,8 +37,7 @@ use ports::check_port;
 use schema::*;
 use source::*;
 
-pub use firewall::GatewaySetup;
-pub use router::{Route, RouterSetup};
+pub use typed::{GatewaySetup, PathRefused, Route, RouterSetup};
 
 use crate::poll::{self, Policy};
 use pipeline::wire::MacAddr;
@@ -208,8 +207,7 @@ fn toml_error(e: &toml::de::Error, text: &str, file: &str) -> ConfigErrors {
 /// decide. Constant work per route however many were added before, where
 /// `parse_edit` parses and checks the whole text again.
 pub fn check_added_route(table: &str, cur: &Config) -> Result<Route, ConfigErrors> {
-    let raw: router::RawAdded =
-        toml::from_str(table).map_err(|e| toml_error(&e, table, &cur.source))?;
+    let raw: RawAdded = toml::from_str(table).map_err(|e| toml_error(&e, table, &cur.source))?;
     let mut cx = Ctx::new(&cur.source, table);
     let [r] = raw.route.as_slice() else {
         return Err(ConfigErrors(vec![ConfigError {
@@ -237,7 +235,7 @@ pub fn check_added_neighbor(
     table: &str,
     cur: &Config,
 ) -> Result<(u16, std::net::IpAddr, MacAddr), ConfigErrors> {
-    let raw: router::RawAddedNeighbor =
+    let raw: RawAddedNeighbor =
         toml::from_str(table).map_err(|e| toml_error(&e, table, &cur.source))?;
     let mut cx = Ctx::new(&cur.source, table);
     let [n] = raw.neighbor.as_slice() else {
@@ -822,7 +820,7 @@ fn check_worker_gen(
 /// `PORT.OUTER.ID` for QinQ) and place, `None` where it is wrong.
 fn vlans(
     cx: &mut Ctx<'_>,
-    raw: &[router::RawVlan],
+    raw: &[RawVlan],
     ports: &[RawPort],
 ) -> Vec<(String, Option<pipeline::router::Vlan>)> {
     let mut out: Vec<(String, Option<pipeline::router::Vlan>)> = Vec::new();

@@ -4,54 +4,12 @@
 //! forward to the router itself or shadowed by an earlier one, two 1:1
 //! NATs on one address).
 
-use super::firewall::{proto_num, OneOrMany, ProtoSpec};
+use super::schema::{proto_num, OneOrMany, RawNat};
 use super::Ctx;
 use pipeline::nat::{Dnat, NatConfig, PortRange, Snat, SnatTo, StaticNat};
-use serde::Deserialize;
 use std::collections::BTreeMap;
 use std::net::{IpAddr, Ipv4Addr};
 use toml::Spanned;
-
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(super) struct RawNat {
-    /// Source ports handed out, split over the workers.
-    ports: Option<Spanned<String>>,
-    #[serde(default)]
-    snat: Vec<RawSnat>,
-    #[serde(default)]
-    dnat: Vec<RawDnat>,
-    #[serde(default, rename = "static")]
-    statics: Vec<RawStatic>,
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(super) struct RawSnat {
-    out: Spanned<String>,
-    src: Option<Spanned<String>>,
-    /// "masquerade" or a list of addresses.
-    to: Spanned<OneOrMany>,
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(super) struct RawDnat {
-    #[serde(rename = "in")]
-    in_: Option<Spanned<String>>,
-    proto: Option<Spanned<ProtoSpec>>,
-    dst: Spanned<String>,
-    dport: Option<Spanned<i64>>,
-    /// `address` or `address:port`.
-    to: Spanned<String>,
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(super) struct RawStatic {
-    inside: Spanned<Ipv4Addr>,
-    outside: Spanned<Ipv4Addr>,
-}
 
 pub(super) fn check(
     cx: &mut Ctx<'_>,

@@ -1,61 +1,16 @@
 //! Router settings: interface addresses (on `[[port]]`), static routes,
 //! static neighbours, and an optional route file.
 
+use super::schema::{RawNeighbor, RawRoute, RawRouter};
+use super::typed::{in_prefix4, PathRefused, Route, RouterSetup};
 use super::{Ctx, Prefix, Str};
 use pipeline::prefix;
 use pipeline::router::{Interface, NextHop, Vlan};
 use pipeline::wire::MacAddr;
-use serde::Deserialize;
 use std::collections::BTreeMap;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::path::{Path, PathBuf};
 use toml::Spanned;
-
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(super) struct RawRouter {
-    /// Prefixes, one per line (plain or .gz); next hops from `route_file_via`.
-    route_file: Option<Spanned<String>>,
-    /// Gateways the route file's prefixes are spread over (round-robin per
-    /// family).
-    #[serde(default)]
-    route_file_via: Vec<Spanned<IpAddr>>,
-    /// ICMP errors and ARP requests per second per core.
-    icmp_rate: Option<Spanned<u32>>,
-    /// Seconds before a learned neighbour is resolved again.
-    neighbor_timeout_s: Option<Spanned<u64>>,
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(super) struct RawRoute {
-    prefix: Spanned<String>,
-    via: Option<Spanned<IpAddr>>,
-    port: Option<Spanned<String>>,
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(super) struct RawNeighbor {
-    ip: Spanned<IpAddr>,
-    mac: Str<MacAddr>,
-    port: Spanned<String>,
-}
-
-/// A VLAN sub-interface (`[[vlan]]`): 802.1Q, or QinQ with `outer`.
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(super) struct RawVlan {
-    pub(super) port: Spanned<String>,
-    pub(super) id: Spanned<u16>,
-    pub(super) outer: Option<Spanned<u16>>,
-    pub(super) name: Option<Spanned<String>>,
-    #[serde(default = "super::schema::empty_list")]
-    pub(super) ipv4: Spanned<Vec<Str<Prefix<Ipv4Addr>>>>,
-    #[serde(default)]
-    pub(super) ipv6: Vec<Str<Prefix<Ipv6Addr>>>,
-    pub(super) mtu: Option<Spanned<u16>>,
-}
 
 /// What the router needs of one `[[port]]` or `[[vlan]]`.
 pub(super) struct PortAddrs<'a> {
@@ -75,143 +30,6 @@ pub(super) struct PortAddrs<'a> {
 impl PortAddrs<'_> {
     fn span_of_ipv4(&self) -> &Spanned<()> {
         &self.at
-    }
-}
-
-/// One `[[route]]` table on its own: what `sluice ctl route add` adds
-/// (see [`super::check_added_route`]).
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(super) struct RawAdded {
-    pub(super) route: Vec<RawRoute>,
-}
-
-/// One `[[neighbor]]` table on its own: what `sluice ctl neighbor
-/// add|replace` adds (see [`super::check_added_neighbor`]).
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(super) struct RawAddedNeighbor {
-    pub(super) neighbor: Vec<RawNeighbor>,
-}
-
-/// A route: prefix and next hops (several: equal-cost multipath, one
-/// `[[route]]` table per path).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Route {
-    /// Network address.
-    pub addr: IpAddr,
-    /// Prefix length.
-    pub len: u8,
-    /// Where it leads (at least one; a flow takes one of them).
-    pub paths: Vec<NextHop>,
-}
-
-/// Why a path cannot join the route to its prefix.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum PathRefused {
-    /// The route has that path already.
-    Twice,
-    /// The route has the most paths the FIB takes.
-    TooMany,
-    /// The route or the path has no gateway: a connected (or `port`-only)
-    /// route has one path.
-    Connected,
-}
-
-impl PathRefused {
-    /// What the config check says of it, for a path to `a/l`.
-    pub fn msg(self, a: IpAddr, l: u8) -> String {
-        match self {
-            PathRefused::Twice => format!("{a}/{l} is listed twice with the same next hop"),
-            PathRefused::TooMany => format!(
-                "{a}/{l} has more than {} equal-cost paths",
-                pipeline::fib::MAX_PATHS
-            ),
-            PathRefused::Connected => {
-                format!("{a}/{l} is already routed: a connected route cannot have other paths")
-            }
-        }
-    }
-}
-
-impl Route {
-    /// Adds `hop` as one more equal-cost path, as another `[[route]]`
-    /// table for the prefix does; why it cannot.
-    pub fn add_path(&mut self, hop: NextHop) -> Result<(), PathRefused> {
-        if self.paths.contains(&hop) {
-            Err(PathRefused::Twice)
-        } else if self.paths.len() >= pipeline::fib::MAX_PATHS {
-            Err(PathRefused::TooMany)
-        } else if hop.via.is_none() || self.paths.iter().any(|h| h.via.is_none()) {
-            Err(PathRefused::Connected)
-        } else {
-            self.paths.push(hop);
-            Ok(())
-        }
-    }
-}
-
-/// Checked router settings.
-#[derive(Debug, Clone, Default)]
-pub struct RouterSetup {
-    /// Interfaces: index = port, then the VLAN sub-interfaces.
-    pub interfaces: Vec<Interface>,
-    /// The interfaces' names (ports', then sub-interfaces').
-    pub names: Vec<String>,
-    /// Connected and static routes.
-    pub routes: Vec<Route>,
-    /// Static neighbours: (port, address, MAC).
-    pub neighbors: Vec<(u16, IpAddr, MacAddr)>,
-    /// Route file and the next hops its prefixes are spread over.
-    pub route_file: Option<(PathBuf, Vec<NextHop>, Vec<NextHop>)>,
-    /// The route file's prefixes, read and checked at validation (so
-    /// `sluice check` and `run` see the same file, once).
-    pub file_routes: std::sync::Arc<[(IpAddr, u8)]>,
-    /// ICMP errors and ARP requests per second per core.
-    pub icmp_rate: u32,
-    /// Learned neighbours older than this are resolved again.
-    pub neighbor_timeout: std::time::Duration,
-}
-
-impl RouterSetup {
-    /// The name of interface `i` (a port's, for a port's index).
-    pub fn iface_name(&self, i: u16) -> Option<&str> {
-        self.names.get(usize::from(i)).map(String::as_str)
-    }
-
-    /// Interface names to their indexes (what an edit's table names).
-    fn name_map(&self) -> BTreeMap<&str, u16> {
-        self.names
-            .iter()
-            .enumerate()
-            .map(|(i, n)| (n.as_str(), i as u16))
-            .collect()
-    }
-
-    /// True when some interface has an address (the router can run).
-    pub fn has_addresses(&self) -> bool {
-        self.interfaces
-            .iter()
-            .any(|i| !i.ipv4.is_empty() || !i.ipv6.is_empty())
-    }
-
-    /// Whether `a` is one of the router's own addresses.
-    fn is_local(&self, a: IpAddr) -> bool {
-        self.interfaces.iter().any(|i| match a {
-            IpAddr::V4(a) => i.ipv4.iter().any(|(x, _)| *x == a),
-            IpAddr::V6(a) => i.ipv6.iter().any(|(x, _)| *x == a),
-        })
-    }
-
-    /// The port whose connected subnet holds `a`.
-    fn port_of(&self, a: IpAddr) -> Option<u16> {
-        self.interfaces
-            .iter()
-            .position(|i| match a {
-                IpAddr::V4(a) => i.ipv4.iter().any(|(x, l)| in_prefix4(*x, *l, a)),
-                IpAddr::V6(a) => i.ipv6.iter().any(|(x, l)| in_prefix6(*x, *l, a)),
-            })
-            .map(|p| p as u16)
     }
 }
 
@@ -235,14 +53,6 @@ fn mask_ip(a: IpAddr, len: u8) -> IpAddr {
         IpAddr::V4(a) => IpAddr::V4(Ipv4Addr::from(u32::from(a) & prefix::mask4(len))),
         IpAddr::V6(a) => IpAddr::V6(Ipv6Addr::from(u128::from(a) & prefix::mask6(len))),
     }
-}
-
-fn in_prefix4(net: Ipv4Addr, len: u8, a: Ipv4Addr) -> bool {
-    prefix::in4(u32::from(a), (u32::from(net), len))
-}
-
-fn in_prefix6(net: Ipv6Addr, len: u8, a: Ipv6Addr) -> bool {
-    prefix::in6(u128::from(a), (u128::from(net), len))
 }
 
 /// Checks the router settings; `ports[i]` is port i's.

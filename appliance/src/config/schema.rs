@@ -3,6 +3,7 @@
 //! file spells them; [`super::validate`] turns them into the checked types.
 
 use super::*;
+use std::net::{IpAddr, Ipv4Addr};
 
 /// A value parsed from a string with `FromStr` (MACs, CIDRs, ranges).
 #[derive(Debug, Clone, Copy)]
@@ -173,21 +174,21 @@ pub(super) struct RawFile {
     #[serde(default)]
     pub(super) worker: Vec<RawWorker>,
     #[serde(default)]
-    pub(super) router: router::RawRouter,
+    pub(super) router: RawRouter,
     #[serde(default)]
-    pub(super) route: Vec<router::RawRoute>,
+    pub(super) route: Vec<RawRoute>,
     #[serde(default)]
-    pub(super) neighbor: Vec<router::RawNeighbor>,
+    pub(super) neighbor: Vec<RawNeighbor>,
     #[serde(default)]
-    pub(super) vlan: Vec<router::RawVlan>,
+    pub(super) vlan: Vec<RawVlan>,
     #[serde(default)]
     pub(super) dpdk: RawDpdk,
     #[serde(default)]
     pub(super) management: RawManagement,
     pub(super) control_plane: Option<Spanned<RawControlPlane>>,
-    pub(super) firewall: Option<firewall::RawFirewall>,
-    pub(super) conntrack: Option<firewall::RawConntrack>,
-    pub(super) nat: Option<nat::RawNat>,
+    pub(super) firewall: Option<RawFirewall>,
+    pub(super) conntrack: Option<RawConntrack>,
+    pub(super) nat: Option<RawNat>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -259,7 +260,7 @@ pub(super) struct RawControlPlane {
     /// Punt rules: what of the traffic for the router goes to the
     /// kernel (all of it without rules).
     #[serde(default)]
-    pub(super) punt: Vec<super::control_plane::RawPuntRule>,
+    pub(super) punt: Vec<RawPuntRule>,
 }
 
 /// A listening address as a config gives it.
@@ -495,4 +496,250 @@ pub(super) struct RawPoll {
     pub(super) down_pps: Option<Spanned<f64>>,
     pub(super) window_ms: Option<Spanned<u64>>,
     pub(super) hold: Option<Spanned<u32>>,
+}
+
+/// One name or a list of names.
+#[derive(Debug, Deserialize)]
+#[serde(
+    untagged,
+    expecting = "expected a name or a list of names such as [\"a\", \"b\"]"
+)]
+pub(super) enum OneOrMany {
+    One(String),
+    Many(Vec<String>),
+}
+
+impl OneOrMany {
+    pub(super) fn names(&self) -> Vec<&str> {
+        match self {
+            OneOrMany::One(s) => vec![s.as_str()],
+            OneOrMany::Many(v) => v.iter().map(String::as_str).collect(),
+        }
+    }
+}
+
+/// A port number or a range string.
+#[derive(Debug, Deserialize)]
+#[serde(
+    untagged,
+    expecting = "expected a port number or a range such as \"1024-65535\""
+)]
+pub(super) enum PortSpec {
+    Num(i64),
+    Text(String),
+}
+
+/// A protocol number or name.
+#[derive(Debug, Deserialize)]
+#[serde(
+    untagged,
+    expecting = "expected a name (such as \"tcp\" or \"echo-request\") or a number"
+)]
+pub(super) enum ProtoSpec {
+    Num(i64),
+    Name(String),
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawFirewall {
+    /// Policy for packets no rule matches: accept, drop or reject.
+    pub(super) default: Option<Spanned<String>>,
+    /// Zones: name → port names.
+    #[serde(default)]
+    pub(super) zones: BTreeMap<String, Spanned<Vec<String>>>,
+    /// A ClassBench rule file appended after the rules.
+    pub(super) classbench_file: Option<Spanned<String>>,
+    /// Action of the ClassBench rules.
+    pub(super) classbench_action: Option<Spanned<String>>,
+    #[serde(default)]
+    pub(super) rule: Vec<Spanned<RawRule>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawRule {
+    pub(super) action: Spanned<String>,
+    pub(super) reject_with: Option<Spanned<String>>,
+    pub(super) src: Option<Spanned<String>>,
+    pub(super) dst: Option<Spanned<String>>,
+    pub(super) proto: Option<Spanned<ProtoSpec>>,
+    pub(super) sport: Option<Spanned<PortSpec>>,
+    pub(super) dport: Option<Spanned<PortSpec>>,
+    pub(super) tcp_flags: Option<Spanned<String>>,
+    /// ICMP/ICMPv6 type: an nftables name (`echo-request`) or a number.
+    pub(super) icmp_type: Option<Spanned<ProtoSpec>>,
+    /// ICMP/ICMPv6 code (needs `icmp_type`).
+    pub(super) icmp_code: Option<Spanned<i64>>,
+    #[serde(rename = "in")]
+    pub(super) in_: Option<Spanned<OneOrMany>>,
+    pub(super) out: Option<Spanned<OneOrMany>>,
+    pub(super) state: Option<Spanned<OneOrMany>>,
+    /// nftables `ct status`: "dnat", "snat", "!dnat", "!snat" (all must
+    /// hold).
+    pub(super) ct_status: Option<Spanned<OneOrMany>>,
+    /// nftables `ct original ip daddr`: the destination before DNAT.
+    pub(super) ct_original_dst: Option<Spanned<String>>,
+    /// nftables `ct original proto-dst`: the destination port before DNAT.
+    pub(super) ct_original_dport: Option<Spanned<PortSpec>>,
+    #[serde(default)]
+    pub(super) counter: bool,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawConntrack {
+    /// Flows per worker.
+    pub(super) capacity: Option<Spanned<i64>>,
+    pub(super) tcp_handshake_s: Option<Spanned<u64>>,
+    pub(super) tcp_established_s: Option<Spanned<u64>>,
+    pub(super) tcp_closing_s: Option<Spanned<u64>>,
+    pub(super) tcp_closed_s: Option<Spanned<u64>>,
+    pub(super) unreplied_s: Option<Spanned<u64>>,
+    pub(super) replied_s: Option<Spanned<u64>>,
+    /// Track TCP windows (Linux's `nf_conntrack_tcp_be_liberal = 0`).
+    pub(super) tcp_window: Option<bool>,
+}
+
+pub(super) fn proto_num(p: &ProtoSpec) -> Result<u8, String> {
+    match p {
+        ProtoSpec::Num(n) => u8::try_from(*n).map_err(|_| format!("{n}: must be 0..=255")),
+        ProtoSpec::Name(s) => match s.as_str() {
+            "tcp" => Ok(6),
+            "udp" => Ok(17),
+            "icmp" => Ok(1),
+            "icmpv6" => Ok(58),
+            o => Err(format!(
+                "`{o}`: expected tcp, udp, icmp, icmpv6 or a number"
+            )),
+        },
+    }
+}
+
+pub(super) fn port_range(p: &PortSpec) -> Result<(u16, u16), String> {
+    match p {
+        PortSpec::Num(n) => u16::try_from(*n)
+            .map(|p| (p, p))
+            .map_err(|_| format!("{n}: must be 0..=65535")),
+        PortSpec::Text(s) => s.parse::<super::PortRange>().map(|r| (r.0, r.1)),
+    }
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawNat {
+    /// Source ports handed out, split over the workers.
+    pub(super) ports: Option<Spanned<String>>,
+    #[serde(default)]
+    pub(super) snat: Vec<RawSnat>,
+    #[serde(default)]
+    pub(super) dnat: Vec<RawDnat>,
+    #[serde(default, rename = "static")]
+    pub(super) statics: Vec<RawStatic>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawSnat {
+    pub(super) out: Spanned<String>,
+    pub(super) src: Option<Spanned<String>>,
+    /// "masquerade" or a list of addresses.
+    pub(super) to: Spanned<OneOrMany>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawDnat {
+    #[serde(rename = "in")]
+    pub(super) in_: Option<Spanned<String>>,
+    pub(super) proto: Option<Spanned<ProtoSpec>>,
+    pub(super) dst: Spanned<String>,
+    pub(super) dport: Option<Spanned<i64>>,
+    /// `address` or `address:port`.
+    pub(super) to: Spanned<String>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawStatic {
+    pub(super) inside: Spanned<Ipv4Addr>,
+    pub(super) outside: Spanned<Ipv4Addr>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawRouter {
+    /// Prefixes, one per line (plain or .gz); next hops from `route_file_via`.
+    pub(super) route_file: Option<Spanned<String>>,
+    /// Gateways the route file's prefixes are spread over (round-robin per
+    /// family).
+    #[serde(default)]
+    pub(super) route_file_via: Vec<Spanned<IpAddr>>,
+    /// ICMP errors and ARP requests per second per core.
+    pub(super) icmp_rate: Option<Spanned<u32>>,
+    /// Seconds before a learned neighbour is resolved again.
+    pub(super) neighbor_timeout_s: Option<Spanned<u64>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawRoute {
+    pub(super) prefix: Spanned<String>,
+    pub(super) via: Option<Spanned<IpAddr>>,
+    pub(super) port: Option<Spanned<String>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawNeighbor {
+    pub(super) ip: Spanned<IpAddr>,
+    pub(super) mac: Str<MacAddr>,
+    pub(super) port: Spanned<String>,
+}
+
+/// A VLAN sub-interface (`[[vlan]]`): 802.1Q, or QinQ with `outer`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawVlan {
+    pub(super) port: Spanned<String>,
+    pub(super) id: Spanned<u16>,
+    pub(super) outer: Option<Spanned<u16>>,
+    pub(super) name: Option<Spanned<String>>,
+    #[serde(default = "super::schema::empty_list")]
+    pub(super) ipv4: Spanned<Vec<Str<Prefix<Ipv4Addr>>>>,
+    #[serde(default)]
+    pub(super) ipv6: Vec<Str<Prefix<Ipv6Addr>>>,
+    pub(super) mtu: Option<Spanned<u16>>,
+}
+
+/// One `[[route]]` table on its own: what `sluice ctl route add` adds
+/// (see [`super::check_added_route`]).
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawAdded {
+    pub(super) route: Vec<RawRoute>,
+}
+
+/// One `[[neighbor]]` table on its own: what `sluice ctl neighbor
+/// add|replace` adds (see [`super::check_added_neighbor`]).
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawAddedNeighbor {
+    pub(super) neighbor: Vec<RawNeighbor>,
+}
+
+/// One `[[control_plane.punt]]` rule as written.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawPuntRule {
+    /// Protocol: tcp, udp, icmp, icmpv6, ospf, vrrp or a number.
+    pub(super) proto: Option<Spanned<ProtoSpec>>,
+    /// Destination port or range (TCP, UDP, SCTP).
+    pub(super) port: Option<Spanned<PortSpec>>,
+    /// Source port or range (TCP, UDP, SCTP).
+    pub(super) sport: Option<Spanned<PortSpec>>,
+    /// Source prefixes.
+    pub(super) from: Option<Spanned<OneOrMany>>,
+    /// Packets per second per core.
+    pub(super) rate: Option<Spanned<i64>>,
 }

@@ -1,6 +1,11 @@
 //! The checked configuration the rest of the appliance runs from.
 
 use super::*;
+use pipeline::conntrack::Timeouts;
+use pipeline::firewall::{Action, FwRule};
+use pipeline::nat::NatConfig;
+use pipeline::router::{Interface, NextHop};
+use std::net::IpAddr;
 
 /// Forwarding mode, with testpmd's meaning.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
@@ -312,4 +317,169 @@ pub struct ControlPlane {
     pub interfaces: Vec<(u16, String)>,
     /// The netlink socket's receive buffer (bytes).
     pub rcvbuf: usize,
+}
+
+/// A route: prefix and next hops (several: equal-cost multipath, one
+/// `[[route]]` table per path).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Route {
+    /// Network address.
+    pub addr: IpAddr,
+    /// Prefix length.
+    pub len: u8,
+    /// Where it leads (at least one; a flow takes one of them).
+    pub paths: Vec<NextHop>,
+}
+
+/// Why a path cannot join the route to its prefix.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PathRefused {
+    /// The route has that path already.
+    Twice,
+    /// The route has the most paths the FIB takes.
+    TooMany,
+    /// The route or the path has no gateway: a connected (or `port`-only)
+    /// route has one path.
+    Connected,
+}
+
+impl PathRefused {
+    /// What the config check says of it, for a path to `a/l`.
+    pub fn msg(self, a: IpAddr, l: u8) -> String {
+        match self {
+            PathRefused::Twice => format!("{a}/{l} is listed twice with the same next hop"),
+            PathRefused::TooMany => format!(
+                "{a}/{l} has more than {} equal-cost paths",
+                pipeline::fib::MAX_PATHS
+            ),
+            PathRefused::Connected => {
+                format!("{a}/{l} is already routed: a connected route cannot have other paths")
+            }
+        }
+    }
+}
+
+impl Route {
+    /// Adds `hop` as one more equal-cost path, as another `[[route]]`
+    /// table for the prefix does; why it cannot.
+    pub fn add_path(&mut self, hop: NextHop) -> Result<(), PathRefused> {
+        if self.paths.contains(&hop) {
+            Err(PathRefused::Twice)
+        } else if self.paths.len() >= pipeline::fib::MAX_PATHS {
+            Err(PathRefused::TooMany)
+        } else if hop.via.is_none() || self.paths.iter().any(|h| h.via.is_none()) {
+            Err(PathRefused::Connected)
+        } else {
+            self.paths.push(hop);
+            Ok(())
+        }
+    }
+}
+
+/// Checked router settings.
+#[derive(Debug, Clone, Default)]
+pub struct RouterSetup {
+    /// Interfaces: index = port, then the VLAN sub-interfaces.
+    pub interfaces: Vec<Interface>,
+    /// The interfaces' names (ports', then sub-interfaces').
+    pub names: Vec<String>,
+    /// Connected and static routes.
+    pub routes: Vec<Route>,
+    /// Static neighbours: (port, address, MAC).
+    pub neighbors: Vec<(u16, IpAddr, MacAddr)>,
+    /// Route file and the next hops its prefixes are spread over.
+    pub route_file: Option<(PathBuf, Vec<NextHop>, Vec<NextHop>)>,
+    /// The route file's prefixes, read and checked at validation (so
+    /// `sluice check` and `run` see the same file, once).
+    pub file_routes: std::sync::Arc<[(IpAddr, u8)]>,
+    /// ICMP errors and ARP requests per second per core.
+    pub icmp_rate: u32,
+    /// Learned neighbours older than this are resolved again.
+    pub neighbor_timeout: std::time::Duration,
+}
+
+impl RouterSetup {
+    /// The name of interface `i` (a port's, for a port's index).
+    pub fn iface_name(&self, i: u16) -> Option<&str> {
+        self.names.get(usize::from(i)).map(String::as_str)
+    }
+
+    /// Interface names to their indexes (what an edit's table names).
+    pub(super) fn name_map(&self) -> BTreeMap<&str, u16> {
+        self.names
+            .iter()
+            .enumerate()
+            .map(|(i, n)| (n.as_str(), i as u16))
+            .collect()
+    }
+
+    /// True when some interface has an address (the router can run).
+    pub fn has_addresses(&self) -> bool {
+        self.interfaces
+            .iter()
+            .any(|i| !i.ipv4.is_empty() || !i.ipv6.is_empty())
+    }
+
+    /// Whether `a` is one of the router's own addresses.
+    pub(super) fn is_local(&self, a: IpAddr) -> bool {
+        self.interfaces.iter().any(|i| match a {
+            IpAddr::V4(a) => i.ipv4.iter().any(|(x, _)| *x == a),
+            IpAddr::V6(a) => i.ipv6.iter().any(|(x, _)| *x == a),
+        })
+    }
+
+    /// The port whose connected subnet holds `a`.
+    pub(super) fn port_of(&self, a: IpAddr) -> Option<u16> {
+        self.interfaces
+            .iter()
+            .position(|i| match a {
+                IpAddr::V4(a) => i.ipv4.iter().any(|(x, l)| in_prefix4(*x, *l, a)),
+                IpAddr::V6(a) => i.ipv6.iter().any(|(x, l)| in_prefix6(*x, *l, a)),
+            })
+            .map(|p| p as u16)
+    }
+}
+
+/// Checked firewall, conntrack and NAT settings.
+#[derive(Debug, Clone)]
+pub struct GatewaySetup {
+    /// Whether the config asks for the gateway stage at all.
+    pub enabled: bool,
+    /// Rules (TOML rules, then the ClassBench file's).
+    pub rules: Vec<FwRule>,
+    /// The ClassBench rule file and which of `rules` came from it.
+    pub rule_file: Option<(PathBuf, std::ops::Range<usize>)>,
+    /// Default policy.
+    pub default: Action,
+    /// NAT rules.
+    pub nat: NatConfig,
+    /// Flows per worker.
+    pub ct_capacity: usize,
+    /// Whether TCP flows' windows are tracked (`[conntrack] tcp_window`).
+    pub ct_tcp_window: bool,
+    /// Conntrack timeouts.
+    pub timeouts: Timeouts,
+}
+
+impl Default for GatewaySetup {
+    fn default() -> Self {
+        GatewaySetup {
+            enabled: false,
+            rules: Vec::new(),
+            rule_file: None,
+            default: Action::Accept,
+            nat: NatConfig::default(),
+            ct_capacity: 1 << 18,
+            ct_tcp_window: true,
+            timeouts: Timeouts::default(),
+        }
+    }
+}
+
+pub(super) fn in_prefix4(net: Ipv4Addr, len: u8, a: Ipv4Addr) -> bool {
+    pipeline::prefix::in4(u32::from(a), (u32::from(net), len))
+}
+
+pub(super) fn in_prefix6(net: Ipv6Addr, len: u8, a: Ipv6Addr) -> bool {
+    pipeline::prefix::in6(u128::from(a), (u128::from(net), len))
 }

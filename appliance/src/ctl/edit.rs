@@ -12,7 +12,7 @@
 //! they last until the next reload or restart, which go back to the
 //! file.
 
-use crate::config::router::PathRefused;
+use crate::config::PathRefused;
 use crate::config::{self, Config, Route};
 use crate::netlink::{Mirrored, Static};
 use std::net::IpAddr;
