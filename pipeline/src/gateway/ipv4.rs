@@ -1,0 +1,543 @@
+//! The gateway's IPv4 path, packet by packet: header checks and the tuple,
+//! fragments by their first fragment (virtual reassembly, `reass`), a
+//! tracked flow's packets (state machine, translation), a new flow's
+//! planning (DNAT, route, rules, SNAT) and opening.
+
+use super::*;
+
+impl<C: StageClock> Gateway<C> {
+    pub(super) fn ipv4<P: Frame>(&mut self, pkt: &mut P, in_port: u16) -> Verdict {
+        let b = pkt.bytes();
+        // A plain header (20 bytes, valid, TTL above 1) is checked in a few
+        // machine words, as the router's burst path does; anything else
+        // the full way.
+        if !crate::router::plain4(b, pkt.ip4_csum()) {
+            let ip = match Ipv4Packet::new_checked(&b[ETH..]) {
+                Ok(ip) => ip,
+                Err(e) => return Verdict::Drop(e.into()),
+            };
+            if !ip.verify_checksum() {
+                return Verdict::Drop(DropReason::BadChecksum);
+            }
+            if ip.ttl() <= 1 {
+                return self.router.process(pkt, in_port);
+            }
+        }
+        let ip = Ipv4Packet::new_unchecked(&b[ETH..]);
+        let h = ip.header_len();
+        if ip.flags_frag() & 0x3fff != 0 {
+            return self.fragment4(pkt, in_port);
+        }
+        self.l4_4(pkt, in_port, h)
+    }
+
+    /// The part of [`Gateway::ipv4`] from the L4 header on, for a packet
+    /// whose IPv4 header (`h` bytes) was validated.
+    #[inline(always)]
+    pub(super) fn l4_4<P: Frame>(&mut self, pkt: &mut P, in_port: u16, h: usize) -> Verdict {
+        let b = pkt.bytes();
+        let ip = Ipv4Packet::new_unchecked(&b[ETH..]);
+        let l4 = &b[ETH + h..ETH + usize::from(ip.total_len())];
+        let (sport, dport, flags) = match ports(ip.protocol(), l4, false) {
+            Ok(Some(p)) => p,
+            Ok(None) => return self.icmp_error4(pkt, in_port, h),
+            Err(r) => return Verdict::Drop(r),
+        };
+        let (src, dst) = (u32::from_be_bytes(ip.src()), u32::from_be_bytes(ip.dst()));
+        let t = tuple4(src, dst, sport, dport, ip.protocol());
+        self.clock.mark(Stage::Parse);
+        let lane = Lane {
+            t,
+            flags,
+            h: t.hash(),
+            hint: None,
+            plan: None,
+        };
+        self.track4(pkt, in_port, &lane)
+    }
+
+    /// An IPv4 fragment (its header validated): a datagram's first goes
+    /// the way of any packet (its ports are in it) and its fate is kept
+    /// for the others (`reass`), which are then translated, routed, given
+    /// to the router or dropped as it was, or wait for it.
+    #[cold]
+    #[inline(never)]
+    pub(super) fn fragment4<P: Frame>(&mut self, pkt: &mut P, in_port: u16) -> Verdict {
+        let b = pkt.bytes();
+        let ip = Ipv4Packet::new_unchecked(&b[ETH..]);
+        let (h, total, proto) = (ip.header_len(), usize::from(ip.total_len()), ip.protocol());
+        let (src, dst) = (u32::from_be_bytes(ip.src()), u32::from_be_bytes(ip.dst()));
+        let key = reass::Key {
+            src: v4(src),
+            dst: v4(dst),
+            id: u32::from(ip.ident()),
+            proto,
+            v6: false,
+        };
+        let ff = ip.flags_frag();
+        let (at, len, last) = (
+            u32::from(ff & 0x1fff) * 8,
+            (total - h) as u32,
+            ff & 0x2000 == 0,
+        );
+        if at == 0 {
+            let t = match ports(proto, &b[ETH + h..ETH + total], false) {
+                Ok(Some((sport, dport, _))) => Some(tuple4(src, dst, sport, dport, proto)),
+                _ => None,
+            };
+            let v = self.l4_4(pkt, in_port, h);
+            let fate = self.fate(v, t, self.router.is_local4(dst));
+            self.reass.first(&key, len, last, fate);
+            return v;
+        }
+        // A TCP fragment at byte 8 would overwrite the first's flags (RFC
+        // 1858's overlapping fragment attack).
+        if proto == IpProto::TCP && at == 8 {
+            return Verdict::Drop(DropReason::Fragment);
+        }
+        self.later(pkt, in_port, &key, (at, len, last), ETH + total)
+    }
+
+    /// A fragment that is not its datagram's first (`key`), at payload
+    /// byte `at` with `len` bytes (`last`: the datagram's last), the frame
+    /// `frame` bytes long: it meets the datagram's fate if the first has
+    /// come, else waits for it (its buffer `consumed`: a copy waits).
+    pub(super) fn later<P: Frame>(
+        &mut self,
+        pkt: &mut P,
+        in_port: u16,
+        key: &reass::Key,
+        (at, len, last): (u32, u32, bool),
+        frame: usize,
+    ) -> Verdict {
+        match self.reass.later(key, at, len, last) {
+            reass::Later::Fate(f) => self.follow(pkt, in_port, f),
+            reass::Later::Wait if self.reass.hold(key, in_port, &pkt.bytes()[..frame]) => {
+                Verdict::Drop(DropReason::Consumed)
+            }
+            reass::Later::Wait | reass::Later::Full => Verdict::Drop(DropReason::Fragment),
+        }
+    }
+
+    /// What became of a datagram's first fragment, whose verdict was `v`
+    /// (`t`: its tuple, when it had ports; `local`: it is addressed to
+    /// the router): handed over or dropped as it was; if it went on,
+    /// forwarded with its flow's addresses, or, without a flow, given to
+    /// the router if it is the router's (which answers or punts it to the
+    /// kernel); any other first fragment that went on without a flow was
+    /// refused with an answer, or was invalid and let through: the others
+    /// are dropped.
+    pub(super) fn fate(&mut self, v: Verdict, t: Option<Tuple>, local: bool) -> reass::Fate {
+        let flow = match v {
+            Verdict::Handoff(w) => return reass::Fate::Handoff(w),
+            Verdict::Drop(r) if r != DropReason::Consumed => return reass::Fate::Drop(r),
+            _ => t.and_then(|t| Some((t, self.ct.find(&t)?))),
+        };
+        match flow {
+            Some((t, (i, reply))) => {
+                let f = self.ct.flow(i);
+                let to = if f.nat() { f.translated(reply) } else { t };
+                reass::Fate::Forward {
+                    src: to.src,
+                    dst: to.dst,
+                }
+            }
+            None if local => reass::Fate::Router,
+            None if t.is_none() => reass::Fate::Drop(DropReason::Fragment),
+            None => reass::Fate::Drop(DropReason::Filtered),
+        }
+    }
+
+    /// A fragment (not its datagram's first) meets its datagram's `fate`.
+    pub(super) fn follow<P: Frame>(
+        &mut self,
+        pkt: &mut P,
+        in_port: u16,
+        fate: reass::Fate,
+    ) -> Verdict {
+        match fate {
+            reass::Fate::Forward { src, dst } => {
+                readdress(&mut pkt.bytes_mut()[ETH..], src, dst);
+                self.router.process(pkt, in_port)
+            }
+            reass::Fate::Router => self.router.process(pkt, in_port),
+            reass::Fate::Drop(r) => Verdict::Drop(r),
+            reass::Fate::Handoff(w) => Verdict::Handoff(w),
+        }
+    }
+
+    /// Sends the fragments that waited for their datagram's first, as
+    /// [`Gateway::follow`] would have (a fragment handed to another
+    /// worker cannot be: it is dropped).
+    pub(super) fn release_fragments(&mut self, send: &mut dyn FnMut(u16, &[u8]) -> bool) {
+        let router = &mut self.router;
+        self.reass.release(|frame, in_port, fate| match fate {
+            reass::Fate::Forward { src, dst } => {
+                readdress(&mut frame[ETH..], src, dst);
+                router.route_and_send(frame, in_port, send)
+            }
+            _ => false,
+        });
+    }
+
+    /// The part of [`Gateway::ipv4`] past the parse, for a TCP/UDP/ICMP
+    /// query packet whose header was validated: conntrack, then the
+    /// established path (translation, the flow's cached route) or a new
+    /// flow's.
+    #[inline(always)]
+    pub(super) fn track4<P: Frame>(&mut self, pkt: &mut P, in_port: u16, lane: &Lane) -> Verdict {
+        // The tuple by reference: a packet of a flow that is not
+        // translated never copies it.
+        let (t, flags) = (&lane.t, lane.flags);
+        let dst = addr4(t.dst);
+        let seg = if t.proto == IpProto::TCP && self.ct.tcp_window() {
+            segment4(pkt.bytes())
+        } else {
+            None
+        };
+        if let Some((f, reply, conn)) =
+            self.ct
+                .track_hashed(t, lane.h, lane.hint, flags, seg.as_ref())
+        {
+            self.clock.mark(Stage::Conntrack);
+            if conn == crate::conntrack::Conn::Invalid {
+                return self.invalid(
+                    pkt,
+                    in_port,
+                    t,
+                    flags,
+                    self.router.route4(dst, self.router.tuple_hash(t)),
+                );
+            }
+            // The tuple as sent.
+            let translated;
+            let to = if f.nat() {
+                translated = f.translated(reply);
+                &translated
+            } else {
+                t
+            };
+            let ip = Ipv4Packet::new_unchecked(&pkt.bytes()[ETH..]);
+            if f.nat()
+                && !too_big4(
+                    &self.router,
+                    self.min_mtu,
+                    ip.total_len(),
+                    ip.flags_frag(),
+                    to,
+                )
+            {
+                nat::rewrite4_flow(&mut pkt.bytes_mut()[ETH..], to, f.nat_deltas(reply));
+                self.clock.mark(Stage::Nat);
+            }
+            // Validated above (the rewrite kept the checksum right); the
+            // flow caches its next hop, a multipath route's path chosen
+            // by the packet as sent (hashed only when the cache is filled
+            // with such a route: `Fib::path` asks for the hash then).
+            let hop = f.hop_mut(reply);
+            // The route's end where the cached path takes the packet
+            // (else the full way's is all route).
+            let clock = &mut self.clock;
+            let mut cached = false;
+            let v = self.router.forward4_cached(
+                pkt,
+                in_port,
+                hop,
+                || crate::fib::tuple_hash(to.src, to.dst, to.proto, to.sport, to.dport),
+                || {
+                    clock.mark(Stage::Route);
+                    cached = true;
+                },
+            );
+            self.clock
+                .mark(if cached { Stage::Rewrite } else { Stage::Route });
+            return v;
+        }
+        self.clock.mark(Stage::Conntrack);
+        self.miss4(pkt, in_port, lane, seg.as_ref())
+    }
+
+    /// A packet that no flow here accounts for: another worker's, or a
+    /// new flow's. Out of line, with the lane and the TCP segment (parsed
+    /// for the lookup, when windows are tracked) by reference: the
+    /// established path it branches from is not made to keep anything
+    /// for it.
+    #[inline(never)]
+    pub(super) fn miss4<P: Frame>(
+        &mut self,
+        pkt: &mut P,
+        in_port: u16,
+        lane: &Lane,
+        seg: Option<&Segment>,
+    ) -> Verdict {
+        if let Some(o) = self.owner(in_port, &lane.t) {
+            return Verdict::Handoff(o);
+        }
+        self.new4(pkt, in_port, lane, seg)
+    }
+
+    /// A packet that no flow accounts for (or that its flow's state
+    /// machine refused): the rules decide with state `invalid`; accepted,
+    /// it is forwarded as it is and opens nothing.
+    pub(super) fn invalid<P: Frame>(
+        &mut self,
+        pkt: &mut P,
+        in_port: u16,
+        t: &Tuple,
+        flags: u16,
+        out: Option<u16>,
+    ) -> Verdict {
+        let k = Key {
+            src: t.src,
+            dst: t.dst,
+            sport: t.sport,
+            dport: t.dport,
+            proto: t.proto,
+            flags,
+            meta: meta(in_port, out, state::INVALID),
+        };
+        match self.decide(&k) {
+            Action::Accept => self.router.process(pkt, in_port),
+            a => self.refuse(pkt, in_port, a, false),
+        }
+    }
+
+    /// A packet whose tuple `t` (hashed `h`) conntrack has just looked up
+    /// and not found: the rules decide whether it opens a flow (its
+    /// windows starting from `seg`, its TCP segment when they are
+    /// tracked).
+    pub(super) fn new4<P: Frame>(
+        &mut self,
+        pkt: &mut P,
+        in_port: u16,
+        lane: &Lane,
+        seg: Option<&Segment>,
+    ) -> Verdict {
+        let (t, h, flags) = (lane.t, lane.h, lane.flags);
+        let proto = t.proto;
+        let tcp = proto == IpProto::TCP;
+        if !opens_flow(proto, flags) {
+            self.ct.count(conntrack::Event::Invalid);
+            if self.router.is_local4(addr4(t.dst)) {
+                return self.router.process(pkt, in_port);
+            }
+            return self.invalid(
+                pkt,
+                in_port,
+                &t,
+                flags,
+                self.router.route4(addr4(t.dst), self.router.tuple_hash(&t)),
+            );
+        }
+        // Destination NAT, the route, the reply tuple: planned ahead for
+        // the burst's likely new flows (`Plan4`), else here.
+        let here;
+        let plan = match &lane.plan {
+            Some(p) => p,
+            None => {
+                here = self.plan4::<P>(&t, in_port, 0);
+                &here
+            }
+        };
+        self.clock.mark(Stage::Route);
+        let &Open4 {
+            dst,
+            dport,
+            dnat,
+            entry,
+            nh,
+            hop,
+            multi,
+            mut reply,
+            pick,
+            hash: mut first_hash,
+        } = match plan {
+            Plan4::Open(o) => o,
+            // Local, or an ICMP unreachable.
+            Plan4::Local | Plan4::NoRoute { dnat: false } => {
+                return self.router.process(pkt, in_port);
+            }
+            Plan4::NoRoute { dnat: true } => return Verdict::Drop(DropReason::NoRoute),
+        };
+        let out = hop.port;
+        // A translated source's port as it is to be tried now: the planned
+        // one unless the flows opened since went past it (its bucket then
+        // on its way only from here).
+        if pick {
+            let planned = reply.dport;
+            self.next_port_of(&mut reply);
+            if reply.dport != planned {
+                first_hash = reply.hash();
+                P::prefetch(self.ct.bucket_of(first_hash));
+            }
+        }
+        self.clock.mark(Stage::Nat);
+        // Firewall.
+        let k = Key {
+            src: t.src,
+            dst: v4(dst),
+            sport: t.sport,
+            dport,
+            proto,
+            flags,
+            meta: meta(in_port, Some(out), state::NEW)
+                | meta_ct(if dnat { status::DNAT } else { 0 }, entry),
+        };
+        let action = self.decide(&k);
+        self.clock.mark(Stage::Firewall);
+        match action {
+            Action::Accept => {}
+            a => return self.refuse(pkt, in_port, a, tcp),
+        }
+        let hr = if pick {
+            match self.pick_port(&mut reply, first_hash) {
+                Some(h) => h,
+                None => {
+                    self.nat_events[nat::Event::Exhausted as usize] += 1;
+                    return Verdict::Drop(DropReason::NatExhausted);
+                }
+            }
+        } else {
+            first_hash
+        };
+        self.clock.mark(Stage::Nat);
+        // A picked port's reply tuple was just found untracked (and
+        // `opens_flow` holds, checked above): not looked up again.
+        let opened = if pick {
+            self.ct.open_picked(t, h, reply, hr, flags, seg)
+        } else {
+            self.ct.open_missed(t, h, reply, hr, flags, seg)
+        };
+        self.clock.mark(Stage::Conntrack);
+        match opened {
+            Ok(i) => {
+                let f = self.ct.flow(i);
+                // The tuple as sent.
+                let to = if f.nat() { f.translated(false) } else { t };
+                if f.nat() {
+                    self.nat_events[nat::Event::Mapped as usize] += 1;
+                    let ip = Ipv4Packet::new_unchecked(&pkt.bytes()[ETH..]);
+                    if !too_big4(
+                        &self.router,
+                        self.min_mtu,
+                        ip.total_len(),
+                        ip.flags_frag(),
+                        &to,
+                    ) {
+                        nat::rewrite4_flow(&mut pkt.bytes_mut()[ETH..], &to, f.nat_deltas(false));
+                    }
+                    self.clock.mark(Stage::Nat);
+                }
+                // The header was validated on the way in (`ipv4`, or the
+                // burst path's `plain_l4`) and the translation kept its
+                // checksum right: the packet goes the established path's
+                // way, through the flow's route cache, which it fills for
+                // the packets after it (a destination that is the router's
+                // own, or any other case the cache does not take, goes the
+                // router's full way from there).
+                let cache = self.ct.hop_mut(i, false);
+                // A single-path route (the one the rules saw) fills the
+                // cache as it is; a multipath route's path is the one the
+                // flow's packets as sent hash to, picked by the fill below
+                // (as every later fill picks it).
+                if !multi {
+                    self.router.fill4_route(cache, nh, hop, dst);
+                }
+                let clock = &mut self.clock;
+                let mut cached = false;
+                let v = self.router.forward4_cached(
+                    pkt,
+                    in_port,
+                    cache,
+                    || crate::fib::tuple_hash(to.src, to.dst, to.proto, to.sport, to.dport),
+                    || {
+                        clock.mark(Stage::Route);
+                        cached = true;
+                    },
+                );
+                self.clock
+                    .mark(if cached { Stage::Rewrite } else { Stage::Route });
+                v
+            }
+            Err(Refused::Full) => Verdict::Drop(DropReason::CtFull),
+            Err(_) => Verdict::Drop(DropReason::CtClash),
+        }
+    }
+
+    /// The plan ([`Plan4`]) of the flow that a packet of tuple `t` from
+    /// `in_port` opens, if it opens one: destination NAT, the route, and
+    /// the reply tuple (source NAT), a translated port being the one
+    /// [`Gateway::pick_port`] tries `ahead` picks from now; the reply
+    /// tuple's index bucket is prefetched. Inlined into both callers (the
+    /// burst path's look-ahead, `new4`): 44 instructions a new flow fewer
+    /// than as a call (counted). The burst path still copies the plan
+    /// into the packet's lane (~45 instructions the compiler does not
+    /// elide).
+    #[inline(always)]
+    pub(super) fn plan4<P: Frame>(&self, t: &Tuple, in_port: u16, ahead: u32) -> Plan4 {
+        let (src, proto) = (addr4(t.src), t.proto);
+        let (mut dst, mut dport) = (addr4(t.dst), t.dport);
+        let mut dnat = false;
+        let mut entry = 0;
+        if !self.nat.is_empty() {
+            if let Some((e, a, p)) = self.nat.dnat_entry(in_port, proto, dst, dport) {
+                (dst, dport, dnat) = (a, if has_ports(proto) { p } else { dport }, true);
+                entry = e;
+                if proto == IpProto::ICMP {
+                    dport = t.dport; // the identifier stays
+                }
+            }
+        }
+        if !dnat && self.router.is_local4(dst) {
+            return Plan4::Local;
+        }
+        let Some((nh, hop, multi)) = self.router.route4_path(dst, self.router.tuple_hash(t)) else {
+            return Plan4::NoRoute { dnat };
+        };
+        let out = hop.port;
+        // Source NAT: the reply tuple, worked out before the rules are
+        // matched (it does not depend on their verdict).
+        let mut reply = tuple4(dst, src, dport, t.sport, proto);
+        let snat_addr = if dnat && out == in_port {
+            self.router.source4(out).map(|(a, _)| u32::from(a))
+        } else if let Some(o) = self.nat.static_out(src) {
+            reply.dst = v4(o);
+            None
+        } else {
+            match self.nat.snat(out, src) {
+                Some(r) => match &r.to {
+                    SnatTo::Masquerade => self.router.source4(out).map(|(a, _)| u32::from(a)),
+                    SnatTo::Pool(p) if !p.is_empty() => {
+                        let hsh = src.wrapping_mul(0x9e37_79b1) >> 16;
+                        Some(p[hsh as usize % p.len()])
+                    }
+                    SnatTo::Pool(_) => None,
+                },
+                None => None,
+            }
+        };
+        let pick = snat_addr.is_some() && has_ports(proto);
+        if let Some(a) = snat_addr {
+            reply.dst = v4(a);
+        }
+        if pick {
+            self.port_ahead(&mut reply, ahead);
+        }
+        // Hashed once: the prefetch, the port's check or the reply's
+        // lookup, and the insert use it.
+        let hash = reply.hash();
+        P::prefetch(self.ct.bucket_of(hash));
+        Plan4::Open(Open4 {
+            dst,
+            dport,
+            dnat,
+            entry,
+            nh,
+            hop,
+            multi,
+            reply,
+            pick,
+            hash,
+        })
+    }
+}

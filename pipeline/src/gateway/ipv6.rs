@@ -1,0 +1,198 @@
+//! The gateway's IPv6 path: tracked and filtered as IPv4 is, without NAT;
+//! fragments followed by their first fragment; Neighbor Discovery and
+//! packets for the router straight to the router.
+
+use super::*;
+
+impl<C: StageClock> Gateway<C> {
+    pub(super) fn ipv6<P: Frame>(&mut self, pkt: &mut P, in_port: u16) -> Verdict {
+        let b = pkt.bytes();
+        let ip = match Ipv6Packet::new_checked(&b[ETH..]) {
+            Ok(ip) => ip,
+            Err(_) => return self.router.process(pkt, in_port),
+        };
+        let dst = u128::from_be_bytes(ip.dst());
+        let (proto, off, frag) = match ip.headers() {
+            Ok(x) => x,
+            Err(_) => return self.router.process(pkt, in_port),
+        };
+        if ip.hop_limit() <= 1 || dst >> 120 == 0xff || self.router.is_local6(dst) {
+            return self.router.process(pkt, in_port);
+        }
+        if proto == 44 || frag.is_some() {
+            return self.fragment6(pkt, in_port, proto, off, frag);
+        }
+        self.l4_6(pkt, in_port, proto, off, true)
+    }
+
+    /// An IPv6 fragment not for the router, whose extension headers end
+    /// with upper-layer protocol `proto` at `off` (a datagram's first,
+    /// whose fragment header is at `frag`), or with the fragment header at
+    /// `off` (`proto` 44: any other): as [`Gateway::fragment4`], without
+    /// translation.
+    #[cold]
+    #[inline(never)]
+    pub(super) fn fragment6<P: Frame>(
+        &mut self,
+        pkt: &mut P,
+        in_port: u16,
+        proto: u8,
+        off: usize,
+        frag: Option<usize>,
+    ) -> Verdict {
+        let b = pkt.bytes();
+        let ip = Ipv6Packet::new_unchecked(&b[ETH..]);
+        let end = 40 + usize::from(ip.payload_len());
+        let fh = frag.unwrap_or(off);
+        // (A later fragment's header was found within the frame, not
+        // checked against the payload length.)
+        if fh + 8 > end {
+            return Verdict::Drop(DropReason::Truncated);
+        }
+        let f = &b[ETH + fh..ETH + fh + 8];
+        let fo = u16::from_be_bytes([f[2], f[3]]);
+        let key = reass::Key {
+            src: u128::from_be_bytes(ip.src()),
+            dst: u128::from_be_bytes(ip.dst()),
+            id: u32::from_be_bytes([f[4], f[5], f[6], f[7]]),
+            proto: f[0],
+            v6: true,
+        };
+        let (at, len, last) = (u32::from(fo >> 3) * 8, (end - fh - 8) as u32, fo & 1 == 0);
+        if frag.is_some() {
+            let t = match ports(proto, &b[ETH + off..ETH + end], true) {
+                Ok(Some((sport, dport, _))) => Some(Tuple {
+                    src: key.src,
+                    dst: key.dst,
+                    sport,
+                    dport,
+                    proto,
+                    zone: 0,
+                }),
+                _ => None,
+            };
+            let v = self.l4_6(pkt, in_port, proto, off, false);
+            if !last {
+                let fate = self.fate(v, t, false);
+                self.reass.first(&key, len, last, fate);
+            }
+            return v;
+        }
+        self.later(pkt, in_port, &key, (at, len, last), ETH + end)
+    }
+
+    /// The part of [`Gateway::ipv6`] from the L4 header on (protocol
+    /// `proto` at `off`), for a packet the router does not take itself.
+    pub(super) fn l4_6<P: Frame>(
+        &mut self,
+        pkt: &mut P,
+        in_port: u16,
+        proto: u8,
+        off: usize,
+        whole: bool,
+    ) -> Verdict {
+        let b = pkt.bytes();
+        let ip = Ipv6Packet::new_unchecked(&b[ETH..]);
+        let dst = u128::from_be_bytes(ip.dst());
+        let src = u128::from_be_bytes(ip.src());
+        let end = ETH + 40 + usize::from(ip.payload_len());
+        let l4 = &b[ETH + off..end];
+        if proto == IpProto::ICMPV6 && l4.first().is_some_and(|t| (133..=137).contains(t)) {
+            return self.router.process(pkt, in_port);
+        }
+        let out = self.router.route6(dst, self.router.packet_hash(&b[ETH..]));
+        let (sport, dport, flags) = match ports(proto, l4, true) {
+            Ok(Some(p)) => p,
+            Ok(None) => {
+                // ICMPv6 error: related if the quoted packet's flow is
+                // tracked.
+                let related = Ipv6Packet::new_unchecked(&l4[8.min(l4.len())..]);
+                let q = &l4[8.min(l4.len())..];
+                let inner = (q.len() >= 48 && related.version() == 6).then(|| {
+                    let mut s = [0u8; 16];
+                    let mut d = [0u8; 16];
+                    s.copy_from_slice(&q[8..24]);
+                    d.copy_from_slice(&q[24..40]);
+                    let p = q[6];
+                    let (sp, dp) = match ports(p, &q[40..], true) {
+                        Ok(Some((a, b, _))) => (a, b),
+                        _ => (0, 0),
+                    };
+                    Tuple {
+                        src: u128::from_be_bytes(s),
+                        dst: u128::from_be_bytes(d),
+                        sport: sp,
+                        dport: dp,
+                        proto: p,
+                        zone: 0,
+                    }
+                });
+                let st = if inner.is_some_and(|t| self.ct.find(&t.reverse()).is_some()) {
+                    self.ct.count(conntrack::Event::Related);
+                    state::RELATED
+                } else {
+                    self.ct.count(conntrack::Event::Invalid);
+                    state::INVALID
+                };
+                let k = Key {
+                    src,
+                    dst,
+                    sport: 0,
+                    dport: 0,
+                    proto,
+                    // The error's ICMPv6 type and code.
+                    flags: u16::from_be_bytes([l4[0], l4[1]]),
+                    meta: meta(in_port, out, st),
+                };
+                return match self.decide(&k) {
+                    Action::Accept => self.router.process(pkt, in_port),
+                    a => self.refuse(pkt, in_port, a, false),
+                };
+            }
+            Err(r) => return Verdict::Drop(r),
+        };
+        let t = Tuple {
+            src,
+            dst,
+            sport,
+            dport,
+            proto,
+            zone: 0,
+        };
+        // The TCP segment for window tracking (not a fragment's: its
+        // length is the datagram's).
+        let seg = (proto == IpProto::TCP && whole && self.ct.tcp_window()).then(|| {
+            let b = pkt.bytes();
+            let end = ETH + 40 + usize::from(Ipv6Packet::new_unchecked(&b[ETH..]).payload_len());
+            Segment::parse(&b[ETH + off..end])
+        });
+        if let Some((i, reply)) = self.ct.find(&t) {
+            if self.ct.advance(i, reply, flags, seg.as_ref()) == crate::conntrack::Conn::Invalid {
+                return self.invalid(pkt, in_port, &t, flags, out);
+            }
+            return self.router.process(pkt, in_port);
+        }
+        let tcp = proto == IpProto::TCP;
+        if !opens_flow(proto, flags) {
+            self.ct.count(conntrack::Event::Invalid);
+            return self.invalid(pkt, in_port, &t, flags, out);
+        }
+        let Some(out) = out else {
+            return self.router.process(pkt, in_port);
+        };
+        let k = Key {
+            flags,
+            meta: meta(in_port, Some(out), state::NEW),
+            ..t.key()
+        };
+        match self.decide(&k) {
+            Action::Accept => {}
+            a => return self.refuse(pkt, in_port, a, tcp),
+        }
+        match self.ct.open(t, t.reverse(), flags, seg.as_ref()) {
+            Ok(_) => self.router.process(pkt, in_port),
+            Err(Refused::Full) => Verdict::Drop(DropReason::CtFull),
+            Err(_) => Verdict::Drop(DropReason::CtClash),
+        }
+    }
+}

@@ -1,0 +1,98 @@
+//! NAT port ownership: which worker owns a flow's NAT port (return traffic
+//! is handed to it), and the picking of a free port from this worker's
+//! slice of the range.
+
+use super::*;
+
+impl<C: StageClock> Gateway<C> {
+    /// The worker that owns the state a packet with no flow here belongs
+    /// to, when that is another worker: replies to a source-NAT mapping
+    /// (destination: a NAT address, destination port in another worker's
+    /// slice of the port range) and the flows of destination and 1:1 NAT
+    /// (new ones, and replies from the inside host), which worker 0 owns:
+    /// their two directions have different tuples, so symmetric RSS cannot
+    /// bring both to one core.
+    #[inline(always)]
+    pub(super) fn owner(&self, in_port: u16, t: &Tuple) -> Option<u16> {
+        if self.workers <= 1 || self.nat.is_empty() {
+            return None;
+        }
+        self.owner_of(in_port, t)
+    }
+
+    /// [`Gateway::owner`] with more than one worker and NAT rules.
+    #[inline(never)]
+    pub(super) fn owner_of(&self, in_port: u16, t: &Tuple) -> Option<u16> {
+        let (src, dst) = (addr4(t.src), addr4(t.dst));
+        let to_nat = self.router.is_local4(dst)
+            || self.nat.snat.iter().any(|r| match &r.to {
+                SnatTo::Pool(p) => p.contains(&dst),
+                SnatTo::Masquerade => false,
+            });
+        let o = if self
+            .nat
+            .dnat
+            .iter()
+            .any(|d| d.to == src && d.to_port.is_none_or(|p| p == t.sport))
+            || self.nat.dnat(in_port, t.proto, dst, t.dport).is_some()
+            || self.nat.statics.iter().any(|s| s.inside == src)
+        {
+            Some(0)
+        } else if to_nat && has_ports(t.proto) {
+            self.nat.ports.owner(t.dport, self.workers)
+        } else {
+            None
+        };
+        o.filter(|&o| o != self.worker)
+    }
+
+    /// Chooses this worker's next free port for the reply tuple `r`
+    /// (its destination port; for ICMP both ports), which
+    /// [`Gateway::next_port_of`] gave the port tried first and which is
+    /// hashed `h`: the hash of `r` with the port chosen, or `None` when
+    /// [`NAT_PROBES`] tries found none.
+    pub(super) fn pick_port(&mut self, r: &mut Tuple, mut h: u64) -> Option<u64> {
+        let n = self.ports?.len();
+        for _ in 0..n.min(NAT_PROBES) {
+            // Wraps at the range's end without a division (`next_port`
+            // stays below `n`: it starts at 0 whenever the range is set).
+            self.next_port = if self.next_port + 1 >= n {
+                0
+            } else {
+                self.next_port + 1
+            };
+            if !self.ct.contains_hashed(r, h) {
+                return Some(h);
+            }
+            self.next_port_of(r);
+            h = r.hash();
+        }
+        None
+    }
+
+    /// Gives reply tuple `r` the port [`Gateway::pick_port`] tries next
+    /// (its destination port; for ICMP both ports), if this worker has a
+    /// range.
+    #[inline]
+    pub(super) fn next_port_of(&self, r: &mut Tuple) {
+        self.port_ahead(r, 0);
+    }
+
+    /// Gives reply tuple `r` the port [`Gateway::pick_port`] tries `ahead`
+    /// tries from now ([`Gateway::next_port_of`] is `ahead` 0).
+    #[inline]
+    pub(super) fn port_ahead(&self, r: &mut Tuple, ahead: u32) {
+        if let Some(range) = self.ports {
+            // `next_port` is below the range's length (see `pick_port`)
+            // and `ahead` a chunk's packets at most: no division per new
+            // flow, the remainder only past the range's end.
+            let (k, len) = (self.next_port + ahead, range.len());
+            let k = if k < len { k } else { k % len };
+            let p = (u32::from(range.lo) + k) as u16;
+            r.dport = p;
+            if r.proto == IpProto::ICMP {
+                r.sport = p;
+            }
+        }
+    }
+}
