@@ -1,0 +1,110 @@
+//! The TCP state machine (Linux's nf_conntrack_proto_tcp table) and a
+//! flow's step by one packet: timeouts, windows, the state's next value.
+
+use super::*;
+
+/// Whether flow `e` has been idle longer than its state's timeout at
+/// `now`.
+#[inline(always)]
+pub(super) fn stale(now: u64, limits: &Limits, e: &Flow) -> bool {
+    now.saturating_sub(e.last_ns) > limits[e.state as usize]
+}
+
+/// Moves flow `e` on by a packet in direction `reply` with TCP `flags` at
+/// `now` (see [`ConnTrack::advance`]); a refused packet is counted in
+/// `events`. `win`: the flow's window and the segment, when a TCP flow's
+/// windows are tracked (the state moves only if the segment is in them).
+#[inline(always)]
+pub(super) fn step(
+    e: &mut Flow,
+    reply: bool,
+    flags: u16,
+    win: Option<(&mut Window, &Segment)>,
+    now: u64,
+    limits: &Limits,
+    events: &mut [u64; Event::COUNT],
+) -> Conn {
+    let next = if e.orig.proto == TCP {
+        match tcp_next(e.state, reply, flags) {
+            Some(s) => s,
+            None => {
+                events[Event::Invalid as usize] += 1;
+                return Conn::Invalid;
+            }
+        }
+    } else if reply {
+        State::Replied
+    } else {
+        e.state
+    };
+    if let Some((w, seg)) = win {
+        match w.check(reply, flags, seg, e.state) {
+            Check::Accept => {}
+            Check::Ignore => {
+                events[Event::WindowIgnored as usize] += 1;
+                return Conn::Established { reply };
+            }
+            Check::Reset => {
+                // Expires as a closed flow would, unless a packet comes:
+                // its last packet dated back by the difference (a clock
+                // younger than that, hours from boot, keeps it at most
+                // until the clock reaches its own timeout).
+                events[Event::WindowIgnored as usize] += 1;
+                let shorter =
+                    limits[e.state as usize].saturating_sub(limits[State::Closed as usize]);
+                e.last_ns = now.saturating_sub(shorter);
+                return Conn::Established { reply };
+            }
+            Check::Invalid => {
+                events[Event::OutOfWindow as usize] += 1;
+                events[Event::Invalid as usize] += 1;
+                return Conn::Invalid;
+            }
+        }
+    }
+    e.state = next;
+    e.last_ns = now;
+    Conn::Established { reply }
+}
+
+/// The TCP state after a packet with `flags` in direction `reply`, or
+/// `None` when the packet is not acceptable in `s`.
+pub(super) fn tcp_next(s: State, reply: bool, flags: u16) -> Option<State> {
+    if flags & RST != 0 {
+        return Some(State::Closed);
+    }
+    let syn = flags & SYN != 0;
+    let ack = flags & ACK != 0;
+    let fin = flags & FIN != 0;
+    // Where Linux's table (nf_conntrack_proto_tcp.c) says "ignore" (pass,
+    // state unchanged: the endpoints may know better), so does this: a
+    // SYN retransmitted while the SYN+ACK is on its way, a SYN+ACK
+    // retransmitted after the handshake (its ACK was lost beyond the
+    // router), and segments still in flight after a RST.
+    Some(match s {
+        State::SynSent => match (reply, syn, ack) {
+            (false, true, false) => State::SynSent, // retransmitted SYN
+            (true, true, true) => State::SynRecv,
+            _ => return None,
+        },
+        State::SynRecv => match (reply, syn, ack) {
+            (true, true, true) => State::SynRecv,   // retransmitted SYN+ACK
+            (false, true, false) => State::SynRecv, // retransmitted SYN
+            (false, false, true) if fin => State::FinWait,
+            (false, false, true) => State::Established,
+            _ => return None,
+        },
+        State::Established | State::FinWait if syn && ack && reply => s, // SYN+ACK again
+        State::Established if syn => return None,
+        State::Established if fin => State::FinWait,
+        State::Established => State::Established,
+        State::FinWait if fin => State::TimeWait,
+        State::FinWait => State::FinWait,
+        State::TimeWait if syn && !ack && !reply => State::SynSent, // reuse
+        State::TimeWait => State::TimeWait,
+        State::Closed if syn && !ack && !reply => State::SynSent,
+        State::Closed if syn && !(ack && reply) => return None,
+        State::Closed => State::Closed, // in flight after the RST
+        State::Unreplied | State::Replied => return None,
+    })
+}
