@@ -1,5 +1,5 @@
 //! Start-up: opens the configured ports with their drivers (the native
-//! ones here, DPDK's in `crate::dpdk`) and hands them to the
+//! ones here, DPDK's in `crate::eal`) and hands them to the
 //! [`crate::engine`], which runs them until the duration passes or a stop
 //! is asked for.
 
@@ -23,7 +23,7 @@ pub fn run(cfg: &Config, stop: &AtomicBool, emit: &mut dyn FnMut(&Report)) -> Re
         .any(|p| matches!(p.kind, PortKind::Dpdk { .. }))
     {
         #[cfg(feature = "dpdk")]
-        return crate::dpdk::run(cfg, tsc, stop, emit);
+        return crate::eal::run(cfg, tsc, stop, emit);
         #[cfg(not(feature = "dpdk"))]
         anyhow::bail!("DPDK ports need a build with `--features dpdk`");
     }

@@ -3,7 +3,7 @@
 //! management loop (a report every stats period), and stops in an order
 //! that leaves nothing uncounted. It runs ports of any buffer family; the
 //! backends that open them ([`crate::app`] for the native drivers,
-//! `crate::dpdk` for DPDK) call in here, never the other way round.
+//! `crate::eal` for DPDK) call in here, never the other way round.
 
 use crate::config::{Config, FwdMode};
 use crate::counters::WorkerCounters;
@@ -228,7 +228,7 @@ where
             (None, None)
         };
         let now = pmd::sys::rdtsc();
-        let mut gens: Vec<crate::tester::TxGen> = Vec::new();
+        let mut gens: Vec<crate::txgen::TxGen> = Vec::new();
         if let Some(g) = &w.gen {
             for &(p, _) in &w.tx {
                 let port = &cfg.ports[usize::from(p)];
@@ -236,7 +236,7 @@ where
                 g.src_mac = port.mac;
                 g.dst_mac = port.peer_mac;
                 let n = g.flows;
-                gens.push(crate::tester::TxGen::new(
+                gens.push(crate::txgen::TxGen::new(
                     p,
                     g,
                     tsc.hz,
@@ -250,7 +250,7 @@ where
             gen_tx.push(None);
             None
         } else {
-            let (gtx, grx) = crossbeam_channel::bounded::<crate::tester::GenCommand>(16);
+            let (gtx, grx) = crossbeam_channel::bounded::<crate::txgen::GenCommand>(16);
             gen_tx.push(Some(gtx));
             Some(grx)
         };
@@ -294,7 +294,7 @@ where
     // name in use fails the start), rings to each routing worker, one
     // thread between them.
     let mirror_stop = Arc::new(AtomicBool::new(false));
-    let mirror_counters = Arc::new(crate::punt::MirrorCounters::default());
+    let mirror_counters = Arc::new(crate::taps::MirrorCounters::default());
     let mirror_thread = if cfg.taps.is_empty() || l3_workers == 0 {
         None
     } else {
@@ -308,7 +308,7 @@ where
             let tap = pmd::tap::Tap::create(name, iface.mac.0, iface.mtu)
                 .with_context(|| format!("the TAP mirror {name} of {what}"))?;
             eprintln!("control plane: {what} mirrored by TAP {name}");
-            taps.push(crate::punt::Mirror {
+            taps.push(crate::taps::Mirror {
                 iface: *i,
                 port,
                 vlan: iface.vlan,
@@ -323,7 +323,7 @@ where
             if w.mode != FwdMode::L3fwd {
                 continue;
             }
-            let rings = crate::punt::WorkerRings::new(&bell).context("a worker's doorbell")?;
+            let rings = crate::taps::WorkerRings::new(&bell).context("a worker's doorbell")?;
             for &(p, _) in &w.tx {
                 sender[usize::from(p)].get_or_insert(ends.len());
             }
@@ -335,7 +335,7 @@ where
         Some(
             std::thread::Builder::new()
                 .name("sluice-mirror".into())
-                .spawn(move || crate::punt::run(taps, ends, &bell, sender, counters, &stop))
+                .spawn(move || crate::taps::run(taps, ends, &bell, sender, counters, &stop))
                 .context("spawning the TAP mirror thread")?,
         )
     };

@@ -4,7 +4,7 @@
 //!
 //! - [`config`]: the TOML configuration, loaded, validated (errors name the
 //!   file, line and key) and typed; one file per section.
-//! - [`app`] opens the configured ports (the native drivers; `dpdk` opens
+//! - [`app`] opens the configured ports (the native drivers; `eal` opens
 //!   DPDK's) and hands them to the [`engine`], which gives each queue to
 //!   one worker, spawns the workers, runs the management loop and stops
 //!   in order; [`stages`] builds the forwarding stages from the config.
@@ -15,8 +15,9 @@
 //!   [`metrics`] (the Prometheus endpoint), [`ctl`] (the control socket
 //!   and `sluice ctl`), [`serve`] (the bounded server under both),
 //!   [`reload`] (hot reload), [`lock`] (one instance per device and
-//!   socket), [`netlink`] (routes mirrored from a kernel table).
-//! - [`tester`]: the generator of `txonly`/`flowgen` workers and the
+//!   socket), [`netlink`] (routes mirrored from a kernel table), [`taps`]
+//!   (the TAP mirrors' data path, between the workers and the kernel).
+//! - [`txgen`]: the generator of `txonly`/`flowgen` workers and the
 //!   commands that drive it; `sluice bench ndr` ([`ndr`]) searches a
 //!   device's no-drop rate with it.
 //!
@@ -31,17 +32,17 @@ pub mod config;
 pub mod counters;
 pub mod ctl;
 #[cfg(feature = "dpdk")]
-pub mod dpdk;
+pub mod eal;
 pub mod engine;
 pub mod lock;
 pub mod metrics;
 pub mod ndr;
 pub mod netlink;
 pub mod poll;
-pub mod punt;
 pub mod reload;
 pub mod serve;
 pub mod stages;
+pub mod taps;
 pub mod telemetry;
-pub mod tester;
+pub mod txgen;
 pub mod worker;

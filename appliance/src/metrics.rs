@@ -434,7 +434,7 @@ pub struct ControlPlane<'a> {
     /// The netlink mirror's counters and state.
     pub netlink: Option<(&'a crate::netlink::Stats, &'a crate::netlink::Mirrored)>,
     /// The TAP mirror thread's counters.
-    pub taps: Option<&'a crate::punt::MirrorCounters>,
+    pub taps: Option<&'a crate::taps::MirrorCounters>,
     /// How the reloads went.
     pub reloads: &'a crate::reload::Outcomes,
 }

@@ -28,7 +28,7 @@ use std::time::{Duration, Instant};
 pub const FCS: usize = 4;
 
 /// The frame sizes `sluice bench ndr` accepts (with FCS).
-pub const SIZES: std::ops::RangeInclusive<usize> = 62..=crate::tester::MAX_FRAME + FCS;
+pub const SIZES: std::ops::RangeInclusive<usize> = 62..=crate::txgen::MAX_FRAME + FCS;
 
 /// A row of the search: one frame size (bytes with FCS, as RFC 2544
 /// counts them), or the simple IMIX (64, 594 and 1518-byte frames, 7:4:1,

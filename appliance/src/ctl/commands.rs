@@ -90,7 +90,7 @@ pub struct Context<'a> {
     pub dumps: &'a [Sender<crate::worker::DumpRequest>],
     /// Per worker (config order): where its generators' commands go
     /// (`None`: it does not generate).
-    pub gens: &'a [Option<Sender<crate::tester::GenCommand>>],
+    pub gens: &'a [Option<Sender<crate::txgen::GenCommand>>],
     /// Set by `set poll`: the worker (config order) and the policy it
     /// was sent, for the running config to keep.
     pub switched: Option<(usize, Policy)>,
@@ -200,7 +200,7 @@ pub fn run(args: &[String], cx: &mut Context<'_>) -> Response {
         ["show", "nat"] => show_nat(cx),
         ["gen", "stop"] => gen(
             cx,
-            crate::tester::GenCommand {
+            crate::txgen::GenCommand {
                 rate: pmd::softnic::Rate::Pps(0.0),
                 size: None,
                 duration: None,
@@ -216,7 +216,7 @@ pub fn run(args: &[String], cx: &mut Context<'_>) -> Response {
 }
 
 /// `gen start RATE [size N|imix] [duration S]`, parsed.
-fn gen_command(rate: &str, rest: &[&str]) -> Result<crate::tester::GenCommand, String> {
+fn gen_command(rate: &str, rest: &[&str]) -> Result<crate::txgen::GenCommand, String> {
     use pmd::softnic::Rate;
     let rate = match rate {
         "max" => Rate::Max,
@@ -234,7 +234,7 @@ fn gen_command(rate: &str, rest: &[&str]) -> Result<crate::tester::GenCommand, S
             }
         },
     };
-    let mut c = crate::tester::GenCommand {
+    let mut c = crate::txgen::GenCommand {
         rate,
         size: None,
         duration: None,
@@ -245,14 +245,14 @@ fn gen_command(rate: &str, rest: &[&str]) -> Result<crate::tester::GenCommand, S
         let v = it.next().ok_or_else(|| format!("`{k}` needs a value"))?;
         match *k {
             "size" => match v.parse::<usize>() {
-                Ok(n) if (58..=crate::tester::MAX_FRAME).contains(&n) => {
-                    c.size = Some(crate::tester::GenSize::One(n))
+                Ok(n) if (58..=crate::txgen::MAX_FRAME).contains(&n) => {
+                    c.size = Some(crate::txgen::GenSize::One(n))
                 }
-                _ if *v == "imix" => c.size = Some(crate::tester::GenSize::Imix),
+                _ if *v == "imix" => c.size = Some(crate::txgen::GenSize::Imix),
                 _ => {
                     return Err(format!(
                         "size `{v}`: frame bytes without FCS, 58 to {}, or imix",
-                        crate::tester::MAX_FRAME
+                        crate::txgen::MAX_FRAME
                     ))
                 }
             },
@@ -271,9 +271,9 @@ fn gen_command(rate: &str, rest: &[&str]) -> Result<crate::tester::GenCommand, S
 /// Hands a command to every generating worker; a start begins the
 /// receivers' latency anew. IMIX needs each generator's flows in whole
 /// rounds of its 12 lengths (one length per flow).
-fn gen(cx: &mut Context<'_>, c: crate::tester::GenCommand) -> Response {
+fn gen(cx: &mut Context<'_>, c: crate::txgen::GenCommand) -> Response {
     let n = pmd::probe::IMIX.len() as u32;
-    if c.size == Some(crate::tester::GenSize::Imix) {
+    if c.size == Some(crate::txgen::GenSize::Imix) {
         if let Some(f) = cx
             .cfg
             .workers
@@ -291,7 +291,7 @@ fn gen(cx: &mut Context<'_>, c: crate::tester::GenCommand) -> Response {
     // taken it (at its next tick): once `gen start` is answered, `stats`
     // shows the generators running.
     static SEQ: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-    let c = crate::tester::GenCommand {
+    let c = crate::txgen::GenCommand {
         seq: SEQ.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1,
         ..c
     };
@@ -1169,7 +1169,7 @@ fn show_nat(cx: &mut Context<'_>) -> Response {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::tester::GenSize;
+    use crate::txgen::GenSize;
 
     /// `gen start` takes a size in bytes or `imix`, and refuses others.
     #[test]

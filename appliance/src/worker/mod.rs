@@ -230,13 +230,13 @@ pub struct WorkerSetup<B, R = pmd::BoxRx<B>, T = pmd::BoxTx<B>> {
     pub inject: Option<pmd::Injector<B>>,
     /// The control-plane mirror's rings ([`crate::punt`]): where punted
     /// frames go, where the kernel's frames come from.
-    pub mirror: Option<(crate::punt::PuntEnd, crate::punt::FromKernel)>,
+    pub mirror: Option<(crate::taps::PuntEnd, crate::taps::FromKernel)>,
     /// `txonly`/`flowgen`: a generator per TX port.
-    pub gens: Vec<crate::tester::TxGen>,
+    pub gens: Vec<crate::txgen::TxGen>,
     /// Their buffers, in bulk (else one at a time from `inject`).
     pub bulk: Option<pmd::BulkAlloc<B>>,
     /// Changes to the generators (`sluice ctl gen`), read every `PUBLISH`.
-    pub gen_ctl: Option<crossbeam_channel::Receiver<crate::tester::GenCommand>>,
+    pub gen_ctl: Option<crossbeam_channel::Receiver<crate::txgen::GenCommand>>,
     /// Checks what it receives for the tester's signatures.
     pub probe: Option<pmd::probe::Probe>,
     /// Where what the stage learned for the other workers goes
@@ -269,7 +269,7 @@ struct Worker<'a, B, R, T, F> {
     handoff: Handoff<B>,
     inject: Option<pmd::Injector<B>>,
     /// The mirror's rings, and room to copy a frame out of one.
-    punt: Option<crate::punt::PuntEnd>,
+    punt: Option<crate::taps::PuntEnd>,
     from_kernel: Option<(rtrb::Consumer<u8>, Vec<u8>)>,
     /// Rung when the kernel's frames are in `from_kernel` (in `epoll`).
     doorbell: Option<Arc<EventFd>>,
@@ -287,9 +287,9 @@ struct Worker<'a, B, R, T, F> {
     dumps: Option<crossbeam_channel::Receiver<DumpRequest>>,
     /// The generators, where their commands come from, and the probe;
     /// the generators' buffers in bulk (straight into the TX buffers).
-    gens: Vec<crate::tester::TxGen>,
+    gens: Vec<crate::txgen::TxGen>,
     bulk: Option<pmd::BulkAlloc<B>>,
-    gen_ctl: Option<crossbeam_channel::Receiver<crate::tester::GenCommand>>,
+    gen_ctl: Option<crossbeam_channel::Receiver<crate::txgen::GenCommand>>,
     probe: Option<pmd::probe::Probe>,
     learned: Option<(usize, Sender<(usize, pipeline::router::LearnedNeighbors)>)>,
 }
@@ -331,7 +331,7 @@ pub fn run<B: PacketBuf, R: RxQueue<Buf = B>, T: TxQueue<Buf = B>, F: ForwardMod
     let (punt, from_kernel, doorbell) = match mirror {
         Some((p, (k, bell))) => (
             Some(p),
-            Some((k, Vec::with_capacity(crate::punt::MAX_FRAME))),
+            Some((k, Vec::with_capacity(crate::taps::MAX_FRAME))),
             Some(bell),
         ),
         None => (None, None, None),

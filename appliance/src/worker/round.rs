@@ -111,7 +111,7 @@ pub(super) fn send_burst<B: PacketBuf, T: TxQueue<Buf = B>>(
 /// `punt_full`.
 #[cold]
 fn punt_one<B: PacketBuf>(
-    punt: &mut Option<crate::punt::PuntEnd>,
+    punt: &mut Option<crate::taps::PuntEnd>,
     m: &B,
     in_port: u16,
     pc: &PortCounters,
@@ -139,7 +139,7 @@ pub(super) fn dispatch<B: PacketBuf, T: TxQueue<Buf = B>>(
     out: &mut [Option<rtrb::Producer<Handed<B>>>],
     to: &mut [bool],
     handed: bool,
-    punt: &mut Option<crate::punt::PuntEnd>,
+    punt: &mut Option<crate::taps::PuntEnd>,
 ) {
     let pc = &c.ports[usize::from(in_port)];
     match v {
@@ -447,7 +447,7 @@ fn from_kernel_frames<B: PacketBuf, T: TxQueue<Buf = B>>(
     t0: u64,
 ) {
     for _ in 0..pmd::MAX_BURST {
-        let Some((port, frame)) = crate::punt::take(k, scratch) else {
+        let Some((port, frame)) = crate::taps::take(k, scratch) else {
             break;
         };
         let Some(pc) = c.ports.get(usize::from(port)) else {
@@ -479,7 +479,7 @@ const GEN_BURSTS: usize = 4;
 /// a TX queue here) as `gen_nombuf`. Returns how many it made.
 #[inline(never)]
 fn generate<B: PacketBuf, T: TxQueue<Buf = B>>(
-    gens: &mut [crate::tester::TxGen],
+    gens: &mut [crate::txgen::TxGen],
     inject: Option<&pmd::Injector<B>>,
     bulk: Option<&pmd::BulkAlloc<B>>,
     tx: &mut [Option<Tx<B, T>>],
