@@ -364,7 +364,7 @@ where
         }
         _ => None,
     };
-    let mut mirrored = crate::netlink::Mirrored::default();
+    let mut mirrored = crate::rib::Rib::default();
     let mut l3_index = 0u16;
     // The Prometheus endpoint, before any thread starts: a port in use
     // fails the start, not the run.
@@ -825,7 +825,7 @@ impl Live {
         r: crate::reload::Reloaded,
         edits: crate::ctl::edit::Edits,
         retired: &mut crate::reload::Retired,
-        mirrored: &mut crate::netlink::Mirrored,
+        mirrored: &mut crate::rib::Rib,
     ) -> String {
         retired.keep(self.router.as_ref(), self.gateway.as_ref());
         self.cfg = r.cfg;

@@ -15,7 +15,9 @@
 //!   [`metrics`] (the Prometheus endpoint), [`ctl`] (the control socket
 //!   and `sluice ctl`), [`serve`] (the bounded server under both),
 //!   [`reload`] (hot reload), [`lock`] (one instance per device and
-//!   socket), [`netlink`] (routes mirrored from a kernel table), [`taps`]
+//!   socket), [`rib`] (the routes and where each came from: config, ctl,
+//!   kernel), [`netlink`] (the kernel's routes, neighbours, addresses and
+//!   links turned into RIB changes), [`taps`]
 //!   (the TAP mirrors' data path, between the workers and the kernel).
 //! - [`txgen`]: the generator of `txonly`/`flowgen` workers and the
 //!   commands that drive it; `sluice bench ndr` ([`ndr`]) searches a
@@ -40,6 +42,7 @@ pub mod ndr;
 pub mod netlink;
 pub mod poll;
 pub mod reload;
+pub mod rib;
 pub mod serve;
 pub mod stages;
 pub mod taps;

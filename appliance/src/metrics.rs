@@ -432,7 +432,7 @@ fn control_plane(f: &mut Families, tel: &Telemetry, cp: &ControlPlane<'_>) {
 /// What the control-plane mirror reports, where it runs.
 pub struct ControlPlane<'a> {
     /// The netlink mirror's counters and state.
-    pub netlink: Option<(&'a crate::netlink::Stats, &'a crate::netlink::Mirrored)>,
+    pub netlink: Option<(&'a crate::netlink::Stats, &'a crate::rib::Rib)>,
     /// The TAP mirror thread's counters.
     pub taps: Option<&'a crate::taps::MirrorCounters>,
     /// How the reloads went.

@@ -78,7 +78,7 @@ pub struct Context<'a> {
     /// The routing tables, when a worker routes.
     pub router: Option<&'a Router>,
     /// The netlink route mirror's counters and routes, when it runs.
-    pub netlink: Option<(&'a crate::netlink::Stats, &'a crate::netlink::Mirrored)>,
+    pub netlink: Option<(&'a crate::netlink::Stats, &'a crate::rib::Rib)>,
     /// Hit counts of the rules with `counter = true`.
     pub rule_hits: Vec<(String, u64)>,
     /// Per worker (config order): where a new policy goes.

@@ -14,7 +14,7 @@
 
 use crate::config::PathRefused;
 use crate::config::{self, Config, Route};
-use crate::netlink::{Mirrored, Static};
+use crate::rib::{Rib, Static};
 use std::net::IpAddr;
 use std::sync::Arc;
 
@@ -369,7 +369,7 @@ pub fn neighbors_in_place(
 /// rebuild, workers keep forwarding and see the change from their next
 /// poll round. `None` when there is no FIB to change (no router runs):
 /// then it is installed as a reload installs. It goes in as the config's
-/// static routes do (`mirrored`, [`Mirrored::install_static`]): a prefix
+/// static routes do (`mirrored`, [`Rib::install_static`]): a prefix
 /// the kernel's table routes keeps the kernel's route (the change is
 /// recorded, and takes effect if the kernel withdraws its route), and
 /// paths through interfaces that are down wait for them to come up. The
@@ -380,7 +380,7 @@ pub fn route_in_place(
     add: &Option<Route>,
     cfg: &mut Config,
     fib: Option<&mut pipeline::fib::FibWriter>,
-    mirrored: &mut Mirrored,
+    mirrored: &mut Rib,
 ) -> Option<Result<String, String>> {
     let fib = fib?;
     let prefix = format!("{addr}/{len}");
