@@ -18,17 +18,19 @@
 //! carries them, within [`LIMITS`] ([`crate::serve`]: at most
 //! [`MAX_CLIENTS`] connections, a deadline per request).
 
+pub mod client;
 pub mod commands;
 pub mod edit;
+
+pub use client::request;
 
 use crate::serve::{serve, Limits, Listener, Parsed, Peer, Protocol, Reply};
 use anyhow::{bail, Context, Result};
 use crossbeam_channel::{Receiver, Sender};
 use mio::Waker;
 use serde::{Deserialize, Serialize};
-use std::io::{BufRead, BufReader, Write};
 use std::os::unix::fs::PermissionsExt;
-use std::os::unix::net::{UnixListener, UnixStream};
+use std::os::unix::net::UnixListener;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -342,27 +344,4 @@ impl Protocol for Lines {
     fn busy(&self) -> Vec<u8> {
         line_of(&Response::error("too many clients at once; try again"))
     }
-}
-
-/// Sends `args` to the instance at `path` and returns its answer
-/// (`sluice ctl`).
-pub fn request(path: &Path, args: &[String]) -> Result<Response> {
-    let mut conn = UnixStream::connect(path).with_context(|| {
-        format!(
-            "connecting to {} (is sluice running with [management] socket = \"{}\"? as its user?)",
-            path.display(),
-            path.display()
-        )
-    })?;
-    conn.set_read_timeout(Some(answer_within(args) + TIMEOUT * 2))?;
-    let mut line = serde_json::to_string(&Request {
-        args: args.to_vec(),
-    })?;
-    line.push('\n');
-    conn.write_all(line.as_bytes())?;
-    let mut reply = String::new();
-    BufReader::new(conn)
-        .read_line(&mut reply)
-        .context("reading the answer")?;
-    serde_json::from_str(reply.trim()).with_context(|| format!("a malformed answer: {reply:?}"))
 }
