@@ -143,16 +143,8 @@ where
     }
     .into_iter();
     let mut all_counters = Vec::new();
-    // Per worker: where `sluice ctl set poll` sends a new policy.
-    let mut policy_tx = Vec::new();
-    // Per worker: where a hot reload sends its forwarding stage's update.
-    let mut update_tx = Vec::new();
-    // Per worker: where a capture's tap goes (and `None` to remove it).
-    let mut tap_tx = Vec::new();
-    // Per worker: where `show conntrack` asks for the worker's flows.
-    let mut dump_tx = Vec::new();
-    // Per worker: where `sluice ctl gen` sends its generators' commands.
-    let mut gen_tx = Vec::new();
+    // Per worker: the management side's ways to it.
+    let mut links: Vec<worker::Link> = Vec::new();
     // The next generator's first flow number (unique in the process).
     let mut flow_base = 0u32;
     // Neighbours a routing worker learned, for the others (kept open here:
@@ -161,13 +153,9 @@ where
         crossbeam_channel::unbounded::<(usize, pipeline::router::LearnedNeighbors)>();
     for w in &cfg.workers {
         let (ptx, prx) = crossbeam_channel::bounded::<crate::poll::Policy>(1);
-        policy_tx.push(ptx);
         let (utx, urx) = crossbeam_channel::unbounded::<crate::reload::Update>();
-        update_tx.push(utx);
         let (ttx, trx) = crossbeam_channel::unbounded::<Option<crate::capture::Tap>>();
-        tap_tx.push(ttx);
         let (dtx, drx) = crossbeam_channel::bounded::<crate::worker::DumpRequest>(1);
-        dump_tx.push(dtx);
         let (events, gauges, stages) = match w.mode {
             FwdMode::L3fwd if cfg.gateway.enabled => {
                 (Profiled::EVENTS, Profiled::GAUGES, Profiled::STAGES)
@@ -246,14 +234,20 @@ where
                 flow_base += n;
             }
         }
-        let gen_ctl = if gens.is_empty() {
-            gen_tx.push(None);
-            None
+        let (gen, gen_ctl) = if gens.is_empty() {
+            (None, None)
         } else {
             let (gtx, grx) = crossbeam_channel::bounded::<crate::txgen::GenCommand>(16);
-            gen_tx.push(Some(gtx));
-            Some(grx)
+            (Some(gtx), Some(grx))
         };
+        links.push(worker::Link {
+            policy: ptx,
+            update: utx,
+            tap: ttx,
+            dump: dtx,
+            gen,
+            routes: w.mode == FwdMode::L3fwd,
+        });
         wviews.push(WorkerView {
             core: w.core,
             rx: w.rx.clone(),
@@ -543,10 +537,6 @@ where
         // Tables a reload replaced, dropped once the workers have let go.
         retired.collect();
         let nap = wake.saturating_duration_since(Instant::now()).min(most);
-        let workers = crate::reload::Workers {
-            updates: &update_tx,
-            policies: &policy_tx,
-        };
         // SIGHUP: the outcome goes to the log. One that comes while a
         // build runs is taken when the build is done: a signal gets no
         // answer, so a refusal would go unnoticed (the file it was sent
@@ -577,9 +567,9 @@ where
                 // A neighbour one routing worker learned: to the others.
                 if let Ok((from, l)) = l {
                     learned.note(&l.0, live.cfg.router.neighbor_timeout);
-                    for (i, tx) in update_tx.iter().enumerate() {
-                        if i != from && cfg.workers[i].mode == FwdMode::L3fwd {
-                            let _ = tx.send(Box::new(l.clone()));
+                    for (i, link) in links.iter().enumerate() {
+                        if i != from && link.routes {
+                            let _ = link.update.send(Box::new(l.clone()));
                         }
                     }
                 }
@@ -597,7 +587,7 @@ where
                 // A reload built off this thread: installed here.
                 let b = building.take().expect("a build was running");
                 let outcome = match done {
-                    Ok(r) => r.map(|p| crate::reload::commit(p, &live.cfg, &workers)),
+                    Ok(r) => r.map(|p| crate::reload::commit(p, &live.cfg, &links)),
                     Err(_) => Err("the build failed; the running config is unchanged".into()),
                 };
                 let reload = b.edits.is_none();
@@ -636,7 +626,7 @@ where
             recv(commands) -> cmd => {
                 if let Ok(cmd) = cmd {
                     let resp = if cmd.args.first().is_some_and(|a| a == "capture") {
-                        capture_command(&cmd, &mut capture, cfg, &tap_tx, tel.tsc_hz())
+                        capture_command(&cmd, &mut capture, cfg, &links, tel.tsc_hz())
                     } else if cmd.args == ["reload"] {
                         if building.is_some() {
                             reloads.record(false);
@@ -660,7 +650,7 @@ where
                                 Ok((change, e)) => {
                                     let done = match &change {
                                         crate::ctl::edit::Change::Route(p, add) => crate::ctl::edit::route_in_place(&cmd.args, *p, add, &mut live.cfg, live.fib.as_mut(), &mut mirrored),
-                                        crate::ctl::edit::Change::Neighbor(a, add) => crate::ctl::edit::neighbors_in_place(&cmd.args, (*a, *add), &mut live.cfg, live.router.as_mut(), &update_tx).map(Ok),
+                                        crate::ctl::edit::Change::Neighbor(a, add) => crate::ctl::edit::neighbors_in_place(&cmd.args, (*a, *add), &mut live.cfg, live.router.as_mut(), &links).map(Ok),
                                         crate::ctl::edit::Change::Build(_) => None,
                                     };
                                     match done {
@@ -693,10 +683,7 @@ where
                             router: live.router.as_ref(),
                             netlink: mirror.as_ref().map(|m| (&*m.stats, &mirrored)),
                             rule_hits: rule_hits(&live.gateway, &live.hit_sinks),
-                            policies: &policy_tx,
-                            updates: &update_tx,
-                            dumps: &dump_tx,
-                            gens: &gen_tx,
+                            workers: &links,
                             switched: None,
                             learned: &learned,
                         };
@@ -721,8 +708,8 @@ where
         // Neighbours and addresses from the kernel (the netlink mirror):
         // to the workers, and to this thread's router (`show`).
         if let Some(u) = mirrored.take_neighbors() {
-            for tx in &update_tx {
-                let _ = tx.send(Box::new(u.clone()));
+            for link in &links {
+                let _ = link.update.send(Box::new(u.clone()));
             }
             if let Some(r) = live.router.as_mut() {
                 r.mirror_neighbors(&u.0);
@@ -730,7 +717,7 @@ where
         }
         if mirrored.take_readdress() {
             if let Some(r) = live.router.as_mut() {
-                crate::reload::reconfigure_routers(r, &update_tx, |rc| {
+                crate::reload::reconfigure_routers(r, &links, |rc| {
                     rc.interfaces = mirrored.interfaces(&live.cfg.router.interfaces);
                 });
             }
@@ -935,7 +922,7 @@ fn capture_command(
     cmd: &crate::ctl::Command,
     capture: &mut Option<crate::capture::Capture>,
     cfg: &Config,
-    taps: &[crossbeam_channel::Sender<Option<crate::capture::Tap>>],
+    workers: &[worker::Link],
     tsc_hz: f64,
 ) -> Option<crate::ctl::Response> {
     use crate::ctl::Response;
@@ -994,7 +981,7 @@ fn capture_command(
                 spec,
                 ports,
                 tx_queues,
-                taps.to_vec(),
+                workers.iter().map(|w| w.tap.clone()).collect(),
                 tsc_hz,
                 Box::new(move |r| {
                     send(match r {

@@ -15,9 +15,7 @@
 //! every worker has let go of them ([`Retired`]), never by a worker.
 
 use crate::config::{self, Config};
-use crate::poll::Policy;
 use crate::stages::{build_gateway, build_router};
-use crossbeam_channel::Sender;
 use pipeline::fib::FibWriter;
 use pipeline::gateway::{GatewayConfig, GatewayUpdate, RuleHits};
 use pipeline::router::{Router, RouterUpdate};
@@ -39,14 +37,6 @@ pub fn requested() -> Arc<AtomicBool> {
 /// Takes a pending SIGHUP request.
 pub fn take_request() -> bool {
     requested().swap(false, Ordering::AcqRel)
-}
-
-/// The ways into the running workers, config order.
-pub struct Workers<'a> {
-    /// Forwarding-stage updates.
-    pub updates: &'a [Sender<Update>],
-    /// Poll policies.
-    pub policies: &'a [Sender<Policy>],
 }
 
 /// What a reload installed: the engine keeps these as its current state.
@@ -300,21 +290,21 @@ fn build(new: Config, old: &Config) -> Result<Prepared, String> {
 /// neighbours it learned and those the kernel's table gave it.
 pub fn reconfigure_routers(
     router: &mut Router,
-    updates: &[Sender<Update>],
+    workers: &[crate::worker::Link],
     change: impl FnOnce(&mut pipeline::router::RouterConfig),
 ) {
     let mut rc = (**router.config()).clone();
     change(&mut rc);
     let u = RouterUpdate(std::sync::Arc::new(rc));
     router.reconfigure(u.0.clone());
-    for tx in updates {
-        let _ = tx.send(Box::new(u.clone()));
+    for w in workers {
+        let _ = w.update.send(Box::new(u.clone()));
     }
 }
 
 /// Hands what [`prepare`] (or [`prepare_edit`]) built to the workers; `old` is the
 /// config running now (its poll policies are compared).
-pub fn commit(p: Prepared, old: &Config, workers: &Workers<'_>) -> Reloaded {
+pub fn commit(p: Prepared, old: &Config, workers: &[crate::worker::Link]) -> Reloaded {
     let Prepared {
         cfg: new,
         router,
@@ -342,14 +332,14 @@ pub fn commit(p: Prepared, old: &Config, workers: &Workers<'_>) -> Reloaded {
                 (Some(r), None) => Some(Box::new(RouterUpdate(r.config().clone()))),
                 (None, _) => None,
             };
-            if let (Some(u), Some(tx)) = (update, workers.updates.get(i)) {
+            if let (Some(u), Some(tx)) = (update, workers.get(i).map(|w| &w.update)) {
                 // A worker that has stopped takes nothing; the run is
                 // ending anyway.
                 let _ = tx.try_send(u);
             }
         }
         if old.workers[i].poll != w.poll {
-            if let Some(tx) = workers.policies.get(i) {
+            if let Some(tx) = workers.get(i).map(|w| &w.policy) {
                 if tx.try_send(w.poll.clone()).is_ok() {
                     policies += 1;
                 }

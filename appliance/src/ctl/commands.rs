@@ -81,16 +81,9 @@ pub struct Context<'a> {
     pub netlink: Option<(&'a crate::netlink::Stats, &'a crate::rib::Rib)>,
     /// Hit counts of the rules with `counter = true`.
     pub rule_hits: Vec<(String, u64)>,
-    /// Per worker (config order): where a new policy goes.
-    pub policies: &'a [Sender<Policy>],
-    /// Per worker (config order): where its forwarding stage's updates go
-    /// (`set runtime`).
-    pub updates: &'a [Sender<crate::reload::Update>],
-    /// Per worker (config order): where to ask for its flows.
-    pub dumps: &'a [Sender<crate::worker::DumpRequest>],
-    /// Per worker (config order): where its generators' commands go
-    /// (`None`: it does not generate).
-    pub gens: &'a [Option<Sender<crate::txgen::GenCommand>>],
+    /// Per worker (config order): the ways to it (policies, updates for
+    /// `set runtime`, flow dumps, generators).
+    pub workers: &'a [crate::worker::Link],
     /// Set by `set poll`: the worker (config order) and the policy it
     /// was sent, for the running config to keep.
     pub switched: Option<(usize, Policy)>,
@@ -296,7 +289,7 @@ fn gen(cx: &mut Context<'_>, c: crate::txgen::GenCommand) -> Response {
         ..c
     };
     let mut sent = Vec::new();
-    for (i, tx) in cx.gens.iter().enumerate() {
+    for (i, tx) in cx.workers.iter().map(|w| &w.gen).enumerate() {
         if tx.as_ref().is_some_and(|tx| tx.try_send(c).is_ok()) {
             sent.push(i);
         }
@@ -740,7 +733,7 @@ fn set_poll(cx: &mut Context<'_>, core: &str, policy: &str, knobs: &[&str]) -> R
         Ok(p) => p,
         Err(e) => return Response::error(e),
     };
-    match cx.policies.get(i).map(|tx| tx.try_send(p.clone())) {
+    match cx.workers.get(i).map(|w| w.policy.try_send(p.clone())) {
         Some(Ok(())) => {
             cx.switched = Some((i, p));
             Response::ok(
@@ -798,7 +791,7 @@ fn set_runtime(cx: &mut Context<'_>, on: bool, core: Option<&str>) -> Response {
     }
     let mut cores = Vec::new();
     for &(i, c) in &chosen {
-        if let Some(tx) = cx.updates.get(i) {
+        if let Some(tx) = cx.workers.get(i).map(|w| &w.update) {
             if tx
                 .send(Box::new(pipeline::fwd::Profile(
                     on.then_some(pmd::sys::rdtsc as fn() -> u64),
@@ -984,7 +977,7 @@ fn show_conntrack(
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
     let mut text = String::new();
     let mut data = Vec::new();
-    for (i, tx) in cx.dumps.iter().enumerate() {
+    for (i, tx) in cx.workers.iter().map(|w| &w.dump).enumerate() {
         let Some(&(core, Some(n))) = entries.get(i) else {
             continue; // not a gateway worker
         };
@@ -1091,7 +1084,7 @@ fn clear_conntrack(cx: &mut Context<'_>, filter: &pipeline::conntrack::Filter) -
     let entries = gauge(cx, &cur, "conntrack_entries");
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
     let (mut text, mut data, mut total, mut cut) = (String::new(), Vec::new(), 0, false);
-    for (i, tx) in cx.dumps.iter().enumerate() {
+    for (i, tx) in cx.workers.iter().map(|w| &w.dump).enumerate() {
         let Some(&(core, Some(_))) = entries.get(i) else {
             continue; // not a gateway worker
         };

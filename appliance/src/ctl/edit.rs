@@ -350,11 +350,11 @@ pub fn neighbors_in_place(
     (a, add): (IpAddr, Option<(u16, IpAddr, pipeline::wire::MacAddr)>),
     cfg: &mut Config,
     router: Option<&mut pipeline::router::Router>,
-    updates: &[crossbeam_channel::Sender<crate::reload::Update>],
+    workers: &[crate::worker::Link],
 ) -> Option<String> {
     let router = router?;
     neighbor_into(cfg, a, add);
-    crate::reload::reconfigure_routers(router, updates, |rc| {
+    crate::reload::reconfigure_routers(router, workers, |rc| {
         (rc.neighbors4, rc.neighbors6) = crate::stages::static_neighbors(&cfg.router);
     });
     Some(format!(

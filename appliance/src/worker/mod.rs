@@ -190,6 +190,24 @@ impl<B> Handoff<B> {
     }
 }
 
+/// The management side's ways to one worker (one per worker, in config
+/// order), each read by the worker every `PUBLISH` and never waited on.
+pub struct Link {
+    /// Where a new poll policy goes (`sluice ctl set poll`, a reload).
+    pub policy: Sender<crate::poll::Policy>,
+    /// Where its forwarding stage's updates go (a reload, route and
+    /// neighbour changes, `set runtime`, learned neighbours).
+    pub update: Sender<crate::reload::Update>,
+    /// Where a capture's tap goes (`None` takes it back).
+    pub tap: Sender<Option<crate::capture::Tap>>,
+    /// Where to ask for its flows (`show conntrack`, `clear conntrack`).
+    pub dump: Sender<DumpRequest>,
+    /// Where its generators' commands go (`None`: it does not generate).
+    pub gen: Option<Sender<crate::txgen::GenCommand>>,
+    /// Whether it routes (`l3fwd`): it takes learned neighbours.
+    pub routes: bool,
+}
+
 /// Everything a worker owns. The queue types are a driver's own (DPDK: no
 /// dynamic dispatch per burst) or boxed (a mix of drivers).
 pub struct WorkerSetup<B, R = pmd::BoxRx<B>, T = pmd::BoxTx<B>> {
