@@ -6,8 +6,10 @@
 //!   file, line and key) and typed; one file per section.
 //! - [`app`] opens the configured ports (the native drivers; `eal` opens
 //!   DPDK's) and hands them to the [`engine`], which gives each queue to
-//!   one worker, spawns the workers, runs the management loop and stops
-//!   in order; [`stages`] builds the forwarding stages from the config.
+//!   one worker, spawns the workers, runs [`manage`] (the management
+//!   thread: reports, scrapes, `sluice ctl`, reloads, the kernel's
+//!   changes) and stops in order; [`stages`] builds the forwarding stages
+//!   from the config.
 //! - [`worker`]: the run-to-completion loop (a poll round's data path, the
 //!   policies carried out, cycle accounting); [`poll`]: the poll-mode
 //!   policies' settings and decisions.
@@ -37,6 +39,7 @@ pub mod ctl;
 pub mod eal;
 pub mod engine;
 pub mod lock;
+pub mod manage;
 pub mod metrics;
 pub mod ndr;
 pub mod netlink;

@@ -19,13 +19,11 @@ use crate::stages::{build_gateway, build_router};
 use pipeline::fib::FibWriter;
 use pipeline::gateway::{GatewayConfig, GatewayUpdate, RuleHits};
 use pipeline::router::{Router, RouterUpdate};
-use std::any::Any;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 
-/// An update on its way to one worker's forwarding stage.
-pub type Update = Box<dyn Any + Send>;
+pub use crate::worker::Update;
 
 /// Set by SIGHUP: the management thread reloads at its next turn.
 pub fn requested() -> Arc<AtomicBool> {

@@ -190,6 +190,11 @@ impl<B> Handoff<B> {
     }
 }
 
+/// An update on its way to one worker's forwarding stage (a reload's
+/// tables, a route or neighbour change, a learned neighbour), taken
+/// between two bursts by [`pipeline::fwd::ForwardMode::reconfigure`].
+pub type Update = Box<dyn std::any::Any + Send>;
+
 /// The management side's ways to one worker (one per worker, in config
 /// order), each read by the worker every `PUBLISH` and never waited on.
 pub struct Link {
@@ -197,7 +202,7 @@ pub struct Link {
     pub policy: Sender<crate::poll::Policy>,
     /// Where its forwarding stage's updates go (a reload, route and
     /// neighbour changes, `set runtime`, learned neighbours).
-    pub update: Sender<crate::reload::Update>,
+    pub update: Sender<Update>,
     /// Where a capture's tap goes (`None` takes it back).
     pub tap: Sender<Option<crate::capture::Tap>>,
     /// Where to ask for its flows (`show conntrack`, `clear conntrack`).
@@ -234,7 +239,7 @@ pub struct WorkerSetup<B, R = pmd::BoxRx<B>, T = pmd::BoxTx<B>> {
     pub policy_changes: Option<crossbeam_channel::Receiver<Policy>>,
     /// Updates for the forwarding stage (a hot reload), read every
     /// `PUBLISH` and taken between two bursts.
-    pub updates: Option<crossbeam_channel::Receiver<crate::reload::Update>>,
+    pub updates: Option<crossbeam_channel::Receiver<Update>>,
     /// Capture taps to install (`Some`) or remove (`None`), read every
     /// `PUBLISH`.
     pub taps: Option<crossbeam_channel::Receiver<Option<crate::capture::Tap>>>,
@@ -297,7 +302,7 @@ struct Worker<'a, B, R, T, F> {
     policy_changes: Option<crossbeam_channel::Receiver<Policy>>,
     next_policy: Option<Policy>,
     /// Where hot-reload updates come from.
-    updates: Option<crossbeam_channel::Receiver<crate::reload::Update>>,
+    updates: Option<crossbeam_channel::Receiver<Update>>,
     /// Where capture taps come from, and the one installed.
     taps: Option<crossbeam_channel::Receiver<Option<crate::capture::Tap>>>,
     tap: Option<crate::capture::Tap>,
