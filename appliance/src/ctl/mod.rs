@@ -254,9 +254,9 @@ impl Drop for Server {
 
 /// What one client may hold (see [`crate::serve`]): [`MAX_CLIENTS`]
 /// connections, a request of [`MAX_REQUEST`] bytes sent whole within
-/// [`TIMEOUT`] of connecting (a deadline per request: a client trickling a
+/// 5 s of connecting (a deadline per request: a client trickling a
 /// byte at a time is closed, and evicted sooner by a client with a whole
-/// request), [`TIMEOUT`] to take the answer.
+/// request), 5 s to take the answer.
 pub const LIMITS: Limits = Limits {
     max_conns: MAX_CLIENTS,
     max_request: MAX_REQUEST as usize,

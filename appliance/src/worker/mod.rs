@@ -251,7 +251,7 @@ pub struct WorkerSetup<B, R = pmd::BoxRx<B>, T = pmd::BoxTx<B>> {
     /// Fresh buffers for the packets the stage sends of its own
     /// ([`ForwardMode::emit`]); without one they are counted as dropped.
     pub inject: Option<pmd::Injector<B>>,
-    /// The control-plane mirror's rings ([`crate::punt`]): where punted
+    /// The control-plane mirror's rings ([`crate::taps`]): where punted
     /// frames go, where the kernel's frames come from.
     pub mirror: Option<(crate::taps::PuntEnd, crate::taps::FromKernel)>,
     /// `txonly`/`flowgen`: a generator per TX port.
