@@ -384,3 +384,55 @@ fn the_checker_sees_circles_and_grouped_imports() {
     );
     assert_eq!(t, ["E", "Raw", "T"].map(String::from).into());
 }
+
+/// The modules of crate `krate`, as `a::b` paths (no `lib`, `main`,
+/// binaries or test files).
+fn modules(krate: &str) -> BTreeSet<String> {
+    let src = workspace().join(krate).join("src");
+    let mut files = Vec::new();
+    rust_files(&src, &mut files);
+    files
+        .iter()
+        .map(|f| {
+            let rel = f.strip_prefix(&src).unwrap().with_extension("");
+            let m = rel.display().to_string().replace('/', "::");
+            m.strip_suffix("::mod").map_or(m.clone(), str::to_string)
+        })
+        .filter(|m| {
+            !matches!(m.as_str(), "lib" | "main")
+                && !m.starts_with("bin::")
+                && !m.split("::").any(|p| p == "tests")
+        })
+        .collect()
+}
+
+/// `docs/architecture.md` lists every module of every crate, and no
+/// module that is gone: the page is drawn from the code.
+#[test]
+fn the_architecture_page_names_every_module() {
+    let doc = std::fs::read_to_string(workspace().join("docs/architecture.md")).unwrap();
+    let every = doc
+        .split_once("## Every module")
+        .expect("a section `## Every module`")
+        .1;
+    for krate in ["appliance", "pipeline", "pmd", "bench"] {
+        let section = every
+            .split_once(&format!("### `{krate}`"))
+            .unwrap_or_else(|| panic!("no table for {krate}"))
+            .1;
+        let section = section.split("\n### ").next().unwrap();
+        let section = section.split("\n## ").next().unwrap();
+        let listed: BTreeSet<String> = section
+            .lines()
+            .filter_map(|l| l.strip_prefix("| `")?.split_once('`').map(|(m, _)| m.to_string()))
+            .filter(|m| m != "module")
+            .collect();
+        let have = modules(krate);
+        let missing: Vec<_> = have.difference(&listed).collect();
+        let gone: Vec<_> = listed.difference(&have).collect();
+        assert!(
+            missing.is_empty() && gone.is_empty(),
+            "docs/architecture.md, {krate}: missing {missing:?}, no longer there {gone:?}"
+        );
+    }
+}
