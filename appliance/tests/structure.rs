@@ -424,7 +424,11 @@ fn the_architecture_page_names_every_module() {
         let section = section.split("\n## ").next().unwrap();
         let listed: BTreeSet<String> = section
             .lines()
-            .filter_map(|l| l.strip_prefix("| `")?.split_once('`').map(|(m, _)| m.to_string()))
+            .filter_map(|l| {
+                l.strip_prefix("| `")?
+                    .split_once('`')
+                    .map(|(m, _)| m.to_string())
+            })
             .filter(|m| m != "module")
             .collect();
         let have = modules(krate);
