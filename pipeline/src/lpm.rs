@@ -1,5 +1,7 @@
-//! Longest-prefix match for IPv4 and IPv6, built on the control path and
-//! swapped in whole; the fast path only reads.
+//! Longest-prefix match for IPv4 and IPv6, changed in place by the one
+//! control-path writer (each entry one atomic word, groups filled before
+//! they are linked, freed groups reused only after every reader has left:
+//! [`crate::rcu`]); the fast path only reads.
 //!
 //! # Algorithm
 //!
