@@ -439,29 +439,10 @@ pub struct ControlPlane<'a> {
     pub reloads: &'a crate::reload::Outcomes,
 }
 
-/// The exposition text of `cur` (totals since start) for `tel`'s ports and
-/// workers, with `rule_hits` and the control plane's counters.
-pub fn render(
-    tel: &Telemetry,
-    cur: &Snapshot,
-    rule_hits: &RuleHits,
-    cp: &ControlPlane<'_>,
-) -> String {
+/// The ports' families: link, packets, bytes, drops by reason, queues,
+/// latency.
+fn ports(f: &mut Families, tel: &Telemetry, cur: &Snapshot) {
     let hz = tel.tsc_hz();
-    let mut f = Families::default();
-    f.gauge(
-        "sluice_info",
-        "Sluice's version (value 1).",
-        &[("version", env!("CARGO_PKG_VERSION"))],
-        1.0,
-    );
-    f.gauge(
-        "sluice_uptime_seconds",
-        "Seconds since the appliance started forwarding.",
-        &[],
-        tel.seconds_since_start(cur),
-    );
-    control_plane(&mut f, tel, cp);
     for (view, p) in tel.ports.iter().zip(cur.ports()) {
         let port = view.name.as_str();
         let l = [("port", port)];
@@ -581,6 +562,12 @@ pub fn render(
             );
         }
     }
+}
+
+/// The workers' families: their queues, poll state and policy, cycles,
+/// CPU, events and gauges by stage.
+fn cores(f: &mut Families, tel: &Telemetry, cur: &Snapshot) {
+    let hz = tel.tsc_hz();
     for (w, c) in tel.workers.iter().zip(cur.cores()) {
         let core = w.core.to_string();
         let l = [("core", core.as_str())];
@@ -782,6 +769,33 @@ pub fn render(
             );
         }
     }
+}
+
+/// The exposition text of `cur` (totals since start) for `tel`'s ports and
+/// workers, with `rule_hits` and the control plane's counters.
+pub fn render(
+    tel: &Telemetry,
+    cur: &Snapshot,
+    rule_hits: &RuleHits,
+    cp: &ControlPlane<'_>,
+) -> String {
+    let hz = tel.tsc_hz();
+    let mut f = Families::default();
+    f.gauge(
+        "sluice_info",
+        "Sluice's version (value 1).",
+        &[("version", env!("CARGO_PKG_VERSION"))],
+        1.0,
+    );
+    f.gauge(
+        "sluice_uptime_seconds",
+        "Seconds since the appliance started forwarding.",
+        &[],
+        tel.seconds_since_start(cur),
+    );
+    control_plane(&mut f, tel, cp);
+    ports(&mut f, tel, cur);
+    cores(&mut f, tel, cur);
     f.gauge(
         "sluice_tsc_hertz",
         "TSC cycles per second (to turn the cycle counters into seconds).",
