@@ -179,162 +179,9 @@ pub(super) fn check_port(
                 PortKind::Null { size: 64 }
             }
         },
-        Driver::Afpacket => match &p.afpacket {
-            Some(a) => {
-                let a = a.get_ref();
-                if a.iface.get_ref().is_empty() || a.iface.get_ref().len() > 15 {
-                    cx.err(
-                        &a.iface,
-                        k("afpacket.iface"),
-                        "must name an interface (1-15 characters)",
-                    );
-                }
-                let blocks = a.blocks.as_ref().map_or(256, |b| *b.get_ref());
-                if let Some(b) = &a.blocks {
-                    if !(2..=4096).contains(b.get_ref()) {
-                        cx.err(b, k("afpacket.blocks"), "must be 2..=4096");
-                    }
-                }
-                PortKind::AfPacket {
-                    iface: a.iface.get_ref().clone(),
-                    blocks,
-                    ring: match a.ring {
-                        Some(RawRing::V2) => pmd::afpacket::RingVersion::V2,
-                        Some(RawRing::V3) | None => pmd::afpacket::RingVersion::V3,
-                    },
-                    qdisc_bypass: a.qdisc_bypass,
-                }
-            }
-            None => {
-                cx.err(
-                    &p.driver,
-                    k("driver"),
-                    "driver `afpacket` needs a [port.afpacket] section with `iface`",
-                );
-                PortKind::Null { size: 64 }
-            }
-        },
-        Driver::Afxdp => match &p.afxdp {
-            Some(a) => {
-                let a = a.get_ref();
-                if *p.rxq.get_ref() != 1 || *p.txq.get_ref() != 1 {
-                    cx.err(
-                        &p.rxq,
-                        k("rxq"),
-                        "an AF_XDP port has one RX and one TX queue (queue 0)",
-                    );
-                }
-                let frames = a.frames.as_ref().map_or(16384, |f| *f.get_ref());
-                if let Some(f) = &a.frames {
-                    if !(64..=1 << 20).contains(f.get_ref()) || !f.get_ref().is_power_of_two() {
-                        cx.err(f, k("afxdp.frames"), "must be a power of two, 64..=1048576");
-                    }
-                }
-                let skb_mode = match a.mode.as_ref().map(|m| m.get_ref().as_str()) {
-                    None | Some("native") => false,
-                    Some("skb") => true,
-                    Some(o) => {
-                        cx.err(
-                            a.mode.as_ref().unwrap(),
-                            k("afxdp.mode"),
-                            format!("`{o}`: expected native or skb"),
-                        );
-                        false
-                    }
-                };
-                PortKind::AfXdp {
-                    iface: a.iface.get_ref().clone(),
-                    frames,
-                    zerocopy: a.zerocopy,
-                    skb_mode,
-                }
-            }
-            None => {
-                cx.err(
-                    &p.driver,
-                    k("driver"),
-                    "driver `afxdp` needs a [port.afxdp] section with `iface`",
-                );
-                PortKind::Null { size: 64 }
-            }
-        },
-        Driver::Pcap => {
-            if *p.rxq.get_ref() != 1 || *p.txq.get_ref() != 1 {
-                cx.err(
-                    &p.rxq,
-                    k("rxq"),
-                    "a pcap port has exactly one RX and one TX queue",
-                );
-            }
-            let resolve = |f: &Option<Spanned<String>>| {
-                f.as_ref().map(|f| match base {
-                    Some(b) if Path::new(f.get_ref()).is_relative() => b.join(f.get_ref()),
-                    _ => PathBuf::from(f.get_ref()),
-                })
-            };
-            let (rx_file, tx_file, loops) = p.pcap.as_ref().map_or((None, None, 1), |s| {
-                let s = s.get_ref();
-                (resolve(&s.rx_file), resolve(&s.tx_file), s.loops)
-            });
-            // What `run` will read and write, checked now.
-            let raw = p.pcap.as_ref().map(|s| s.get_ref());
-            if let (Some(path), Some(at)) = (&rx_file, raw.and_then(|r| r.rx_file.as_ref())) {
-                if let Err(e) = regular_file(path, "capture", u64::MAX) {
-                    cx.err(at, k("pcap.rx_file"), e);
-                } else if let Err(e) = pmd::pcap::inspect(path) {
-                    cx.err(at, k("pcap.rx_file"), pcap_error(&e));
-                }
-            }
-            if let (Some(path), Some(at)) = (&tx_file, raw.and_then(|r| r.tx_file.as_ref())) {
-                let dir = path
-                    .parent()
-                    .filter(|d| !d.as_os_str().is_empty())
-                    .unwrap_or(Path::new("."));
-                if path.is_dir() {
-                    cx.err(
-                        at,
-                        k("pcap.tx_file"),
-                        format!("{} is a directory; name a file to write", path.display()),
-                    );
-                } else if !dir.is_dir() {
-                    cx.err(
-                        at,
-                        k("pcap.tx_file"),
-                        format!("directory {} does not exist", dir.display()),
-                    );
-                } else if path.exists() && !path.is_file() {
-                    // A pipe would block the start; a device is no capture.
-                    cx.err(
-                        at,
-                        k("pcap.tx_file"),
-                        format!(
-                            "{} is not a regular file (a device or a pipe)",
-                            path.display()
-                        ),
-                    );
-                }
-            }
-            // A port that reads what it writes feeds itself without end.
-            if let (Some(rx), Some(tx), Some(at)) =
-                (&rx_file, &tx_file, raw.and_then(|r| r.tx_file.as_ref()))
-            {
-                if super::files::same_file(rx, tx) {
-                    cx.err(
-                        at,
-                        k("pcap.tx_file"),
-                        format!(
-                            "{} is also this port's rx_file: the port would read its own output; write elsewhere",
-                            tx.display()
-                        ),
-                    );
-                }
-            }
-            PortKind::Pcap {
-                rx_file,
-                tx_file,
-                loops,
-            }
-        }
+        Driver::Afpacket => afpacket(cx, i, p),
+        Driver::Afxdp => afxdp(cx, i, p),
+        Driver::Pcap => pcap(cx, i, p, base),
     };
     PortConfig {
         name: p.name.get_ref().clone(),
@@ -347,6 +194,177 @@ pub(super) fn check_port(
         peer_mac,
         peer,
         origin: format!("{}:{}", cx.file, cx.line_col(p.name.span().start).0),
+    }
+}
+
+/// `[port.afpacket]`: the interface, the ring's blocks and version.
+fn afpacket(cx: &mut Ctx<'_>, i: usize, p: &RawPort) -> PortKind {
+    let k = |f: &str| format!("port[{i}].{f}");
+    match &p.afpacket {
+        Some(a) => {
+            let a = a.get_ref();
+            if a.iface.get_ref().is_empty() || a.iface.get_ref().len() > 15 {
+                cx.err(
+                    &a.iface,
+                    k("afpacket.iface"),
+                    "must name an interface (1-15 characters)",
+                );
+            }
+            let blocks = a.blocks.as_ref().map_or(256, |b| *b.get_ref());
+            if let Some(b) = &a.blocks {
+                if !(2..=4096).contains(b.get_ref()) {
+                    cx.err(b, k("afpacket.blocks"), "must be 2..=4096");
+                }
+            }
+            PortKind::AfPacket {
+                iface: a.iface.get_ref().clone(),
+                blocks,
+                ring: match a.ring {
+                    Some(RawRing::V2) => pmd::afpacket::RingVersion::V2,
+                    Some(RawRing::V3) | None => pmd::afpacket::RingVersion::V3,
+                },
+                qdisc_bypass: a.qdisc_bypass,
+            }
+        }
+        None => {
+            cx.err(
+                &p.driver,
+                k("driver"),
+                "driver `afpacket` needs a [port.afpacket] section with `iface`",
+            );
+            PortKind::Null { size: 64 }
+        }
+    }
+}
+
+/// `[port.afxdp]`: one queue, the UMEM's frames, native or skb mode.
+fn afxdp(cx: &mut Ctx<'_>, i: usize, p: &RawPort) -> PortKind {
+    let k = |f: &str| format!("port[{i}].{f}");
+    match &p.afxdp {
+        Some(a) => {
+            let a = a.get_ref();
+            if *p.rxq.get_ref() != 1 || *p.txq.get_ref() != 1 {
+                cx.err(
+                    &p.rxq,
+                    k("rxq"),
+                    "an AF_XDP port has one RX and one TX queue (queue 0)",
+                );
+            }
+            let frames = a.frames.as_ref().map_or(16384, |f| *f.get_ref());
+            if let Some(f) = &a.frames {
+                if !(64..=1 << 20).contains(f.get_ref()) || !f.get_ref().is_power_of_two() {
+                    cx.err(f, k("afxdp.frames"), "must be a power of two, 64..=1048576");
+                }
+            }
+            let skb_mode = match a.mode.as_ref().map(|m| m.get_ref().as_str()) {
+                None | Some("native") => false,
+                Some("skb") => true,
+                Some(o) => {
+                    cx.err(
+                        a.mode.as_ref().unwrap(),
+                        k("afxdp.mode"),
+                        format!("`{o}`: expected native or skb"),
+                    );
+                    false
+                }
+            };
+            PortKind::AfXdp {
+                iface: a.iface.get_ref().clone(),
+                frames,
+                zerocopy: a.zerocopy,
+                skb_mode,
+            }
+        }
+        None => {
+            cx.err(
+                &p.driver,
+                k("driver"),
+                "driver `afxdp` needs a [port.afxdp] section with `iface`",
+            );
+            PortKind::Null { size: 64 }
+        }
+    }
+}
+
+/// `[port.pcap]`: one queue; the capture to replay and the file to write, checked now (a capture of a known link type; a writable place that is not a directory, a device or a pipe).
+fn pcap(cx: &mut Ctx<'_>, i: usize, p: &RawPort, base: Option<&Path>) -> PortKind {
+    let k = |f: &str| format!("port[{i}].{f}");
+    {
+        if *p.rxq.get_ref() != 1 || *p.txq.get_ref() != 1 {
+            cx.err(
+                &p.rxq,
+                k("rxq"),
+                "a pcap port has exactly one RX and one TX queue",
+            );
+        }
+        let resolve = |f: &Option<Spanned<String>>| {
+            f.as_ref().map(|f| match base {
+                Some(b) if Path::new(f.get_ref()).is_relative() => b.join(f.get_ref()),
+                _ => PathBuf::from(f.get_ref()),
+            })
+        };
+        let (rx_file, tx_file, loops) = p.pcap.as_ref().map_or((None, None, 1), |s| {
+            let s = s.get_ref();
+            (resolve(&s.rx_file), resolve(&s.tx_file), s.loops)
+        });
+        // What `run` will read and write, checked now.
+        let raw = p.pcap.as_ref().map(|s| s.get_ref());
+        if let (Some(path), Some(at)) = (&rx_file, raw.and_then(|r| r.rx_file.as_ref())) {
+            if let Err(e) = regular_file(path, "capture", u64::MAX) {
+                cx.err(at, k("pcap.rx_file"), e);
+            } else if let Err(e) = pmd::pcap::inspect(path) {
+                cx.err(at, k("pcap.rx_file"), pcap_error(&e));
+            }
+        }
+        if let (Some(path), Some(at)) = (&tx_file, raw.and_then(|r| r.tx_file.as_ref())) {
+            let dir = path
+                .parent()
+                .filter(|d| !d.as_os_str().is_empty())
+                .unwrap_or(Path::new("."));
+            if path.is_dir() {
+                cx.err(
+                    at,
+                    k("pcap.tx_file"),
+                    format!("{} is a directory; name a file to write", path.display()),
+                );
+            } else if !dir.is_dir() {
+                cx.err(
+                    at,
+                    k("pcap.tx_file"),
+                    format!("directory {} does not exist", dir.display()),
+                );
+            } else if path.exists() && !path.is_file() {
+                // A pipe would block the start; a device is no capture.
+                cx.err(
+                    at,
+                    k("pcap.tx_file"),
+                    format!(
+                        "{} is not a regular file (a device or a pipe)",
+                        path.display()
+                    ),
+                );
+            }
+        }
+        // A port that reads what it writes feeds itself without end.
+        if let (Some(rx), Some(tx), Some(at)) =
+            (&rx_file, &tx_file, raw.and_then(|r| r.tx_file.as_ref()))
+        {
+            if super::files::same_file(rx, tx) {
+                cx.err(
+                at,
+                k("pcap.tx_file"),
+                format!(
+                    "{} is also this port's rx_file: the port would read its own output; write elsewhere",
+                    tx.display()
+                ),
+            );
+            }
+        }
+        PortKind::Pcap {
+            rx_file,
+            tx_file,
+            loops,
+        }
     }
 }
 
