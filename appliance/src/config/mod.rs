@@ -34,7 +34,6 @@ pub use typed::{
 use files::regular_file;
 use policy::check_poll;
 pub use policy::parse_poll;
-use ports::check_port;
 use schema::*;
 use source::*;
 
@@ -275,25 +274,7 @@ fn machine_cores() -> BTreeSet<usize> {
 
 fn validate(cx: &mut Ctx<'_>, raw: RawFile, base: Option<&Path>) -> Config {
     let machine = machine_cores();
-    let r = &raw.run;
-    if let Err(e) = duration(*r.duration.get_ref()) {
-        cx.err(&r.duration, "run.duration", e);
-    }
-    if let Err(e) = stats_period(*r.stats_period.get_ref()) {
-        cx.err(&r.stats_period, "run.stats_period", e);
-    }
-    if let Err(e) = burst(*r.burst.get_ref()) {
-        cx.err(&r.burst, "run.burst", e);
-    }
-    if *r.drain_us.get_ref() > 1_000_000 {
-        cx.err(&r.drain_us, "run.drain_us", "must be at most 1000000 µs");
-    }
-    let run = RunConfig {
-        duration: duration(*r.duration.get_ref()).unwrap_or(None),
-        stats_period: stats_period(*r.stats_period.get_ref()).unwrap_or(Duration::from_secs(1)),
-        burst: *r.burst.get_ref(),
-        drain: Duration::from_micros(*r.drain_us.get_ref()),
-    };
+    let run = check_run(cx, &raw.run);
     if let Some(c) = &raw.generator.core {
         if !machine.contains(c.get_ref()) {
             cx.err(
@@ -307,49 +288,7 @@ fn validate(cx: &mut Ctx<'_>, raw: RawFile, base: Option<&Path>) -> Config {
         }
     }
 
-    // Ports.
-    if raw.port.is_empty() {
-        cx.errs.push(ConfigError {
-            file: cx.file.to_string(),
-            line: 0,
-            col: 0,
-            key: "port".into(),
-            msg: "no [[port]] defined".into(),
-        });
-    }
-    let mut names: BTreeMap<String, u16> = BTreeMap::new();
-    for (i, p) in raw.port.iter().enumerate() {
-        let k = format!("port[{i}].name");
-        let n = p.name.get_ref();
-        let ok = (1..=32).contains(&n.len())
-            && n.bytes()
-                .all(|b| b.is_ascii_alphanumeric() || b"_-.".contains(&b));
-        if !ok {
-            cx.err(
-                &p.name,
-                k.clone(),
-                format!("`{n}`: a port name is 1 to 32 letters, digits, `_`, `-` or `.` (`:` separates the queue in `rx`)"),
-            );
-        }
-        if names.insert(p.name.get_ref().clone(), i as u16).is_some() {
-            cx.err(
-                &p.name,
-                k,
-                format!("port name `{}` is used twice", p.name.get_ref()),
-            );
-        }
-    }
-    let n = raw.port.len() as u16;
-    let mirrored = raw
-        .control_plane
-        .as_ref()
-        .and_then(|c| c.get_ref().tap.as_ref())
-        .is_some_and(|t| *t.get_ref());
-    let mut ports = Vec::new();
-    for (i, p) in raw.port.iter().enumerate() {
-        ports.push(check_port(cx, i, p, &names, n, base, mirrored));
-    }
-    check_pcap_outputs(cx, &raw, &ports);
+    let (ports, names) = ports::check_ports(cx, &raw, base);
 
     let workers = workers::check(cx, &raw, &ports, &names, &machine);
     let mut addrs: Vec<router::PortAddrs<'_>> = raw
@@ -656,46 +595,24 @@ fn vlans(
     out
 }
 
-/// No pcap output is another port's input (the ports would feed each
-/// other without end) or another port's output (two writers of one file);
-/// a port's own input is checked with the port.
-fn check_pcap_outputs(cx: &mut Ctx<'_>, raw: &RawFile, ports: &[PortConfig]) {
-    let files = |p: &PortConfig| match &p.kind {
-        PortKind::Pcap {
-            rx_file, tx_file, ..
-        } => (rx_file.clone(), tx_file.clone()),
-        _ => (None, None),
-    };
-    for (i, p) in ports.iter().enumerate() {
-        let Some(tx) = files(p).1 else { continue };
-        let Some(at) = raw.port[i]
-            .pcap
-            .as_ref()
-            .and_then(|s| s.get_ref().tx_file.as_ref())
-        else {
-            continue;
-        };
-        for (j, q) in ports.iter().enumerate().filter(|&(j, _)| j != i) {
-            let (rx, other_tx) = files(q);
-            let clash = if rx.as_deref().is_some_and(|r| files::same_file(r, &tx)) {
-                Some("rx_file: the two ports would feed each other without end")
-            } else if j < i
-                && other_tx
-                    .as_deref()
-                    .is_some_and(|t| files::same_file(t, &tx))
-            {
-                Some("tx_file: two ports cannot write one file")
-            } else {
-                None
-            };
-            if let Some(why) = clash {
-                cx.err(
-                    at,
-                    format!("port[{i}].pcap.tx_file"),
-                    format!("{} is also port `{}`'s {why}", tx.display(), q.name),
-                );
-                break;
-            }
-        }
+/// `[run]`: the duration, the stats period, the burst and the drain timer.
+fn check_run(cx: &mut Ctx<'_>, r: &RawRun) -> RunConfig {
+    if let Err(e) = duration(*r.duration.get_ref()) {
+        cx.err(&r.duration, "run.duration", e);
+    }
+    if let Err(e) = stats_period(*r.stats_period.get_ref()) {
+        cx.err(&r.stats_period, "run.stats_period", e);
+    }
+    if let Err(e) = burst(*r.burst.get_ref()) {
+        cx.err(&r.burst, "run.burst", e);
+    }
+    if *r.drain_us.get_ref() > 1_000_000 {
+        cx.err(&r.drain_us, "run.drain_us", "must be at most 1000000 µs");
+    }
+    RunConfig {
+        duration: duration(*r.duration.get_ref()).unwrap_or(None),
+        stats_period: stats_period(*r.stats_period.get_ref()).unwrap_or(Duration::from_secs(1)),
+        burst: *r.burst.get_ref(),
+        drain: Duration::from_micros(*r.drain_us.get_ref()),
     }
 }

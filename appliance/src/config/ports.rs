@@ -551,3 +551,100 @@ pub(super) fn check_gen(
     }
     g
 }
+
+/// `[[port]]`s: their names (unique, usable in `rx`), each port's
+/// checks, and the pcap files between them; the checked ports and the
+/// index of each name.
+pub(super) fn check_ports(
+    cx: &mut Ctx<'_>,
+    raw: &RawFile,
+    base: Option<&Path>,
+) -> (Vec<PortConfig>, BTreeMap<String, u16>) {
+    if raw.port.is_empty() {
+        cx.errs.push(ConfigError {
+            file: cx.file.to_string(),
+            line: 0,
+            col: 0,
+            key: "port".into(),
+            msg: "no [[port]] defined".into(),
+        });
+    }
+    let mut names: BTreeMap<String, u16> = BTreeMap::new();
+    for (i, p) in raw.port.iter().enumerate() {
+        let k = format!("port[{i}].name");
+        let n = p.name.get_ref();
+        let ok = (1..=32).contains(&n.len())
+            && n.bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b"_-.".contains(&b));
+        if !ok {
+            cx.err(
+                &p.name,
+                k.clone(),
+                format!("`{n}`: a port name is 1 to 32 letters, digits, `_`, `-` or `.` (`:` separates the queue in `rx`)"),
+            );
+        }
+        if names.insert(p.name.get_ref().clone(), i as u16).is_some() {
+            cx.err(
+                &p.name,
+                k,
+                format!("port name `{}` is used twice", p.name.get_ref()),
+            );
+        }
+    }
+    let n = raw.port.len() as u16;
+    let mirrored = raw
+        .control_plane
+        .as_ref()
+        .and_then(|c| c.get_ref().tap.as_ref())
+        .is_some_and(|t| *t.get_ref());
+    let mut ports = Vec::new();
+    for (i, p) in raw.port.iter().enumerate() {
+        ports.push(check_port(cx, i, p, &names, n, base, mirrored));
+    }
+    check_pcap_outputs(cx, raw, &ports);
+    (ports, names)
+}
+
+/// No pcap output is another port's input (the ports would feed each
+/// other without end) or another port's output (two writers of one file);
+/// a port's own input is checked with the port.
+fn check_pcap_outputs(cx: &mut Ctx<'_>, raw: &RawFile, ports: &[PortConfig]) {
+    let files = |p: &PortConfig| match &p.kind {
+        PortKind::Pcap {
+            rx_file, tx_file, ..
+        } => (rx_file.clone(), tx_file.clone()),
+        _ => (None, None),
+    };
+    for (i, p) in ports.iter().enumerate() {
+        let Some(tx) = files(p).1 else { continue };
+        let Some(at) = raw.port[i]
+            .pcap
+            .as_ref()
+            .and_then(|s| s.get_ref().tx_file.as_ref())
+        else {
+            continue;
+        };
+        for (j, q) in ports.iter().enumerate().filter(|&(j, _)| j != i) {
+            let (rx, other_tx) = files(q);
+            let clash = if rx.as_deref().is_some_and(|r| files::same_file(r, &tx)) {
+                Some("rx_file: the two ports would feed each other without end")
+            } else if j < i
+                && other_tx
+                    .as_deref()
+                    .is_some_and(|t| files::same_file(t, &tx))
+            {
+                Some("tx_file: two ports cannot write one file")
+            } else {
+                None
+            };
+            if let Some(why) = clash {
+                cx.err(
+                    at,
+                    format!("port[{i}].pcap.tx_file"),
+                    format!("{} is also port `{}`'s {why}", tx.display(), q.name),
+                );
+                break;
+            }
+        }
+    }
+}
