@@ -561,13 +561,7 @@ pub(super) fn check_ports(
     base: Option<&Path>,
 ) -> (Vec<PortConfig>, BTreeMap<String, u16>) {
     if raw.port.is_empty() {
-        cx.errs.push(ConfigError {
-            file: cx.file.to_string(),
-            line: 0,
-            col: 0,
-            key: "port".into(),
-            msg: "no [[port]] defined".into(),
-        });
+        cx.err_whole("port", "no [[port]] defined");
     }
     let mut names: BTreeMap<String, u16> = BTreeMap::new();
     for (i, p) in raw.port.iter().enumerate() {

@@ -137,6 +137,17 @@ impl<'a> Ctx<'a> {
         (line, col)
     }
 
+    /// An error about the file as a whole (a section it lacks): no line.
+    pub(super) fn err_whole(&mut self, key: &str, msg: &str) {
+        self.errs.push(ConfigError {
+            file: self.file.to_string(),
+            line: 0,
+            col: 0,
+            key: key.into(),
+            msg: msg.into(),
+        });
+    }
+
     pub(super) fn err<T>(
         &mut self,
         v: &Spanned<T>,

@@ -15,13 +15,7 @@ pub(super) fn check(
     machine: &BTreeSet<usize>,
 ) -> Vec<WorkerConfig> {
     if raw.worker.is_empty() {
-        cx.errs.push(ConfigError {
-            file: cx.file.to_string(),
-            line: 0,
-            col: 0,
-            key: "worker".into(),
-            msg: "no [[worker]] defined".into(),
-        });
+        cx.err_whole("worker", "no [[worker]] defined");
     }
     let mut cores: BTreeMap<usize, usize> = BTreeMap::new();
     let mut owner: BTreeMap<(u16, u16), usize> = BTreeMap::new();
