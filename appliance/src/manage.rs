@@ -103,6 +103,7 @@ impl Management<'_> {
             }
             // Tables a reload replaced, dropped once the workers have let go.
             self.state.retired.collect();
+            self.tel.collect();
             let nap = wake
                 .saturating_duration_since(Instant::now())
                 .min(Duration::from_millis(50));

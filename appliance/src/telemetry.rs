@@ -442,8 +442,12 @@ impl Telemetry {
         self.tsc.ns(s.tsc.saturating_sub(self.start)) / 1e9
     }
 
-    /// Reads every counter and merges published histograms.
-    pub fn snapshot(&mut self) -> Snapshot {
+    /// Merges what the workers have published and hands them back their
+    /// spares. A worker publishes once a tick if it holds a spare, so the
+    /// management thread collects every turn: what a worker recorded is
+    /// then in the histograms a turn and a tick later, as its counters
+    /// are, even when nobody asks for a snapshot in between.
+    pub fn collect(&mut self) {
         for p in &mut self.ports {
             if let Some(h) = &mut p.e2e {
                 h.collect();
@@ -457,6 +461,11 @@ impl Telemetry {
                 h.collect();
             }
         }
+    }
+
+    /// Reads every counter and merges published histograms.
+    pub fn snapshot(&mut self) -> Snapshot {
+        self.collect();
         let mut ports: Vec<PortSnap> = self
             .ports
             .iter()
