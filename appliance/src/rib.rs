@@ -1,15 +1,17 @@
 //! The routing information base: the routes the FIB holds and where each
-//! came from. The config's static and connected routes, `sluice ctl`'s
-//! edits and the kernel's routes (mirrored through netlink) meet here, with
-//! their precedence: a kernel route to a prefix holds it over the
-//! config's (as the kernel forwards), and a deleted kernel route gives way
-//! to the config's static route again. A link going down cuts the paths
+//! came from ([`RouteSource`]). The config's static and connected routes,
+//! `sluice ctl`'s edits and the kernel's routes (mirrored through netlink)
+//! meet here, with their precedence ([`RouteSource::wins_over`]): a kernel
+//! route to a prefix holds it over the config's (as the kernel forwards),
+//! and a deleted kernel route gives way to the config's static route
+//! again. A link going down cuts the paths
 //! through it (a route with none left is withdrawn) and its coming up
 //! restores them; a reload reinstalls what the new config and the kernel
 //! hold. The management thread owns it (the FIB's one writer);
 //! [`crate::netlink`] only listens and turns the kernel's messages into
 //! [`Change`]s.
 
+pub use crate::config::RouteSource;
 use pipeline::router::{Interface, NeighborUpdate, NextHop};
 use pipeline::wire::MacAddr;
 use std::collections::{BTreeMap, HashMap};
@@ -91,6 +93,34 @@ pub struct Rib {
 }
 
 impl Rib {
+    /// Whether a route of a source above `source` (the kernel's) holds
+    /// prefix `key` in the FIB: a route from `source` to it stays out.
+    fn held_over(&self, key: (IpAddr, u8), source: RouteSource) -> bool {
+        RouteSource::Kernel.wins_over(source) && self.routes.contains_key(&key)
+    }
+
+    /// The source of the route holding `a/l` in the FIB, of the kernel's
+    /// and the config's (`setup`: its static and connected routes, with
+    /// `sluice ctl`'s edits); `None` when neither routes it (a route
+    /// file's prefix, or none).
+    pub fn holder(
+        &self,
+        a: IpAddr,
+        l: u8,
+        setup: &crate::config::RouterSetup,
+    ) -> Option<RouteSource> {
+        let config = setup
+            .routes
+            .iter()
+            .find(|r| (r.addr, r.len) == (a, l))
+            .map(|r| r.source);
+        let kernel = self
+            .routes
+            .contains_key(&(a, l))
+            .then_some(RouteSource::Kernel);
+        [kernel, config].into_iter().flatten().min()
+    }
+
     /// Routes mirrored now.
     pub fn len(&self) -> usize {
         self.routes.len()
@@ -213,7 +243,7 @@ impl Rib {
         base: &[Interface],
     ) -> Result<Static, String> {
         let key = (r.addr, r.len);
-        if self.routes.contains_key(&key) {
+        if self.held_over(key, r.source) {
             return Ok(Static::Kernel);
         }
         let live = self.live_paths(r, base);
@@ -241,7 +271,7 @@ impl Rib {
         l: u8,
         fib: &mut pipeline::fib::FibWriter,
     ) -> Static {
-        if self.routes.contains_key(&(a, l)) {
+        if self.held_over((a, l), RouteSource::Ctl) {
             return Static::Kernel;
         }
         self.cut.remove(&(a, l));
@@ -397,6 +427,11 @@ mod tests {
         Static {
             addr: p.parse().unwrap(),
             len,
+            source: if paths[0].via.is_none() {
+                RouteSource::Connected
+            } else {
+                RouteSource::Config
+            },
             paths,
         }
     }
@@ -500,12 +535,17 @@ mod tests {
             &s,
         );
         assert_eq!(paths(&fib, "203.0.113.9"), vec![k]);
+        let net: IpAddr = "203.0.113.0".parse().unwrap();
+        assert_eq!(m.holder(net, 24, &s), Some(RouteSource::Kernel));
         m.apply(
             Change::Del("203.0.113.0".parse().unwrap(), 24),
             &mut fib,
             &s,
         );
         assert_eq!(paths(&fib, "203.0.113.9"), vec![hop(0, Some("198.18.0.3"))]);
+        assert_eq!(m.holder(net, 24, &s), Some(RouteSource::Config));
+        let connected: IpAddr = "198.18.0.0".parse().unwrap();
+        assert_eq!(m.holder(connected, 24, &s), Some(RouteSource::Connected));
 
         // A full dump that finds it up again restores everything.
         m.apply(all_up(), &mut fib, &s);

@@ -131,9 +131,16 @@ fn an_operator_drives_every_command() {
     assert!(routes["ipv4"].as_u64().unwrap() >= 2, "{routes}");
     let statics = routes["static"].as_array().unwrap();
     assert!(
+        statics.iter().any(|r| r["prefix"] == "203.0.113.0/24"
+            && r["via"] == "198.19.0.2"
+            && r["source"] == "config"
+            && r["held_by"].is_null()),
+        "{routes}"
+    );
+    assert!(
         statics
             .iter()
-            .any(|r| r["prefix"] == "203.0.113.0/24" && r["via"] == "198.19.0.2"),
+            .any(|r| r["source"] == "connected" && r["via"].is_null()),
         "{routes}"
     );
     let r = json(&sock, &["show", "routes", "203.0.113.7"]);

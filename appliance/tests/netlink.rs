@@ -179,6 +179,21 @@ fn kernel_routes_drive_the_fib() {
         );
         let r = json(&sock, &["show", "routes", "198.51.100.7"]);
         assert!(via("198.51.100.7", "198.18.0.2", "p0")(&r), "{args:?}: {r}");
+        // The RIB names each route's source and what holds its prefix.
+        let all = json(&sock, &["show", "routes"]);
+        let edited = all["static"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|x| x["prefix"] == "198.51.100.0/24")
+            .cloned();
+        if args[1] == "add" {
+            let e = edited.unwrap_or_else(|| panic!("not listed: {all}"));
+            assert_eq!(e["source"], "ctl", "{all}");
+            assert_eq!(e["held_by"], "kernel", "{all}");
+        } else {
+            assert!(edited.is_none(), "{all}");
+        }
     }
 
     // No route yet for the traffic p0's generator sends: dropped. Then

@@ -37,7 +37,7 @@ pub use policy::parse_poll;
 use schema::*;
 use source::*;
 
-pub use typed::{GatewaySetup, PathRefused, Route, RouterSetup};
+pub use typed::{GatewaySetup, PathRefused, Route, RouteSource, RouterSetup};
 
 use crate::poll::{self, Policy};
 use pipeline::wire::MacAddr;

@@ -2,7 +2,7 @@
 //! static neighbours, and an optional route file.
 
 use super::schema::{RawNeighbor, RawRoute, RawRouter};
-use super::typed::{in_prefix4, PathRefused, Route, RouterSetup};
+use super::typed::{in_prefix4, PathRefused, Route, RouteSource, RouterSetup};
 use super::{Ctx, Prefix, Str};
 use pipeline::prefix;
 use pipeline::router::{Interface, NextHop, Vlan};
@@ -169,6 +169,7 @@ pub(super) fn check(
                     port: i as u16,
                     via: None,
                 }],
+                source: RouteSource::Connected,
             });
         }
         for &(x, l) in &ipv6 {
@@ -179,6 +180,7 @@ pub(super) fn check(
                     port: i as u16,
                     via: None,
                 }],
+                source: RouteSource::Connected,
             });
         }
         s.interfaces.push(Interface {
@@ -221,6 +223,7 @@ pub(super) fn check(
             addr,
             len,
             paths: vec![hop],
+            source: RouteSource::Config,
         });
     }
     for (ni, n) in neighbors.iter().enumerate() {
@@ -472,6 +475,7 @@ pub(super) fn check_added(
         addr,
         len,
         paths: vec![hop],
+        source: RouteSource::Config,
     })
 }
 

@@ -329,6 +329,50 @@ pub struct Route {
     pub len: u8,
     /// Where it leads (at least one; a flow takes one of them).
     pub paths: Vec<NextHop>,
+    /// Where it came from.
+    pub source: RouteSource,
+}
+
+/// Where a route in the RIB ([`crate::rib`]) came from. The order is the
+/// precedence: of two sources holding routes to one prefix, the one
+/// listed first is in the FIB (`Kernel` before `Ctl`: a kernel route
+/// holds its prefix over every other, as the kernel forwards on it).
+/// Two of them never meet on one prefix: a connected prefix refuses a
+/// static route (file or edit), and an edit to a prefix replaces the
+/// file's route to it until the next reload.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum RouteSource {
+    /// The kernel's table, mirrored through netlink (`[control_plane]
+    /// netlink`: BIRD, FRR, `ip route`).
+    Kernel,
+    /// `sluice ctl route add|replace` (lasts until the next reload).
+    Ctl,
+    /// A `[[route]]` table of the config file.
+    Config,
+    /// An interface's own subnet (its `ipv4`/`ipv6` addresses).
+    Connected,
+    /// The `[router] route_file` (spread over its next hops), under
+    /// every other: a static route to one of its prefixes holds it.
+    RouteFile,
+}
+
+impl RouteSource {
+    /// How `sluice ctl show routes` names it.
+    pub fn name(self) -> &'static str {
+        match self {
+            RouteSource::Kernel => "kernel",
+            RouteSource::Ctl => "ctl",
+            RouteSource::Config => "config",
+            RouteSource::Connected => "connected",
+            RouteSource::RouteFile => "route-file",
+        }
+    }
+
+    /// Whether a route from `self` holds a prefix a route from `other`
+    /// also reaches.
+    pub fn wins_over(self, other: RouteSource) -> bool {
+        self < other
+    }
 }
 
 /// Why a path cannot join the route to its prefix.

@@ -527,9 +527,27 @@ fn show_routes(cx: &mut Context<'_>, what: Option<&str>) -> Response {
             .iter()
             .map(|h| describe_hop(h, &port_name))
             .collect();
-        let _ = writeln!(text, "  {}/{} {}", r.addr, r.len, hops.join(", "));
+        // The kernel's route to the prefix (netlink) holds it over this one.
+        let held = cx
+            .netlink
+            .and_then(|(_, rib)| rib.holder(r.addr, r.len, rs))
+            .filter(|h| *h != r.source);
+        let _ = writeln!(
+            text,
+            "  {}/{} {} ({}{})",
+            r.addr,
+            r.len,
+            hops.join(", "),
+            r.source.name(),
+            held.map_or(String::new(), |h| format!(
+                "; the {} route holds the prefix",
+                h.name()
+            ))
+        );
         statics.push(json!({
             "prefix": format!("{}/{}", r.addr, r.len),
+            "source": r.source.name(),
+            "held_by": held.map(|h| h.name()),
             "via": r.paths[0].via.map(|v| v.to_string()),
             "port": port_name(r.paths[0].port),
             "paths": r.paths.iter().map(|h| json!({ "port": port_name(h.port), "via": h.via.map(|v| v.to_string()) })).collect::<Vec<_>>(),

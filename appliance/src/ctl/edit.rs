@@ -229,7 +229,9 @@ fn route_of(tables: &[String], p: (IpAddr, u8), cur: &Config) -> Result<Route, S
             why => format!("key `route.prefix`: {}", why.msg(p.0, p.1)),
         })?;
     }
-    route.ok_or_else(|| ROUTE_USAGE.into())
+    let mut route = route.ok_or_else(|| String::from(ROUTE_USAGE))?;
+    route.source = config::RouteSource::Ctl;
+    Ok(route)
 }
 
 /// What `args` (`route ...` / `neighbor ...`) would change in `cur`, and
