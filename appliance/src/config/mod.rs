@@ -291,50 +291,8 @@ fn validate(cx: &mut Ctx<'_>, raw: RawFile, base: Option<&Path>) -> Config {
     let (ports, names) = ports::check_ports(cx, &raw, base);
 
     let workers = workers::check(cx, &raw, &ports, &names, &machine);
-    let mut addrs: Vec<router::PortAddrs<'_>> = raw
-        .port
-        .iter()
-        .zip(&ports)
-        .enumerate()
-        .map(|(i, (rp, pc))| router::PortAddrs {
-            key: format!("port[{i}]"),
-            name: rp.name.get_ref(),
-            vlan: None,
-            mac: pc.mac,
-            ipv4: rp.ipv4.get_ref(),
-            ipv6: &rp.ipv6,
-            mtu: rp.mtu.as_ref(),
-            at: Spanned::new(
-                if rp.ipv4.span().is_empty() {
-                    rp.name.span()
-                } else {
-                    rp.ipv4.span()
-                },
-                (),
-            ),
-        })
-        .collect();
     let vlan_names = vlans(cx, &raw.vlan, &raw.port);
-    for (vi, (v, (name, vlan))) in raw.vlan.iter().zip(&vlan_names).enumerate() {
-        let Some(vlan) = vlan else { continue };
-        addrs.push(router::PortAddrs {
-            key: format!("vlan[{vi}]"),
-            name,
-            vlan: Some(*vlan),
-            mac: ports[usize::from(vlan.port)].mac,
-            ipv4: v.ipv4.get_ref(),
-            ipv6: &v.ipv6,
-            mtu: v.mtu.as_ref(),
-            at: Spanned::new(
-                if v.ipv4.span().is_empty() {
-                    v.port.span()
-                } else {
-                    v.ipv4.span()
-                },
-                (),
-            ),
-        });
-    }
+    let addrs = interfaces(&raw, &ports, &vlan_names);
     let router = router::check(cx, &raw.router, &raw.route, &raw.neighbor, &addrs, base);
     // The rules and NAT name interfaces as the router indexes them: ports,
     // then VLAN sub-interfaces.
@@ -355,8 +313,99 @@ fn validate(cx: &mut Ctx<'_>, raw: RawFile, base: Option<&Path>) -> Config {
             .collect::<Vec<_>>(),
         base,
     );
+    check_l3fwd_workers(cx, &raw, gateway.enabled, &router, &addrs);
+    ports::check_buffer_family(cx, &raw);
+    let mbufs = ports::check_mbufs(cx, &raw, &ports);
+    let (metrics, control_socket) = check_management(cx, &raw, base);
+    let taps = control_plane::taps(&raw, &ports, &router, cx);
+    let punt_rules = control_plane::punt_rules(&raw, cx);
+    let control_plane = control_plane::control_plane(&raw, &ports, &router, &taps, cx);
+    Config {
+        source: cx.file.to_string(),
+        run,
+        generator_core: raw.generator.core.map(|c| *c.get_ref()),
+        ports,
+        workers,
+        router,
+        gateway,
+        eal_args: raw.dpdk.eal_args,
+        mbufs,
+        metrics,
+        control_socket,
+        control_plane,
+        taps,
+        punt_rules,
+        text: "".into(),
+        base: None,
+        warnings: Vec::new(),
+    }
+}
+
+/// The router's interfaces as the config names them: the ports, then the
+/// VLAN sub-interfaces, with their addresses and where errors point.
+fn interfaces<'a>(
+    raw: &'a RawFile,
+    ports: &[PortConfig],
+    vlan_names: &'a [(String, Option<pipeline::router::Vlan>)],
+) -> Vec<router::PortAddrs<'a>> {
+    let mut addrs: Vec<router::PortAddrs<'a>> = raw
+        .port
+        .iter()
+        .zip(ports)
+        .enumerate()
+        .map(|(i, (rp, pc))| router::PortAddrs {
+            key: format!("port[{i}]"),
+            name: rp.name.get_ref(),
+            vlan: None,
+            mac: pc.mac,
+            ipv4: rp.ipv4.get_ref(),
+            ipv6: &rp.ipv6,
+            mtu: rp.mtu.as_ref(),
+            at: Spanned::new(
+                if rp.ipv4.span().is_empty() {
+                    rp.name.span()
+                } else {
+                    rp.ipv4.span()
+                },
+                (),
+            ),
+        })
+        .collect();
+    for (vi, (v, (name, vlan))) in raw.vlan.iter().zip(vlan_names).enumerate() {
+        let Some(vlan) = vlan else { continue };
+        addrs.push(router::PortAddrs {
+            key: format!("vlan[{vi}]"),
+            name,
+            vlan: Some(*vlan),
+            mac: ports[usize::from(vlan.port)].mac,
+            ipv4: v.ipv4.get_ref(),
+            ipv6: &v.ipv6,
+            mtu: v.mtu.as_ref(),
+            at: Spanned::new(
+                if v.ipv4.span().is_empty() {
+                    v.port.span()
+                } else {
+                    v.ipv4.span()
+                },
+                (),
+            ),
+        });
+    }
+    addrs
+}
+
+/// What l3fwd workers need: interface addresses, and the gateway
+/// (`[firewall]`, `[nat]`, `[conntrack]`) workers of that mode, on at most
+/// [`MAX_GATEWAY_IFACES`] interfaces.
+fn check_l3fwd_workers(
+    cx: &mut Ctx<'_>,
+    raw: &RawFile,
+    gateway: bool,
+    router: &RouterSetup,
+    addrs: &[router::PortAddrs<'_>],
+) {
     // A rule's metadata holds an interface in 8 bits (255: none).
-    if gateway.enabled && addrs.len() > MAX_GATEWAY_IFACES {
+    if gateway && addrs.len() > MAX_GATEWAY_IFACES {
         let a = &addrs[MAX_GATEWAY_IFACES];
         cx.err(
             &a.at,
@@ -367,28 +416,8 @@ fn validate(cx: &mut Ctx<'_>, raw: RawFile, base: Option<&Path>) -> Config {
             ),
         );
     }
-    // One buffer family per process: DPDK ports cannot mix with the others.
-    let dpdk_ports = raw
-        .port
-        .iter()
-        .filter(|p| *p.driver.get_ref() == Driver::Dpdk)
-        .count();
-    if dpdk_ports > 0 && dpdk_ports < raw.port.len() {
-        if let Some((i, p)) = raw
-            .port
-            .iter()
-            .enumerate()
-            .find(|(_, p)| *p.driver.get_ref() != Driver::Dpdk)
-        {
-            cx.err(
-                &p.driver,
-                format!("port[{i}].driver"),
-                "DPDK ports cannot be mixed with other drivers in one process",
-            );
-        }
-    }
     // The gateway runs inside l3fwd workers only.
-    if gateway.enabled {
+    if gateway {
         let l3 = raw
             .worker
             .iter()
@@ -424,24 +453,15 @@ fn validate(cx: &mut Ctx<'_>, raw: RawFile, base: Option<&Path>) -> Config {
             );
         }
     }
-    // The pool must at least fill every RX ring at start.
-    let mbufs = raw.dpdk.mbufs.as_ref().and_then(|m| {
-        let rings: usize = ports.iter().map(|p| usize::from(p.rxq) * p.rxd).sum();
-        let n = *m.get_ref();
-        if !(1024..=1 << 24).contains(&n) {
-            cx.err(m, "dpdk.mbufs", "must be 1024..=16777216 mbufs");
-            None
-        } else if (n as usize) < rings {
-            cx.err(
-                m,
-                "dpdk.mbufs",
-                format!("must hold every port's RX descriptors ({rings} here)"),
-            );
-            None
-        } else {
-            Some(n)
-        }
-    });
+}
+
+/// `[management]`: the metrics endpoint's address and the control
+/// socket's path.
+fn check_management(
+    cx: &mut Ctx<'_>,
+    raw: &RawFile,
+    base: Option<&Path>,
+) -> (Option<std::net::SocketAddr>, Option<PathBuf>) {
     let metrics = raw.management.metrics.as_ref().and_then(|m| {
         let key = "management.metrics";
         let addr = match m.get_ref() {
@@ -495,28 +515,7 @@ fn validate(cx: &mut Ctx<'_>, raw: RawFile, base: Option<&Path>) -> Config {
             _ => Some(p),
         }
     });
-    let taps = control_plane::taps(&raw, &ports, &router, cx);
-    let punt_rules = control_plane::punt_rules(&raw, cx);
-    let control_plane = control_plane::control_plane(&raw, &ports, &router, &taps, cx);
-    Config {
-        source: cx.file.to_string(),
-        run,
-        generator_core: raw.generator.core.map(|c| *c.get_ref()),
-        ports,
-        workers,
-        router,
-        gateway,
-        eal_args: raw.dpdk.eal_args,
-        mbufs,
-        metrics,
-        control_socket,
-        control_plane,
-        taps,
-        punt_rules,
-        text: "".into(),
-        base: None,
-        warnings: Vec::new(),
-    }
+    (metrics, control_socket)
 }
 
 #[cfg(test)]

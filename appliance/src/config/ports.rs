@@ -642,3 +642,47 @@ fn check_pcap_outputs(cx: &mut Ctx<'_>, raw: &RawFile, ports: &[PortConfig]) {
         }
     }
 }
+
+/// One buffer family per process: DPDK ports cannot mix with the others.
+pub(super) fn check_buffer_family(cx: &mut Ctx<'_>, raw: &RawFile) {
+    let dpdk_ports = raw
+        .port
+        .iter()
+        .filter(|p| *p.driver.get_ref() == Driver::Dpdk)
+        .count();
+    if dpdk_ports > 0 && dpdk_ports < raw.port.len() {
+        if let Some((i, p)) = raw
+            .port
+            .iter()
+            .enumerate()
+            .find(|(_, p)| *p.driver.get_ref() != Driver::Dpdk)
+        {
+            cx.err(
+                &p.driver,
+                format!("port[{i}].driver"),
+                "DPDK ports cannot be mixed with other drivers in one process",
+            );
+        }
+    }
+}
+
+/// `[dpdk] mbufs`: the pool must at least fill every RX ring at start.
+pub(super) fn check_mbufs(cx: &mut Ctx<'_>, raw: &RawFile, ports: &[PortConfig]) -> Option<u32> {
+    raw.dpdk.mbufs.as_ref().and_then(|m| {
+        let rings: usize = ports.iter().map(|p| usize::from(p.rxq) * p.rxd).sum();
+        let n = *m.get_ref();
+        if !(1024..=1 << 24).contains(&n) {
+            cx.err(m, "dpdk.mbufs", "must be 1024..=16777216 mbufs");
+            None
+        } else if (n as usize) < rings {
+            cx.err(
+                m,
+                "dpdk.mbufs",
+                format!("must hold every port's RX descriptors ({rings} here)"),
+            );
+            None
+        } else {
+            Some(n)
+        }
+    })
+}
