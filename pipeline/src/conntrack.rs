@@ -28,6 +28,7 @@ use crate::acl::Key;
 use crate::route_cache::RouteCache;
 
 mod index;
+pub mod saved;
 mod tcp;
 mod window;
 use index::{written, Hit, Index};
@@ -1037,6 +1038,23 @@ impl ConnTrack {
         } else {
             State::Unreplied
         };
+        self.enter_as(orig, ho, reply, hr, seg, state, self.now_ns)
+    }
+
+    /// [`ConnTrack::enter`] in state `state`, last seen at `last_ns` (a
+    /// flow read back: [`saved`]).
+    #[allow(clippy::too_many_arguments)]
+    #[inline(always)]
+    fn enter_as(
+        &mut self,
+        orig: Tuple,
+        ho: u64,
+        reply: Tuple,
+        hr: u64,
+        seg: Option<&Segment>,
+        state: State,
+        last_ns: u64,
+    ) -> Result<u32, Refused> {
         let Some(i) = self.slot() else {
             self.events[Event::TableFull as usize] += 1;
             return Err(Refused::Full);
@@ -1053,7 +1071,7 @@ impl ConnTrack {
             orig,
             reply,
             state,
-            last_ns: self.now_ns,
+            last_ns,
             live: true,
             nat,
             orig_hop: RouteCache::default(),

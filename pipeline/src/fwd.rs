@@ -270,6 +270,18 @@ pub trait ForwardMode: Clone + Send + 'static {
         (0, None)
     }
 
+    /// Tracks flows read back (`[ha] state_file`: a restart), before the
+    /// worker runs, with its clock at `now_ns`: how many were installed,
+    /// and how many refused (one of its tuples tracked already, or the
+    /// table full). A mode without a flow table refuses them all.
+    fn install_flows(
+        &mut self,
+        flows: &[crate::conntrack::saved::Saved],
+        _now_ns: u64,
+    ) -> (u64, u64) {
+        (0, flows.len() as u64)
+    }
+
     /// Takes new settings while running (a hot reload), between bursts:
     /// `update` is the mode's own update type
     /// ([`crate::router::RouterUpdate`], [`crate::gateway::GatewayUpdate`]).

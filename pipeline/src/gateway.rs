@@ -875,6 +875,17 @@ impl<C: StageClock> ForwardMode for Gateway<C> {
         r
     }
 
+    fn install_flows(
+        &mut self,
+        flows: &[crate::conntrack::saved::Saved],
+        now_ns: u64,
+    ) -> (u64, u64) {
+        self.ct.set_now(now_ns);
+        let installed = flows.iter().filter(|s| self.ct.install(s).is_ok()).count() as u64;
+        self.refresh_events();
+        (installed, flows.len() as u64 - installed)
+    }
+
     fn reconfigure(&mut self, update: &dyn std::any::Any) -> bool {
         if let Some(u) = update.downcast_ref::<GatewayUpdate>() {
             Gateway::reconfigure(self, u);

@@ -199,6 +199,14 @@ impl ForwardMode for Profiled {
         on_gateway!(self.mode.as_mut(), g => g.delete_flows(from, scan, filter))
     }
 
+    fn install_flows(
+        &mut self,
+        flows: &[crate::conntrack::saved::Saved],
+        now_ns: u64,
+    ) -> (u64, u64) {
+        on_gateway!(self.mode.as_mut(), g => g.install_flows(flows, now_ns))
+    }
+
     fn reconfigure(&mut self, update: &dyn std::any::Any) -> bool {
         if let Some(&Profile(now)) = update.downcast_ref::<Profile>() {
             self.switch(now);

@@ -306,6 +306,82 @@ fn snat_tcp_out_and_back() {
     assert_eq!(event(&g, "ct_created"), 1);
 }
 
+/// A restart that keeps its flows: the flows of one gateway, written out
+/// and read back into a new one (with rules that drop what is invalid and
+/// accept only new flows from inside), carry on there. The TCP flow's next
+/// data segment and the server's answer pass and are translated with the
+/// same mapping; the mapping is not handed to a new flow; the UDP flow's
+/// reply is translated back. The same packets into a new gateway without
+/// the flows are dropped (invalid, or new from outside).
+#[test]
+fn flows_read_back_carry_on_in_a_new_gateway() {
+    use crate::conntrack::saved::Saved;
+    let rules = || {
+        vec![
+            fw(Rule::any(), &[], state::INVALID, Action::Drop),
+            fw(Rule::any(), &[0], state::NEW, Action::Accept),
+        ]
+    };
+    let new_gateway = || gateway_with(rules(), Action::Drop, nat_cfg(PortRange::default()), 64);
+    let mut old = new_gateway();
+    let mut syn = pkt(R0, CLIENT, 40000, SERVER, 80, 6, 0x02, &[]);
+    assert_eq!(old.process(&mut syn, 0), Verdict::Forward(1));
+    let mapped = addrs(&syn).1;
+    let mut synack = reply_to(&syn, R1, 0x12);
+    assert_eq!(old.process(&mut synack, 1), Verdict::Forward(0));
+    let mut ack = pkt(R0, CLIENT, 40000, SERVER, 80, 6, 0x10, &[]);
+    assert_eq!(old.process(&mut ack, 0), Verdict::Forward(1));
+    let mut dns = pkt(R0, CLIENT, 5353, SERVER, 53, 17, 0, b"q");
+    assert_eq!(old.process(&mut dns, 0), Verdict::Forward(1));
+    let dns_out = dns.clone();
+
+    let mut listed = Vec::new();
+    old.dump(0, usize::MAX, usize::MAX, &Default::default(), &mut listed);
+    assert_eq!(listed.len(), 2);
+    let saved: Vec<Saved> = listed
+        .iter()
+        .map(|(f, left)| Saved::decode(&Saved::of(f, *left, 0).encode()).unwrap())
+        .collect();
+
+    // The packets that come after the restart.
+    let data = || pkt(R0, CLIENT, 40000, SERVER, 80, 6, 0x18, b"GET /");
+    let answer = |out: &[u8]| reply_to(out, R1, 0x18);
+    let dns_reply = || reply_to(&dns_out, R1, 0);
+
+    let mut new = new_gateway();
+    assert_eq!(new.install_flows(&saved, 3 * S), (2, 0));
+    assert_eq!(new.install_flows(&saved, 3 * S), (0, 2), "each once");
+    let mut d = data();
+    assert_eq!(new.process(&mut d, 0), Verdict::Forward(1));
+    assert_eq!(
+        addrs(&d),
+        (a(OUTSIDE), mapped, a(SERVER), 80),
+        "same mapping"
+    );
+    assert!(valid(&d));
+    let mut back = answer(&d);
+    assert_eq!(new.process(&mut back, 1), Verdict::Forward(0));
+    assert_eq!(addrs(&back), (a(SERVER), 80, a(CLIENT), 40000));
+    assert!(valid(&back));
+    let mut r = dns_reply();
+    assert_eq!(new.process(&mut r, 1), Verdict::Forward(0));
+    assert_eq!(addrs(&r), (a(SERVER), 53, a(CLIENT), 5353));
+    // A new flow from another client to the same server port gets
+    // another mapping than the installed one.
+    let mut other = pkt(R0, "10.0.0.9", 40000, SERVER, 80, 6, 0x02, &[]);
+    assert_eq!(new.process(&mut other, 0), Verdict::Forward(1));
+    assert_ne!(addrs(&other).1, mapped);
+
+    // Without the flows: dropped.
+    let mut bare = new_gateway();
+    let mut d = data();
+    assert_eq!(bare.process(&mut d, 0), Verdict::Drop(DropReason::Filtered));
+    let mut back = answer(&syn);
+    assert!(matches!(bare.process(&mut back, 1), Verdict::Drop(_)));
+    let mut r = dns_reply();
+    assert!(matches!(bare.process(&mut r, 1), Verdict::Drop(_)));
+}
+
 /// Sets the TCP sequence and acknowledgment numbers of frame `f` (a
 /// plain IPv4 header) and its checksum.
 fn set_seq(f: &mut [u8], seq: u32, ack: u32) {
