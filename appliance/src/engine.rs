@@ -143,6 +143,10 @@ where
     }
     .into_iter();
     let mut all_counters = Vec::new();
+    // `[ha] state_file`: each gateway worker's flows, as it stops.
+    let (saved_tx, saved_rx) = crossbeam_channel::unbounded::<worker::SavedFlows>();
+    let keeps_state = cfg.state_file.is_some() && cfg.gateway.enabled;
+    let mut gateway_index = 0u16;
     // Per worker: the management side's ways to it.
     let mut links: Vec<worker::Link> = Vec::new();
     // The next generator's first flow number (unique in the process).
@@ -259,8 +263,12 @@ where
         // Every routing worker reports what it learns: to the other
         // workers, and to `show neighbors`.
         let learned = (w.mode == FwdMode::L3fwd).then(|| (setups.len(), learned_tx.clone()));
+        let save =
+            (keeps_state && w.mode == FwdMode::L3fwd).then(|| (gateway_index, saved_tx.clone()));
+        gateway_index += u16::from(w.mode == FwdMode::L3fwd);
         setups.push(WorkerSetup {
             learned,
+            save,
             core: w.core,
             policy: w.poll.clone(),
             switches: Some(switch_tx.clone()),
@@ -346,6 +354,12 @@ where
         Some(_) if cfg.gateway.enabled => Some(build_gateway(cfg, l3_workers)),
         _ => None,
     };
+    // `[ha] state_file`: the flows of the last clean stop, per worker.
+    let mut restored = match (&gateway, &cfg.state_file) {
+        (Some(g), Some(path)) => crate::state::restore(path, g),
+        _ => None,
+    };
+    let mut installed = (0u64, 0u64);
     let nrules = cfg.gateway.rules.len();
     let mut hit_sinks: Vec<RuleHits> = Vec::new();
     // The netlink route mirror: a thread follows the kernel table, this
@@ -423,6 +437,14 @@ where
             FwdMode::L3fwd => match (&router, &gateway) {
                 (Some(r), Some(g)) => {
                     let mut gw = Gateway::new(r.clone(), g, l3_index);
+                    if let Some(flows) = restored
+                        .as_mut()
+                        .and_then(|r| r.get_mut(usize::from(l3_index)))
+                    {
+                        let now_ns = tsc.ns(pmd::sys::rdtsc()) as u64;
+                        let (ok, refused) = gw.install_flows(&std::mem::take(flows)[..], now_ns);
+                        installed = (installed.0 + ok, installed.1 + refused);
+                    }
                     l3_index += 1;
                     let sink: RuleHits = (0..nrules).map(|_| AtomicU64::new(0)).collect();
                     gw.publish_hits(sink.clone());
@@ -442,6 +464,23 @@ where
                 return Err(e);
             }
         }
+    }
+
+    if let (Some(r), Some(path)) = (&restored, &cfg.state_file) {
+        eprintln!(
+            "state: {} flows restored from {} into {} worker(s){}",
+            installed.0,
+            path.display(),
+            r.len(),
+            if installed.1 > 0 {
+                format!(
+                    " ({} refused: a tuple tracked twice, or the table full)",
+                    installed.1
+                )
+            } else {
+                String::new()
+            }
+        );
     }
 
     // The generator last, once every worker polls: packets offered to a
@@ -533,6 +572,22 @@ where
         match h.join() {
             Ok(l) => leftovers.push((i, l)),
             Err(_) => panicked += 1,
+        }
+    }
+    // `[ha] state_file`: the flows as the workers stopped, for the next
+    // start.
+    if let (true, Some(path)) = (keeps_state, &cfg.state_file) {
+        drop(saved_tx);
+        let mut flows: Vec<_> = saved_rx.try_iter().collect();
+        flows.sort_by_key(|(w, _)| *w);
+        let t = std::time::Instant::now();
+        match crate::state::write(path, &flows) {
+            Ok(n) => eprintln!(
+                "state: {n} flows written to {} in {:.0} ms",
+                path.display(),
+                t.elapsed().as_secs_f64() * 1e3
+            ),
+            Err(e) => eprintln!("state: not written: {e:#}"),
         }
     }
     // Packets handed to a worker after it had drained: dropped, counted on

@@ -48,6 +48,7 @@ pub mod reload;
 pub mod rib;
 pub mod serve;
 pub mod stages;
+pub mod state;
 pub mod taps;
 pub mod telemetry;
 pub mod txgen;

@@ -317,6 +317,7 @@ fn validate(cx: &mut Ctx<'_>, raw: RawFile, base: Option<&Path>) -> Config {
     ports::check_buffer_family(cx, &raw);
     let mbufs = ports::check_mbufs(cx, &raw, &ports);
     let (metrics, control_socket) = check_management(cx, &raw, base);
+    let state_file = check_ha(cx, &raw, base, gateway.enabled);
     let taps = control_plane::taps(&raw, &ports, &router, cx);
     let punt_rules = control_plane::punt_rules(&raw, cx);
     let control_plane = control_plane::control_plane(&raw, &ports, &router, &taps, cx);
@@ -333,6 +334,7 @@ fn validate(cx: &mut Ctx<'_>, raw: RawFile, base: Option<&Path>) -> Config {
         metrics,
         control_socket,
         control_plane,
+        state_file,
         taps,
         punt_rules,
         text: "".into(),
@@ -453,6 +455,43 @@ fn check_l3fwd_workers(
             );
         }
     }
+}
+
+/// `[ha] state_file`: a file to create in a directory that exists (the
+/// flow table is written there on a clean stop and read back at start),
+/// with a gateway to keep the flows of.
+fn check_ha(
+    cx: &mut Ctx<'_>,
+    raw: &RawFile,
+    base: Option<&Path>,
+    gateway: bool,
+) -> Option<PathBuf> {
+    let s = raw.ha.state_file.as_ref()?;
+    let key = "ha.state_file";
+    let p = Path::new(s.get_ref());
+    let p = match base {
+        Some(b) if p.is_relative() => b.join(p),
+        _ => p.to_path_buf(),
+    };
+    if s.get_ref().is_empty() || p.is_dir() {
+        cx.err(s, key, "name a file (such as \"/var/lib/sluice/flows\")");
+        return None;
+    }
+    if let Some(d) = p
+        .parent()
+        .filter(|d| !d.as_os_str().is_empty() && !d.is_dir())
+    {
+        cx.err(s, key, format!("directory {} does not exist", d.display()));
+        return None;
+    }
+    if !gateway {
+        cx.warn(
+            s,
+            key,
+            "there is no flow table to keep: the config has no [firewall], [conntrack] or [nat]",
+        );
+    }
+    Some(p)
 }
 
 /// `[management]`: the metrics endpoint's address and the control

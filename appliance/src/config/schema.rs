@@ -185,6 +185,8 @@ pub(super) struct RawFile {
     pub(super) dpdk: RawDpdk,
     #[serde(default)]
     pub(super) management: RawManagement,
+    #[serde(default)]
+    pub(super) ha: RawHa,
     pub(super) control_plane: Option<Spanned<RawControlPlane>>,
     pub(super) firewall: Option<RawFirewall>,
     pub(super) conntrack: Option<RawConntrack>,
@@ -236,6 +238,15 @@ pub(super) struct RawManagement {
     pub(super) metrics: Option<Spanned<Endpoint>>,
     /// Control socket path (`sluice ctl`).
     pub(super) socket: Option<Spanned<String>>,
+}
+
+/// `[ha]`: what outlives the process.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawHa {
+    /// Where the flow table is written on a clean stop and read back at
+    /// start.
+    pub(super) state_file: Option<Spanned<String>>,
 }
 
 /// `[control_plane]`: the Linux control plane.

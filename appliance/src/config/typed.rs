@@ -221,6 +221,9 @@ pub struct Config {
     pub control_socket: Option<std::path::PathBuf>,
     /// The Linux control plane (`[control_plane]`; off when `None`).
     pub control_plane: Option<ControlPlane>,
+    /// Where the flow table is kept across restarts (`[ha] state_file`;
+    /// not kept when `None`).
+    pub state_file: Option<std::path::PathBuf>,
     /// TAP mirrors (`[control_plane] tap`): (router interface: a port or
     /// a VLAN sub-interface, TAP name), one per interface with addresses;
     /// empty when off.

@@ -213,6 +213,10 @@ pub struct Link {
     pub routes: bool,
 }
 
+/// A gateway worker's flows as it stopped, with its gateway index
+/// (`[ha] state_file`).
+pub type SavedFlows = (u16, Vec<pipeline::conntrack::Listed>);
+
 /// Everything a worker owns. The queue types are a driver's own (DPDK: no
 /// dynamic dispatch per burst) or boxed (a mix of drivers).
 pub struct WorkerSetup<B, R = pmd::BoxRx<B>, T = pmd::BoxTx<B>> {
@@ -266,6 +270,9 @@ pub struct WorkerSetup<B, R = pmd::BoxRx<B>, T = pmd::BoxTx<B>> {
     /// ([`ForwardMode::take_learned`]), with this worker's index; `None`
     /// when no other worker runs the stage.
     pub learned: Option<(usize, Sender<(usize, pipeline::router::LearnedNeighbors)>)>,
+    /// Where its flows go when it stops (`[ha] state_file`), with its
+    /// gateway index.
+    pub save: Option<(u16, Sender<SavedFlows>)>,
 }
 
 struct Worker<'a, B, R, T, F> {
@@ -315,6 +322,7 @@ struct Worker<'a, B, R, T, F> {
     gen_ctl: Option<crossbeam_channel::Receiver<crate::txgen::GenCommand>>,
     probe: Option<pmd::probe::Probe>,
     learned: Option<(usize, Sender<(usize, pipeline::router::LearnedNeighbors)>)>,
+    save: Option<(u16, Sender<SavedFlows>)>,
 }
 
 /// Runs the worker until `stop` is set, then drains its RX queues (the
@@ -350,6 +358,7 @@ pub fn run<B: PacketBuf, R: RxQueue<Buf = B>, T: TxQueue<Buf = B>, F: ForwardMod
         gen_ctl,
         probe,
         learned,
+        save,
     } = setup;
     let (punt, from_kernel, doorbell) = match mirror {
         Some((p, (k, bell))) => (
@@ -411,6 +420,7 @@ pub fn run<B: PacketBuf, R: RxQueue<Buf = B>, T: TxQueue<Buf = B>, F: ForwardMod
         gen_ctl,
         probe,
         learned,
+        save,
     };
     c.gen_running
         .set(u64::from(w.gens.iter().any(|g| g.running())));
@@ -589,6 +599,14 @@ impl<B: PacketBuf, R: RxQueue<Buf = B>, T: TxQueue<Buf = B>, F: ForwardMode>
         }
         if let Some(p) = self.probe {
             p.hist.close();
+        }
+        if let Some((index, to)) = &self.save {
+            // Every flow, after the last packet (control path: the worker
+            // has stopped forwarding).
+            let mut all = Vec::new();
+            let filter = pipeline::conntrack::Filter::default();
+            self.fwd.dump(0, usize::MAX, usize::MAX, &filter, &mut all);
+            let _ = to.send((*index, all));
         }
         self.c.gen_running.set(0);
         self.c.core.running.set(0);
