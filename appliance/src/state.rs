@@ -46,6 +46,7 @@ pub struct Loaded {
 pub fn write(path: &Path, flows: &[(u16, Vec<Listed>)]) -> Result<u64> {
     use std::os::unix::fs::OpenOptionsExt;
     let n: usize = flows.iter().map(|(_, l)| l.len()).sum();
+    replaceable(path)?;
     let tmp = temp_beside(path);
     let f = std::fs::OpenOptions::new()
         .write(true)
@@ -95,6 +96,37 @@ pub fn write(path: &Path, flows: &[(u16, Vec<Listed>)]) -> Result<u64> {
         return Err(e.context(format!("writing {}", path.display())));
     }
     Ok(n as u64)
+}
+
+/// Whether [`write`] may put a flow file at `path`: nothing there, a
+/// link (replaced, never followed), or a flow file written before; any
+/// other file is left alone (a mistyped path must not cost a file).
+fn replaceable(path: &Path) -> Result<()> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let m = match std::fs::symlink_metadata(path) {
+        Ok(m) => m,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(anyhow!(e).context(format!("{}", path.display()))),
+    };
+    if m.is_symlink() {
+        return Ok(());
+    }
+    let mut head = [0u8; 8];
+    let ours = m.is_file()
+        && std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+            .open(path)
+            .and_then(|mut f| f.read_exact(&mut head))
+            .is_ok()
+        && &head == MAGIC;
+    if !ours {
+        bail!(
+            "{} exists and is not a Sluice flow file: not replaced",
+            path.display()
+        );
+    }
+    Ok(())
 }
 
 /// `path` with `.new-PID` added: where [`write`] writes before renaming.
@@ -378,6 +410,14 @@ mod tests {
             .unwrap_err()
             .to_string()
             .contains("symbolic link"));
+        // Another file is never replaced.
+        std::fs::remove_file(&path).unwrap();
+        std::fs::write(&path, b"precious").unwrap();
+        let e = write(&path, &all).unwrap_err().to_string();
+        assert!(e.contains("not a Sluice flow file"), "{e}");
+        assert_eq!(std::fs::read(&path).unwrap(), b"precious");
+        std::fs::remove_file(&path).unwrap();
+        std::os::unix::fs::symlink(&real, &path).unwrap();
         // Writing replaces the link itself, never its target.
         write(&path, &all).unwrap();
         assert_eq!(std::fs::read(&real).unwrap(), bytes);

@@ -58,6 +58,9 @@ to = "masquerade"
 
 [ha]
 state_file = "STATE"
+
+[management]
+socket = "SOCK"
 "#;
 
 /// Answers each line with the address and port it came from.
@@ -112,7 +115,11 @@ fn a_restart_keeps_the_tcp_connections_through_the_nat() {
     let dir = common::fresh_dir("state");
     let state = dir.join("flows");
     let cfg = dir.join("gw.toml");
-    std::fs::write(&cfg, CONFIG.replace("STATE", &state.display().to_string())).unwrap();
+    let sock = dir.join("gw.sock");
+    let text = CONFIG
+        .replace("STATE", &state.display().to_string())
+        .replace("SOCK", &sock.display().to_string());
+    std::fs::write(&cfg, text).unwrap();
     std::fs::write(dir.join("server.py"), SERVER).unwrap();
     std::fs::write(dir.join("client.py"), CLIENT).unwrap();
     let _server = common::python_in(s, &dir.join("server.py"));
@@ -136,6 +143,13 @@ fn a_restart_keeps_the_tcp_connections_through_the_nat() {
         assert!(t.elapsed() < Duration::from_secs(10), "no first answer");
         std::thread::sleep(Duration::from_millis(50));
     }
+    // Saved on request, while it runs: the one flow.
+    let copy = dir.join("copy");
+    let saved = common::ctl_json(&sock, &["state", "save", copy.to_str().unwrap()]);
+    assert_eq!(saved["flows"], 1, "{saved}");
+    assert_eq!(std::fs::metadata(&copy).unwrap().len(), 40 + 96);
+    let refused = common::ctl(&sock, &["state", "save", "relative"]);
+    assert!(!refused.status.success());
     let (_, said) = stop_for_summary(first);
     assert!(said.contains("state: 1 flows written to"), "{said}");
     assert!(state.exists());

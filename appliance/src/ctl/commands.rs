@@ -28,6 +28,9 @@ commands:
   show conntrack [--limit N] [FILTER]
                              tracked flows per worker (N each, default 20)
   show nat                   NAT rules, mappings and ports per worker
+  state save [FILE]          write the tracked flows to FILE (an absolute
+                             path; default [ha] state_file), as a stop does,
+                             for a start to read back
   show config                the running configuration
   clear stats                start `stats` and `show` counting from now
   clear conntrack [FILTER]   delete tracked flows (as conntrack -D; all
@@ -191,6 +194,8 @@ pub fn run(args: &[String], cx: &mut Context<'_>) -> Response {
             Err(e) => Response::error(e),
         },
         ["show", "nat"] => show_nat(cx),
+        ["state", "save"] => state_save(cx, None),
+        ["state", "save", file] => state_save(cx, Some(file)),
         ["gen", "stop"] => gen(
             cx,
             crate::txgen::GenCommand {
@@ -1039,6 +1044,71 @@ fn show_conntrack(
         data.push(json!({ "core": core, "entries": n, "limit": limit_of, "flows": flows, "tuples": entries, "cut_short": cut }));
     }
     Response::ok(text, json!({ "workers": data }))
+}
+
+/// `state save [FILE]`: every gateway worker's flows, a page a tick (as
+/// `show conntrack` reads them; the workers forward between the pages),
+/// written to FILE as a stop writes `[ha] state_file`.
+fn state_save(cx: &mut Context<'_>, file: Option<&str>) -> Response {
+    if !cx.cfg.gateway.enabled {
+        return Response::error("no conntrack: the config has no firewall or NAT");
+    }
+    let path = match (file, &cx.cfg.state_file) {
+        (Some(f), _) if std::path::Path::new(f).is_absolute() => std::path::PathBuf::from(f),
+        (Some(f), _) => {
+            return Response::error(format!(
+                "`{f}`: give an absolute path (the daemon's directory is not yours)"
+            ))
+        }
+        (None, Some(p)) => p.clone(),
+        (None, None) => return Response::error("no FILE given and no [ha] state_file set"),
+    };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let t = std::time::Instant::now();
+    let mut all = Vec::new();
+    let gateways = cx.workers.iter().filter(|w| w.routes);
+    for (i, link) in gateways.enumerate() {
+        let mut flows = Vec::new();
+        let mut from = Some(0);
+        while let Some(f) = from {
+            let asked = ask(&link.dump, deadline, |reply| {
+                crate::worker::DumpRequest::List {
+                    from: f,
+                    max: usize::MAX,
+                    filter: pipeline::conntrack::Filter::default(),
+                    reply,
+                }
+            });
+            match asked {
+                Ok((page, next)) => {
+                    flows.extend(page);
+                    from = next;
+                }
+                Err(why) => {
+                    return Response::error(format!(
+                        "not written: gateway worker {i} {}",
+                        if why == Unanswered::Deadline {
+                            "took too long to list its flows (10 s)"
+                        } else {
+                            "did not answer"
+                        }
+                    ))
+                }
+            }
+        }
+        all.push((i as u16, flows));
+    }
+    match crate::state::write(&path, &all) {
+        Ok(n) => Response::ok(
+            format!(
+                "{n} flows written to {} in {:.0} ms\n",
+                path.display(),
+                t.elapsed().as_secs_f64() * 1e3
+            ),
+            json!({ "flows": n, "file": path.display().to_string() }),
+        ),
+        Err(e) => Response::error(format!("not written: {e:#}")),
+    }
 }
 
 /// Why a worker's page of flows did not come.
