@@ -219,11 +219,19 @@ pub(super) fn check(
             continue;
         }
         at.insert((addr, len), s.routes.len());
+        // A table after the file's text is a `sluice ctl` edit's.
+        let edit = cx
+            .dropped
+            .is_some_and(|d| r.prefix.span().start >= d.file_end);
         s.routes.push(Route {
             addr,
             len,
             paths: vec![hop],
-            source: RouteSource::Config,
+            source: if edit {
+                RouteSource::Ctl
+            } else {
+                RouteSource::Config
+            },
         });
     }
     for (ni, n) in neighbors.iter().enumerate() {
