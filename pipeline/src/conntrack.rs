@@ -29,6 +29,7 @@ use crate::route_cache::RouteCache;
 
 mod index;
 pub mod saved;
+pub mod sync;
 mod tcp;
 mod window;
 use index::{written, Hit, Index};
@@ -182,6 +183,14 @@ crate::counter_enum! {
         /// Flows deleted on request (`sluice ctl clear conntrack`, as
         /// `conntrack -D`).
         Deleted = "ct_deleted",
+        /// Changes for the HA peer that did not fit the worker's sync
+        /// ring (repaired by the next bulk sync).
+        SyncDropped = "ha_sync_dropped",
+        /// Flows, changes and deletions from the HA peer applied here.
+        SyncApplied = "ha_sync_applied",
+        /// Flows from the HA peer refused (a tuple tracked here for
+        /// another flow, or the table full).
+        SyncRefused = "ha_sync_refused",
     }
 }
 
@@ -551,6 +560,8 @@ pub struct ConnTrack {
     events: [u64; Event::COUNT],
     /// Flows whose packets are translated (each holds a NAT mapping).
     nat_flows: usize,
+    /// Where changes go for the HA peer (`[ha] peer`; `None`: off).
+    sync: sync::Slot,
 }
 
 impl ConnTrack {
@@ -580,6 +591,7 @@ impl ConnTrack {
             now_ns: 0,
             events: [0; Event::COUNT],
             nat_flows: 0,
+            sync: sync::Slot(None),
         }
     }
 
@@ -772,6 +784,9 @@ impl ConnTrack {
     fn remove(&mut self, i: u32) {
         let e = self.slots[i as usize];
         if e.live {
+            if self.sync.0.is_some() {
+                self.log(sync::Kind::Deleted, i as usize);
+            }
             for t in [e.orig, e.reply] {
                 let h = t.hash();
                 if let Some((b, w, _)) = self.locate(&t, h) {
@@ -796,6 +811,9 @@ impl ConnTrack {
             if e.live && self.expired(&e) {
                 self.remove(self.cursor as u32);
                 self.events[Event::Expired as usize] += 1;
+            }
+            if self.sync.0.is_some() {
+                self.sweep_sync(self.cursor);
             }
         }
     }
@@ -909,11 +927,12 @@ impl ConnTrack {
         seg: Option<&Segment>,
     ) -> Option<Conn> {
         let e = self.slots.get_mut(i)?;
+        let before = e.state;
         let win = match seg {
             Some(s) if self.tcp_window && e.orig.proto == TCP => Some((&mut self.windows[i], s)),
             _ => None,
         };
-        Some(step(
+        let c = step(
             e,
             reply,
             flags,
@@ -921,7 +940,11 @@ impl ConnTrack {
             self.now_ns,
             &self.limits,
             &mut self.events,
-        ))
+        );
+        if self.sync.0.is_some() && self.slots[i].state != before {
+            self.log(sync::Kind::Updated, i);
+        }
+        Some(c)
     }
 
     /// [`ConnTrack::find_hashed`] then [`ConnTrack::advance`], handing
@@ -1101,6 +1124,9 @@ impl ConnTrack {
         self.events[Event::Created as usize] += 1;
         if nat {
             self.nat_flows += 1;
+        }
+        if self.sync.0.is_some() {
+            self.log(sync::Kind::Created, i as usize);
         }
         if self.tcp_window && orig.proto == TCP {
             // A flow without its SYN's segment (a first fragment) starts
