@@ -146,6 +146,11 @@ where
     // `[ha] state_file`: each gateway worker's flows, as it stops.
     let (saved_tx, saved_rx) = crossbeam_channel::unbounded::<worker::SavedFlows>();
     let keeps_state = cfg.state_file.is_some() && cfg.gateway.enabled;
+    // `[ha]` state sync: rings between each gateway worker and the sync
+    // thread.
+    let syncs = cfg.sync.is_some() && cfg.gateway.enabled;
+    let mut sync_threads = Vec::new();
+    let mut sync_logs = Vec::new();
     let mut gateway_index = 0u16;
     // Per worker: the management side's ways to it.
     let mut links: Vec<worker::Link> = Vec::new();
@@ -265,10 +270,21 @@ where
         let learned = (w.mode == FwdMode::L3fwd).then(|| (setups.len(), learned_tx.clone()));
         let save =
             (keeps_state && w.mode == FwdMode::L3fwd).then(|| (gateway_index, saved_tx.clone()));
+        let sync = (syncs && w.mode == FwdMode::L3fwd).then(|| {
+            let (thread, ends) = crate::ha::rings();
+            sync_threads.push(thread);
+            sync_logs.push(Some(ends.log));
+            worker::HaSync {
+                apply: ends.apply,
+                bulk: ends.bulk,
+                cursor: None,
+            }
+        });
         gateway_index += u16::from(w.mode == FwdMode::L3fwd);
         setups.push(WorkerSetup {
             learned,
             save,
+            sync,
             core: w.core,
             policy: w.poll.clone(),
             switches: Some(switch_tx.clone()),
@@ -437,6 +453,12 @@ where
             FwdMode::L3fwd => match (&router, &gateway) {
                 (Some(r), Some(g)) => {
                     let mut gw = Gateway::new(r.clone(), g, l3_index);
+                    if let Some(log) = sync_logs
+                        .get_mut(usize::from(l3_index))
+                        .and_then(Option::take)
+                    {
+                        gw.set_sync(log);
+                    }
                     if let Some(flows) = restored
                         .as_mut()
                         .and_then(|r| r.get_mut(usize::from(l3_index)))
@@ -515,6 +537,24 @@ where
         }
     };
 
+    // The HA sync thread, once every gateway worker logs.
+    let sync_stop = Arc::new(AtomicBool::new(false));
+    let sync = match &cfg.sync {
+        Some(sc) if syncs => {
+            match crate::ha::start(sc, std::mem::take(&mut sync_threads), sync_stop.clone()) {
+                Ok((h, stats)) => {
+                    eprintln!("ha: syncing flows with {} from {}", sc.peer, sc.listen);
+                    Some((h, stats))
+                }
+                Err(e) => {
+                    worker_stop.store(true, Ordering::Release);
+                    return Err(e);
+                }
+            }
+        }
+        _ => None,
+    };
+
     // The management loop. `live` is what a reload replaces: the running
     // config (the run's duration stays the one it started with) and the
     // tables built from it.
@@ -534,6 +574,7 @@ where
         rib,
         netlink,
         taps: mirror_thread.as_ref().map(|_| mirror_counters.clone()),
+        ha: sync.as_ref().map(|(_, s)| (s.clone(), cfg.sync.clone())),
         metrics,
         control,
         cleared,
@@ -573,6 +614,10 @@ where
             Ok(l) => leftovers.push((i, l)),
             Err(_) => panicked += 1,
         }
+    }
+    sync_stop.store(true, Ordering::Release);
+    if let Some((h, _)) = sync {
+        let _ = h.join();
     }
     // `[ha] state_file`: the flows as the workers stopped, for the next
     // start.

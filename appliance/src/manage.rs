@@ -58,6 +58,8 @@ pub(crate) struct Management<'a> {
     pub netlink: Option<crate::netlink::Mirror>,
     /// The TAP mirrors' counters, when they run.
     pub taps: Option<Arc<crate::taps::MirrorCounters>>,
+    /// The HA sync thread's counters and settings, when it runs.
+    pub ha: Option<(Arc<crate::ha::Stats>, Option<crate::config::SyncConfig>)>,
     /// The Prometheus endpoint and its scrapes.
     pub metrics: Option<(crate::metrics::Server, crate::metrics::Scrapes)>,
     /// The control socket and its commands.
@@ -297,6 +299,7 @@ impl Management<'_> {
                 tel: &mut self.tel,
                 cleared: &mut self.cleared,
                 router: self.live.router.as_ref(),
+                ha: self.ha.as_ref(),
                 netlink: self.netlink.as_ref().map(|m| (&*m.stats, &self.rib)),
                 rule_hits,
                 workers: &self.links,

@@ -290,6 +290,9 @@ pub struct Flow {
     pub state: State,
     live: bool,
     nat: bool,
+    /// Taken from the HA peer and not seen here since (not refreshed
+    /// back to it: its copy is the one that moves).
+    remote: bool,
     /// Next hop of the originator's packets.
     pub(crate) orig_hop: RouteCache,
     /// The responder's direction, as received.
@@ -409,6 +412,7 @@ impl Flow {
             last_ns: 0,
             live: false,
             nat: false,
+            remote: false,
             orig_hop: NO_HOP,
             reply_hop: NO_HOP,
             deltas: [(0, 0); 2],
@@ -1097,6 +1101,7 @@ impl ConnTrack {
             last_ns,
             live: true,
             nat,
+            remote: false,
             orig_hop: RouteCache::default(),
             reply_hop: RouteCache::default(),
             deltas,

@@ -282,6 +282,19 @@ pub trait ForwardMode: Clone + Send + 'static {
         (0, flows.len() as u64)
     }
 
+    /// Applies a change the HA peer sent (control path, at a tick): see
+    /// [`crate::conntrack::ConnTrack::apply`]. A mode without a flow
+    /// table refuses it.
+    fn apply_sync(&mut self, _c: &crate::conntrack::sync::Change) -> bool {
+        false
+    }
+
+    /// A step of a bulk sync for the HA peer: see
+    /// [`crate::conntrack::ConnTrack::bulk`].
+    fn bulk_sync(&mut self, _from: usize, _scan: usize) -> Option<usize> {
+        None
+    }
+
     /// Takes new settings while running (a hot reload), between bursts:
     /// `update` is the mode's own update type
     /// ([`crate::router::RouterUpdate`], [`crate::gateway::GatewayUpdate`]).

@@ -507,6 +507,12 @@ impl<C: StageClock> Gateway<C> {
         self.next_port = 0;
     }
 
+    /// Logs this worker's flow changes into `out` for the HA peer
+    /// ([`crate::conntrack::sync`]).
+    pub fn set_sync(&mut self, out: rtrb::Producer<crate::conntrack::sync::Change>) {
+        self.ct.set_sync(out, self.worker);
+    }
+
     /// Publishes the per-rule hit counts into `out` (one per rule) on each
     /// tick.
     pub fn publish_hits(&mut self, out: RuleHits) {
@@ -873,6 +879,14 @@ impl<C: StageClock> ForwardMode for Gateway<C> {
         let r = self.ct.delete_flows(from, scan, filter);
         self.refresh_events();
         r
+    }
+
+    fn apply_sync(&mut self, c: &crate::conntrack::sync::Change) -> bool {
+        self.ct.apply(c)
+    }
+
+    fn bulk_sync(&mut self, from: usize, scan: usize) -> Option<usize> {
+        self.ct.bulk(from, scan)
     }
 
     fn install_flows(

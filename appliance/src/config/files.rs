@@ -92,3 +92,37 @@ pub(crate) fn same_file(a: &Path, b: &Path) -> bool {
         _ => a == b,
     }
 }
+
+/// The bytes of a secret (a key file): a regular file, not a link, of
+/// this user's alone (no access for group or others), at most 4 KiB.
+pub(crate) fn read_secret(path: &Path) -> Result<Vec<u8>, String> {
+    use std::io::Read;
+    use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+        .open(path)
+        .map_err(|e| match e.raw_os_error() {
+            Some(libc::ELOOP) => "a symbolic link: give the key file itself".to_string(),
+            _ => e.to_string(),
+        })?;
+    let m = f.metadata().map_err(|e| e.to_string())?;
+    if !m.is_file() {
+        return Err("not a regular file".into());
+    }
+    if m.uid() != pmd::sys::euid() || m.mode() & 0o077 != 0 {
+        return Err(format!(
+            "must be this user's alone (owner uid {}, mode {:o}; chmod 600)",
+            m.uid(),
+            m.mode() & 0o7777
+        ));
+    }
+    let mut out = Vec::new();
+    f.take(4097)
+        .read_to_end(&mut out)
+        .map_err(|e| e.to_string())?;
+    if out.len() > 4096 {
+        return Err("over 4 KiB: not a key".into());
+    }
+    Ok(out)
+}

@@ -37,7 +37,7 @@ pub use policy::parse_poll;
 use schema::*;
 use source::*;
 
-pub use typed::{GatewaySetup, PathRefused, Route, RouteSource, RouterSetup};
+pub use typed::{GatewaySetup, PathRefused, Route, RouteSource, RouterSetup, SyncConfig};
 
 use crate::poll::{self, Policy};
 use pipeline::wire::MacAddr;
@@ -318,6 +318,7 @@ fn validate(cx: &mut Ctx<'_>, raw: RawFile, base: Option<&Path>) -> Config {
     let mbufs = ports::check_mbufs(cx, &raw, &ports);
     let (metrics, control_socket) = check_management(cx, &raw, base);
     let state_file = check_ha(cx, &raw, base, gateway.enabled);
+    let sync = check_sync(cx, &raw, base, gateway.enabled);
     let taps = control_plane::taps(&raw, &ports, &router, cx);
     let punt_rules = control_plane::punt_rules(&raw, cx);
     let control_plane = control_plane::control_plane(&raw, &ports, &router, &taps, cx);
@@ -335,6 +336,7 @@ fn validate(cx: &mut Ctx<'_>, raw: RawFile, base: Option<&Path>) -> Config {
         control_socket,
         control_plane,
         state_file,
+        sync,
         taps,
         punt_rules,
         text: "".into(),
@@ -492,6 +494,110 @@ fn check_ha(
         );
     }
     Some(p)
+}
+
+/// The shortest key `[ha] key_file` may hold (bytes).
+const MIN_KEY: usize = 32;
+
+/// `[ha] listen`, `peer`, `key_file`: all three or none; two socket
+/// addresses of one family, and a key file of this user's alone (0600)
+/// holding at least [`MIN_KEY`] bytes.
+fn check_sync(
+    cx: &mut Ctx<'_>,
+    raw: &RawFile,
+    base: Option<&Path>,
+    gateway: bool,
+) -> Option<SyncConfig> {
+    let h = &raw.ha;
+    let given = [&h.listen, &h.peer, &h.key_file];
+    if given.iter().all(|x| x.is_none()) {
+        return None;
+    }
+    let mut addr = |v: &Option<Spanned<String>>, key: &str| -> Option<std::net::SocketAddr> {
+        let Some(v) = v else {
+            cx.err_whole(
+                key,
+                "state sync needs `listen`, `peer` and `key_file` in [ha]",
+            );
+            return None;
+        };
+        match v.get_ref().parse::<std::net::SocketAddr>() {
+            Ok(a) if a.port() != 0 && !a.ip().is_unspecified() => Some(a),
+            _ => {
+                cx.err(
+                    v,
+                    key,
+                    format!(
+                        "`{}` is not ADDR:PORT with a port (such as \"198.18.9.1:8101\")",
+                        v.get_ref()
+                    ),
+                );
+                None
+            }
+        }
+    };
+    let listen = addr(&h.listen, "ha.listen");
+    let peer = addr(&h.peer, "ha.peer");
+    let key = match &h.key_file {
+        None => {
+            cx.err_whole(
+                "ha.key_file",
+                "state sync needs `listen`, `peer` and `key_file` in [ha]",
+            );
+            None
+        }
+        Some(k) => {
+            let p = Path::new(k.get_ref());
+            let p = match base {
+                Some(b) if p.is_relative() => b.join(p),
+                _ => p.to_path_buf(),
+            };
+            match files::read_secret(&p) {
+                Ok(bytes) if bytes.len() >= MIN_KEY => Some(bytes),
+                Ok(bytes) => {
+                    cx.err(
+                        k,
+                        "ha.key_file",
+                        format!(
+                            "{} holds {} bytes; a key needs at least {MIN_KEY} (such as `head -c 32 /dev/urandom > FILE`)",
+                            p.display(),
+                            bytes.len()
+                        ),
+                    );
+                    None
+                }
+                Err(e) => {
+                    cx.err(k, "ha.key_file", format!("{}: {e}", p.display()));
+                    None
+                }
+            }
+        }
+    };
+    let (listen, peer, key) = (listen?, peer?, key?);
+    if listen.is_ipv4() != peer.is_ipv4() {
+        if let Some(p) = &h.peer {
+            cx.err(
+                p,
+                "ha.peer",
+                "`listen` and `peer` must be of one address family",
+            );
+        }
+        return None;
+    }
+    if !gateway {
+        if let Some(l) = &h.listen {
+            cx.warn(
+                l,
+                "ha.listen",
+                "there is no flow table to sync: the config has no [firewall], [conntrack] or [nat]",
+            );
+        }
+    }
+    Some(SyncConfig {
+        listen,
+        peer,
+        key: key.into(),
+    })
 }
 
 /// `[management]`: the metrics endpoint's address and the control

@@ -247,6 +247,12 @@ pub(super) struct RawHa {
     /// Where the flow table is written on a clean stop and read back at
     /// start.
     pub(super) state_file: Option<Spanned<String>>,
+    /// This box's state-sync address (UDP `ADDR:PORT`).
+    pub(super) listen: Option<Spanned<String>>,
+    /// The peer's state-sync address.
+    pub(super) peer: Option<Spanned<String>>,
+    /// The shared key authenticating sync messages.
+    pub(super) key_file: Option<Spanned<String>>,
 }
 
 /// `[control_plane]`: the Linux control plane.

@@ -224,6 +224,9 @@ pub struct Config {
     /// Where the flow table is kept across restarts (`[ha] state_file`;
     /// not kept when `None`).
     pub state_file: Option<std::path::PathBuf>,
+    /// State sync with an HA peer (`[ha] listen`, `peer`, `key_file`; off
+    /// when `None`).
+    pub sync: Option<SyncConfig>,
     /// TAP mirrors (`[control_plane] tap`): (router interface: a port or
     /// a VLAN sub-interface, TAP name), one per interface with addresses;
     /// empty when off.
@@ -529,4 +532,27 @@ pub(super) fn in_prefix4(net: Ipv4Addr, len: u8, a: Ipv4Addr) -> bool {
 
 pub(super) fn in_prefix6(net: Ipv6Addr, len: u8, a: Ipv6Addr) -> bool {
     pipeline::prefix::in6(u128::from(a), (u128::from(net), len))
+}
+
+/// `[ha]` state sync: where this box listens, where its peer is, and the
+/// key both hold.
+#[derive(Clone, PartialEq, Eq)]
+pub struct SyncConfig {
+    /// This box's sync address.
+    pub listen: std::net::SocketAddr,
+    /// The peer's.
+    pub peer: std::net::SocketAddr,
+    /// The shared key (HMAC-SHA256).
+    pub key: std::sync::Arc<[u8]>,
+}
+
+impl std::fmt::Debug for SyncConfig {
+    /// Without the key.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SyncConfig")
+            .field("listen", &self.listen)
+            .field("peer", &self.peer)
+            .field("key", &format_args!("({} bytes)", self.key.len()))
+            .finish()
+    }
 }

@@ -28,6 +28,9 @@ commands:
   show conntrack [--limit N] [FILTER]
                              tracked flows per worker (N each, default 20)
   show nat                   NAT rules, mappings and ports per worker
+  show ha                    state sync with the HA peer: addresses, the
+                             peer's last message, messages, records and
+                             bytes each way, gaps, bulk syncs, refusals
   state save [FILE]          write the tracked flows to FILE (an absolute
                              path; default [ha] state_file), as a stop does,
                              for a start to read back
@@ -92,6 +95,11 @@ pub struct Context<'a> {
     pub switched: Option<(usize, Policy)>,
     /// Neighbours the workers learned.
     pub learned: &'a Learned,
+    /// The HA sync thread's counters and settings, when it runs.
+    pub ha: Option<&'a (
+        std::sync::Arc<crate::ha::Stats>,
+        Option<crate::config::SyncConfig>,
+    )>,
 }
 
 /// The neighbours the workers learned from ARP and ND, as they reported
@@ -194,6 +202,7 @@ pub fn run(args: &[String], cx: &mut Context<'_>) -> Response {
             Err(e) => Response::error(e),
         },
         ["show", "nat"] => show_nat(cx),
+        ["show", "ha"] => show_ha(cx),
         ["state", "save"] => state_save(cx, None),
         ["state", "save", file] => state_save(cx, Some(file)),
         ["gen", "stop"] => gen(
@@ -1044,6 +1053,71 @@ fn show_conntrack(
         data.push(json!({ "core": core, "entries": n, "limit": limit_of, "flows": flows, "tuples": entries, "cut_short": cut }));
     }
     Response::ok(text, json!({ "workers": data }))
+}
+
+/// `show ha`: the sync thread's counters, and per gateway worker what
+/// its table sent and applied.
+fn show_ha(cx: &mut Context<'_>) -> Response {
+    let Some((st, sc)) = cx.ha else {
+        return Response::error("no state sync: [ha] listen, peer and key_file are not set");
+    };
+    use std::sync::atomic::Ordering::Relaxed;
+    let g = |a: &std::sync::atomic::AtomicU64| a.load(Relaxed);
+    let last = g(&st.last_received_ns);
+    let ago = (last > 0).then(|| {
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap_or_default()
+            .as_nanos() as u64;
+        now.saturating_sub(last) as f64 / 1e9
+    });
+    let cur = cx.tel.snapshot();
+    let dropped: u64 = gauge_event(cx, &cur, "ha_sync_dropped");
+    let applied: u64 = gauge_event(cx, &cur, "ha_sync_applied");
+    let refused: u64 = gauge_event(cx, &cur, "ha_sync_refused");
+    let (listen, peer) = sc.as_ref().map_or((String::new(), String::new()), |c| {
+        (c.listen.to_string(), c.peer.to_string())
+    });
+    let text = format!(
+        "sync {listen} -> peer {peer}: last message from the peer {}\n  sent {} messages, {} records, {} bytes ({} send errors)\n  received {} messages, {} records, {} bytes\n  refused: {} not from the peer, {} bad tag, {} malformed, {} stale, {} replayed\n  gaps {} messages; bulk syncs asked {}, served {}\n  records applied {}, refused {}, dropped (a ring full) {} sending, {} applying\n",
+        ago.map_or("never".to_string(), |a| format!("{a:.1} s ago")),
+        g(&st.sent_messages), g(&st.sent_records), g(&st.sent_bytes), g(&st.send_errors),
+        g(&st.received_messages), g(&st.received_records), g(&st.received_bytes),
+        g(&st.strangers), g(&st.bad_tag), g(&st.malformed), g(&st.stale), g(&st.replayed),
+        g(&st.gaps), g(&st.bulk_requested), g(&st.bulk_served),
+        applied, refused, dropped, g(&st.apply_dropped),
+    );
+    Response::ok(
+        text,
+        json!({
+            "listen": listen,
+            "peer": peer,
+            "last_received_s_ago": ago,
+            "sent": { "messages": g(&st.sent_messages), "records": g(&st.sent_records), "bytes": g(&st.sent_bytes), "errors": g(&st.send_errors) },
+            "received": { "messages": g(&st.received_messages), "records": g(&st.received_records), "bytes": g(&st.received_bytes) },
+            "refused": { "strangers": g(&st.strangers), "bad_tag": g(&st.bad_tag), "malformed": g(&st.malformed), "stale": g(&st.stale), "replayed": g(&st.replayed) },
+            "gaps": g(&st.gaps),
+            "bulk_requested": g(&st.bulk_requested),
+            "bulk_served": g(&st.bulk_served),
+            "applied": applied,
+            "apply_refused": refused,
+            "dropped_sending": dropped,
+            "dropped_applying": g(&st.apply_dropped),
+        }),
+    )
+}
+
+/// The sum over the workers of event `name`.
+fn gauge_event(cx: &Context<'_>, cur: &Snapshot, name: &str) -> u64 {
+    cx.tel
+        .workers
+        .iter()
+        .zip(cur.cores())
+        .filter_map(|(w, c)| {
+            let i = w.counters.event_names.iter().position(|n| *n == name)?;
+            c.events.get(i).copied()
+        })
+        .sum()
 }
 
 /// `state save [FILE]`: every gateway worker's flows, a page a tick (as

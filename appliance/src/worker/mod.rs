@@ -273,6 +273,19 @@ pub struct WorkerSetup<B, R = pmd::BoxRx<B>, T = pmd::BoxTx<B>> {
     /// Where its flows go when it stops (`[ha] state_file`), with its
     /// gateway index.
     pub save: Option<(u16, Sender<SavedFlows>)>,
+    /// `[ha]` state sync: the peer's changes to apply, and the flag that
+    /// asks for a bulk sync (its gateway logs into the other ring).
+    pub sync: Option<HaSync>,
+}
+
+/// A gateway worker's side of the HA sync thread's rings.
+pub struct HaSync {
+    /// The peer's changes, applied at each tick.
+    pub apply: rtrb::Consumer<pipeline::conntrack::sync::Change>,
+    /// Set by the sync thread: walk the table into the log.
+    pub bulk: Arc<AtomicBool>,
+    /// Where the walk is (`None`: not walking).
+    pub cursor: Option<usize>,
 }
 
 struct Worker<'a, B, R, T, F> {
@@ -323,6 +336,7 @@ struct Worker<'a, B, R, T, F> {
     probe: Option<pmd::probe::Probe>,
     learned: Option<(usize, Sender<(usize, pipeline::router::LearnedNeighbors)>)>,
     save: Option<(u16, Sender<SavedFlows>)>,
+    sync: Option<HaSync>,
 }
 
 /// Runs the worker until `stop` is set, then drains its RX queues (the
@@ -359,6 +373,7 @@ pub fn run<B: PacketBuf, R: RxQueue<Buf = B>, T: TxQueue<Buf = B>, F: ForwardMod
         probe,
         learned,
         save,
+        sync,
     } = setup;
     let (punt, from_kernel, doorbell) = match mirror {
         Some((p, (k, bell))) => (
@@ -421,6 +436,7 @@ pub fn run<B: PacketBuf, R: RxQueue<Buf = B>, T: TxQueue<Buf = B>, F: ForwardMod
         probe,
         learned,
         save,
+        sync,
     };
     c.gen_running
         .set(u64::from(w.gens.iter().any(|g| g.running())));
@@ -541,6 +557,19 @@ impl<B: PacketBuf, R: RxQueue<Buf = B>, T: TxQueue<Buf = B>, F: ForwardMode>
         }
         if let Some(p) = &mut self.probe {
             p.hist.publish();
+        }
+        if let Some(s) = &mut self.sync {
+            // The peer's changes, then a step of a bulk sync it asked for
+            // (as much as the log has room for).
+            while let Ok(c) = s.apply.pop() {
+                self.fwd.apply_sync(&c);
+            }
+            if s.bulk.swap(false, Ordering::AcqRel) {
+                s.cursor = Some(0);
+            }
+            if let Some(from) = s.cursor {
+                s.cursor = self.fwd.bulk_sync(from, crate::ha::BULK_SCAN);
+            }
         }
         self.c.core.cpu_ns.set(thread_cpu_ns());
         self.fwd.tick(self.tsc.ns(now) as u64);

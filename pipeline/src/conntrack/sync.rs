@@ -127,9 +127,27 @@ impl ConnTrack {
             }
         }
         let f = &self.slots[i];
-        if log.refreshing && f.live && f.last_ns >= log.since {
+        if log.refreshing && f.live && !f.remote && f.last_ns >= log.since {
             self.log(Kind::Refreshed, i);
         }
+    }
+
+    /// A bulk sync's step: logs every live flow in at most `scan` slots
+    /// from slot `from`, as far as the ring has room (the rest next time:
+    /// a full ring is not a loss here); the slot to go on from, or `None`
+    /// past the last.
+    pub fn bulk(&mut self, from: usize, scan: usize) -> Option<usize> {
+        let end = from.saturating_add(scan).min(self.slots.len());
+        for i in from..end {
+            let room = self.sync.0.as_ref().map_or(0, |l| l.out.slots());
+            if room == 0 {
+                return Some(i);
+            }
+            if self.slots[i].live {
+                self.log(Kind::Created, i);
+            }
+        }
+        (end < self.slots.len()).then_some(end)
     }
 
     /// The last-seen time that leaves a flow in `state` `left_ns` to
@@ -174,16 +192,18 @@ impl ConnTrack {
                 let f = &mut self.slots[i as usize];
                 f.state = s.state;
                 f.last_ns = last;
+                f.remote = true;
                 true
             }
-            (_, None) => {
-                let ok = self.install(s).is_ok();
-                if ok {
+            (_, None) => match self.install(s) {
+                Ok(i) => {
                     // Counted as applied, not as created here.
                     self.events[Event::Created as usize] -= 1;
+                    self.slots[i as usize].remote = true;
+                    true
                 }
-                ok
-            }
+                Err(_) => false,
+            },
         }
     }
 }
@@ -261,6 +281,13 @@ mod tests {
         assert_eq!(b.flow(j).state, State::Replied);
         assert_eq!(b.flow(j).orig, o1);
         assert_eq!(b.event(Event::SyncApplied), 3);
+        // The peer's flows are not refreshed back to it.
+        for now in [106, 112, 118] {
+            for _ in 0..4 {
+                b.tick(now * S);
+            }
+        }
+        assert!(drain(&mut brx).is_empty(), "no refresh echoed");
 
         // Refreshes: none before a refresh period has passed; then one
         // per flow with traffic since.

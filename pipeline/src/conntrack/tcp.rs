@@ -64,6 +64,7 @@ pub(super) fn step(
     }
     e.state = next;
     e.last_ns = now;
+    e.remote = false;
     Conn::Established { reply }
 }
 

@@ -199,6 +199,14 @@ impl ForwardMode for Profiled {
         on_gateway!(self.mode.as_mut(), g => g.delete_flows(from, scan, filter))
     }
 
+    fn apply_sync(&mut self, c: &crate::conntrack::sync::Change) -> bool {
+        on_gateway!(self.mode.as_mut(), g => g.apply_sync(c))
+    }
+
+    fn bulk_sync(&mut self, from: usize, scan: usize) -> Option<usize> {
+        on_gateway!(self.mode.as_mut(), g => g.bulk_sync(from, scan))
+    }
+
     fn install_flows(
         &mut self,
         flows: &[crate::conntrack::saved::Saved],

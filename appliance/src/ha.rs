@@ -1,0 +1,465 @@
+//! State sync with an HA peer (`[ha] listen`, `peer`, `key_file`), after
+//! pfsync(4) and conntrackd: one thread, never a worker, between the
+//! gateway workers' sync rings and a UDP socket.
+//!
+//! - **Out**: every millisecond it empties each worker's ring of
+//!   [`Change`]s (creations, state changes, removals, refreshes:
+//!   `pipeline::conntrack::sync`) into datagrams of up to [`PER_MESSAGE`]
+//!   records, each with the sender's instance, a sequence number and the
+//!   time it was sent, authenticated with HMAC-SHA256 under the shared key.
+//!   With nothing to say it sends an empty message every second (the peer
+//!   sees it alive and its sequence whole).
+//! - **In**: a datagram that is not from the peer's address, whose tag
+//!   does not verify, sent more than [`MAX_SKEW`] from now, or that is
+//!   malformed is dropped and counted: a stranger on the sync link cannot
+//!   open a hole in the firewall. A sequence number past the one expected
+//!   is a gap (counted; a bulk sync is asked for); one behind it is a
+//!   replay or a reordering, dropped. Each record goes to the ring of the
+//!   worker it was on at the peer (the same config: the same RSS and NAT
+//!   port slices), which applies it at its next tick
+//!   (`ConnTrack::apply`).
+//! - **Bulk sync**: at start, and after a gap, it asks the peer for its
+//!   whole table; asked, it has every gateway worker walk its table into
+//!   its ring, as much as the ring has room for each tick, while it goes
+//!   on forwarding.
+
+use anyhow::{Context, Result};
+use hmac::{Hmac, Mac};
+use pipeline::conntrack::saved::{Saved, RECORD};
+use pipeline::conntrack::sync::{Change, Kind};
+use sha2::Sha256;
+use std::net::{SocketAddr, UdpSocket};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+type Tag = Hmac<Sha256>;
+
+const MAGIC: &[u8; 4] = b"SLHA";
+const VERSION: u8 = 1;
+/// Message types.
+const CHANGES: u8 = 1;
+const BULK_REQUEST: u8 = 2;
+/// Magic, version, type, count, instance, sequence, sent at.
+const HEADER: usize = 32;
+const TAG: usize = 32;
+/// A record on the wire: its kind, then the flow.
+const ITEM: usize = 1 + RECORD;
+/// Records per datagram: what fits 1,400 bytes (under any path MTU of a
+/// sync link).
+pub const PER_MESSAGE: usize = (1400 - HEADER - TAG) / ITEM;
+/// How far a message's send time may be from the receiver's clock.
+pub const MAX_SKEW: Duration = Duration::from_secs(30);
+/// Records a worker's ring holds, each way.
+pub const RING: usize = 16384;
+/// Slots of its table a worker walks per tick for a bulk sync.
+pub const BULK_SCAN: usize = 65536;
+
+/// What the sync thread has done (`sluice ctl show ha`, the metrics).
+#[derive(Debug, Default)]
+pub struct Stats {
+    pub sent_messages: AtomicU64,
+    pub sent_bytes: AtomicU64,
+    pub sent_records: AtomicU64,
+    pub received_messages: AtomicU64,
+    pub received_bytes: AtomicU64,
+    pub received_records: AtomicU64,
+    /// Datagrams dropped: not from the peer's address.
+    pub strangers: AtomicU64,
+    /// Datagrams dropped: the tag did not verify.
+    pub bad_tag: AtomicU64,
+    /// Datagrams dropped: malformed (length, magic, version, count, a
+    /// record that does not decode).
+    pub malformed: AtomicU64,
+    /// Datagrams dropped: sent too far from now.
+    pub stale: AtomicU64,
+    /// Datagrams dropped: a sequence number already seen (replayed or
+    /// reordered).
+    pub replayed: AtomicU64,
+    /// Messages the peer sent that never came (sequence gaps).
+    pub gaps: AtomicU64,
+    /// Bulk syncs asked of the peer, and served to it.
+    pub bulk_requested: AtomicU64,
+    pub bulk_served: AtomicU64,
+    /// Records for a worker whose ring was full (repaired by a bulk
+    /// sync).
+    pub apply_dropped: AtomicU64,
+    /// When the last message from the peer came (ns since the epoch; 0:
+    /// none yet).
+    pub last_received_ns: AtomicU64,
+    /// Send errors (the sync link down, no route).
+    pub send_errors: AtomicU64,
+}
+
+/// The sync thread's ends of one gateway worker's rings.
+pub struct ThreadEnds {
+    /// The worker's changes.
+    pub from: rtrb::Consumer<Change>,
+    /// The peer's changes, for the worker to apply.
+    pub to: rtrb::Producer<Change>,
+    /// Set to have the worker walk its table into its ring.
+    pub bulk: Arc<AtomicBool>,
+}
+
+/// A worker's ends.
+pub struct WorkerEnds {
+    /// Where its table logs (given to its gateway).
+    pub log: rtrb::Producer<Change>,
+    /// The peer's changes to apply.
+    pub apply: rtrb::Consumer<Change>,
+    /// Set when the peer asked for a bulk sync.
+    pub bulk: Arc<AtomicBool>,
+}
+
+/// The rings between the sync thread and one worker.
+pub fn rings() -> (ThreadEnds, WorkerEnds) {
+    let (log, from) = rtrb::RingBuffer::new(RING);
+    let (to, apply) = rtrb::RingBuffer::new(RING);
+    let bulk = Arc::new(AtomicBool::new(false));
+    (
+        ThreadEnds {
+            from,
+            to,
+            bulk: bulk.clone(),
+        },
+        WorkerEnds { log, apply, bulk },
+    )
+}
+
+fn now_ns() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap_or_default()
+        .as_nanos() as u64
+}
+
+/// One side of the sync protocol, without its socket (tested alone).
+pub struct Codec {
+    key: Tag,
+    instance: u64,
+    seq: u64,
+    /// The peer's instance and the next sequence number expected of it.
+    peer: Option<(u64, u64)>,
+}
+
+/// What a received datagram asks for.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Received {
+    /// Changes to apply.
+    Changes(Vec<Change>),
+    /// The peer wants the whole table.
+    BulkRequest,
+}
+
+impl Codec {
+    /// A side keyed with `key`, its instance the time it started.
+    pub fn new(key: &[u8]) -> Codec {
+        Codec {
+            key: Tag::new_from_slice(key).expect("HMAC takes any key length"),
+            instance: now_ns(),
+            seq: 0,
+            peer: None,
+        }
+    }
+
+    /// The next datagram of type `kind` carrying `items` (at most
+    /// [`PER_MESSAGE`]).
+    pub fn encode(&mut self, kind: u8, items: &[Change], out: &mut Vec<u8>) {
+        debug_assert!(items.len() <= PER_MESSAGE);
+        out.clear();
+        out.extend_from_slice(MAGIC);
+        out.push(VERSION);
+        out.push(kind);
+        out.extend_from_slice(&(items.len() as u16).to_le_bytes());
+        out.extend_from_slice(&self.instance.to_le_bytes());
+        out.extend_from_slice(&self.seq.to_le_bytes());
+        out.extend_from_slice(&now_ns().to_le_bytes());
+        self.seq += 1;
+        for c in items {
+            out.push(c.kind as u8);
+            out.extend_from_slice(&c.flow.encode());
+        }
+        let mut m = self.key.clone();
+        m.update(out);
+        out.extend_from_slice(&m.finalize().into_bytes());
+    }
+
+    /// A datagram received: what it asks for, or `Err` with the counter
+    /// it goes to; `gaps` gets the messages skipped before it.
+    pub fn decode<'a>(
+        &mut self,
+        d: &[u8],
+        stats: &'a Stats,
+        gaps: &mut u64,
+    ) -> Result<Received, &'a AtomicU64> {
+        if d.len() < HEADER + TAG || !(d.len() - HEADER - TAG).is_multiple_of(ITEM) {
+            return Err(&stats.malformed);
+        }
+        let (body, tag) = d.split_at(d.len() - TAG);
+        let mut m = self.key.clone();
+        m.update(body);
+        if m.verify_slice(tag).is_err() {
+            return Err(&stats.bad_tag);
+        }
+        let word = |i: usize| u64::from_le_bytes(body[i..i + 8].try_into().unwrap_or_default());
+        let count = usize::from(u16::from_le_bytes([body[6], body[7]]));
+        if &body[0..4] != MAGIC || body[4] != VERSION || count * ITEM != body.len() - HEADER {
+            return Err(&stats.malformed);
+        }
+        let (instance, seq, sent) = (word(8), word(16), word(24));
+        if now_ns().abs_diff(sent) > MAX_SKEW.as_nanos() as u64 {
+            return Err(&stats.stale);
+        }
+        match self.peer {
+            Some((i, _)) if instance < i => return Err(&stats.replayed),
+            Some((i, next)) if instance == i => {
+                if seq < next {
+                    return Err(&stats.replayed);
+                }
+                *gaps = seq - next;
+            }
+            // A new instance of the peer (it started again).
+            _ => *gaps = 0,
+        }
+        self.peer = Some((instance, seq + 1));
+        match body[5] {
+            BULK_REQUEST => Ok(Received::BulkRequest),
+            CHANGES => {
+                let mut out = Vec::with_capacity(count);
+                for item in body[HEADER..].chunks_exact(ITEM) {
+                    let kind = Kind::of(item[0]).ok_or(&stats.malformed)?;
+                    let rec: &[u8; RECORD] = item[1..].try_into().map_err(|_| &stats.malformed)?;
+                    let flow = Saved::decode(rec).map_err(|_| &stats.malformed)?;
+                    out.push(Change { kind, flow });
+                }
+                Ok(Received::Changes(out))
+            }
+            _ => Err(&stats.malformed),
+        }
+    }
+}
+
+/// Starts the sync thread: bound to `cfg.listen` now (an address in use
+/// fails the start), between `workers`' rings and the peer, until `stop`.
+pub fn start(
+    cfg: &crate::config::SyncConfig,
+    workers: Vec<ThreadEnds>,
+    stop: Arc<AtomicBool>,
+) -> Result<(std::thread::JoinHandle<()>, Arc<Stats>)> {
+    let sock = UdpSocket::bind(cfg.listen)
+        .with_context(|| format!("[ha] listen: binding {}", cfg.listen))?;
+    sock.set_read_timeout(Some(Duration::from_millis(1)))?;
+    let stats = Arc::new(Stats::default());
+    let st = stats.clone();
+    let (peer, codec) = (cfg.peer, Codec::new(&cfg.key));
+    let h = std::thread::Builder::new()
+        .name("ha-sync".into())
+        .spawn(move || run(sock, peer, codec, workers, &st, &stop))
+        .context("spawning the HA sync thread")?;
+    Ok((h, stats))
+}
+
+fn run(
+    sock: UdpSocket,
+    peer: SocketAddr,
+    mut codec: Codec,
+    mut workers: Vec<ThreadEnds>,
+    stats: &Stats,
+    stop: &AtomicBool,
+) {
+    let mut out = Vec::with_capacity(1500);
+    let mut batch: Vec<Change> = Vec::with_capacity(PER_MESSAGE);
+    let mut buf = vec![0u8; 65536];
+    let send = |codec: &mut Codec, kind: u8, items: &[Change], out: &mut Vec<u8>| {
+        codec.encode(kind, items, out);
+        match sock.send_to(out, peer) {
+            Ok(n) => {
+                stats.sent_messages.fetch_add(1, Ordering::Relaxed);
+                stats.sent_bytes.fetch_add(n as u64, Ordering::Relaxed);
+                stats
+                    .sent_records
+                    .fetch_add(items.len() as u64, Ordering::Relaxed);
+            }
+            Err(_) => {
+                stats.send_errors.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+    };
+    // A bulk sync from the peer, to start with its table.
+    let ask_bulk = |codec: &mut Codec, out: &mut Vec<u8>| {
+        stats.bulk_requested.fetch_add(1, Ordering::Relaxed);
+        send(codec, BULK_REQUEST, &[], out);
+    };
+    ask_bulk(&mut codec, &mut out);
+    let mut last_sent = Instant::now();
+    let mut last_ask = Instant::now();
+    while !stop.load(Ordering::Acquire) {
+        for w in &mut workers {
+            while let Ok(c) = w.from.pop() {
+                batch.push(c);
+                if batch.len() == PER_MESSAGE {
+                    send(&mut codec, CHANGES, &batch, &mut out);
+                    batch.clear();
+                    last_sent = Instant::now();
+                }
+            }
+        }
+        if !batch.is_empty() || last_sent.elapsed() >= Duration::from_secs(1) {
+            send(&mut codec, CHANGES, &batch, &mut out);
+            batch.clear();
+            last_sent = Instant::now();
+        }
+        // What came, for at most a millisecond's wait.
+        let mut wanted_bulk = false;
+        for _ in 0..4096 {
+            let (n, from) = match sock.recv_from(&mut buf) {
+                Ok(x) => x,
+                Err(_) => break,
+            };
+            stats.received_bytes.fetch_add(n as u64, Ordering::Relaxed);
+            if from.ip() != peer.ip() {
+                stats.strangers.fetch_add(1, Ordering::Relaxed);
+                continue;
+            }
+            let mut gaps = 0;
+            match codec.decode(&buf[..n], stats, &mut gaps) {
+                Err(counter) => {
+                    counter.fetch_add(1, Ordering::Relaxed);
+                    continue;
+                }
+                Ok(r) => {
+                    stats.received_messages.fetch_add(1, Ordering::Relaxed);
+                    stats.last_received_ns.store(now_ns(), Ordering::Relaxed);
+                    if gaps > 0 {
+                        stats.gaps.fetch_add(gaps, Ordering::Relaxed);
+                        wanted_bulk = true;
+                    }
+                    match r {
+                        Received::BulkRequest => {
+                            stats.bulk_served.fetch_add(1, Ordering::Relaxed);
+                            for w in &workers {
+                                w.bulk.store(true, Ordering::Release);
+                            }
+                        }
+                        Received::Changes(items) => {
+                            stats
+                                .received_records
+                                .fetch_add(items.len() as u64, Ordering::Relaxed);
+                            let n = workers.len();
+                            for c in items {
+                                let w = usize::from(c.flow.worker) % n.max(1);
+                                if workers[w].to.push(c).is_err() {
+                                    stats.apply_dropped.fetch_add(1, Ordering::Relaxed);
+                                    wanted_bulk = true;
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        // A gap or a full ring: the whole table again, at most once a
+        // second.
+        if wanted_bulk && last_ask.elapsed() >= Duration::from_secs(1) {
+            ask_bulk(&mut codec, &mut out);
+            last_ask = Instant::now();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use pipeline::conntrack::{State, Tuple};
+
+    fn change(i: u16) -> Change {
+        let t = Tuple {
+            src: 0xffff_0a00_0002,
+            dst: 0xffff_c633_6407,
+            sport: i,
+            dport: 53,
+            proto: 17,
+            zone: 0,
+        };
+        Change {
+            kind: Kind::Created,
+            flow: Saved {
+                orig: t,
+                reply: Tuple {
+                    src: t.dst,
+                    dst: 0xffff_cb00_7101,
+                    sport: 53,
+                    dport: 2000 + i,
+                    ..t
+                },
+                state: State::Unreplied,
+                remaining_ns: 30_000_000_000,
+                worker: 1,
+            },
+        }
+    }
+
+    /// Messages decode as encoded, in order; a gap is measured; a
+    /// replayed or reordered one, a forged one (another key, a flipped
+    /// bit), a cut one, and one of an older instance are refused, each
+    /// to its counter.
+    #[test]
+    fn messages_are_authenticated_ordered_and_whole() {
+        let key = [7u8; 32];
+        let mut a = Codec::new(&key);
+        let mut b = Codec::new(&key);
+        let stats = Stats::default();
+        let items: Vec<Change> = (0..PER_MESSAGE as u16).map(change).collect();
+        let mut m = Vec::new();
+        let mut gaps = 0;
+        a.encode(CHANGES, &items, &mut m);
+        assert!(m.len() <= 1400);
+        assert_eq!(
+            b.decode(&m, &stats, &mut gaps).ok(),
+            Some(Received::Changes(items.clone()))
+        );
+        let first = m.clone();
+        // Replayed: refused.
+        let e = b.decode(&first, &stats, &mut gaps).unwrap_err();
+        assert!(std::ptr::eq(e, &stats.replayed));
+        // Two lost, the next taken with the gap measured.
+        for _ in 0..3 {
+            a.encode(CHANGES, &items[..1], &mut m);
+        }
+        assert!(b.decode(&m, &stats, &mut gaps).is_ok());
+        assert_eq!(gaps, 2);
+        // Another key, a flipped bit, a cut message.
+        let mut stranger = Codec::new(&[8u8; 32]);
+        stranger.encode(BULK_REQUEST, &[], &mut m);
+        assert!(std::ptr::eq(
+            b.decode(&m, &stats, &mut gaps).unwrap_err(),
+            &stats.bad_tag
+        ));
+        a.encode(CHANGES, &items[..2], &mut m);
+        let mut flipped = m.clone();
+        flipped[HEADER + 5] ^= 1;
+        assert!(std::ptr::eq(
+            b.decode(&flipped, &stats, &mut gaps).unwrap_err(),
+            &stats.bad_tag
+        ));
+        assert!(std::ptr::eq(
+            b.decode(&m[..m.len() - 1], &stats, &mut gaps).unwrap_err(),
+            &stats.malformed
+        ));
+        assert!(b.decode(&m, &stats, &mut gaps).is_ok());
+        // A restarted peer (a newer instance) is followed; messages of
+        // the instance before are refused.
+        let mut a2 = Codec::new(&key);
+        a2.instance = a.instance + 1;
+        a2.encode(BULK_REQUEST, &[], &mut m);
+        assert_eq!(
+            b.decode(&m, &stats, &mut gaps).ok(),
+            Some(Received::BulkRequest)
+        );
+        a.encode(CHANGES, &[], &mut m);
+        assert!(std::ptr::eq(
+            b.decode(&m, &stats, &mut gaps).unwrap_err(),
+            &stats.replayed
+        ));
+    }
+}

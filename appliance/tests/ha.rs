@@ -1,0 +1,268 @@
+//! State sync between two Sluice gateways (`[ha] listen`, `peer`,
+//! `key_file`): A forwards a client's TCP connection through its NAT; B,
+//! idle, holds the same flow with the same mapping within moments, over a
+//! sync link of their own. B started again gets A's whole table by a bulk
+//! sync; a flow deleted on A goes from B; a datagram forged on the sync
+//! link (the peer's address, another key) is refused and counted, and
+//! opens nothing. Needs root, `ip` and `python3`; skipped without them
+//! unless `CI` is set. The namespaces are removed when the test ends,
+//! passed or failed.
+
+mod common;
+
+use common::{as_root, ctl_json, have, Nets};
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+const CONFIG: &str = r#"
+[run]
+duration = 0
+stats_period = 1.0
+
+[[port]]
+name = "inside"
+driver = "afpacket"
+mac = "02:53:00:00:00:00"
+ipv4 = ["198.18.0.1/24"]
+[port.afpacket]
+iface = "IN"
+
+[[port]]
+name = "outside"
+driver = "afpacket"
+mac = "02:53:00:00:00:01"
+ipv4 = ["198.19.0.1/24"]
+[port.afpacket]
+iface = "OUT"
+
+[[worker]]
+core = 0
+mode = "l3fwd"
+rx = ["inside", "outside"]
+[worker.poll]
+mode = "interrupt"
+
+[firewall]
+default = "drop"
+
+[[firewall.rule]]
+action = "accept"
+in = "inside"
+state = ["new"]
+
+[[nat.snat]]
+out = "outside"
+src = "198.18.0.0/24"
+to = "masquerade"
+
+[ha]
+listen = "LISTEN:8101"
+peer = "PEER:8101"
+key_file = "KEY"
+
+[management]
+socket = "SOCK"
+"#;
+
+/// Answers each line with the address and port it came from.
+const SERVER: &str = r#"
+import socket
+s = socket.socket()
+s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(("198.19.0.2", 9000))
+s.listen(4)
+while True:
+    c, a = s.accept()
+    f = c.makefile("rwb", buffering=0)
+    for line in f:
+        f.write(("%s:%d %s\n" % (a[0], a[1], line.decode().strip())).encode())
+"#;
+
+/// Sends a line, prints the answer, then holds the connection open.
+const CLIENT: &str = r#"
+import socket, time
+c = socket.create_connection(("198.19.0.2", 9000), timeout=5)
+f = c.makefile("rwb", buffering=0)
+f.write(b"one\n")
+print("answer", f.readline().decode().strip(), flush=True)
+time.sleep(60)
+"#;
+
+/// Sends one datagram of `size` random bytes to `to`.
+const FORGER: &str = r#"
+import os, socket, sys
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+s.bind((sys.argv[1], 0))
+s.sendto(os.urandom(int(sys.argv[3])), (sys.argv[2], 8101))
+"#;
+
+fn config(dir: &Path, name: &str, ports: (&str, &str), listen: &str, peer: &str) -> String {
+    CONFIG
+        .replace("IN", ports.0)
+        .replace("OUT", ports.1)
+        .replace("LISTEN", listen)
+        .replace("PEER", peer)
+        .replace("KEY", &dir.join("ha.key").display().to_string())
+        .replace(
+            "SOCK",
+            &dir.join(format!("{name}.sock")).display().to_string(),
+        )
+}
+
+/// The flows `sock`'s gateway holds: (original source port, public port).
+fn flows(sock: &Path) -> Vec<(u64, u64)> {
+    let v = ctl_json(sock, &["show", "conntrack"]);
+    v["workers"][0]["tuples"]
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .map(|f| {
+                    (
+                        f["orig"]["sport"].as_u64().unwrap_or(0),
+                        f["reply"]["dport"].as_u64().unwrap_or(0),
+                    )
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+fn until(what: &str, secs: u64, mut f: impl FnMut() -> bool) {
+    let t = Instant::now();
+    while !f() {
+        assert!(t.elapsed() < Duration::from_secs(secs), "{what}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn the_standby_holds_the_actives_flows() {
+    if !as_root() {
+        return;
+    }
+    if !have("ip") || !have("python3") {
+        return;
+    }
+    let n = Nets::new("sl-ha", &["c", "a", "b", "s"]);
+    let (c, a, b, s) = (&n.0[0], &n.0[1], &n.0[2], &n.0[3]);
+    n.veth("c0", c, "a0", a);
+    n.veth("s0", s, "a1", a);
+    n.veth("ha", a, "hb", b);
+    // B's ports: veths whose other ends stay in B, idle.
+    n.sh(
+        b,
+        "ip link add b0 type veth peer name bx0 && ip link add b1 type veth peer name bx1 \
+         && for i in b0 bx0 b1 bx1 hb; do ip link set $i up; done \
+         && ip addr add 198.18.9.2/29 dev hb",
+    );
+    n.sh(
+        a,
+        "ip link set a0 up && ip link set a1 up && ip link set ha up \
+         && ip addr add 198.18.9.1/29 dev ha \
+         && ip addr add 198.18.9.3/29 dev ha",
+    );
+    n.sh(
+        c,
+        "ip link set c0 up && ip addr add 198.18.0.2/24 dev c0 \
+         && ip route add 198.19.0.0/24 via 198.18.0.1",
+    );
+    n.sh(s, "ip link set s0 up && ip addr add 198.19.0.2/24 dev s0");
+    let dir = common::fresh_dir("ha");
+    {
+        use std::io::Write;
+        use std::os::unix::fs::OpenOptionsExt;
+        let mut k = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(dir.join("ha.key"))
+            .unwrap();
+        k.write_all(b"a shared key of thirty-two bytes or more, for the test")
+            .unwrap();
+    }
+    let (cfg_a, cfg_b) = (dir.join("a.toml"), dir.join("b.toml"));
+    std::fs::write(
+        &cfg_a,
+        config(&dir, "a", ("a0", "a1"), "198.18.9.1", "198.18.9.2"),
+    )
+    .unwrap();
+    std::fs::write(
+        &cfg_b,
+        config(&dir, "b", ("b0", "b1"), "198.18.9.2", "198.18.9.1"),
+    )
+    .unwrap();
+    let (sock_a, sock_b) = (dir.join("a.sock"), dir.join("b.sock"));
+    std::fs::write(dir.join("server.py"), SERVER).unwrap();
+    std::fs::write(dir.join("client.py"), CLIENT).unwrap();
+    std::fs::write(dir.join("forger.py"), FORGER).unwrap();
+    let _server = common::python_in(s, &dir.join("server.py"));
+    let sluice_b = common::sluice_in(b, &cfg_b, &sock_b);
+    let _sluice_a = common::sluice_in(a, &cfg_a, &sock_a);
+
+    let out = dir.join("client.out");
+    let _client = common::Killed(
+        std::process::Command::new("ip")
+            .args(["netns", "exec", c, "python3"])
+            .arg(dir.join("client.py"))
+            .stdout(std::fs::File::create(&out).unwrap())
+            .spawn()
+            .unwrap(),
+    );
+    until("the client's answer", 10, || {
+        std::fs::read_to_string(&out)
+            .unwrap_or_default()
+            .contains("answer")
+    });
+    let on_a = flows(&sock_a);
+    assert_eq!(on_a.len(), 1, "{on_a:?}");
+    // On B: the same flow, the same public port.
+    let t = Instant::now();
+    while flows(&sock_b) != on_a {
+        assert!(
+            t.elapsed() < Duration::from_secs(5),
+            "the flow on B: A {on_a:?} {}\nB {:?} {}",
+            ctl_json(&sock_a, &["show", "ha"]),
+            flows(&sock_b),
+            ctl_json(&sock_b, &["show", "ha"])
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let ha = ctl_json(&sock_b, &["show", "ha"]);
+    assert!(ha["received"]["records"].as_u64() >= Some(1), "{ha}");
+    assert_eq!(ha["refused"]["bad_tag"], 0, "{ha}");
+    assert_eq!(ha["apply_refused"], 0, "{ha}");
+
+    // Forged on the sync link, from A's address, with another key (and
+    // from another address): refused, counted, nothing opened.
+    let forge = |from: &str, size: usize| {
+        n.sh(
+            a,
+            &format!(
+                "python3 {} {from} 198.18.9.2 {size}",
+                dir.join("forger.py").display()
+            ),
+        )
+    };
+    forge("198.18.9.1", 32 + 32 + 97);
+    forge("198.18.9.3", 32 + 32 + 97);
+    until("the forgeries counted", 5, || {
+        let h = ctl_json(&sock_b, &["show", "ha"]);
+        h["refused"]["bad_tag"] == 1 && h["refused"]["strangers"] == 1
+    });
+    assert_eq!(flows(&sock_b), on_a);
+
+    // B started again: A's whole table comes by a bulk sync.
+    drop(sluice_b);
+    std::thread::sleep(Duration::from_millis(300));
+    let _ = std::fs::remove_file(&sock_b);
+    let _sluice_b = common::sluice_in(b, &cfg_b, &sock_b);
+    until("the bulk sync", 10, || flows(&sock_b) == on_a);
+    let ha_a = ctl_json(&sock_a, &["show", "ha"]);
+    // (B's first request found no A; A's own start asked B's.)
+    assert!(ha_a["bulk_served"].as_u64() >= Some(1), "{ha_a}");
+
+    // Deleted on A: gone from B.
+    ctl_json(&sock_a, &["clear", "conntrack"]);
+    until("the deletion on B", 5, || flows(&sock_b).is_empty());
+    let _ = std::fs::remove_dir_all(&dir);
+}
