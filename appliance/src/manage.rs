@@ -269,6 +269,7 @@ impl Management<'_> {
                 netlink: self.netlink.as_ref().map(|m| (&*m.stats, &self.rib)),
                 taps: self.taps.as_deref(),
                 reloads: &self.state.reloads,
+                ha: self.ha.as_ref().map(|(s, _)| &**s),
             },
         ));
     }

@@ -437,6 +437,94 @@ pub struct ControlPlane<'a> {
     pub taps: Option<&'a crate::taps::MirrorCounters>,
     /// How the reloads went.
     pub reloads: &'a crate::reload::Outcomes,
+    /// The HA sync thread's counters, when it runs.
+    pub ha: Option<&'a crate::ha::Stats>,
+}
+
+/// The HA sync thread's families (`[ha]` state sync).
+fn ha(f: &mut Families, st: &crate::ha::Stats) {
+    use std::sync::atomic::Ordering::Relaxed;
+    let g = |a: &std::sync::atomic::AtomicU64| a.load(Relaxed) as f64;
+    for (dir, m, r, b) in [
+        ("sent", &st.sent_messages, &st.sent_records, &st.sent_bytes),
+        (
+            "received",
+            &st.received_messages,
+            &st.received_records,
+            &st.received_bytes,
+        ),
+    ] {
+        f.counter(
+            "sluice_ha_messages_total",
+            "State-sync datagrams to and from the HA peer (received: those taken).",
+            &[("direction", dir)],
+            g(m),
+        );
+        f.counter(
+            "sluice_ha_records_total",
+            "Flow changes in the state-sync datagrams, each way.",
+            &[("direction", dir)],
+            g(r),
+        );
+        f.counter(
+            "sluice_ha_bytes_total",
+            "Bytes of state-sync datagrams, each way (received: all that came).",
+            &[("direction", dir)],
+            g(b),
+        );
+    }
+    for (reason, v) in [
+        ("stranger", &st.strangers),
+        ("bad_tag", &st.bad_tag),
+        ("malformed", &st.malformed),
+        ("stale", &st.stale),
+        ("replayed", &st.replayed),
+    ] {
+        f.counter(
+            "sluice_ha_refused_total",
+            "State-sync datagrams refused, by reason (stranger: not from the peer's address; bad_tag: the HMAC did not verify; stale: sent over 30 s from now; replayed: a sequence number seen).",
+            &[("reason", reason)],
+            g(v),
+        );
+    }
+    f.counter(
+        "sluice_ha_gaps_total",
+        "State-sync messages the peer sent that never came (sequence gaps).",
+        &[],
+        g(&st.gaps),
+    );
+    for (kind, v) in [
+        ("requested", &st.bulk_requested),
+        ("served", &st.bulk_served),
+    ] {
+        f.counter(
+            "sluice_ha_bulk_syncs_total",
+            "Bulk syncs (the whole table) asked of the peer and served to it.",
+            &[("kind", kind)],
+            g(v),
+        );
+    }
+    f.counter(
+        "sluice_ha_apply_dropped_total",
+        "Changes from the peer dropped because a worker's ring was full (a bulk sync is asked for).",
+        &[],
+        g(&st.apply_dropped),
+    );
+    f.counter(
+        "sluice_ha_send_errors_total",
+        "State-sync datagrams the kernel would not send (the sync link down, no route).",
+        &[],
+        g(&st.send_errors),
+    );
+    let last = st.last_received_ns.load(Relaxed);
+    if last > 0 {
+        f.gauge(
+            "sluice_ha_peer_last_message_timestamp_seconds",
+            "When the last state-sync message from the peer came (Unix time).",
+            &[],
+            last as f64 / 1e9,
+        );
+    }
 }
 
 /// The ports' families: link, packets, bytes, drops by reason, queues,
@@ -794,6 +882,9 @@ pub fn render(
         tel.seconds_since_start(cur),
     );
     control_plane(&mut f, tel, cp);
+    if let Some(st) = cp.ha {
+        ha(&mut f, st);
+    }
     ports(&mut f, tel, cur);
     cores(&mut f, tel, cur);
     f.gauge(

@@ -62,6 +62,7 @@ key_file = "KEY"
 
 [management]
 socket = "SOCK"
+metrics = "127.0.0.1:9469"
 "#;
 
 /// Answers each line with the address and port it came from.
@@ -152,12 +153,12 @@ fn the_standby_holds_the_actives_flows() {
     n.sh(
         b,
         "ip link add b0 type veth peer name bx0 && ip link add b1 type veth peer name bx1 \
-         && for i in b0 bx0 b1 bx1 hb; do ip link set $i up; done \
+         && for i in lo b0 bx0 b1 bx1 hb; do ip link set $i up; done \
          && ip addr add 198.18.9.2/29 dev hb",
     );
     n.sh(
         a,
-        "ip link set a0 up && ip link set a1 up && ip link set ha up \
+        "ip link set lo up && ip link set a0 up && ip link set a1 up && ip link set ha up \
          && ip addr add 198.18.9.1/29 dev ha \
          && ip addr add 198.18.9.3/29 dev ha",
     );
@@ -250,6 +251,19 @@ fn the_standby_holds_the_actives_flows() {
         h["refused"]["bad_tag"] == 1 && h["refused"]["strangers"] == 1
     });
     assert_eq!(flows(&sock_b), on_a);
+    // The same in the metrics, which Prometheus takes.
+    if have("curl") {
+        let text = n.sh(b, "curl -sS http://127.0.0.1:9469/metrics");
+        assert!(
+            text.contains("sluice_ha_refused_total{reason=\"bad_tag\"} 1"),
+            "{text}"
+        );
+        assert!(text.contains("sluice_ha_records_total{direction=\"received\"}"));
+        assert!(text.contains("event=\"ha_sync_applied\""), "{text}");
+        if have("promtool") {
+            common::promtool_accepts(&text);
+        }
+    }
 
     // B started again: A's whole table comes by a bulk sync.
     drop(sluice_b);
