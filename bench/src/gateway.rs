@@ -67,6 +67,11 @@ pub struct GatewayArgs {
     /// as the flows outgrow the caches.
     #[arg(long, value_delimiter = ',')]
     sweep: Vec<usize>,
+    /// The gateways log their flows' changes for an HA peer (`[ha]`
+    /// state sync), into a ring with room for every change of a pass:
+    /// what syncing costs the worker.
+    #[arg(long)]
+    sync: bool,
 }
 
 /// The frames' sizes: UDP, and TCP with its options.
@@ -477,6 +482,12 @@ fn run<const N: usize>(a: GatewayArgs) -> Result<()> {
     let macs: Vec<[u8; 6]> = cfg.ports.iter().map(|p| p.mac.0).collect();
     let fresh = || {
         let mut g = Gateway::new(router.clone(), &gcfg, 0);
+        if a.sync {
+            // The sync thread's end is not read: the ring holds a pass's
+            // changes (every flow's creation, with room to spare).
+            let (log, _) = rtrb::RingBuffer::new(2 * a.flows + 4096);
+            g.set_sync(log);
+        }
         g.tick(tsc.ns(rdtsc()) as u64);
         g
     };
