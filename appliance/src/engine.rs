@@ -453,12 +453,6 @@ where
             FwdMode::L3fwd => match (&router, &gateway) {
                 (Some(r), Some(g)) => {
                     let mut gw = Gateway::new(r.clone(), g, l3_index);
-                    if let Some(log) = sync_logs
-                        .get_mut(usize::from(l3_index))
-                        .and_then(Option::take)
-                    {
-                        gw.set_sync(log);
-                    }
                     if let Some(flows) = restored
                         .as_mut()
                         .and_then(|r| r.get_mut(usize::from(l3_index)))
@@ -466,6 +460,14 @@ where
                         let now_ns = tsc.ns(pmd::sys::rdtsc()) as u64;
                         let (ok, refused) = gw.install_flows(&std::mem::take(flows)[..], now_ns);
                         installed = (installed.0 + ok, installed.1 + refused);
+                    }
+                    // After the restored flows: the peer gets those by
+                    // the bulk sync it asks for, not through the ring.
+                    if let Some(log) = sync_logs
+                        .get_mut(usize::from(l3_index))
+                        .and_then(Option::take)
+                    {
+                        gw.set_sync(log);
                     }
                     l3_index += 1;
                     let sink: RuleHits = (0..nrules).map(|_| AtomicU64::new(0)).collect();

@@ -18,8 +18,9 @@
 //!   worker it was on at the peer (the same config: the same RSS and NAT
 //!   port slices), which applies it at its next tick
 //!   (`ConnTrack::apply`).
-//! - **Bulk sync**: at start, and after a gap, it asks the peer for its
-//!   whole table; asked, it has every gateway worker walk its table into
+//! - **Bulk sync**: at start, on hearing a peer instance for the first
+//!   time (the peer started, perhaps with flows from its state file), and
+//!   after a gap, it asks the peer for its whole table; asked, it has every gateway worker walk its table into
 //!   its ring, as much as the ring has room for each tick, while it goes
 //!   on forwarding.
 
@@ -140,6 +141,11 @@ pub struct Codec {
     seq: u64,
     /// The peer's instance and the next sequence number expected of it.
     peer: Option<(u64, u64)>,
+    /// Set when a message came from a peer instance not heard before
+    /// (the first, or the peer started again): its table may hold flows
+    /// this side has not been sent (read back from its state file, or
+    /// asked for while this side was down).
+    pub new_peer: bool,
 }
 
 /// What a received datagram asks for.
@@ -159,6 +165,7 @@ impl Codec {
             instance: now_ns(),
             seq: 0,
             peer: None,
+            new_peer: false,
         }
     }
 
@@ -219,7 +226,10 @@ impl Codec {
                 *gaps = seq - next;
             }
             // A new instance of the peer (it started again).
-            _ => *gaps = 0,
+            _ => {
+                *gaps = 0;
+                self.new_peer = true;
+            }
         }
         self.peer = Some((instance, seq + 1));
         match body[5] {
@@ -310,7 +320,7 @@ fn run(
             last_sent = Instant::now();
         }
         // What came, for at most a millisecond's wait.
-        let mut wanted_bulk = false;
+        let (mut wanted_bulk, mut new_peer) = (false, false);
         for _ in 0..4096 {
             let (n, from) = match sock.recv_from(&mut buf) {
                 Ok(x) => x,
@@ -333,6 +343,11 @@ fn run(
                     if gaps > 0 {
                         stats.gaps.fetch_add(gaps, Ordering::Relaxed);
                         wanted_bulk = true;
+                    }
+                    // A peer heard for the first time, or started again:
+                    // its whole table (it may hold flows never sent here).
+                    if std::mem::take(&mut codec.new_peer) {
+                        new_peer = true;
                     }
                     match r {
                         Received::BulkRequest => {
@@ -358,9 +373,9 @@ fn run(
                 }
             }
         }
-        // A gap or a full ring: the whole table again, at most once a
-        // second.
-        if wanted_bulk && last_ask.elapsed() >= Duration::from_secs(1) {
+        // A peer new to this side: its table now. A gap or a full ring:
+        // the whole table again, at most once a second.
+        if new_peer || (wanted_bulk && last_ask.elapsed() >= Duration::from_secs(1)) {
             ask_bulk(&mut codec, &mut out);
             last_ask = Instant::now();
         }
@@ -418,6 +433,7 @@ mod tests {
             b.decode(&m, &stats, &mut gaps).ok(),
             Some(Received::Changes(items.clone()))
         );
+        assert!(std::mem::take(&mut b.new_peer), "first contact");
         let first = m.clone();
         // Replayed: refused.
         let e = b.decode(&first, &stats, &mut gaps).unwrap_err();
@@ -428,6 +444,7 @@ mod tests {
         }
         assert!(b.decode(&m, &stats, &mut gaps).is_ok());
         assert_eq!(gaps, 2);
+        assert!(!b.new_peer, "the same instance");
         // Another key, a flipped bit, a cut message.
         let mut stranger = Codec::new(&[8u8; 32]);
         stranger.encode(BULK_REQUEST, &[], &mut m);
@@ -456,6 +473,7 @@ mod tests {
             b.decode(&m, &stats, &mut gaps).ok(),
             Some(Received::BulkRequest)
         );
+        assert!(b.new_peer, "the peer started again");
         a.encode(CHANGES, &[], &mut m);
         assert!(std::ptr::eq(
             b.decode(&m, &stats, &mut gaps).unwrap_err(),

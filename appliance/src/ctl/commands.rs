@@ -1072,9 +1072,9 @@ fn show_ha(cx: &mut Context<'_>) -> Response {
         now.saturating_sub(last) as f64 / 1e9
     });
     let cur = cx.tel.snapshot();
-    let dropped: u64 = gauge_event(cx, &cur, "ha_sync_dropped");
-    let applied: u64 = gauge_event(cx, &cur, "ha_sync_applied");
-    let refused: u64 = gauge_event(cx, &cur, "ha_sync_refused");
+    let dropped: u64 = event_sum(cx, &cur, "ha_sync_dropped");
+    let applied: u64 = event_sum(cx, &cur, "ha_sync_applied");
+    let refused: u64 = event_sum(cx, &cur, "ha_sync_refused");
     let (listen, peer) = sc.as_ref().map_or((String::new(), String::new()), |c| {
         (c.listen.to_string(), c.peer.to_string())
     });
@@ -1108,7 +1108,7 @@ fn show_ha(cx: &mut Context<'_>) -> Response {
 }
 
 /// The sum over the workers of event `name`.
-fn gauge_event(cx: &Context<'_>, cur: &Snapshot, name: &str) -> u64 {
+fn event_sum(cx: &Context<'_>, cur: &Snapshot, name: &str) -> u64 {
     cx.tel
         .workers
         .iter()
