@@ -23,6 +23,7 @@ mod lpm;
 mod null_io;
 mod pcap_gen;
 mod router;
+mod state;
 mod sweep;
 
 /// Tables of tens of MiB (routes, rules, conntrack) get huge pages, as in
@@ -52,6 +53,8 @@ enum Cli {
     Gateway(gateway::GatewayArgs),
     /// Live route updates on the full table while a worker forwards.
     Fib(fib::FibArgs),
+    /// The flow table kept across a restart: save and load times.
+    State(state::StateArgs),
     /// Writes a pcap of distinct IPv4/UDP packets for replaying drivers.
     UdpPcap(pcap_gen::UdpPcapArgs),
 }
@@ -90,6 +93,7 @@ fn main() -> Result<()> {
         Cli::Acl(a) => acl::acl(a),
         Cli::Gateway(a) => gateway::gateway(a),
         Cli::Fib(a) => fib::fib(a),
+        Cli::State(a) => state::state(a),
         Cli::UdpPcap(a) => pcap_gen::udp_pcap(a),
     }
 }
