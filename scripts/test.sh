@@ -12,10 +12,11 @@ cd "$(dirname "$0")/.."
 # and libbpf for the AF_XDP backend (feature `afxdp`); prometheus (the
 # server and promtool) for the metrics endpoint's tests; tcpdump (libpcap's
 # filter compiler) and tshark for the capture tests; BIRD 2 for the BGP
-# session through Sluice's TAP mirrors (appliance/tests/bgp.rs).
+# session through Sluice's TAP mirrors (appliance/tests/bgp.rs);
+# keepalived for the HA pair's failover (appliance/tests/failover.rs).
 PKGS=(dpdk dpdk-dev libdpdk-dev libclang-dev pkg-config
   iproute2 iputils-ping traceroute curl iperf3 python3 ethtool
-  libxdp-dev libbpf-dev prometheus tcpdump tshark bird2)
+  libxdp-dev libbpf-dev prometheus tcpdump tshark bird2 keepalived)
 missing=()
 for p in "${PKGS[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")

@@ -132,7 +132,8 @@ impl ConnTrack {
         }
     }
 
-    /// A bulk sync's step: logs every live flow in at most `scan` slots
+    /// A bulk sync's step: logs every live flow of its own (not taken
+    /// from the peer) in at most `scan` slots
     /// from slot `from`, as far as the ring has room (the rest next time:
     /// a full ring is not a loss here); the slot to go on from, or `None`
     /// past the last.
@@ -143,7 +144,9 @@ impl ConnTrack {
             if room == 0 {
                 return Some(i);
             }
-            if self.slots[i].live {
+            // Only what this table holds on its own account: a flow taken
+            // from the peer (and not seen here since) is the peer's.
+            if self.slots[i].live && !self.slots[i].remote {
                 self.log(Kind::Created, i);
             }
         }
@@ -187,6 +190,12 @@ impl ConnTrack {
             }
             // Gone here already (expired, or never seen).
             (Kind::Deleted, None) => true,
+            // A flow this table moves itself (its packets pass here): the
+            // peer's copy of it (sent in a bulk sync, or a refresh that
+            // crossed) is older, and must not set it back.
+            (Kind::Created | Kind::Refreshed, Some((i, _))) if !self.slots[i as usize].remote => {
+                true
+            }
             (_, Some((i, _))) => {
                 let last = self.last_for(s.state, s.remaining_ns);
                 let f = &mut self.slots[i as usize];
@@ -288,6 +297,25 @@ mod tests {
             }
         }
         assert!(drain(&mut brx).is_empty(), "no refresh echoed");
+        // Nor does a bulk sync send them back.
+        assert_eq!(b.bulk(0, 64), None);
+        assert!(
+            drain(&mut brx).is_empty(),
+            "no flow of the peer's in a bulk"
+        );
+        // A stale copy from the peer (Created, in an older state) does
+        // not set back a flow this table moves itself.
+        let stale = Change {
+            kind: Kind::Created,
+            flow: Saved {
+                state: State::Unreplied,
+                ..log[2].flow
+            },
+        };
+        assert!(a.apply(&stale));
+        let (i, _) = a.find(&o1).unwrap();
+        assert_eq!(a.flow(i).state, State::Replied);
+        drain(&mut rx);
 
         // Refreshes: none before a refresh period has passed; then one
         // per flow with traffic since.
