@@ -160,8 +160,8 @@ fn start_box(n: &Nets, ns: &str, x: &str, dir: &Path) -> (Killed, Killed) {
             .arg(pid("vrrp"))
             .arg("-c")
             .arg(pid("check"))
-            .stdout(std::fs::File::create(dir.join(format!("{x}.keepalived.log"))).unwrap())
-            .stderr(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(dir.join(format!("{x}.keepalived.log"))).unwrap())
             .spawn()
             .unwrap(),
     );
@@ -234,6 +234,15 @@ fn the_standby_takes_over_every_connection_when_the_active_dies() {
             .is_some_and(|t| t.iter().filter(|f| f["orig"]["dport"] == 9000).count() == 20)
     });
     std::thread::sleep(Duration::from_millis(1000));
+    let sock_a = dir.join("sluice-a.sock");
+    let before = format!(
+        "A before the kill: {}\n{}\n{}",
+        ctl_json(&sock_a, &["show", "ha"]),
+        ctl_json(&sock_a, &["stats"]),
+        String::from_utf8_lossy(
+            &common::ctl(&sock_a, &["show", "conntrack", "--limit", "30"]).stdout
+        )
+    );
     // The active box dies.
     let _ = sluice_a.0.kill();
     let _ = sluice_a.0.wait();
@@ -251,7 +260,7 @@ fn the_standby_takes_over_every_connection_when_the_active_dies() {
         std::fs::read_to_string(dir.join(format!("{x}.keepalived.log"))).unwrap_or_default()
     });
     let text = format!(
-        "{text}\n--- keepalived a:\n{}\n--- keepalived b:\n{}",
+        "{text}\n--- keepalived a:\n{}\n--- keepalived b:\n{}\n{before}",
         klogs[0], klogs[1]
     );
     let ha_b = ctl_json(&sock_b, &["show", "ha"]);
