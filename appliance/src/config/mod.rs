@@ -546,6 +546,9 @@ fn check_sync(
             );
             None
         }
+        // Without the host checks (the shipped configs' test) the key is
+        // not read: the file is the host's.
+        Some(_) if !cx.host => Some(Vec::new()),
         Some(k) => {
             let p = Path::new(k.get_ref());
             let p = match base {
