@@ -23,25 +23,6 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-/// Answers each line with the address and port it came from.
-const SERVER: &str = r#"
-import socket, threading
-s = socket.socket()
-s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-s.bind(("198.19.0.10", 9000))
-s.listen(128)
-def serve(c, a):
-    f = c.makefile("rwb", buffering=0)
-    try:
-        for line in f:
-            f.write(("%s:%d %s\n" % (a[0], a[1], line.decode().strip())).encode())
-    except Exception:
-        pass
-while True:
-    c, a = s.accept()
-    threading.Thread(target=serve, args=(c, a), daemon=True).start()
-"#;
-
 /// `n` connections, each a line and its answer every `gap` seconds for
 /// `secs` seconds; per connection: lines sent and answered, the longest
 /// wait between two answers, the addresses the server saw, an error.
@@ -193,19 +174,15 @@ fn the_standby_takes_over_every_connection_when_the_active_dies() {
     let n = lab();
     let (c, a, b, s) = (&n.0[0], &n.0[1], &n.0[2], &n.0[3]);
     let dir = common::fresh_dir("failover");
-    {
-        use std::io::Write;
-        use std::os::unix::fs::OpenOptionsExt;
-        let mut k = std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(0o600)
-            .open(dir.join("ha.key"))
-            .unwrap();
-        k.write_all(b"the pair's shared key, thirty-two bytes and more")
-            .unwrap();
-    }
-    std::fs::write(dir.join("server.py"), SERVER).unwrap();
+    common::write_key(
+        &dir.join("ha.key"),
+        b"the pair's shared key, thirty-two bytes and more",
+    );
+    std::fs::write(
+        dir.join("server.py"),
+        common::peer_echo_server("198.19.0.10"),
+    )
+    .unwrap();
     std::fs::write(dir.join("client.py"), CLIENT).unwrap();
     let (mut sluice_a, _keep_a) = start_box(&n, a, "a", &dir);
     until("A master", 10, || holds_vips(&n, a));

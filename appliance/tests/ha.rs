@@ -65,20 +65,6 @@ socket = "SOCK"
 metrics = "127.0.0.1:9469"
 "#;
 
-/// Answers each line with the address and port it came from.
-const SERVER: &str = r#"
-import socket
-s = socket.socket()
-s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-s.bind(("198.19.0.2", 9000))
-s.listen(4)
-while True:
-    c, a = s.accept()
-    f = c.makefile("rwb", buffering=0)
-    for line in f:
-        f.write(("%s:%d %s\n" % (a[0], a[1], line.decode().strip())).encode())
-"#;
-
 /// Sends a line, prints the answer, then holds the connection open.
 const CLIENT: &str = r#"
 import socket, time
@@ -169,18 +155,10 @@ fn the_standby_holds_the_actives_flows() {
     );
     n.sh(s, "ip link set s0 up && ip addr add 198.19.0.2/24 dev s0");
     let dir = common::fresh_dir("ha");
-    {
-        use std::io::Write;
-        use std::os::unix::fs::OpenOptionsExt;
-        let mut k = std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(0o600)
-            .open(dir.join("ha.key"))
-            .unwrap();
-        k.write_all(b"a shared key of thirty-two bytes or more, for the test")
-            .unwrap();
-    }
+    common::write_key(
+        &dir.join("ha.key"),
+        b"a shared key of thirty-two bytes or more, for the test",
+    );
     let (cfg_a, cfg_b) = (dir.join("a.toml"), dir.join("b.toml"));
     std::fs::write(
         &cfg_a,
@@ -193,7 +171,11 @@ fn the_standby_holds_the_actives_flows() {
     )
     .unwrap();
     let (sock_a, sock_b) = (dir.join("a.sock"), dir.join("b.sock"));
-    std::fs::write(dir.join("server.py"), SERVER).unwrap();
+    std::fs::write(
+        dir.join("server.py"),
+        common::peer_echo_server("198.19.0.2"),
+    )
+    .unwrap();
     std::fs::write(dir.join("client.py"), CLIENT).unwrap();
     std::fs::write(dir.join("forger.py"), FORGER).unwrap();
     let _server = common::python_in(s, &dir.join("server.py"));

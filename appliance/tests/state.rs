@@ -63,20 +63,6 @@ state_file = "STATE"
 socket = "SOCK"
 "#;
 
-/// Answers each line with the address and port it came from.
-const SERVER: &str = r#"
-import socket
-s = socket.socket()
-s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-s.bind(("198.19.0.2", 9000))
-s.listen(1)
-while True:
-    c, a = s.accept()
-    f = c.makefile("rwb", buffering=0)
-    for line in f:
-        f.write(("%s:%d %s\n" % (a[0], a[1], line.decode().strip())).encode())
-"#;
-
 /// Sends "one", waits for the file `go`, sends "two" on the same
 /// connection; prints each answer (or why there was none).
 const CLIENT: &str = r#"
@@ -120,7 +106,11 @@ fn a_restart_keeps_the_tcp_connections_through_the_nat() {
         .replace("STATE", &state.display().to_string())
         .replace("SOCK", &sock.display().to_string());
     std::fs::write(&cfg, text).unwrap();
-    std::fs::write(dir.join("server.py"), SERVER).unwrap();
+    std::fs::write(
+        dir.join("server.py"),
+        common::peer_echo_server("198.19.0.2"),
+    )
+    .unwrap();
     std::fs::write(dir.join("client.py"), CLIENT).unwrap();
     let _server = common::python_in(s, &dir.join("server.py"));
     let first = common::sluice_json_in(r, &cfg);

@@ -522,3 +522,42 @@ pub fn spawn_with_metrics(
     let addr = metrics_addr(err);
     (child, out, addr)
 }
+
+/// A TCP server (a Python script) on `addr` port 9000 that answers each
+/// line with the address and port it came from, then the line: what the
+/// NAT made of the client, line by line.
+#[allow(dead_code)] // Not every test binary runs one.
+pub fn peer_echo_server(addr: &str) -> String {
+    r#"
+import socket, threading
+s = socket.socket()
+s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(("BIND_TO", 9000))
+s.listen(128)
+def serve(c, a):
+    f = c.makefile("rwb", buffering=0)
+    try:
+        for line in f:
+            f.write(("%s:%d %s\n" % (a[0], a[1], line.decode().strip())).encode())
+    except Exception:
+        pass
+while True:
+    c, a = s.accept()
+    threading.Thread(target=serve, args=(c, a), daemon=True).start()
+"#
+    .replace("BIND_TO", addr)
+}
+
+/// Writes `key` to a new file at `path`, mode 0600 (an HA pair's key).
+#[allow(dead_code)] // Not every test binary makes one.
+pub fn write_key(path: &Path, key: &[u8]) {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(path)
+        .and_then(|mut f| f.write_all(key))
+        .unwrap();
+}
