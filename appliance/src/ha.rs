@@ -51,6 +51,9 @@ const ITEM: usize = 1 + RECORD;
 pub const PER_MESSAGE: usize = (1400 - HEADER - TAG) / ITEM;
 /// How far a message's send time may be from the receiver's clock.
 pub const MAX_SKEW: Duration = Duration::from_secs(30);
+/// The sync socket's receive buffer (bytes; above `net.core.rmem_max`
+/// with CAP_NET_ADMIN).
+const RCVBUF: usize = 32 << 20;
 /// Records a worker's ring holds, each way.
 pub const RING: usize = 16384;
 /// Slots of its table a worker walks per tick for a bulk sync.
@@ -259,6 +262,13 @@ pub fn start(
     let sock = UdpSocket::bind(cfg.listen)
         .with_context(|| format!("[ha] listen: binding {}", cfg.listen))?;
     sock.set_read_timeout(Some(Duration::from_millis(1)))?;
+    // Room for a burst (a bulk sync, thousands of new flows at once)
+    // while this thread is busy: the default (about 200 KiB, 160
+    // datagrams) lost messages in the lab, each a gap and a bulk sync.
+    {
+        use std::os::fd::AsRawFd;
+        let _ = pmd::sys::set_rcvbuf(sock.as_raw_fd(), RCVBUF);
+    }
     let stats = Arc::new(Stats::default());
     let st = stats.clone();
     let (peer, codec) = (cfg.peer, Codec::new(&cfg.key));
