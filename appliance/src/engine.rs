@@ -577,6 +577,7 @@ where
         netlink,
         taps: mirror_thread.as_ref().map(|_| mirror_counters.clone()),
         ha: sync.as_ref().map(|(_, s)| (s.clone(), cfg.sync.clone())),
+        notify: crate::service::Notifier::from_env(),
         metrics,
         control,
         cleared,
@@ -585,7 +586,17 @@ where
         start_tsc: pmd::sys::rdtsc(),
         state: crate::manage::Turns::default(),
     };
+    // Every port is open and every worker polls: ready.
+    if m.notify.is_some() {
+        let (status, polls) = (m.status(), m.polls());
+        if let Some(n) = m.notify.as_mut() {
+            n.ready(&status, polls);
+        }
+    }
     let prev = m.run(stop, emit);
+    if let Some(n) = &m.notify {
+        n.stopping();
+    }
 
     // Shutdown: a running capture ends first (its writer closes the file,
     // unless the file hangs), then stop the wire, drain the workers, drain

@@ -48,6 +48,7 @@ pub mod poll;
 pub mod reload;
 pub mod rib;
 pub mod serve;
+pub mod service;
 pub mod stages;
 pub mod state;
 pub mod taps;

@@ -60,6 +60,8 @@ pub(crate) struct Management<'a> {
     pub taps: Option<Arc<crate::taps::MirrorCounters>>,
     /// The HA sync thread's counters and settings, when it runs.
     pub ha: Option<(Arc<crate::ha::Stats>, Option<crate::config::SyncConfig>)>,
+    /// The service manager, when one listens (`NOTIFY_SOCKET`).
+    pub notify: Option<crate::service::Notifier>,
     /// The Prometheus endpoint and its scrapes.
     pub metrics: Option<(crate::metrics::Server, crate::metrics::Scrapes)>,
     /// The control socket and its commands.
@@ -106,12 +108,44 @@ impl Management<'_> {
             // Tables a reload replaced, dropped once the workers have let go.
             self.state.retired.collect();
             self.tel.collect();
+            self.watchdog();
             let nap = wake
                 .saturating_duration_since(Instant::now())
                 .min(Duration::from_millis(50));
             self.sighup();
             self.turn(nap);
             self.after_turn();
+        }
+    }
+
+    /// Each worker's poll count (its progress, for the watchdog).
+    pub fn polls(&self) -> Vec<u64> {
+        self.tel
+            .workers
+            .iter()
+            .map(|w| w.counters.core.polls.get())
+            .collect()
+    }
+
+    /// A one-line summary for the service manager's `STATUS=`.
+    pub fn status(&self) -> String {
+        format!(
+            "forwarding: {} ports, {} workers",
+            self.cfg.ports.len(),
+            self.cfg.workers.len()
+        )
+    }
+
+    /// The watchdog's ping, while every worker makes progress.
+    fn watchdog(&mut self) {
+        if self.notify.is_none() {
+            return;
+        }
+        let polls = self.polls();
+        let cores: Vec<usize> = self.tel.workers.iter().map(|w| w.core).collect();
+        let status = self.status();
+        if let Some(n) = self.notify.as_mut() {
+            n.turn(&polls, &cores, || status);
         }
     }
 
