@@ -55,12 +55,9 @@ impl Notifier {
         if self.last_ping.elapsed() < every {
             return;
         }
-        let stalled: Vec<String> = polls
+        let stalled: Vec<String> = stalled(polls, &self.polls, cores)
             .iter()
-            .zip(&self.polls)
-            .zip(cores)
-            .filter(|((now, before), _)| now == before)
-            .map(|(_, core)| core.to_string())
+            .map(usize::to_string)
             .collect();
         self.last_ping = Instant::now();
         if stalled.is_empty() {
@@ -79,5 +76,42 @@ impl Notifier {
     /// The stop begins.
     pub fn stopping(&self) {
         Self::send(&[NotifyState::Stopping, NotifyState::Status("stopping")]);
+    }
+}
+
+/// The cores of the workers whose poll count did not move from `before`
+/// to `now` (`cores[i]`: worker `i`'s).
+fn stalled(now: &[u64], before: &[u64], cores: &[usize]) -> Vec<usize> {
+    now.iter()
+        .zip(before)
+        .zip(cores)
+        .filter(|((n, b), _)| n == b)
+        .map(|(_, c)| *c)
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A worker whose poll count stands still is named; one that moved is
+    /// not; a watchdog ping goes only when none stands still.
+    #[test]
+    fn a_worker_that_makes_no_progress_is_named() {
+        let cores = [2, 3, 5];
+        assert!(stalled(&[10, 20, 30], &[9, 19, 29], &cores).is_empty());
+        assert_eq!(stalled(&[10, 19, 30], &[9, 19, 29], &cores), [3]);
+        assert_eq!(stalled(&[9, 19, 29], &[9, 19, 29], &cores), [2, 3, 5]);
+        // The notifier keeps the counts of its last ping: a stall stays a
+        // stall until the worker moves again.
+        let mut n = Notifier {
+            every: Some(Duration::ZERO),
+            last_ping: Instant::now(),
+            polls: vec![9, 19, 29],
+        };
+        n.turn(&[10, 19, 30], &cores, String::new);
+        assert_eq!(n.polls, [9, 19, 29], "no ping: the counts kept");
+        n.turn(&[11, 20, 31], &cores, String::new);
+        assert_eq!(n.polls, [11, 20, 31], "pinged: the counts taken");
     }
 }
