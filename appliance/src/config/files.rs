@@ -126,3 +126,9 @@ pub(crate) fn read_secret(path: &Path) -> Result<Vec<u8>, String> {
     }
     Ok(out)
 }
+
+/// A path as the config writes it, relative to the config's directory
+/// `base` when there is one (an absolute path stays as it is).
+pub(crate) fn beside(base: Option<&Path>, path: &str) -> PathBuf {
+    base.map_or_else(|| PathBuf::from(path), |b| b.join(path))
+}

@@ -12,7 +12,7 @@ use pipeline::firewall::{state, status, Action, CtMatch, FwRule, RejectWith, MAX
 use pipeline::nat::NatConfig;
 use std::collections::BTreeMap;
 use std::net::{IpAddr, Ipv4Addr};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use toml::Spanned;
 
 fn action(s: &str, with: Option<&str>) -> Result<Action, String> {
@@ -390,10 +390,7 @@ fn check_firewall(
             },
             None => Action::Accept,
         };
-        let path = match base {
-            Some(b) if Path::new(f.get_ref()).is_relative() => b.join(f.get_ref()),
-            _ => PathBuf::from(f.get_ref()),
-        };
+        let path = super::files::beside(base, f.get_ref());
         let first = g.rules.len();
         let running = cx
             .reuse

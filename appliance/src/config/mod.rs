@@ -470,11 +470,7 @@ fn check_ha(
 ) -> Option<PathBuf> {
     let s = raw.ha.state_file.as_ref()?;
     let key = "ha.state_file";
-    let p = Path::new(s.get_ref());
-    let p = match base {
-        Some(b) if p.is_relative() => b.join(p),
-        _ => p.to_path_buf(),
-    };
+    let p = files::beside(base, s.get_ref());
     if s.get_ref().is_empty() || p.is_dir() {
         cx.err(s, key, "name a file (such as \"/var/lib/sluice/flows\")");
         return None;
@@ -550,11 +546,7 @@ fn check_sync(
         // not read: the file is the host's.
         Some(_) if !cx.host => Some(Vec::new()),
         Some(k) => {
-            let p = Path::new(k.get_ref());
-            let p = match base {
-                Some(b) if p.is_relative() => b.join(p),
-                _ => p.to_path_buf(),
-            };
+            let p = files::beside(base, k.get_ref());
             match files::read_secret(&p) {
                 Ok(bytes) if bytes.len() >= MIN_KEY => Some(bytes),
                 Ok(bytes) => {
@@ -638,11 +630,7 @@ fn check_management(
         }
     });
     let control_socket = raw.management.socket.as_ref().and_then(|s| {
-        let p = std::path::Path::new(s.get_ref());
-        let p = match base {
-            Some(b) if p.is_relative() => b.join(p),
-            _ => p.to_path_buf(),
-        };
+        let p = files::beside(base, s.get_ref());
         if s.get_ref().is_empty() || p.is_dir() {
             cx.err(
                 s,

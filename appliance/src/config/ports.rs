@@ -298,10 +298,7 @@ fn pcap(cx: &mut Ctx<'_>, i: usize, p: &RawPort, base: Option<&Path>) -> PortKin
             );
         }
         let resolve = |f: &Option<Spanned<String>>| {
-            f.as_ref().map(|f| match base {
-                Some(b) if Path::new(f.get_ref()).is_relative() => b.join(f.get_ref()),
-                _ => PathBuf::from(f.get_ref()),
-            })
+            f.as_ref().map(|f| super::files::beside(base, f.get_ref()))
         };
         let (rx_file, tx_file, loops) = p.pcap.as_ref().map_or((None, None, 1), |s| {
             let s = s.get_ref();

@@ -9,7 +9,7 @@ use pipeline::router::{Interface, NextHop, Vlan};
 use pipeline::wire::MacAddr;
 use std::collections::BTreeMap;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use toml::Spanned;
 
 /// What the router needs of one `[[port]]` or `[[vlan]]`.
@@ -246,10 +246,7 @@ pub(super) fn check(
         }
     }
     if let Some(f) = &raw.route_file {
-        let path = match base {
-            Some(b) if Path::new(f.get_ref()).is_relative() => b.join(f.get_ref()),
-            _ => PathBuf::from(f.get_ref()),
-        };
+        let path = super::files::beside(base, f.get_ref());
         let (mut v4, mut v6) = (Vec::new(), Vec::new());
         for v in &raw.route_file_via {
             match s.port_of(*v.get_ref()) {
