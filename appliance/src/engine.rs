@@ -576,7 +576,7 @@ where
         rib,
         netlink,
         taps: mirror_thread.as_ref().map(|_| mirror_counters.clone()),
-        ha: sync.as_ref().map(|(_, s)| (s.clone(), cfg.sync.clone())),
+        ha: sync.as_ref().map(|(_, s)| s.clone()),
         notify: crate::service::Notifier::from_env(),
         metrics,
         control,

@@ -58,8 +58,9 @@ pub(crate) struct Management<'a> {
     pub netlink: Option<crate::netlink::Mirror>,
     /// The TAP mirrors' counters, when they run.
     pub taps: Option<Arc<crate::taps::MirrorCounters>>,
-    /// The HA sync thread's counters and settings, when it runs.
-    pub ha: Option<(Arc<crate::ha::Stats>, Option<crate::config::SyncConfig>)>,
+    /// The HA sync thread's counters, when it runs (its settings are the
+    /// start's, `cfg.sync`: a reload does not restart it).
+    pub ha: Option<Arc<crate::ha::Stats>>,
     /// The service manager, when one listens (`NOTIFY_SOCKET`).
     pub notify: Option<crate::service::Notifier>,
     /// The Prometheus endpoint and its scrapes.
@@ -303,7 +304,7 @@ impl Management<'_> {
                 netlink: self.netlink.as_ref().map(|m| (&*m.stats, &self.rib)),
                 taps: self.taps.as_deref(),
                 reloads: &self.state.reloads,
-                ha: self.ha.as_ref().map(|(s, _)| &**s),
+                ha: self.ha.as_deref(),
             },
         ));
     }
@@ -334,7 +335,7 @@ impl Management<'_> {
                 tel: &mut self.tel,
                 cleared: &mut self.cleared,
                 router: self.live.router.as_ref(),
-                ha: self.ha.as_ref(),
+                ha: self.ha.as_deref().zip(self.cfg.sync.as_ref()),
                 netlink: self.netlink.as_ref().map(|m| (&*m.stats, &self.rib)),
                 rule_hits,
                 workers: &self.links,

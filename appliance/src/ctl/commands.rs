@@ -95,11 +95,9 @@ pub struct Context<'a> {
     pub switched: Option<(usize, Policy)>,
     /// Neighbours the workers learned.
     pub learned: &'a Learned,
-    /// The HA sync thread's counters and settings, when it runs.
-    pub ha: Option<&'a (
-        std::sync::Arc<crate::ha::Stats>,
-        Option<crate::config::SyncConfig>,
-    )>,
+    /// The HA sync thread's counters and the settings it runs with, when
+    /// it runs.
+    pub ha: Option<(&'a crate::ha::Stats, &'a crate::config::SyncConfig)>,
 }
 
 /// The neighbours the workers learned from ARP and ND, as they reported
@@ -1075,9 +1073,7 @@ fn show_ha(cx: &mut Context<'_>) -> Response {
     let dropped: u64 = event_sum(cx, &cur, "ha_sync_dropped");
     let applied: u64 = event_sum(cx, &cur, "ha_sync_applied");
     let refused: u64 = event_sum(cx, &cur, "ha_sync_refused");
-    let (listen, peer) = sc.as_ref().map_or((String::new(), String::new()), |c| {
-        (c.listen.to_string(), c.peer.to_string())
-    });
+    let (listen, peer) = (sc.listen.to_string(), sc.peer.to_string());
     let text = format!(
         "sync {listen} -> peer {peer}: last message from the peer {}\n  sent {} messages, {} records, {} bytes ({} send errors)\n  received {} messages, {} records, {} bytes\n  refused: {} not from the peer, {} bad tag, {} malformed, {} stale, {} replayed\n  gaps {} messages; bulk syncs asked {}, served {}\n  records applied {}, refused {}, dropped (a ring full) {} sending, {} applying\n",
         ago.map_or("never".to_string(), |a| format!("{a:.1} s ago")),
