@@ -1011,29 +1011,10 @@ fn show_conntrack(
         let Some(&(core, Some(n))) = entries.get(i) else {
             continue; // not a gateway worker
         };
-        let mut flows: Vec<String> = Vec::new();
-        let mut entries = Vec::new();
-        let mut from = Some(0);
-        let mut cut = false;
-        while let Some(f) = from.filter(|_| flows.len() < limit) {
-            let max = limit - flows.len();
-            let asked = ask(tx, deadline, |reply| crate::worker::DumpRequest::List {
-                from: f,
-                max,
-                filter: *filter,
-                reply,
-            });
-            let (page, next) = match asked {
-                Ok(p) => p,
-                Err(why) => {
-                    cut = why == Unanswered::Deadline;
-                    break;
-                }
-            };
-            flows.extend(page.iter().map(|(f, e)| f.describe(*e)));
-            entries.extend(page.iter().map(|(f, e)| flow_json(f, *e)));
-            from = next;
-        }
+        let (listed, stopped) = list_flows(tx, deadline, filter, limit);
+        let cut = stopped == Some(Unanswered::Deadline);
+        let flows: Vec<String> = listed.iter().map(|(f, e)| f.describe(*e)).collect();
+        let entries: Vec<_> = listed.iter().map(|(f, e)| flow_json(f, *e)).collect();
         let limit_of = cap.get(i).and_then(|c| c.1).unwrap_or(0);
         let _ = writeln!(
             text,
@@ -1138,33 +1119,17 @@ fn state_save(cx: &mut Context<'_>, file: Option<&str>) -> Response {
     let mut all = Vec::new();
     let gateways = cx.workers.iter().filter(|w| w.routes);
     for (i, link) in gateways.enumerate() {
-        let mut flows = Vec::new();
-        let mut from = Some(0);
-        while let Some(f) = from {
-            let asked = ask(&link.dump, deadline, |reply| {
-                crate::worker::DumpRequest::List {
-                    from: f,
-                    max: usize::MAX,
-                    filter: pipeline::conntrack::Filter::default(),
-                    reply,
+        let filter = pipeline::conntrack::Filter::default();
+        let (flows, stopped) = list_flows(&link.dump, deadline, &filter, usize::MAX);
+        if let Some(why) = stopped {
+            return Response::error(format!(
+                "not written: gateway worker {i} {}",
+                if why == Unanswered::Deadline {
+                    "took too long to list its flows (10 s)"
+                } else {
+                    "did not answer"
                 }
-            });
-            match asked {
-                Ok((page, next)) => {
-                    flows.extend(page);
-                    from = next;
-                }
-                Err(why) => {
-                    return Response::error(format!(
-                        "not written: gateway worker {i} {}",
-                        if why == Unanswered::Deadline {
-                            "took too long to list its flows (10 s)"
-                        } else {
-                            "did not answer"
-                        }
-                    ))
-                }
-            }
+            ));
         }
         all.push((i as u16, flows));
     }
@@ -1179,6 +1144,36 @@ fn state_save(cx: &mut Context<'_>, file: Option<&str>) -> Response {
         ),
         Err(e) => Response::error(format!("not written: {e:#}")),
     }
+}
+
+/// A worker's flows that `filter` selects, a page a tick (asked through
+/// `tx` before `deadline`), until `limit` of them or the end of its
+/// table; and why the listing stopped short, if it did.
+fn list_flows(
+    tx: &Sender<crate::worker::DumpRequest>,
+    deadline: std::time::Instant,
+    filter: &pipeline::conntrack::Filter,
+    limit: usize,
+) -> (Vec<pipeline::conntrack::Listed>, Option<Unanswered>) {
+    let mut flows = Vec::new();
+    let mut from = Some(0);
+    while let Some(f) = from.filter(|_| flows.len() < limit) {
+        let max = limit - flows.len();
+        let asked = ask(tx, deadline, |reply| crate::worker::DumpRequest::List {
+            from: f,
+            max,
+            filter: *filter,
+            reply,
+        });
+        match asked {
+            Ok((page, next)) => {
+                flows.extend(page);
+                from = next;
+            }
+            Err(why) => return (flows, Some(why)),
+        }
+    }
+    (flows, None)
 }
 
 /// Why a worker's page of flows did not come.
