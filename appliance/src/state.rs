@@ -56,12 +56,6 @@ pub fn write(path: &Path, flows: &[(u16, Vec<Listed>)]) -> Result<u64> {
         .open(&tmp)
         .with_context(|| format!("creating {}", tmp.display()))?;
     let written = (|| -> Result<()> {
-        let mut crc = crc32fast::Hasher::new();
-        for (w, list) in flows {
-            for (f, left) in list {
-                crc.update(&Saved::of(f, *left, *w).encode());
-            }
-        }
         let now = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .unwrap_or_default()
@@ -71,16 +65,21 @@ pub fn write(path: &Path, flows: &[(u16, Vec<Listed>)]) -> Result<u64> {
         h[8..12].copy_from_slice(&VERSION.to_le_bytes());
         h[16..24].copy_from_slice(&now.to_le_bytes());
         h[24..32].copy_from_slice(&(n as u64).to_le_bytes());
-        h[32..36].copy_from_slice(&crc.finalize().to_le_bytes());
+        // The records' CRC goes in once they are written (bytes 32..36,
+        // zero until then).
+        let mut crc = crc32fast::Hasher::new();
         let mut out = std::io::BufWriter::with_capacity(1 << 20, &f);
         out.write_all(&h)?;
         for (w, list) in flows {
             for (f, left) in list {
-                out.write_all(&Saved::of(f, *left, *w).encode())?;
+                let r = Saved::of(f, *left, *w).encode();
+                crc.update(&r);
+                out.write_all(&r)?;
             }
         }
         out.flush()?;
         drop(out);
+        std::os::unix::fs::FileExt::write_all_at(&f, &crc.finalize().to_le_bytes(), 32)?;
         f.sync_all()?;
         std::fs::rename(&tmp, path)?;
         // The rename itself, on disk.
