@@ -18,7 +18,7 @@
 
 mod common;
 
-use common::{as_root, ctl_json, have, Killed, Nets};
+use common::{as_root, ctl_json, have, until, Killed, Nets};
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -153,14 +153,6 @@ fn start_box(n: &Nets, ns: &str, x: &str, dir: &Path) -> (Killed, Killed) {
 fn holds_vips(n: &Nets, ns: &str) -> bool {
     let a = n.sh(ns, "ip -4 -o addr show");
     a.contains("198.18.0.1/24") && a.contains("198.19.0.1/24")
-}
-
-fn until(what: &str, secs: u64, mut f: impl FnMut() -> bool) {
-    let t = Instant::now();
-    while !f() {
-        assert!(t.elapsed() < Duration::from_secs(secs), "{what}");
-        std::thread::sleep(Duration::from_millis(50));
-    }
 }
 
 #[test]

@@ -10,7 +10,7 @@
 
 mod common;
 
-use common::{as_root, ctl_json, have, Nets};
+use common::{as_root, ctl_json, have, until, Nets};
 use std::path::Path;
 use std::time::{Duration, Instant};
 
@@ -112,14 +112,6 @@ fn flows(sock: &Path) -> Vec<(u64, u64)> {
                 .collect()
         })
         .unwrap_or_default()
-}
-
-fn until(what: &str, secs: u64, mut f: impl FnMut() -> bool) {
-    let t = Instant::now();
-    while !f() {
-        assert!(t.elapsed() < Duration::from_secs(secs), "{what}");
-        std::thread::sleep(Duration::from_millis(50));
-    }
 }
 
 /// The pair's namespaces (`c` the client, `a` and `b` the boxes, `s` the

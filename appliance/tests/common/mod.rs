@@ -561,3 +561,14 @@ pub fn write_key(path: &Path, key: &[u8]) {
         .and_then(|mut f| f.write_all(key))
         .unwrap();
 }
+
+/// Waits until `f` holds, checking every 50 ms; fails naming `what`
+/// after `secs` seconds.
+#[allow(dead_code)] // Not every test binary waits so.
+pub fn until(what: &str, secs: u64, mut f: impl FnMut() -> bool) {
+    let t = Instant::now();
+    while !f() {
+        assert!(t.elapsed() < Duration::from_secs(secs), "{what}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
