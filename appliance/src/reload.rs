@@ -202,6 +202,11 @@ pub fn restart_needed(old: &Config, new: &Config) -> Vec<String> {
     if old.control_plane != new.control_plane {
         d.push("[control_plane]".into());
     }
+    // The state file is written at the stop the start's config names, and
+    // the sync thread runs with the start's addresses and key.
+    if old.state_file != new.state_file || old.sync != new.sync {
+        d.push("[ha]".into());
+    }
     let (a, b) = (&old.gateway, &new.gateway);
     if a.enabled != b.enabled {
         d.push("firewall/NAT on or off".into());

@@ -119,6 +119,14 @@ fn a_hundred_reloads_under_traffic_lose_nothing() {
         err.contains("restart is needed") && err.contains("port p0"),
         "{err}"
     );
+    // `[ha]` too: the state file and the sync are the start's.
+    std::fs::write(&cfg, format!("{a}\n[ha]\nstate_file = \"flows\"\n")).unwrap();
+    let (ok, _, err) = ctl(&sock, &["reload"]);
+    assert!(!ok);
+    assert!(
+        err.contains("restart is needed") && err.contains("[ha]"),
+        "{err}"
+    );
     assert_eq!(rules(&sock), n_a);
 
     // SIGHUP reloads too (the result goes to stderr).
