@@ -54,6 +54,7 @@ where
         .name(format!("worker-{core}"))
         .spawn(move || {
             pin(core, "worker");
+            crate::privilege::shed_thread();
             on_start();
             // Sleeps of the poll-mode policies end when asked, not up to
             // 50 µs later.
@@ -353,7 +354,10 @@ where
         Some(
             std::thread::Builder::new()
                 .name("sluice-mirror".into())
-                .spawn(move || crate::taps::run(taps, ends, &bell, sender, counters, &stop))
+                .spawn(move || {
+                    crate::privilege::shed_thread();
+                    crate::taps::run(taps, ends, &bell, sender, counters, &stop)
+                })
                 .context("spawning the TAP mirror thread")?,
         )
     };
@@ -524,6 +528,7 @@ where
             let core = cfg.generator_core;
             let spawned = gen
                 .spawn(move || {
+                    crate::privilege::shed_thread();
                     if let Some(c) = core {
                         pin(c, "the softnic generator");
                     }
@@ -586,8 +591,16 @@ where
         start_tsc: pmd::sys::rdtsc(),
         state: crate::manage::Turns::default(),
     };
-    // Every port is open and every worker polls: ready.
-    if m.notify.is_some() {
+    // Every port is open and every worker polls: what the run still needs
+    // of its privileges is kept, the rest dropped; then ready.
+    let keep = crate::privilege::kept(m.cfg);
+    // A drop that fails stops the run (cleanly) and fails it.
+    let dropped = crate::privilege::drop_after_start(m.cfg.run_as.as_ref(), &keep);
+    match &dropped {
+        Ok(line) => eprintln!("{line}"),
+        Err(_) => stop.store(true, Ordering::Release),
+    }
+    if m.notify.is_some() && dropped.is_ok() {
         let (status, polls) = (m.status(), m.polls());
         if let Some(n) = m.notify.as_mut() {
             n.ready(&status, polls);
@@ -675,5 +688,6 @@ where
     if panicked > 0 {
         return Err(anyhow!("{panicked} worker thread(s) panicked"));
     }
+    dropped.context("dropping privileges")?;
     Ok(summary)
 }

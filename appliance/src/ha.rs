@@ -274,7 +274,10 @@ pub fn start(
     let (peer, codec) = (cfg.peer, Codec::new(&cfg.key));
     let h = std::thread::Builder::new()
         .name("ha-sync".into())
-        .spawn(move || run(sock, peer, codec, workers, &st, &stop))
+        .spawn(move || {
+            crate::privilege::shed_thread();
+            run(sock, peer, codec, workers, &st, &stop)
+        })
         .context("spawning the HA sync thread")?;
     Ok((h, stats))
 }

@@ -45,6 +45,7 @@ pub mod metrics;
 pub mod ndr;
 pub mod netlink;
 pub mod poll;
+pub mod privilege;
 pub mod reload;
 pub mod rib;
 pub mod serve;

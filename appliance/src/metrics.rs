@@ -78,6 +78,7 @@ impl Server {
         let thread = std::thread::Builder::new()
             .name("metrics".into())
             .spawn(move || {
+                crate::privilege::shed_thread();
                 if let Err(e) = serve(Listener::Tcp(listener), Http { scrapes: tx }, LIMITS, &s) {
                     eprintln!("metrics endpoint: stopped: {e}");
                 }

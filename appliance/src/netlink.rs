@@ -373,7 +373,10 @@ pub fn start(cp: &ControlPlane) -> Result<Mirror> {
         let (cp, stats, stop) = (cp.clone(), stats.clone(), stop.clone());
         std::thread::Builder::new()
             .name("sluice-netlink".into())
-            .spawn(move || run(listen, &cp, &tx, &stats, &stop))
+            .spawn(move || {
+                crate::privilege::shed_thread();
+                run(listen, &cp, &tx, &stats, &stop)
+            })
             .context("netlink thread")?
     };
     Ok(Mirror {

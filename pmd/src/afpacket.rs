@@ -154,7 +154,7 @@ pub struct AfPacketConfig {
 fn err(what: &str, iface: &str) -> PortError {
     PortError::Io {
         path: format!("AF_PACKET {iface}: {what}"),
-        source: io::Error::last_os_error(),
+        error: io::Error::last_os_error(),
     }
 }
 

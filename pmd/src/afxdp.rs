@@ -105,7 +105,7 @@ impl Umem {
         if raw.is_null() {
             return Err(PortError::Io {
                 path: "AF_XDP UMEM".into(),
-                source: std::io::Error::from_raw_os_error(-err),
+                error: std::io::Error::from_raw_os_error(-err),
             });
         }
         Ok(Arc::new(Umem {
@@ -506,7 +506,7 @@ pub fn open(cfg: &AfXdpConfig, umem: &Arc<Umem>) -> Result<OpenPort, PortError> 
     if raw.is_null() {
         return Err(PortError::Io {
             path: format!("AF_XDP {}", cfg.iface),
-            source: std::io::Error::from_raw_os_error(-err),
+            error: std::io::Error::from_raw_os_error(-err),
         });
     }
     let xsk = Arc::new(Xsk {

@@ -326,12 +326,13 @@ pub enum PortError {
     #[error(transparent)]
     Pool(#[from] PoolError),
     /// A file could not be read or written.
-    #[error("{path}: {source}")]
+    #[error("{path}: {error}")]
     Io {
         /// The file.
         path: String,
-        /// What went wrong.
-        source: std::io::Error,
+        /// What went wrong (said in the message, so not a `source`: a
+        /// chain printed whole would say it twice).
+        error: std::io::Error,
     },
     /// A capture file could not be parsed.
     #[error("{path}: {msg}")]

@@ -50,7 +50,7 @@ pub fn inspect(path: &Path) -> Result<(usize, u64), PortError> {
 pub fn read_frames(path: &Path) -> Result<Vec<Vec<u8>>, PortError> {
     let io = |e: std::io::Error| PortError::Io {
         path: path.display().to_string(),
-        source: e,
+        error: e,
     };
     let perr = |msg: String| PortError::Pcap {
         path: path.display().to_string(),
@@ -268,7 +268,7 @@ pub fn open(cfg: &PcapConfig) -> Result<OpenPort, PortError> {
         Some(p) => {
             let f = File::create(p).map_err(|e| PortError::Io {
                 path: p.display().to_string(),
-                source: e,
+                error: e,
             })?;
             let hdr = PcapHeader {
                 datalink: DataLink::ETHERNET,

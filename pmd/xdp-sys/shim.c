@@ -9,19 +9,75 @@
  * names a chunk, and the kernel puts a frame XDP_PACKET_HEADROOM (256)
  * bytes into it. */
 #include <errno.h>
+#include <net/if.h>
+#include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
 #include <linux/if_link.h>
+#include <bpf/libbpf.h>
+#include <xdp/libxdp.h>
 #include <xdp/xsk.h>
+
+/* The XDP programs libxdp attached for the sockets, to detach at the end
+ * if libxdp could not (see sl_umem_delete). */
+#define SL_MAX_ATTACHED 256
+struct sl_attached {
+	int ifindex;
+	uint32_t prog_id;
+	uint32_t flags;
+};
 
 struct sl_umem {
 	struct xsk_umem *umem;
 	struct xsk_ring_prod fill;
 	struct xsk_ring_cons comp;
 	int first_taken;
+	struct sl_attached attached[SL_MAX_ATTACHED];
+	int nattached;
 };
+
+/* What libxdp and libbpf print: their warnings, with two cases said
+ * plainly. Without a BPF file system (bpffs) in the mount namespace (`ip
+ * netns exec` gives none) libxdp says three lines as if it had failed: it
+ * works, attaching Sluice's program alone instead of behind its dispatcher.
+ * Once privileges are dropped (src/privilege.rs) libxdp cannot take its
+ * lock in /run/xdp to count the program's sockets at the close: the shim
+ * detaches the program itself (sl_umem_delete). libbpf's informational
+ * lines (sections it skips in libxdp's object) are left out. */
+static int sl_said_no_bpffs;
+
+static int sl_libxdp_print(enum libxdp_print_level level, const char *fmt, va_list args)
+{
+	if (level == LIBXDP_DEBUG)
+		return 0;
+	char line[512];
+	vsnprintf(line, sizeof(line), fmt, args);
+	if (strstr(line, "No bpffs found") || strstr(line, "without a working bpffs") ||
+	    strstr(line, "without dispatcher")) {
+		if (!sl_said_no_bpffs) {
+			sl_said_no_bpffs = 1;
+			fprintf(stderr, "AF_XDP: no BPF file system at /sys/fs/bpf here: libxdp "
+					"attaches Sluice's XDP program alone (no other XDP program "
+					"can share the interface; mount bpffs for its dispatcher)\n");
+		}
+		return 0;
+	}
+	if (strstr(line, "Couldn't open lock directory") ||
+	    strstr(line, "decrementing xsk XDP prog refcount"))
+		return 0;
+	return fputs(line, stderr);
+}
+
+static int sl_libbpf_print(enum libbpf_print_level level, const char *fmt, va_list args)
+{
+	if (level != LIBBPF_WARN)
+		return 0;
+	fprintf(stderr, "libbpf: ");
+	return vfprintf(stderr, fmt, args);
+}
 
 struct sl_xsk {
 	struct xsk_socket *xsk;
@@ -43,6 +99,8 @@ struct sl_umem *sl_umem_create(void *area, uint64_t len, uint32_t chunk, uint32_
 		*err = -ENOMEM;
 		return NULL;
 	}
+	libxdp_set_print(sl_libxdp_print);
+	libbpf_set_print(sl_libbpf_print);
 	struct xsk_umem_config uc = {
 		.fill_size = ring,
 		.comp_size = ring,
@@ -65,6 +123,23 @@ void sl_umem_delete(struct sl_umem *u)
 	if (!u)
 		return;
 	xsk_umem__delete(u->umem);
+	/* libxdp detaches a program when its last socket closes, unless it
+	 * could not take its lock (privileges dropped): then each program it
+	 * attached is detached here, if it is still the one on the interface
+	 * (CAP_NET_ADMIN is enough). */
+	for (int i = 0; i < u->nattached; i++) {
+		struct sl_attached *a = &u->attached[i];
+		uint32_t now = 0;
+		if (bpf_xdp_query_id(a->ifindex, a->flags, &now) || now != a->prog_id)
+			continue;
+		int r = bpf_xdp_detach(a->ifindex, a->flags, NULL);
+		if (r) {
+			char name[IF_NAMESIZE] = "?";
+			if_indextoname(a->ifindex, name);
+			fprintf(stderr, "AF_XDP: %s: detaching the XDP program (id %u): %s\n", name,
+				a->prog_id, strerror(-r));
+		}
+	}
 	free(u);
 }
 
@@ -110,6 +185,17 @@ struct sl_xsk *sl_xsk_open(struct sl_umem *u, const char *ifname, uint32_t queue
 		return NULL;
 	}
 	u->first_taken = 1;
+	/* The program now on the interface, once per interface. */
+	int ifindex = if_nametoindex(ifname);
+	uint32_t flags = skb ? XDP_FLAGS_SKB_MODE : XDP_FLAGS_DRV_MODE, id = 0;
+	if (ifindex > 0 && !bpf_xdp_query_id(ifindex, flags, &id) && id) {
+		int seen = 0;
+		for (int i = 0; i < u->nattached; i++)
+			seen |= u->attached[i].ifindex == ifindex;
+		if (!seen && u->nattached < SL_MAX_ATTACHED)
+			u->attached[u->nattached++] =
+				(struct sl_attached){ .ifindex = ifindex, .prog_id = id, .flags = flags };
+	}
 	return x;
 }
 

@@ -27,8 +27,8 @@ pub use error::{shown, ConfigError, ConfigErrors};
 pub use files::MAX_CONFIG_BYTES;
 pub use schema::{PortRange, Prefix, QueueRef, Str};
 pub use typed::{
-    burst, duration, stats_period, Config, ControlPlane, FwdMode, PortConfig, PortKind, RunConfig,
-    WorkerConfig, MAX_DURATION_S, MAX_RATE_PPS, MIN_RATE_PPS,
+    burst, duration, stats_period, Config, ControlPlane, FwdMode, PortConfig, PortKind, RunAs,
+    RunConfig, WorkerConfig, MAX_DURATION_S, MAX_RATE_PPS, MIN_RATE_PPS,
 };
 
 use files::regular_file;
@@ -319,6 +319,7 @@ fn validate(cx: &mut Ctx<'_>, raw: RawFile, base: Option<&Path>) -> Config {
     let (metrics, control_socket) = check_management(cx, &raw, base);
     let state_file = check_ha(cx, &raw, base, gateway.enabled);
     let sync = check_sync(cx, &raw, base, gateway.enabled);
+    let run_as = check_service(cx, &raw, &ports);
     let taps = control_plane::taps(&raw, &ports, &router, cx);
     let punt_rules = control_plane::punt_rules(&raw, cx);
     let control_plane = control_plane::control_plane(&raw, &ports, &router, &taps, cx);
@@ -337,6 +338,7 @@ fn validate(cx: &mut Ctx<'_>, raw: RawFile, base: Option<&Path>) -> Config {
         control_plane,
         state_file,
         sync,
+        run_as,
         taps,
         punt_rules,
         text: "".into(),
@@ -490,6 +492,72 @@ fn check_ha(
         );
     }
     Some(p)
+}
+
+/// `[service] user` and `group`: names the host knows (looked up with the
+/// host checks), not root's.
+fn check_service(cx: &mut Ctx<'_>, raw: &RawFile, ports: &[PortConfig]) -> Option<RunAs> {
+    let s = &raw.service;
+    let Some(user) = &s.user else {
+        if let Some(g) = &s.group {
+            cx.err(g, "service.group", "a group needs `user` in [service]");
+        }
+        return None;
+    };
+    if ports
+        .iter()
+        .any(|p| matches!(p.kind, PortKind::Dpdk { .. }))
+    {
+        cx.err(
+            user,
+            "service.user",
+            "not with DPDK ports: the EAL's devices and hugepage files stay root's",
+        );
+        return None;
+    }
+    let mut run_as = RunAs {
+        user: user.get_ref().clone(),
+        group: s.group.as_ref().map(|g| g.get_ref().clone()),
+        uid: 0,
+        gid: 0,
+    };
+    if !cx.host {
+        return Some(run_as);
+    }
+    match nix::unistd::User::from_name(&run_as.user) {
+        Ok(Some(u)) if u.uid.is_root() => {
+            cx.err(user, "service.user", "is root: name the user to drop to");
+            return None;
+        }
+        Ok(Some(u)) => {
+            run_as.uid = u.uid.as_raw();
+            run_as.gid = u.gid.as_raw();
+        }
+        Ok(None) => {
+            let name = shown(&run_as.user, 64);
+            cx.err(user, "service.user", format!("no user {name} on this host"));
+            return None;
+        }
+        Err(e) => {
+            cx.err(user, "service.user", format!("looking it up: {e}"));
+            return None;
+        }
+    }
+    if let Some(g) = &s.group {
+        match nix::unistd::Group::from_name(g.get_ref()) {
+            Ok(Some(gr)) => run_as.gid = gr.gid.as_raw(),
+            Ok(None) => {
+                let name = shown(g.get_ref(), 64);
+                cx.err(g, "service.group", format!("no group {name} on this host"));
+                return None;
+            }
+            Err(e) => {
+                cx.err(g, "service.group", format!("looking it up: {e}"));
+                return None;
+            }
+        }
+    }
+    Some(run_as)
 }
 
 /// The shortest key `[ha] key_file` may hold (bytes).

@@ -368,10 +368,10 @@ fn pcap(cx: &mut Ctx<'_>, i: usize, p: &RawPort, base: Option<&Path>) -> PortKin
 /// A capture's error as an operator reads it.
 pub(super) fn pcap_error(e: &pmd::PortError) -> String {
     match e {
-        pmd::PortError::Io { path, source } if source.kind() == std::io::ErrorKind::NotFound => {
+        pmd::PortError::Io { path, error } if error.kind() == std::io::ErrorKind::NotFound => {
             format!("capture {path} does not exist")
         }
-        pmd::PortError::Io { path, source } => format!("cannot read capture {path}: {source}"),
+        pmd::PortError::Io { path, error } => format!("cannot read capture {path}: {error}"),
         pmd::PortError::Pcap { path, msg } if msg.contains("Error reading bytes") => format!(
             "capture {path} is cut short: it ends inside a packet record (a truncated file?)"
         ),

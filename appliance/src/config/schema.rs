@@ -187,6 +187,8 @@ pub(super) struct RawFile {
     pub(super) management: RawManagement,
     #[serde(default)]
     pub(super) ha: RawHa,
+    #[serde(default)]
+    pub(super) service: RawService,
     pub(super) control_plane: Option<Spanned<RawControlPlane>>,
     pub(super) firewall: Option<RawFirewall>,
     pub(super) conntrack: Option<RawConntrack>,
@@ -253,6 +255,16 @@ pub(super) struct RawHa {
     pub(super) peer: Option<Spanned<String>>,
     /// The shared key authenticating sync messages.
     pub(super) key_file: Option<Spanned<String>>,
+}
+
+/// `[service]`: how it runs as a system service.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawService {
+    /// The user it becomes once its ports are open (started as root).
+    pub(super) user: Option<Spanned<String>>,
+    /// That user's group (default: the user's own).
+    pub(super) group: Option<Spanned<String>>,
 }
 
 /// `[control_plane]`: the Linux control plane.

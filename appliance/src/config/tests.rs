@@ -578,3 +578,31 @@ fn a_mac_of_the_ports_own_is_right_with_mirrors() {
     assert!(warned(false));
     assert!(!warned(true));
 }
+
+#[test]
+fn service_user_is_looked_up_and_named_when_missing() {
+    let c = parse(
+        &format!("{GOOD}\n[service]\nuser = \"nobody\"\n"),
+        "t.toml",
+        None,
+    )
+    .unwrap();
+    let r = c.run_as.unwrap();
+    assert_eq!((r.user.as_str(), r.uid), ("nobody", 65534));
+    let e = errs(&format!("{GOOD}\n[service]\nuser = \"no-such-user-51\"\n"));
+    assert_eq!(
+        (e[0].key.as_str(), e[0].line),
+        ("service.user", 23),
+        "{}",
+        e[0]
+    );
+    assert!(e[0].msg.contains("no user no-such-user-51"), "{}", e[0]);
+    let e = errs(&format!("{GOOD}\n[service]\nuser = \"root\"\n"));
+    assert!(e[0].msg.contains("is root"), "{}", e[0]);
+    let e = errs(&format!(
+        "{GOOD}\n[service]\nuser = \"nobody\"\ngroup = \"no-such-group-51\"\n"
+    ));
+    assert_eq!(e[0].key, "service.group", "{}", e[0]);
+    let e = errs(&format!("{GOOD}\n[service]\ngroup = \"nogroup\"\n"));
+    assert!(e[0].msg.contains("needs `user`"), "{}", e[0]);
+}

@@ -227,6 +227,9 @@ pub struct Config {
     /// State sync with an HA peer (`[ha] listen`, `peer`, `key_file`; off
     /// when `None`).
     pub sync: Option<SyncConfig>,
+    /// Whom it becomes once started (`[service] user`, `group`; stays
+    /// who it was started as when `None`).
+    pub run_as: Option<RunAs>,
     /// TAP mirrors (`[control_plane] tap`): (router interface: a port or
     /// a VLAN sub-interface, TAP name), one per interface with addresses;
     /// empty when off.
@@ -555,4 +558,18 @@ impl std::fmt::Debug for SyncConfig {
             .field("key", &format_args!("({} bytes)", self.key.len()))
             .finish()
     }
+}
+
+/// `[service] user` and `group`: the user and group the appliance becomes
+/// once its ports are open (see [`crate::privilege`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RunAs {
+    /// The user's name, as written.
+    pub user: String,
+    /// The group's name, if one was written (else the user's own).
+    pub group: Option<String>,
+    /// Their ids, looked up when the host is checked (0 when it is not).
+    pub uid: u32,
+    /// See `uid`.
+    pub gid: u32,
 }

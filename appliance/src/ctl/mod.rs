@@ -219,6 +219,7 @@ impl Server {
         let thread = std::thread::Builder::new()
             .name("ctl".into())
             .spawn(move || {
+                crate::privilege::shed_thread();
                 if let Err(e) = serve(Listener::Unix(listener), Lines { commands: tx }, LIMITS, &s)
                 {
                     eprintln!("control socket: stopped: {e}");

@@ -119,7 +119,7 @@ impl Generator {
                     armed: AtomicBool::new(false),
                     efd: EventFd::new().map_err(|e| PortError::Io {
                         path: "eventfd".into(),
-                        source: e,
+                        error: e,
                     })?,
                     raised: Counter::default(),
                 })
