@@ -592,7 +592,7 @@ fn service_user_is_looked_up_and_named_when_missing() {
     let e = errs(&format!("{GOOD}\n[service]\nuser = \"no-such-user-51\"\n"));
     assert_eq!(
         (e[0].key.as_str(), e[0].line),
-        ("service.user", 23),
+        ("service.user", 19),
         "{}",
         e[0]
     );
