@@ -13,10 +13,14 @@ cd "$(dirname "$0")/.."
 # server and promtool) for the metrics endpoint's tests; tcpdump (libpcap's
 # filter compiler) and tshark for the capture tests; BIRD 2 for the BGP
 # session through Sluice's TAP mirrors (appliance/tests/bgp.rs);
-# keepalived for the HA pair's failover (appliance/tests/failover.rs).
+# keepalived for the HA pair's failover (appliance/tests/failover.rs);
+# systemd (systemd-analyze) for the unit's tests (appliance/tests/unit.rs);
+# dpkg-dev, lintian, adduser and man-db for the Debian package
+# (scripts/check-package.sh).
 PKGS=(dpdk dpdk-dev libdpdk-dev libclang-dev pkg-config
   iproute2 iputils-ping traceroute curl iperf3 python3 ethtool
-  libxdp-dev libbpf-dev prometheus tcpdump tshark bird2 keepalived)
+  libxdp-dev libbpf-dev prometheus tcpdump tshark bird2 keepalived
+  systemd dpkg-dev lintian adduser man-db)
 missing=()
 for p in "${PKGS[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
@@ -63,3 +67,6 @@ else
 fi
 # The fuzz targets (run them with cargo-fuzz, see README) must keep compiling.
 cargo check -q --manifest-path fuzz/Cargo.toml
+# The Debian package: built with cargo-deb, lintian, installed with dpkg,
+# run as its unit runs it, purged.
+scripts/check-package.sh

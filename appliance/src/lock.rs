@@ -19,7 +19,33 @@ use std::path::{Path, PathBuf};
 /// The locks one instance holds; dropping it releases them.
 #[derive(Debug)]
 pub struct InstanceLocks {
-    files: Vec<(String, File)>,
+    files: Vec<(String, LockFile)>,
+}
+
+/// A lock file held ([`take`]): locked while it lives; dropped, the file
+/// is removed (while still locked, and only if its path still names it)
+/// and the lock released, so no lock file stays after a stop.
+#[derive(Debug)]
+pub struct LockFile {
+    path: PathBuf,
+    file: File,
+}
+
+impl Drop for LockFile {
+    fn drop(&mut self) {
+        if names(&self.path, &self.file) {
+            let _ = std::fs::remove_file(&self.path);
+        }
+    }
+}
+
+/// Whether `path` (not followed) is the file `f` is open on.
+fn names(path: &Path, f: &File) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    match (std::fs::symlink_metadata(path), f.metadata()) {
+        (Ok(a), Ok(b)) => a.dev() == b.dev() && a.ino() == b.ino(),
+        _ => false,
+    }
 }
 
 /// Why the locks could not be taken.
@@ -192,7 +218,24 @@ pub enum Held {
 /// must be a regular file with one link, owned by this user: a symlink or
 /// a hard link planted by another user in a shared directory is refused,
 /// never truncated.
-pub fn take(path: &Path) -> Result<File, Held> {
+pub fn take(path: &Path) -> Result<LockFile, Held> {
+    // A holder removes its file as it stops: a file locked just after
+    // its holder let it go may be gone from the path, and is taken again.
+    for _ in 0..3 {
+        let f = take_once(path)?;
+        if names(path, &f) {
+            return Ok(LockFile {
+                path: path.to_path_buf(),
+                file: f,
+            });
+        }
+    }
+    Err(Held::Io(std::io::Error::other(
+        "removed three times as it was taken: another instance is starting and stopping",
+    )))
+}
+
+fn take_once(path: &Path) -> Result<File, Held> {
     use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
     let mut f = OpenOptions::new()
         .read(true)
@@ -255,7 +298,7 @@ pub fn take(path: &Path) -> Result<File, Held> {
 
 /// Takes the locks for every port of `cfg` in `dir` (see [`lock_dir`]).
 pub fn acquire(cfg: &Config, dir: &Path) -> Result<InstanceLocks, LockError> {
-    let mut files: Vec<(String, File)> = Vec::new();
+    let mut files: Vec<(String, LockFile)> = Vec::new();
     for p in &cfg.ports {
         for (key, what) in resources(&p.kind) {
             if files.iter().any(|(k, _)| *k == key) {
@@ -365,7 +408,9 @@ mod tests {
             std::fs::read_to_string(dir.join("plain.lock")).unwrap(),
             std::process::id().to_string()
         );
+        // Released, it is gone.
         drop(f);
+        assert!(!dir.join("plain.lock").exists());
         std::fs::remove_dir_all(&dir).unwrap();
     }
 

@@ -14,7 +14,7 @@ use std::sync::Arc;
 
 /// Sluice, a poll-mode packet forwarding appliance.
 #[derive(Parser)]
-#[command(version, about)]
+#[command(name = "sluice", version, about)]
 struct Cli {
     #[command(subcommand)]
     cmd: Cmd,
@@ -47,6 +47,7 @@ enum Cmd {
     /// Ask a running sluice what it is doing, or change it, through its
     /// control socket (`[management] socket`). `sluice ctl help` lists the
     /// commands; `sluice ctl top` refreshes `show cores` and `show ports`.
+    #[command(after_long_help = appliance::ctl::commands::HELP)]
     Ctl {
         /// The instance's control socket.
         #[arg(short, long, default_value = appliance::ctl::DEFAULT_SOCKET)]
@@ -81,6 +82,19 @@ enum Cmd {
     Bench {
         #[command(subcommand)]
         what: Bench,
+    },
+    /// Prints a shell's completion script for sluice (as the package
+    /// installs them: bash, zsh, fish).
+    Completions {
+        /// The shell.
+        shell: clap_complete::Shell,
+    },
+    /// Writes the manual pages (sluice(1), sluice-run(1), …) into DIR,
+    /// generated from this command line's definition.
+    #[command(hide = true)]
+    Man {
+        /// Where the pages go (created if missing).
+        dir: PathBuf,
     },
 }
 
@@ -153,9 +167,49 @@ fn main() -> ExitCode {
     }
 }
 
+/// The manual pages: `sluice.1`, and a page per subcommand at every level
+/// (`sluice-run.1`, `sluice-bench-ndr.1`), hidden ones left out.
+fn man_pages(dir: &std::path::Path) -> Result<Vec<PathBuf>> {
+    use clap::CommandFactory;
+    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    let mut written = Vec::new();
+    let mut todo = vec![(String::from("sluice"), Cli::command())];
+    while let Some((name, cmd)) = todo.pop() {
+        let cmd = cmd.name(name.clone());
+        for sub in cmd.get_subcommands().filter(|c| !c.is_hide_set()) {
+            if sub.get_name() != "help" {
+                todo.push((format!("{name}-{}", sub.get_name()), sub.clone()));
+            }
+        }
+        let path = dir.join(format!("{name}.1"));
+        let mut out = Vec::new();
+        clap_mangen::Man::new(cmd)
+            .date("2026-12-04")
+            .source(format!("sluice {}", env!("CARGO_PKG_VERSION")))
+            .manual("Sluice")
+            .render(&mut out)?;
+        std::fs::write(&path, out).with_context(|| format!("writing {}", path.display()))?;
+        written.push(path);
+    }
+    Ok(written)
+}
+
 fn real_main() -> Result<ExitCode> {
     let cli = Cli::parse();
     match cli.cmd {
+        Cmd::Completions { shell } => {
+            use clap::CommandFactory;
+            let mut out = Vec::new();
+            clap_complete::generate(shell, &mut Cli::command(), "sluice", &mut out);
+            let _ = appliance::ctl::client::out(&String::from_utf8_lossy(&out));
+            Ok(ExitCode::SUCCESS)
+        }
+        Cmd::Man { dir } => {
+            for p in man_pages(&dir)? {
+                eprintln!("{}", p.display());
+            }
+            Ok(ExitCode::SUCCESS)
+        }
         Cmd::Ctl {
             batch: Some(file),
             socket,

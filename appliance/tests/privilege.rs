@@ -16,7 +16,7 @@
 
 mod common;
 
-use common::{as_root, fresh_dir, have, Killed, Nets};
+use common::{as_root, fresh_dir, have, wait_with_stderr, Killed, Nets};
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::net::UnixDatagram;
 use std::process::{Command, Stdio};
@@ -348,29 +348,4 @@ fn stderr_of(child: Killed) -> String {
         .args(["-KILL", &child.0.id().to_string()])
         .status();
     wait_with_stderr(child).1
-}
-
-/// Waits up to 20 s for the child to exit (it was asked to; it is killed
-/// after that) and returns its exit code and what it printed on stderr.
-fn wait_with_stderr(mut child: Killed) -> (Option<i32>, String) {
-    use std::io::Read;
-    let mut e = child.0.stderr.take().unwrap();
-    let reader = std::thread::spawn(move || {
-        let mut err = String::new();
-        let _ = e.read_to_string(&mut err);
-        err
-    });
-    let mut code = None;
-    for _ in 0..200 {
-        if let Some(s) = child.0.try_wait().unwrap() {
-            code = Some(s.code());
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    let code = code.unwrap_or_else(|| {
-        let _ = child.0.kill();
-        child.0.wait().unwrap().code()
-    });
-    (code, reader.join().unwrap())
 }

@@ -168,7 +168,7 @@ pub struct Server {
     path: PathBuf,
     stop: Arc<AtomicBool>,
     thread: Option<JoinHandle<()>>,
-    _lock: std::fs::File,
+    _lock: crate::lock::LockFile,
 }
 
 impl Server {

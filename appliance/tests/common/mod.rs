@@ -572,3 +572,28 @@ pub fn until(what: &str, secs: u64, mut f: impl FnMut() -> bool) {
         std::thread::sleep(Duration::from_millis(50));
     }
 }
+
+/// Waits up to 20 s for the child to exit (it is killed after that) and
+/// returns its exit code and what it printed on stderr.
+pub fn wait_with_stderr(mut child: Killed) -> (Option<i32>, String) {
+    use std::io::Read;
+    let mut e = child.0.stderr.take().unwrap();
+    let reader = std::thread::spawn(move || {
+        let mut err = String::new();
+        let _ = e.read_to_string(&mut err);
+        err
+    });
+    let mut code = None;
+    for _ in 0..200 {
+        if let Some(s) = child.0.try_wait().unwrap() {
+            code = Some(s.code());
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let code = code.unwrap_or_else(|| {
+        let _ = child.0.kill();
+        child.0.wait().unwrap().code()
+    });
+    (code, reader.join().unwrap())
+}
