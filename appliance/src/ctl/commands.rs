@@ -70,6 +70,9 @@ commands:
   gen stop                   tester: stop sending
   reload                     read the config file again and apply rules, NAT,
                              routes, neighbours and poll policies (SIGHUP too)
+  debug wedge CORE SECONDS   fault injection (only with SLUICE_FAULT_INJECTION=1
+                             in sluice's environment): the worker stops
+                             polling for SECONDS, to test the watchdog
   help                       this list
 ";
 
@@ -188,6 +191,7 @@ pub fn run(args: &[String], cx: &mut Context<'_>) -> Response {
             Response::ok("counters cleared\n".into(), json!({ "cleared": true }))
         }
         ["set", "poll", core, policy, knobs @ ..] => set_poll(cx, core, policy, knobs),
+        ["debug", "wedge", core, secs] => wedge(cx, core, secs),
         ["set", "runtime", on @ ("on" | "off")] => set_runtime(cx, *on == "on", None),
         ["set", "runtime", on @ ("on" | "off"), core] => set_runtime(cx, *on == "on", Some(core)),
         ["show", "runtime"] => show_runtime(cx),
@@ -1143,6 +1147,42 @@ fn state_save(cx: &mut Context<'_>, file: Option<&str>) -> Response {
             json!({ "flows": n, "file": path.display().to_string() }),
         ),
         Err(e) => Response::error(format!("not written: {e:#}")),
+    }
+}
+
+/// `debug wedge CORE SECONDS`: fault injection, refused unless the
+/// process was started with `SLUICE_FAULT_INJECTION=1`. The worker on
+/// CORE stops polling for SECONDS (at most 60), as a worker stuck in a
+/// driver would: its packets wait or are missed, and the watchdog's pings
+/// stop (see [`crate::service`]).
+fn wedge(cx: &mut Context<'_>, core: &str, secs: &str) -> Response {
+    if std::env::var_os("SLUICE_FAULT_INJECTION").is_none_or(|v| v != "1") {
+        return Response::error(
+            "fault injection is off (start sluice with SLUICE_FAULT_INJECTION=1 to test the watchdog)",
+        );
+    }
+    let Ok(core) = core.parse::<usize>() else {
+        return Response::error(format!("`{core}` is not a core number"));
+    };
+    let Some(i) = cx.cfg.workers.iter().position(|w| w.core == core) else {
+        return Response::error(format!("no worker on core {core}"));
+    };
+    let d = match secs.parse::<f64>() {
+        Ok(s) if s > 0.0 && s <= 60.0 => std::time::Duration::from_secs_f64(s),
+        _ => return Response::error(format!("`{secs}`: seconds, above 0 and at most 60")),
+    };
+    match cx.workers[i]
+        .dump
+        .try_send(crate::worker::DumpRequest::Wedge(d))
+    {
+        Ok(()) => Response::ok(
+            format!(
+                "worker on core {core} wedged for {:.1} s\n",
+                d.as_secs_f64()
+            ),
+            json!({ "core": core, "seconds": d.as_secs_f64() }),
+        ),
+        Err(_) => Response::error(format!("worker on core {core} has a request pending")),
     }
 }
 

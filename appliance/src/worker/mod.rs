@@ -74,6 +74,11 @@ pub enum DumpRequest {
         filter: pipeline::conntrack::Filter,
         reply: crossbeam_channel::Sender<(u64, Option<usize>)>,
     },
+    /// Fault injection (`sluice ctl debug wedge`, only with
+    /// `SLUICE_FAULT_INJECTION=1`): the worker stops polling for this long,
+    /// as a worker stuck in a driver would, so that the watchdog's
+    /// reaction can be tested end to end.
+    Wedge(std::time::Duration),
 }
 
 /// Conntrack slots a worker scans for one page of a dump, in one tick
@@ -535,6 +540,7 @@ impl<B: PacketBuf, R: RxQueue<Buf = B>, T: TxQueue<Buf = B>, F: ForwardMode>
             }) => {
                 let _ = reply.try_send(self.fwd.delete_flows(from, DUMP_SCAN, &filter));
             }
+            Some(DumpRequest::Wedge(d)) => std::thread::sleep(d),
             None => {}
         }
         let mut applied = None;
