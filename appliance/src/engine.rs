@@ -380,7 +380,8 @@ where
         _ => None,
     };
     let mut installed = (0u64, 0u64);
-    let nrules = cfg.gateway.rules.len();
+    // The firewall's rules, then the NAT's entries (their hit counts).
+    let nrules = cfg.gateway.rules.len() + cfg.gateway.nat.entries();
     let mut hit_sinks: Vec<RuleHits> = Vec::new();
     // The netlink route mirror: a thread follows the kernel table, this
     // (the FIB's one writer) applies what it sees.

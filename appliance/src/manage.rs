@@ -330,6 +330,7 @@ impl Management<'_> {
             self.edit(cmd)
         } else {
             let rule_hits = self.rule_hits();
+            let nat_hits = self.nat_hits();
             let mut cx = crate::ctl::commands::Context {
                 cfg: &self.live.cfg,
                 tel: &mut self.tel,
@@ -338,6 +339,7 @@ impl Management<'_> {
                 ha: self.ha.as_deref().zip(self.cfg.sync.as_ref()),
                 netlink: self.netlink.as_ref().map(|m| (&*m.stats, &self.rib)),
                 rule_hits,
+                nat_hits,
                 workers: &self.links,
                 switched: None,
                 learned: &self.state.learned,
@@ -440,6 +442,25 @@ impl Management<'_> {
     /// Packets each firewall rule with `counter = true` matched so far.
     pub fn rule_hits(&self) -> Vec<(String, u64)> {
         rule_hits(&self.live.gateway, &self.live.hit_sinks)
+    }
+
+    /// New flows each NAT entry translated so far, all workers together
+    /// (`NatConfig::entries`' order: port forwards, 1:1 mappings, source
+    /// NAT rules).
+    pub fn nat_hits(&self) -> Vec<u64> {
+        let Some(g) = &self.live.gateway else {
+            return Vec::new();
+        };
+        let first = g.rules.rules().len();
+        (first..first + g.nat.entries())
+            .map(|i| {
+                self.live
+                    .hit_sinks
+                    .iter()
+                    .map(|h| h.get(i).map_or(0, |n| n.load(Ordering::Relaxed)))
+                    .sum()
+            })
+            .collect()
     }
 
     /// The running capture, if any (the engine ends it first at shutdown).
@@ -657,8 +678,17 @@ fn capture_command(
             return None;
         }
         Some("status") => match capture {
-            Some(c) => status(c.status()),
-            None => Response::error("no capture has run"),
+            Some(c) if c.running() => status(c.status()),
+            // Not running: said so first, then how the last one ended.
+            Some(c) => {
+                let mut r = status(c.status());
+                r.text = format!("no capture running; the last one: {}", r.text);
+                r
+            }
+            None => Response::ok(
+                "no capture running (none has run)\n".into(),
+                serde_json::json!({ "running": false }),
+            ),
         },
         Some("stop") => match capture {
             Some(c) if c.running() => {

@@ -321,7 +321,7 @@ pub fn commit(p: Prepared, old: &Config, workers: &[crate::worker::Link]) -> Rel
         if w.mode == config::FwdMode::L3fwd {
             let update: Option<Update> = match (&router, &gateway) {
                 (Some(r), Some(g)) => {
-                    let sink: RuleHits = (0..g.rules.rules().len())
+                    let sink: RuleHits = (0..g.rules.rules().len() + g.nat.entries())
                         .map(|_| AtomicU64::new(0))
                         .collect();
                     hit_sinks.push(sink.clone());

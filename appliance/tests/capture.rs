@@ -263,6 +263,26 @@ fn tshark_reads_what_was_forwarded() {
         .output()
         .unwrap();
     assert_eq!(String::from_utf8_lossy(&t.stdout).trim(), "30");
+    // The relay file (beside the socket) is gone, and not named.
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("done: 30 packets to standard output"), "{err}");
+    let relays = std::fs::read_dir(sock.parent().unwrap())
+        .unwrap()
+        .filter(|e| {
+            e.as_ref()
+                .unwrap()
+                .file_name()
+                .to_string_lossy()
+                .starts_with("sluice-capture-")
+        })
+        .count();
+    assert_eq!(relays, 0);
+    // Nothing running: said so, with how the last one ended.
+    let (ok, out) = ctl(&sock, &["capture", "status"]);
+    assert!(
+        ok && out.starts_with("no capture running; the last one: done: 30 packets"),
+        "{out}"
+    );
     let (ok, out) = ctl(&sock, &["capture", "--port", "in", "-w", "-"]);
     assert!(!ok && out.contains("needs --count or --duration"), "{out}");
 

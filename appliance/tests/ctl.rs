@@ -173,6 +173,15 @@ fn an_operator_drives_every_command() {
     );
     assert!(mm >= 1 && mh > mm, "{rules}");
     assert!(ok(&sock, &["show", "rules"]).contains("answered by the workers' memos"));
+    // Each rule's match as written in the config.
+    assert_eq!(
+        rules["rules"][0]["match"], "proto = \"tcp\", dport = 22, out = \"wan\"",
+        "{rules}"
+    );
+    assert_eq!(
+        rules["rules"][2]["match"],
+        "in = \"lan\", state = [\"new\", \"related\"]"
+    );
     assert!(ok(&sock, &["show", "config"]).contains("firewall:"));
     // Conntrack and NAT, from the worker that holds them.
     let ct = json(&sock, &["show", "conntrack", "--limit", "3"]);
@@ -256,6 +265,36 @@ fn an_operator_drives_every_command() {
     assert_eq!(nat["snat"], 1);
     assert!(nat["workers"][0]["mappings"].as_u64().unwrap() > 0, "{nat}");
     assert_eq!(nat["workers"][0]["ports"], 64_512, "{nat}");
+    // Its entries, tried in order, each with the flows it translated: the
+    // port forward none (nothing comes from the WAN), the masquerade every
+    // flow the worker mapped (the generator's, again after the clear).
+    let entries = nat["entries"].as_array().unwrap();
+    assert_eq!(entries.len(), 2, "{nat}");
+    assert_eq!(entries[0]["kind"], "dnat");
+    assert_eq!(
+        entries[0]["match"],
+        "in p1 tcp 198.19.0.1:8080 -> 198.18.0.10:80"
+    );
+    assert_eq!(entries[0]["flows"], 0);
+    assert_eq!(
+        entries[1]["match"],
+        "out p1 from 198.18.0.0/24 to masquerade"
+    );
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let nat = json(&sock, &["show", "nat"]);
+        let s = json(&sock, &["stats"]);
+        let flows = nat["entries"][1]["flows"].as_u64().unwrap();
+        let mapped = s["cores"][0]["events"]["nat_mapped"].as_u64().unwrap();
+        if flows == mapped && flows >= 10_000 {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{flows} flows, {mapped} mapped: {nat}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
 
     // `clear stats`: counting starts again.
     ok(&sock, &["clear", "stats"]);

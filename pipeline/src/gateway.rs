@@ -205,6 +205,9 @@ struct Open4 {
     /// Whether destination NAT applies, and its entry.
     dnat: bool,
     entry: usize,
+    /// The source NAT's entry (a 1:1 mapping's or a rule's,
+    /// [`NatConfig::entries`]' numbering; 0: none).
+    snat_entry: usize,
     /// The route: next hop, path, and whether it is multipath.
     nh: u32,
     hop: crate::fib::NextHop,
@@ -420,7 +423,7 @@ impl<C: StageClock> Gateway<C> {
             },
             ports,
             next_port: 0,
-            hits: vec![0; cfg.rules.rules().len()],
+            hits: vec![0; cfg.rules.rules().len() + cfg.nat.entries()],
             hits_out: None,
             fw_events: [0; firewall::Event::COUNT],
             memo: Memo::default(),
@@ -500,9 +503,9 @@ impl<C: StageClock> Gateway<C> {
         self.reroute(&u.router);
         self.rules = u.rules.clone();
         self.memo.clear();
-        self.hits = vec![0; self.rules.rules().len()];
-        self.hits_out = u.hits.clone();
         self.nat = u.nat.clone();
+        self.hits = vec![0; self.rules.rules().len() + self.nat.entries()];
+        self.hits_out = u.hits.clone();
         self.ports = self.nat.ports.slice(self.worker, self.workers);
         self.next_port = 0;
     }
@@ -526,9 +529,27 @@ impl<C: StageClock> Gateway<C> {
 
     /// Hits per rule.
     pub fn hits(&self) -> &[u64] {
-        &self.hits
+        &self.hits[..self.rules.rules().len()]
     }
 
+    /// New flows translated by each NAT entry ([`NatConfig::entries`]).
+    pub fn nat_hits(&self) -> &[u64] {
+        &self.hits[self.rules.rules().len()..]
+    }
+}
+
+/// Counts in `hits` (the firewall's `rules` rules, then the NAT's
+/// entries) a new flow translated by NAT entry `entry` (1-based; 0: none).
+#[inline]
+fn nat_hit(hits: &mut [u64], rules: usize, entry: usize) {
+    if entry != 0 {
+        if let Some(h) = hits.get_mut(rules + entry - 1) {
+            *h += 1;
+        }
+    }
+}
+
+impl<C: StageClock> Gateway<C> {
     /// This worker's source-NAT ports.
     pub fn port_range(&self) -> Option<PortRange> {
         self.ports

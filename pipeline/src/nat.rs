@@ -222,17 +222,38 @@ impl NatConfig {
 
     /// The 1:1 outside address of inside host `src`.
     pub fn static_out(&self, src: u32) -> Option<u32> {
+        self.static_out_entry(src).map(|(_, o)| o)
+    }
+
+    /// [`NatConfig::static_out`] with its entry (numbered as
+    /// [`NatConfig::dnat_entry`] numbers the statics).
+    pub fn static_out_entry(&self, src: u32) -> Option<(usize, u32)> {
         self.statics
             .iter()
-            .find(|s| s.inside == src)
-            .map(|s| s.outside)
+            .position(|s| s.inside == src)
+            .map(|i| (self.dnat.len() + i + 1, self.statics[i].outside))
     }
 
     /// The source NAT rule for a flow from `src` leaving on `out_port`.
     pub fn snat(&self, out_port: u16, src: u32) -> Option<&Snat> {
+        self.snat_entry(out_port, src).map(|(_, r)| r)
+    }
+
+    /// [`NatConfig::snat`] with its entry: numbered after the destination
+    /// NAT rules and the statics (1-based), as [`NatConfig::entries`]
+    /// counts them.
+    pub fn snat_entry(&self, out_port: u16, src: u32) -> Option<(usize, &Snat)> {
         self.snat
             .iter()
-            .find(|s| s.out_port == out_port && prefix::in4(src, s.src))
+            .position(|s| s.out_port == out_port && prefix::in4(src, s.src))
+            .map(|i| (self.dnat.len() + self.statics.len() + i + 1, &self.snat[i]))
+    }
+
+    /// How many entries count their new flows (`sluice ctl show nat`):
+    /// the destination NAT rules, the 1:1 mappings (both ways), the source
+    /// NAT rules, in that order.
+    pub fn entries(&self) -> usize {
+        self.dnat.len() + self.statics.len() + self.snat.len()
     }
 }
 

@@ -138,8 +138,14 @@ fn capture(
         if matches!(a.as_str(), "-w" | "--write") {
             if let Some(f) = it.next() {
                 let abs = if f == "-" {
-                    let t = std::env::temp_dir()
-                        .join(format!("sluice-capture-{}.pcapng", std::process::id()));
+                    // Beside the control socket: a directory the appliance
+                    // writes (its RuntimeDirectory under systemd, whose
+                    // /tmp is private to it) and this client reads.
+                    let dir = socket
+                        .parent()
+                        .filter(|d| !d.as_os_str().is_empty())
+                        .map_or_else(std::env::temp_dir, std::path::Path::to_path_buf);
+                    let t = dir.join(format!("sluice-capture-{}.pcapng", std::process::id()));
                     stream = Some(t.clone());
                     t
                 } else if std::path::Path::new(f).is_absolute() {
@@ -189,7 +195,11 @@ fn capture(
                 if let Some(p) = &stream {
                     copy(&mut follow);
                     let _ = std::fs::remove_file(p);
-                    eprint!("{}", r.text);
+                    // The file was a relay, gone now: say where it went.
+                    eprint!(
+                        "{}",
+                        r.text.replace(&p.display().to_string(), "standard output")
+                    );
                 } else {
                     let _ = out(&r.text);
                 }

@@ -90,6 +90,9 @@ pub struct Context<'a> {
     pub netlink: Option<(&'a crate::netlink::Stats, &'a crate::rib::Rib)>,
     /// Hit counts of the rules with `counter = true`.
     pub rule_hits: Vec<(String, u64)>,
+    /// New flows each NAT entry translated (port forwards, 1:1 mappings,
+    /// source NAT rules).
+    pub nat_hits: Vec<u64>,
     /// Per worker (config order): the ways to it (policies, updates for
     /// `set runtime`, flow dumps, generators).
     pub workers: &'a [crate::worker::Link],
@@ -723,17 +726,23 @@ fn show_rules(cx: &mut Context<'_>) -> Response {
             .iter()
             .find(|(o, _)| *o == r.origin)
             .map(|(_, n)| *n);
+        let m = written(&cx.cfg.text, &cx.cfg.source, &r.origin);
         let _ = writeln!(
             text,
-            "  {:>5} {:<7} {:<32} {}",
+            "  {:>5} {:<7} {:<32} {}\n        {}",
             i,
             action(&r.action),
             r.origin,
-            hits.map_or_else(|| "-".to_string(), |n| format!("{n} packets"))
+            hits.map_or_else(|| "-".to_string(), |n| format!("{n} packets")),
+            m.as_deref().unwrap_or("(as in the rule file)")
         );
-        data.push(
-            json!({ "index": i, "action": action(&r.action), "origin": r.origin, "hits": hits }),
-        );
+        data.push(json!({
+            "index": i,
+            "action": action(&r.action),
+            "origin": r.origin,
+            "match": m,
+            "hits": hits,
+        }));
     }
     Response::ok(
         text,
@@ -744,6 +753,84 @@ fn show_rules(cx: &mut Context<'_>) -> Response {
             "memo_misses": misses,
         }),
     )
+}
+
+/// A rule as written in the config (`text`, from `source`): the keys of
+/// the `[[firewall.rule]]` table at `origin` (`FILE:LINE`, the table's
+/// header), comments left out, `action` and `counter` too (said apart),
+/// on one line: `proto = "tcp", dport = 22, out = "wan"`. `None` for a
+/// rule from another file (ClassBench rule files).
+fn written(text: &str, source: &str, origin: &str) -> Option<String> {
+    let (file, line) = origin.rsplit_once(':')?;
+    if file != source {
+        return None;
+    }
+    let line: usize = line.parse().ok()?;
+    let mut keys: Vec<String> = Vec::new();
+    // Brackets open at the end of the last line: a value over several.
+    let mut open = 0i32;
+    for l in text.lines().skip(line) {
+        let l = uncommented(l).trim();
+        if open > 0 {
+            open += depth(l);
+            if let Some(last) = keys.last_mut() {
+                if !l.is_empty() {
+                    last.push(' ');
+                    last.push_str(l);
+                }
+            }
+            continue;
+        }
+        if l.starts_with('[') {
+            break;
+        }
+        open = depth(l);
+        let key = l.split('=').next().unwrap_or("").trim();
+        if l.is_empty() || key == "action" || key == "counter" {
+            // A multi-line value of these is skipped whole.
+            if open > 0 {
+                keys.push(String::new());
+            }
+            continue;
+        }
+        keys.push(l.to_string());
+    }
+    keys.retain(|k| !k.is_empty() && !k.starts_with("action") && !k.starts_with("counter"));
+    Some(if keys.is_empty() {
+        "(everything)".into()
+    } else {
+        keys.join(", ")
+    })
+}
+
+/// Brackets `l` opens less those it closes (outside strings).
+fn depth(l: &str) -> i32 {
+    let mut quote = None;
+    let mut d = 0;
+    for c in l.chars() {
+        match (quote, c) {
+            (None, '"' | '\'') => quote = Some(c),
+            (Some(q), c) if c == q => quote = None,
+            (None, '[' | '{') => d += 1,
+            (None, ']' | '}') => d -= 1,
+            _ => {}
+        }
+    }
+    d
+}
+
+/// `l` without its `#` comment (a `#` inside a string is kept).
+fn uncommented(l: &str) -> &str {
+    let mut quote = None;
+    for (i, c) in l.char_indices() {
+        match (quote, c) {
+            (None, '#') => return &l[..i],
+            (None, '"' | '\'') => quote = Some(c),
+            (Some(q), c) if c == q => quote = None,
+            _ => {}
+        }
+    }
+    l
 }
 
 fn set_poll(cx: &mut Context<'_>, core: &str, policy: &str, knobs: &[&str]) -> Response {
@@ -1327,6 +1414,8 @@ fn show_nat(cx: &mut Context<'_>) -> Response {
         nat.ports.lo,
         nat.ports.hi
     );
+    let (entries, data_entries) = nat_entries(cx);
+    text.push_str(&entries);
     let cur = cx.tel.snapshot();
     let mappings = gauge(cx, &cur, "nat_mappings");
     let ports = gauge(cx, &cur, "nat_ports");
@@ -1347,15 +1436,115 @@ fn show_nat(cx: &mut Context<'_>) -> Response {
             "dnat": nat.dnat.len(),
             "static": nat.statics.len(),
             "ports": [nat.ports.lo, nat.ports.hi],
+            "entries": data_entries,
             "workers": data,
         }),
     )
+}
+
+/// The NAT's entries as `show nat` lists them, each with the new flows it
+/// translated (since it was loaded: a reload counts afresh): port
+/// forwards, 1:1 mappings (flows either way), source NAT rules, in the
+/// order they are tried.
+fn nat_entries(cx: &Context<'_>) -> (String, Vec<serde_json::Value>) {
+    use pipeline::nat::SnatTo;
+    let nat = &cx.cfg.gateway.nat;
+    let name = |p: u16| {
+        cx.cfg
+            .router
+            .names
+            .get(usize::from(p))
+            .cloned()
+            .unwrap_or_else(|| format!("port {p}"))
+    };
+    let ip = |a: u32| std::net::Ipv4Addr::from(a).to_string();
+    let proto = |p: u8| match p {
+        1 => "icmp".to_string(),
+        6 => "tcp".to_string(),
+        17 => "udp".to_string(),
+        n => format!("proto {n}"),
+    };
+    let mut lines: Vec<(&str, String, serde_json::Value)> = Vec::new();
+    for d in &nat.dnat {
+        let mut m = String::new();
+        if let Some(p) = d.in_port {
+            let _ = write!(m, "in {} ", name(p));
+        }
+        if let Some(p) = d.proto {
+            let _ = write!(m, "{} ", proto(p));
+        }
+        let port = |p: Option<u16>| p.map_or(String::new(), |p| format!(":{p}"));
+        let _ = write!(
+            m,
+            "{}{} -> {}{}",
+            ip(d.dst),
+            port(d.dport),
+            ip(d.to),
+            port(d.to_port)
+        );
+        lines.push((
+            "port forward",
+            m.clone(),
+            json!({ "kind": "dnat", "match": m }),
+        ));
+    }
+    for st in &nat.statics {
+        let m = format!("{} <-> {}", ip(st.inside), ip(st.outside));
+        lines.push(("1:1", m.clone(), json!({ "kind": "static", "match": m })));
+    }
+    for r in &nat.snat {
+        let to = match &r.to {
+            SnatTo::Masquerade => "masquerade".to_string(),
+            SnatTo::Pool(p) => {
+                let all: Vec<String> = p.iter().map(|&a| ip(a)).collect();
+                format!("pool {}", all.join(", "))
+            }
+        };
+        let m = format!(
+            "out {} from {}/{} to {to}",
+            name(r.out_port),
+            ip(r.src.0),
+            r.src.1
+        );
+        lines.push(("source", m.clone(), json!({ "kind": "snat", "match": m })));
+    }
+    let mut text = String::new();
+    let mut data = Vec::new();
+    for (i, (kind, m, mut j)) in lines.into_iter().enumerate() {
+        let hits = cx.nat_hits.get(i).copied().unwrap_or(0);
+        let _ = writeln!(text, "  {:>5} {kind:<12} {m:<48} {hits} flows", i + 1);
+        j["index"] = json!(i + 1);
+        j["flows"] = json!(hits);
+        data.push(j);
+    }
+    (text, data)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::txgen::GenSize;
+
+    /// `show rules` prints a rule's keys as written, comments, `action`
+    /// and `counter` left out; a rule from another file has none here.
+    #[test]
+    fn a_rule_is_shown_as_written() {
+        let text = "[run]\nduration = 1\n\n[[firewall.rule]]\naction = \"accept\" # ok\nproto = \"tcp\"\ndport = 22   # ssh\ncomment = \"a # in a string\"\ncounter = true\n\n[[firewall.rule]]\naction = \"drop\"\n";
+        assert_eq!(
+            written(text, "t.toml", "t.toml:4").as_deref(),
+            Some("proto = \"tcp\", dport = 22, comment = \"a # in a string\"")
+        );
+        assert_eq!(
+            written(text, "t.toml", "t.toml:11").as_deref(),
+            Some("(everything)")
+        );
+        assert_eq!(written(text, "t.toml", "rules.txt:3"), None);
+        let text = "[[firewall.rule]]\naction = \"accept\"\nsrc = [\n  \"10.0.0.0/8\", # inside\n  \"192.168.0.0/16\",\n]\ndport = 80\n";
+        assert_eq!(
+            written(text, "t.toml", "t.toml:1").as_deref(),
+            Some("src = [ \"10.0.0.0/8\", \"192.168.0.0/16\", ], dport = 80")
+        );
+    }
 
     /// `gen start` takes a size in bytes or `imix`, and refuses others.
     #[test]

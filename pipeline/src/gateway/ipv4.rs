@@ -345,6 +345,7 @@ impl<C: StageClock> Gateway<C> {
             dport,
             dnat,
             entry,
+            snat_entry,
             nh,
             hop,
             multi,
@@ -416,6 +417,9 @@ impl<C: StageClock> Gateway<C> {
                 let to = if f.nat() { f.translated(false) } else { t };
                 if f.nat() {
                     self.nat_events[nat::Event::Mapped as usize] += 1;
+                    let rules = self.rules.rules().len();
+                    super::nat_hit(&mut self.hits, rules, entry);
+                    super::nat_hit(&mut self.hits, rules, snat_entry);
                     let ip = Ipv4Packet::new_unchecked(&pkt.bytes()[ETH..]);
                     if !too_big4(
                         &self.router,
@@ -498,21 +502,26 @@ impl<C: StageClock> Gateway<C> {
         // Source NAT: the reply tuple, worked out before the rules are
         // matched (it does not depend on their verdict).
         let mut reply = tuple4(dst, src, dport, t.sport, proto);
+        let mut snat_entry = 0;
         let snat_addr = if dnat && out == in_port {
             self.router.source4(out).map(|(a, _)| u32::from(a))
-        } else if let Some(o) = self.nat.static_out(src) {
+        } else if let Some((e, o)) = self.nat.static_out_entry(src) {
             reply.dst = v4(o);
+            snat_entry = e;
             None
         } else {
-            match self.nat.snat(out, src) {
-                Some(r) => match &r.to {
-                    SnatTo::Masquerade => self.router.source4(out).map(|(a, _)| u32::from(a)),
-                    SnatTo::Pool(p) if !p.is_empty() => {
-                        let hsh = src.wrapping_mul(0x9e37_79b1) >> 16;
-                        Some(p[hsh as usize % p.len()])
+            match self.nat.snat_entry(out, src) {
+                Some((e, r)) => {
+                    snat_entry = e;
+                    match &r.to {
+                        SnatTo::Masquerade => self.router.source4(out).map(|(a, _)| u32::from(a)),
+                        SnatTo::Pool(p) if !p.is_empty() => {
+                            let hsh = src.wrapping_mul(0x9e37_79b1) >> 16;
+                            Some(p[hsh as usize % p.len()])
+                        }
+                        SnatTo::Pool(_) => None,
                     }
-                    SnatTo::Pool(_) => None,
-                },
+                }
                 None => None,
             }
         };
@@ -532,6 +541,7 @@ impl<C: StageClock> Gateway<C> {
             dport,
             dnat,
             entry,
+            snat_entry,
             nh,
             hop,
             multi,
