@@ -781,6 +781,19 @@ fn static_nat_keeps_ports() {
     assert_eq!(g.process(&mut f, 1), Verdict::Forward(0));
     assert_eq!(addrs(&f), (a(SERVER), 7, a(CLIENT2), 22));
     assert!(valid(&f));
+    // New flows per NAT entry (port forward, 1:1, masquerade): the 1:1
+    // mapping translated one flow each way; a flow from another inside
+    // host is masqueraded; one to the port forward is forwarded; a
+    // packet of a flow already open counts nothing.
+    assert_eq!(g.nat_hits(), [0, 2, 0]);
+    let mut f = pkt(R0, CLIENT, 5001, SERVER, 80, 6, 0x02, &[]);
+    assert_eq!(g.process(&mut f, 0), Verdict::Forward(1));
+    let mut f = pkt(R1, SERVER, 9, OUTSIDE, 8080, 6, 0x02, &[]);
+    assert_eq!(g.process(&mut f, 1), Verdict::Forward(0));
+    let mut f = pkt(R1, SERVER, 9, OUTSIDE, 8080, 6, 0x10, &[]);
+    g.process(&mut f, 1);
+    assert_eq!(g.nat_hits(), [1, 2, 1]);
+    assert!(g.hits().is_empty(), "no firewall rules");
 }
 
 #[test]
