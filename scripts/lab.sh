@@ -19,7 +19,10 @@
 # vdevs (a sluice built with `--features dpdk`); that PMD does not report
 # the frames its kernel rings dropped, so its port counters are not
 # compared with the peers'. With --afxdp the ports are AF_XDP sockets (a
-# sluice built with `--features afxdp`).
+# sluice built with `--features afxdp`). With SLUICE_AS=USER in the
+# environment Sluice, started as root, becomes USER once its ports are open
+# (`[service] user`), and the lab checks that it did (`privileges:` on its
+# stderr) and that every check passes so.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 DPDK=0 AFXDP=0
@@ -46,6 +49,10 @@ if [ "$AFXDP" = 1 ]; then
   # The shipped config with its two AF_PACKET ports as AF_XDP sockets.
   lab_afxdp_config "$CONFIG" "$WORK/router-nat-afxdp.toml"
   CONFIG=$WORK/router-nat-afxdp.toml
+fi
+if [ -n "${SLUICE_AS:-}" ]; then
+  { cat "$CONFIG"; printf '\n[service]\nuser = "%s"\n' "$SLUICE_AS"; } > "$WORK/as-user.toml"
+  CONFIG=$WORK/as-user.toml
 fi
 SLUICE_PID=
 FAILS=0
@@ -230,6 +237,14 @@ kill -INT "$SLUICE_PID"
 wait "$SLUICE_PID"
 src=$?
 SLUICE_PID=
+if [ -n "${SLUICE_AS:-}" ]; then
+  uid=$(id -u "$SLUICE_AS")
+  if grep -q "^privileges: uid $uid, gid $(id -g "$SLUICE_AS"), capabilities kept: " "$WORK/sluice.err"; then
+    pass "ran as $SLUICE_AS: $(grep '^privileges:' "$WORK/sluice.err")"
+  else
+    fail "did not become $SLUICE_AS: $(grep '^privileges:' "$WORK/sluice.err")"
+  fi
+fi
 summary=$(tail -1 "$WORK/sluice.json")
 read -r offered balanced handed injected held_sent oow ignored <<< "$(python3 -c '
 import json, sys
