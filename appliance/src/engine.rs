@@ -271,16 +271,19 @@ where
         let learned = (w.mode == FwdMode::L3fwd).then(|| (setups.len(), learned_tx.clone()));
         let save =
             (keeps_state && w.mode == FwdMode::L3fwd).then(|| (gateway_index, saved_tx.clone()));
-        let sync = (syncs && w.mode == FwdMode::L3fwd).then(|| {
-            let (thread, ends) = crate::ha::rings();
+        let sync = if syncs && w.mode == FwdMode::L3fwd {
+            let (thread, ends) = crate::ha::rings().context("the HA sync rings' bell")?;
             sync_threads.push(thread);
             sync_logs.push(Some(ends.log));
-            worker::HaSync {
+            Some(worker::HaSync {
                 apply: ends.apply,
                 bulk: ends.bulk,
+                waker: ends.waker,
                 cursor: None,
-            }
-        });
+            })
+        } else {
+            None
+        };
         gateway_index += u16::from(w.mode == FwdMode::L3fwd);
         setups.push(WorkerSetup {
             learned,

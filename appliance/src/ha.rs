@@ -56,8 +56,6 @@ pub const MAX_SKEW: Duration = Duration::from_secs(30);
 const RCVBUF: usize = 32 << 20;
 /// Records a worker's ring holds, each way.
 pub const RING: usize = 16384;
-/// Slots of its table a worker walks per tick for a bulk sync.
-pub const BULK_SCAN: usize = 65536;
 
 /// What the sync thread has done (`sluice ctl show ha`, the metrics).
 #[derive(Debug, Default)]
@@ -93,6 +91,39 @@ pub struct Stats {
     pub last_received_ns: AtomicU64,
     /// Send errors (the sync link down, no route).
     pub send_errors: AtomicU64,
+    /// The sync lag of each message of changes: from the peer's send time
+    /// to its receipt here (µs; the two clocks' offset included). Its
+    /// records reach their worker's ring then, and are applied within a
+    /// round (a blocked worker woken); they waited at most the peer's 1 ms
+    /// loop before the send. Written by the sync thread a message at a
+    /// time, read by `show ha` and the metrics.
+    pub lag: std::sync::Mutex<Option<hdrhistogram::Histogram<u64>>>,
+}
+
+impl Stats {
+    /// The sync lag's median, 99th percentile and maximum (seconds), and
+    /// the messages measured; `None` before the first.
+    pub fn lag(&self) -> Option<([f64; 3], u64)> {
+        let h = self.lag.lock().unwrap_or_else(|e| e.into_inner());
+        let h = h.as_ref().filter(|h| !h.is_empty())?;
+        let s = |us: u64| us as f64 / 1e6;
+        Some((
+            [
+                s(h.value_at_quantile(0.5)),
+                s(h.value_at_quantile(0.99)),
+                s(h.max()),
+            ],
+            h.len(),
+        ))
+    }
+
+    fn record_lag(&self, us: u64) {
+        let mut h = self.lag.lock().unwrap_or_else(|e| e.into_inner());
+        let h = h.get_or_insert_with(|| {
+            hdrhistogram::Histogram::new_with_bounds(1, 60_000_000, 2).expect("valid bounds")
+        });
+        let _ = h.record(us.clamp(1, 60_000_000));
+    }
 }
 
 /// The sync thread's ends of one gateway worker's rings.
@@ -101,6 +132,8 @@ pub struct ThreadEnds {
     pub from: rtrb::Consumer<Change>,
     /// The peer's changes, for the worker to apply.
     pub to: rtrb::Producer<Change>,
+    /// Rung after changes were queued in `to`, if the worker is blocked.
+    pub waker: Arc<crate::worker::Waker>,
     /// Set to have the worker walk its table into its ring.
     pub bulk: Arc<AtomicBool>,
 }
@@ -113,21 +146,30 @@ pub struct WorkerEnds {
     pub apply: rtrb::Consumer<Change>,
     /// Set when the peer asked for a bulk sync.
     pub bulk: Arc<AtomicBool>,
+    /// Its bell for the peer's changes.
+    pub waker: Arc<crate::worker::Waker>,
 }
 
 /// The rings between the sync thread and one worker.
-pub fn rings() -> (ThreadEnds, WorkerEnds) {
+pub fn rings() -> std::io::Result<(ThreadEnds, WorkerEnds)> {
     let (log, from) = rtrb::RingBuffer::new(RING);
     let (to, apply) = rtrb::RingBuffer::new(RING);
     let bulk = Arc::new(AtomicBool::new(false));
-    (
+    let waker = Arc::new(crate::worker::Waker::new()?);
+    Ok((
         ThreadEnds {
             from,
             to,
             bulk: bulk.clone(),
+            waker: waker.clone(),
         },
-        WorkerEnds { log, apply, bulk },
-    )
+        WorkerEnds {
+            log,
+            apply,
+            bulk,
+            waker,
+        },
+    ))
 }
 
 fn now_ns() -> u64 {
@@ -245,6 +287,11 @@ impl Codec {
                     let flow = Saved::decode(rec).map_err(|_| &stats.malformed)?;
                     out.push(Change { kind, flow });
                 }
+                // The lag of a message that carries changes (the empty
+                // keepalive says nothing of it).
+                if count > 0 {
+                    stats.record_lag(now_ns().saturating_sub(sent) / 1000);
+                }
                 Ok(Received::Changes(out))
             }
             _ => Err(&stats.malformed),
@@ -334,6 +381,7 @@ fn run(
         }
         // What came, for at most a millisecond's wait.
         let (mut wanted_bulk, mut new_peer) = (false, false);
+        let mut queued = vec![false; workers.len()];
         for _ in 0..4096 {
             let (n, from) = match sock.recv_from(&mut buf) {
                 Ok(x) => x,
@@ -379,11 +427,20 @@ fn run(
                                 if workers[w].to.push(c).is_err() {
                                     stats.apply_dropped.fetch_add(1, Ordering::Relaxed);
                                     wanted_bulk = true;
+                                } else {
+                                    queued[w] = true;
                                 }
                             }
                         }
                     }
                 }
+            }
+        }
+        // A worker blocked on its interrupts applies what was queued for
+        // it now, not at its next 10 ms tick.
+        for (w, q) in workers.iter().zip(&queued) {
+            if *q {
+                w.waker.wake();
             }
         }
         // A peer new to this side: its table now. A gap or a full ring:

@@ -488,6 +488,16 @@ fn ha(f: &mut Families, st: &crate::ha::Stats) {
             g(v),
         );
     }
+    if let Some((q, _)) = st.lag() {
+        for (stat, v) in [("p50", q[0]), ("p99", q[1]), ("max", q[2])] {
+            f.gauge(
+                "sluice_ha_sync_lag_seconds",
+                "State sync: from the peer's send time to this box's receipt of its messages of changes, since start: median (p50), 99th percentile (p99), maximum (max).",
+                &[("stat", stat)],
+                v,
+            );
+        }
+    }
     f.counter(
         "sluice_ha_gaps_total",
         "State-sync messages the peer sent that never came (sequence gaps).",

@@ -215,6 +215,9 @@ fn the_standby_holds_the_actives_flows() {
     assert!(ha["received"]["records"].as_u64() >= Some(1), "{ha}");
     assert_eq!(ha["refused"]["bad_tag"], 0, "{ha}");
     assert_eq!(ha["apply_refused"], 0, "{ha}");
+    // Its lag measured (one clock here: the send to the receipt).
+    assert!(ha["lag_s"]["messages"].as_u64() >= Some(1), "{ha}");
+    assert!(ha["lag_s"]["p99"].as_f64().unwrap() < 1.0, "{ha}");
 
     // Forged on the sync link, from A's address, with another key (and
     // from another address): refused, counted, nothing opened.
@@ -242,6 +245,10 @@ fn the_standby_holds_the_actives_flows() {
             "{text}"
         );
         assert!(text.contains("sluice_ha_records_total{direction=\"received\"}"));
+        assert!(
+            text.contains("sluice_ha_sync_lag_seconds{stat=\"p99\"}"),
+            "{text}"
+        );
         assert!(text.contains("event=\"ha_sync_applied\""), "{text}");
         if have("promtool") {
             common::promtool_accepts(&text);

@@ -1146,8 +1146,17 @@ fn show_ha(cx: &mut Context<'_>) -> Response {
     let applied: u64 = event_sum(cx, &cur, "ha_sync_applied");
     let refused: u64 = event_sum(cx, &cur, "ha_sync_refused");
     let (listen, peer) = (sc.listen.to_string(), sc.peer.to_string());
+    let lag = st.lag();
+    let lag_line = lag.map_or("no changes received yet".to_string(), |(q, n)| {
+        format!(
+            "p50 {:.2} ms, p99 {:.2} ms, max {:.2} ms over {n} messages",
+            q[0] * 1e3,
+            q[1] * 1e3,
+            q[2] * 1e3
+        )
+    });
     let text = format!(
-        "sync {listen} -> peer {peer}: last message from the peer {}\n  sent {} messages, {} records, {} bytes ({} send errors)\n  received {} messages, {} records, {} bytes\n  refused: {} not from the peer, {} bad tag, {} malformed, {} stale, {} replayed\n  gaps {} messages; bulk syncs asked {}, served {}\n  records applied {}, refused {}, dropped (a ring full) {} sending, {} applying\n",
+        "sync {listen} -> peer {peer}: last message from the peer {}\n  sync lag (the peer's send to here): {lag_line}\n  sent {} messages, {} records, {} bytes ({} send errors)\n  received {} messages, {} records, {} bytes\n  refused: {} not from the peer, {} bad tag, {} malformed, {} stale, {} replayed\n  gaps {} messages; bulk syncs asked {}, served {}\n  records applied {}, refused {}, dropped (a ring full) {} sending, {} applying\n",
         ago.map_or("never".to_string(), |a| format!("{a:.1} s ago")),
         g(&st.sent_messages), g(&st.sent_records), g(&st.sent_bytes), g(&st.send_errors),
         g(&st.received_messages), g(&st.received_records), g(&st.received_bytes),
@@ -1161,6 +1170,7 @@ fn show_ha(cx: &mut Context<'_>) -> Response {
             "listen": listen,
             "peer": peer,
             "last_received_s_ago": ago,
+            "lag_s": lag.map(|(q, n)| json!({ "p50": q[0], "p99": q[1], "max": q[2], "messages": n })),
             "sent": { "messages": g(&st.sent_messages), "records": g(&st.sent_records), "bytes": g(&st.sent_bytes), "errors": g(&st.send_errors) },
             "received": { "messages": g(&st.received_messages), "records": g(&st.received_records), "bytes": g(&st.received_bytes) },
             "refused": { "strangers": g(&st.strangers), "bad_tag": g(&st.bad_tag), "malformed": g(&st.malformed), "stale": g(&st.stale), "replayed": g(&st.replayed) },

@@ -81,6 +81,9 @@ pub enum DumpRequest {
     Wedge(std::time::Duration),
 }
 
+/// Slots of its table a worker walks per tick for an HA peer's bulk sync.
+pub const BULK_SCAN: usize = 65536;
+
 /// Conntrack slots a worker scans for one page of a dump, in one tick
 /// (2 MiB of flows: a fraction of a millisecond).
 pub const DUMP_SCAN: usize = 16 << 10;
@@ -130,6 +133,14 @@ pub struct Waker {
 }
 
 impl Waker {
+    /// A bell not rung, its worker awake.
+    pub fn new() -> std::io::Result<Waker> {
+        Ok(Waker {
+            bell: EventFd::new()?,
+            asleep: AtomicBool::new(false),
+        })
+    }
+
     /// Rings the bell if the worker is blocked, or about to block.
     #[inline]
     pub fn wake(&self) {
@@ -150,12 +161,7 @@ impl<B> Handoff<B> {
     /// Rings between `n` workers, `cap` packets each: `n` ends.
     pub fn mesh(n: usize, cap: usize) -> std::io::Result<Vec<Handoff<B>>> {
         let wakers = (0..n)
-            .map(|_| {
-                Ok(Arc::new(Waker {
-                    bell: EventFd::new()?,
-                    asleep: AtomicBool::new(false),
-                }))
-            })
+            .map(|_| Waker::new().map(Arc::new))
             .collect::<std::io::Result<Vec<_>>>()?;
         let mut v: Vec<Handoff<B>> = (0..n)
             .map(|me| Handoff {
@@ -285,8 +291,15 @@ pub struct WorkerSetup<B, R = pmd::BoxRx<B>, T = pmd::BoxTx<B>> {
 
 /// A gateway worker's side of the HA sync thread's rings.
 pub struct HaSync {
-    /// The peer's changes, applied at each tick.
+    /// The peer's changes, applied as they come: each round looks (one
+    /// load of the ring's index), and a worker blocked on its interrupts
+    /// is woken by `waker`, which the sync thread rings after it queued
+    /// changes (flow created on the active to installed here: the sync
+    /// thread's 1 ms loop, the link, one round).
     pub apply: rtrb::Consumer<pipeline::conntrack::sync::Change>,
+    /// Rung by the sync thread when it queued changes and this worker is
+    /// blocked.
+    pub waker: Arc<Waker>,
     /// Set by the sync thread: walk the table into the log.
     pub bulk: Arc<AtomicBool>,
     /// Where the walk is (`None`: not walking).
@@ -401,7 +414,12 @@ pub fn run<B: PacketBuf, R: RxQueue<Buf = B>, T: TxQueue<Buf = B>, F: ForwardMod
     }
     // Built whatever the policy, so that a switch to one that blocks finds
     // it (None when a queue has no interrupt line).
-    let epoll = intr_set(&rx, doorbell.as_deref(), handoff.waker().map(|w| &w.bell));
+    let epoll = intr_set(
+        &rx,
+        doorbell.as_deref(),
+        handoff.waker().map(|w| &w.bell),
+        sync.as_ref().map(|s| &s.waker.bell),
+    );
     let now = rdtsc();
     let mut fwd = fwd;
     // The stage's clock starts before the first packet.
@@ -474,8 +492,9 @@ fn intr_set<R: RxQueue>(
     rx: &[RxSlot<R>],
     doorbell: Option<&EventFd>,
     handed: Option<&EventFd>,
+    synced: Option<&EventFd>,
 ) -> Option<Epoll> {
-    let ep = Epoll::new(rx.len() + 2).ok()?;
+    let ep = Epoll::new(rx.len() + 3).ok()?;
     for (i, s) in rx.iter().enumerate() {
         ep.add(s.q.interrupt()?.fd(), i as u64).ok()?;
     }
@@ -485,6 +504,9 @@ fn intr_set<R: RxQueue>(
     if let Some(d) = handed {
         ep.add(d.as_raw_fd(), HANDED).ok()?;
     }
+    if let Some(d) = synced {
+        ep.add(d.as_raw_fd(), SYNCED).ok()?;
+    }
     Some(ep)
 }
 
@@ -492,6 +514,8 @@ fn intr_set<R: RxQueue>(
 pub(super) const DOORBELL: u64 = u64::MAX;
 /// The epoll token of the bell rung for handed packets ([`Waker`]).
 pub(super) const HANDED: u64 = u64::MAX - 1;
+/// The epoll token of the bell the HA sync thread rings ([`HaSync`]).
+pub(super) const SYNCED: u64 = u64::MAX - 2;
 
 impl<B: PacketBuf, R: RxQueue<Buf = B>, T: TxQueue<Buf = B>, F: ForwardMode>
     Worker<'_, B, R, T, F>
@@ -501,6 +525,13 @@ impl<B: PacketBuf, R: RxQueue<Buf = B>, T: TxQueue<Buf = B>, F: ForwardMode>
     /// to another policy (then in `next_policy`).
     #[inline]
     fn tick(&mut self, now: u64) -> bool {
+        // The HA peer's changes as soon as they are here, not at the next
+        // publish (10 ms): one load of the ring's index a round.
+        if let Some(s) = &mut self.sync {
+            while let Ok(c) = s.apply.pop() {
+                self.fwd.apply_sync(&c);
+            }
+        }
         if now.wrapping_sub(self.last_publish) < self.publish_cycles {
             return false;
         }
@@ -565,16 +596,13 @@ impl<B: PacketBuf, R: RxQueue<Buf = B>, T: TxQueue<Buf = B>, F: ForwardMode>
             p.hist.publish();
         }
         if let Some(s) = &mut self.sync {
-            // The peer's changes, then a step of a bulk sync it asked for
-            // (as much as the log has room for).
-            while let Ok(c) = s.apply.pop() {
-                self.fwd.apply_sync(&c);
-            }
+            // A step of a bulk sync the peer asked for (as much as the log
+            // has room for).
             if s.bulk.swap(false, Ordering::AcqRel) {
                 s.cursor = Some(0);
             }
             if let Some(from) = s.cursor {
-                s.cursor = self.fwd.bulk_sync(from, crate::ha::BULK_SCAN);
+                s.cursor = self.fwd.bulk_sync(from, BULK_SCAN);
             }
         }
         self.c.core.cpu_ns.set(thread_cpu_ns());

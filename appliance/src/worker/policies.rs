@@ -89,20 +89,27 @@ impl<B: PacketBuf, R: RxQueue<Buf = B>, T: TxQueue<Buf = B>, F: ForwardMode>
                 i.enable();
             }
         }
-        // Before the last poll: packets handed after it ring the bell.
+        // Before the last poll: packets handed (or the HA peer's changes
+        // queued) after it ring the bell.
         if let Some(w) = self.handoff.waker() {
             w.asleep(true);
+        }
+        if let Some(s) = &self.sync {
+            s.waker.asleep(true);
         }
         let got = self.poll_round(self.burst, self.burst, u64::MAX, t0).got;
         let t1 = rdtsc();
         self.settle(t0, t1);
         self.account(t0, t1, got);
-        if got == 0 {
+        // Changes the HA peer queued before the flag was up rang no bell:
+        // applied by the next tick instead of blocking on them.
+        let synced = self.sync.as_ref().is_some_and(|s| !s.apply.is_empty());
+        if got == 0 && !synced {
             self.flush_all(t1);
             self.c.core.blocks.add(1);
             let ms = PUBLISH.as_millis() as i32;
             let mut fired = 0u64;
-            let (mut woke, mut handed) = (false, false);
+            let (mut woke, mut handed, mut synced) = (false, false, false);
             if let Some(ep) = self.epoll.as_mut() {
                 for tok in ep.wait(ms) {
                     if tok == super::DOORBELL {
@@ -111,6 +118,9 @@ impl<B: PacketBuf, R: RxQueue<Buf = B>, T: TxQueue<Buf = B>, F: ForwardMode>
                     } else if tok == super::HANDED {
                         // Packets handed over: taken by the next round.
                         handed = true;
+                    } else if tok == super::SYNCED {
+                        // The peer's changes: applied by the next tick.
+                        synced = true;
                     } else {
                         fired |= 1 << (tok % 64);
                     }
@@ -126,7 +136,12 @@ impl<B: PacketBuf, R: RxQueue<Buf = B>, T: TxQueue<Buf = B>, F: ForwardMode>
                     w.bell.clear();
                 }
             }
-            if fired != 0 || woke || handed {
+            if synced {
+                if let Some(s) = &self.sync {
+                    s.waker.bell.clear();
+                }
+            }
+            if fired != 0 || woke || handed || synced {
                 self.c.core.wakeups.add(1);
             }
             for (i, s) in self.rx.iter().enumerate() {
@@ -140,6 +155,9 @@ impl<B: PacketBuf, R: RxQueue<Buf = B>, T: TxQueue<Buf = B>, F: ForwardMode>
         }
         if let Some(w) = self.handoff.waker() {
             w.asleep(false);
+        }
+        if let Some(s) = &self.sync {
+            s.waker.asleep(false);
         }
         for s in &self.rx {
             if let Some(i) = s.q.interrupt() {
