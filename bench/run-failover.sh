@@ -3,10 +3,11 @@
 # (two Sluice gateways on AF_PACKET with TAP mirrors, keepalived VRRPv3
 # every 100 ms moving the LAN gateway and NAT addresses, state sync over a
 # link of their own; 20 TCP connections through the active box's NAT, a
-# line and its answer every 50 ms each), the active box killed with
-# SIGKILL, N times. Per run: connections kept, NAT ports changed, and the
-# longest wait for an answer on any connection (the outage plus one 50 ms
-# interval and a round trip). Writes bench/results/failover.md. Root.
+# line and its answer every 50 ms each, a UDP stream and a TCP transfer),
+# the active box killed with SIGKILL and, in a second run, its ports set
+# down, N times. Per run: connections kept, NAT ports changed, the longest
+# wait for an answer on any connection (the outage plus one 50 ms interval
+# and a round trip), the UDP stream's answers, the transfer. Writes bench/results/failover.md. Root.
 #   bench/run-failover.sh [RUNS]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -18,20 +19,25 @@ rows=()
 rolling=()
 for i in $(seq "$RUNS"); do
   log=$(cargo test -q -p appliance --test failover -- --nocapture 2>&1 || true)
-  line=$(grep -o 'failover: 20 of 20 connections kept, the longest wait [0-9.]* s' <<<"$log" || true)
-  # The standby's sync lag (its `show ha` as the test printed it).
-  lag=$(grep -o 'failover: 20 of 20.*B: {.*}' <<<"$log" | sed 's/.*B: //' | python3 -c '
+  for how in killed "ports down"; do
+    line=$(grep -o "failover ($how): 20 of 20 connections kept.*" <<<"$log" || true)
+    if [ -z "$line" ]; then
+      rows+=("| $i | $how | failed (see the test's output) | | | | | |")
+      continue
+    fi
+    # The standby's sync lag (its `show ha` as the test printed it).
+    lag=$(sed 's/.*B: //' <<<"$line" | python3 -c '
 import json, sys
 try:
     l = json.loads(sys.stdin.read())["lag_s"]
     print("%.2f / %.2f / %.2f ms (%d messages)" % (l["p50"] * 1e3, l["p99"] * 1e3, l["max"] * 1e3, l["messages"]))
 except Exception:
     print("-")' || true)
-  if [ -n "$line" ]; then
-    rows+=("| $i | 20 of 20 | 0 | $(grep -o '[0-9.]* s$' <<<"$line") | $lag |")
-  else
-    rows+=("| $i | failed (see the test's output) | | | |")
-  fi
+    wait=$(sed -E 's/.*kept, the longest wait ([0-9.]+) s;.*/\1/' <<<"$line")
+    udp=$(sed -E 's/.*UDP ([0-9]+) of ([0-9]+) answered, the longest wait ([0-9.]+) s.*/\1 of \2 (\3 s)/' <<<"$line")
+    bytes=$(sed -E 's/.*transfer ([0-9]+) bytes.*/\1/' <<<"$line")
+    rows+=("| $i | $how | 20 of 20 | 0 | $wait s | $udp | $((bytes / 1048576)) MiB, all | $lag |")
+  done
   r=$(grep -o 'rolling: first.out: 20 of 20 kept, longest wait [0-9.]* s; second.out: 5 of 5 kept, longest wait [0-9.]* s' <<<"$log" || true)
   if [ -n "$r" ]; then
     waits=($(grep -o 'wait [0-9.]* s' <<<"$r" | awk '{print $2}'))
@@ -45,12 +51,12 @@ done
   echo
   echo "Command: \`bench/run-failover.sh $RUNS\` $(provenance)."
   echo
-  echo "The lab of \`appliance/tests/failover.rs\` with the shipped pair (\`configs/ha-{a,b}.toml\`, \`configs/keepalived-{a,b}.conf\`): two Sluice gateways on AF_PACKET ports with TAP mirrors and the netlink mirror between a client's LAN bridge and a server's WAN bridge; keepalived (VRRPv3, \`advert_int 0.1\`, one sync group, \`nopreempt\`) on the TAPs moving 198.18.0.1 (the LAN's gateway) and 198.19.0.1 (the NAT address); state sync over a veth of their own. Twenty TCP connections through the active box's NAT, each a line and its answer every 50 ms; after they are open and on the standby, the active Sluice is killed with SIGKILL (its TAPs go with it, so its keepalived stops advertising). \"Longest wait\": the longest time between two answers on any connection (the outage, plus the 50 ms interval and a round trip). A connection is kept when every line it sent was answered and the server saw it from one public address and port throughout."
+  echo "The lab of \`appliance/tests/failover.rs\` with the shipped pair (\`configs/ha-{a,b}.toml\`, \`configs/keepalived-{a,b}.conf\`): two Sluice gateways on AF_PACKET ports with TAP mirrors and the netlink mirror between a client's LAN bridge and a server's WAN bridge; keepalived (VRRPv3, \`advert_int 0.1\`, one sync group, \`nopreempt\`) on the TAPs moving 198.18.0.1 (the LAN's gateway) and 198.19.0.1 (the NAT address); state sync over a veth of their own. Through the active box's NAT for 8 s: twenty TCP connections, each a line and its answer every 50 ms; a UDP stream, a datagram every 20 ms to an echo; a TCP transfer of 32 KiB every 10 ms (about 26 Mbit/s) to a sink. After they are open and on the standby, the active box fails: \`killed\`, its Sluice killed with SIGKILL (its TAPs go with it, so its keepalived stops advertising); \`ports down\`, both its ports' links set down (Sluice and keepalived running: the TAPs' carriers follow the ports, keepalived goes to FAULT), and up again a second after the switchover (it stays backup). \"Longest wait\": the longest time between two answers on any connection (the outage, plus the 50 ms interval and a round trip). A connection is kept when every line it sent was answered and the server saw it from one public address and port throughout; the UDP stream's datagrams lost are those sent in the outage, and the server saw one public address and port; the transfer's bytes all reached the sink, from one public address and port."
   echo
   echo "\"Sync lag\": the standby's \`show ha\` at the end of the run, from the active's send time of each message of changes to the standby's receipt (one clock: the same host), p50 / p99 / max; the records then reach their worker's ring and are applied within a round (a worker blocked on its interrupts, as the pair's are, is woken by the sync thread); before the send they waited at most the active's 1 ms loop."
   echo
-  echo "| run | connections kept | NAT ports changed | longest wait | sync lag p50 / p99 / max |"
-  echo "|---|---|---|---|---|"
+  echo "| run | failure | connections kept | NAT ports changed | longest wait | UDP answered (longest wait) | transfer arrived | sync lag p50 / p99 / max |"
+  echo "|---|---|---|---|---|---|---|---|"
   printf '%s\n' "${rows[@]}"
   echo
   echo "## A cut sync link, a return and a rolling restart"

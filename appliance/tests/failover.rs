@@ -3,13 +3,15 @@
 //! bridge, keepalived (VRRPv3, `advert_int 0.1`, one sync group,
 //! `nopreempt`) on their TAPs moving the LAN gateway address and the NAT
 //! address between them. Twenty TCP connections through the active box's
-//! NAT exchange a line every 50 ms; the active box is killed (SIGKILL);
-//! keepalived on the standby takes the addresses, the standby's Sluice
+//! NAT exchange a line every 50 ms, a UDP stream and a TCP transfer run
+//! beside them; the active box is killed (SIGKILL) or, in a second test,
+//! its ports go down; keepalived on the standby takes the addresses, the standby's Sluice
 //! mirrors them, answers ARP for them and announces them (keepalived's
 //! gratuitous ARPs leave through its ports), and carries every
 //! connection on with the flow and NAT mapping it was sent: no connection
-//! is reset or stalls, and the server sees each from the same public
-//! address and port throughout. Needs root, `ip`, `python3` and
+//! is reset or stalls, the transfer's bytes all arrive, the stream goes on,
+//! and the server sees each from the same public address and port
+//! throughout. Needs root, `ip`, `python3` and
 //! keepalived (which `scripts/test.sh` installs); skipped without them
 //! unless `CI` is set. The namespaces, both Sluices and both keepalived
 //! end with the test, passed or failed. `bench/run-failover.sh` measures
@@ -56,6 +58,101 @@ ts = [threading.Thread(target=run, args=(i,)) for i in range(n)]
 for t in ts: t.start()
 for t in ts: t.join()
 print(json.dumps(res), flush=True)
+"#;
+
+/// The server's side of the streams: a UDP echo on port 9001 (each
+/// datagram answered with the address and port it came from and its
+/// sequence number) and a TCP sink on port 9002 (it reads to the end and
+/// answers the address and port and the bytes it read).
+const STREAMS_SERVER: &str = r#"
+import socket, threading
+u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+u.bind(("198.19.0.10", 9001))
+def udp():
+    while True:
+        d, a = u.recvfrom(2048)
+        u.sendto(("%s:%d %s" % (a[0], a[1], d.decode())).encode(), a)
+threading.Thread(target=udp, daemon=True).start()
+t = socket.socket()
+t.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+t.bind(("198.19.0.10", 9002))
+t.listen(8)
+def sink(c, a):
+    n = 0
+    try:
+        while True:
+            d = c.recv(1 << 16)
+            if not d:
+                break
+            n += len(d)
+        c.sendall(("%s:%d %d\n" % (a[0], a[1], n)).encode())
+    except Exception:
+        pass
+    c.close()
+while True:
+    c, a = t.accept()
+    threading.Thread(target=sink, args=(c, a), daemon=True).start()
+"#;
+
+/// The client's streams for `secs` seconds: a datagram every 20 ms to the
+/// UDP echo (sent, answered, the longest wait between two answers, the
+/// public addresses the server saw) and a TCP transfer of 32 KiB every
+/// 10 ms (about 26 Mbit/s) to the sink (bytes sent, the bytes the sink
+/// read and the address it saw, an error).
+const STREAMS_CLIENT: &str = r#"
+import socket, sys, time, threading, json
+secs = float(sys.argv[1])
+udp = {"sent": 0, "answered": 0, "max_gap": 0.0, "seen": []}
+bulk = {"sent": 0, "received": None, "seen": None, "error": None}
+def stream():
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    s.connect(("198.19.0.10", 9001))
+    s.settimeout(0.02)
+    end = time.time() + secs
+    last = time.time()
+    nxt = time.time()
+    while time.time() < end:
+        if time.time() >= nxt:
+            s.send(str(udp["sent"]).encode()); udp["sent"] += 1
+            nxt += 0.02
+        try:
+            a = s.recv(2048).decode().split()[0]
+        except socket.timeout:
+            continue
+        except OSError:
+            continue
+        now = time.time()
+        udp["max_gap"] = max(udp["max_gap"], now - last); last = now
+        udp["answered"] += 1
+        if a not in udp["seen"]:
+            udp["seen"].append(a)
+    # The answers still on their way.
+    t = time.time() + 1
+    while time.time() < t:
+        try:
+            a = s.recv(2048).decode().split()[0]
+            udp["answered"] += 1
+            if a not in udp["seen"]:
+                udp["seen"].append(a)
+        except OSError:
+            pass
+def transfer():
+    try:
+        c = socket.create_connection(("198.19.0.10", 9002), timeout=30)
+        chunk = b"x" * 32768
+        end = time.time() + secs
+        while time.time() < end:
+            c.sendall(chunk); bulk["sent"] += len(chunk)
+            time.sleep(0.01)
+        c.shutdown(socket.SHUT_WR)
+        a, n = c.makefile("rb").readline().decode().split()
+        bulk["seen"], bulk["received"] = a, int(n)
+    except Exception as e:
+        bulk["error"] = repr(e)
+ts = [threading.Thread(target=stream), threading.Thread(target=transfer)]
+for t in ts: t.start()
+for t in ts: t.join()
+print(json.dumps({"udp": udp, "bulk": bulk}), flush=True)
 "#;
 
 /// The namespaces: `c` (the client on its LAN bridge), `s` (the server
@@ -159,8 +256,32 @@ fn holds_vips(n: &Nets, ns: &str) -> bool {
     a.contains("198.18.0.1/24") && a.contains("198.19.0.1/24")
 }
 
+/// How the active box fails.
+#[derive(Clone, Copy, PartialEq)]
+enum Failure {
+    /// Its Sluice killed with SIGKILL (its TAPs go with it, so its
+    /// keepalived stops advertising).
+    Killed,
+    /// Both its ports' links down (its Sluice and keepalived running: the
+    /// TAPs' carriers follow the ports, keepalived goes to FAULT), and
+    /// back up after the switchover (it stays backup).
+    PortsDown,
+}
+
 #[test]
 fn the_standby_takes_over_every_connection_when_the_active_dies() {
+    fail_over("sl-fo", Failure::Killed);
+}
+
+#[test]
+fn the_standby_takes_over_every_connection_when_the_actives_ports_go_down() {
+    fail_over("sl-fp", Failure::PortsDown);
+}
+
+/// The lab, twenty TCP connections, a UDP stream and a TCP transfer
+/// through A's NAT; A fails `how`; every connection and the transfer
+/// live, the UDP stream goes on, each with one public address and port.
+fn fail_over(prefix: &str, how: Failure) {
     if !as_root() {
         return;
     }
@@ -168,9 +289,9 @@ fn the_standby_takes_over_every_connection_when_the_active_dies() {
         return;
     }
     let _one = ONE_LAB.lock().unwrap_or_else(|e| e.into_inner());
-    let n = lab("sl-fo");
+    let n = lab(prefix);
     let (c, a, b, s) = (&n.0[0], &n.0[1], &n.0[2], &n.0[3]);
-    let dir = common::fresh_dir("failover");
+    let dir = common::fresh_dir(prefix);
     common::write_key(
         &dir.join("ha.key"),
         b"the pair's shared key, thirty-two bytes and more",
@@ -181,6 +302,8 @@ fn the_standby_takes_over_every_connection_when_the_active_dies() {
     )
     .unwrap();
     std::fs::write(dir.join("client.py"), CLIENT).unwrap();
+    std::fs::write(dir.join("streams-server.py"), STREAMS_SERVER).unwrap();
+    std::fs::write(dir.join("streams.py"), STREAMS_CLIENT).unwrap();
     let (mut sluice_a, _keep_a) = start_box(&n, a, "a", &dir);
     until("A master", 10, || holds_vips(&n, a));
     let (_sluice_b, _keep_b) = start_box(&n, b, "b", &dir);
@@ -190,22 +313,30 @@ fn the_standby_takes_over_every_connection_when_the_active_dies() {
     });
     assert!(!holds_vips(&n, b), "B stays backup");
     let _server = common::python_in(s, &dir.join("server.py"));
+    let _streams_server = common::python_in(s, &dir.join("streams-server.py"));
     std::thread::sleep(Duration::from_millis(300));
     let out = dir.join("client.out");
-    let client = Command::new("ip")
-        .args(["netns", "exec", c, "python3"])
-        .arg(dir.join("client.py"))
-        .args(["20", "8", "0.05"])
-        .stdout(std::fs::File::create(&out).unwrap())
-        .spawn()
-        .unwrap();
-    let mut client = Killed(client);
-    // The connections open through A and reach B's table.
-    until("the connections on B", 10, || {
+    let run = |script: &str, args: &[&str], out: &Path| {
+        Killed(
+            Command::new("ip")
+                .args(["netns", "exec", c, "python3"])
+                .arg(dir.join(script))
+                .args(args)
+                .stdout(std::fs::File::create(out).unwrap())
+                .spawn()
+                .unwrap(),
+        )
+    };
+    let mut client = run("client.py", &["20", "8", "0.05"], &out);
+    let streams_out = dir.join("streams.out");
+    let mut streams = run("streams.py", &["8"], &streams_out);
+    // The connections and streams open through A and reach B's table.
+    until("the connections and streams on B", 10, || {
         let v = ctl_json(&sock_b, &["show", "conntrack", "--limit", "100"]);
-        v["workers"][0]["tuples"]
-            .as_array()
-            .is_some_and(|t| t.iter().filter(|f| f["orig"]["dport"] == 9000).count() == 20)
+        v["workers"][0]["tuples"].as_array().is_some_and(|t| {
+            let to = |p: u16| t.iter().filter(|f| f["orig"]["dport"] == p).count();
+            to(9000) == 20 && to(9001) == 1 && to(9002) == 1
+        })
     });
     std::thread::sleep(Duration::from_millis(1000));
     let sock_a = dir.join("sluice-a.sock");
@@ -217,19 +348,38 @@ fn the_standby_takes_over_every_connection_when_the_active_dies() {
             &common::ctl(&sock_a, &["show", "conntrack", "--limit", "30"]).stdout
         )
     );
-    // The active box dies.
-    let _ = sluice_a.0.kill();
-    let _ = sluice_a.0.wait();
-    until("B master", 10, || holds_vips(&n, b));
-    let t = Instant::now();
-    loop {
-        if client.0.try_wait().unwrap().is_some() {
-            break;
+    match how {
+        // The active box dies.
+        Failure::Killed => {
+            let _ = sluice_a.0.kill();
+            let _ = sluice_a.0.wait();
+            until("B master", 10, || holds_vips(&n, b));
         }
-        assert!(t.elapsed() < Duration::from_secs(40), "the client hangs");
-        std::thread::sleep(Duration::from_millis(100));
+        // Its ports go down; keepalived on A sees the TAPs' carriers go
+        // (FAULT: it gives the addresses up); the ports come back and A
+        // stays backup.
+        Failure::PortsDown => {
+            n.sh(a, "ip link set a0 down && ip link set a1 down");
+            until("B master", 10, || holds_vips(&n, b));
+            until("A's keepalived gives the addresses up", 10, || {
+                !holds_vips(&n, a)
+            });
+            std::thread::sleep(Duration::from_millis(1000));
+            n.sh(a, "ip link set a0 up && ip link set a1 up");
+            std::thread::sleep(Duration::from_millis(1000));
+            assert!(!holds_vips(&n, a), "A stays backup once its ports are back");
+            assert!(holds_vips(&n, b), "B stays master");
+        }
+    }
+    let t = Instant::now();
+    for k in [&mut client, &mut streams] {
+        while k.0.try_wait().unwrap().is_none() {
+            assert!(t.elapsed() < Duration::from_secs(40), "the client hangs");
+            std::thread::sleep(Duration::from_millis(100));
+        }
     }
     let text = std::fs::read_to_string(&out).unwrap();
+    let streams_text = std::fs::read_to_string(&streams_out).unwrap();
     let klogs = ["a", "b"].map(|x| {
         std::fs::read_to_string(dir.join(format!("{x}.keepalived.log"))).unwrap_or_default()
     });
@@ -255,7 +405,42 @@ fn the_standby_takes_over_every_connection_when_the_active_dies() {
     // The outage, measured by bench/run-failover.sh; here bounded
     // loosely for a busy machine (TCP's retransmission backs off).
     assert!(worst < 10.0, "an outage of {worst:.2} s: {text}");
-    eprintln!("failover: 20 of 20 connections kept, the longest wait {worst:.3} s; B: {ha_b}");
+    let st: serde_json::Value = serde_json::from_str(streams_text.trim()).expect(&streams_text);
+    // The transfer: every byte arrived, from one public address and port.
+    let bulk = &st["bulk"];
+    assert!(bulk["error"].is_null(), "the transfer: {st}\n{text}");
+    assert!(bulk["sent"].as_u64() > Some(0), "{st}");
+    assert_eq!(bulk["sent"], bulk["received"], "the transfer: {st}");
+    assert!(
+        bulk["seen"].as_str().unwrap().starts_with("198.19.0.1:"),
+        "{st}"
+    );
+    // The UDP stream: what was lost was lost in the outage; the server
+    // saw one public address and port before and after it.
+    let udp = &st["udp"];
+    let (sent, answered) = (
+        udp["sent"].as_u64().unwrap(),
+        udp["answered"].as_u64().unwrap(),
+    );
+    let seen = udp["seen"].as_array().unwrap();
+    assert_eq!(seen.len(), 1, "the UDP stream: one public port: {st}");
+    assert!(seen[0].as_str().unwrap().starts_with("198.19.0.1:"), "{st}");
+    assert!(answered <= sent && sent > 100, "{st}");
+    let udp_gap = udp["max_gap"].as_f64().unwrap();
+    assert!(
+        udp_gap < 10.0,
+        "the UDP stream stopped for {udp_gap:.2} s: {st}"
+    );
+    let name = match how {
+        Failure::Killed => "killed",
+        Failure::PortsDown => "ports down",
+    };
+    eprintln!(
+        "failover ({name}): 20 of 20 connections kept, the longest wait {worst:.3} s; \
+         UDP {answered} of {sent} answered, the longest wait {udp_gap:.3} s, one public port; \
+         transfer {} bytes, all arrived; B: {ha_b}",
+        bulk["sent"]
+    );
 }
 
 /// The client's connections to the server's port 9000 in `sock`'s table.

@@ -162,7 +162,10 @@ impl ConnTrack {
     /// Tracks flow `s` as it was: its tuples, its state, expiring when it
     /// would have (`remaining_ns` from now; never later than its state's
     /// timeout from now), its TCP windows picked up from the next segments
-    /// (control path: a restart, before the worker runs). Refused when
+    /// and checked liberally ([`super::Window::taken_over`]: the flow's
+    /// packets went through another box, or this one before a restart, and
+    /// the segments in flight then are not known here) (control path: a
+    /// restart, before the worker runs; the HA peer's changes). Refused when
     /// either tuple is tracked already (`Exists`) or the table is full.
     pub fn install(&mut self, s: &Saved) -> Result<u32, Refused> {
         let (ho, hr) = (s.orig.hash(), s.reply.hash());
@@ -173,7 +176,11 @@ impl ConnTrack {
         let last_ns = self
             .now_ns
             .saturating_sub(limit.saturating_sub(s.remaining_ns));
-        self.enter_as(s.orig, ho, s.reply, hr, None, s.state, last_ns)
+        let i = self.enter_as(s.orig, ho, s.reply, hr, None, s.state, last_ns)?;
+        if self.tcp_window && s.orig.proto == super::TCP {
+            self.windows[i as usize] = super::Window::taken_over();
+        }
+        Ok(i)
     }
 
     /// Sets the table's clock (before the worker's first tick: flows
@@ -279,5 +286,16 @@ mod tests {
         };
         let i = ct.install(&long).unwrap();
         assert_eq!(ct.expires_in(ct.flow(i)), t.replied);
+        // A TCP flow's windows are picked up and checked liberally (see
+        // `Window::taken_over`); a UDP flow has none.
+        let tcp = Saved {
+            orig: tuple([10, 0, 0, 4], 40000, [198, 51, 100, 7], 443, TCP),
+            reply: tuple([198, 51, 100, 7], 443, [203, 0, 113, 1], 1031, TCP),
+            state: State::Established,
+            ..s
+        };
+        let j = ct.install(&tcp).unwrap();
+        assert!(ct.windows[j as usize].is_liberal());
+        assert!(!ct.windows[i as usize].is_liberal());
     }
 }

@@ -29,6 +29,18 @@
 //! flow stays established for the challenge ACK, set to expire as a
 //! closed flow does unless another packet comes, as Linux does.
 //!
+//! A flow taken over from elsewhere (the HA peer's sync, a restart's
+//! state file) has not been seen here: its windows are picked up from its
+//! next segments and checked **liberally** for its life, as conntrackd
+//! injects its flows by default (`TCPWindowTracking Off`: Linux's
+//! per-flow `IP_CT_TCP_FLAG_BE_LIBERAL`): a segment out of the window
+//! passes and moves it, except a RST, which stays invalid. Checked
+//! strictly, a failover would stall every transfer with data in flight:
+//! the first segment seen here may be a retransmission of what the peer
+//! forwarded and the receiver acknowledged through it, so the receiver's
+//! ACK would acknowledge "data never sent", and the window scales agreed
+//! in the handshake are unknown.
+//!
 //! Left out from Linux's: the per-flow retransmission count and the
 //! shorter timeout for unacknowledged data, and picking up flows in the
 //! middle (Sluice opens TCP flows only on a SYN; a side whose first
@@ -39,6 +51,8 @@ use super::State;
 /// Side flags.
 const WSCALE: u8 = 1;
 const SACK_PERM: u8 = 2;
+/// Checked liberally (a flow taken over: [`Window::taken_over`]).
+const LIBERAL: u8 = 4;
 /// Linux's `MAXACKWINCONST`: how far below the other side's `end` an ACK
 /// may lie before it is ignored, at least.
 const MAXACKWIN: u32 = 66_000;
@@ -283,6 +297,23 @@ impl Window {
         }
     }
 
+    /// The window of a flow taken over from elsewhere (the HA peer, a
+    /// restart's state file): both sides picked up from their next
+    /// segments and checked liberally (out-of-window segments pass and
+    /// move the window; RSTs do not).
+    pub fn taken_over() -> Window {
+        let side = Side {
+            flags: LIBERAL,
+            ..Side::default()
+        };
+        Window { sides: [side; 2] }
+    }
+
+    /// Whether the flow's windows are checked liberally.
+    pub fn is_liberal(&self) -> bool {
+        self.sides[0].flags & self.sides[1].flags & LIBERAL != 0
+    }
+
     /// (Re)starts direction `dir` from its SYN or SYN+ACK `s`; when the
     /// replies' side starts, window scaling holds only if both sides
     /// offered it (RFC 7323).
@@ -386,7 +417,14 @@ impl Window {
             end = seq;
         }
         let (sd, r) = (self.sides[d], self.sides[1 - d]);
-        if !before(seq, sd.maxend.wrapping_add(1)) {
+        if self.sides[d].flags & LIBERAL != 0 && !rst {
+            // A flow taken over: what the window cannot place passes and
+            // moves it. An ACK of what this box never saw: the other side
+            // sent it through the box that had the flow before.
+            if after(sack, r_end) {
+                self.sides[1 - d].end = sack;
+            }
+        } else if !before(seq, sd.maxend.wrapping_add(1)) {
             // Over the upper bound. A sender a little past the window
             // (some stacks send more than it allows) is passed as Linux
             // passes it, and its end noted so that the ACK of those bytes
@@ -399,8 +437,7 @@ impl Window {
                 return Check::Ignore;
             }
             return Check::Invalid;
-        }
-        if !before(sack, r_end.wrapping_add(1)) {
+        } else if !before(sack, r_end.wrapping_add(1)) {
             // Acknowledges data the other side never sent.
             return Check::Invalid;
         }
@@ -462,6 +499,56 @@ mod tests {
         let (s, f) = seg(1001, 5001, ACK, 502, &[], 0);
         assert_eq!(w.check(false, f, &s, State::SynRecv), Check::Accept);
         w
+    }
+
+    /// A flow taken over mid-transfer (window scale 7 agreed in a
+    /// handshake this box never saw): the client's first segment here is
+    /// a retransmission of what the server already acknowledged through
+    /// the other box, the server's ACK acknowledges bytes never seen here,
+    /// the client's next data lies past the unscaled window. Strictly
+    /// checked, the ACK and the data would be invalid and the transfer
+    /// would stall; a taken-over flow passes them, but not a stray RST.
+    #[test]
+    fn a_taken_over_flow_passes_what_went_through_the_other_box() {
+        let mss = 1448;
+        let retransmitted = seg(1000, 5001, ACK, 502, &[], mss as usize);
+        let acked = seg(5001, 1000 + 10 * mss, ACK, 502, &[], 0);
+        let next = seg(1000 + 10 * mss, 5001, ACK, 502, &[], mss as usize);
+        let beyond = seg(1000 + 40 * mss, 5001, ACK, 502, &[], mss as usize);
+        let stray_rst = seg(900_000, 0, RST, 0, &[], 0);
+
+        let mut strict = Window::default();
+        let (s, f) = retransmitted;
+        assert_eq!(
+            strict.check(false, f, &s, State::Established),
+            Check::Accept
+        );
+        let (s, f) = acked;
+        assert_eq!(
+            strict.check(true, f, &s, State::Established),
+            Check::Invalid,
+            "strictly, an ACK of data never seen here"
+        );
+
+        let mut w = Window::taken_over();
+        assert!(w.is_liberal() && !Window::default().is_liberal());
+        for (reply, (s, f)) in [(false, retransmitted), (true, acked), (false, next)] {
+            assert_eq!(w.check(reply, f, &s, State::Established), Check::Accept);
+        }
+        assert_eq!(w.sides[0].end, 1000 + 11 * mss, "the window moved");
+        let (s, f) = beyond;
+        assert_eq!(w.check(false, f, &s, State::Established), Check::Accept);
+        let (s, f) = stray_rst;
+        assert_eq!(
+            w.check(true, f, &s, State::Established),
+            Check::Invalid,
+            "a RST out of the window stays invalid"
+        );
+        // A flow that starts over from a SYN is checked strictly again.
+        let (s, _) = seg(70_000, 0, SYN, 64240, &SYN_OPTS, 0);
+        let mut w = Window::taken_over();
+        w.init(0, &s);
+        assert_eq!(w.sides[0].flags & LIBERAL, 0);
     }
 
     #[test]
