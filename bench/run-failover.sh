@@ -46,6 +46,21 @@ except Exception:
     rolling+=("| $i | failed (see the test's output) | | | |")
   fi
 done
+# The lab at scale, the Sluice pair and the Linux pair side by side.
+SCALE_RUNS=${SCALE_RUNS:-3}
+scale=()
+for i in $(seq "$SCALE_RUNS"); do
+  log=$(cargo test -q -p appliance --test failover -- --ignored --nocapture at_scale 2>&1 || true)
+  for pair in "Sluice" "Sluice, no sync" "Linux, conntrackd, ports kept" "Linux, no sync, ports kept" \
+              "Linux, conntrackd, random ports" "Linux, no sync, random ports"; do
+    line=$(grep -F "at scale ($pair): " <<<"$log" || true)
+    if [ -z "$line" ]; then
+      scale+=("| $i | $pair | failed (see the test's output) | | | | | |")
+      continue
+    fi
+    scale+=("$(sed -E 's/^at scale \((.*)\): ([0-9]+) connections: ([0-9]+) kept, ([0-9]+) ports changed, ([0-9]+) lost(.*); probes: ([0-9]+) of 20 kept, the longest wait ([^;]+); open .*/| '"$i"' | \1 | \2 | \3 | \4 | \5\6 | \7 of 20 | \8 |/' <<<"$line")")
+  done
+done
 {
   echo "# A failover of the HA pair"
   echo
@@ -66,5 +81,13 @@ done
   echo "| run | connections kept | NAT ports changed | longest wait, first 20 | longest wait, last 5 |"
   echo "|---|---|---|---|---|"
   printf '%s\n' "${rolling[@]}"
+  echo
+  echo "## 10,000 connections, the Sluice pair and the Linux pair side by side"
+  echo
+  echo "The ignored \`at_scale_*\` tests of the file, $SCALE_RUNS rounds (each round every pair, one after another): the same namespaces, 10,000 TCP connections opened through the master's NAT (a line and its answer each, the public address and port the server saw noted) and, once the standby holds them, the 20 probes of the first table (a line every 50 ms, for the outage); then the master's ports are set down (the box gone dark: the same failure for both pairs) and, after the switchover, each of the 10,000 connections sends a second line: kept when it is answered from the same public address and port. The Linux pair: two namespaces as routers, nftables (a stateful forward chain, \`snat to 198.19.0.1\`, or with \`fully-random\`), keepalived with the same VRRP settings on their own interfaces, conntrackd (FTFW over the same sync link, committed to the kernel by keepalived's notify script as conntrack-tools' \`primary-backup.sh\` does) or none. \"no sync\": Sluice without its \`[ha]\` section, Linux without conntrackd. Lost: reset, closed or unanswered in 30 s."
+  echo
+  echo "| round | pair | connections | kept | NAT ports changed | lost | probes kept | longest wait (probes) |"
+  echo "|---|---|---|---|---|---|---|---|"
+  printf '%s\n' "${scale[@]}"
 } | tee bench/results/failover.md.tmp
 mv bench/results/failover.md.tmp bench/results/failover.md

@@ -196,6 +196,11 @@ fn lab(prefix: &str) -> Nets {
 /// Box `x` (`a` or `b`) of the pair in namespace `ns`: Sluice, its TAPs'
 /// addresses, keepalived.
 fn start_box(n: &Nets, ns: &str, x: &str, dir: &Path) -> (Killed, Killed) {
+    start_box_with(n, ns, x, dir, true)
+}
+
+/// [`start_box`], without its `[ha]` section unless `sync`.
+fn start_box_with(n: &Nets, ns: &str, x: &str, dir: &Path, sync: bool) -> (Killed, Killed) {
     let (own_in, own_out) = if x == "a" {
         ("198.18.0.2", "198.19.0.2")
     } else {
@@ -217,6 +222,10 @@ fn start_box(n: &Nets, ns: &str, x: &str, dir: &Path) -> (Killed, Killed) {
             &dir.join("ha.key").display().to_string(),
         )
         .replace("/run/sluice/", &format!("{}/", dir.display()));
+    let text = match (sync, text.find("[ha]\n"), text.find("[management]")) {
+        (false, Some(from), Some(to)) => format!("{}{}", &text[..from], &text[to..]),
+        _ => text,
+    };
     std::fs::write(&cfg, text).unwrap();
     let sluice = common::sluice_in(ns, &cfg, &dir.join(format!("sluice-{x}.sock")));
     n.sh(
@@ -591,4 +600,580 @@ s.sendto(b"SLHA\x01\x01" + bytes(26) + bytes(97) + bytes(32), ("198.18.9.2", 810
     drop(sluice_a2);
     let _ = std::fs::remove_dir_all(&dir);
     eprintln!("rolling: {outcome}");
+}
+
+/// The echo server of the connections at scale (port 9003): one thread,
+/// a selector, each line answered with the address and port it came
+/// from.
+const SCALE_SERVER: &str = r#"
+import resource, selectors, socket
+h = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+resource.setrlimit(resource.RLIMIT_NOFILE, (h, h))
+sel = selectors.DefaultSelector()
+l = socket.socket()
+l.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+l.bind(("198.19.0.10", 9003))
+l.listen(4096)
+l.setblocking(False)
+sel.register(l, selectors.EVENT_READ)
+peer = {}
+while True:
+    for k, _ in sel.select():
+        s = k.fileobj
+        if s is l:
+            try:
+                c, a = l.accept()
+            except OSError:
+                continue
+            c.setblocking(False)
+            peer[c] = ("%s:%d" % a, b"")
+            sel.register(c, selectors.EVENT_READ)
+            continue
+        try:
+            d = s.recv(4096)
+        except OSError:
+            d = b""
+        if not d:
+            sel.unregister(s); s.close(); peer.pop(s, None)
+            continue
+        a, buf = peer[s]
+        buf += d
+        while b"\n" in buf:
+            line, buf = buf.split(b"\n", 1)
+            try:
+                s.send(("%s %s\n" % (a, line.decode())).encode())
+            except OSError:
+                pass
+        peer[s] = (a, buf)
+"#;
+
+/// The connections at scale: opens N connections to port 9003 (a line
+/// and its answer each, the public address and port noted), says
+/// `open N` on standard error, waits for the file `GO`, then sends a
+/// second line on each and waits up to 30 s for the answers; prints what
+/// came of them: kept (answered from the same public address and port),
+/// changed (answered from another), lost (reset, closed or unanswered).
+const SCALE_CLIENT: &str = r#"
+import json, os, resource, selectors, socket, sys, time
+h = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+resource.setrlimit(resource.RLIMIT_NOFILE, (h, h))
+n, go = int(sys.argv[1]), sys.argv[2]
+sel = selectors.DefaultSelector()
+conns = []
+def exchange(line, timeout):
+    want = {}
+    for c in conns:
+        if c["s"] is None:
+            continue
+        try:
+            c["s"].send(line)
+            c["buf"] = b""
+            want[c["s"]] = c
+            sel.register(c["s"], selectors.EVENT_READ, c)
+        except OSError as e:
+            c["error"] = repr(e); c["s"] = None
+    end = time.time() + timeout
+    answers = {}
+    while want and time.time() < end:
+        for k, _ in sel.select(0.2):
+            c = k.data; s = k.fileobj
+            try:
+                d = s.recv(4096)
+            except OSError as e:
+                d = None; c["error"] = repr(e)
+            if not d:
+                if d is not None:
+                    c["error"] = "closed"
+                sel.unregister(s); want.pop(s, None)
+                continue
+            c["buf"] += d
+            if b"\n" in c["buf"]:
+                answers[id(c)] = c["buf"].split()[0].decode()
+                sel.unregister(s); want.pop(s, None)
+    for s in list(want):
+        sel.unregister(s)
+    return answers
+t0 = time.time()
+for i in range(n):
+    s = socket.socket()
+    s.setblocking(False)
+    try:
+        s.connect(("198.19.0.10", 9003))
+    except BlockingIOError:
+        pass
+    conns.append({"s": s, "error": None, "port": None})
+    if i % 500 == 499:
+        time.sleep(0.05)
+# Wait until each is connected (writable), then the first line.
+pending = {c["s"]: c for c in conns}
+for s, c in pending.items():
+    sel.register(s, selectors.EVENT_WRITE, c)
+end = time.time() + 60
+while pending and time.time() < end:
+    for k, _ in sel.select(0.5):
+        s = k.fileobj
+        err = s.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
+        if err:
+            k.data["error"] = os.strerror(err); k.data["s"] = None
+        sel.unregister(s); pending.pop(s)
+for s in pending:
+    sel.unregister(s)
+first = exchange(b"first\n", 60)
+for c in conns:
+    c["port"] = first.get(id(c))
+opened = sum(1 for c in conns if c["port"])
+print("open %d in %.1f s" % (opened, time.time() - t0), file=sys.stderr, flush=True)
+while not os.path.exists(go):
+    time.sleep(0.1)
+second = exchange(b"second\n", 30)
+kept = changed = lost = 0
+errors = {}
+for c in conns:
+    if not c["port"]:
+        continue
+    a = second.get(id(c))
+    if a is None:
+        lost += 1
+        e = c["error"] or "unanswered"
+        e = "reset" if "ConnectionReset" in e else e
+        errors[e] = errors.get(e, 0) + 1
+    elif a == c["port"]:
+        kept += 1
+    else:
+        changed += 1
+print(json.dumps({"asked": n, "opened": opened, "kept": kept, "changed": changed, "lost": lost, "errors": errors}), flush=True)
+"#;
+
+/// Which pair runs the lab at scale.
+#[derive(Clone, Copy, PartialEq)]
+enum Pair {
+    /// Two Sluice gateways (the shipped pair; without its `[ha]` state
+    /// sync unless `sync`).
+    Sluice { sync: bool },
+    /// Two Linux routers: nftables SNAT and a stateful forward chain,
+    /// keepalived (the same VRRP settings) on their own interfaces, and
+    /// conntrackd (FTFW over the sync link, committed by keepalived's
+    /// notify script, as conntrack-tools' `primary-backup.sh` does) when
+    /// `sync`; SNAT with random ports (nftables' `fully-random`, as RFC
+    /// 6056 advises and carrier NATs do) when `random`, else keeping the
+    /// client's port where it is free (nftables' default).
+    Linux { sync: bool, random: bool },
+}
+
+/// The flows the lab at scale opens (`SLUICE_FAILOVER_FLOWS`, 10,000
+/// unless given).
+fn scale_flows() -> usize {
+    std::env::var("SLUICE_FAILOVER_FLOWS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(10_000)
+}
+
+/// Box `x` of a Linux pair in namespace `ns`: forwarding, the firewall
+/// and SNAT in nftables, keepalived on its own interfaces, conntrackd
+/// when `sync`.
+fn start_linux_box(
+    n: &Nets,
+    ns: &str,
+    x: &str,
+    dir: &Path,
+    sync: bool,
+    random: bool,
+) -> Vec<Killed> {
+    let (own, me, peer, link) = if x == "a" {
+        ("2", "198.18.9.1", "198.18.9.2", "ha")
+    } else {
+        ("3", "198.18.9.2", "198.18.9.1", "hb")
+    };
+    n.sh(
+        ns,
+        &format!(
+            "sysctl -qw net.ipv4.ip_forward=1 net.ipv4.conf.{x}0.arp_ignore=0 \
+             net.ipv4.conf.{x}1.arp_ignore=0 \
+             && ip addr add 198.18.0.{own}/24 dev {x}0 && ip addr add 198.19.0.{own}/24 dev {x}1"
+        ),
+    );
+    let nft = format!(
+        "table ip sluice_lab {{
+  chain forward {{
+    type filter hook forward priority filter; policy drop;
+    ct state established,related accept
+    iifname \"{x}0\" ct state new accept
+  }}
+  chain postrouting {{
+    type nat hook postrouting priority srcnat;
+    oifname \"{x}1\" ip saddr 198.18.0.0/24 snat to 198.19.0.1{random}
+  }}
+}}
+",
+        random = if random { " fully-random" } else { "" }
+    );
+    std::fs::write(dir.join(format!("{x}.nft")), nft).unwrap();
+    n.sh(
+        ns,
+        &format!("nft -f {}", dir.join(format!("{x}.nft")).display()),
+    );
+    let p = |what: &str| dir.join(format!("{x}.{what}")).display().to_string();
+    let mut out = Vec::new();
+    let mut notify = String::new();
+    if sync {
+        let conf = format!(
+            "Sync {{
+  Mode FTFW {{
+    DisableExternalCache Off
+  }}
+  UDP {{
+    IPv4_address {me}
+    IPv4_Destination_Address {peer}
+    Port 3780
+    Interface {link}
+    SndSocketBuffer 1249280
+    RcvSocketBuffer 1249280
+    Checksum on
+  }}
+}}
+General {{
+  HashSize 32768
+  HashLimit 131072
+  LogFile {log}
+  LockFile {lock}
+  UNIX {{
+    Path {ctl}
+  }}
+  NetlinkBufferSize 2097152
+  NetlinkBufferSizeMaxGrowth 8388608
+  Filter From Userspace {{
+    Protocol Accept {{
+      TCP
+    }}
+    Address Ignore {{
+      IPv4_address 127.0.0.1
+      IPv4_address {me}
+    }}
+  }}
+}}
+",
+            log = p("conntrackd.log"),
+            lock = p("conntrackd.lock"),
+            ctl = p("conntrackd.ctl"),
+        );
+        std::fs::write(p("conntrackd.conf"), conf).unwrap();
+        out.push(Killed(
+            Command::new("ip")
+                .args(["netns", "exec", ns, "conntrackd", "-C"])
+                .arg(p("conntrackd.conf"))
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .unwrap(),
+        ));
+        // conntrack-tools' primary-backup.sh, its steps.
+        let c = format!("conntrackd -C {}", p("conntrackd.conf"));
+        let script = format!(
+            "#!/bin/sh
+case \"$1\" in
+primary) {c} -c; {c} -f; {c} -R; {c} -B ;;
+backup) {c} -t; {c} -n ;;
+fault) {c} -t ;;
+esac
+"
+        );
+        std::fs::write(p("notify.sh"), script).unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(p("notify.sh"), std::fs::Permissions::from_mode(0o755)).unwrap();
+        let s = p("notify.sh");
+        notify = format!(
+            "  notify_master \"{s} primary\"\n  notify_backup \"{s} backup\"\n  notify_fault \"{s} fault\"\n"
+        );
+    }
+    let shipped = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("../configs/keepalived-{x}.conf")),
+    )
+    .unwrap()
+    .replace("sl-inside", &format!("{x}0"))
+    .replace("sl-outside", &format!("{x}1"))
+    .replace(
+        "  group { LAN WAN }\n",
+        &format!("  group {{ LAN WAN }}\n{notify}"),
+    );
+    std::fs::write(p("keepalived.conf"), shipped).unwrap();
+    out.push(Killed(
+        Command::new("ip")
+            .args(["netns", "exec", ns, "keepalived", "-n", "-l", "-D", "-f"])
+            .arg(p("keepalived.conf"))
+            .args([
+                "-p",
+                &p("main.pid"),
+                "-r",
+                &p("vrrp.pid"),
+                "-c",
+                &p("check.pid"),
+            ])
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(p("keepalived.log")).unwrap())
+            .spawn()
+            .unwrap(),
+    ));
+    out
+}
+
+/// The lab at scale: `scale_flows()` TCP connections through A's NAT
+/// (and the twenty probes, a line every 50 ms, for the outage), on the
+/// standby, then A's ports set down (the box gone dark, for the Sluice
+/// pair and the Linux pair alike); afterwards each connection sends a
+/// line. Says what came of them; for the Sluice pair every connection
+/// must be kept with its public port.
+fn at_scale(prefix: &str, pair: Pair) {
+    if !as_root() || !have("ip") || !have("python3") || !have("keepalived") {
+        return;
+    }
+    if let Pair::Linux { sync, .. } = pair {
+        if !have("nft") || (sync && !have("conntrackd")) {
+            return;
+        }
+    }
+    let flows = scale_flows();
+    let _one = ONE_LAB.lock().unwrap_or_else(|e| e.into_inner());
+    let n = lab(prefix);
+    let (c, a, b, s) = (&n.0[0], &n.0[1], &n.0[2], &n.0[3]);
+    let dir = common::fresh_dir(prefix);
+    common::write_key(
+        &dir.join("ha.key"),
+        b"the pair's shared key, thirty-two bytes and more",
+    );
+    for (f, text) in [
+        ("server.py", common::peer_echo_server("198.19.0.10")),
+        ("client.py", CLIENT.to_string()),
+        ("scale-server.py", SCALE_SERVER.to_string()),
+        ("scale.py", SCALE_CLIENT.to_string()),
+    ] {
+        std::fs::write(dir.join(f), text).unwrap();
+    }
+    let sock_b = dir.join("sluice-b.sock");
+    let mut boxes = Vec::new();
+    match pair {
+        Pair::Sluice { sync } => {
+            let (sa, ka) = start_box_with(&n, a, "a", &dir, sync);
+            boxes.extend([sa, ka]);
+            until("A master", 10, || holds_vips(&n, a));
+            let (sb, kb) = start_box_with(&n, b, "b", &dir, sync);
+            boxes.extend([sb, kb]);
+            if sync {
+                until("B synced with A", 10, || {
+                    ctl_json(&sock_b, &["show", "ha"])["received"]["messages"].as_u64() >= Some(1)
+                });
+            } else {
+                until("B up", 10, || sock_b.exists());
+                std::thread::sleep(Duration::from_millis(500));
+            }
+        }
+        Pair::Linux { sync, random } => {
+            boxes.extend(start_linux_box(&n, a, "a", &dir, sync, random));
+            until("A master", 10, || holds_vips(&n, a));
+            boxes.extend(start_linux_box(&n, b, "b", &dir, sync, random));
+            std::thread::sleep(Duration::from_millis(1000));
+        }
+    }
+    assert!(!holds_vips(&n, b), "B stays backup");
+    let _server = common::python_in(s, &dir.join("server.py"));
+    let _scale_server = common::python_in(s, &dir.join("scale-server.py"));
+    std::thread::sleep(Duration::from_millis(500));
+    let go = dir.join("go");
+    let scale_err = dir.join("scale.err");
+    let mut scale = Killed(
+        Command::new("ip")
+            .args(["netns", "exec", c, "python3"])
+            .arg(dir.join("scale.py"))
+            .arg(flows.to_string())
+            .arg(&go)
+            .stdout(std::fs::File::create(dir.join("scale.out")).unwrap())
+            .stderr(std::fs::File::create(&scale_err).unwrap())
+            .spawn()
+            .unwrap(),
+    );
+    until("the connections open", 180, || {
+        let t = std::fs::read_to_string(&scale_err).unwrap_or_default();
+        assert!(
+            t.contains("open ") || scale.0.try_wait().unwrap().is_none(),
+            "the client: {t}"
+        );
+        t.contains("open ")
+    });
+    let opened = std::fs::read_to_string(&scale_err).unwrap();
+    // On the standby (the Linux pair without sync has nothing to wait for).
+    let on_b = || -> usize {
+        match pair {
+            Pair::Sluice { sync: true } => {
+                let v = ctl_json(
+                    &sock_b,
+                    &[
+                        "show",
+                        "conntrack",
+                        "--limit",
+                        &(flows + 100).to_string(),
+                        "dport",
+                        "9003",
+                    ],
+                );
+                v["workers"][0]["tuples"].as_array().map_or(0, Vec::len)
+            }
+            Pair::Linux { sync: true, .. } => n
+                .sh(
+                    b,
+                    &format!(
+                        "conntrackd -C {} -e",
+                        dir.join("b.conntrackd.conf").display()
+                    ),
+                )
+                .lines()
+                .filter(|l| l.contains("dport=9003"))
+                .count(),
+            Pair::Linux { sync: false, .. } | Pair::Sluice { sync: false } => flows,
+        }
+    };
+    until("the flows on B", 120, || on_b() >= flows);
+    let probes_out = dir.join("probes.out");
+    let mut probes = Killed(
+        Command::new("ip")
+            .args(["netns", "exec", c, "python3"])
+            .arg(dir.join("client.py"))
+            .args(["20", "6", "0.05"])
+            .stdout(std::fs::File::create(&probes_out).unwrap())
+            .spawn()
+            .unwrap(),
+    );
+    std::thread::sleep(Duration::from_millis(1500));
+    // A goes dark.
+    n.sh(a, "ip link set a0 down && ip link set a1 down");
+    until("B master", 10, || holds_vips(&n, b));
+    let t = Instant::now();
+    while probes.0.try_wait().unwrap().is_none() {
+        assert!(t.elapsed() < Duration::from_secs(60), "the probes hang");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    std::fs::write(&go, "").unwrap();
+    while scale.0.try_wait().unwrap().is_none() {
+        assert!(t.elapsed() < Duration::from_secs(120), "the client hangs");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let text = std::fs::read_to_string(dir.join("scale.out")).unwrap();
+    let probes_text = std::fs::read_to_string(&probes_out).unwrap();
+    drop(boxes);
+    let _ = std::fs::remove_dir_all(&dir);
+    let v: serde_json::Value = serde_json::from_str(text.trim()).expect(&text);
+    let p: serde_json::Value =
+        serde_json::from_str(probes_text.lines().next().unwrap_or("")).expect(&probes_text);
+    let p = p.as_array().unwrap();
+    let probes_kept = p
+        .iter()
+        .filter(|k| {
+            k["error"].is_null()
+                && k["sent"] == k["answered"]
+                && k["seen"].as_array().is_some_and(|s| s.len() == 1)
+        })
+        .count();
+    let worst = p
+        .iter()
+        .filter(|k| k["error"].is_null())
+        .map(|k| k["max_gap"].as_f64().unwrap())
+        .fold(0.0, f64::max);
+    let name = match pair {
+        Pair::Sluice { sync: true } => "Sluice".to_string(),
+        Pair::Sluice { sync: false } => "Sluice, no sync".to_string(),
+        Pair::Linux { sync, random } => format!(
+            "Linux, {}, {}",
+            if sync { "conntrackd" } else { "no sync" },
+            if random { "random ports" } else { "ports kept" }
+        ),
+    };
+    let how: Vec<String> = v["errors"]
+        .as_object()
+        .map(|m| m.iter().map(|(k, n)| format!("{k} {n}")).collect())
+        .unwrap_or_default();
+    let how = if how.is_empty() {
+        String::new()
+    } else {
+        format!(" ({})", how.join(", "))
+    };
+    let worst = if p.iter().any(|k| k["error"].is_null()) {
+        format!("{worst:.3} s")
+    } else {
+        "none answered".to_string()
+    };
+    eprintln!(
+        "at scale ({name}): {} connections: {} kept, {} ports changed, {} lost{how}; probes: {probes_kept} of 20 kept, the longest wait {worst}; {}",
+        v["opened"], v["kept"], v["changed"], v["lost"], opened.trim()
+    );
+    assert_eq!(v["opened"].as_u64(), Some(flows as u64), "{v}");
+    if pair == (Pair::Sluice { sync: true }) {
+        assert_eq!(v["kept"], v["opened"], "{v}");
+        assert_eq!(probes_kept, 20, "{probes_text}");
+    }
+}
+
+/// 10,000 connections through a failover of the Sluice pair (for
+/// `bench/run-failover.sh`; minutes of a busy machine, so not in CI).
+#[test]
+#[ignore]
+fn at_scale_the_sluice_pair_keeps_every_connection() {
+    at_scale("sl-fss", Pair::Sluice { sync: true });
+}
+
+/// The Sluice pair without state sync (its `[ha]` section left out).
+#[test]
+#[ignore]
+fn at_scale_the_sluice_pair_without_sync() {
+    at_scale("sl-fsu", Pair::Sluice { sync: false });
+}
+
+/// The same lab with two Linux routers and conntrackd (the anchor).
+#[test]
+#[ignore]
+fn at_scale_the_linux_pair_with_conntrackd() {
+    at_scale(
+        "sl-fsl",
+        Pair::Linux {
+            sync: true,
+            random: false,
+        },
+    );
+}
+
+/// The Linux pair without state sync.
+#[test]
+#[ignore]
+fn at_scale_the_linux_pair_without_sync() {
+    at_scale(
+        "sl-fsn",
+        Pair::Linux {
+            sync: false,
+            random: false,
+        },
+    );
+}
+
+/// The Linux pair with conntrackd, its SNAT choosing random ports.
+#[test]
+#[ignore]
+fn at_scale_the_linux_pair_with_conntrackd_random_ports() {
+    at_scale(
+        "sl-fsr",
+        Pair::Linux {
+            sync: true,
+            random: true,
+        },
+    );
+}
+
+/// The Linux pair without state sync, its SNAT choosing random ports.
+#[test]
+#[ignore]
+fn at_scale_the_linux_pair_without_sync_random_ports() {
+    at_scale(
+        "sl-fsx",
+        Pair::Linux {
+            sync: false,
+            random: true,
+        },
+    );
 }
