@@ -53,7 +53,8 @@ for i in $(seq "$SCALE_RUNS"); do
   log=$(cargo test -q -p appliance --test failover -- --ignored --nocapture at_scale 2>&1 || true)
   for pair in "Sluice" "Sluice, no sync" "Linux, conntrackd, ports kept" "Linux, no sync, ports kept" \
               "Linux, conntrackd, random ports" "Linux, no sync, random ports"; do
-    line=$(grep -F "at scale ($pair): " <<<"$log" || true)
+    # -q prints a dot per passing test on the same stream: take the line from "at scale" on.
+    line=$(grep -F "at scale ($pair): " <<<"$log" | sed -E 's/^.*(at scale \()/\1/' | head -n1 || true)
     if [ -z "$line" ]; then
       scale+=("| $i | $pair | failed (see the test's output) | | | | | |")
       continue
