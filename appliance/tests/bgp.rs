@@ -16,10 +16,8 @@
 mod common;
 
 use common::{
-    as_root, ctl_json as json, have, promtool_accepts, sluice_in, until_routes, Killed, Nets,
+    as_root, bird, birdc, ctl_json as json, have, promtool_accepts, sluice_in, until_routes, Nets,
 };
-use std::path::Path;
-use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 const CONFIG: &str = r#"
@@ -139,31 +137,6 @@ protocol bgp rtr {{
     )
 }
 
-fn bird(n: &Nets, ns: &str, dir: &Path, name: &str, conf: &str) -> Killed {
-    let c = dir.join(format!("{name}.conf"));
-    std::fs::write(&c, conf).unwrap();
-    Killed(
-        Command::new("ip")
-            .args(["netns", "exec", ns, "bird", "-f", "-c"])
-            .arg(&c)
-            .arg("-s")
-            .arg(dir.join(format!("{name}.ctl")))
-            .stdout(Stdio::null())
-            .spawn()
-            .unwrap_or_else(|e| panic!("bird in {ns}: {e} ({})", n.0.join(" "))),
-    )
-}
-
-fn birdc(ns: &str, dir: &Path, name: &str, cmd: &str) -> String {
-    let out = Command::new("ip")
-        .args(["netns", "exec", ns, "birdc", "-s"])
-        .arg(dir.join(format!("{name}.ctl")))
-        .args(cmd.split_whitespace())
-        .output()
-        .unwrap();
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
 #[test]
 fn bgp_routes_from_bird_drive_the_fib_through_the_punt_path() {
     if !as_root() {
@@ -230,16 +203,14 @@ fn bgp_routes_from_bird_drive_the_fib_through_the_punt_path() {
         "ip addr add 198.18.0.1/24 dev sl-inside && ip addr add 198.19.0.1/24 dev sl-outside \
          && ip addr add 198.20.0.1/24 dev sl-third",
     );
-    let _bird_r = bird(&n, r, &dir, "rtr", BIRD_RTR);
+    let _bird_r = bird(r, &dir, "rtr", BIRD_RTR);
     let _bird_p = bird(
-        &n,
         p,
         &dir,
         "peer",
         &bird_peer("198.18.0.2", 65002, "198.18.0.1", true),
     );
     let _bird_q = bird(
-        &n,
         q,
         &dir,
         "peer2",
@@ -442,8 +413,8 @@ protocol ospf v2 o {
   area 0 { interface "p0" { type ptp; hello 1; dead 4; }; };
 }
 "#;
-    let _bird_r = bird(&n, r, &dir, "rtr", rtr);
-    let _bird_p = bird(&n, p, &dir, "peer", peer);
+    let _bird_r = bird(r, &dir, "rtr", rtr);
+    let _bird_p = bird(p, &dir, "peer", peer);
     let t = Instant::now();
     loop {
         let st = birdc(r, &dir, "rtr", "show ospf neighbors");

@@ -597,3 +597,33 @@ pub fn wait_with_stderr(mut child: Killed) -> (Option<i32>, String) {
     });
     (code, reader.join().unwrap())
 }
+
+/// BIRD in namespace `ns` with config `conf` (written to `DIR/NAME.conf`),
+/// its control socket `DIR/NAME.ctl`, killed however the test ends.
+#[allow(dead_code)] // Not every test binary runs one.
+pub fn bird(ns: &str, dir: &Path, name: &str, conf: &str) -> Killed {
+    let c = dir.join(format!("{name}.conf"));
+    std::fs::write(&c, conf).unwrap();
+    Killed(
+        Command::new("ip")
+            .args(["netns", "exec", ns, "bird", "-f", "-c"])
+            .arg(&c)
+            .arg("-s")
+            .arg(dir.join(format!("{name}.ctl")))
+            .stdout(Stdio::null())
+            .spawn()
+            .unwrap_or_else(|e| panic!("bird in {ns}: {e}")),
+    )
+}
+
+/// `birdc CMD` to the BIRD [`bird`] started as `name`: what it printed.
+#[allow(dead_code)] // Not every test binary runs one.
+pub fn birdc(ns: &str, dir: &Path, name: &str, cmd: &str) -> String {
+    let out = Command::new("ip")
+        .args(["netns", "exec", ns, "birdc", "-s"])
+        .arg(dir.join(format!("{name}.ctl")))
+        .args(cmd.split_whitespace())
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
