@@ -40,6 +40,9 @@ BENCHES=(
   "run-tcp.sh|root && have nft && have iperf3 && [ \$(nproc) -ge 2 ]|needs root, nftables, iperf3 and 2 or more CPUs"
   "TCP_PROFILE=1 run-tcp.sh|root && have nft && have iperf3 && have perf && [ \$(nproc) -ge 2 ]|needs root, nftables, iperf3, perf (apt-get install linux-perf) and 2 or more CPUs"
   "run-handoff.sh|root && have ping && [ \$(nproc) -ge 2 ]|needs root, ping and 2 or more CPUs"
+  "run-state.sh|true|"
+  "run-bulk-sync.sh|root && have python3|needs root and python3"
+  "run-failover.sh|root && have keepalived && have nft && have conntrackd && have python3|needs root, keepalived, nftables, conntrackd and python3"
 )
 
 rows=()

@@ -363,6 +363,9 @@ fn run(
     ask_bulk(&mut codec, &mut out);
     let mut last_sent = Instant::now();
     let mut last_ask = Instant::now();
+    // A gap or a full ring seen since the last ask: the whole table is
+    // owed, asked for once a second has passed since that ask.
+    let mut owed = false;
     while !stop.load(Ordering::Acquire) {
         for w in &mut workers {
             while let Ok(c) = w.from.pop() {
@@ -382,7 +385,16 @@ fn run(
         // What came, for at most a millisecond's wait.
         let (mut wanted_bulk, mut new_peer) = (false, false);
         let mut queued = vec![false; workers.len()];
+        let mut full = false;
         for _ in 0..4096 {
+            // A message is taken only when every worker's ring has room
+            // for all its records: a bulk sync comes faster than a
+            // worker applies it in bursts, and what waits stays in the
+            // socket's buffer (32 MiB) rather than being dropped here.
+            if workers.iter().any(|w| w.to.slots() < PER_MESSAGE) {
+                full = true;
+                break;
+            }
             let (n, from) = match sock.recv_from(&mut buf) {
                 Ok(x) => x,
                 Err(_) => break,
@@ -439,15 +451,22 @@ fn run(
         // A worker blocked on its interrupts applies what was queued for
         // it now, not at its next 10 ms tick.
         for (w, q) in workers.iter().zip(&queued) {
-            if *q {
+            if *q || full {
                 w.waker.wake();
             }
         }
         // A peer new to this side: its table now. A gap or a full ring:
         // the whole table again, at most once a second.
-        if new_peer || (wanted_bulk && last_ask.elapsed() >= Duration::from_secs(1)) {
+        owed |= wanted_bulk;
+        if new_peer || (owed && last_ask.elapsed() >= Duration::from_secs(1)) {
             ask_bulk(&mut codec, &mut out);
             last_ask = Instant::now();
+            owed = false;
+        }
+        if full {
+            // The workers' turn: the socket's read timeout does not pace
+            // this loop while the rings are full.
+            std::thread::sleep(Duration::from_micros(200));
         }
     }
 }
@@ -549,5 +568,69 @@ mod tests {
             b.decode(&m, &stats, &mut gaps).unwrap_err(),
             &stats.replayed
         ));
+    }
+
+    /// More records than a worker's ring holds, sent at once (a bulk
+    /// sync), all reach the worker while it applies them late: the sync
+    /// thread leaves what does not fit in the socket's buffer instead of
+    /// dropping it. (It took up to 4,096 datagrams at a time and dropped
+    /// what overflowed the ring: 1 M flows from a state file reached the
+    /// peer with 39,455 dropped, and the bulk sync owed for them was
+    /// forgotten.)
+    #[test]
+    fn a_bulk_sync_larger_than_the_ring_arrives_whole() {
+        let peer = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        let listen = {
+            let s = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+            s.local_addr().unwrap()
+        };
+        let key: Arc<[u8]> = Arc::from(&[9u8; 32][..]);
+        let cfg = crate::config::SyncConfig {
+            listen,
+            peer: peer.local_addr().unwrap(),
+            key: key.clone(),
+        };
+        let (thread_ends, mut worker) = rings().unwrap();
+        let stop = Arc::new(AtomicBool::new(false));
+        let (h, stats) = start(&cfg, vec![thread_ends], stop.clone()).unwrap();
+        let mut codec = Codec::new(&key);
+        let messages = 2000;
+        let sent = messages * PER_MESSAGE;
+        assert!(sent > RING);
+        let mut m = Vec::new();
+        let items: Vec<Change> = (0..PER_MESSAGE as u16)
+            .map(|i| Change {
+                flow: Saved {
+                    worker: 0,
+                    ..change(i).flow
+                },
+                ..change(i)
+            })
+            .collect();
+        for _ in 0..messages {
+            codec.encode(CHANGES, &items, &mut m);
+            peer.send_to(&m, listen).unwrap();
+        }
+        // The worker late: the ring fills, nothing is dropped.
+        let t = Instant::now();
+        while worker.apply.slots() < RING - PER_MESSAGE && t.elapsed() < Duration::from_secs(5) {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        std::thread::sleep(Duration::from_millis(50));
+        assert_eq!(stats.apply_dropped.load(Ordering::Relaxed), 0);
+        // Then it applies: every record comes.
+        let mut got = 0;
+        let t = Instant::now();
+        while got < sent && t.elapsed() < Duration::from_secs(10) {
+            while worker.apply.pop().is_ok() {
+                got += 1;
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        stop.store(true, Ordering::Release);
+        h.join().unwrap();
+        assert_eq!(got, sent);
+        assert_eq!(stats.apply_dropped.load(Ordering::Relaxed), 0);
+        assert_eq!(stats.gaps.load(Ordering::Relaxed), 0);
     }
 }

@@ -322,3 +322,82 @@ fn a_burst_of_new_flows_reaches_the_standby_whole() {
     assert_eq!(on_a["dropped_sending"], 0, "{on_a}");
     eprintln!("{flows} new flows on B within {took:?} (a `sluice ctl` poll is most of it)");
 }
+
+/// A table of 200,000 flows (the state file A starts from) reaches B
+/// by a bulk sync whole, nothing dropped or lost on the way (the sync
+/// thread's unit test `a_bulk_sync_larger_than_the_ring_arrives_whole`
+/// has the overflow this once lost records to; `bench/run-bulk-sync.sh`
+/// times a million).
+#[test]
+fn a_bulk_sync_of_a_big_table_arrives_whole() {
+    use pipeline::conntrack::saved::Saved;
+    use pipeline::conntrack::{ConnTrack, State, Timeouts, Tuple};
+    if !as_root() || !have("ip") {
+        return;
+    }
+    let flows = 200_000usize;
+    let (n, dir, [cfg_a, cfg_b, sock_a, sock_b]) = pair("sl-hk");
+    let (a, b) = (&n.0[1], &n.0[2]);
+    // A's table: UDP flows from 10.x to 198.51.100.x, each masqueraded
+    // to a port of its own.
+    let v4 = |a: u32| 0xffff_0000_0000u128 | u128::from(a);
+    let mut table = ConnTrack::new(flows, Timeouts::default());
+    table.set_now(1_000_000_000_000);
+    for i in 0..flows {
+        let orig = Tuple {
+            src: v4(0x0a00_0000 + (i as u32 >> 8)),
+            dst: v4(0xc633_6400 | (i as u32 & 0xff)),
+            sport: 1024 + (i % 60000) as u16,
+            dport: 443,
+            proto: 17,
+            zone: 0,
+        };
+        let reply = Tuple {
+            src: orig.dst,
+            dst: v4(0xc613_0001),
+            sport: 443,
+            dport: 1024 + (i % 60000) as u16,
+            ..orig
+        };
+        let s = Saved {
+            orig,
+            reply: Tuple {
+                dst: reply.dst + (i / 60000) as u128,
+                ..reply
+            },
+            state: State::Replied,
+            remaining_ns: 170_000_000_000,
+            worker: 0,
+        };
+        assert!(table.install(&s).is_ok(), "flow {i}");
+    }
+    let mut all = Vec::new();
+    table.copy_flows(0, usize::MAX, usize::MAX, &Default::default(), &mut all);
+    let state = dir.join("a.state");
+    appliance::state::write(&state, &[(0, all)]).unwrap();
+    let text = std::fs::read_to_string(&cfg_a).unwrap().replace(
+        "[ha]\n",
+        &format!("[ha]\nstate_file = \"{}\"\n", state.display()),
+    );
+    std::fs::write(&cfg_a, text).unwrap();
+    let _sluice_a = common::sluice_in(a, &cfg_a, &sock_a);
+    let entries = |sock: &Path| {
+        ctl_json(sock, &["show", "conntrack", "--limit", "0"])["workers"][0]["entries"]
+            .as_u64()
+            .unwrap_or(0)
+    };
+    until("A's table from its state file", 30, || {
+        entries(&sock_a) == flows as u64
+    });
+    let t0 = Instant::now();
+    let _sluice_b = common::sluice_in(b, &cfg_b, &sock_b);
+    until("A's whole table on B", 30, || {
+        entries(&sock_b) == flows as u64
+    });
+    let took = t0.elapsed();
+    let on_b = ctl_json(&sock_b, &["show", "ha"]);
+    let _ = std::fs::remove_dir_all(&dir);
+    assert_eq!(on_b["dropped_applying"], 0, "{on_b}");
+    assert_eq!(on_b["gaps"], 0, "{on_b}");
+    eprintln!("bulk sync: {flows} flows on B within {took:?}: {on_b}");
+}

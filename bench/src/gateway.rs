@@ -25,7 +25,9 @@
 use anyhow::{Context, Result};
 use clap::Parser;
 use pipeline::acl::v4;
-use pipeline::conntrack::Tuple;
+use pipeline::conntrack::saved::Saved;
+use pipeline::conntrack::sync::{Change, Kind};
+use pipeline::conntrack::{State, Tuple};
 use pipeline::fwd::{ForwardMode, Frame};
 use pipeline::gateway::{CycleClock, Gateway, Stage, StageClock};
 use pipeline::router::Router;
@@ -72,6 +74,11 @@ pub struct GatewayArgs {
     /// what syncing costs the worker.
     #[arg(long)]
     sync: bool,
+    /// Also measure the new and established passes with state sync on
+    /// (as `--sync`), in each run beside the passes without it: the
+    /// active's cost of syncing, side by side.
+    #[arg(long)]
+    sync_rows: bool,
 }
 
 /// The frames' sizes: UDP, and TCP with its options.
@@ -472,6 +479,35 @@ pub fn gateway(a: GatewayArgs) -> Result<()> {
     }
 }
 
+/// A sync ring of `cap` changes whose every slot has been written and
+/// read once: a worker's ring is a standing one, its pages long mapped,
+/// and a fresh one's first touches (a page fault each 4 KiB) would be
+/// charged to the pass.
+fn standing_ring(cap: usize) -> rtrb::Producer<Change> {
+    let (mut log, mut drained) = rtrb::RingBuffer::new(cap);
+    let t = Tuple {
+        src: 0,
+        dst: 0,
+        sport: 0,
+        dport: 0,
+        proto: 17,
+        zone: 0,
+    };
+    let c = Change {
+        kind: Kind::Created,
+        flow: Saved {
+            orig: t,
+            reply: t,
+            state: State::Unreplied,
+            remaining_ns: 0,
+            worker: 0,
+        },
+    };
+    while log.push(c).is_ok() {}
+    while drained.pop().is_ok() {}
+    log
+}
+
 /// [`gateway`] on `N`-byte frames.
 fn run<const N: usize>(a: GatewayArgs) -> Result<()> {
     let cfg = appliance::config::load_file(&a.config).map_err(|e| anyhow::anyhow!("{e}"))?;
@@ -480,17 +516,17 @@ fn run<const N: usize>(a: GatewayArgs) -> Result<()> {
     let tsc = Tsc::calibrate(Duration::from_millis(50));
     let hz = tsc.hz as f64;
     let macs: Vec<[u8; 6]> = cfg.ports.iter().map(|p| p.mac.0).collect();
-    let fresh = || {
+    let make = |sync: bool| {
         let mut g = Gateway::new(router.clone(), &gcfg, 0);
-        if a.sync {
+        if sync {
             // The sync thread's end is not read: the ring holds a pass's
             // changes (every flow's creation, with room to spare).
-            let (log, _) = rtrb::RingBuffer::new(2 * a.flows + 4096);
-            g.set_sync(log);
+            g.set_sync(standing_ring(2 * a.flows + 4096));
         }
         g.tick(tsc.ns(rdtsc()) as u64);
         g
     };
+    let fresh = || make(a.sync);
     let w = Workload::<N>::new(a.flows, a.packets, &macs, a.tcp, fresh())?;
     let (templates, new_order, est_order, refused_order) =
         (&w.templates, &w.new_order, &w.est_order, &w.refused_order);
@@ -502,6 +538,7 @@ fn run<const N: usize>(a: GatewayArgs) -> Result<()> {
 
     let (mut copy, mut route, mut gw_new, mut gw_est) = (vec![], vec![], vec![], vec![]);
     let mut gw_refused = vec![];
+    let (mut sync_new, mut sync_est) = (vec![], vec![]);
     // Per run: each stage's cycles per packet (new flows, established).
     let mut prof_new: Vec<[f64; Stage::COUNT]> = vec![];
     let mut prof_est: Vec<[f64; Stage::COUNT]> = vec![];
@@ -535,6 +572,12 @@ fn run<const N: usize>(a: GatewayArgs) -> Result<()> {
         let (c, n) = gateway_pass(est_templates, est_order, &mut g);
         gw_est.push(c);
         fwd_est = n;
+        if a.sync_rows {
+            let mut g = make(true);
+            sync_new.push(gateway_pass(templates, new_order, &mut g).0);
+            w.handshake(&mut g);
+            sync_est.push(gateway_pass(est_templates, est_order, &mut g).0);
+        }
         if a.tcp {
             let mut g = Gateway::new(router.clone(), &nowin_cfg, 0);
             g.tick(tsc.ns(rdtsc()) as u64);
@@ -615,6 +658,19 @@ fn run<const N: usize>(a: GatewayArgs) -> Result<()> {
         hz / gw_est / 1e6,
         a.packets
     );
+    let synced = (!sync_new.is_empty()).then(|| (m(&mut sync_new), m(&mut sync_est)));
+    if let Some((sn, se)) = synced {
+        println!(
+            "| gateway, new flow, state sync on (its creation logged for the HA peer) | {sn:.0} | {:.0} | {:.2} M flows/s | - |",
+            sn - copy,
+            hz / sn / 1e6
+        );
+        println!(
+            "| gateway, established flows, state sync on | {se:.0} | {:.0} | {:.1} | - |",
+            se - copy,
+            hz / se / 1e6
+        );
+    }
     if !gw_nowin.is_empty() {
         let n = m(&mut gw_nowin);
         println!(
@@ -638,6 +694,13 @@ fn run<const N: usize>(a: GatewayArgs) -> Result<()> {
         "\nThe gateway costs {:.2}× the router alone per established packet.",
         (gw_est - copy) / (route - copy)
     );
+    if let Some((sn, se)) = synced {
+        println!(
+            "\nState sync on (each run's passes beside those without it; the changes pushed into a ring with room for a pass's, which the sync thread would drain): new flows/s {:.2}× those without it, established cycles per packet {:.3}× (issue 53's goal: ≥ 0.9× and ≤ 1.05×).",
+            gw_new / sn,
+            se / gw_est
+        );
+    }
     let stage = |p: &[[f64; Stage::COUNT]], i: usize| {
         let mut v: Vec<f64> = p.iter().map(|r| r[i]).collect();
         crate::median(&mut v)

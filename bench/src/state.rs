@@ -19,6 +19,10 @@ pub struct StateArgs {
     /// The directory the file is written in.
     #[arg(long, default_value = "/tmp")]
     dir: std::path::PathBuf,
+    /// Only write the table as a state file at this path, for a Sluice
+    /// to start from (`bench/run-bulk-sync.sh`), and measure nothing.
+    #[arg(long)]
+    keep: Option<std::path::PathBuf>,
 }
 
 /// Flow `i`: UDP from 10.x to 198.51.100.x, masqueraded to 203.0.113.1
@@ -54,6 +58,12 @@ pub fn state(a: StateArgs) -> Result<()> {
     table.set_now(1_000_000_000_000);
     for i in 0..a.flows {
         ensure!(table.install(&flow(i)).is_ok(), "flow {i} refused");
+    }
+    if let Some(path) = &a.keep {
+        let mut all = Vec::new();
+        table.copy_flows(0, usize::MAX, usize::MAX, &Default::default(), &mut all);
+        appliance::state::write(path, &[(0, all)])?;
+        return Ok(());
     }
     let path = a
         .dir
