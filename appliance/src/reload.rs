@@ -216,6 +216,9 @@ pub fn restart_needed(old: &Config, new: &Config) -> Vec<String> {
     {
         d.push("conntrack size, timeouts or window tracking".into());
     }
+    if a.mss_limits != b.mss_limits {
+        d.push("clamp_mss".into());
+    }
     d
 }
 

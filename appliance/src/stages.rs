@@ -102,5 +102,6 @@ pub fn build_gateway(cfg: &Config, workers: u16) -> GatewayConfig {
         timeouts: g.timeouts,
         tcp_window: g.ct_tcp_window,
         workers: workers.max(1),
+        mss_limits: g.mss_limits.clone().into(),
     }
 }

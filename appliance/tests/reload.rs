@@ -127,6 +127,18 @@ fn a_hundred_reloads_under_traffic_lose_nothing() {
         err.contains("restart is needed") && err.contains("[ha]"),
         "{err}"
     );
+    // A port's MSS clamping too: the gateway is built with it.
+    std::fs::write(
+        &cfg,
+        a.replacen("rxd = 4096", "rxd = 4096\nclamp_mss = \"pmtu\"", 1),
+    )
+    .unwrap();
+    let (ok, _, err) = ctl(&sock, &["reload"]);
+    assert!(!ok);
+    assert!(
+        err.contains("restart is needed") && err.contains("clamp_mss"),
+        "{err}"
+    );
     assert_eq!(rules(&sock), n_a);
 
     // SIGHUP reloads too (the result goes to stderr).

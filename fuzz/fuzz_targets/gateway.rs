@@ -85,6 +85,7 @@ fn gateway() -> Gateway {
             timeouts: Timeouts::default(),
             tcp_window: true,
             workers: 1,
+            mss_limits: Default::default(),
         }
     });
     Gateway::new(router(), cfg, 0)

@@ -52,6 +52,7 @@ use std::sync::Arc;
 mod clock;
 mod ipv4;
 mod ipv6;
+pub mod mss;
 mod ports;
 mod profiled;
 pub mod reass;
@@ -78,6 +79,11 @@ pub struct GatewayConfig {
     pub tcp_window: bool,
     /// Workers (the NAT port range is split among them).
     pub workers: u16,
+    /// Per interface (ports, then VLAN sub-interfaces): the most a TCP
+    /// SYN entering or leaving through it may say in its MSS option,
+    /// over IPv4 and over IPv6 (`clamp_mss`; `u16::MAX`, or no entry:
+    /// not clamped).
+    pub mss_limits: Arc<[[u16; 2]]>,
 }
 
 /// Per-rule hit counters of one worker, published on each tick.
@@ -155,7 +161,42 @@ pub struct Gateway<C: StageClock = NoClock> {
     /// This worker's index among `workers` (for return-traffic steering).
     worker: u16,
     workers: u16,
+    /// TCP MSS clamping.
+    mss: MssClamp,
     clock: C,
+}
+
+/// What [`Gateway`] clamps TCP SYNs' MSS to, per interface.
+struct MssClamp {
+    /// [`GatewayConfig::mss_limits`].
+    limits: Arc<[[u16; 2]]>,
+    /// Whether any interface clamps (else nothing is looked at).
+    any: bool,
+    /// A held SYN's copy, clamped on its way out ([`Gateway::emit`]).
+    scratch: Vec<u8>,
+}
+
+impl MssClamp {
+    fn new(limits: &Arc<[[u16; 2]]>) -> Self {
+        let any = limits.iter().any(|l| l.iter().any(|&m| m != u16::MAX));
+        MssClamp {
+            limits: limits.clone(),
+            any,
+            scratch: if any {
+                Vec::with_capacity(16384)
+            } else {
+                Vec::new()
+            },
+        }
+    }
+
+    /// Interface `i`'s limit (`u16::MAX`: none) over IPv4 or IPv6.
+    #[inline]
+    fn limit(&self, i: u16, v6: bool) -> u16 {
+        self.limits
+            .get(usize::from(i))
+            .map_or(u16::MAX, |l| l[usize::from(v6)])
+    }
 }
 
 /// Packets of a burst the burst path takes through each stage together.
@@ -260,6 +301,7 @@ impl<C: StageClock> Clone for Gateway<C> {
             min_mtu: self.min_mtu,
             worker: self.worker,
             workers: self.workers,
+            mss: MssClamp::new(&self.mss.limits),
             clock: self.clock.clone(),
         }
     }
@@ -413,6 +455,7 @@ impl<C: StageClock> Gateway<C> {
             min_mtu,
             worker,
             workers: cfg.workers.max(1),
+            mss: MssClamp::new(&cfg.mss_limits),
             router,
             rules: cfg.rules.clone(),
             nat: cfg.nat.clone(),
@@ -461,6 +504,7 @@ impl<C: StageClock> Gateway<C> {
             min_mtu,
             worker,
             workers,
+            mss,
             clock: _,
         } = self;
         Gateway {
@@ -481,6 +525,7 @@ impl<C: StageClock> Gateway<C> {
             min_mtu,
             worker,
             workers,
+            mss,
             clock,
         }
     }
@@ -603,6 +648,27 @@ impl<C: StageClock> Gateway<C> {
         }
     }
 
+    /// A TCP SYN's MSS clamped to what interface `iface` allows
+    /// (`clamp_mss`), counted. Only called when some interface clamps.
+    #[cold]
+    #[inline(never)]
+    fn clamp_mss<P: Frame>(&mut self, pkt: &mut P, iface: u16) {
+        let mss = &self.mss;
+        if mss::clamp(pkt.bytes_mut(), |v6| mss.limit(iface, v6)) {
+            self.nat_events[nat::Event::MssClamped as usize] += 1;
+        }
+    }
+
+    /// A forwarded TCP SYN's MSS clamped for the interface it leaves by
+    /// (the one it came in on clamped it before the rules and NAT saw
+    /// it). Only called when some interface clamps.
+    #[inline(always)]
+    fn clamp_post<P: Frame>(&mut self, pkt: &mut P, v: Verdict) {
+        if let Verdict::Forward(o) = v {
+            self.clamp_mss(pkt, o);
+        }
+    }
+
     /// Verdict `v` as the worker takes it: a frame leaving on a VLAN
     /// sub-interface is tagged, and its port named.
     #[inline(always)]
@@ -660,7 +726,14 @@ impl<C: StageClock> Gateway<C> {
             // More tags than a sub-interface has.
             return Verdict::Drop(DropReason::UnknownVlan);
         }
-        match self.dispatch(pkt, iface) {
+        if self.mss.any {
+            self.clamp_mss(pkt, iface);
+        }
+        let v = self.dispatch(pkt, iface);
+        if self.mss.any {
+            self.clamp_post(pkt, v);
+        }
+        match v {
             Verdict::Handoff(w) if iface >= self.router.ports => {
                 match self.router.tag(pkt, iface) {
                     Verdict::Forward(_) => Verdict::Handoff(w),
@@ -803,6 +876,13 @@ impl<C: StageClock> ForwardMode for Gateway<C> {
             self.clock.mark(Stage::Route);
             for ((p, v), l) in pc.iter_mut().zip(vc.iter_mut()).zip(&lanes) {
                 *v = match l {
+                    Some(l) if self.mss.any && l.t.proto == IpProto::TCP && l.flags & 0x02 != 0 => {
+                        self.clock.start();
+                        self.clamp_mss(p, in_port);
+                        let v = self.track4(p, in_port, l);
+                        self.clamp_post(p, v);
+                        v
+                    }
                     Some(l) => {
                         self.clock.start();
                         self.track4(p, in_port, l)
@@ -831,6 +911,12 @@ impl<C: StageClock> ForwardMode for Gateway<C> {
         ) {
             return self.tagged(pkt, in_port);
         }
+        if self.mss.any {
+            self.clamp_mss(pkt, in_port);
+            let v = self.dispatch(pkt, in_port);
+            self.clamp_post(pkt, v);
+            return self.out(pkt, v);
+        }
         let v = self.dispatch(pkt, in_port);
         self.out(pkt, v)
     }
@@ -857,7 +943,41 @@ impl<C: StageClock> ForwardMode for Gateway<C> {
         if self.reass.ready() {
             self.release_fragments(send);
         }
-        ForwardMode::emit(&mut self.router, send);
+        if self.mss.any {
+            // A SYN held for its neighbour leaves now: clamped for the
+            // port it leaves by (it was, for the one it came in on, before
+            // it was held), in a copy (the router lends its frame).
+            let Gateway {
+                router,
+                mss,
+                nat_events,
+                ..
+            } = self;
+            let MssClamp {
+                limits, scratch, ..
+            } = mss;
+            let mut clamped = |port: u16, f: &[u8]| {
+                let limit = |v6: bool| {
+                    limits
+                        .get(usize::from(port))
+                        .map_or(u16::MAX, |l| l[usize::from(v6)])
+                };
+                if f.len() > scratch.capacity() {
+                    return send(port, f);
+                }
+                scratch.clear();
+                scratch.extend_from_slice(f);
+                if mss::clamp(scratch, limit) {
+                    nat_events[nat::Event::MssClamped as usize] += 1;
+                    send(port, scratch)
+                } else {
+                    send(port, f)
+                }
+            };
+            ForwardMode::emit(router, &mut clamped);
+        } else {
+            ForwardMode::emit(&mut self.router, send);
+        }
         self.refresh_events();
     }
 

@@ -264,6 +264,8 @@ crate::counter_enum! {
         Mapped = "nat_mapped",
         /// New flows refused because the NAT port range was exhausted.
         Exhausted = "nat_exhausted",
+        /// TCP SYNs whose MSS option was lowered (`clamp_mss`).
+        MssClamped = "tcp_mss_clamped",
     }
 }
 

@@ -301,7 +301,7 @@ fn validate(cx: &mut Ctx<'_>, raw: RawFile, base: Option<&Path>) -> Config {
         .enumerate()
         .map(|(i, a)| (a.name, i as u16))
         .collect();
-    let gateway = firewall::check(
+    let mut gateway = firewall::check(
         cx,
         raw.firewall.as_ref(),
         raw.conntrack.as_ref(),
@@ -314,6 +314,7 @@ fn validate(cx: &mut Ctx<'_>, raw: RawFile, base: Option<&Path>) -> Config {
         base,
     );
     check_l3fwd_workers(cx, &raw, gateway.enabled, &router, &addrs);
+    gateway.mss_limits = check_clamp_mss(cx, &raw, &router, gateway.enabled);
     ports::check_buffer_family(cx, &raw);
     let mbufs = ports::check_mbufs(cx, &raw, &ports);
     let (metrics, control_socket) = check_management(cx, &raw, base);
@@ -464,6 +465,66 @@ fn check_l3fwd_workers(
 /// `[ha] state_file`: a file to create in a directory that exists (the
 /// flow table is written there on a clean stop and read back at start),
 /// with a gateway to keep the flows of.
+/// The ports' `clamp_mss` as the gateway takes it: per interface (ports,
+/// then VLAN sub-interfaces, which take their port's), the most a TCP
+/// SYN's MSS may say over IPv4 and IPv6; empty when no port clamps.
+fn check_clamp_mss(
+    cx: &mut Ctx<'_>,
+    raw: &RawFile,
+    router: &RouterSetup,
+    gateway: bool,
+) -> Vec<[u16; 2]> {
+    use pipeline::gateway::mss::headers;
+    let mut per_port = vec![None; raw.port.len()];
+    for (i, p) in raw.port.iter().enumerate() {
+        let Some(c) = &p.clamp_mss else { continue };
+        let key = format!("port[{i}].clamp_mss");
+        let v = match c.get_ref() {
+            RawClamp::Word(w) if w == "pmtu" => Some(None),
+            RawClamp::Bytes(n) if (536..=65495).contains(n) => Some(Some(*n as u16)),
+            RawClamp::Bytes(n) => {
+                cx.err(c, &key, format!("{n}: an MSS is 536..=65495 bytes (RFC 9293's least, and the most an IPv4 packet holds)"));
+                None
+            }
+            RawClamp::Word(w) => {
+                cx.err(
+                    c,
+                    &key,
+                    format!("`{w}`: expected \"pmtu\" or a number of bytes"),
+                );
+                None
+            }
+        };
+        if v.is_some() && !gateway {
+            cx.err(
+                c,
+                &key,
+                "clamping needs the gateway stage: add [firewall] (with default = \"accept\" it refuses nothing), [conntrack] or [nat]",
+            );
+        }
+        per_port[i] = v;
+    }
+    if per_port.iter().all(Option::is_none) {
+        return Vec::new();
+    }
+    router
+        .interfaces
+        .iter()
+        .enumerate()
+        .map(|(i, iface)| {
+            let port = iface.vlan.map_or(i, |v| usize::from(v.port));
+            match per_port.get(port).copied().flatten() {
+                None => [u16::MAX; 2],
+                Some(Some(n)) => [n; 2],
+                Some(None) => [
+                    iface.mtu.saturating_sub(headers(false)),
+                    iface.mtu.saturating_sub(headers(true)),
+                ],
+            }
+        })
+        .collect()
+}
+
 fn check_ha(
     cx: &mut Ctx<'_>,
     raw: &RawFile,

@@ -396,6 +396,18 @@ pub(super) struct RawPort {
     #[serde(default)]
     pub(super) ipv6: Vec<Str<Prefix<Ipv6Addr>>>,
     pub(super) mtu: Option<Spanned<u16>>,
+    pub(super) clamp_mss: Option<Spanned<RawClamp>>,
+}
+
+/// A port's `clamp_mss`: `"pmtu"` or a number of bytes.
+#[derive(Debug, Deserialize)]
+#[serde(
+    untagged,
+    expecting = "expected \"pmtu\" or the most bytes a TCP SYN's MSS may say (a number)"
+)]
+pub(super) enum RawClamp {
+    Bytes(i64),
+    Word(String),
 }
 
 pub(super) fn empty_list<T>() -> Spanned<Vec<T>> {

@@ -512,6 +512,10 @@ pub struct GatewaySetup {
     pub ct_tcp_window: bool,
     /// Conntrack timeouts.
     pub timeouts: Timeouts,
+    /// Per interface (ports, then VLAN sub-interfaces): the most a TCP
+    /// SYN's MSS may say entering or leaving through it, over IPv4 and
+    /// IPv6 (`clamp_mss`; `u16::MAX`: not clamped; empty: none clamps).
+    pub mss_limits: Vec<[u16; 2]>,
 }
 
 impl Default for GatewaySetup {
@@ -525,6 +529,7 @@ impl Default for GatewaySetup {
             ct_capacity: 1 << 18,
             ct_tcp_window: true,
             timeouts: Timeouts::default(),
+            mss_limits: Vec::new(),
         }
     }
 }

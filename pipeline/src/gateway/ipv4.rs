@@ -20,6 +20,22 @@ impl<C: StageClock> Gateway<C> {
                 return Verdict::Drop(DropReason::BadChecksum);
             }
             if ip.ttl() <= 1 {
+                // A port forward's packet (to the router's address, for an
+                // inside host) is translated and then forwarded, as the
+                // kernel's PREROUTING DNAT and forward path do: its TTL
+                // runs out there and is answered with Time Exceeded
+                // (traceroute through a port forward), not taken by the
+                // router as its own.
+                if self.port_forwarded4(&ip, in_port) {
+                    return self.router.icmp4_error(
+                        pkt,
+                        in_port,
+                        11,
+                        0,
+                        0,
+                        DropReason::TtlExceeded,
+                    );
+                }
                 return self.router.process(pkt, in_port);
             }
         }
@@ -29,6 +45,29 @@ impl<C: StageClock> Gateway<C> {
             return self.fragment4(pkt, in_port);
         }
         self.l4_4(pkt, in_port, h)
+    }
+
+    /// Whether the valid IPv4 packet `ip` received on `in_port` is to the
+    /// router's own address but translated to another host: a destination
+    /// NAT rule (port forward, 1:1) takes it or it belongs to a tracked
+    /// flow (whose packets are translated).
+    #[cold]
+    fn port_forwarded4(&mut self, ip: &Ipv4Packet<&[u8]>, in_port: u16) -> bool {
+        let dst = u32::from_be_bytes(ip.dst());
+        if !self.router.is_local4(dst) || ip.flags_frag() & 0x1fff != 0 {
+            return false;
+        }
+        let l4 = ip.payload();
+        let Ok(Some((sport, dport, _))) = ports(ip.protocol(), l4, false) else {
+            return false;
+        };
+        let proto = ip.protocol();
+        let src = u32::from_be_bytes(ip.src());
+        self.nat.dnat(in_port, proto, dst, dport).is_some()
+            || self
+                .ct
+                .find(&tuple4(src, dst, sport, dport, proto))
+                .is_some()
     }
 
     /// The part of [`Gateway::ipv4`] from the L4 header on, for a packet

@@ -142,6 +142,7 @@ fn gateway_with(rules: Vec<FwRule>, default: Action, nat: NatConfig, cap: usize)
         timeouts: Timeouts::default(),
         tcp_window: true,
         workers: 1,
+        mss_limits: Default::default(),
     };
     let mut g = Gateway::new(router(), &cfg, 0);
     g.tick(S);
@@ -304,6 +305,73 @@ fn snat_tcp_out_and_back() {
     g.tick(2 * S);
     assert_eq!(event(&g, "nat_mapped"), 1);
     assert_eq!(event(&g, "ct_created"), 1);
+}
+
+/// A TCP segment `f` (made by [`pkt`] with 4 bytes of payload) with those
+/// bytes as its options instead: an MSS option of `mss`.
+fn with_mss(mut f: Vec<u8>, mss: u16) -> Vec<u8> {
+    f[34 + 12] = 6 << 4;
+    f[34 + 20..34 + 24].copy_from_slice(&[2, 4, (mss >> 8) as u8, mss as u8]);
+    fill_l4(&mut f);
+    f
+}
+
+fn mss_of(f: &[u8]) -> u16 {
+    assert_eq!(f[34 + 12] >> 4, 6);
+    u16::from_be_bytes([f[34 + 22], f[34 + 23]])
+}
+
+/// `clamp_mss` on the outside port (its MTU 1,492 less 40): a SYN
+/// leaving by it and the SYN+ACK coming in by it have their MSS lowered
+/// (through `process` and the burst path alike), checksums valid after
+/// NAT too, counted; a SYN already under the limit and segments that
+/// are not SYNs are left as they are.
+#[test]
+fn syns_crossing_a_clamped_port_have_their_mss_lowered() {
+    let nat = nat_cfg(PortRange::default());
+    let cfg = GatewayConfig {
+        rules: Arc::new(RuleSet::build(vec![], Action::Accept, &nat.original_dsts())),
+        nat: Arc::new(nat),
+        ct_capacity: 1024,
+        timeouts: Timeouts::default(),
+        tcp_window: true,
+        workers: 1,
+        mss_limits: Arc::from(vec![[u16::MAX; 2], [1452, 1432]]),
+    };
+    let mut g = Gateway::new(router(), &cfg, 0);
+    g.tick(S);
+    let four = [0u8; 4];
+    let mut syn = with_mss(pkt(R0, CLIENT, 40000, SERVER, 80, 6, 0x02, &four), 1460);
+    assert!(valid(&syn));
+    assert_eq!(g.process(&mut syn, 0), Verdict::Forward(1));
+    assert_eq!(mss_of(&syn), 1452, "leaving by the clamped port");
+    assert!(valid(&syn), "checksums after NAT and the clamp");
+    let mut synack = with_mss(reply_to(&syn, R1, 0x12), 8960);
+    assert_eq!(g.process(&mut synack, 1), Verdict::Forward(0));
+    assert_eq!(mss_of(&synack), 1452, "coming in by the clamped port");
+    assert!(valid(&synack));
+    // Under the limit, and not a SYN: untouched.
+    let mut low = with_mss(pkt(R0, CLIENT, 40001, SERVER, 80, 6, 0x02, &four), 1400);
+    assert_eq!(g.process(&mut low, 0), Verdict::Forward(1));
+    assert_eq!(mss_of(&low), 1400);
+    let mut ack = pkt(R0, CLIENT, 40000, SERVER, 80, 6, 0x10, &[2, 4, 0x05, 0xb4]);
+    assert_eq!(g.process(&mut ack, 0), Verdict::Forward(1));
+    assert_eq!(&ack[54..58], &[2, 4, 0x05, 0xb4], "data, not options");
+    // The burst path: two SYNs of new flows.
+    let mut burst: Vec<Vec<u8>> = (0..2)
+        .map(|i| with_mss(pkt(R0, CLIENT, 41000 + i, SERVER, 80, 6, 0x02, &four), 1460))
+        .collect();
+    let mut v = vec![Verdict::Drop(DropReason::Filtered); 2];
+    if let Some(x) = g.process_burst(&mut burst, 0, &mut v) {
+        v.fill(x);
+    }
+    assert_eq!(v, [Verdict::Forward(1); 2]);
+    for f in &burst {
+        assert_eq!(mss_of(f), 1452);
+        assert!(valid(f));
+    }
+    g.tick(2 * S);
+    assert_eq!(event(&g, "tcp_mss_clamped"), 4);
 }
 
 /// A restart that keeps its flows: the flows of one gateway, written out
@@ -513,6 +581,7 @@ fn multipath_flows_keep_their_first_packets_path() {
         timeouts: Timeouts::default(),
         tcp_window: true,
         workers: 1,
+        mss_limits: Default::default(),
     };
     let mut g = Gateway::new(router, &cfg, 0);
     g.tick(S);
@@ -577,6 +646,45 @@ fn dnat_port_forward_and_hairpin() {
     assert_eq!(&synack[0..6], &HOST2.0);
     assert!(valid(&synack));
     let _ = sp;
+}
+
+/// A port forward's packet arriving with TTL 1 (traceroute through it) is
+/// translated and forwarded as the kernel does it, so its TTL runs out:
+/// Time Exceeded back to its sender, quoting the packet as sent (found
+/// in the held-out lab: it was taken by the router as its own and
+/// dropped, `to_router`). So is a tracked flow's, either way; a packet to
+/// the router's address that no rule forwards is still the router's.
+#[test]
+fn a_port_forwards_packet_at_ttl_1_gets_time_exceeded() {
+    let mut g = gateway();
+    let ttl1 = |mut f: Vec<u8>| {
+        let mut ip = Ipv4Packet::new_unchecked(&mut f[14..34]);
+        ip.set_ttl(1);
+        ip.fill_checksum();
+        f
+    };
+    let sent = ttl1(pkt(R1, SERVER, 5555, OUTSIDE, 8080, 6, 0x02, &[]));
+    let mut f = sent.clone();
+    assert_eq!(g.process(&mut f, 1), Verdict::Forward(1));
+    assert_eq!((f[23], f[34], f[35]), (1, 11, 0), "ICMP Time Exceeded");
+    let (s, _, d, _) = addrs(&f);
+    assert_eq!((s, d), (a(OUTSIDE), a(SERVER)));
+    assert!(valid(&f));
+    assert_eq!(
+        &f[34 + 8..34 + 8 + 20 + 8][12..20],
+        &sent[14 + 12..14 + 20],
+        "quoted as sent"
+    );
+    assert_eq!(g.ct.len(), 0, "no flow opened");
+    // A tracked flow's reply with TTL 1 (an inside client's, masqueraded).
+    let mut syn = pkt(R0, CLIENT, 40000, SERVER, 80, 6, 0x02, &[]);
+    assert_eq!(g.process(&mut syn, 0), Verdict::Forward(1));
+    let mut synack = ttl1(reply_to(&syn, R1, 0x12));
+    assert_eq!(g.process(&mut synack, 1), Verdict::Forward(1));
+    assert_eq!((synack[23], synack[34]), (1, 11));
+    // Not forwarded by any rule: the router's own (no TAP here: dropped).
+    let mut own = ttl1(pkt(R1, SERVER, 5555, OUTSIDE, 22, 6, 0x02, &[]));
+    assert!(matches!(g.process(&mut own, 1), Verdict::Drop(_)));
 }
 
 /// An ICMP error from `from` about packet `about`, to `about`'s source.
@@ -975,6 +1083,7 @@ fn two_workers() -> Vec<Gateway> {
         timeouts: Timeouts::default(),
         tcp_window: true,
         workers: 2,
+        mss_limits: Default::default(),
     };
     let mut w: Vec<Gateway> = (0..2).map(|i| Gateway::new(router(), &cfg, i)).collect();
     for g in &mut w {
@@ -1599,6 +1708,7 @@ mod vlan {
             timeouts: Timeouts::default(),
             tcp_window: true,
             workers,
+            mss_limits: Default::default(),
         }
     }
 

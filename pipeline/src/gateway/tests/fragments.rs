@@ -224,6 +224,7 @@ fn ipv6_fragments_follow_their_first() {
         timeouts: Timeouts::default(),
         tcp_window: true,
         workers: 1,
+        mss_limits: Default::default(),
     };
     let mut g = Gateway::new(Router::new(cfg), &gcfg, 0);
     g.tick(S);
