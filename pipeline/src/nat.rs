@@ -46,6 +46,10 @@ pub struct Snat {
     pub src: (u32, u8),
     /// Addresses.
     pub to: SnatTo,
+    /// Only flows whose destination was translated (`Some(true)`,
+    /// nftables' `ct status dnat`: hairpinning written out) or only those
+    /// whose was not (`Some(false)`, `ct status != dnat`); `None`: any.
+    pub dnatted: Option<bool>,
 }
 
 /// A destination NAT rule (port forward, or a whole address when `dport`
@@ -145,6 +149,11 @@ pub struct NatConfig {
     pub statics: Vec<StaticNat>,
     /// Source ports handed out (split over the workers).
     pub ports: PortRange,
+    /// The built-in hairpinning switched off (`[nat] hairpin = false`): a
+    /// port-forwarded flow leaving by the interface it came in on is then
+    /// translated only by the source NAT rules (one with `ct_status =
+    /// "dnat"` writes the built-in out).
+    pub no_hairpin: bool,
 }
 
 impl NatConfig {
@@ -235,17 +244,21 @@ impl NatConfig {
     }
 
     /// The source NAT rule for a flow from `src` leaving on `out_port`.
-    pub fn snat(&self, out_port: u16, src: u32) -> Option<&Snat> {
-        self.snat_entry(out_port, src).map(|(_, r)| r)
+    pub fn snat(&self, out_port: u16, src: u32, dnatted: bool) -> Option<&Snat> {
+        self.snat_entry(out_port, src, dnatted).map(|(_, r)| r)
     }
 
     /// [`NatConfig::snat`] with its entry: numbered after the destination
     /// NAT rules and the statics (1-based), as [`NatConfig::entries`]
     /// counts them.
-    pub fn snat_entry(&self, out_port: u16, src: u32) -> Option<(usize, &Snat)> {
+    pub fn snat_entry(&self, out_port: u16, src: u32, dnatted: bool) -> Option<(usize, &Snat)> {
         self.snat
             .iter()
-            .position(|s| s.out_port == out_port && prefix::in4(src, s.src))
+            .position(|s| {
+                s.out_port == out_port
+                    && prefix::in4(src, s.src)
+                    && s.dnatted.is_none_or(|d| d == dnatted)
+            })
             .map(|i| (self.dnat.len() + self.statics.len() + i + 1, &self.snat[i]))
     }
 

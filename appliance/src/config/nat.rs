@@ -25,6 +25,7 @@ pub(super) fn check(
             Err(e) => cx.err(p, "nat.ports", e),
         }
     }
+    out.no_hairpin = nat.hairpin.as_ref().is_some_and(|h| !*h.get_ref());
     let port = |cx: &mut Ctx<'_>, v: &Spanned<String>, key: String| -> Option<u16> {
         let p = names.get(v.get_ref().as_str()).copied();
         if p.is_none() {
@@ -100,12 +101,26 @@ pub(super) fn check(
             a.1 <= b.1 && (a.0 & mask(a.1)) == (b.0 & mask(a.1))
         };
         let shown = |p: (u32, u8)| format!("{}/{}", Ipv4Addr::from(p.0), p.1);
-        if let Some((j, e)) = out
-            .snat
-            .iter()
-            .enumerate()
-            .find(|(_, e)| e.out_port == out_port && covers(e.src, src))
-        {
+        let dnatted = match &s.ct_status {
+            None => None,
+            Some(v) => match v.get_ref().as_str() {
+                "dnat" => Some(true),
+                "!dnat" => Some(false),
+                x => {
+                    cx.err(
+                        v,
+                        k("ct_status"),
+                        format!("`{x}`: a source NAT rule takes \"dnat\" (only flows whose destination was translated, nftables' `ct status dnat`) or \"!dnat\""),
+                    );
+                    None
+                }
+            },
+        };
+        if let Some((j, e)) = out.snat.iter().enumerate().find(|(_, e)| {
+            e.out_port == out_port
+                && covers(e.src, src)
+                && e.dnatted.is_none_or(|d| Some(d) == dnatted)
+        }) {
             let msg = format!(
                     "never applies: nat.snat[{j}] (out `{}`, src {}) translates every packet this rule would (src {}); remove it, or put the narrower rule first",
                     s.out.get_ref(),
@@ -117,7 +132,12 @@ pub(super) fn check(
                 None => cx.err(&s.out, k("out"), msg),
             }
         }
-        out.snat.push(Snat { out_port, src, to });
+        out.snat.push(Snat {
+            out_port,
+            src,
+            to,
+            dnatted,
+        });
     }
     for (i, d) in nat.dnat.iter().enumerate() {
         let k = |f: &str| format!("nat.dnat[{i}].{f}");

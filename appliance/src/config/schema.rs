@@ -671,6 +671,8 @@ pub(super) fn port_range(p: &PortSpec) -> Result<(u16, u16), String> {
 pub(super) struct RawNat {
     /// Source ports handed out, split over the workers.
     pub(super) ports: Option<Spanned<String>>,
+    /// The built-in hairpinning (on unless `false`).
+    pub(super) hairpin: Option<Spanned<bool>>,
     #[serde(default)]
     pub(super) snat: Vec<RawSnat>,
     #[serde(default)]
@@ -686,6 +688,8 @@ pub(super) struct RawSnat {
     pub(super) src: Option<Spanned<String>>,
     /// "masquerade" or a list of addresses.
     pub(super) to: Spanned<OneOrMany>,
+    /// "dnat" or "!dnat".
+    pub(super) ct_status: Option<Spanned<String>>,
 }
 
 #[derive(Debug, Deserialize)]

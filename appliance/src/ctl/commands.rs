@@ -1510,8 +1510,13 @@ fn nat_entries(cx: &Context<'_>) -> (String, Vec<serde_json::Value>) {
                 format!("pool {}", all.join(", "))
             }
         };
+        let ct = match r.dnatted {
+            Some(true) => " ct_status dnat",
+            Some(false) => " ct_status !dnat",
+            None => "",
+        };
         let m = format!(
-            "out {} from {}/{} to {to}",
+            "out {} from {}/{}{ct} to {to}",
             name(r.out_port),
             ip(r.src.0),
             r.src.1

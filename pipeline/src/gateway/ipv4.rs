@@ -542,14 +542,14 @@ impl<C: StageClock> Gateway<C> {
         // matched (it does not depend on their verdict).
         let mut reply = tuple4(dst, src, dport, t.sport, proto);
         let mut snat_entry = 0;
-        let snat_addr = if dnat && out == in_port {
+        let snat_addr = if dnat && out == in_port && !self.nat.no_hairpin {
             self.router.source4(out).map(|(a, _)| u32::from(a))
         } else if let Some((e, o)) = self.nat.static_out_entry(src) {
             reply.dst = v4(o);
             snat_entry = e;
             None
         } else {
-            match self.nat.snat_entry(out, src) {
+            match self.nat.snat_entry(out, src, dnat) {
                 Some((e, r)) => {
                     snat_entry = e;
                     match &r.to {

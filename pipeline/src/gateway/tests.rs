@@ -120,6 +120,7 @@ fn nat_cfg(ports: PortRange) -> NatConfig {
             out_port: 1,
             src: (a("198.18.0.0"), 24),
             to: SnatTo::Masquerade,
+            dnatted: None,
         }],
         dnat: vec![Dnat {
             in_port: None,
@@ -131,6 +132,7 @@ fn nat_cfg(ports: PortRange) -> NatConfig {
         }],
         statics: vec![],
         ports,
+        no_hairpin: false,
     }
 }
 
@@ -685,6 +687,74 @@ fn a_port_forwards_packet_at_ttl_1_gets_time_exceeded() {
     // Not forwarded by any rule: the router's own (no TAP here: dropped).
     let mut own = ttl1(pkt(R1, SERVER, 5555, OUTSIDE, 22, 6, 0x02, &[]));
     assert!(matches!(g.process(&mut own, 1), Verdict::Drop(_)));
+}
+
+/// Hairpinning written out, as nftables has it (`oifname "lan" ct status
+/// dnat masquerade`) with the built-in switched off (`[nat] hairpin =
+/// false`): without the rule an inside host's flow to the port forward
+/// reaches the inside server untranslated (whose answer would go straight
+/// back, past the router: the classic broken hairpin); with it, it is
+/// masqueraded as the built-in does it, and a flow that was not
+/// port-forwarded does not meet the `dnat` rule. A `!dnat` rule takes
+/// only flows that were not.
+#[test]
+fn hairpinning_can_be_written_as_a_ct_status_rule() {
+    let inside_masq = |dnatted| Snat {
+        out_port: 0,
+        src: (a("198.18.0.0"), 24),
+        to: SnatTo::Masquerade,
+        dnatted,
+    };
+    let with = |extra: Vec<Snat>| {
+        let mut nat = nat_cfg(PortRange::default());
+        nat.no_hairpin = true;
+        nat.snat.extend(extra);
+        gateway_with(vec![], Action::Accept, nat, 64)
+    };
+    // No hairpinning at all.
+    let mut g = with(vec![]);
+    let mut syn = pkt(R0, CLIENT2, 6666, OUTSIDE, 8080, 6, 0x02, &[]);
+    assert_eq!(g.process(&mut syn, 0), Verdict::Forward(0));
+    assert_eq!(
+        addrs(&syn),
+        (a(CLIENT2), 6666, a(CLIENT), 80),
+        "untranslated source"
+    );
+    // Written out: as the built-in.
+    let mut g = with(vec![inside_masq(Some(true))]);
+    let mut syn = pkt(R0, CLIENT2, 6666, OUTSIDE, 8080, 6, 0x02, &[]);
+    assert_eq!(g.process(&mut syn, 0), Verdict::Forward(0));
+    let (s, _, d, dp) = addrs(&syn);
+    assert_eq!((s, d, dp), (a(INSIDE), a(CLIENT), 80), "masqueraded inside");
+    assert!(valid(&syn));
+    let mut synack = reply_to(&syn, R0, 0x12);
+    assert_eq!(g.process(&mut synack, 0), Verdict::Forward(0));
+    assert_eq!(addrs(&synack), (a(OUTSIDE), 8080, a(CLIENT2), 6666));
+    // A flow between two inside hosts that no rule forwarded: not the
+    // rule's.
+    let mut direct = pkt(R0, CLIENT2, 7777, CLIENT, 80, 6, 0x02, &[]);
+    assert_eq!(g.process(&mut direct, 0), Verdict::Forward(0));
+    assert_eq!(
+        addrs(&direct).0,
+        a(CLIENT2),
+        "not port-forwarded: untranslated"
+    );
+    // `!dnat`: only that one.
+    let mut g = with(vec![inside_masq(Some(false))]);
+    let mut syn = pkt(R0, CLIENT2, 6666, OUTSIDE, 8080, 6, 0x02, &[]);
+    assert_eq!(g.process(&mut syn, 0), Verdict::Forward(0));
+    assert_eq!(
+        addrs(&syn).0,
+        a(CLIENT2),
+        "port-forwarded: not the !dnat rule's"
+    );
+    let mut direct = pkt(R0, CLIENT2, 7777, CLIENT, 80, 6, 0x02, &[]);
+    assert_eq!(g.process(&mut direct, 0), Verdict::Forward(0));
+    assert_eq!(
+        addrs(&direct).0,
+        a(INSIDE),
+        "not port-forwarded: masqueraded"
+    );
 }
 
 /// An ICMP error from `from` about packet `about`, to `about`'s source.
@@ -1695,6 +1765,7 @@ mod vlan {
             out_port: 3,
             src: (a(net), 24),
             to: SnatTo::Masquerade,
+            dnatted: None,
         };
         GatewayConfig {
             rules: Arc::new(RuleSet::build(rules, Action::Accept, &[])),
@@ -1703,6 +1774,7 @@ mod vlan {
                 dnat: vec![],
                 statics: vec![],
                 ports: PortRange::default(),
+                no_hairpin: false,
             }),
             ct_capacity: 64,
             timeouts: Timeouts::default(),
