@@ -59,7 +59,8 @@ socket = "SOCK"
 "#;
 
 /// Answers each connection with the segment size its kernel settled on
-/// (`TCP_MAXSEG`: the MSS less the options every segment carries).
+/// (`TCP_MAXSEG`: the MSS less the options every segment carries), one
+/// at a time.
 const SERVER: &str = r#"
 import socket
 s = socket.socket()
@@ -69,6 +70,13 @@ s.listen(4)
 while True:
     c, a = s.accept()
     c.sendall(("%d\n" % c.getsockopt(socket.IPPROTO_TCP, socket.TCP_MAXSEG)).encode())
+    # The client closes first: no TIME_WAIT here on the public tuple,
+    # which the next Sluice (its NAT ports from the start again) reuses.
+    c.settimeout(5)
+    try:
+        c.recv(1)
+    except OSError:
+        pass
     c.close()
 "#;
 
@@ -78,6 +86,7 @@ import socket
 c = socket.create_connection(("198.19.0.2", 9000), timeout=5)
 theirs = c.makefile().readline().strip()
 print(c.getsockopt(socket.IPPROTO_TCP, socket.TCP_MAXSEG), theirs)
+c.close()
 "#;
 
 /// The client's and the server's segment sizes through Sluice, with the

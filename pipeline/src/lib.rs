@@ -30,6 +30,7 @@ pub mod fwd;
 pub mod gateway;
 pub mod lpm;
 pub mod nat;
+pub mod npt;
 pub mod prefix;
 pub mod rcu;
 pub mod route_cache;

@@ -154,6 +154,8 @@ pub struct NatConfig {
     /// translated only by the source NAT rules (one with `ct_status =
     /// "dnat"` writes the built-in out).
     pub no_hairpin: bool,
+    /// IPv6 prefix translation (NPTv6), per interface.
+    pub npt: Vec<crate::npt::Npt>,
 }
 
 impl NatConfig {

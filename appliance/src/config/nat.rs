@@ -263,4 +263,77 @@ pub(super) fn check(
             outside: u32::from(outside),
         });
     }
+    // The config index of each translation taken.
+    let mut taken = Vec::new();
+    for (i, n) in nat.nptv6.iter().enumerate() {
+        let k = |f: &str| format!("nat.nptv6[{i}].{f}");
+        let iface = port(cx, &n.out, k("out"));
+        let prefix = |cx: &mut Ctx<'_>, v: &Spanned<String>, f: &str| match pipeline::prefix::parse(
+            v.get_ref(),
+        ) {
+            Some((IpAddr::V6(a), l)) if l <= 64 => Some((u128::from(a), l)),
+            Some((IpAddr::V6(_), l)) => {
+                cx.err(
+                    v,
+                    k(f),
+                    format!("/{l}: NPTv6 translates prefixes of at most /64 (RFC 6296)"),
+                );
+                None
+            }
+            _ => {
+                cx.err(v, k(f), "must be an IPv6 prefix (such as \"fd00:1::/48\")");
+                None
+            }
+        };
+        let (inside, outside) = (
+            prefix(cx, &n.inside, "inside"),
+            prefix(cx, &n.outside, "outside"),
+        );
+        let (Some(iface), Some(inside), Some(outside)) = (iface, inside, outside) else {
+            continue;
+        };
+        let overlap = |a: (u128, u8), b: (u128, u8)| {
+            let l = a.1.min(b.1);
+            let m = if l == 0 {
+                0
+            } else {
+                u128::MAX << (128 - u32::from(l))
+            };
+            a.0 & m == b.0 & m
+        };
+        if inside.1 != outside.1 {
+            cx.err(
+                &n.outside,
+                k("outside"),
+                format!("/{} differs from the inside prefix's /{}: NPTv6 maps one prefix onto another of its length", outside.1, inside.1),
+            );
+            continue;
+        }
+        if overlap(inside, outside) {
+            cx.err(&n.outside, k("outside"), "overlaps the inside prefix");
+            continue;
+        }
+        if let Some(j) = out.npt.iter().position(|r| {
+            r.iface == iface && (overlap(r.inside, inside) || overlap(r.outside, outside))
+        }) {
+            let j = taken[j];
+            cx.err(
+                &n.inside,
+                k("inside"),
+                format!("overlaps nat.nptv6[{j}] on the same interface: a packet would have two translations"),
+            );
+            continue;
+        }
+        match pipeline::npt::Npt::new(iface, inside, outside) {
+            Some(r) => {
+                out.npt.push(r);
+                taken.push(i);
+            }
+            None => cx.err(
+                &n.inside,
+                k("inside"),
+                "not a translatable pair of prefixes",
+            ),
+        }
+    }
 }

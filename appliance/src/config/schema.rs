@@ -679,6 +679,17 @@ pub(super) struct RawNat {
     pub(super) dnat: Vec<RawDnat>,
     #[serde(default, rename = "static")]
     pub(super) statics: Vec<RawStatic>,
+    #[serde(default)]
+    pub(super) nptv6: Vec<RawNpt>,
+}
+
+/// `[[nat.nptv6]]`: an IPv6 prefix translation on an interface.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawNpt {
+    pub(super) out: Spanned<String>,
+    pub(super) inside: Spanned<String>,
+    pub(super) outside: Spanned<String>,
 }
 
 #[derive(Debug, Deserialize)]

@@ -1,6 +1,9 @@
-//! The gateway's IPv6 path: tracked and filtered as IPv4 is, without NAT;
-//! fragments followed by their first fragment; Neighbor Discovery and
-//! packets for the router straight to the router.
+//! The gateway's IPv6 path: tracked and filtered as IPv4 is; no NAT but
+//! prefix translation (NPTv6, stateless: the destination translated back
+//! inside as a packet comes in, before conntrack and the rules; the source
+//! out as it leaves, after them); fragments followed by their first
+//! fragment; Neighbor Discovery and packets for the router straight to
+//! the router.
 
 use super::*;
 
@@ -11,18 +14,45 @@ impl<C: StageClock> Gateway<C> {
             Ok(ip) => ip,
             Err(_) => return self.router.process(pkt, in_port),
         };
-        let dst = u128::from_be_bytes(ip.dst());
         let (proto, off, frag) = match ip.headers() {
             Ok(x) => x,
             Err(_) => return self.router.process(pkt, in_port),
         };
+        let npt = !self.nat.npt.is_empty();
+        if npt && crate::npt::inbound(&self.nat.npt, in_port, pkt.bytes_mut(), proto, off).is_err()
+        {
+            return Verdict::Drop(DropReason::NotRoutable);
+        }
+        let ip = Ipv6Packet::new_unchecked(&pkt.bytes()[ETH..]);
+        let dst = u128::from_be_bytes(ip.dst());
         if ip.hop_limit() <= 1 || dst >> 120 == 0xff || self.router.is_local6(dst) {
             return self.router.process(pkt, in_port);
         }
         if proto == 44 || frag.is_some() {
-            return self.fragment6(pkt, in_port, proto, off, frag);
+            let v = self.fragment6(pkt, in_port, proto, off, frag);
+            // A later fragment routed: its source as its first's.
+            return match v {
+                Verdict::Forward(o) if npt && !self.npt_out(pkt, Some(o), 44, off) => {
+                    Verdict::Drop(DropReason::NotRoutable)
+                }
+                v => v,
+            };
         }
         self.l4_6(pkt, in_port, proto, off, true)
+    }
+
+    /// A packet about to leave by `out`: its inside source translated to
+    /// the outside prefix there (and, in an ICMPv6 error, the destination
+    /// of the packet it quotes), if `out` has a prefix translation. False
+    /// if an address cannot be translated (RFC 6296 3.5: dropped).
+    #[inline]
+    fn npt_out<P: Frame>(&self, pkt: &mut P, out: Option<u16>, proto: u8, off: usize) -> bool {
+        match out {
+            Some(o) if !self.nat.npt.is_empty() => {
+                crate::npt::outbound(&self.nat.npt, o, pkt.bytes_mut(), proto, off).is_ok()
+            }
+            _ => true,
+        }
     }
 
     /// An IPv6 fragment not for the router, whose extension headers end
@@ -145,6 +175,9 @@ impl<C: StageClock> Gateway<C> {
                     meta: meta(in_port, out, st),
                 };
                 return match self.decide(&k) {
+                    Action::Accept if !self.npt_out(pkt, out, proto, off) => {
+                        Verdict::Drop(DropReason::NotRoutable)
+                    }
                     Action::Accept => self.router.process(pkt, in_port),
                     a => self.refuse(pkt, in_port, a, false),
                 };
@@ -170,6 +203,9 @@ impl<C: StageClock> Gateway<C> {
             if self.ct.advance(i, reply, flags, seg.as_ref()) == crate::conntrack::Conn::Invalid {
                 return self.invalid(pkt, in_port, &t, flags, out);
             }
+            if !self.npt_out(pkt, out, proto, off) {
+                return Verdict::Drop(DropReason::NotRoutable);
+            }
             return self.router.process(pkt, in_port);
         }
         let tcp = proto == IpProto::TCP;
@@ -188,6 +224,9 @@ impl<C: StageClock> Gateway<C> {
         match self.decide(&k) {
             Action::Accept => {}
             a => return self.refuse(pkt, in_port, a, tcp),
+        }
+        if !self.npt_out(pkt, Some(out), proto, off) {
+            return Verdict::Drop(DropReason::NotRoutable);
         }
         match self.ct.open(t, t.reverse(), flags, seg.as_ref()) {
             Ok(_) => self.router.process(pkt, in_port),

@@ -133,6 +133,7 @@ fn nat_cfg(ports: PortRange) -> NatConfig {
         statics: vec![],
         ports,
         no_hairpin: false,
+        npt: vec![],
     }
 }
 
@@ -1775,6 +1776,7 @@ mod vlan {
                 statics: vec![],
                 ports: PortRange::default(),
                 no_hairpin: false,
+                npt: vec![],
             }),
             ct_capacity: 64,
             timeouts: Timeouts::default(),
