@@ -461,6 +461,7 @@ where
             FwdMode::L3fwd => match (&router, &gateway) {
                 (Some(r), Some(g)) => {
                     let mut gw = Gateway::new(r.clone(), g, l3_index);
+                    gw.start_ports_at(random_u32());
                     if let Some(flows) = restored
                         .as_mut()
                         .and_then(|r| r.get_mut(usize::from(l3_index)))
@@ -694,4 +695,12 @@ where
     }
     dropped.context("dropping privileges")?;
     Ok(summary)
+}
+
+/// A random number from the OS (std's hash keys are seeded from it).
+fn random_u32() -> u32 {
+    use std::hash::{BuildHasher, Hasher};
+    std::collections::hash_map::RandomState::new()
+        .build_hasher()
+        .finish() as u32
 }

@@ -131,5 +131,8 @@ fn a_sites_prefix_is_translated_both_ways() {
     );
     let st = ctl_json(&sock, &["stats"]);
     assert_eq!(st["balance"]["balanced"], true, "{st}");
+    let nat = ctl_json(&sock, &["show", "nat"]);
+    assert_eq!(nat["nptv6"][0]["inside"], "fd01:203:405::/48", "{nat}");
+    assert_eq!(nat["nptv6"][0]["outside"], "2001:db8:1::/48", "{nat}");
     let _ = std::fs::remove_dir_all(&dir);
 }

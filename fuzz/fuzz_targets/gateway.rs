@@ -97,6 +97,7 @@ fn nat() -> NatConfig {
             out_port: 1,
             src: (0, 0),
             to: SnatTo::Masquerade,
+            dnatted: None,
         }],
         dnat: vec![Dnat {
             in_port: Some(1),
@@ -111,6 +112,7 @@ fn nat() -> NatConfig {
             lo: 40000,
             hi: 40015,
         },
+        ..NatConfig::default()
     }
 }
 

@@ -569,6 +569,21 @@ pub struct ConnTrack {
 }
 
 impl ConnTrack {
+    /// The bytes a table of `capacity` flows takes, all allocated and
+    /// written at [`ConnTrack::new`]: the flows, the free list, the index
+    /// (two entries a flow), and the TCP windows when tracked.
+    pub fn bytes_for(capacity: usize, tcp_window: bool) -> usize {
+        let c = capacity.max(1);
+        let per = std::mem::size_of::<Flow>()
+            + std::mem::size_of::<u32>()
+            + if tcp_window {
+                std::mem::size_of::<Window>()
+            } else {
+                0
+            };
+        c * per + Index::bytes_for(2 * c)
+    }
+
     /// A table for at most `capacity` flows, allocated and written up
     /// front (as DPDK's rte_hash is): every page of the index, the flow
     /// slots and the free list is faulted in here, on the control path,

@@ -552,7 +552,19 @@ impl<C: StageClock> Gateway<C> {
         self.hits = vec![0; self.rules.rules().len() + self.nat.entries()];
         self.hits_out = u.hits.clone();
         self.ports = self.nat.ports.slice(self.worker, self.workers);
-        self.next_port = 0;
+        // Where it was (within the new slice): not back to its start.
+        self.next_port = self.ports.map_or(0, |r| self.next_port % r.len());
+    }
+
+    /// Starts this worker's choice of NAT ports `offset` ports into its
+    /// slice (a random offset at each start, as the worker is built): a
+    /// restarted gateway without its flows does not hand out again the
+    /// ports it handed out last, which servers may still hold in
+    /// TIME_WAIT for the connections it carried (a new SYN on such a
+    /// tuple is answered with the old connection's ACK, and the client
+    /// waits). Flows read back or synced keep their own ports.
+    pub fn start_ports_at(&mut self, offset: u32) {
+        self.next_port = self.ports.map_or(0, |r| offset % r.len());
     }
 
     /// Logs this worker's flow changes into `out` for the HA peer

@@ -95,8 +95,10 @@ pub fn describe(c: &Config) -> String {
         let workers = c.l3fwd_workers().max(1);
         let per = g.nat.ports.slice(0, workers).map_or(0, |r| r.len());
         s += &format!(
-            "  conntrack: {} flows per worker, TCP windows {}; nat: {} snat, {} dnat, {} static; ports {}-{} ({} per worker)\n",
+            "  conntrack: {} flows per worker ({:.0} MiB each, allocated at start), TCP windows {}; nat: {} snat, {} dnat, {} static; ports {}-{} ({} per worker)\n",
             g.ct_capacity,
+            pipeline::conntrack::ConnTrack::bytes_for(g.ct_capacity, g.ct_tcp_window) as f64
+                / f64::from(1 << 20),
             if g.ct_tcp_window { "tracked" } else { "not tracked" },
             g.nat.snat.len(),
             g.nat.dnat.len(),

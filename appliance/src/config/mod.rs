@@ -315,6 +315,8 @@ fn validate(cx: &mut Ctx<'_>, raw: RawFile, base: Option<&Path>) -> Config {
     );
     check_l3fwd_workers(cx, &raw, gateway.enabled, &router, &addrs);
     gateway.mss_limits = check_clamp_mss(cx, &raw, &router, gateway.enabled);
+    let gateway_workers = workers.iter().filter(|w| w.mode == FwdMode::L3fwd).count();
+    check_memory(cx, &raw, &gateway, gateway_workers, mem_available());
     ports::check_buffer_family(cx, &raw);
     let mbufs = ports::check_mbufs(cx, &raw, &ports);
     let (metrics, control_socket) = check_management(cx, &raw, base);
@@ -465,6 +467,58 @@ fn check_l3fwd_workers(
 /// `[ha] state_file`: a file to create in a directory that exists (the
 /// flow table is written there on a clean stop and read back at start),
 /// with a gateway to keep the flows of.
+/// The conntrack tables the gateway workers allocate and write at start
+/// (`conntrack.capacity` flows each), against the memory the machine has
+/// available (`avail` bytes, `/proc/meminfo`'s `MemAvailable`): refused
+/// when they cannot fit, rather than found out by the OOM killer.
+fn check_memory(
+    cx: &mut Ctx<'_>,
+    raw: &RawFile,
+    gateway: &GatewaySetup,
+    workers: usize,
+    avail: Option<usize>,
+) {
+    let Some(c) = raw.conntrack.as_ref().and_then(|c| c.capacity.as_ref()) else {
+        return;
+    };
+    let (Some(avail), true) = (avail, gateway.enabled) else {
+        return;
+    };
+    if let Some(e) = too_big(gateway.ct_capacity, gateway.ct_tcp_window, workers, avail) {
+        cx.err(c, "conntrack.capacity", e);
+    }
+}
+
+/// Why `workers` tables of `capacity` flows do not fit in `avail` bytes,
+/// if they do not.
+fn too_big(capacity: usize, window: bool, workers: usize, avail: usize) -> Option<String> {
+    let each = pipeline::conntrack::ConnTrack::bytes_for(capacity, window);
+    let need = each.saturating_mul(workers.max(1));
+    let mib = |b: usize| b >> 20;
+    (need > avail).then(|| {
+        format!(
+            "{capacity} flows a worker take {} MiB each, {} MiB for {} gateway worker(s): more than the {} MiB this machine has available",
+            mib(each),
+            mib(need),
+            workers.max(1),
+            mib(avail)
+        )
+    })
+}
+
+/// `MemAvailable` of `/proc/meminfo`, in bytes.
+fn mem_available() -> Option<usize> {
+    let m = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let kb: usize = m
+        .lines()
+        .find_map(|l| l.strip_prefix("MemAvailable:"))?
+        .split_whitespace()
+        .next()?
+        .parse()
+        .ok()?;
+    Some(kb * 1024)
+}
+
 /// The ports' `clamp_mss` as the gateway takes it: per interface (ports,
 /// then VLAN sub-interfaces, which take their port's), the most a TCP
 /// SYN's MSS may say over IPv4 and IPv6; empty when no port clamps.

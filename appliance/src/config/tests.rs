@@ -606,3 +606,23 @@ fn service_user_is_looked_up_and_named_when_missing() {
     let e = errs(&format!("{GOOD}\n[service]\ngroup = \"nogroup\"\n"));
     assert!(e[0].msg.contains("needs `user`"), "{}", e[0]);
 }
+
+/// Conntrack tables that cannot fit in the memory available are refused
+/// with what they need; ones that fit are not.
+#[test]
+fn conntrack_tables_must_fit_in_memory() {
+    let gib = 1usize << 30;
+    let e = super::too_big(1 << 26, true, 4, 16 * gib).expect("refused");
+    assert!(e.starts_with("67108864 flows a worker take "), "{e}");
+    assert!(
+        e.contains("for 4 gateway worker(s): more than the 16384 MiB"),
+        "{e}"
+    );
+    assert!(super::too_big(1 << 18, true, 16, 16 * gib).is_none());
+    // Window tracking off takes less: a size that fits only without it.
+    let each_on = pipeline::conntrack::ConnTrack::bytes_for(1 << 20, true);
+    let each_off = pipeline::conntrack::ConnTrack::bytes_for(1 << 20, false);
+    assert!(each_off < each_on);
+    assert!(super::too_big(1 << 20, true, 1, each_off).is_some());
+    assert!(super::too_big(1 << 20, false, 1, each_off).is_none());
+}

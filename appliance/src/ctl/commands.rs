@@ -1426,6 +1426,21 @@ fn show_nat(cx: &mut Context<'_>) -> Response {
     );
     let (entries, data_entries) = nat_entries(cx);
     text.push_str(&entries);
+    // IPv6 prefix translations: stateless, no flows to count.
+    let mut npt = Vec::new();
+    for r in &nat.npt {
+        let p = |(a, l): (u128, u8)| format!("{}/{l}", std::net::Ipv6Addr::from(a));
+        let iface = cx
+            .cfg
+            .router
+            .names
+            .get(usize::from(r.iface))
+            .cloned()
+            .unwrap_or_default();
+        let m = format!("on {iface}: {} <-> {}", p(r.inside), p(r.outside));
+        let _ = writeln!(text, "        nptv6        {m}");
+        npt.push(json!({ "iface": iface, "inside": p(r.inside), "outside": p(r.outside) }));
+    }
     let cur = cx.tel.snapshot();
     let mappings = gauge(cx, &cur, "nat_mappings");
     let ports = gauge(cx, &cur, "nat_ports");
@@ -1447,6 +1462,7 @@ fn show_nat(cx: &mut Context<'_>) -> Response {
             "static": nat.statics.len(),
             "ports": [nat.ports.lo, nat.ports.hi],
             "entries": data_entries,
+            "nptv6": npt,
             "workers": data,
         }),
     )

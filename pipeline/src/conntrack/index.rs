@@ -68,8 +68,23 @@ pub(super) struct Index {
 }
 
 impl Index {
+    /// The bytes this index holds.
+    #[cfg(test)]
+    pub(super) fn bytes(&self) -> usize {
+        self.buckets.capacity() * std::mem::size_of::<Bucket>()
+    }
+
+    /// The bytes an index of `entries` takes.
+    pub(super) fn bytes_for(entries: usize) -> usize {
+        Self::buckets_for(entries) * std::mem::size_of::<Bucket>()
+    }
+
+    fn buckets_for(entries: usize) -> usize {
+        (2 * entries).div_ceil(WAYS).next_power_of_two().max(2)
+    }
+
     pub(super) fn new(entries: usize) -> Index {
-        let n = (2 * entries).div_ceil(WAYS).next_power_of_two().max(2);
+        let n = Self::buckets_for(entries);
         Index {
             buckets: written(n, Bucket::default()),
             mask: n - 1,

@@ -700,3 +700,27 @@ fn filling_a_new_table_takes_no_page_faults() {
         emptied - filled
     );
 }
+
+/// What `sluice check` reports a table takes is what it allocates.
+#[test]
+fn bytes_for_is_what_a_table_allocates() {
+    use std::mem::size_of;
+    for cap in [1usize, 1000, 1 << 18] {
+        for win in [true, false] {
+            let mut t = ConnTrack::new(cap, Timeouts::default());
+            t.set_tcp_window(win);
+            let held = t.slots.capacity() * size_of::<Flow>()
+                + t.free.capacity() * size_of::<u32>()
+                + t.windows.capacity() * size_of::<Window>()
+                + t.map.bytes();
+            assert_eq!(
+                ConnTrack::bytes_for(cap, win),
+                held,
+                "{cap} flows, windows {win}"
+            );
+        }
+    }
+    // About 200 bytes a flow, as documented.
+    let per = ConnTrack::bytes_for(1 << 18, true) / (1 << 18);
+    assert!((150..=260).contains(&per), "{per} bytes a flow");
+}

@@ -844,6 +844,20 @@ fn exhaustion_refuses_new_flows_and_keeps_old_ones() {
 /// Source-NAT ports are handed out in turn and wrap at the range's end
 /// back to its first port (each flow here has its own server port, so a
 /// port is free again for the next round).
+/// A worker's port choice starts where it is told (the worker is told a
+/// random place at each start) and goes round its slice from there.
+#[test]
+fn nat_ports_start_where_told() {
+    let mut g = gateway();
+    g.start_ports_at(64_512 + 1000);
+    let mut syn = pkt(R0, CLIENT, 40000, SERVER, 80, 6, 0x02, &[]);
+    assert_eq!(g.process(&mut syn, 0), Verdict::Forward(1));
+    assert_eq!(addrs(&syn).1, 1024 + 1000, "the slice is 1024-65535");
+    let mut syn = pkt(R0, CLIENT, 40001, SERVER, 80, 6, 0x02, &[]);
+    assert_eq!(g.process(&mut syn, 0), Verdict::Forward(1));
+    assert_eq!(addrs(&syn).1, 1024 + 1001);
+}
+
 #[test]
 fn nat_ports_go_round_the_range() {
     let mut g = gateway_with(
