@@ -49,10 +49,13 @@ tall=$(count "$PACKETS" gateway_pass --tcp)
 tone=$(count 1 gateway_pass --tcp)
 nall=$(count "$PACKETS" nowin_pass --tcp)
 none=$(count 1 nowin_pass --tcp)
+# TCP again, every interface clamping SYNs' MSS to 1,400 (`clamp_mss`).
+call=$(count "$PACKETS" gateway_pass "--tcp --clamp-mss 1400")
+cone=$(count 1 gateway_pass "--tcp --clamp-mss 1400")
 # The same gateway logging its flows' changes for an HA peer (`--sync`).
 sall=$(count "$PACKETS" gateway_pass --sync)
 sone=$(count 1 gateway_pass --sync)
-for v in "$all" "$one" "$rfall" "$rfone" "$rall" "$rone" "$tall" "$tone" "$nall" "$none" "$sall" "$sone"; do
+for v in "$all" "$one" "$rfall" "$rfone" "$rall" "$rone" "$tall" "$tone" "$nall" "$none" "$call" "$cone" "$sall" "$sone"; do
   [ -n "$v" ] || { echo "no count from valgrind: see $WORK/log" >&2; exit 1; }
 done
 {
@@ -60,7 +63,7 @@ done
   echo
   echo "Command: \`bench/run-gateway-instructions.sh --flows $FLOWS --packets $PACKETS\` $(provenance)."
   echo
-  echo "valgrind's callgrind counting the instructions of the unclocked gateway passes of \`sluice-bench gateway\` (\`configs/gateway-fulltable.toml\`: full table, fw1_10k rules, SNAT; 64-byte IPv4/UDP in bursts of 32 through the stage's burst path; each packet's template copy included), run twice: $PACKETS and 1 packets of established flows (of the flows the first packets opened) after the first packet of each of $FLOWS flows; the packets of the flows not opened ($PACKETS / 20 of them, their destinations without a route) the same way. The router alone is counted the same way on the same packets (its burst path, \`route_burst\`). The TCP rows (\`--tcp\`): the same flows as TCP, each opened by its SYN, its handshake completed by the server's SYN+ACK and the client's ACK (not counted), then its established packets the client's next segment again and again, in the window; 80-byte segments with the options Linux sends (SYN and SYN+ACK: MSS, SACK permitted, timestamp, window scale 7; then a timestamp and 14 bytes of data); counted with conntrack's window tracking on and, in a gateway of its own, off. The state-sync rows (\`--sync\`): the UDP passes again with the gateway logging every change for an HA peer into a ring with room for all of them."
+  echo "valgrind's callgrind counting the instructions of the unclocked gateway passes of \`sluice-bench gateway\` (\`configs/gateway-fulltable.toml\`: full table, fw1_10k rules, SNAT; 64-byte IPv4/UDP in bursts of 32 through the stage's burst path; each packet's template copy included), run twice: $PACKETS and 1 packets of established flows (of the flows the first packets opened) after the first packet of each of $FLOWS flows; the packets of the flows not opened ($PACKETS / 20 of them, their destinations without a route) the same way. The router alone is counted the same way on the same packets (its burst path, \`route_burst\`). The TCP rows (\`--tcp\`): the same flows as TCP, each opened by its SYN, its handshake completed by the server's SYN+ACK and the client's ACK (not counted), then its established packets the client's next segment again and again, in the window; 80-byte segments with the options Linux sends (SYN and SYN+ACK: MSS, SACK permitted, timestamp, window scale 7; then a timestamp and 14 bytes of data); counted with conntrack's window tracking on and, in a gateway of its own, off. The MSS clamping rows (\`--clamp-mss 1400\`): the TCP passes again with every interface clamping SYNs to 1,400 bytes (each SYN's 1,460 lowered as it comes in; not looked at again as it leaves by an interface whose limit is no lower). The state-sync rows (\`--sync\`): the UDP passes again with the gateway logging every change for an HA peer into a ring with room for all of them."
   echo
   echo "| path | instructions/packet |"
   echo "|---|---|"
@@ -71,6 +74,8 @@ done
   echo "| gateway, established TCP flow (80-byte segments with a timestamp), window tracking on (the default) | $(( (tall - tone) / (PACKETS - 1) )) |"
   echo "| gateway, established TCP flow, \`tcp_window = false\` | $(( (nall - none) / (PACKETS - 1) )) |"
   echo "| gateway, new TCP flow (its SYN) | $(( tone / FLOWS )) |"
+  echo "| gateway, new TCP flow, \`clamp_mss\` on every interface (its SYN clamped) | $(( cone / FLOWS )) |"
+  echo "| gateway, established TCP flow, \`clamp_mss\` on every interface | $(( (call - cone) / (PACKETS - 1) )) |"
   echo "| gateway, established flow, state sync on (\`[ha]\`: changes logged for the peer) | $(( (sall - sone) / (PACKETS - 1) )) |"
   echo "| gateway, new flow, state sync on (its creation logged) | $(( sone / FLOWS )) |"
 } | tee bench/results/gateway-instructions.md.tmp

@@ -79,6 +79,11 @@ pub struct GatewayArgs {
     /// active's cost of syncing, side by side.
     #[arg(long)]
     sync_rows: bool,
+    /// Every interface clamps TCP SYNs' MSS to this (`clamp_mss`): what
+    /// clamping costs a new TCP flow (its SYN clamped coming in, looked
+    /// at again going out).
+    #[arg(long)]
+    clamp_mss: Option<u16>,
 }
 
 /// The frames' sizes: UDP, and TCP with its options.
@@ -512,7 +517,10 @@ fn standing_ring(cap: usize) -> rtrb::Producer<Change> {
 fn run<const N: usize>(a: GatewayArgs) -> Result<()> {
     let cfg = appliance::config::load_file(&a.config).map_err(|e| anyhow::anyhow!("{e}"))?;
     let (router, _fib) = appliance::stages::build_router(&cfg).context("building the router")?;
-    let gcfg = appliance::stages::build_gateway(&cfg, 1);
+    let mut gcfg = appliance::stages::build_gateway(&cfg, 1);
+    if let Some(m) = a.clamp_mss {
+        gcfg.mss_limits = vec![[m; 2]; cfg.router.interfaces.len()].into();
+    }
     let tsc = Tsc::calibrate(Duration::from_millis(50));
     let hz = tsc.hz as f64;
     let macs: Vec<[u8; 6]> = cfg.ports.iter().map(|p| p.mac.0).collect();

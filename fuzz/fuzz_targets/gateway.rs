@@ -112,6 +112,13 @@ fn nat() -> NatConfig {
             lo: 40000,
             hi: 40015,
         },
+        // The common router's IPv6 side, its port 1 translated.
+        npt: vec![pipeline::npt::Npt::new(
+            1,
+            (0x2001_0db8_0018_u128 << 80, 48),
+            (0x2001_0db8_0099_u128 << 80, 48),
+        )
+        .unwrap()],
         ..NatConfig::default()
     }
 }

@@ -666,18 +666,29 @@ impl<C: StageClock> Gateway<C> {
     #[inline(never)]
     fn clamp_mss<P: Frame>(&mut self, pkt: &mut P, iface: u16) {
         let mss = &self.mss;
+        if mss
+            .limits
+            .get(usize::from(iface))
+            .is_none_or(|l| *l == [u16::MAX; 2])
+        {
+            return;
+        }
         if mss::clamp(pkt.bytes_mut(), |v6| mss.limit(iface, v6)) {
             self.nat_events[nat::Event::MssClamped as usize] += 1;
         }
     }
 
-    /// A forwarded TCP SYN's MSS clamped for the interface it leaves by
-    /// (the one it came in on clamped it before the rules and NAT saw
-    /// it). Only called when some interface clamps.
+    /// A forwarded TCP SYN's MSS clamped for the interface it leaves by,
+    /// unless the one it came in on (`in_if`), which clamped it before
+    /// the rules and NAT saw it, allows no more. Only called when some
+    /// interface clamps.
     #[inline(always)]
-    fn clamp_post<P: Frame>(&mut self, pkt: &mut P, v: Verdict) {
+    fn clamp_post<P: Frame>(&mut self, pkt: &mut P, in_if: u16, v: Verdict) {
         if let Verdict::Forward(o) = v {
-            self.clamp_mss(pkt, o);
+            let m = &self.mss;
+            if (0..2).any(|f| m.limit(o, f == 1) < m.limit(in_if, f == 1)) {
+                self.clamp_mss(pkt, o);
+            }
         }
     }
 
@@ -743,7 +754,7 @@ impl<C: StageClock> Gateway<C> {
         }
         let v = self.dispatch(pkt, iface);
         if self.mss.any {
-            self.clamp_post(pkt, v);
+            self.clamp_post(pkt, iface, v);
         }
         match v {
             Verdict::Handoff(w) if iface >= self.router.ports => {
@@ -892,7 +903,7 @@ impl<C: StageClock> ForwardMode for Gateway<C> {
                         self.clock.start();
                         self.clamp_mss(p, in_port);
                         let v = self.track4(p, in_port, l);
-                        self.clamp_post(p, v);
+                        self.clamp_post(p, in_port, v);
                         v
                     }
                     Some(l) => {
@@ -926,7 +937,7 @@ impl<C: StageClock> ForwardMode for Gateway<C> {
         if self.mss.any {
             self.clamp_mss(pkt, in_port);
             let v = self.dispatch(pkt, in_port);
-            self.clamp_post(pkt, v);
+            self.clamp_post(pkt, in_port, v);
             return self.out(pkt, v);
         }
         let v = self.dispatch(pkt, in_port);
