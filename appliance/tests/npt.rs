@@ -6,7 +6,9 @@
 //! from the address RFC 6296's example maps it to (fd01:203:405:1::2 is
 //! 2001:db8:1:d550::2: the prefix swapped, one word adjusted so that no
 //! checksum changes), and the answers come back translated; a packet from
-//! outside that opens no flow is still refused by the firewall. Needs
+//! outside that opens no flow is still refused by the firewall; a probe
+//! from outside with a hop limit of 1 gets Sluice's Time Exceeded quoting
+//! it as it was sent. Needs
 //! root, `ip`, `ping` and `python3`; skipped without them unless `CI` is
 //! set. The namespaces end with the test, passed or failed.
 
@@ -70,6 +72,32 @@ while True:
     c.close()
 "#;
 
+/// From the server: a datagram to the client's outside address with a hop
+/// limit of 1, on a socket that takes ICMPv6 errors (`IPV6_RECVERR`);
+/// prints the type of the error its stack matched to it, or "none" (an
+/// error quoting an address the socket did not send to is not matched).
+const HOP_LIMIT: &str = r#"
+import select, socket
+# Linux's values where this Python does not name them.
+RECVERR = getattr(socket, "IPV6_RECVERR", 25)
+ERRQUEUE = getattr(socket, "MSG_ERRQUEUE", 0x2000)
+s = socket.socket(socket.AF_INET6, socket.SOCK_DGRAM)
+s.setsockopt(socket.IPPROTO_IPV6, RECVERR, 1)
+s.setsockopt(socket.IPPROTO_IPV6, getattr(socket, "IPV6_UNICAST_HOPS", 16), 1)
+s.connect(("2001:db8:1:d550::2", 33434))
+s.send(b"probe")
+got = "none"
+if select.select([], [], [s], 3)[2] or select.select([s], [], [], 0)[0]:
+    try:
+        _, anc, _, _ = s.recvmsg(512, 512, ERRQUEUE)
+        for level, kind, data in anc:
+            if level == socket.IPPROTO_IPV6 and kind == RECVERR:
+                got = str(data[5])
+    except OSError as e:
+        got = "error " + repr(e)
+print(got)
+"#;
+
 const CLIENT: &str = r#"
 import socket
 c = socket.create_connection(("2001:db8:ff::2", 9000), timeout=5)
@@ -128,6 +156,16 @@ fn a_sites_prefix_is_translated_both_ways() {
     assert!(
         out.contains("100% packet loss"),
         "unsolicited from outside: {out}"
+    );
+    // A probe from outside with a hop limit of 1 (traceroute through the
+    // translation): Sluice's Time Exceeded (ICMPv6 type 3) quotes it as
+    // sent, to the outside address, so the sender's stack takes it.
+    std::fs::write(dir.join("hop.py"), HOP_LIMIT).unwrap();
+    let got = n.sh(s, &format!("python3 {}", dir.join("hop.py").display()));
+    assert_eq!(
+        got.trim(),
+        "3",
+        "Time Exceeded matched to the probe's socket"
     );
     let st = ctl_json(&sock, &["stats"]);
     assert_eq!(st["balance"]["balanced"], true, "{st}");

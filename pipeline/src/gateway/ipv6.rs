@@ -9,6 +9,32 @@ use super::*;
 
 impl<C: StageClock> Gateway<C> {
     pub(super) fn ipv6<P: Frame>(&mut self, pkt: &mut P, in_port: u16) -> Verdict {
+        let v = self.ipv6_inner(pkt, in_port);
+        if self.nat.npt.is_empty() {
+            return v;
+        }
+        // What leaves by a translating interface, as it leaves: besides
+        // forwarded packets (translated before the router, which may hold
+        // them for a neighbour), the router's own ICMPv6 errors about a
+        // packet that came in translated (Time Exceeded, Packet Too Big,
+        // unreachable), whose quote must name the address its sender
+        // used, or its stack does not match the error to a socket.
+        match v {
+            Verdict::Forward(o) => {
+                let b = pkt.bytes();
+                let at = Ipv6Packet::new_checked(&b[ETH..]).and_then(|ip| ip.headers());
+                match at {
+                    Ok((proto, off, _)) if !self.npt_out(pkt, Some(o), proto, off) => {
+                        Verdict::Drop(DropReason::NotRoutable)
+                    }
+                    _ => v,
+                }
+            }
+            v => v,
+        }
+    }
+
+    fn ipv6_inner<P: Frame>(&mut self, pkt: &mut P, in_port: u16) -> Verdict {
         let b = pkt.bytes();
         let ip = match Ipv6Packet::new_checked(&b[ETH..]) {
             Ok(ip) => ip,
@@ -29,14 +55,7 @@ impl<C: StageClock> Gateway<C> {
             return self.router.process(pkt, in_port);
         }
         if proto == 44 || frag.is_some() {
-            let v = self.fragment6(pkt, in_port, proto, off, frag);
-            // A later fragment routed: its source as its first's.
-            return match v {
-                Verdict::Forward(o) if npt && !self.npt_out(pkt, Some(o), 44, off) => {
-                    Verdict::Drop(DropReason::NotRoutable)
-                }
-                v => v,
-            };
+            return self.fragment6(pkt, in_port, proto, off, frag);
         }
         self.l4_6(pkt, in_port, proto, off, true)
     }
