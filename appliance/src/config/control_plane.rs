@@ -117,7 +117,11 @@ pub(super) fn taps(
 }
 
 /// `[[control_plane.punt]]`: the punt rules, checked.
-pub(super) fn punt_rules(raw: &RawFile, cx: &mut Ctx<'_>) -> Vec<PuntRule> {
+pub(super) fn punt_rules(
+    raw: &RawFile,
+    names: &std::collections::BTreeMap<&str, u16>,
+    cx: &mut Ctx<'_>,
+) -> Vec<PuntRule> {
     let Some(cp) = raw.control_plane.as_ref() else {
         return Vec::new();
     };
@@ -173,6 +177,23 @@ pub(super) fn punt_rules(raw: &RawFile, cx: &mut Ctx<'_>) -> Vec<PuntRule> {
                             f,
                             k("from"),
                             format!("`{s}` is not a prefix such as 198.18.0.0/24 or 2001:db8::/32"),
+                        );
+                        ok = false;
+                    }
+                }
+            }
+        }
+        if let Some(v) = &r.in_ {
+            for n in v.get_ref().names() {
+                match names.get(n) {
+                    Some(&i) => rule.in_ifaces.push(i),
+                    None => {
+                        cx.err(
+                            v,
+                            k("in"),
+                            format!(
+                                "interface `{n}` does not exist (a port or VLAN sub-interface)"
+                            ),
                         );
                         ok = false;
                     }

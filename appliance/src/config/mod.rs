@@ -324,7 +324,7 @@ fn validate(cx: &mut Ctx<'_>, raw: RawFile, base: Option<&Path>) -> Config {
     let sync = check_sync(cx, &raw, base, gateway.enabled);
     let run_as = check_service(cx, &raw, &ports);
     let taps = control_plane::taps(&raw, &ports, &router, cx);
-    let punt_rules = control_plane::punt_rules(&raw, cx);
+    let punt_rules = control_plane::punt_rules(&raw, &names, cx);
     let control_plane = control_plane::control_plane(&raw, &ports, &router, &taps, cx);
     Config {
         source: cx.file.to_string(),

@@ -796,6 +796,9 @@ pub(super) struct RawPuntRule {
     pub(super) sport: Option<Spanned<PortSpec>>,
     /// Source prefixes.
     pub(super) from: Option<Spanned<OneOrMany>>,
+    /// Interfaces it must come in on.
+    #[serde(rename = "in")]
+    pub(super) in_: Option<Spanned<OneOrMany>>,
     /// Packets per second per core.
     pub(super) rate: Option<Spanned<i64>>,
 }

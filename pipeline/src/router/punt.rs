@@ -15,7 +15,7 @@
 //! interface (tags stripped): protocol (IPv6: the first next header, so
 //! no match on a protocol behind extension headers), destination and
 //! source port ranges (TCP, UDP, SCTP; not fragments after the first),
-//! source prefixes.
+//! source prefixes, the interface it came in on.
 
 use super::Router;
 use crate::verdict::{DropReason, Verdict};
@@ -35,6 +35,10 @@ pub struct PuntRule {
     pub sports: Option<(u16, u16)>,
     /// Source prefixes, any if empty.
     pub from: Vec<(IpAddr, u8)>,
+    /// Interfaces (ports, then sub-interfaces) it must come in on, any if
+    /// empty (nftables' `iifname` in an input chain: SSH from the LAN
+    /// only).
+    pub in_ifaces: Vec<u16>,
     /// Packets per second per core; unlimited if `None`.
     pub rate: Option<u32>,
 }
@@ -120,7 +124,7 @@ fn within(a: IpAddr, (p, len): (IpAddr, u8)) -> bool {
 }
 
 impl PuntRule {
-    fn admits(&self, f: &Fields) -> bool {
+    fn admits(&self, f: &Fields, in_if: u16) -> bool {
         let in_range = |r: Option<(u16, u16)>, p: Option<u16>| {
             r.is_none_or(|(lo, hi)| p.is_some_and(|p| (lo..=hi).contains(&p)))
         };
@@ -128,6 +132,7 @@ impl PuntRule {
             && in_range(self.ports, f.ports.map(|p| p.1))
             && in_range(self.sports, f.ports.map(|p| p.0))
             && (self.from.is_empty() || self.from.iter().any(|p| within(f.src, *p)))
+            && (self.in_ifaces.is_empty() || self.in_ifaces.contains(&in_if))
     }
 }
 
@@ -146,7 +151,13 @@ impl Router {
         let Some(f) = fields(b) else {
             return Verdict::Drop(DropReason::PuntDenied);
         };
-        let Some(i) = self.cfg.punt.rules.iter().position(|r| r.admits(&f)) else {
+        let Some(i) = self
+            .cfg
+            .punt
+            .rules
+            .iter()
+            .position(|r| r.admits(&f, in_port))
+        else {
             return Verdict::Drop(DropReason::PuntDenied);
         };
         let Some(rate) = self.cfg.punt.rules[i].rate else {

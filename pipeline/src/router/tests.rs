@@ -1362,6 +1362,49 @@ fn punts_to_the_kernel_only_with_a_mirror() {
     );
 }
 
+/// A punt rule for one interface (nftables' `iifname "lan" tcp dport 22
+/// accept` in an input chain): SSH from the LAN reaches the kernel, from
+/// the WAN it is denied; a rule for any interface admits both.
+#[test]
+fn punt_rules_can_name_the_interface() {
+    let mut cfg = (*router().cfg).clone();
+    cfg.punt = PuntPolicy {
+        mirrored: vec![true, true],
+        rules: vec![
+            PuntRule {
+                proto: Some(IpProto::TCP),
+                ports: Some((22, 22)),
+                in_ifaces: vec![0],
+                ..Default::default()
+            },
+            PuntRule {
+                proto: Some(IpProto::TCP),
+                ports: Some((179, 179)),
+                ..Default::default()
+            },
+        ],
+    };
+    let mut r = Router::new(cfg);
+    r.tick(1_000_000_000);
+    let tcp = |dst: &str, dport: u16| {
+        let mut f = udp4("198.18.0.10", dst, 64, 0);
+        if dst.starts_with("198.19.") {
+            f[0..6].copy_from_slice(&R1.0);
+        }
+        f[14 + 9] = IpProto::TCP;
+        f[36..38].copy_from_slice(&dport.to_be_bytes());
+        Ipv4Packet::new_unchecked(&mut f[14..34]).fill_checksum();
+        f
+    };
+    assert_eq!(r.process(&mut tcp("198.18.0.1", 22), 0), Verdict::Punt(0));
+    assert_eq!(
+        r.process(&mut tcp("198.19.0.1", 22), 1),
+        Verdict::Drop(DropReason::PuntDenied)
+    );
+    assert_eq!(r.process(&mut tcp("198.18.0.1", 179), 0), Verdict::Punt(0));
+    assert_eq!(r.process(&mut tcp("198.19.0.1", 179), 1), Verdict::Punt(1));
+}
+
 /// Punt rules (control-plane policing): only what a rule admits reaches
 /// the kernel, each rule within its rate; the rest is counted as denied
 /// or policed. Neighbour messages for the kernel pass regardless.
