@@ -220,14 +220,6 @@ fn pool_of(public: &str) -> u8 {
     }
 }
 
-/// The connections to the server (port 9000) gateway `sock` tracks.
-fn flows_on(sock: &Path) -> usize {
-    let v = ctl_json(sock, &["show", "conntrack", "--limit", "1000"]);
-    v["workers"][0]["tuples"].as_array().map_or(0, |t| {
-        t.iter().filter(|f| f["orig"]["dport"] == 9000).count()
-    })
-}
-
 /// The next hops of the default route in namespace `ns`.
 fn default_via(n: &Nets, ns: &str) -> Vec<String> {
     let r = n.sh(ns, "ip -4 route show default");
@@ -353,8 +345,8 @@ fn ecmp_gateways_share_the_flows_and_a_withdrawn_one_takes_only_its_own() {
         on(1),
         on(2)
     );
-    assert_eq!(flows_on(&sock1), on(1), "gateway 1's flows");
-    assert_eq!(flows_on(&sock2), on(2), "gateway 2's flows");
+    assert_eq!(common::conns_to_9000(&sock1), on(1), "gateway 1's flows");
+    assert_eq!(common::conns_to_9000(&sock2), on(2), "gateway 2's flows");
     let spread = (on(1), on(2));
 
     // Gateway 2 drained (its sessions disabled, as before maintenance):
@@ -416,6 +408,11 @@ fn ecmp_gateways_share_the_flows_and_a_withdrawn_one_takes_only_its_own() {
     until("gateway 2's pool back upstream", 20, || {
         n.sh(s, "ip -4 route show proto bird")
             .contains("198.19.102.0/29")
+    });
+    // Its own default route back in its FIB (BIRD announces it to the
+    // LAN's router as it learns it, before the netlink mirror has it).
+    until_routes(&sock2, &["192.0.2.1"], 20, |r| {
+        r["paths"][0]["via"] == "198.19.0.10"
     });
     let rb = cl.ask("round b 3");
     let moved = rb.iter().filter(|p| p.is_none()).count();

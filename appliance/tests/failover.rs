@@ -452,14 +452,6 @@ fn fail_over(prefix: &str, how: Failure) {
     );
 }
 
-/// The client's connections to the server's port 9000 in `sock`'s table.
-fn conns_on(sock: &Path) -> usize {
-    let v = ctl_json(sock, &["show", "conntrack", "--limit", "1000"]);
-    v["workers"][0]["tuples"].as_array().map_or(0, |t| {
-        t.iter().filter(|f| f["orig"]["dport"] == 9000).count()
-    })
-}
-
 /// The rest of what a pair must live through, one after another while
 /// 25 TCP connections exchange a line every 50 ms: a forged sync
 /// datagram (refused, counted); the sync link cut for a second while five
@@ -513,7 +505,9 @@ fn the_pair_lives_through_a_cut_sync_link_a_return_and_a_rolling_restart() {
         )
     };
     let mut first = client(20, 24, "first.out");
-    until("20 connections on B", 10, || conns_on(&sock_b) == 20);
+    until("20 connections on B", 10, || {
+        common::conns_to_9000(&sock_b) == 20
+    });
 
     // A forged datagram on the sync link: B refuses and counts it.
     let forged = r#"
@@ -540,7 +534,9 @@ s.sendto(b"SLHA\x01\x01" + bytes(26) + bytes(97) + bytes(32), ("198.18.9.2", 810
     let mut second = client(5, 18, "second.out");
     std::thread::sleep(Duration::from_millis(1000));
     n.sh(a, "ip link set ha up");
-    until("B resynced: 25 connections", 10, || conns_on(&sock_b) == 25);
+    until("B resynced: 25 connections", 10, || {
+        common::conns_to_9000(&sock_b) == 25
+    });
     let ha_b = ctl_json(&sock_b, &["show", "ha"]);
     assert!(ha_b["gaps"].as_u64() >= Some(1), "the cut is a gap: {ha_b}");
     let ha_a = ctl_json(&sock_a, &["show", "ha"]);
@@ -560,7 +556,9 @@ s.sendto(b"SLHA\x01\x01" + bytes(26) + bytes(97) + bytes(32), ("198.18.9.2", 810
     // RuntimeDirectory= would be, so that the wait is for the new one.)
     let _ = std::fs::remove_file(&sock_a);
     let (sluice_a2, _keep_a2) = start_box(&n, a, "a", &dir);
-    until("A back, every flow from B", 15, || conns_on(&sock_a) == 25);
+    until("A back, every flow from B", 15, || {
+        common::conns_to_9000(&sock_a) == 25
+    });
     std::thread::sleep(Duration::from_millis(500));
     assert!(!holds_vips(&n, a), "A stays backup (nopreempt)");
     // B stopped for an upgrade: A takes over again.

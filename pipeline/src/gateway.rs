@@ -193,10 +193,16 @@ impl MssClamp {
     /// Interface `i`'s limit (`u16::MAX`: none) over IPv4 or IPv6.
     #[inline]
     fn limit(&self, i: u16, v6: bool) -> u16 {
-        self.limits
-            .get(usize::from(i))
-            .map_or(u16::MAX, |l| l[usize::from(v6)])
+        mss_limit(&self.limits, i, v6)
     }
+}
+
+/// Interface `i`'s entry of `limits` ([`GatewayConfig::mss_limits`]) over
+/// IPv4 or IPv6, `u16::MAX` where it has none.
+fn mss_limit(limits: &[[u16; 2]], i: u16, v6: bool) -> u16 {
+    limits
+        .get(usize::from(i))
+        .map_or(u16::MAX, |l| l[usize::from(v6)])
 }
 
 /// Packets of a burst the burst path takes through each stage together.
@@ -980,12 +986,8 @@ impl<C: StageClock> ForwardMode for Gateway<C> {
                 limits, scratch, ..
             } = mss;
             let mut clamped = |port: u16, f: &[u8]| {
-                let limit = |v6: bool| {
-                    limits
-                        .get(usize::from(port))
-                        .map_or(u16::MAX, |l| l[usize::from(v6)])
-                };
-                if f.len() > scratch.capacity() {
+                let limit = |v6: bool| mss_limit(limits, port, v6);
+                if f.len() > scratch.capacity() || mss::syn_at(f).is_none() {
                     return send(port, f);
                 }
                 scratch.clear();

@@ -7,6 +7,8 @@
 //! (nftables' `snat ip6 prefix to` / `dnat ip6 prefix to`, ip6tables'
 //! `SNPT`/`DNPT`).
 
+use crate::prefix::{in6, mask6};
+
 /// One interface's prefix translation.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Npt {
@@ -28,18 +30,9 @@ fn add(a: u16, b: u16) -> u16 {
     ((s & 0xffff) + (s >> 16)) as u16
 }
 
-/// The mask of a prefix of `len` bits.
-fn mask(len: u8) -> u128 {
-    if len == 0 {
-        0
-    } else {
-        u128::MAX << (128 - u32::from(len.min(128)))
-    }
-}
-
 /// The one's complement sum of the prefix's words (the bits past it zero).
 fn prefix_sum((a, len): (u128, u8)) -> u16 {
-    let p = (a & mask(len)).to_be_bytes();
+    let p = (a & mask6(len)).to_be_bytes();
     p.chunks(2)
         .fold(0, |s, w| add(s, u16::from_be_bytes([w[0], w[1]])))
 }
@@ -55,7 +48,7 @@ impl Npt {
         if inside.1 != outside.1 || inside.1 > 64 {
             return None;
         }
-        let m = mask(inside.1);
+        let m = mask6(inside.1);
         Some(Npt {
             iface,
             inside: (inside.0 & m, inside.1),
@@ -67,13 +60,13 @@ impl Npt {
     /// Whether `a` is in the inside prefix.
     #[inline]
     pub fn is_inside(&self, a: u128) -> bool {
-        a & mask(self.inside.1) == self.inside.0
+        in6(a, self.inside)
     }
 
     /// Whether `a` is in the outside prefix.
     #[inline]
     pub fn is_outside(&self, a: u128) -> bool {
-        a & mask(self.outside.1) == self.outside.0
+        in6(a, self.outside)
     }
 
     /// The word adjusted in `a` (index 0..8): bits 48–63 for a prefix of
@@ -92,7 +85,7 @@ impl Npt {
     /// `a` with its top bits swapped for `to`'s and the word adjusted by
     /// `adj`.
     fn map(&self, a: u128, to: u128, adj: u16) -> Result<u128, Unmappable> {
-        let m = mask(self.inside.1);
+        let m = mask6(self.inside.1);
         let mut b = ((a & !m) | to).to_be_bytes();
         let i = self.word(&b).ok_or(Unmappable)?;
         let mut v = add(u16::from_be_bytes([b[2 * i], b[2 * i + 1]]), adj);
@@ -228,7 +221,7 @@ mod tests {
             )
             .unwrap();
             for _ in 0..2000 {
-                let host = (u128::from(next()) << 64 | u128::from(next())) & !mask(len);
+                let host = (u128::from(next()) << 64 | u128::from(next())) & !mask6(len);
                 let inside = n.inside.0 | host;
                 let Ok(out) = n.out(inside) else {
                     continue;

@@ -316,7 +316,7 @@ fn validate(cx: &mut Ctx<'_>, raw: RawFile, base: Option<&Path>) -> Config {
     check_l3fwd_workers(cx, &raw, gateway.enabled, &router, &addrs);
     gateway.mss_limits = check_clamp_mss(cx, &raw, &router, gateway.enabled);
     let gateway_workers = workers.iter().filter(|w| w.mode == FwdMode::L3fwd).count();
-    check_memory(cx, &raw, &gateway, gateway_workers, mem_available());
+    check_memory(cx, &raw, &gateway, gateway_workers);
     ports::check_buffer_family(cx, &raw);
     let mbufs = ports::check_mbufs(cx, &raw, &ports);
     let (metrics, control_socket) = check_management(cx, &raw, base);
@@ -468,20 +468,18 @@ fn check_l3fwd_workers(
 /// flow table is written there on a clean stop and read back at start),
 /// with a gateway to keep the flows of.
 /// The conntrack tables the gateway workers allocate and write at start
-/// (`conntrack.capacity` flows each), against the memory the machine has
-/// available (`avail` bytes, `/proc/meminfo`'s `MemAvailable`): refused
-/// when they cannot fit, rather than found out by the OOM killer.
-fn check_memory(
-    cx: &mut Ctx<'_>,
-    raw: &RawFile,
-    gateway: &GatewaySetup,
-    workers: usize,
-    avail: Option<usize>,
-) {
+/// (`conntrack.capacity` flows each, when the config sets it), against
+/// the memory the machine has available (`/proc/meminfo`'s
+/// `MemAvailable`): refused when they cannot fit, rather than found out
+/// by the OOM killer.
+fn check_memory(cx: &mut Ctx<'_>, raw: &RawFile, gateway: &GatewaySetup, workers: usize) {
     let Some(c) = raw.conntrack.as_ref().and_then(|c| c.capacity.as_ref()) else {
         return;
     };
-    let (Some(avail), true) = (avail, gateway.enabled) else {
+    if !gateway.enabled {
+        return;
+    }
+    let Some(avail) = mem_available() else {
         return;
     };
     if let Some(e) = too_big(gateway.ct_capacity, gateway.ct_tcp_window, workers, avail) {

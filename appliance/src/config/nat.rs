@@ -292,15 +292,9 @@ pub(super) fn check(
         let (Some(iface), Some(inside), Some(outside)) = (iface, inside, outside) else {
             continue;
         };
-        let overlap = |a: (u128, u8), b: (u128, u8)| {
-            let l = a.1.min(b.1);
-            let m = if l == 0 {
-                0
-            } else {
-                u128::MAX << (128 - u32::from(l))
-            };
-            a.0 & m == b.0 & m
-        };
+        // The shorter holds the longer: they share addresses.
+        let overlap =
+            |a: (u128, u8), b: (u128, u8)| pipeline::prefix::in6(a.0, (b.0, a.1.min(b.1)));
         if inside.1 != outside.1 {
             cx.err(
                 &n.outside,

@@ -627,3 +627,13 @@ pub fn birdc(ns: &str, dir: &Path, name: &str, cmd: &str) -> String {
         .unwrap();
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
+
+/// The flows to port 9000 (the tests' echo servers) in the first worker's
+/// table of the Sluice at `sock` (at most 1,000 listed).
+#[allow(dead_code)] // Not every test binary counts them.
+pub fn conns_to_9000(sock: &Path) -> usize {
+    let v = ctl_json(sock, &["show", "conntrack", "--limit", "1000"]);
+    v["workers"][0]["tuples"].as_array().map_or(0, |t| {
+        t.iter().filter(|f| f["orig"]["dport"] == 9000).count()
+    })
+}

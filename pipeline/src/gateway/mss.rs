@@ -36,7 +36,7 @@ pub const fn headers(v6: bool) -> u16 {
 /// The TCP header of the untagged Ethernet frame `b` if it carries an
 /// unfragmented IPv4 or IPv6 (no extension headers) TCP SYN: its offset,
 /// and whether it is IPv6.
-fn syn_at(b: &[u8]) -> Option<(usize, bool)> {
+pub(super) fn syn_at(b: &[u8]) -> Option<(usize, bool)> {
     // Past up to two VLAN tags (a held frame leaving by a sub-interface
     // is tagged by then).
     let mut eth = 14;

@@ -137,8 +137,9 @@ fn nat_cfg(ports: PortRange) -> NatConfig {
     }
 }
 
-fn gateway_with(rules: Vec<FwRule>, default: Action, nat: NatConfig, cap: usize) -> Gateway {
-    let cfg = GatewayConfig {
+/// One worker's config: `rules` with `default`, `nat`, `cap` flows.
+fn config_with(rules: Vec<FwRule>, default: Action, nat: NatConfig, cap: usize) -> GatewayConfig {
+    GatewayConfig {
         rules: Arc::new(RuleSet::build(rules, default, &nat.original_dsts())),
         nat: Arc::new(nat),
         ct_capacity: cap,
@@ -146,7 +147,11 @@ fn gateway_with(rules: Vec<FwRule>, default: Action, nat: NatConfig, cap: usize)
         tcp_window: true,
         workers: 1,
         mss_limits: Default::default(),
-    };
+    }
+}
+
+fn gateway_with(rules: Vec<FwRule>, default: Action, nat: NatConfig, cap: usize) -> Gateway {
+    let cfg = config_with(rules, default, nat, cap);
     let mut g = Gateway::new(router(), &cfg, 0);
     g.tick(S);
     g
@@ -331,16 +336,8 @@ fn mss_of(f: &[u8]) -> u16 {
 /// are not SYNs are left as they are.
 #[test]
 fn syns_crossing_a_clamped_port_have_their_mss_lowered() {
-    let nat = nat_cfg(PortRange::default());
-    let cfg = GatewayConfig {
-        rules: Arc::new(RuleSet::build(vec![], Action::Accept, &nat.original_dsts())),
-        nat: Arc::new(nat),
-        ct_capacity: 1024,
-        timeouts: Timeouts::default(),
-        tcp_window: true,
-        workers: 1,
-        mss_limits: Arc::from(vec![[u16::MAX; 2], [1452, 1432]]),
-    };
+    let mut cfg = config_with(vec![], Action::Accept, nat_cfg(PortRange::default()), 1024);
+    cfg.mss_limits = Arc::from(vec![[u16::MAX; 2], [1452, 1432]]);
     let mut g = Gateway::new(router(), &cfg, 0);
     g.tick(S);
     let four = [0u8; 4];
@@ -576,16 +573,7 @@ fn multipath_flows_keep_their_first_packets_path() {
         vec![via(GW_ADDR), via("198.19.0.3")],
         vec![(1, "198.19.0.3".parse().unwrap(), GW2)],
     );
-    let nat = nat_cfg(PortRange::default());
-    let cfg = GatewayConfig {
-        rules: Arc::new(RuleSet::build(vec![], Action::Accept, &nat.original_dsts())),
-        nat: Arc::new(nat),
-        ct_capacity: 1024,
-        timeouts: Timeouts::default(),
-        tcp_window: true,
-        workers: 1,
-        mss_limits: Default::default(),
-    };
+    let cfg = config_with(vec![], Action::Accept, nat_cfg(PortRange::default()), 1024);
     let mut g = Gateway::new(router, &cfg, 0);
     g.tick(S);
     let mut seen = [0; 2];

@@ -1362,6 +1362,20 @@ fn punts_to_the_kernel_only_with_a_mirror() {
     );
 }
 
+/// A packet of `proto` from `src` to the router's address `dst`
+/// (198.18.0.1 on port 0 or 198.19.0.1 on port 1, to that port's MAC), to
+/// destination port `dport`.
+fn to_router4(src: &str, dst: &str, proto: u8, dport: u16) -> Vec<u8> {
+    let mut f = udp4(src, dst, 64, 0);
+    if dst.starts_with("198.19.") {
+        f[0..6].copy_from_slice(&R1.0);
+    }
+    f[14 + 9] = proto;
+    f[36..38].copy_from_slice(&dport.to_be_bytes());
+    Ipv4Packet::new_unchecked(&mut f[14..34]).fill_checksum();
+    f
+}
+
 /// A punt rule for one interface (nftables' `iifname "lan" tcp dport 22
 /// accept` in an input chain): SSH from the LAN reaches the kernel, from
 /// the WAN it is denied; a rule for any interface admits both.
@@ -1386,16 +1400,7 @@ fn punt_rules_can_name_the_interface() {
     };
     let mut r = Router::new(cfg);
     r.tick(1_000_000_000);
-    let tcp = |dst: &str, dport: u16| {
-        let mut f = udp4("198.18.0.10", dst, 64, 0);
-        if dst.starts_with("198.19.") {
-            f[0..6].copy_from_slice(&R1.0);
-        }
-        f[14 + 9] = IpProto::TCP;
-        f[36..38].copy_from_slice(&dport.to_be_bytes());
-        Ipv4Packet::new_unchecked(&mut f[14..34]).fill_checksum();
-        f
-    };
+    let tcp = |dst: &str, dport: u16| to_router4("198.18.0.10", dst, IpProto::TCP, dport);
     assert_eq!(r.process(&mut tcp("198.18.0.1", 22), 0), Verdict::Punt(0));
     assert_eq!(
         r.process(&mut tcp("198.19.0.1", 22), 1),
@@ -1440,13 +1445,7 @@ fn punt_rules_admit_and_police() {
     };
     let mut r = Router::new(cfg);
     r.tick(1_000_000_000);
-    let l4 = |src: &str, proto: u8, dport: u16| {
-        let mut f = udp4(src, "198.18.0.1", 64, 0);
-        f[14 + 9] = proto;
-        f[36..38].copy_from_slice(&dport.to_be_bytes());
-        Ipv4Packet::new_unchecked(&mut f[14..34]).fill_checksum();
-        f
-    };
+    let l4 = |src: &str, proto: u8, dport: u16| to_router4(src, "198.18.0.1", proto, dport);
     let denied = Verdict::Drop(DropReason::PuntDenied);
     assert_eq!(
         r.process(&mut l4("198.18.0.10", IpProto::TCP, 179), 0),
