@@ -398,6 +398,18 @@ where
     };
     let rib = crate::rib::Rib::default();
     let mut l3_index = 0u16;
+    // `[export]`: a ring between each gateway worker and the exporter,
+    // and the workers' time 0 for the records' times (the TSC's and the
+    // monotonic clock's, read together).
+    let exports = cfg.export.as_ref().filter(|_| cfg.gateway.enabled);
+    let (export_rings, mut export_logs): (Vec<_>, Vec<_>) = match exports {
+        Some(e) => {
+            let (c, p) = crate::export::rings(usize::from(l3_workers), e.ring);
+            (c, p.into_iter().map(Some).collect())
+        }
+        None => (Vec::new(), Vec::new()),
+    };
+    let export_epoch = (std::time::Instant::now(), tsc.ns(pmd::sys::rdtsc()) as u64);
     // The Prometheus endpoint, before any thread starts: a port in use
     // fails the start, not the run.
     let metrics = match cfg.metrics {
@@ -477,6 +489,19 @@ where
                         .and_then(Option::take)
                     {
                         gw.set_sync(log);
+                    }
+                    if let (Some(e), Some(log)) = (
+                        exports,
+                        export_logs
+                            .get_mut(usize::from(l3_index))
+                            .and_then(Option::take),
+                    ) {
+                        gw.set_export(
+                            log,
+                            export_epoch.1,
+                            e.active_timeout_s * 1_000_000_000,
+                            e.denied,
+                        );
                     }
                     l3_index += 1;
                     let sink: RuleHits = (0..nrules).map(|_| AtomicU64::new(0)).collect();
@@ -567,6 +592,24 @@ where
         _ => None,
     };
 
+    // The flow exporter.
+    let export_stop = Arc::new(AtomicBool::new(false));
+    let export = match exports {
+        Some(e) => match crate::export::start(e, export_rings, export_epoch.0, export_stop.clone())
+        {
+            Ok((h, stats)) => {
+                let to: Vec<String> = e.collectors.iter().map(|c| c.to_string()).collect();
+                eprintln!("export: IPFIX flow records to {}", to.join(", "));
+                Some((h, stats))
+            }
+            Err(e) => {
+                worker_stop.store(true, Ordering::Release);
+                return Err(e);
+            }
+        },
+        None => None,
+    };
+
     // The management loop. `live` is what a reload replaces: the running
     // config (the run's duration stays the one it started with) and the
     // tables built from it.
@@ -587,6 +630,7 @@ where
         netlink,
         taps: mirror_thread.as_ref().map(|_| mirror_counters.clone()),
         ha: sync.as_ref().map(|(_, s)| s.clone()),
+        export: export.as_ref().map(|(_, s)| s.clone()),
         notify: crate::service::Notifier::from_env(),
         metrics,
         control,
@@ -648,6 +692,10 @@ where
     }
     sync_stop.store(true, Ordering::Release);
     if let Some((h, _)) = sync {
+        let _ = h.join();
+    }
+    export_stop.store(true, Ordering::Release);
+    if let Some((h, _)) = export {
         let _ = h.join();
     }
     // `[ha] state_file`: the flows as the workers stopped, for the next

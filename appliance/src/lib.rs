@@ -38,6 +38,7 @@ pub mod ctl;
 #[cfg(feature = "dpdk")]
 pub mod eal;
 pub mod engine;
+pub mod export;
 pub mod ha;
 pub mod lock;
 pub mod manage;

@@ -61,6 +61,9 @@ pub(crate) struct Management<'a> {
     /// The HA sync thread's counters, when it runs (its settings are the
     /// start's, `cfg.sync`: a reload does not restart it).
     pub ha: Option<Arc<crate::ha::Stats>>,
+    /// The flow exporter's counters, when it runs (its settings are the
+    /// start's, `cfg.export`).
+    pub export: Option<Arc<crate::export::Stats>>,
     /// The service manager, when one listens (`NOTIFY_SOCKET`).
     pub notify: Option<crate::service::Notifier>,
     /// The Prometheus endpoint and its scrapes.
@@ -305,6 +308,7 @@ impl Management<'_> {
                 taps: self.taps.as_deref(),
                 reloads: &self.state.reloads,
                 ha: self.ha.as_deref(),
+                export: self.export.as_deref(),
             },
         ));
     }
@@ -337,6 +341,7 @@ impl Management<'_> {
                 cleared: &mut self.cleared,
                 router: self.live.router.as_ref(),
                 ha: self.ha.as_deref().zip(self.cfg.sync.as_ref()),
+                export: self.export.as_deref().zip(self.cfg.export.as_ref()),
                 netlink: self.netlink.as_ref().map(|m| (&*m.stats, &self.rib)),
                 rule_hits,
                 nat_hits,

@@ -440,6 +440,44 @@ pub struct ControlPlane<'a> {
     pub reloads: &'a crate::reload::Outcomes,
     /// The HA sync thread's counters, when it runs.
     pub ha: Option<&'a crate::ha::Stats>,
+    /// The flow exporter's counters, when it runs.
+    pub export: Option<&'a crate::export::Stats>,
+}
+
+/// The flow exporter's families (`[export]`).
+fn export(f: &mut Families, st: &crate::export::Stats) {
+    use std::sync::atomic::Ordering::Relaxed;
+    let g = |a: &std::sync::atomic::AtomicU64| a.load(Relaxed) as f64;
+    f.counter(
+        "sluice_export_records_total",
+        "IPFIX flow records sent (each message to every collector).",
+        &[],
+        g(&st.records),
+    );
+    f.counter(
+        "sluice_export_messages_total",
+        "IPFIX messages sent, by kind (data, template).",
+        &[("kind", "data")],
+        g(&st.messages),
+    );
+    f.counter(
+        "sluice_export_messages_total",
+        "IPFIX messages sent, by kind (data, template).",
+        &[("kind", "template")],
+        g(&st.templates),
+    );
+    f.counter(
+        "sluice_export_bytes_total",
+        "Bytes of IPFIX data messages sent.",
+        &[],
+        g(&st.bytes),
+    );
+    f.counter(
+        "sluice_export_send_errors_total",
+        "IPFIX messages the kernel would not send to a collector (no route, its port closed).",
+        &[],
+        g(&st.send_errors),
+    );
 }
 
 /// The HA sync thread's families (`[ha]` state sync).
@@ -895,6 +933,9 @@ pub fn render(
     control_plane(&mut f, tel, cp);
     if let Some(st) = cp.ha {
         ha(&mut f, st);
+    }
+    if let Some(st) = cp.export {
+        export(&mut f, st);
     }
     ports(&mut f, tel, cur);
     cores(&mut f, tel, cur);

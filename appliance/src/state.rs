@@ -71,7 +71,7 @@ pub fn write(path: &Path, flows: &[(u16, Vec<Listed>)]) -> Result<u64> {
         let mut out = std::io::BufWriter::with_capacity(1 << 20, &f);
         out.write_all(&h)?;
         for (w, list) in flows {
-            for (f, left) in list {
+            for (f, left, _) in list {
                 let r = Saved::of(f, *left, *w).encode();
                 crc.update(&r);
                 out.write_all(&r)?;
@@ -356,7 +356,7 @@ mod tests {
         assert_eq!(got.expired, 0);
         assert!(got.age < Duration::from_secs(60));
         for (w, list) in &all {
-            for (f, left) in list {
+            for (f, left, _) in list {
                 let s = got.flows.iter().find(|s| s.orig == f.orig).unwrap();
                 assert_eq!(s.worker, *w);
                 assert_eq!(s.reply, f.reply);

@@ -27,6 +27,7 @@
 use crate::acl::Key;
 use crate::route_cache::RouteCache;
 
+pub mod export;
 mod index;
 pub mod saved;
 pub mod sync;
@@ -191,6 +192,9 @@ crate::counter_enum! {
         /// Flows from the HA peer refused (a tuple tracked here for
         /// another flow, or the table full).
         SyncRefused = "ha_sync_refused",
+        /// Flow records (`[export]`) that did not fit the worker's export
+        /// ring (the collector sees the gap in IPFIX's sequence numbers).
+        ExportLost = "export_lost",
     }
 }
 
@@ -310,9 +314,14 @@ pub struct Flow {
 
 const _: () = assert!(std::mem::size_of::<Flow>() == 128, "two cache lines");
 
-/// A flow as a listing gives it ([`ConnTrack::copy_flows`]): a copy, and
-/// the nanoseconds until it expires unless a packet of it comes.
-pub type Listed = (Flow, u64);
+/// A flow as a listing gives it ([`ConnTrack::copy_flows`]): a copy, the
+/// nanoseconds until it expires unless a packet of it comes, and its
+/// packets and bytes per direction since its last record when flows are
+/// accounted (`[export]`).
+pub type Listed = (Flow, u64, Option<Counts>);
+
+/// Packets and bytes of a flow's originator's and replies' directions.
+pub type Counts = [(u64, u64); 2];
 
 /// What translating the IPv4 packets of a flow adds to their IP header
 /// checksum (the addresses) and to their TCP/UDP checksum (the addresses,
@@ -421,10 +430,15 @@ impl Flow {
 
     /// The flow as `conntrack -L` shows one: original tuple, state, the
     /// seconds until it expires unless a packet comes (`expires_ns`, as
-    /// [`ConnTrack::copy_flows`] gives it), reply tuple, translated or not.
-    pub fn describe(&self, expires_ns: u64) -> String {
+    /// [`ConnTrack::copy_flows`] gives it), reply tuple, translated or not,
+    /// and when flows are accounted, the packets and bytes of each
+    /// direction (the originator's / the replies') since its last record.
+    pub fn describe(&self, expires_ns: u64, counts: Option<Counts>) -> String {
+        let counted = counts.map_or(String::new(), |[(op, ob), (rp, rb)]| {
+            format!(" packets {op}/{rp} bytes {ob}/{rb}")
+        });
         format!(
-            "{} {} {}s reply {}{}",
+            "{} {} {}s reply {}{}{counted}",
             self.orig,
             self.state.name(),
             expires_ns / 1_000_000_000,
@@ -566,18 +580,30 @@ pub struct ConnTrack {
     nat_flows: usize,
     /// Where changes go for the HA peer (`[ha] peer`; `None`: off).
     sync: sync::Slot,
+    /// Per slot, its flow's accounting (`[export]`; empty: off).
+    acct: Vec<export::Acct>,
+    /// Where flow records go (`[export]`; `None`: off).
+    export: export::Slot,
+    /// The accounting's clock: milliseconds since the export was set.
+    now_ms: u32,
 }
 
 impl ConnTrack {
     /// The bytes a table of `capacity` flows takes, all allocated and
     /// written at [`ConnTrack::new`]: the flows, the free list, the index
-    /// (two entries a flow), and the TCP windows when tracked.
-    pub fn bytes_for(capacity: usize, tcp_window: bool) -> usize {
+    /// (two entries a flow), the TCP windows when tracked, and the flows'
+    /// accounting when they are exported ([`ConnTrack::set_export`]).
+    pub fn bytes_for(capacity: usize, tcp_window: bool, exported: bool) -> usize {
         let c = capacity.max(1);
         let per = std::mem::size_of::<Flow>()
             + std::mem::size_of::<u32>()
             + if tcp_window {
                 std::mem::size_of::<Window>()
+            } else {
+                0
+            }
+            + if exported {
+                std::mem::size_of::<export::Acct>()
             } else {
                 0
             };
@@ -611,6 +637,9 @@ impl ConnTrack {
             events: [0; Event::COUNT],
             nat_flows: 0,
             sync: sync::Slot(None),
+            acct: Vec::new(),
+            export: export::Slot(None),
+            now_ms: 0,
         }
     }
 
@@ -684,7 +713,7 @@ impl ConnTrack {
             }
             let f = &self.slots[i];
             if f.live && filter.matches(f) {
-                out.push((*f, self.expires_in(f)));
+                out.push((*f, self.expires_in(f), self.counts(i)));
             }
         }
         (end < self.slots.len()).then_some(end)
@@ -707,7 +736,7 @@ impl ConnTrack {
         let mut n = 0;
         for i in from..end {
             if self.slots[i].live && filter.matches(&self.slots[i]) {
-                self.remove(i as u32);
+                self.remove(i as u32, export::EndReason::Forced);
                 n += 1;
             }
         }
@@ -800,11 +829,16 @@ impl ConnTrack {
         stale(self.now_ns, &self.limits, e)
     }
 
-    fn remove(&mut self, i: u32) {
+    /// Removes flow `i` (if live), its records written for `why` when
+    /// flows are exported.
+    fn remove(&mut self, i: u32, why: export::EndReason) {
         let e = self.slots[i as usize];
         if e.live {
             if self.sync.0.is_some() {
                 self.log(sync::Kind::Deleted, i as usize);
+            }
+            if !self.acct.is_empty() {
+                self.export_flow(i as usize, why);
             }
             for t in [e.orig, e.reply] {
                 let h = t.hash();
@@ -823,13 +857,16 @@ impl ConnTrack {
     /// Advances the clock and sweeps a few slots for expired flows.
     pub fn tick(&mut self, now_ns: u64) {
         self.now_ns = now_ns;
+        self.tick_export();
         let n = self.slots.len();
         for _ in 0..SWEEP_PER_TICK.min(n) {
             self.cursor = (self.cursor + 1) % n;
             let e = self.slots[self.cursor];
             if e.live && self.expired(&e) {
-                self.remove(self.cursor as u32);
+                self.remove(self.cursor as u32, Self::timed_out(&e));
                 self.events[Event::Expired as usize] += 1;
+            } else if e.live && !self.acct.is_empty() {
+                self.sweep_export(self.cursor);
             }
             if self.sync.0.is_some() {
                 self.sweep_sync(self.cursor);
@@ -854,7 +891,12 @@ impl ConnTrack {
             let expired = self.expired(&e);
             let early = matches!(e.state, State::Unreplied | State::SynSent | State::Closed);
             if e.live && (expired || early) {
-                self.remove(self.cursor as u32);
+                let why = if expired {
+                    Self::timed_out(&e)
+                } else {
+                    export::EndReason::Resources
+                };
+                self.remove(self.cursor as u32, why);
                 if expired {
                     self.events[Event::Expired as usize] += 1;
                 } else {
@@ -896,7 +938,8 @@ impl ConnTrack {
     #[cold]
     #[inline(never)]
     fn expire(&mut self, i: u32) {
-        self.remove(i);
+        let why = Self::timed_out(&self.slots[i as usize]);
+        self.remove(i, why);
         self.events[Event::Expired as usize] += 1;
     }
 
@@ -970,7 +1013,10 @@ impl ConnTrack {
     /// back the flow itself (the established path's lookup: its caller
     /// translates and routes through the reference instead of indexing
     /// the slot again for each): the live flow of `t`, the packet's
-    /// direction and what the state machine made of it.
+    /// direction and what the state machine made of it. A packet the
+    /// state machine takes is accounted ([`ConnTrack::account`]: `bytes`
+    /// of IP, in on `in_port`).
+    #[allow(clippy::too_many_arguments)]
     #[inline(always)]
     pub(crate) fn track_hashed(
         &mut self,
@@ -979,9 +1025,14 @@ impl ConnTrack {
         hint: Option<u32>,
         flags: u16,
         seg: Option<&Segment>,
+        bytes: usize,
+        in_port: u16,
     ) -> Option<(&mut Flow, bool, Conn)> {
         let (i, reply) = self.find_hashed(t, h, hint)?;
         let conn = self.step_slot(i as usize, reply, flags, seg)?;
+        if conn != Conn::Invalid {
+            self.account(i, reply, bytes, flags, in_port);
+        }
         Some((&mut self.slots[i as usize], reply, conn))
     }
 
@@ -1147,6 +1198,9 @@ impl ConnTrack {
         }
         if self.sync.0.is_some() {
             self.log(sync::Kind::Created, i as usize);
+        }
+        if !self.acct.is_empty() {
+            self.account_new(i as usize);
         }
         if self.tcp_window && orig.proto == TCP {
             // A flow without its SYN's segment (a first fragment) starts

@@ -579,6 +579,21 @@ impl<C: StageClock> Gateway<C> {
         self.ct.set_sync(out, self.worker);
     }
 
+    /// Accounts this worker's flows and writes their records into `out`
+    /// for the flow exporter ([`crate::conntrack::export`]; times from
+    /// `base_ns`, long flows' records every `active_ns`, refused first
+    /// packets when `denied`).
+    pub fn set_export(
+        &mut self,
+        out: rtrb::Producer<crate::conntrack::export::Record>,
+        base_ns: u64,
+        active_ns: u64,
+        denied: bool,
+    ) {
+        self.ct
+            .set_export(out, self.worker, base_ns, active_ns, denied);
+    }
+
     /// Publishes the per-rule hit counts into `out` (one per rule) on each
     /// tick.
     pub fn publish_hits(&mut self, out: RuleHits) {

@@ -97,7 +97,11 @@ pub fn describe(c: &Config) -> String {
         s += &format!(
             "  conntrack: {} flows per worker ({:.0} MiB each, allocated at start), TCP windows {}; nat: {} snat, {} dnat, {} static; ports {}-{} ({} per worker)\n",
             g.ct_capacity,
-            pipeline::conntrack::ConnTrack::bytes_for(g.ct_capacity, g.ct_tcp_window) as f64
+            pipeline::conntrack::ConnTrack::bytes_for(
+                g.ct_capacity,
+                g.ct_tcp_window,
+                c.export.is_some()
+            ) as f64
                 / f64::from(1 << 20),
             if g.ct_tcp_window { "tracked" } else { "not tracked" },
             g.nat.snat.len(),

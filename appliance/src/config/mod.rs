@@ -11,6 +11,7 @@
 mod control_plane;
 mod describe;
 mod error;
+mod export;
 mod files;
 mod firewall;
 mod nat;
@@ -24,6 +25,7 @@ mod workers;
 
 pub use describe::describe;
 pub use error::{shown, ConfigError, ConfigErrors};
+pub use export::ExportConfig;
 pub use files::MAX_CONFIG_BYTES;
 pub use schema::{PortRange, Prefix, QueueRef, Str};
 pub use typed::{
@@ -316,12 +318,13 @@ fn validate(cx: &mut Ctx<'_>, raw: RawFile, base: Option<&Path>) -> Config {
     check_l3fwd_workers(cx, &raw, gateway.enabled, &router, &addrs);
     gateway.mss_limits = check_clamp_mss(cx, &raw, &router, gateway.enabled);
     let gateway_workers = workers.iter().filter(|w| w.mode == FwdMode::L3fwd).count();
-    check_memory(cx, &raw, &gateway, gateway_workers);
+    check_memory(cx, &raw, &gateway, gateway_workers, raw.export.is_some());
     ports::check_buffer_family(cx, &raw);
     let mbufs = ports::check_mbufs(cx, &raw, &ports);
     let (metrics, control_socket) = check_management(cx, &raw, base);
     let state_file = check_ha(cx, &raw, base, gateway.enabled);
     let sync = check_sync(cx, &raw, base, gateway.enabled);
+    let export = export::check(cx, raw.export.as_ref(), gateway.enabled);
     let run_as = check_service(cx, &raw, &ports);
     let taps = control_plane::taps(&raw, &ports, &router, cx);
     let punt_rules = control_plane::punt_rules(&raw, &names, cx);
@@ -341,6 +344,7 @@ fn validate(cx: &mut Ctx<'_>, raw: RawFile, base: Option<&Path>) -> Config {
         control_plane,
         state_file,
         sync,
+        export,
         run_as,
         taps,
         punt_rules,
@@ -472,7 +476,13 @@ fn check_l3fwd_workers(
 /// the memory the machine has available (`/proc/meminfo`'s
 /// `MemAvailable`): refused when they cannot fit, rather than found out
 /// by the OOM killer.
-fn check_memory(cx: &mut Ctx<'_>, raw: &RawFile, gateway: &GatewaySetup, workers: usize) {
+fn check_memory(
+    cx: &mut Ctx<'_>,
+    raw: &RawFile,
+    gateway: &GatewaySetup,
+    workers: usize,
+    exported: bool,
+) {
     let Some(c) = raw.conntrack.as_ref().and_then(|c| c.capacity.as_ref()) else {
         return;
     };
@@ -482,15 +492,19 @@ fn check_memory(cx: &mut Ctx<'_>, raw: &RawFile, gateway: &GatewaySetup, workers
     let Some(avail) = mem_available() else {
         return;
     };
-    if let Some(e) = too_big(gateway.ct_capacity, gateway.ct_tcp_window, workers, avail) {
+    let each = pipeline::conntrack::ConnTrack::bytes_for(
+        gateway.ct_capacity,
+        gateway.ct_tcp_window,
+        exported,
+    );
+    if let Some(e) = too_big(gateway.ct_capacity, each, workers, avail) {
         cx.err(c, "conntrack.capacity", e);
     }
 }
 
-/// Why `workers` tables of `capacity` flows do not fit in `avail` bytes,
-/// if they do not.
-fn too_big(capacity: usize, window: bool, workers: usize, avail: usize) -> Option<String> {
-    let each = pipeline::conntrack::ConnTrack::bytes_for(capacity, window);
+/// Why `workers` tables of `capacity` flows, `each` bytes, do not fit in
+/// `avail` bytes, if they do not.
+fn too_big(capacity: usize, each: usize, workers: usize, avail: usize) -> Option<String> {
     let need = each.saturating_mul(workers.max(1));
     let mib = |b: usize| b >> 20;
     (need > avail).then(|| {

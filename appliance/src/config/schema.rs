@@ -193,6 +193,7 @@ pub(super) struct RawFile {
     pub(super) firewall: Option<RawFirewall>,
     pub(super) conntrack: Option<RawConntrack>,
     pub(super) nat: Option<RawNat>,
+    pub(super) export: Option<super::export::RawExport>,
 }
 
 #[derive(Debug, Deserialize)]

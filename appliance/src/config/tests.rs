@@ -612,17 +612,61 @@ fn service_user_is_looked_up_and_named_when_missing() {
 #[test]
 fn conntrack_tables_must_fit_in_memory() {
     let gib = 1usize << 30;
-    let e = super::too_big(1 << 26, true, 4, 16 * gib).expect("refused");
+    let bytes = pipeline::conntrack::ConnTrack::bytes_for;
+    let e = super::too_big(1 << 26, bytes(1 << 26, true, false), 4, 16 * gib).expect("refused");
     assert!(e.starts_with("67108864 flows a worker take "), "{e}");
     assert!(
         e.contains("for 4 gateway worker(s): more than the 16384 MiB"),
         "{e}"
     );
-    assert!(super::too_big(1 << 18, true, 16, 16 * gib).is_none());
-    // Window tracking off takes less: a size that fits only without it.
-    let each_on = pipeline::conntrack::ConnTrack::bytes_for(1 << 20, true);
-    let each_off = pipeline::conntrack::ConnTrack::bytes_for(1 << 20, false);
+    assert!(super::too_big(1 << 18, bytes(1 << 18, true, false), 16, 16 * gib).is_none());
+    // Window tracking off takes less, flow accounting (`[export]`) more.
+    let each_on = bytes(1 << 20, true, false);
+    let each_off = bytes(1 << 20, false, false);
+    let exported = bytes(1 << 20, false, true);
     assert!(each_off < each_on);
-    assert!(super::too_big(1 << 20, true, 1, each_off).is_some());
-    assert!(super::too_big(1 << 20, false, 1, each_off).is_none());
+    assert_eq!(exported - each_off, 64 << 20, "a cache line a flow");
+    assert!(super::too_big(1 << 20, each_on, 1, each_off).is_some());
+    assert!(super::too_big(1 << 20, each_off, 1, each_off).is_none());
+}
+
+/// `[export]`: its defaults, and each mistake refused with its key.
+#[test]
+fn export_settings_are_checked() {
+    let with = |e: &str| format!("{GOOD}\n[export]\n{e}");
+    let c = parse(
+        &with("collectors = [\"127.0.0.1:4739\", \"[::1]:9995\"]\n"),
+        "t.toml",
+        None,
+    )
+    .unwrap();
+    let e = c.export.expect("[export]");
+    assert_eq!(e.collectors.len(), 2);
+    assert_eq!(
+        (e.active_timeout_s, e.template_interval_s, e.domain),
+        (60, 60, 1)
+    );
+    assert_eq!((e.max_message, e.denied, e.ring), (1400, true, 4096));
+    assert!(
+        c.warnings.iter().any(|w| w.key == "export.collectors"),
+        "no flow table: warned"
+    );
+    let e = errs(&with("active_timeout = 5\n"));
+    assert_eq!(e[0].key, "export.collectors", "{}", e[0]);
+    let e = errs(&with("collectors = [\"127.0.0.1\"]\n"));
+    assert_eq!(e[0].key, "export.collectors[0]", "{}", e[0]);
+    assert_eq!(e[0].line, 19, "{}", e[0]);
+    let e = errs(&with("collectors = []\n"));
+    assert!(e[0].msg.contains("no collector"), "{}", e[0]);
+    let e = errs(&with(
+        "collectors = [\"127.0.0.1:4739\"]\nmax_message = 100\n",
+    ));
+    assert_eq!(e[0].key, "export.max_message", "{}", e[0]);
+    assert!(e[0].msg.contains("256..=65000"), "{}", e[0]);
+    let e = errs(&with(
+        "collectors = [\"127.0.0.1:4739\"]\nactive_timeout = 0\n",
+    ));
+    assert_eq!(e[0].key, "export.active_timeout", "{}", e[0]);
+    let e = errs(&with("collectors = [\"127.0.0.1:4739\"]\ncolector = 1\n"));
+    assert!(e[0].msg.contains("colector"), "{}", e[0]);
 }

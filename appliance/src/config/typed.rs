@@ -227,6 +227,8 @@ pub struct Config {
     /// State sync with an HA peer (`[ha] listen`, `peer`, `key_file`; off
     /// when `None`).
     pub sync: Option<SyncConfig>,
+    /// Flow records to IPFIX collectors (`[export]`; off when `None`).
+    pub export: Option<super::ExportConfig>,
     /// Whom it becomes once started (`[service] user`, `group`; stays
     /// who it was started as when `None`).
     pub run_as: Option<RunAs>,

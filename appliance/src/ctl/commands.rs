@@ -31,6 +31,8 @@ commands:
   show ha                    state sync with the HA peer: addresses, the
                              peer's last message, messages, records and
                              bytes each way, gaps, bulk syncs, refusals
+  show export                IPFIX flow export: collectors, records and
+                             messages sent, records lost, send errors
   state save [FILE]          write the tracked flows to FILE (an absolute
                              path; default [ha] state_file), as a stop does,
                              for a start to read back
@@ -104,6 +106,8 @@ pub struct Context<'a> {
     /// The HA sync thread's counters and the settings it runs with, when
     /// it runs.
     pub ha: Option<(&'a crate::ha::Stats, &'a crate::config::SyncConfig)>,
+    /// The flow exporter's counters and settings, when it runs.
+    pub export: Option<(&'a crate::export::Stats, &'a crate::config::ExportConfig)>,
 }
 
 /// The neighbours the workers learned from ARP and ND, as they reported
@@ -208,6 +212,7 @@ pub fn run(args: &[String], cx: &mut Context<'_>) -> Response {
         },
         ["show", "nat"] => show_nat(cx),
         ["show", "ha"] => show_ha(cx),
+        ["show", "export"] => show_export(cx),
         ["state", "save"] => state_save(cx, None),
         ["state", "save", file] => state_save(cx, Some(file)),
         ["gen", "stop"] => gen(
@@ -1104,8 +1109,11 @@ fn show_conntrack(
         };
         let (listed, stopped) = list_flows(tx, deadline, filter, limit);
         let cut = stopped == Some(Unanswered::Deadline);
-        let flows: Vec<String> = listed.iter().map(|(f, e)| f.describe(*e)).collect();
-        let entries: Vec<_> = listed.iter().map(|(f, e)| flow_json(f, *e)).collect();
+        let flows: Vec<String> = listed.iter().map(|(f, e, c)| f.describe(*e, *c)).collect();
+        let entries: Vec<_> = listed
+            .iter()
+            .map(|(f, e, c)| flow_json(f, *e, *c))
+            .collect();
         let limit_of = cap.get(i).and_then(|c| c.1).unwrap_or(0);
         let _ = writeln!(
             text,
@@ -1181,6 +1189,49 @@ fn show_ha(cx: &mut Context<'_>) -> Response {
             "apply_refused": refused,
             "dropped_sending": dropped,
             "dropped_applying": g(&st.apply_dropped),
+        }),
+    )
+}
+
+/// `show export`: where the flow records go and what went.
+fn show_export(cx: &mut Context<'_>) -> Response {
+    let Some((st, ec)) = cx.export else {
+        return Response::error("no flow export: the config has no [export] (or no flow table)");
+    };
+    use std::sync::atomic::Ordering::Relaxed;
+    let g = |a: &std::sync::atomic::AtomicU64| a.load(Relaxed);
+    let cur = cx.tel.snapshot();
+    // Lost in the rings and not yet announced by a record after them.
+    let lost = event_sum(cx, &cur, "export_lost");
+    let to: Vec<String> = ec.collectors.iter().map(|c| c.to_string()).collect();
+    let text = format!(
+        "IPFIX to {} (domain {}, active timeout {} s, templates every {} s, messages up to {} bytes{})
+  sent {} records in {} messages, {} bytes; {} template messages; {} send errors
+  records lost to full rings: {lost}
+",
+        to.join(", "),
+        ec.domain,
+        ec.active_timeout_s,
+        ec.template_interval_s,
+        ec.max_message,
+        if ec.denied { ", refused first packets too" } else { "" },
+        g(&st.records),
+        g(&st.messages),
+        g(&st.bytes),
+        g(&st.templates),
+        g(&st.send_errors),
+    );
+    Response::ok(
+        text,
+        json!({
+            "collectors": to,
+            "domain": ec.domain,
+            "records": g(&st.records),
+            "messages": g(&st.messages),
+            "bytes": g(&st.bytes),
+            "templates": g(&st.templates),
+            "send_errors": g(&st.send_errors),
+            "lost": lost,
         }),
     )
 }
@@ -1342,7 +1393,11 @@ fn ask<T>(
 /// Flow `f` as fields (for `--json`): its original direction, state,
 /// reply direction, whether it is translated, and the seconds until it
 /// expires unless a packet comes (`expires_ns`).
-fn flow_json(f: &pipeline::conntrack::Flow, expires_ns: u64) -> serde_json::Value {
+fn flow_json(
+    f: &pipeline::conntrack::Flow,
+    expires_ns: u64,
+    counts: Option<pipeline::conntrack::Counts>,
+) -> serde_json::Value {
     let t = |t: &pipeline::conntrack::Tuple| {
         use pipeline::conntrack::address;
         json!({
@@ -1359,6 +1414,10 @@ fn flow_json(f: &pipeline::conntrack::Flow, expires_ns: u64) -> serde_json::Valu
         "reply": t(&f.reply),
         "nat": f.nat(),
         "expires_s": expires_ns / 1_000_000_000,
+        "counts": counts.map(|[(op, ob), (rp, rb)]| json!({
+            "orig": { "packets": op, "bytes": ob },
+            "reply": { "packets": rp, "bytes": rb },
+        })),
     })
 }
 

@@ -185,7 +185,7 @@ impl ConnTrack {
             .filter(|&(i, reply)| !reply && self.slots[i as usize].reply == s.reply);
         match (c.kind, found) {
             (Kind::Deleted, Some((i, _))) => {
-                self.remove(i);
+                self.remove(i, super::export::EndReason::End);
                 true
             }
             // Gone here already (expired, or never seen).

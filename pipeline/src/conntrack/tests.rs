@@ -85,7 +85,7 @@ fn filtered_flows_are_listed_and_deleted_in_pages() {
     assert_eq!(count(&t, &one), 1);
     let mut page = Vec::new();
     assert_eq!(t.copy_flows(0, 1 << 20, 1000, &tcp, &mut page), None);
-    assert!(page.len() == 100 && page.iter().all(|(x, _)| x.orig.proto == 6));
+    assert!(page.len() == 100 && page.iter().all(|(x, _, _)| x.orig.proto == 6));
     // Deleted in pages of 7 slots: the TCP flows only.
     let (mut deleted, mut from) = (0, Some(0));
     while let Some(s) = from {
@@ -118,13 +118,13 @@ fn listed_flows_show_their_time_to_expiry() {
     let list = |t: &ConnTrack| {
         let mut page = Vec::new();
         t.copy_flows(0, 16, 16, &Filter::default(), &mut page);
-        page.iter().map(|&(_, e)| e).collect::<Vec<u64>>()
+        page.iter().map(|&(_, e, _)| e).collect::<Vec<u64>>()
     };
     assert_eq!(list(&t), [to.unreplied - 10 * S]);
     let (f, _) = t.find(&Tuple::of(0, &k(C, 1000, SV, 53, 17, 0))).unwrap();
     assert!(t
         .flow(f)
-        .describe(to.unreplied - 10 * S)
+        .describe(to.unreplied - 10 * S, None)
         .contains(" 20s reply "));
     // The answer.
     t.track(0, &k(SV, 53, C, 1000, 17, 0));
@@ -154,7 +154,7 @@ fn flows_are_copied_in_pages_of_bounded_work() {
             if let Some(n) = from {
                 assert!(n > f && n - f <= scan, "{f} -> {n}");
             }
-            got.extend(page.iter().map(|(f, _)| f.orig));
+            got.extend(page.iter().map(|(f, _, _)| f.orig));
             pages += 1;
         }
         assert_eq!(got, all, "scan {scan} max {max}");
@@ -714,13 +714,13 @@ fn bytes_for_is_what_a_table_allocates() {
                 + t.windows.capacity() * size_of::<Window>()
                 + t.map.bytes();
             assert_eq!(
-                ConnTrack::bytes_for(cap, win),
+                ConnTrack::bytes_for(cap, win, false),
                 held,
                 "{cap} flows, windows {win}"
             );
         }
     }
     // About 200 bytes a flow, as documented.
-    let per = ConnTrack::bytes_for(1 << 18, true) / (1 << 18);
+    let per = ConnTrack::bytes_for(1 << 18, true, false) / (1 << 18);
     assert!((150..=260).contains(&per), "{per} bytes a flow");
 }

@@ -234,9 +234,13 @@ impl<C: StageClock> Gateway<C> {
         } else {
             None
         };
+        let bytes = usize::from(u16::from_be_bytes([
+            pkt.bytes()[ETH + 2],
+            pkt.bytes()[ETH + 3],
+        ]));
         if let Some((f, reply, conn)) =
             self.ct
-                .track_hashed(t, lane.h, lane.hint, flags, seg.as_ref())
+                .track_hashed(t, lane.h, lane.hint, flags, seg.as_ref(), bytes, in_port)
         {
             self.clock.mark(Stage::Conntrack);
             if conn == crate::conntrack::Conn::Invalid {
@@ -427,7 +431,13 @@ impl<C: StageClock> Gateway<C> {
         self.clock.mark(Stage::Firewall);
         match action {
             Action::Accept => {}
-            a => return self.refuse(pkt, in_port, a, tcp),
+            a => {
+                if self.ct.exports() {
+                    let len = Ipv4Packet::new_unchecked(&pkt.bytes()[ETH..]).total_len();
+                    self.ct.export_denied(&t, usize::from(len), flags, in_port);
+                }
+                return self.refuse(pkt, in_port, a, tcp);
+            }
         }
         let hr = if pick {
             match self.pick_port(&mut reply, first_hash) {
@@ -451,6 +461,10 @@ impl<C: StageClock> Gateway<C> {
         self.clock.mark(Stage::Conntrack);
         match opened {
             Ok(i) => {
+                if self.ct.exports() {
+                    let len = Ipv4Packet::new_unchecked(&pkt.bytes()[ETH..]).total_len();
+                    self.ct.account(i, false, usize::from(len), flags, in_port);
+                }
                 let f = self.ct.flow(i);
                 // The tuple as sent.
                 let to = if f.nat() { f.translated(false) } else { t };

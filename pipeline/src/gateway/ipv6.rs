@@ -218,10 +218,12 @@ impl<C: StageClock> Gateway<C> {
             let end = ETH + 40 + usize::from(Ipv6Packet::new_unchecked(&b[ETH..]).payload_len());
             Segment::parse(&b[ETH + off..end])
         });
+        let bytes = 40 + usize::from(Ipv6Packet::new_unchecked(&pkt.bytes()[ETH..]).payload_len());
         if let Some((i, reply)) = self.ct.find(&t) {
             if self.ct.advance(i, reply, flags, seg.as_ref()) == crate::conntrack::Conn::Invalid {
                 return self.invalid(pkt, in_port, &t, flags, out);
             }
+            self.ct.account(i, reply, bytes, flags, in_port);
             if !self.npt_out(pkt, out, proto, off) {
                 return Verdict::Drop(DropReason::NotRoutable);
             }
@@ -242,13 +244,21 @@ impl<C: StageClock> Gateway<C> {
         };
         match self.decide(&k) {
             Action::Accept => {}
-            a => return self.refuse(pkt, in_port, a, tcp),
+            a => {
+                if self.ct.exports() {
+                    self.ct.export_denied(&t, bytes, flags, in_port);
+                }
+                return self.refuse(pkt, in_port, a, tcp);
+            }
         }
         if !self.npt_out(pkt, Some(out), proto, off) {
             return Verdict::Drop(DropReason::NotRoutable);
         }
         match self.ct.open(t, t.reverse(), flags, seg.as_ref()) {
-            Ok(_) => self.router.process(pkt, in_port),
+            Ok(i) => {
+                self.ct.account(i, false, bytes, flags, in_port);
+                self.router.process(pkt, in_port)
+            }
             Err(Refused::Full) => Verdict::Drop(DropReason::CtFull),
             Err(_) => Verdict::Drop(DropReason::CtClash),
         }

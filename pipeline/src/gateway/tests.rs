@@ -408,7 +408,7 @@ fn flows_read_back_carry_on_in_a_new_gateway() {
     assert_eq!(listed.len(), 2);
     let saved: Vec<Saved> = listed
         .iter()
-        .map(|(f, left)| Saved::decode(&Saved::of(f, *left, 0).encode()).unwrap())
+        .map(|(f, left, _)| Saved::decode(&Saved::of(f, *left, 0).encode()).unwrap())
         .collect();
 
     // The packets that come after the restart.

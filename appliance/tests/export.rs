@@ -1,0 +1,410 @@
+//! IPFIX flow export to real collectors: namespaces `c` (a client) — `r`
+//! (Sluice on AF_PACKET ports, the firewall and masquerade, `[export]` to
+//! two collectors on `r`'s loopback) — `s` (a server). `nfcapd` (nfdump)
+//! is one collector; the other is a UDP socket that writes what it gets
+//! into a pcap for `tshark`'s cflow dissector. The client's flows (a UDP
+//! exchange of known sizes, a TCP transfer, pings) and a flow the rules
+//! refuse (the server to the client) are recorded; `clear conntrack` ends
+//! the flows; both collectors must decode every record, with no template
+//! missing, and nfdump's packets, bytes and NAT fields must be exactly
+//! what was sent and what `show conntrack` counted. Needs root, `ip`,
+//! `python3`, `nfcapd`/`nfdump` and `tshark`; skipped without them unless
+//! `CI` is set. The namespaces end with the test, passed or failed.
+
+mod common;
+
+use common::{as_root, ctl_json, have, Nets};
+use std::process::{Command, Stdio};
+
+const CONFIG: &str = r#"
+[run]
+duration = 0
+stats_period = 0.5
+
+[[port]]
+name = "inside"
+driver = "afpacket"
+ipv4 = ["198.18.0.1/24"]
+[port.afpacket]
+iface = "r0"
+
+[[port]]
+name = "outside"
+driver = "afpacket"
+ipv4 = ["198.19.0.1/24"]
+[port.afpacket]
+iface = "r1"
+
+[[worker]]
+core = 0
+mode = "l3fwd"
+rx = ["inside", "outside"]
+[worker.poll]
+mode = "interrupt"
+
+[firewall]
+default = "drop"
+
+[[firewall.rule]]
+action = "accept"
+in = "inside"
+state = ["new"]
+
+[[nat.snat]]
+out = "outside"
+src = "198.18.0.0/24"
+to = "masquerade"
+
+[export]
+collectors = ["127.0.0.1:NFCAPD", "127.0.0.1:PCAP"]
+domain = 7
+
+[management]
+socket = "SOCK"
+"#;
+
+/// UDP echo on 7000; on TCP 9000, reads to the end and closes.
+const SERVER: &str = r#"
+import socket, threading
+u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+u.bind(("198.19.0.2", 7000))
+def echo():
+    while True:
+        d, a = u.recvfrom(2048)
+        u.sendto(d, a)
+threading.Thread(target=echo, daemon=True).start()
+s = socket.socket()
+s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(("198.19.0.2", 9000))
+s.listen(4)
+while True:
+    c, a = s.accept()
+    while c.recv(65536):
+        pass
+    c.close()
+"#;
+
+/// Ten 100-byte datagrams from port 5001 and their echoes; a TCP
+/// transfer of 200,000 bytes.
+const CLIENT: &str = r#"
+import socket
+u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+u.bind(("198.18.0.2", 5001))
+u.settimeout(2)
+for i in range(10):
+    u.sendto(b"x" * 100, ("198.19.0.2", 7000))
+    u.recvfrom(2048)
+c = socket.create_connection(("198.19.0.2", 9000), timeout=5)
+c.sendall(b"y" * 200000)
+c.shutdown(socket.SHUT_WR)
+c.settimeout(5)
+while c.recv(65536):
+    pass
+c.close()
+print("done")
+"#;
+
+/// A collector that keeps what it gets: each datagram into a pcap (raw
+/// IPv4, with the UDP header rebuilt) until killed.
+const PCAP_COLLECTOR: &str = r#"
+import socket, struct, sys, time
+port, path = int(sys.argv[1]), sys.argv[2]
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+s.bind(("127.0.0.1", port))
+f = open(path, "wb", buffering=0)
+f.write(struct.pack("<IHHiIII", 0xa1b2c3d4, 2, 4, 0, 0, 65535, 101))
+while True:
+    d, a = s.recvfrom(65535)
+    udp = struct.pack("!HHHH", a[1], port, 8 + len(d), 0) + d
+    ip = struct.pack("!BBHHHBBH4s4s", 0x45, 0, 20 + len(udp), 0, 0, 64, 17, 0,
+                     socket.inet_aton(a[0]), socket.inet_aton("127.0.0.1")) + udp
+    t = time.time()
+    f.write(struct.pack("<IIII", int(t), int((t % 1) * 1e6), len(ip), len(ip)) + ip)
+"#;
+
+/// The one record of nfdump's listing that `f` picks.
+fn record<'a>(
+    recs: &'a [serde_json::Value],
+    what: &str,
+    f: impl Fn(&serde_json::Value) -> bool,
+) -> &'a serde_json::Value {
+    let found: Vec<_> = recs.iter().filter(|r| f(r)).collect();
+    assert_eq!(found.len(), 1, "{what}: {found:?} in {recs:?}");
+    found[0]
+}
+
+fn num(v: &serde_json::Value, key: &str) -> u64 {
+    v[key].as_u64().unwrap_or_else(|| panic!("`{key}` in {v}"))
+}
+
+#[test]
+fn collectors_decode_every_record_with_the_counts_and_nat_sluice_saw() {
+    if !as_root()
+        || !have("ip")
+        || !have("python3")
+        || !have("nfcapd")
+        || !have("nfdump")
+        || !have("tshark")
+    {
+        return;
+    }
+    let n = Nets::mirror_lab("sl-ipfix");
+    let (c, r, s) = (&n.0[0], &n.0[1], &n.0[2]);
+    n.sh(
+        c,
+        "ip link set c0 up && ip addr add 198.18.0.2/24 dev c0 \
+         && ip route add default via 198.18.0.1",
+    );
+    n.sh(
+        s,
+        "ip link set s0 up && ip addr add 198.19.0.2/24 dev s0 \
+         && ip route add default via 198.19.0.1",
+    );
+    n.sh(r, "ip link set lo up");
+    let dir = common::fresh_dir("ipfix");
+    let flows = dir.join("flows");
+    std::fs::create_dir_all(&flows).unwrap();
+    for (f, text) in [
+        ("server.py", SERVER),
+        ("client.py", CLIENT),
+        ("collector.py", PCAP_COLLECTOR),
+    ] {
+        std::fs::write(dir.join(f), text).unwrap();
+    }
+    let (nf_port, pcap_port) = (common::free_port(), common::free_port());
+    let nfcapd = common::Killed(
+        Command::new("ip")
+            .args([
+                "netns",
+                "exec",
+                r,
+                "nfcapd",
+                "-b",
+                "127.0.0.1",
+                "-t",
+                "3600",
+            ])
+            .arg("-p")
+            .arg(nf_port.to_string())
+            .arg("-w")
+            .arg(&flows)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let pcap = dir.join("ipfix.pcap");
+    let collector = common::Killed(
+        Command::new("ip")
+            .args(["netns", "exec", r, "python3"])
+            .arg(dir.join("collector.py"))
+            .arg(pcap_port.to_string())
+            .arg(&pcap)
+            .spawn()
+            .unwrap(),
+    );
+    let _server = common::python_in(s, &dir.join("server.py"));
+    std::thread::sleep(std::time::Duration::from_millis(500));
+
+    let sock = dir.join("sluice.sock");
+    let cfg = dir.join("r.toml");
+    std::fs::write(
+        &cfg,
+        CONFIG
+            .replace("NFCAPD", &nf_port.to_string())
+            .replace("PCAP", &pcap_port.to_string())
+            .replace("SOCK", &sock.display().to_string()),
+    )
+    .unwrap();
+    let sluice = common::sluice_in(r, &cfg, &sock);
+    assert_eq!(
+        n.sh(c, &format!("python3 {}", dir.join("client.py").display()))
+            .trim(),
+        "done"
+    );
+    n.sh(c, "ping -c 3 -i 0.2 -W 2 -q 198.19.0.2 > /dev/null");
+    // Refused: a new flow from outside (one 50-byte datagram).
+    n.sh(
+        s,
+        "python3 -c 'import socket; u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); \
+         u.bind((\"198.19.0.2\", 6001)); u.sendto(b\"z\" * 22, (\"198.18.0.2\", 6000))'",
+    );
+    std::thread::sleep(std::time::Duration::from_millis(1200));
+    let listed = ctl_json(&sock, &["show", "conntrack"]);
+    let tuples = listed["workers"][0]["tuples"]
+        .as_array()
+        .expect("flows")
+        .clone();
+    assert_eq!(tuples.len(), 3, "udp, tcp, icmp: {tuples:?}");
+    // The flows end: each direction's record leaves.
+    ctl_json(&sock, &["clear", "conntrack"]);
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    let shown = ctl_json(&sock, &["show", "export"]);
+    let sent = num(&shown, "records");
+    // 3 flows both ways, and the refused datagram.
+    assert_eq!(sent, 7, "{shown}");
+    assert_eq!(num(&shown, "lost"), 0);
+    drop(sluice);
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    common::signal(&nfcapd, "-TERM");
+    drop(collector);
+    drop(nfcapd);
+    std::thread::sleep(std::time::Duration::from_millis(500));
+
+    // nfdump: every record, with Sluice's counts and translations.
+    let out = Command::new("nfdump")
+        .arg("-R")
+        .arg(&flows)
+        .args(["-o", "json"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "nfdump: {text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let recs: Vec<serde_json::Value> = serde_json::from_str(&text).expect("nfdump's JSON");
+    assert_eq!(recs.len() as u64, sent, "{recs:?}");
+    let is =
+        |r: &serde_json::Value, proto: u64, src: &str| r["proto"] == proto && r["src4_addr"] == src;
+    // What `show conntrack` counted, per protocol: (orig, reply) as
+    // (packets, bytes), and the translated source port.
+    let counted = |proto: u64| {
+        let t = tuples.iter().find(|t| t["proto"] == proto).expect("listed");
+        let c = &t["counts"];
+        let pb = |d: &str| (num(&c[d], "packets"), num(&c[d], "bytes"));
+        (pb("orig"), pb("reply"), num(&t["reply"], "dport"))
+    };
+    let pb = |r: &serde_json::Value| (num(r, "in_packets"), num(r, "in_bytes"));
+    let xlt_port = |r: &serde_json::Value, k: &str| r[k].as_str().unwrap().parse::<u64>().unwrap();
+    for proto in [17, 6, 1] {
+        let (orig, reply, port) = counted(proto);
+        let o = record(&recs, "the client's", |r| is(r, proto, "198.18.0.2"));
+        let b = record(&recs, "the server's", |r| {
+            is(r, proto, "198.19.0.2") && r["dst4_addr"] == "198.19.0.1"
+        });
+        assert_eq!(pb(o), orig, "{proto}: {o}");
+        assert_eq!(pb(b), reply, "{proto}: {b}");
+        // Masqueraded out, and back in.
+        assert_eq!(o["src4_xlt_ip"], "198.19.0.1", "{o}");
+        assert_eq!(xlt_port(o, "src_xlt_port"), port, "{o}");
+        assert_eq!(b["dst4_xlt_ip"], "198.18.0.2", "{b}");
+        assert_eq!((num(o, "input_snmp"), num(o, "output_snmp")), (1, 2), "{o}");
+        assert_eq!((num(b, "input_snmp"), num(b, "output_snmp")), (2, 1), "{b}");
+        assert!(o["first"].as_str() <= o["last"].as_str(), "{o}");
+    }
+    // What the test sent: ten 100-byte datagrams each way (128 bytes of
+    // IP), three pings each way (84), the transfer's 200,000 bytes.
+    assert_eq!(counted(17).0, (10, 1280));
+    assert_eq!(counted(17).1, (10, 1280));
+    assert_eq!(counted(1).0, (3, 252));
+    assert_eq!(counted(1).1, (3, 252));
+    assert!(counted(6).0 .1 > 200_000, "{:?}", counted(6));
+    let udp = record(&recs, "udp", |r| is(r, 17, "198.18.0.2"));
+    assert_eq!(
+        (num(udp, "src_port"), xlt_port(udp, "dst_xlt_port")),
+        (5001, 7000)
+    );
+    let ping = record(&recs, "ping", |r| is(r, 1, "198.18.0.2"));
+    assert_eq!(
+        (num(ping, "icmp_type"), num(ping, "icmp_code")),
+        (8, 0),
+        "{ping}"
+    );
+    let tcp = record(&recs, "tcp", |r| is(r, 6, "198.18.0.2"));
+    assert_eq!(tcp["tcp_flags"], "...AP.SF", "{tcp}");
+    // The refused datagram: as it came, sent nowhere.
+    let refused = record(&recs, "refused", |r| r["dst4_addr"] == "198.18.0.2");
+    assert_eq!(pb(refused), (1, 50));
+    assert_eq!(
+        (num(refused, "src_port"), num(refused, "dst_port")),
+        (6001, 6000)
+    );
+    assert_eq!(
+        (num(refused, "input_snmp"), num(refused, "output_snmp")),
+        (2, 0)
+    );
+
+    // tshark's cflow dissector: the templates, then every record, with no
+    // malformed packet or expert warning (an unknown template is one).
+    let out = Command::new("tshark")
+        .arg("-r")
+        .arg(&pcap)
+        .args(["-d", &format!("udp.port=={pcap_port},cflow")])
+        .args([
+            "-T",
+            "fields",
+            "-E",
+            "separator=;",
+            "-E",
+            "occurrence=a",
+            "-E",
+            "aggregator=,",
+        ])
+        .args([
+            "-e",
+            "cflow.template_id",
+            "-e",
+            "cflow.od_id",
+            "-e",
+            "cflow.sequence",
+        ])
+        .args(["-e", "cflow.firewall_event", "-e", "cflow.biflow_direction"])
+        .args([
+            "-e",
+            "cflow.flow_end_reason",
+            "-e",
+            "cflow.flow_id",
+            "-e",
+            "_ws.expert.severity",
+        ])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "tshark: {text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let lines: Vec<Vec<&str>> = text.lines().map(|l| l.split(';').collect()).collect();
+    assert!(
+        lines[0][0].contains("256") && lines[0][0].contains("257"),
+        "templates first: {text}"
+    );
+    let all = |i: usize| -> Vec<&str> {
+        lines[1..]
+            .iter()
+            .flat_map(|l| l[i].split(',').filter(|x| !x.is_empty()))
+            .collect()
+    };
+    assert!(lines.iter().all(|l| l[1] == "7"), "domain 7: {text}");
+    assert!(all(7).is_empty(), "expert warnings: {text}");
+    let events = all(3);
+    assert_eq!(events.len() as u64, sent, "{text}");
+    assert_eq!(
+        events.iter().filter(|e| **e == "3").count(),
+        1,
+        "one denied: {text}"
+    );
+    assert_eq!(
+        events.iter().filter(|e| **e == "2").count(),
+        6,
+        "six deleted: {text}"
+    );
+    let dirs = all(4);
+    assert_eq!(
+        dirs.iter().filter(|d| **d == "2").count(),
+        3,
+        "three replies: {text}"
+    );
+    let reasons = all(5);
+    // Deleted on request: forced end (4); the refused packet: end (3).
+    assert_eq!(reasons.iter().filter(|r| **r == "4").count(), 6, "{text}");
+    // Each flow's two records share their flowId.
+    let mut ids = all(6);
+    ids.sort_unstable();
+    ids.dedup();
+    assert_eq!(ids.len(), 4, "three flows and the refused packet: {text}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
