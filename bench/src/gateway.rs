@@ -25,6 +25,7 @@
 use anyhow::{Context, Result};
 use clap::Parser;
 use pipeline::acl::v4;
+use pipeline::conntrack::export::{EndReason, FirewallEvent, Record};
 use pipeline::conntrack::saved::Saved;
 use pipeline::conntrack::sync::{Change, Kind};
 use pipeline::conntrack::{State, Tuple};
@@ -79,6 +80,17 @@ pub struct GatewayArgs {
     /// active's cost of syncing, side by side.
     #[arg(long)]
     sync_rows: bool,
+    /// The gateways account their flows for IPFIX export (`[export]`):
+    /// packets, bytes, times per flow and direction, and a record per
+    /// direction into a ring when a flow ends.
+    #[arg(long)]
+    export: bool,
+    /// Also measure the new and established passes with export on (as
+    /// `--export`), in each run beside the passes without it, and the
+    /// end of every flow (its expiry, and with export its records
+    /// written): what flow export costs a worker, side by side.
+    #[arg(long)]
+    export_rows: bool,
     /// Every interface clamps TCP SYNs' MSS to this (`clamp_mss`): what
     /// clamping costs a new TCP flow (its SYN clamped coming in, looked
     /// at again going out).
@@ -260,6 +272,27 @@ fn gateway_pass<const N: usize>(
     g: &mut Gateway,
 ) -> (f64, usize) {
     pass(templates, order, g)
+}
+
+/// The end of every flow of `g`'s table: ticks far past every timeout
+/// until the sweep has expired them all (at most twice the ticks a whole
+/// table's sweep takes); cycles per flow of `flows`. Out of line under a
+/// name of its own (for valgrind to count, as `gateway_pass`).
+#[inline(never)]
+fn end_pass(g: &mut Gateway, flows: usize) -> f64 {
+    let mut now = g.conntrack().now() + 100_000 * 1_000_000_000;
+    let ticks = 2 * (g.conntrack().capacity() / pipeline::conntrack::SWEEP_PER_TICK + 2);
+    let t0 = rdtsc();
+    for _ in 0..ticks {
+        if g.conntrack().is_empty() {
+            break;
+        }
+        now += 1_000;
+        g.tick(now);
+    }
+    let c = rdtsc() - t0;
+    assert!(g.conntrack().is_empty(), "the sweep expired every flow");
+    c as f64 / flows.max(1) as f64
 }
 
 /// [`pass`] of the unclocked gateway with TCP window tracking off, out of
@@ -484,12 +517,19 @@ pub fn gateway(a: GatewayArgs) -> Result<()> {
     }
 }
 
-/// A sync ring of `cap` changes whose every slot has been written and
-/// read once: a worker's ring is a standing one, its pages long mapped,
-/// and a fresh one's first touches (a page fault each 4 KiB) would be
-/// charged to the pass.
-fn standing_ring(cap: usize) -> rtrb::Producer<Change> {
+/// A ring of `cap` items whose every slot has been written with `fill`
+/// and read once: a worker's ring (HA sync, export) is a standing one, its
+/// pages long mapped, and a fresh one's first touches (a page fault each 4
+/// KiB) would be charged to the pass.
+fn standing<T: std::marker::Copy>(cap: usize, fill: T) -> rtrb::Producer<T> {
     let (mut log, mut drained) = rtrb::RingBuffer::new(cap);
+    while log.push(fill).is_ok() {}
+    while drained.pop().is_ok() {}
+    log
+}
+
+/// A standing sync ring of `cap` changes.
+fn standing_ring(cap: usize) -> rtrb::Producer<Change> {
     let t = Tuple {
         src: 0,
         dst: 0,
@@ -508,9 +548,29 @@ fn standing_ring(cap: usize) -> rtrb::Producer<Change> {
             worker: 0,
         },
     };
-    while log.push(c).is_ok() {}
-    while drained.pop().is_ok() {}
-    log
+    standing(cap, c)
+}
+
+/// A standing export ring of `cap` records.
+fn export_ring(cap: usize) -> rtrb::Producer<Record> {
+    let t = Tuple::default();
+    let r = Record {
+        seen: t,
+        sent: t,
+        packets: 0,
+        bytes: 0,
+        start_ms: 0,
+        end_ms: 0,
+        flow_id: 0,
+        in_port: 0,
+        out_port: 0,
+        flags: 0,
+        reason: EndReason::Idle,
+        event: FirewallEvent::Deleted,
+        reply: false,
+        lost_before: 0,
+    };
+    standing(cap, r)
 }
 
 /// [`gateway`] on `N`-byte frames.
@@ -524,17 +584,23 @@ fn run<const N: usize>(a: GatewayArgs) -> Result<()> {
     let tsc = Tsc::calibrate(Duration::from_millis(50));
     let hz = tsc.hz as f64;
     let macs: Vec<[u8; 6]> = cfg.ports.iter().map(|p| p.mac.0).collect();
-    let make = |sync: bool| {
+    let make = |sync: bool, export: bool| {
         let mut g = Gateway::new(router.clone(), &gcfg, 0);
         if sync {
             // The sync thread's end is not read: the ring holds a pass's
             // changes (every flow's creation, with room to spare).
             g.set_sync(standing_ring(2 * a.flows + 4096));
         }
+        if export {
+            // The exporter's end is not read: the ring holds every
+            // flow's two records (their end), with room to spare.
+            let now = tsc.ns(rdtsc()) as u64;
+            g.set_export(export_ring(2 * a.flows + 4096), now, 60_000_000_000, true);
+        }
         g.tick(tsc.ns(rdtsc()) as u64);
         g
     };
-    let fresh = || make(a.sync);
+    let fresh = || make(a.sync, a.export);
     let w = Workload::<N>::new(a.flows, a.packets, &macs, a.tcp, fresh())?;
     let (templates, new_order, est_order, refused_order) =
         (&w.templates, &w.new_order, &w.est_order, &w.refused_order);
@@ -547,6 +613,8 @@ fn run<const N: usize>(a: GatewayArgs) -> Result<()> {
     let (mut copy, mut route, mut gw_new, mut gw_est) = (vec![], vec![], vec![], vec![]);
     let mut gw_refused = vec![];
     let (mut sync_new, mut sync_est) = (vec![], vec![]);
+    let (mut exp_new, mut exp_est, mut exp_end) = (vec![], vec![], vec![]);
+    let mut end = vec![];
     // Per run: each stage's cycles per packet (new flows, established).
     let mut prof_new: Vec<[f64; Stage::COUNT]> = vec![];
     let mut prof_est: Vec<[f64; Stage::COUNT]> = vec![];
@@ -580,8 +648,19 @@ fn run<const N: usize>(a: GatewayArgs) -> Result<()> {
         let (c, n) = gateway_pass(est_templates, est_order, &mut g);
         gw_est.push(c);
         fwd_est = n;
+        if a.export_rows {
+            // The end of every flow, without export (this run's table)
+            // and with it: a tick far past every timeout, the sweep's
+            // work over the whole table, per flow.
+            end.push(end_pass(&mut g, a.flows));
+            let mut g = make(a.sync, true);
+            exp_new.push(gateway_pass(templates, new_order, &mut g).0);
+            w.handshake(&mut g);
+            exp_est.push(gateway_pass(est_templates, est_order, &mut g).0);
+            exp_end.push(end_pass(&mut g, a.flows));
+        }
         if a.sync_rows {
-            let mut g = make(true);
+            let mut g = make(true, a.export);
             sync_new.push(gateway_pass(templates, new_order, &mut g).0);
             w.handshake(&mut g);
             sync_est.push(gateway_pass(est_templates, est_order, &mut g).0);
@@ -679,6 +758,30 @@ fn run<const N: usize>(a: GatewayArgs) -> Result<()> {
             hz / se / 1e6
         );
     }
+    let exported = (!exp_new.is_empty()).then(|| {
+        (
+            m(&mut exp_new),
+            m(&mut exp_est),
+            m(&mut end),
+            m(&mut exp_end),
+        )
+    });
+    if let Some((xn, xe, e0, e1)) = exported {
+        println!(
+            "| gateway, new flow, flow export on (`[export]`: its accounting started) | {xn:.0} | {:.0} | {:.2} M flows/s | - |",
+            xn - copy,
+            hz / xn / 1e6
+        );
+        println!(
+            "| gateway, established flows, flow export on (each packet counted) | {xe:.0} | {:.0} | {:.1} | - |",
+            xe - copy,
+            hz / xe / 1e6
+        );
+        println!("| a flow's end (its expiry by the sweep), per flow | {e0:.0} | - | - | - |");
+        println!(
+            "| a flow's end, flow export on (its two records written) | {e1:.0} | - | - | - |"
+        );
+    }
     if !gw_nowin.is_empty() {
         let n = m(&mut gw_nowin);
         println!(
@@ -707,6 +810,14 @@ fn run<const N: usize>(a: GatewayArgs) -> Result<()> {
             "\nState sync on (each run's passes beside those without it; the changes pushed into a ring with room for a pass's, which the sync thread would drain): new flows/s {:.2}× those without it, established cycles per packet {:.3}× (issue 53's goal: ≥ 0.9× and ≤ 1.05×).",
             gw_new / sn,
             se / gw_est
+        );
+    }
+    if let Some((xn, xe, e0, e1)) = exported {
+        println!(
+            "\nFlow export on (each run's passes beside those without it; the records pushed into a ring with room for every flow's, which the exporter thread would drain): new flows/s {:.2}× those without it, established cycles per packet {:.3}× (issue 55's goal: ≥ 0.9× and ≤ 1.03×); a flow's end {:.0} cycles more (its two records).",
+            gw_new / xn,
+            xe / gw_est,
+            e1 - e0
         );
     }
     let stage = |p: &[[f64; Stage::COUNT]], i: usize| {

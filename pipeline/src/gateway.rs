@@ -898,6 +898,10 @@ impl<C: StageClock> ForwardMode for Gateway<C> {
                             pf(w);
                         }
                     }
+                    // Its accounting, when flows are exported.
+                    if let Some(a) = l.hint.and_then(|v| self.ct.acct_at(v)) {
+                        pf(a);
+                    }
                 }
             }
             self.clock.mark(Stage::Conntrack);

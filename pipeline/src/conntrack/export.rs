@@ -218,6 +218,15 @@ impl ConnTrack {
         }
     }
 
+    /// Where the accounting of a hint's flow lives (to prefetch with the
+    /// flow, when flows are exported).
+    #[inline]
+    pub fn acct_at(&self, hint: u32) -> Option<*const u8> {
+        self.acct
+            .get((hint >> 1) as usize)
+            .map(|a| std::ptr::from_ref(a).cast())
+    }
+
     /// A new flow took slot `i`: its accounting starts at zero, under a
     /// new number.
     #[inline]
