@@ -295,6 +295,13 @@ pub trait ForwardMode: Clone + Send + 'static {
         None
     }
 
+    /// A step of writing the records of the flows still open as the
+    /// worker stops (flow export): see
+    /// [`crate::conntrack::ConnTrack::export_open`].
+    fn export_open(&mut self, _from: usize) -> Option<usize> {
+        None
+    }
+
     /// Takes new settings while running (a hot reload), between bursts:
     /// `update` is the mode's own update type
     /// ([`crate::router::RouterUpdate`], [`crate::gateway::GatewayUpdate`]).

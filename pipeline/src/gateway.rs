@@ -1074,6 +1074,10 @@ impl<C: StageClock> ForwardMode for Gateway<C> {
         self.ct.bulk(from, scan)
     }
 
+    fn export_open(&mut self, from: usize) -> Option<usize> {
+        self.ct.export_open(from)
+    }
+
     fn install_flows(
         &mut self,
         flows: &[crate::conntrack::saved::Saved],

@@ -663,6 +663,20 @@ impl<B: PacketBuf, R: RxQueue<Buf = B>, T: TxQueue<Buf = B>, F: ForwardMode>
         if let Some(p) = self.probe {
             p.hist.close();
         }
+        // Flow export: the records of the flows still open, as the
+        // exporter thread (stopped after the workers) makes room, for at
+        // most a second.
+        let mut at = Some(0);
+        let until = std::time::Instant::now() + std::time::Duration::from_secs(1);
+        while let Some(from) = at {
+            at = self.fwd.export_open(from);
+            if at.is_some() {
+                if std::time::Instant::now() > until {
+                    break;
+                }
+                std::thread::sleep(std::time::Duration::from_millis(1));
+            }
+        }
         if let Some((index, to)) = &self.save {
             // Every flow, after the last packet (control path: the worker
             // has stopped forwarding).

@@ -331,6 +331,25 @@ impl ConnTrack {
         };
     }
 
+    /// The records of the live flows from slot `from` on, as far as the
+    /// ring has room (IPFIX's forced end: the worker stops and its flows
+    /// with it); the slot to go on from once the exporter has made room,
+    /// or `None` past the last (or without an export). The flows stay (a
+    /// state file may keep them).
+    pub fn export_open(&mut self, from: usize) -> Option<usize> {
+        self.export.0.as_ref()?;
+        for i in from..self.slots.len() {
+            let room = self.export.0.as_ref().map_or(0, |e| e.out.slots());
+            if room < 2 {
+                return Some(i);
+            }
+            if self.slots[i].live {
+                self.export_flow(i, EndReason::Forced);
+            }
+        }
+        None
+    }
+
     /// Why flow `f`, timed out, ended: a TCP flow whose close or reset
     /// was seen ended; any other, idle.
     pub(super) fn timed_out(f: &Flow) -> EndReason {
@@ -487,6 +506,33 @@ mod tests {
         ct.export_denied(&tuple(1, 9, 2, 80), 60, 0x02, 0);
         let r = rx.pop().unwrap();
         assert_eq!((r.lost_before, r.event), (3, FirewallEvent::Denied));
+    }
+
+    #[test]
+    fn the_flows_open_at_a_stop_leave_their_records_as_the_ring_makes_room() {
+        let (mut ct, mut rx) = table(4, 60);
+        for n in 0..5u16 {
+            let o = tuple(1, n, 2, 53);
+            let i = ct.open(o, o.reverse(), 0, None).unwrap();
+            ct.account(i, false, 100, 0, 0);
+            ct.account(i, true, 100, 0, 1);
+        }
+        let mut at = Some(0);
+        let mut got = Vec::new();
+        for _ in 0..10 {
+            let Some(from) = at else { break };
+            at = ct.export_open(from);
+            while let Ok(r) = rx.pop() {
+                got.push(r);
+            }
+        }
+        assert_eq!(at, None);
+        assert_eq!(got.len(), 10, "two records a flow, none lost");
+        assert!(got
+            .iter()
+            .all(|r| r.reason == EndReason::Forced && r.packets == 1));
+        assert_eq!(ct.event(Event::ExportLost), 0);
+        assert_eq!(ct.len(), 5, "the flows stay");
     }
 
     #[test]

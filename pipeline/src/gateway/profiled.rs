@@ -207,6 +207,10 @@ impl ForwardMode for Profiled {
         on_gateway!(self.mode.as_mut(), g => g.bulk_sync(from, scan))
     }
 
+    fn export_open(&mut self, from: usize) -> Option<usize> {
+        on_gateway!(self.mode.as_mut(), g => g.export_open(from))
+    }
+
     fn install_flows(
         &mut self,
         flows: &[crate::conntrack::saved::Saved],
