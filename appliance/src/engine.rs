@@ -496,12 +496,13 @@ where
                             .get_mut(usize::from(l3_index))
                             .and_then(Option::take),
                     ) {
-                        gw.set_export(
-                            log,
-                            export_epoch.1,
-                            e.active_timeout_s * 1_000_000_000,
-                            e.denied,
-                        );
+                        let s = pipeline::conntrack::export::Settings {
+                            flows: !e.collectors.is_empty(),
+                            active_ns: e.active_timeout_s * 1_000_000_000,
+                            denied: e.denied,
+                            nat_events: e.nat_events,
+                        };
+                        gw.set_export(log, export_epoch.1, &s);
                     }
                     l3_index += 1;
                     let sink: RuleHits = (0..nrules).map(|_| AtomicU64::new(0)).collect();
@@ -599,7 +600,16 @@ where
         {
             Ok((h, stats)) => {
                 let to: Vec<String> = e.collectors.iter().map(|c| c.to_string()).collect();
-                eprintln!("export: IPFIX flow records to {}", to.join(", "));
+                if !to.is_empty() {
+                    eprintln!(
+                        "export: IPFIX flow records{} to {}",
+                        if e.nat_events { " and NAT events" } else { "" },
+                        to.join(", ")
+                    );
+                }
+                if let Some(s) = e.syslog {
+                    eprintln!("export: NAT events as syslog lines to {s}");
+                }
                 Some((h, stats))
             }
             Err(e) => {

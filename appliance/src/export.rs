@@ -42,6 +42,8 @@ pub const PERIOD: Duration = Duration::from_millis(10);
 pub const V4_ID: u16 = 256;
 /// The IPv6 records' template ID.
 pub const V6_ID: u16 = 257;
+/// The NAT44 events' template ID.
+pub const NAT_ID: u16 = 258;
 
 const HEADER: usize = 16;
 const SET_HEADER: usize = 4;
@@ -112,6 +114,26 @@ pub const V6: &[Field] = &[
     (148, 8),
 ];
 
+/// NAT44 events' template (RFC 8158's NAT44 session create/delete
+/// template, section 4.3): observationTimeMilliseconds, natEvent,
+/// sourceIPv4Address, postNATSourceIPv4Address, protocolIdentifier,
+/// sourceTransportPort, postNAPTSourceTransportPort,
+/// destinationIPv4Address, postNATDestinationIPv4Address,
+/// destinationTransportPort, postNAPTDestinationTransportPort.
+pub const NAT44: &[Field] = &[
+    (323, 8),
+    (230, 1),
+    (8, 4),
+    (225, 4),
+    (4, 1),
+    (7, 2),
+    (227, 2),
+    (12, 4),
+    (226, 4),
+    (11, 2),
+    (228, 2),
+];
+
 /// A template's record length.
 const fn record_len(t: &[Field]) -> usize {
     let mut n = 0;
@@ -137,9 +159,11 @@ pub struct Stats {
     /// Records the workers' full rings lost (as the sequence numbers
     /// announced them).
     pub lost: AtomicU64,
-    /// Messages the kernel would not send to a collector (no route, the
-    /// collector's port closed).
+    /// Messages the kernel would not send to a collector or the syslog
+    /// target (no route, the collector's port closed).
     pub send_errors: AtomicU64,
+    /// NAT events sent as syslog lines.
+    pub syslog_lines: AtomicU64,
 }
 
 /// The rings of `n` gateway workers, `ring` records each: the exporter's
@@ -204,7 +228,7 @@ impl Encoder {
         let at = self.msg.len();
         self.msg.extend_from_slice(&2u16.to_be_bytes());
         self.msg.extend_from_slice(&0u16.to_be_bytes());
-        for (id, fields) in [(V4_ID, V4), (V6_ID, V6)] {
+        for (id, fields) in [(V4_ID, V4), (V6_ID, V6), (NAT_ID, NAT44)] {
             self.msg.extend_from_slice(&id.to_be_bytes());
             self.msg
                 .extend_from_slice(&(fields.len() as u16).to_be_bytes());
@@ -224,7 +248,13 @@ impl Encoder {
     /// records were lost before it) is handed to `send` first.
     pub fn add(&mut self, r: &Record, now_s: u32, send: &mut dyn FnMut(&[u8], u32)) {
         let v4 = is_v4(r.seen.src) && is_v4(r.seen.dst) && is_v4(r.sent.src) && is_v4(r.sent.dst);
-        let (id, fields) = if v4 { (V4_ID, V4) } else { (V6_ID, V6) };
+        let (id, fields) = match (r.nat, v4) {
+            (Some(_), true) => (NAT_ID, NAT44),
+            // NAT events are NAT44's only.
+            (Some(_), false) => return,
+            (None, true) => (V4_ID, V4),
+            (None, false) => (V6_ID, V6),
+        };
         let need = record_len(fields)
             + if self.set.is_some_and(|(s, _)| s == id) {
                 0
@@ -319,6 +349,8 @@ impl Encoder {
             233 => m.push(r.event as u8),
             239 => m.push(if r.reply { 2 } else { 1 }),
             148 => m.extend_from_slice(&r.flow_id.to_be_bytes()),
+            323 => m.extend_from_slice(&time(r.start_ms).to_be_bytes()),
+            230 => m.push(r.nat.map_or(0, |e| e as u8)),
             _ => unreachable!("information element {ie} is in no template"),
         }
     }
@@ -326,6 +358,63 @@ impl Encoder {
 
 fn is_v4(a: u128) -> bool {
     a >> 32 == 0xffff
+}
+
+impl Encoder {
+    /// The Unix milliseconds of a record's time `ms` (the workers' clock).
+    pub fn wall_ms(&self, ms: u32) -> u64 {
+        self.epoch_ms + unwrap_ms(ms, self.epoch.elapsed().as_millis() as u64)
+    }
+}
+
+/// NAT event `r` as an RFC 5424 syslog line (facility local0; info,
+/// ports exhausted: warning) from `host`'s Sluice `pid` at Unix
+/// milliseconds `at`: the same facts as the IPFIX event.
+pub fn syslog_line(r: &Record, at: u64, host: &str, pid: u32) -> Option<String> {
+    use pipeline::conntrack::export::NatEvent;
+    let ev = r.nat?;
+    let ts = humantime::format_rfc3339_millis(UNIX_EPOCH + Duration::from_millis(at));
+    let (o, x) = (&r.seen, &r.sent);
+    let icmp = matches!(o.proto, 1 | 58);
+    let ep = |a: u128, p: u16| {
+        let a = pipeline::conntrack::address(a);
+        if icmp {
+            format!("{a} id {p}")
+        } else {
+            format!("{a}:{p}")
+        }
+    };
+    let (pri, what) = match ev {
+        NatEvent::SessionCreate => (134, "session create"),
+        NatEvent::SessionDelete => (134, "session delete"),
+        NatEvent::PortsExhausted => (132, "ports exhausted"),
+    };
+    let proto = match o.proto {
+        6 => "tcp".to_string(),
+        17 => "udp".to_string(),
+        1 => "icmp".to_string(),
+        p => format!("proto {p}"),
+    };
+    let tail = if ev == NatEvent::PortsExhausted {
+        format!("(no free port on {})", pipeline::conntrack::address(x.src))
+    } else {
+        format!("as {} -> {}", ep(x.src, x.sport), ep(x.dst, x.dport))
+    };
+    Some(format!(
+        "<{pri}>1 {ts} {host} sluice {pid} NAT44 - NAT44 {what} {proto} {} -> {} {tail}",
+        ep(o.src, o.sport),
+        ep(o.dst, o.dport),
+    ))
+}
+
+/// This host's name, as syslog lines carry it (`-`, RFC 5424's nil,
+/// when unknown).
+fn hostname() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .ok()
+        .map(|h| h.trim().to_string())
+        .filter(|h| !h.is_empty() && h.len() <= 255 && h.bytes().all(|b| b.is_ascii_graphic()))
+        .unwrap_or_else(|| "-".to_string())
 }
 
 /// Unix seconds now (an IPFIX header's export time).
@@ -356,6 +445,22 @@ pub fn start(
             .with_context(|| format!("[export] collectors: {c}"))?;
         socks.push(s);
     }
+    let syslog = match cfg.syslog {
+        Some(to) => {
+            let any: SocketAddr = if to.is_ipv4() {
+                (std::net::Ipv4Addr::UNSPECIFIED, 0).into()
+            } else {
+                (std::net::Ipv6Addr::UNSPECIFIED, 0).into()
+            };
+            let s = UdpSocket::bind(any)
+                .with_context(|| format!("[export] syslog: a socket for {to}"))?;
+            s.connect(to)
+                .with_context(|| format!("[export] syslog: {to}"))?;
+            Some(s)
+        }
+        None => None,
+    };
+    let (host, pid) = (hostname(), std::process::id());
     let stats = Arc::new(Stats::default());
     let st = stats.clone();
     let epoch_ms = SystemTime::now()
@@ -381,7 +486,7 @@ pub fn start(
             loop {
                 let last = stop.load(Ordering::Acquire);
                 let now_s = unix_s();
-                if Instant::now() >= next_templates {
+                if !socks.is_empty() && Instant::now() >= next_templates {
                     let t = enc.templates(now_s);
                     for s in &socks {
                         if s.send(&t).is_err() {
@@ -395,7 +500,19 @@ pub fn start(
                     while let Ok(r) = ring.pop() {
                         st.lost
                             .fetch_add(u64::from(r.lost_before), Ordering::Relaxed);
-                        enc.add(&r, now_s, &mut send);
+                        if let (Some(s), Some(line)) = (
+                            &syslog,
+                            syslog_line(&r, enc.wall_ms(r.start_ms), &host, pid),
+                        ) {
+                            if s.send(line.as_bytes()).is_ok() {
+                                st.syslog_lines.fetch_add(1, Ordering::Relaxed);
+                            } else {
+                                st.send_errors.fetch_add(1, Ordering::Relaxed);
+                            }
+                        }
+                        if !socks.is_empty() {
+                            enc.add(&r, now_s, &mut send);
+                        }
                     }
                 }
                 enc.flush(&mut send);
@@ -449,6 +566,7 @@ mod tests {
             event: FirewallEvent::Deleted,
             reply: false,
             lost_before: lost,
+            nat: None,
         }
     }
 
@@ -538,6 +656,35 @@ mod tests {
     }
 
     #[test]
+    fn a_nat_event_is_its_own_template_and_a_syslog_line() {
+        use pipeline::conntrack::export::NatEvent;
+        let mut r = rec(0, false, 0);
+        r.nat = Some(NatEvent::SessionCreate);
+        let out = encode(&[r, rec(1, false, 0)], 1400);
+        let m = &out[0].0;
+        assert_eq!(out[0].1, 2);
+        assert_eq!((u16_at(m, 16), u16_at(m, 18)), (NAT_ID, 4 + 34));
+        let e = &m[20..];
+        assert_eq!(e[8], 4, "natEvent: NAT44 session create");
+        assert_eq!((u32_at(e, 9), u32_at(e, 13)), (0xc612_0002, 0xc612_0101));
+        assert_eq!((u16_at(e, 18), u16_at(e, 20)), (1000, 2000), "ports");
+        assert_eq!(u16_at(m, 20 + 34), V4_ID, "then the flow's set");
+        let line = syslog_line(&r, 1_700_000_000_123, "gw1", 42).unwrap();
+        assert_eq!(
+            line,
+            "<134>1 2023-11-14T22:13:20.123Z gw1 sluice 42 NAT44 - NAT44 session create udp 198.18.0.2:1000 -> 203.0.113.7:53 as 198.18.1.1:2000 -> 203.0.113.7:53"
+        );
+        assert!(
+            syslog_line(&rec(0, false, 0), 0, "gw1", 1).is_none(),
+            "flows are not lines"
+        );
+        // NAT events are NAT44's: an IPv6 one is not encoded.
+        let mut v6 = rec(0, true, 0);
+        v6.nat = Some(NatEvent::SessionDelete);
+        assert!(encode(&[v6], 1400).is_empty());
+    }
+
+    #[test]
     fn the_template_message_holds_both_templates() {
         let mut e = Encoder::new(1, 1400, Instant::now(), 0);
         let t = e.templates(5);
@@ -549,6 +696,11 @@ mod tests {
             (u16_at(&t, v6_at), u16_at(&t, v6_at + 2)),
             (V6_ID, V6.len() as u16)
         );
-        assert_eq!(t.len(), 20 + 8 + 4 * (V4.len() + V6.len()));
+        let nat_at = v6_at + 4 + 4 * V6.len();
+        assert_eq!(
+            (u16_at(&t, nat_at), u16_at(&t, nat_at + 2)),
+            (NAT_ID, NAT44.len() as u16)
+        );
+        assert_eq!(t.len(), 20 + 12 + 4 * (V4.len() + V6.len() + NAT44.len()));
     }
 }

@@ -473,6 +473,12 @@ fn export(f: &mut Families, st: &crate::export::Stats) {
         g(&st.bytes),
     );
     f.counter(
+        "sluice_export_syslog_lines_total",
+        "NAT events sent as syslog lines.",
+        &[],
+        g(&st.syslog_lines),
+    );
+    f.counter(
         "sluice_export_send_errors_total",
         "IPFIX messages the kernel would not send to a collector (no route, its port closed).",
         &[],

@@ -58,6 +58,8 @@ to = "masquerade"
 [export]
 collectors = ["127.0.0.1:NFCAPD", "127.0.0.1:PCAP"]
 domain = 7
+nat_events = true
+syslog = "127.0.0.1:SYSLOG"
 
 [management]
 socket = "SOCK"
@@ -122,6 +124,17 @@ while True:
     f.write(struct.pack("<IIII", int(t), int((t % 1) * 1e6), len(ip), len(ip)) + ip)
 "#;
 
+/// A syslog receiver: each datagram a line of a file, until killed.
+const SYSLOG: &str = r#"
+import socket, sys
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+s.bind(("127.0.0.1", int(sys.argv[1])))
+f = open(sys.argv[2], "w", buffering=1)
+while True:
+    d, a = s.recvfrom(65535)
+    f.write(d.decode() + "\n")
+"#;
+
 /// The one record of nfdump's listing that `f` picks.
 fn record<'a>(
     recs: &'a [serde_json::Value],
@@ -168,10 +181,22 @@ fn collectors_decode_every_record_with_the_counts_and_nat_sluice_saw() {
         ("server.py", SERVER),
         ("client.py", CLIENT),
         ("collector.py", PCAP_COLLECTOR),
+        ("syslog.py", SYSLOG),
     ] {
         std::fs::write(dir.join(f), text).unwrap();
     }
     let (nf_port, pcap_port) = (common::free_port(), common::free_port());
+    let syslog_port = common::free_port();
+    let syslog = dir.join("syslog.txt");
+    let _syslog = common::Killed(
+        Command::new("ip")
+            .args(["netns", "exec", r, "python3"])
+            .arg(dir.join("syslog.py"))
+            .arg(syslog_port.to_string())
+            .arg(&syslog)
+            .spawn()
+            .unwrap(),
+    );
     let nfcapd = common::Killed(
         Command::new("ip")
             .args([
@@ -213,6 +238,7 @@ fn collectors_decode_every_record_with_the_counts_and_nat_sluice_saw() {
         CONFIG
             .replace("NFCAPD", &nf_port.to_string())
             .replace("PCAP", &pcap_port.to_string())
+            .replace("SYSLOG", &syslog_port.to_string())
             .replace("SOCK", &sock.display().to_string()),
     )
     .unwrap();
@@ -241,8 +267,9 @@ fn collectors_decode_every_record_with_the_counts_and_nat_sluice_saw() {
     std::thread::sleep(std::time::Duration::from_millis(500));
     let shown = ctl_json(&sock, &["show", "export"]);
     let sent = num(&shown, "records");
-    // 3 flows both ways, and the refused datagram.
-    assert_eq!(sent, 7, "{shown}");
+    // 3 flows both ways, the refused datagram, and each flow's NAT
+    // session created and deleted.
+    assert_eq!(sent, 13, "{shown}");
     assert_eq!(num(&shown, "lost"), 0);
     // A flow still open when Sluice stops: its records leave as it stops.
     n.sh(c, "ping -c 1 -s 200 -W 2 -q 198.19.0.2 > /dev/null");
@@ -251,7 +278,8 @@ fn collectors_decode_every_record_with_the_counts_and_nat_sluice_saw() {
     common::until("Sluice stops", 20, || {
         sluice.0.try_wait().unwrap().is_some()
     });
-    let sent = sent + 2;
+    // Its two records, and its NAT session's create and delete.
+    let sent = sent + 4;
     std::thread::sleep(std::time::Duration::from_millis(300));
     common::signal(&nfcapd, "-TERM");
     drop(collector);
@@ -271,8 +299,16 @@ fn collectors_decode_every_record_with_the_counts_and_nat_sluice_saw() {
         "nfdump: {text}{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let recs: Vec<serde_json::Value> = serde_json::from_str(&text).expect("nfdump's JSON");
-    assert_eq!(recs.len() as u64, sent, "{recs:?}");
+    let all: Vec<serde_json::Value> = serde_json::from_str(&text).expect("nfdump's JSON");
+    assert_eq!(all.len() as u64, sent, "{all:?}");
+    // Flows' records, and NAT events (RFC 8158: nfdump names them).
+    let (events, recs): (Vec<_>, Vec<_>) =
+        all.into_iter().partition(|r| r["nat_event"].is_string());
+    assert_eq!(
+        events.len(),
+        8,
+        "a create and a delete for each of 4 flows: {events:?}"
+    );
     let is =
         |r: &serde_json::Value, proto: u64, src: &str| r["proto"] == proto && r["src4_addr"] == src;
     // What `show conntrack` counted, per protocol: (orig, reply) as
@@ -312,6 +348,23 @@ fn collectors_decode_every_record_with_the_counts_and_nat_sluice_saw() {
         assert_eq!((num(o, "input_snmp"), num(o, "output_snmp")), (1, 2), "{o}");
         assert_eq!((num(b, "input_snmp"), num(b, "output_snmp")), (2, 1), "{b}");
         assert!(o["first"].as_str() <= o["last"].as_str(), "{o}");
+        // The NAT session's create and delete events: its mapping, in
+        // order, the create when its first packet came.
+        let ev = |what: &str| {
+            record(&events, what, |e| {
+                is(e, proto, "198.18.0.2")
+                    && e["nat_event"] == what
+                    && xlt_port(e, "src_xlt_port") == port
+            })
+        };
+        let (made, gone) = (ev("NAT44 session create"), ev("NAT44 session delete"));
+        assert_eq!(made["src4_xlt_ip"], "198.19.0.1", "{made}");
+        assert_eq!(made["dst4_addr"], "198.19.0.2", "{made}");
+        assert_eq!(made["t_event"].as_str(), o["first"].as_str(), "{made} {o}");
+        assert!(
+            made["t_event"].as_str() <= gone["t_event"].as_str(),
+            "{made} {gone}"
+        );
     }
     // What the test sent: ten 100-byte datagrams each way (128 bytes of
     // IP), three pings each way (84), the transfer's 200,000 bytes.
@@ -379,6 +432,8 @@ fn collectors_decode_every_record_with_the_counts_and_nat_sluice_saw() {
             "cflow.flow_id",
             "-e",
             "_ws.expert.severity",
+            "-e",
+            "cflow.nat_event",
         ])
         .output()
         .unwrap();
@@ -390,7 +445,9 @@ fn collectors_decode_every_record_with_the_counts_and_nat_sluice_saw() {
     );
     let lines: Vec<Vec<&str>> = text.lines().map(|l| l.split(';').collect()).collect();
     assert!(
-        lines[0][0].contains("256") && lines[0][0].contains("257"),
+        ["256", "257", "258"]
+            .iter()
+            .all(|t| lines[0][0].contains(t)),
         "templates first: {text}"
     );
     let all = |i: usize| -> Vec<&str> {
@@ -401,8 +458,19 @@ fn collectors_decode_every_record_with_the_counts_and_nat_sluice_saw() {
     };
     assert!(lines.iter().all(|l| l[1] == "7"), "domain 7: {text}");
     assert!(all(7).is_empty(), "expert warnings: {text}");
+    let nat = all(8);
+    assert_eq!(
+        nat.iter().filter(|e| **e == "4").count(),
+        4,
+        "creates: {text}"
+    );
+    assert_eq!(
+        nat.iter().filter(|e| **e == "5").count(),
+        4,
+        "deletes: {text}"
+    );
     let events = all(3);
-    assert_eq!(events.len() as u64, sent, "{text}");
+    assert_eq!(events.len() as u64, sent - 8, "{text}");
     assert_eq!(
         events.iter().filter(|e| **e == "3").count(),
         1,
@@ -424,9 +492,42 @@ fn collectors_decode_every_record_with_the_counts_and_nat_sluice_saw() {
     // refused packet: end (3).
     assert_eq!(reasons.iter().filter(|r| **r == "4").count(), 8, "{text}");
     // Each flow's two records share their flowId.
+    // (NAT events carry no flowId: the flow records' only.)
     let mut ids = all(6);
     ids.sort_unstable();
     ids.dedup();
     assert_eq!(ids.len(), 5, "four flows and the refused packet: {text}");
+    // The same NAT events as syslog lines (RFC 5424).
+    let lines = std::fs::read_to_string(&syslog).unwrap();
+    let lines: Vec<&str> = lines.lines().collect();
+    assert_eq!(lines.len(), 8, "{lines:?}");
+    let (_, _, udp_port) = counted(17);
+    let want = format!(
+        "NAT44 session create udp 198.18.0.2:5001 -> 198.19.0.2:7000 as 198.19.0.1:{udp_port} -> 198.19.0.2:7000"
+    );
+    let line = lines
+        .iter()
+        .find(|l| l.contains("udp"))
+        .expect("the UDP flow's");
+    assert!(
+        line.starts_with("<134>1 20") && line.ends_with(&want),
+        "{line}"
+    );
+    assert_eq!(
+        lines
+            .iter()
+            .filter(|l| l.contains("session create"))
+            .count(),
+        4,
+        "{lines:?}"
+    );
+    assert_eq!(
+        lines
+            .iter()
+            .filter(|l| l.contains("session delete"))
+            .count(),
+        4,
+        "{lines:?}"
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }

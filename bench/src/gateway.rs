@@ -25,7 +25,7 @@
 use anyhow::{Context, Result};
 use clap::Parser;
 use pipeline::acl::v4;
-use pipeline::conntrack::export::{EndReason, FirewallEvent, Record};
+use pipeline::conntrack::export::{EndReason, FirewallEvent, Record, Settings};
 use pipeline::conntrack::saved::Saved;
 use pipeline::conntrack::sync::{Change, Kind};
 use pipeline::conntrack::{State, Tuple};
@@ -569,6 +569,7 @@ fn export_ring(cap: usize) -> rtrb::Producer<Record> {
         event: FirewallEvent::Deleted,
         reply: false,
         lost_before: 0,
+        nat: None,
     };
     standing(cap, r)
 }
@@ -595,7 +596,13 @@ fn run<const N: usize>(a: GatewayArgs) -> Result<()> {
             // The exporter's end is not read: the ring holds every
             // flow's two records (their end), with room to spare.
             let now = tsc.ns(rdtsc()) as u64;
-            g.set_export(export_ring(2 * a.flows + 4096), now, 60_000_000_000, true);
+            let s = Settings {
+                flows: true,
+                active_ns: 60_000_000_000,
+                denied: true,
+                nat_events: false,
+            };
+            g.set_export(export_ring(2 * a.flows + 4096), now, &s);
         }
         g.tick(tsc.ns(rdtsc()) as u64);
         g

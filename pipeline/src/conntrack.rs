@@ -837,8 +837,8 @@ impl ConnTrack {
             if self.sync.0.is_some() {
                 self.log(sync::Kind::Deleted, i as usize);
             }
-            if !self.acct.is_empty() {
-                self.export_flow(i as usize, why);
+            if self.export.0.is_some() {
+                self.export_end(i as usize, why);
             }
             for t in [e.orig, e.reply] {
                 let h = t.hash();

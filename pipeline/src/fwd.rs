@@ -298,7 +298,7 @@ pub trait ForwardMode: Clone + Send + 'static {
     /// A step of writing the records of the flows still open as the
     /// worker stops (flow export): see
     /// [`crate::conntrack::ConnTrack::export_open`].
-    fn export_open(&mut self, _from: usize) -> Option<usize> {
+    fn export_open(&mut self, _from: usize, _end: bool) -> Option<usize> {
         None
     }
 

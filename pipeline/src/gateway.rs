@@ -579,19 +579,16 @@ impl<C: StageClock> Gateway<C> {
         self.ct.set_sync(out, self.worker);
     }
 
-    /// Accounts this worker's flows and writes their records into `out`
+    /// Writes this worker's flow records and NAT events (`s`) into `out`
     /// for the flow exporter ([`crate::conntrack::export`]; times from
-    /// `base_ns`, long flows' records every `active_ns`, refused first
-    /// packets when `denied`).
+    /// `base_ns`).
     pub fn set_export(
         &mut self,
         out: rtrb::Producer<crate::conntrack::export::Record>,
         base_ns: u64,
-        active_ns: u64,
-        denied: bool,
+        s: &crate::conntrack::export::Settings,
     ) {
-        self.ct
-            .set_export(out, self.worker, base_ns, active_ns, denied);
+        self.ct.set_export(out, self.worker, base_ns, s);
     }
 
     /// Publishes the per-rule hit counts into `out` (one per rule) on each
@@ -1074,8 +1071,8 @@ impl<C: StageClock> ForwardMode for Gateway<C> {
         self.ct.bulk(from, scan)
     }
 
-    fn export_open(&mut self, from: usize) -> Option<usize> {
-        self.ct.export_open(from)
+    fn export_open(&mut self, from: usize, end: bool) -> Option<usize> {
+        self.ct.export_open(from, end)
     }
 
     fn install_flows(

@@ -100,7 +100,7 @@ pub fn describe(c: &Config) -> String {
             pipeline::conntrack::ConnTrack::bytes_for(
                 g.ct_capacity,
                 g.ct_tcp_window,
-                c.export.is_some()
+                c.export.as_ref().is_some_and(|e| !e.collectors.is_empty())
             ) as f64
                 / f64::from(1 << 20),
             if g.ct_tcp_window { "tracked" } else { "not tracked" },

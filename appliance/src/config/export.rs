@@ -9,7 +9,12 @@
 //! max_message = 1400               # bytes: an IPFIX message, under the path MTU
 //! denied = true                    # a record for each first packet the rules refuse
 //! ring = 4096                      # records a worker's ring holds
+//! nat_events = false               # NAT44 session create/delete, ports exhausted
+//! syslog = "192.0.2.9:514"         # NAT events as syslog lines too (UDP)
 //! ```
+//!
+//! `collectors` may be left out when `syslog` is given (NAT events to
+//! syslog only: no flow is accounted then).
 
 use super::source::Ctx;
 use serde::Deserialize;
@@ -26,6 +31,8 @@ pub(super) struct RawExport {
     pub(super) max_message: Option<Spanned<i64>>,
     pub(super) denied: Option<Spanned<bool>>,
     pub(super) ring: Option<Spanned<i64>>,
+    pub(super) nat_events: Option<Spanned<bool>>,
+    pub(super) syslog: Option<Spanned<String>>,
 }
 
 /// `[export]` checked.
@@ -45,6 +52,10 @@ pub struct ExportConfig {
     pub denied: bool,
     /// Records a worker's ring holds.
     pub ring: usize,
+    /// Whether NAT44 session events (and port exhaustion) are written.
+    pub nat_events: bool,
+    /// Where NAT events go as syslog lines (UDP), if anywhere.
+    pub syslog: Option<std::net::SocketAddr>,
 }
 
 /// The smallest `max_message`: a message header, a set header and the
@@ -61,11 +72,44 @@ pub(super) fn check(
     let e = raw?;
     let mut ok = true;
     let mut collectors = Vec::new();
+    let parse = |s: &Spanned<String>| match s.get_ref().parse::<std::net::SocketAddr>() {
+        Ok(a) if a.port() != 0 && !a.ip().is_unspecified() => Some(a),
+        _ => None,
+    };
+    let nat_events = e.nat_events.as_ref().is_some_and(|n| *n.get_ref());
+    let syslog = match &e.syslog {
+        None => None,
+        Some(s) => match parse(s) {
+            Some(a) if nat_events => Some(a),
+            Some(_) => {
+                cx.err(
+                    s,
+                    "export.syslog",
+                    "syslog carries the NAT events: set `nat_events = true`",
+                );
+                ok = false;
+                None
+            }
+            None => {
+                cx.err(
+                    s,
+                    "export.syslog",
+                    format!(
+                        "`{}` is not ADDR:PORT with a port (such as \"192.0.2.9:514\")",
+                        s.get_ref()
+                    ),
+                );
+                ok = false;
+                None
+            }
+        },
+    };
     match &e.collectors {
+        None if e.syslog.is_some() => {}
         None => {
             cx.err_whole(
                 "export.collectors",
-                "[export] needs `collectors`: the collectors' ADDR:PORT (such as [\"192.0.2.9:4739\"])",
+                "[export] needs `collectors` (the IPFIX collectors' ADDR:PORT, such as [\"192.0.2.9:4739\"]) or `syslog` (for NAT events)",
             );
             ok = false;
         }
@@ -75,9 +119,9 @@ pub(super) fn check(
         }
         Some(list) => {
             for (i, c) in list.get_ref().iter().enumerate() {
-                match c.get_ref().parse::<std::net::SocketAddr>() {
-                    Ok(a) if a.port() != 0 && !a.ip().is_unspecified() => collectors.push(a),
-                    _ => {
+                match parse(c) {
+                    Some(a) => collectors.push(a),
+                    None => {
                         cx.err(
                             c,
                             format!("export.collectors[{i}]"),
@@ -137,5 +181,7 @@ pub(super) fn check(
         max_message: max_message as usize,
         denied: e.denied.as_ref().is_none_or(|d| *d.get_ref()),
         ring: ring as usize,
+        nat_events,
+        syslog,
     })
 }

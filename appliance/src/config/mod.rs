@@ -318,7 +318,8 @@ fn validate(cx: &mut Ctx<'_>, raw: RawFile, base: Option<&Path>) -> Config {
     check_l3fwd_workers(cx, &raw, gateway.enabled, &router, &addrs);
     gateway.mss_limits = check_clamp_mss(cx, &raw, &router, gateway.enabled);
     let gateway_workers = workers.iter().filter(|w| w.mode == FwdMode::L3fwd).count();
-    check_memory(cx, &raw, &gateway, gateway_workers, raw.export.is_some());
+    let accounted = raw.export.as_ref().is_some_and(|e| e.collectors.is_some());
+    check_memory(cx, &raw, &gateway, gateway_workers, accounted);
     ports::check_buffer_family(cx, &raw);
     let mbufs = ports::check_mbufs(cx, &raw, &ports);
     let (metrics, control_socket) = check_management(cx, &raw, base);

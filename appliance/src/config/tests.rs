@@ -669,4 +669,14 @@ fn export_settings_are_checked() {
     assert_eq!(e[0].key, "export.active_timeout", "{}", e[0]);
     let e = errs(&with("collectors = [\"127.0.0.1:4739\"]\ncolector = 1\n"));
     assert!(e[0].msg.contains("colector"), "{}", e[0]);
+    // NAT events to syslog alone: no collector needed.
+    let c = parse(&with("nat_events = true\nsyslog = \"127.0.0.1:514\"\n"), "t.toml", None).unwrap();
+    let e = c.export.expect("[export]");
+    assert!(e.collectors.is_empty() && e.nat_events);
+    assert_eq!(e.syslog, Some("127.0.0.1:514".parse().unwrap()));
+    let e = errs(&with("syslog = \"127.0.0.1:514\"\n"));
+    assert_eq!(e[0].key, "export.syslog", "{}", e[0]);
+    assert!(e[0].msg.contains("nat_events = true"), "{}", e[0]);
+    let e = errs(&with("nat_events = true\nsyslog = \"localhost\"\n"));
+    assert_eq!(e[0].key, "export.syslog", "{}", e[0]);
 }

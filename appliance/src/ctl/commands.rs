@@ -1205,21 +1205,24 @@ fn show_export(cx: &mut Context<'_>) -> Response {
     let lost = event_sum(cx, &cur, "export_lost");
     let to: Vec<String> = ec.collectors.iter().map(|c| c.to_string()).collect();
     let text = format!(
-        "IPFIX to {} (domain {}, active timeout {} s, templates every {} s, messages up to {} bytes{})
-  sent {} records in {} messages, {} bytes; {} template messages; {} send errors
-  records lost to full rings: {lost}
-",
-        to.join(", "),
+        "IPFIX to {} (domain {}, active timeout {} s, templates every {} s, messages up to {} bytes{}{})\n  sent {} records in {} messages, {} bytes; {} template messages; {} send errors\n  NAT events as syslog lines: {}\n  records lost to full rings: {lost}\n",
+        if to.is_empty() {
+            "no collector".to_string()
+        } else {
+            to.join(", ")
+        },
         ec.domain,
         ec.active_timeout_s,
         ec.template_interval_s,
         ec.max_message,
         if ec.denied { ", refused first packets too" } else { "" },
+        if ec.nat_events { ", NAT events" } else { "" },
         g(&st.records),
         g(&st.messages),
         g(&st.bytes),
         g(&st.templates),
         g(&st.send_errors),
+        ec.syslog.map_or("off".to_string(), |s| format!("{} sent to {s}", g(&st.syslog_lines))),
     );
     Response::ok(
         text,
@@ -1231,6 +1234,8 @@ fn show_export(cx: &mut Context<'_>) -> Response {
             "bytes": g(&st.bytes),
             "templates": g(&st.templates),
             "send_errors": g(&st.send_errors),
+            "syslog": ec.syslog.map(|s| s.to_string()),
+            "syslog_lines": g(&st.syslog_lines),
             "lost": lost,
         }),
     )

@@ -669,7 +669,7 @@ impl<B: PacketBuf, R: RxQueue<Buf = B>, T: TxQueue<Buf = B>, F: ForwardMode>
         let mut at = Some(0);
         let until = std::time::Instant::now() + std::time::Duration::from_secs(1);
         while let Some(from) = at {
-            at = self.fwd.export_open(from);
+            at = self.fwd.export_open(from, self.save.is_none());
             if at.is_some() {
                 if std::time::Instant::now() > until {
                     break;

@@ -58,7 +58,35 @@ pub enum FirewallEvent {
     Updated = 5,
 }
 
-/// One direction of one flow, as the collector is told it.
+/// A NAT event (IPFIX `natEvent`, IE 230, RFC 8158's values).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u8)]
+pub enum NatEvent {
+    /// A NAT44 session (a translated flow) was created.
+    SessionCreate = 4,
+    /// A NAT44 session ended.
+    SessionDelete = 5,
+    /// A new flow found no free NAT port.
+    PortsExhausted = 12,
+}
+
+/// What a table's export writes (`[export]`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Settings {
+    /// Flow records: each flow accounted, its records at its end and every
+    /// `active_ns`.
+    pub flows: bool,
+    /// A long flow's record every so often (ns).
+    pub active_ns: u64,
+    /// A record for each first packet the rules refuse (with `flows`).
+    pub denied: bool,
+    /// NAT44 session create and delete events, and port exhaustion (at
+    /// most one a second).
+    pub nat_events: bool,
+}
+
+/// One direction of one flow, as the collector is told it; or a NAT
+/// event (`nat`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Record {
     /// The direction's packets as they came in (addresses, ports,
@@ -95,6 +123,11 @@ pub struct Record {
     pub reply: bool,
     /// Records lost to a full ring between the one before this and this.
     pub lost_before: u32,
+    /// A NAT event rather than a flow's record: `seen` is the flow's
+    /// original tuple, `sent` as it left, `start_ms` when (the counts are
+    /// zero). For `PortsExhausted`, `sent` is the tuple no port was found
+    /// for.
+    pub nat: Option<NatEvent>,
 }
 
 /// A flow's counts in one direction.
@@ -142,6 +175,11 @@ pub struct Export {
     lost: u32,
     /// Whether refused first packets are recorded.
     denied: bool,
+    /// Whether NAT events are.
+    nat_events: bool,
+    /// When ports were last found exhausted (ms; at most one event a
+    /// second).
+    exhausted_ms: Option<u32>,
 }
 
 /// The full time of a table's 32-bit millisecond `ms`, read when the
@@ -153,34 +191,96 @@ pub fn unwrap_ms(ms: u32, now_ms: u64) -> u64 {
 }
 
 impl ConnTrack {
-    /// Accounts this table's flows and writes their records into `out`, as
-    /// gateway worker `worker`'s, their times in milliseconds since
-    /// `base_ns` on the table's clock (the same for every worker, so the
-    /// exporter has one epoch): a long flow's counts leave every
-    /// `active_ns`; `denied`: refused first packets too. The flows already
-    /// here are accounted from now on.
+    /// Writes this table's records into `out`, as gateway worker
+    /// `worker`'s, their times in milliseconds since `base_ns` on the
+    /// table's clock (the same for every worker, so the exporter has one
+    /// epoch): with `s.flows` each flow is accounted (from now on, the
+    /// flows already here too) and its records written, with
+    /// `s.nat_events` NAT events.
     pub fn set_export(
         &mut self,
         out: rtrb::Producer<Record>,
         worker: u16,
         base_ns: u64,
-        active_ns: u64,
-        denied: bool,
+        s: &Settings,
     ) {
         let next_id = u64::from(worker) << 48;
-        self.acct = super::index::written(self.capacity, Acct::default());
-        for (i, a) in self.acct.iter_mut().enumerate() {
-            a.flow_id = next_id + i as u64;
+        if s.flows {
+            self.acct = super::index::written(self.capacity, Acct::default());
+            for (i, a) in self.acct.iter_mut().enumerate() {
+                a.flow_id = next_id + i as u64;
+            }
         }
         self.export.0 = Some(Box::new(Export {
             out,
             base_ns,
-            active_ms: (active_ns / 1_000_000).clamp(1, u64::from(u32::MAX / 2)) as u32,
+            active_ms: (s.active_ns / 1_000_000).clamp(1, u64::from(u32::MAX / 2)) as u32,
             next_id: next_id + self.capacity as u64,
             lost: 0,
-            denied,
+            denied: s.denied && s.flows,
+            nat_events: s.nat_events,
+            exhausted_ms: None,
         }));
         self.tick_export();
+    }
+
+    /// Whether NAT events are written ([`ConnTrack::set_export`]).
+    #[inline]
+    pub fn nat_events(&self) -> bool {
+        self.export.0.as_ref().is_some_and(|e| e.nat_events)
+    }
+
+    /// NAT44 session create for flow `i`, just opened translated (when NAT
+    /// events are written).
+    #[cold]
+    #[inline(never)]
+    pub fn export_nat_create(&mut self, i: u32) {
+        let f = self.slots[i as usize];
+        self.push_nat(NatEvent::SessionCreate, f.orig, f.translated(false));
+    }
+
+    /// No free NAT port for a new flow whose reply tuple would have been
+    /// `reply`: a ports-exhausted event, at most one a second.
+    #[cold]
+    #[inline(never)]
+    pub fn export_exhausted(&mut self, orig: &Tuple, reply: &Tuple) {
+        let now = self.now_ms;
+        let Some(e) = self.export.0.as_mut() else {
+            return;
+        };
+        if !e.nat_events || e.exhausted_ms.is_some_and(|t| now.wrapping_sub(t) < 1000) {
+            return;
+        }
+        e.exhausted_ms = Some(now);
+        self.push_nat(NatEvent::PortsExhausted, *orig, reply.reverse());
+    }
+
+    /// Writes NAT event `ev` of a flow `seen` that leaves as `sent`.
+    fn push_nat(&mut self, ev: NatEvent, seen: Tuple, sent: Tuple) {
+        let now = self.now_ms;
+        let Some(e) = self.export.0.as_mut() else {
+            return;
+        };
+        let id = e.next_id;
+        e.next_id += 1;
+        let r = Record {
+            seen,
+            sent,
+            packets: 0,
+            bytes: 0,
+            start_ms: now,
+            end_ms: now,
+            flow_id: id,
+            in_port: u16::MAX,
+            out_port: u16::MAX,
+            flags: 0,
+            reason: EndReason::End,
+            event: FirewallEvent::Deleted,
+            reply: false,
+            lost_before: 0,
+            nat: Some(ev),
+        };
+        self.push_record(r);
     }
 
     /// Whether flows are accounted ([`ConnTrack::set_export`]).
@@ -270,6 +370,7 @@ impl ConnTrack {
             event: FirewallEvent::Denied,
             reply: false,
             lost_before: 0,
+            nat: None,
         };
         self.push_record(r);
     }
@@ -322,6 +423,7 @@ impl ConnTrack {
                 event,
                 reply,
                 lost_before: 0,
+                nat: None,
             };
             self.push_record(r);
         }
@@ -333,21 +435,41 @@ impl ConnTrack {
 
     /// The records of the live flows from slot `from` on, as far as the
     /// ring has room (IPFIX's forced end: the worker stops and its flows
-    /// with it); the slot to go on from once the exporter has made room,
-    /// or `None` past the last (or without an export). The flows stay (a
-    /// state file may keep them).
-    pub fn export_open(&mut self, from: usize) -> Option<usize> {
+    /// with it), and when they `end` (no state file keeps them) their NAT
+    /// sessions' delete events; the slot to go on from once the exporter
+    /// has made room, or `None` past the last (or without an export). The
+    /// flows stay (a state file may keep them).
+    pub fn export_open(&mut self, from: usize, end: bool) -> Option<usize> {
         self.export.0.as_ref()?;
         for i in from..self.slots.len() {
             let room = self.export.0.as_ref().map_or(0, |e| e.out.slots());
-            if room < 2 {
+            if room < 3 {
                 return Some(i);
             }
-            if self.slots[i].live {
+            if !self.slots[i].live {
+                continue;
+            }
+            if end {
+                self.export_end(i, EndReason::Forced);
+            } else if !self.acct.is_empty() {
                 self.export_flow(i, EndReason::Forced);
             }
         }
         None
+    }
+
+    /// The end of flow `i` for the export: its records (when flows are
+    /// accounted) and, translated, its NAT session's delete event.
+    #[cold]
+    #[inline(never)]
+    pub(super) fn export_end(&mut self, i: usize, why: EndReason) {
+        if !self.acct.is_empty() {
+            self.export_flow(i, why);
+        }
+        let f = self.slots[i];
+        if f.nat() && self.nat_events() {
+            self.push_nat(NatEvent::SessionDelete, f.orig, f.translated(false));
+        }
     }
 
     /// Why flow `f`, timed out, ended: a TCP flow whose close or reset
@@ -429,7 +551,13 @@ mod tests {
         let mut ct = ConnTrack::new(64, Timeouts::default());
         ct.tick(1_000_000_000);
         let (tx, rx) = rtrb::RingBuffer::new(ring);
-        ct.set_export(tx, 3, 1_000_000_000, active_s * 1_000_000_000, true);
+        let s = Settings {
+            flows: true,
+            active_ns: active_s * 1_000_000_000,
+            denied: true,
+            nat_events: true,
+        };
+        ct.set_export(tx, 3, 1_000_000_000, &s);
         (ct, rx)
     }
 
@@ -449,6 +577,8 @@ mod tests {
         assert_eq!(n, 1);
         let a = rx.pop().unwrap();
         let b = rx.pop().unwrap();
+        // Translated: its NAT session's end too.
+        assert_eq!(rx.pop().unwrap().nat, Some(NatEvent::SessionDelete));
         assert!(rx.pop().is_err());
         assert_eq!((a.packets, a.bytes, a.reply), (5, 500, false));
         assert_eq!((a.seen, a.sent), (o, r.reverse()));
@@ -521,7 +651,7 @@ mod tests {
         let mut got = Vec::new();
         for _ in 0..10 {
             let Some(from) = at else { break };
-            at = ct.export_open(from);
+            at = ct.export_open(from, true);
             while let Ok(r) = rx.pop() {
                 got.push(r);
             }
@@ -530,9 +660,36 @@ mod tests {
         assert_eq!(got.len(), 10, "two records a flow, none lost");
         assert!(got
             .iter()
-            .all(|r| r.reason == EndReason::Forced && r.packets == 1));
+            .all(|r| r.reason == EndReason::Forced && r.packets == 1 && r.nat.is_none()));
         assert_eq!(ct.event(Event::ExportLost), 0);
         assert_eq!(ct.len(), 5, "the flows stay");
+    }
+
+    #[test]
+    fn nat_sessions_log_their_creation_and_end_and_exhaustion_once_a_second() {
+        let (mut ct, mut rx) = table(16, 60);
+        let o = tuple(0xc612_0002, 5000, 0xcb00_7107, 53);
+        let r = tuple(0xcb00_7107, 53, 0xc612_0101, 1024);
+        let i = ct.open(o, r, 0, None).unwrap();
+        ct.export_nat_create(i);
+        let c = rx.pop().unwrap();
+        assert_eq!((c.nat, c.seen, c.sent), (Some(NatEvent::SessionCreate), o, r.reverse()));
+        ct.tick(5_000_000_000);
+        ct.delete_flows(0, 64, &crate::conntrack::Filter::default());
+        let kinds: Vec<_> = std::iter::from_fn(|| rx.pop().ok()).map(|r| r.nat).collect();
+        // Its flow had no packet counted: only the session's end.
+        assert_eq!(kinds, [Some(NatEvent::SessionDelete)]);
+        for _ in 0..3 {
+            ct.export_exhausted(&o, &r);
+        }
+        ct.tick(5_500_000_000);
+        ct.export_exhausted(&o, &r);
+        ct.tick(6_100_000_000);
+        ct.export_exhausted(&o, &r);
+        let n = std::iter::from_fn(|| rx.pop().ok())
+            .filter(|r| r.nat == Some(NatEvent::PortsExhausted))
+            .count();
+        assert_eq!(n, 2, "one at 5 s, the next past 6 s");
     }
 
     #[test]

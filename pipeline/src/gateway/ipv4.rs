@@ -444,6 +444,9 @@ impl<C: StageClock> Gateway<C> {
                 Some(h) => h,
                 None => {
                     self.nat_events[nat::Event::Exhausted as usize] += 1;
+                    if self.ct.nat_events() {
+                        self.ct.export_exhausted(&t, &reply);
+                    }
                     return Verdict::Drop(DropReason::NatExhausted);
                 }
             }
@@ -464,6 +467,9 @@ impl<C: StageClock> Gateway<C> {
                 if self.ct.exports() {
                     let len = Ipv4Packet::new_unchecked(&pkt.bytes()[ETH..]).total_len();
                     self.ct.account(i, false, usize::from(len), flags, in_port);
+                }
+                if self.ct.nat_events() && self.ct.flow(i).nat() {
+                    self.ct.export_nat_create(i);
                 }
                 let f = self.ct.flow(i);
                 // The tuple as sent.

@@ -207,8 +207,8 @@ impl ForwardMode for Profiled {
         on_gateway!(self.mode.as_mut(), g => g.bulk_sync(from, scan))
     }
 
-    fn export_open(&mut self, from: usize) -> Option<usize> {
-        on_gateway!(self.mode.as_mut(), g => g.export_open(from))
+    fn export_open(&mut self, from: usize, end: bool) -> Option<usize> {
+        on_gateway!(self.mode.as_mut(), g => g.export_open(from, end))
     }
 
     fn install_flows(
