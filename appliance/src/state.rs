@@ -280,7 +280,7 @@ pub fn restore(path: &Path, g: &pipeline::gateway::GatewayConfig) -> Option<Vec<
                 } else if s.orig.src != s.reply.dst {
                     // A source-NAT mapping: the worker whose slice holds
                     // its port (where its replies are handed).
-                    nat.ports.owner(s.reply.dport, workers)
+                    nat.port_owner(s.reply.dst as u32, s.reply.dport, workers)
                 } else {
                     None
                 }

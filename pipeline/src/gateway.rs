@@ -263,6 +263,10 @@ struct Open4 {
     /// the port [`Gateway::pick_port`] was expected to try first.
     reply: Tuple,
     pick: bool,
+    /// A deterministic mapping's share of the host's block for this
+    /// worker (first port, ports), where the port is picked instead of
+    /// from the worker's slice of the range.
+    det: Option<(u16, u16)>,
     /// `reply`'s hash (its index bucket prefetched).
     hash: u64,
 }
@@ -912,7 +916,12 @@ impl<C: StageClock> ForwardMode for Gateway<C> {
                 new &= new - 1;
                 if let Some(l) = &mut lanes[i] {
                     let plan = self.plan4::<P>(&l.t, in_port, ahead);
-                    if let Plan4::Open(Open4 { pick: true, .. }) = plan {
+                    if let Plan4::Open(Open4 {
+                        pick: true,
+                        det: None,
+                        ..
+                    }) = plan
+                    {
                         ahead += 1;
                     }
                     l.plan = Some(plan);

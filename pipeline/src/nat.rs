@@ -23,7 +23,7 @@
 
 use crate::checksum;
 use crate::conntrack::Tuple;
-use crate::prefix;
+use crate::prefix::{self, mask4};
 use crate::wire::IpProto;
 
 /// Where source NAT takes its addresses from.
@@ -34,6 +34,94 @@ pub enum SnatTo {
     /// A pool; an inside host always gets the same address (chosen by a
     /// hash of its address), as RFC 4787 "paired" pooling asks.
     Pool(Vec<u32>),
+    /// Deterministic NAT (RFC 7422; VPP's det44): each inside address
+    /// has an outside address and a block of ports computed from it, so
+    /// that no log is needed to find who used a public address and port.
+    Deterministic(Det),
+}
+
+/// Deterministic NAT's mapping: the `inside` prefix's hosts share the
+/// `outside` prefix's addresses, `ratio` hosts to an address (both
+/// prefixes' sizes are powers of two), each host with `block` ports of
+/// the NAT port range to itself: host `i` of the inside prefix (its
+/// offset) is outside address `i / ratio`, ports from
+/// `lo + (i % ratio) × block` (VPP det44's layout). With several
+/// workers, each takes an equal share of every block (`block / workers`
+/// ports), so that the owner of a port is a division, as with the
+/// per-worker slices of the range.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Det {
+    /// Inside prefix (address, length).
+    pub inside: (u32, u8),
+    /// Outside prefix.
+    pub outside: (u32, u8),
+    /// Ports each inside host has.
+    pub block: u32,
+}
+
+impl Det {
+    /// Inside hosts to an outside address.
+    pub fn ratio(&self) -> u32 {
+        1u32 << (u32::from(self.outside.1) - u32::from(self.inside.1)).min(31)
+    }
+
+    /// The most ports a host can have from `range`.
+    pub fn max_block(inside: u8, outside: u8, range: &PortRange) -> u32 {
+        let ratio = 1u64 << (u32::from(outside.saturating_sub(inside))).min(32);
+        (u64::from(range.len()) / ratio) as u32
+    }
+
+    /// Inside address `src`'s outside address and the first port of its
+    /// block in `range` (`None`: not in the inside prefix).
+    pub fn map(&self, src: u32, range: &PortRange) -> Option<(u32, u32)> {
+        if !prefix::in4(src, self.inside) {
+            return None;
+        }
+        let i = src.wrapping_sub(self.inside.0 & mask4(self.inside.1));
+        let r = self.ratio();
+        let out = (self.outside.0 & mask4(self.outside.1)).wrapping_add(i / r);
+        Some((out, u32::from(range.lo) + (i % r) * self.block))
+    }
+
+    /// Worker `w`'s share of a block starting at `start`, among
+    /// `workers`: its first port and length.
+    pub fn share(&self, start: u32, w: u16, workers: u16) -> (u32, u32) {
+        let per = self.block / u32::from(workers.max(1));
+        (start + u32::from(w) * per, per)
+    }
+
+    /// The worker whose share holds `port` of an outside address (`None`:
+    /// not a port of any block).
+    pub fn owner(&self, port: u16, range: &PortRange, workers: u16) -> Option<u16> {
+        let k = u32::from(port).checked_sub(u32::from(range.lo))?;
+        if k >= self.ratio() * self.block {
+            return None;
+        }
+        let per = self.block / u32::from(workers.max(1));
+        let w = (k % self.block) / per.max(1);
+        (w < u32::from(workers.max(1))).then_some(w as u16)
+    }
+
+    /// Whether `a` is one of the outside addresses.
+    pub fn is_outside(&self, a: u32) -> bool {
+        prefix::in4(a, self.outside)
+    }
+
+    /// The inside address that public address `a` and `port` belong to
+    /// (`sluice ctl nat lookup`), computed: `None` when they are not the
+    /// mapping's.
+    pub fn inside_of(&self, a: u32, port: u16, range: &PortRange) -> Option<u32> {
+        if !self.is_outside(a) {
+            return None;
+        }
+        let o = a.wrapping_sub(self.outside.0 & mask4(self.outside.1));
+        let k = u32::from(port).checked_sub(u32::from(range.lo))?;
+        let j = k / self.block.max(1);
+        if j >= self.ratio() {
+            return None;
+        }
+        Some((self.inside.0 & mask4(self.inside.1)).wrapping_add(o * self.ratio() + j))
+    }
 }
 
 /// A source NAT rule: flows leaving through `out_port` from `src` get a
@@ -162,6 +250,44 @@ impl NatConfig {
     /// True with no rules.
     pub fn is_empty(&self) -> bool {
         self.snat.is_empty() && self.dnat.is_empty() && self.statics.is_empty()
+    }
+
+    /// The deterministic mappings ([`SnatTo::Deterministic`]).
+    pub fn dets(&self) -> impl Iterator<Item = &Det> {
+        self.snat.iter().filter_map(|s| match &s.to {
+            SnatTo::Deterministic(d) => Some(d),
+            _ => None,
+        })
+    }
+
+    /// The worker that owns source-NAT port `port` of NAT address `dst`
+    /// among `workers`: a deterministic mapping's share of a block, else
+    /// the range's slice.
+    pub fn port_owner(&self, dst: u32, port: u16, workers: u16) -> Option<u16> {
+        match self.dets().find(|d| d.is_outside(dst)) {
+            Some(d) => d.owner(port, &self.ports, workers),
+            None => self.ports.owner(port, workers),
+        }
+    }
+
+    /// Whether `a` is a deterministic mapping's outside address.
+    pub fn is_det_outside(&self, a: u32) -> bool {
+        self.dets().any(|d| d.is_outside(a))
+    }
+
+    /// The inside address behind public address `a` and `port`, where a
+    /// deterministic mapping says (`sluice ctl nat lookup`).
+    pub fn det_inside(&self, a: u32, port: u16) -> Option<u32> {
+        self.dets().find_map(|d| d.inside_of(a, port, &self.ports))
+    }
+
+    /// Inside address `src`'s public address and block of ports (first,
+    /// last), where a deterministic mapping gives it one.
+    pub fn det_outside(&self, src: u32) -> Option<(u32, u16, u16)> {
+        self.dets().find_map(|d| {
+            let (a, start) = d.map(src, &self.ports)?;
+            Some((a, start as u16, (start + d.block - 1) as u16))
+        })
     }
 
     /// The destination NAT of a new flow: new (address, port) for a packet
@@ -519,6 +645,59 @@ pub fn rewrite_icmp_error4(l3: &mut [u8], inner_to: &Tuple) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// RFC 7422's layout as VPP's det44 computes it: a /22 of subscribers
+    /// on a /28 of public addresses, 64 to an address, 1,008 ports each;
+    /// every host's every port computed back to it, and nothing outside.
+    #[test]
+    fn deterministic_blocks_compute_back_to_their_host() {
+        let range = PortRange::default();
+        let ip = |s: &str| u32::from(s.parse::<std::net::Ipv4Addr>().unwrap());
+        let block = Det::max_block(22, 28, &range);
+        assert_eq!(block, 1008);
+        let d = Det {
+            inside: (ip("100.64.0.0"), 22),
+            outside: (ip("198.51.100.0"), 28),
+            block,
+        };
+        assert_eq!(d.ratio(), 64);
+        assert_eq!(
+            d.map(ip("100.64.0.0"), &range),
+            Some((ip("198.51.100.0"), 1024))
+        );
+        assert_eq!(
+            d.map(ip("100.64.0.1"), &range),
+            Some((ip("198.51.100.0"), 2032))
+        );
+        assert_eq!(
+            d.map(ip("100.64.1.0"), &range),
+            Some((ip("198.51.100.4"), 1024))
+        );
+        assert_eq!(
+            d.map(ip("100.64.3.255"), &range),
+            Some((ip("198.51.100.15"), 1024 + 63 * 1008))
+        );
+        assert_eq!(d.map(ip("100.64.4.0"), &range), None);
+        for i in 0..1024u32 {
+            let host = ip("100.64.0.0") + i;
+            let (out, start) = d.map(host, &range).unwrap();
+            for p in [start, start + 1, start + block / 2, start + block - 1] {
+                assert_eq!(d.inside_of(out, p as u16, &range), Some(host), "{i} {p}");
+            }
+        }
+        // Ports past the last block, below the range, other addresses.
+        assert_eq!(
+            d.inside_of(ip("198.51.100.0"), (1024 + 64 * 1008) as u16, &range),
+            None
+        );
+        assert_eq!(d.inside_of(ip("198.51.100.0"), 1000, &range), None);
+        assert_eq!(d.inside_of(ip("198.51.100.16"), 1024, &range), None);
+        // Four workers: 252 ports each of every block.
+        assert_eq!(d.share(2032, 3, 4), (2032 + 756, 252));
+        assert_eq!(d.owner(2032 + 756, &range, 4), Some(3));
+        assert_eq!(d.owner(2032 + 251, &range, 4), Some(0));
+        assert_eq!(d.owner(1023, &range, 4), None);
+    }
 
     #[test]
     fn port_slices_are_disjoint_and_cover_the_range() {

@@ -318,6 +318,7 @@ fn validate(cx: &mut Ctx<'_>, raw: RawFile, base: Option<&Path>) -> Config {
     check_l3fwd_workers(cx, &raw, gateway.enabled, &router, &addrs);
     gateway.mss_limits = check_clamp_mss(cx, &raw, &router, gateway.enabled);
     let gateway_workers = workers.iter().filter(|w| w.mode == FwdMode::L3fwd).count();
+    check_det_shares(cx, &raw, &gateway, gateway_workers);
     let accounted = raw.export.as_ref().is_some_and(|e| e.collectors.is_some());
     check_memory(cx, &raw, &gateway, gateway_workers, accounted);
     ports::check_buffer_family(cx, &raw);
@@ -469,9 +470,29 @@ fn check_l3fwd_workers(
     }
 }
 
-/// `[ha] state_file`: a file to create in a directory that exists (the
-/// flow table is written there on a clean stop and read back at start),
-/// with a gateway to keep the flows of.
+/// Deterministic NAT: each gateway worker takes an equal share of every
+/// host's block, so a block needs at least a port a worker.
+fn check_det_shares(cx: &mut Ctx<'_>, raw: &RawFile, gateway: &GatewaySetup, workers: usize) {
+    let Some(n) = &raw.nat else { return };
+    for (i, r) in n.snat.iter().enumerate() {
+        let (Some(d), Some(s)) = (&r.deterministic, gateway.nat.snat.get(i)) else {
+            continue;
+        };
+        if let pipeline::nat::SnatTo::Deterministic(det) = &s.to {
+            if (det.block as usize) < workers {
+                cx.err(
+                    d,
+                    format!("nat.snat[{i}].deterministic"),
+                    format!(
+                        "each host's {} ports cannot be shared by the {workers} gateway workers (each takes a share of every block): give a shorter inside or longer outside prefix, or fewer workers",
+                        det.block
+                    ),
+                );
+            }
+        }
+    }
+}
+
 /// The conntrack tables the gateway workers allocate and write at start
 /// (`conntrack.capacity` flows each, when the config sets it), against
 /// the memory the machine has available (`/proc/meminfo`'s
@@ -592,6 +613,9 @@ fn check_clamp_mss(
         .collect()
 }
 
+/// `[ha] state_file`: a file to create in a directory that exists (the
+/// flow table is written there on a clean stop and read back at start),
+/// with a gateway to keep the flows of.
 fn check_ha(
     cx: &mut Ctx<'_>,
     raw: &RawFile,

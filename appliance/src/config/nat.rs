@@ -6,7 +6,7 @@
 
 use super::schema::{proto_num, OneOrMany, RawNat};
 use super::Ctx;
-use pipeline::nat::{Dnat, NatConfig, PortRange, Snat, SnatTo, StaticNat};
+use pipeline::nat::{Det, Dnat, NatConfig, PortRange, Snat, SnatTo, StaticNat};
 use std::collections::BTreeMap;
 use std::net::{IpAddr, Ipv4Addr};
 use toml::Spanned;
@@ -52,41 +52,28 @@ pub(super) fn check(
                 _ => cx.err(v, k("src"), "must be an IPv4 prefix (NAT44)"),
             }
         }
-        let to = match s.to.get_ref() {
-            OneOrMany::One(m) if m == "masquerade" => {
-                if v4.get(usize::from(out_port)).is_none_or(Vec::is_empty) {
-                    cx.err(
-                        &s.to,
-                        k("to"),
-                        format!(
-                            "masquerade takes the address of interface `{}`, which has none: set its `ipv4`, or give `to` addresses",
-                            s.out.get_ref()
-                        ),
-                    );
-                }
-                SnatTo::Masquerade
+        let to = match (&s.to, &s.deterministic) {
+            (Some(to), Some(_)) => {
+                cx.err(
+                    to,
+                    k("to"),
+                    "a deterministic rule takes its addresses from `deterministic`: remove `to`",
+                );
+                continue;
             }
-            other => {
-                let mut pool = Vec::new();
-                for a in other.names() {
-                    match a.parse::<Ipv4Addr>() {
-                        Ok(a) => pool.push(u32::from(a)),
-                        Err(_) => cx.err(
-                            &s.to,
-                            k("to"),
-                            format!("`{a}`: expected \"masquerade\" or IPv4 addresses"),
-                        ),
-                    }
-                }
-                if other.names().is_empty() {
-                    cx.err(
-                        &s.to,
-                        k("to"),
-                        "is empty: give \"masquerade\" or at least one IPv4 address",
-                    );
-                }
-                SnatTo::Pool(pool)
+            (None, None) => {
+                cx.err(
+                    &s.out,
+                    k("to"),
+                    "a source NAT rule needs `to` (\"masquerade\" or addresses) or `deterministic` (an outside prefix)",
+                );
+                continue;
             }
+            (None, Some(d)) => match deterministic(cx, s, d, &k, &out.ports, v4) {
+                Some(det) => SnatTo::Deterministic(det),
+                None => continue,
+            },
+            (Some(to), None) => to_of(cx, to, s, out_port, &k, v4),
         };
         // A rule that an earlier one takes every packet from never
         // applies: a mistake (a duplicate, or rules in the wrong order).
@@ -330,4 +317,150 @@ pub(super) fn check(
             ),
         }
     }
+}
+
+/// `to` of source NAT rule `s` (out on `out_port`): "masquerade" or a
+/// pool.
+fn to_of(
+    cx: &mut Ctx<'_>,
+    to: &Spanned<OneOrMany>,
+    s: &super::schema::RawSnat,
+    out_port: u16,
+    k: &dyn Fn(&str) -> String,
+    v4: &[Vec<Ipv4Addr>],
+) -> SnatTo {
+    match to.get_ref() {
+        OneOrMany::One(m) if m == "masquerade" => {
+            if v4.get(usize::from(out_port)).is_none_or(Vec::is_empty) {
+                cx.err(
+                        to,
+                        k("to"),
+                        format!(
+                            "masquerade takes the address of interface `{}`, which has none: set its `ipv4`, or give `to` addresses",
+                            s.out.get_ref()
+                        ),
+                    );
+            }
+            SnatTo::Masquerade
+        }
+        other => {
+            let mut pool = Vec::new();
+            for a in other.names() {
+                match a.parse::<Ipv4Addr>() {
+                    Ok(a) => pool.push(u32::from(a)),
+                    Err(_) => cx.err(
+                        to,
+                        k("to"),
+                        format!("`{a}`: expected \"masquerade\" or IPv4 addresses"),
+                    ),
+                }
+            }
+            if other.names().is_empty() {
+                cx.err(
+                    to,
+                    k("to"),
+                    "is empty: give \"masquerade\" or at least one IPv4 address",
+                );
+            }
+            SnatTo::Pool(pool)
+        }
+    }
+}
+
+/// `deterministic` (and `block`) of source NAT rule `s`: its inside prefix
+/// (`src`) mapped onto the outside prefix `d` with `block` ports each
+/// (default: as many as `range` allows), refused when the outside
+/// prefix is larger than the inside one, when the range cannot give each
+/// host `block` ports, or when the outside prefix holds one of the
+/// router's own addresses.
+fn deterministic(
+    cx: &mut Ctx<'_>,
+    s: &super::schema::RawSnat,
+    d: &Spanned<String>,
+    k: &dyn Fn(&str) -> String,
+    range: &PortRange,
+    v4: &[Vec<Ipv4Addr>],
+) -> Option<Det> {
+    let Some(src) = &s.src else {
+        cx.err(
+            d,
+            k("src"),
+            "a deterministic rule needs `src`: the inside prefix it maps",
+        );
+        return None;
+    };
+    let inside = match pipeline::prefix::parse(src.get_ref()) {
+        Some((IpAddr::V4(a), l)) => (u32::from(a), l),
+        _ => return None, // refused above with its key
+    };
+    let outside = match pipeline::prefix::parse(d.get_ref()) {
+        Some((IpAddr::V4(a), l)) => (u32::from(a), l),
+        _ => {
+            cx.err(
+                d,
+                k("deterministic"),
+                "must be an IPv4 prefix (the outside addresses)",
+            );
+            return None;
+        }
+    };
+    if outside.1 < inside.1 {
+        cx.err(
+            d,
+            k("deterministic"),
+            format!(
+                "/{} has more addresses than the inside /{} has hosts: give a prefix of /{} or longer (or map hosts 1:1 with [[nat.static]])",
+                outside.1, inside.1, inside.1
+            ),
+        );
+        return None;
+    }
+    let hosts = 1u64 << (32 - u32::from(inside.1));
+    let addrs = 1u64 << (32 - u32::from(outside.1));
+    let max = Det::max_block(inside.1, outside.1, range);
+    let block = match &s.block {
+        None if max == 0 => {
+            cx.err(
+                d,
+                k("deterministic"),
+                format!(
+                    "the port range {}-{} cannot give each of the {hosts} inside hosts a port on {addrs} addresses",
+                    range.lo, range.hi
+                ),
+            );
+            return None;
+        }
+        None => max,
+        Some(b) if (1..=i64::from(max)).contains(b.get_ref()) => *b.get_ref() as u32,
+        Some(b) => {
+            cx.err(
+                b,
+                k("block"),
+                format!(
+                    "the pool cannot give each of the {hosts} inside hosts {} ports: {addrs} addresses of ports {}-{} give each at most {max}",
+                    b.get_ref(),
+                    range.lo,
+                    range.hi
+                ),
+            );
+            return None;
+        }
+    };
+    if let Some(a) = v4
+        .iter()
+        .flatten()
+        .find(|a| pipeline::prefix::in4(u32::from(**a), outside))
+    {
+        cx.err(
+            d,
+            k("deterministic"),
+            format!("holds {a}, an address of the router's own: the outside addresses must be the NAT's alone"),
+        );
+        return None;
+    }
+    Some(Det {
+        inside,
+        outside,
+        block,
+    })
 }

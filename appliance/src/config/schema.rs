@@ -699,7 +699,11 @@ pub(super) struct RawSnat {
     pub(super) out: Spanned<String>,
     pub(super) src: Option<Spanned<String>>,
     /// "masquerade" or a list of addresses.
-    pub(super) to: Spanned<OneOrMany>,
+    pub(super) to: Option<Spanned<OneOrMany>>,
+    /// Deterministic NAT: the outside prefix (`src` the inside one).
+    pub(super) deterministic: Option<Spanned<String>>,
+    /// Deterministic NAT: ports per inside host.
+    pub(super) block: Option<Spanned<i64>>,
     /// "dnat" or "!dnat".
     pub(super) ct_status: Option<Spanned<String>>,
 }

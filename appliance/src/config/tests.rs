@@ -670,7 +670,12 @@ fn export_settings_are_checked() {
     let e = errs(&with("collectors = [\"127.0.0.1:4739\"]\ncolector = 1\n"));
     assert!(e[0].msg.contains("colector"), "{}", e[0]);
     // NAT events to syslog alone: no collector needed.
-    let c = parse(&with("nat_events = true\nsyslog = \"127.0.0.1:514\"\n"), "t.toml", None).unwrap();
+    let c = parse(
+        &with("nat_events = true\nsyslog = \"127.0.0.1:514\"\n"),
+        "t.toml",
+        None,
+    )
+    .unwrap();
     let e = c.export.expect("[export]");
     assert!(e.collectors.is_empty() && e.nat_events);
     assert_eq!(e.syslog, Some("127.0.0.1:514".parse().unwrap()));
@@ -679,4 +684,68 @@ fn export_settings_are_checked() {
     assert!(e[0].msg.contains("nat_events = true"), "{}", e[0]);
     let e = errs(&with("nat_events = true\nsyslog = \"localhost\"\n"));
     assert_eq!(e[0].key, "export.syslog", "{}", e[0]);
+}
+
+/// `[[nat.snat]] deterministic`: the block each host gets, and each
+/// mistake refused with its key.
+#[test]
+fn deterministic_nat_is_checked() {
+    let with = |rule: &str| format!("{GW}\n[[nat.snat]]\nout = \"wan\"\n{rule}");
+    let c = parse(
+        &with("src = \"100.64.0.0/22\"\ndeterministic = \"198.51.100.0/28\"\n"),
+        "t.toml",
+        None,
+    )
+    .unwrap();
+    let det = c.gateway.nat.dets().next().copied().expect("a mapping");
+    assert_eq!((det.ratio(), det.block), (64, 1008));
+    let c = parse(
+        &with("src = \"100.64.0.0/22\"\ndeterministic = \"198.51.100.0/28\"\nblock = 512\n"),
+        "t.toml",
+        None,
+    )
+    .unwrap();
+    assert_eq!(c.gateway.nat.dets().next().unwrap().block, 512);
+    let e = errs(&with(
+        "src = \"100.64.0.0/22\"\ndeterministic = \"198.51.100.0/28\"\nblock = 2000\n",
+    ));
+    assert_eq!(e[0].key, "nat.snat[0].block", "{}", e[0]);
+    assert!(
+        e[0].msg
+            .contains("each of the 1024 inside hosts 2000 ports"),
+        "{}",
+        e[0]
+    );
+    assert!(e[0].msg.contains("at most 1008"), "{}", e[0]);
+    let e = errs(&with(
+        "src = \"100.64.0.0/24\"\ndeterministic = \"198.51.100.0/22\"\n",
+    ));
+    assert_eq!(e[0].key, "nat.snat[0].deterministic", "{}", e[0]);
+    assert!(e[0].msg.contains("more addresses"), "{}", e[0]);
+    let e = errs(&with("deterministic = \"198.51.100.0/28\"\n"));
+    assert_eq!(e[0].key, "nat.snat[0].src", "{}", e[0]);
+    let e = errs(&with(
+        "src = \"100.64.0.0/22\"\ndeterministic = \"198.19.0.0/28\"\n",
+    ));
+    assert!(
+        e[0].msg
+            .contains("198.19.0.1, an address of the router's own"),
+        "{}",
+        e[0]
+    );
+    let e = errs(&with(
+        "src = \"100.64.0.0/22\"\ndeterministic = \"198.51.100.0/28\"\nto = \"masquerade\"\n",
+    ));
+    assert_eq!(e[0].key, "nat.snat[0].to", "{}", e[0]);
+    let e = errs(&with("src = \"100.64.0.0/22\"\n"));
+    assert!(e[0].msg.contains("`deterministic`"), "{}", e[0]);
+    // 2^16 hosts on one address: not a port each.
+    let e = errs(&with(
+        "src = \"100.64.0.0/15\"\ndeterministic = \"198.51.100.7/32\"\n",
+    ));
+    assert!(
+        e[0].msg.contains("cannot give each of the 131072"),
+        "{}",
+        e[0]
+    );
 }

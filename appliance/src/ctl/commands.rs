@@ -33,6 +33,9 @@ commands:
                              bytes each way, gaps, bulk syncs, refusals
   show export                IPFIX flow export: collectors, records and
                              messages sent, records lost, send errors
+  nat lookup PUBLIC PORT     the inside address behind a public address and
+                             port, computed by deterministic NAT (no log)
+  nat lookup INSIDE          an inside host's public address and ports
   state save [FILE]          write the tracked flows to FILE (an absolute
                              path; default [ha] state_file), as a stop does,
                              for a start to read back
@@ -211,6 +214,7 @@ pub fn run(args: &[String], cx: &mut Context<'_>) -> Response {
             Err(e) => Response::error(e),
         },
         ["show", "nat"] => show_nat(cx),
+        ["nat", "lookup", rest @ ..] => nat_lookup(cx, rest),
         ["show", "ha"] => show_ha(cx),
         ["show", "export"] => show_export(cx),
         ["state", "save"] => state_save(cx, None),
@@ -1241,6 +1245,57 @@ fn show_export(cx: &mut Context<'_>) -> Response {
     )
 }
 
+/// `nat lookup PUBLIC PORT`: the inside address a deterministic mapping
+/// gives that public address and port, computed (no log, no state); `nat
+/// lookup INSIDE`: that host's public address and block of ports.
+fn nat_lookup(cx: &mut Context<'_>, args: &[&str]) -> Response {
+    const USAGE: &str = "usage: nat lookup PUBLIC-ADDRESS PORT | nat lookup INSIDE-ADDRESS";
+    let nat = &cx.cfg.gateway.nat;
+    if nat.dets().next().is_none() {
+        return Response::error("no deterministic NAT: no [[nat.snat]] has `deterministic`");
+    }
+    let addr = |s: &str| s.parse::<std::net::Ipv4Addr>().map(u32::from);
+    match args {
+        [a, p] => {
+            let (Ok(a), Ok(p)) = (addr(a), p.parse::<u16>()) else {
+                return Response::error(USAGE);
+            };
+            let public = std::net::Ipv4Addr::from(a);
+            match nat.det_inside(a, p) {
+                Some(i) => {
+                    let inside = std::net::Ipv4Addr::from(i);
+                    Response::ok(
+                        format!("{public} port {p}: {inside}\n"),
+                        json!({ "public": public.to_string(), "port": p, "inside": inside.to_string() }),
+                    )
+                }
+                None => Response::error(format!(
+                    "{public} port {p} is not a deterministic mapping's (not an outside address, or a port in no block)"
+                )),
+            }
+        }
+        [a] => {
+            let Ok(a) = addr(a) else {
+                return Response::error(USAGE);
+            };
+            let inside = std::net::Ipv4Addr::from(a);
+            match nat.det_outside(a) {
+                Some((o, lo, hi)) => {
+                    let public = std::net::Ipv4Addr::from(o);
+                    Response::ok(
+                        format!("{inside}: {public} ports {lo}-{hi}\n"),
+                        json!({ "inside": inside.to_string(), "public": public.to_string(), "ports": [lo, hi] }),
+                    )
+                }
+                None => Response::error(format!(
+                    "{inside} is in no deterministic mapping's inside prefix"
+                )),
+            }
+        }
+        _ => Response::error(USAGE),
+    }
+}
+
 /// The sum over the workers of event `name`.
 fn event_sum(cx: &Context<'_>, cur: &Snapshot, name: &str) -> u64 {
     cx.tel
@@ -1589,6 +1644,13 @@ fn nat_entries(cx: &Context<'_>) -> (String, Vec<serde_json::Value>) {
                 let all: Vec<String> = p.iter().map(|&a| ip(a)).collect();
                 format!("pool {}", all.join(", "))
             }
+            SnatTo::Deterministic(d) => format!(
+                "deterministic {}/{} ({} hosts an address, {} ports each)",
+                ip(d.outside.0),
+                d.outside.1,
+                d.ratio(),
+                d.block
+            ),
         };
         let ct = match r.dnatted {
             Some(true) => " ct_status dnat",

@@ -673,10 +673,15 @@ mod tests {
         let i = ct.open(o, r, 0, None).unwrap();
         ct.export_nat_create(i);
         let c = rx.pop().unwrap();
-        assert_eq!((c.nat, c.seen, c.sent), (Some(NatEvent::SessionCreate), o, r.reverse()));
+        assert_eq!(
+            (c.nat, c.seen, c.sent),
+            (Some(NatEvent::SessionCreate), o, r.reverse())
+        );
         ct.tick(5_000_000_000);
         ct.delete_flows(0, 64, &crate::conntrack::Filter::default());
-        let kinds: Vec<_> = std::iter::from_fn(|| rx.pop().ok()).map(|r| r.nat).collect();
+        let kinds: Vec<_> = std::iter::from_fn(|| rx.pop().ok())
+            .map(|r| r.nat)
+            .collect();
         // Its flow had no packet counted: only the session's end.
         assert_eq!(kinds, [Some(NatEvent::SessionDelete)]);
         for _ in 0..3 {

@@ -394,6 +394,7 @@ impl<C: StageClock> Gateway<C> {
             multi,
             mut reply,
             pick,
+            det,
             hash: mut first_hash,
         } = match plan {
             Plan4::Open(o) => o,
@@ -407,7 +408,7 @@ impl<C: StageClock> Gateway<C> {
         // A translated source's port as it is to be tried now: the planned
         // one unless the flows opened since went past it (its bucket then
         // on its way only from here).
-        if pick {
+        if pick && det.is_none() {
             let planned = reply.dport;
             self.next_port_of(&mut reply);
             if reply.dport != planned {
@@ -440,7 +441,11 @@ impl<C: StageClock> Gateway<C> {
             }
         }
         let hr = if pick {
-            match self.pick_port(&mut reply, first_hash) {
+            let picked = match det {
+                Some((lo, len)) => self.pick_det(&mut reply, first_hash, lo, len),
+                None => self.pick_port(&mut reply, first_hash),
+            };
+            match picked {
                 Some(h) => h,
                 None => {
                     self.nat_events[nat::Event::Exhausted as usize] += 1;
@@ -562,6 +567,7 @@ impl<C: StageClock> Gateway<C> {
         // matched (it does not depend on their verdict).
         let mut reply = tuple4(dst, src, dport, t.sport, proto);
         let mut snat_entry = 0;
+        let mut det = None;
         let snat_addr = if dnat && out == in_port && !self.nat.no_hairpin {
             self.router.source4(out).map(|(a, _)| u32::from(a))
         } else if let Some((e, o)) = self.nat.static_out_entry(src) {
@@ -579,6 +585,13 @@ impl<C: StageClock> Gateway<C> {
                             Some(p[hsh as usize % p.len()])
                         }
                         SnatTo::Pool(_) => None,
+                        SnatTo::Deterministic(d) => {
+                            d.map(src, &self.nat.ports).map(|(a, start)| {
+                                let (lo, len) = d.share(start, self.worker, self.workers);
+                                det = Some((lo as u16, len as u16));
+                                a
+                            })
+                        }
                     }
                 }
                 None => None,
@@ -588,8 +601,20 @@ impl<C: StageClock> Gateway<C> {
         if let Some(a) = snat_addr {
             reply.dst = v4(a);
         }
-        if pick {
-            self.port_ahead(&mut reply, ahead);
+        match det {
+            // A deterministic mapping's port: from this worker's share of
+            // the host's block, first tried where the flow's ports put it.
+            Some((lo, len)) if pick => {
+                let k = (u32::from(t.sport).wrapping_mul(0x9e37) ^ u32::from(t.dport))
+                    % u32::from(len.max(1));
+                let p = (u32::from(lo) + k) as u16;
+                reply.dport = p;
+                if proto == IpProto::ICMP {
+                    reply.sport = p;
+                }
+            }
+            _ if pick => self.port_ahead(&mut reply, ahead),
+            _ => {}
         }
         // Hashed once: the prefetch, the port's check or the reply's
         // lookup, and the insert use it.
@@ -606,6 +631,7 @@ impl<C: StageClock> Gateway<C> {
             multi,
             reply,
             pick,
+            det,
             hash,
         })
     }

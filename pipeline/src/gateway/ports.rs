@@ -28,6 +28,7 @@ impl<C: StageClock> Gateway<C> {
             || self.nat.snat.iter().any(|r| match &r.to {
                 SnatTo::Pool(p) => p.contains(&dst),
                 SnatTo::Masquerade => false,
+                SnatTo::Deterministic(d) => d.is_outside(dst),
             });
         let o = if self
             .nat
@@ -39,7 +40,7 @@ impl<C: StageClock> Gateway<C> {
         {
             Some(0)
         } else if to_nat && has_ports(t.proto) {
-            self.nat.ports.owner(t.dport, self.workers)
+            self.nat.port_owner(dst, t.dport, self.workers)
         } else {
             None
         };
@@ -66,6 +67,30 @@ impl<C: StageClock> Gateway<C> {
             }
             self.next_port_of(r);
             h = r.hash();
+        }
+        None
+    }
+
+    /// Chooses a free port for reply tuple `r` (hashed `h`, its port the
+    /// first to try) in this worker's share of a deterministic mapping's
+    /// block, `len` ports from `lo`: the hash of `r` with the port chosen,
+    /// or `None` when [`NAT_PROBES`] tries (or the whole share) found
+    /// none.
+    pub(super) fn pick_det(&self, r: &mut Tuple, mut h: u64, lo: u16, len: u16) -> Option<u64> {
+        let n = u32::from(len);
+        let first = u32::from(r.dport).wrapping_sub(u32::from(lo));
+        for k in 0..n.min(NAT_PROBES) {
+            if k > 0 {
+                let p = (u32::from(lo) + (first + k) % n) as u16;
+                r.dport = p;
+                if r.proto == IpProto::ICMP {
+                    r.sport = p;
+                }
+                h = r.hash();
+            }
+            if !self.ct.contains_hashed(r, h) {
+                return Some(h);
+            }
         }
         None
     }

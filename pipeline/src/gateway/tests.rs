@@ -2092,3 +2092,103 @@ fn stage_clock_switches_while_flows_go_on() {
 }
 
 mod fragments;
+
+/// Deterministic NAT with two workers: each inside host's flows leave
+/// from the address and block its offset gives it, each worker's from its
+/// share of the block; the replies go to the worker that owns the port;
+/// the public address and port computed back give the host.
+#[test]
+fn deterministic_nat_maps_each_host_to_its_block_and_back() {
+    let det = crate::nat::Det {
+        inside: (a("198.18.0.0"), 24),
+        outside: (a("198.19.0.16"), 28),
+        block: 4000,
+    };
+    let mut nat = nat_cfg(PortRange::default());
+    nat.snat[0].to = SnatTo::Deterministic(det);
+    let cfg = GatewayConfig {
+        workers: 2,
+        ..config_with(vec![], Action::Accept, nat.clone(), 256)
+    };
+    let mut w: Vec<Gateway> = (0..2).map(|i| Gateway::new(router(), &cfg, i)).collect();
+    for g in &mut w {
+        g.tick(S);
+    }
+    // 256 hosts on 16 addresses: 16 a address, 4,000 ports each.
+    assert_eq!(det.ratio(), 16);
+    // (Not .0, .1 or .255: the inside prefix is the router's connected subnet, .1 its address.)
+    for host in [2u32, 15, 16, 100, 254] {
+        let src = std::net::Ipv4Addr::from(a("198.18.0.0") + host).to_string();
+        let out = a("198.19.0.16") + host / 16;
+        let start = 1024 + (host % 16) * 4000;
+        for (i, g) in w.iter_mut().enumerate() {
+            for n in 0..3u16 {
+                let mut f = pkt(R0, &src, 30000 + n, SERVER, 53 + i as u16, 17, 0, b"q");
+                assert_eq!(g.process(&mut f, 0), Verdict::Forward(1));
+                let (s, p, _, _) = addrs(&f);
+                assert_eq!(s, out, "{src}");
+                let share = start + i as u32 * 2000;
+                assert!(
+                    (share..share + 2000).contains(&u32::from(p)),
+                    "{src} on worker {i}: port {p} not in {share}+2000"
+                );
+                assert_eq!(nat.det_inside(s, p), Some(a("198.18.0.0") + host));
+                assert_eq!(nat.port_owner(s, p, 2), Some(i as u16));
+            }
+        }
+        // The reply to worker 1's flow, received by worker 0: handed over.
+        let mut f = pkt(R0, &src, 31000, SERVER, 99, 17, 0, b"q");
+        assert_eq!(w[1].process(&mut f, 0), Verdict::Forward(1));
+        let mut r = reply_to(&f, R1, 0);
+        assert_eq!(w[0].process(&mut r, 1), Verdict::Handoff(1));
+        assert_eq!(w[1].process(&mut r, 1), Verdict::Forward(0));
+        // To the host (or, with no neighbour entry for it, the ARP
+        // request for it that the router sends first).
+        let to = if r[12..14] == [0x08, 0x06] {
+            u32::from_be_bytes([r[38], r[39], r[40], r[41]])
+        } else {
+            addrs(&r).2
+        };
+        assert_eq!(to, a(&src));
+    }
+    // Outside the inside prefix: not this rule's.
+    assert_eq!(nat.det_outside(a("198.20.0.1")), None);
+    assert_eq!(
+        nat.det_outside(a("198.18.0.17")),
+        Some((a("198.19.0.17"), 1024 + 4000, 1024 + 8000 - 1))
+    );
+}
+
+/// A host whose share of its block is full gets no more flows: counted
+/// as exhausted, nothing taken from another host's block.
+#[test]
+fn a_full_deterministic_block_is_exhausted_not_borrowed() {
+    let det = crate::nat::Det {
+        inside: (a("198.18.0.0"), 24),
+        outside: (a("198.19.0.1"), 32),
+        block: 4,
+    };
+    let mut nat = nat_cfg(PortRange { lo: 1024, hi: 2047 });
+    nat.snat[0].to = SnatTo::Deterministic(det);
+    let mut g = gateway_with(vec![], Action::Accept, nat, 256);
+    let mut seen = std::collections::BTreeSet::new();
+    for n in 0..4u16 {
+        let mut f = pkt(R0, CLIENT, 30000 + n, SERVER, 53, 17, 0, b"q");
+        assert_eq!(g.process(&mut f, 0), Verdict::Forward(1));
+        seen.insert(addrs(&f).1);
+    }
+    // Host 10 of the /24: ports 1064..1067.
+    assert_eq!(
+        seen.into_iter().collect::<Vec<_>>(),
+        vec![1064, 1065, 1066, 1067]
+    );
+    let mut f = pkt(R0, CLIENT, 30010, SERVER, 53, 17, 0, b"q");
+    assert_eq!(
+        g.process(&mut f, 0),
+        Verdict::Drop(DropReason::NatExhausted)
+    );
+    // Another host still has its own.
+    let mut f = pkt(R0, CLIENT2, 30000, SERVER, 53, 17, 0, b"q");
+    assert_eq!(g.process(&mut f, 0), Verdict::Forward(1));
+    assert_eq!(addrs(&f).1 / 4, 1104 / 4);
+}
