@@ -13,46 +13,12 @@ mod common;
 
 use common::{as_root, ctl_json, have, Nets};
 
+/// What the lab's gateway adds (`common::lab_gateway`): the mapping.
 const CONFIG: &str = r#"
-[run]
-duration = 0
-
-[[port]]
-name = "inside"
-driver = "afpacket"
-ipv4 = ["198.18.0.1/24"]
-[port.afpacket]
-iface = "r0"
-
-[[port]]
-name = "outside"
-driver = "afpacket"
-ipv4 = ["198.19.0.1/24"]
-[port.afpacket]
-iface = "r1"
-
-[[worker]]
-core = 0
-mode = "l3fwd"
-rx = ["inside", "outside"]
-[worker.poll]
-mode = "interrupt"
-
-[firewall]
-default = "drop"
-
-[[firewall.rule]]
-action = "accept"
-in = "inside"
-state = ["new"]
-
 [[nat.snat]]
 out = "outside"
 src = "198.18.0.0/24"
 deterministic = "198.19.100.0/28"
-
-[management]
-socket = "SOCK"
 "#;
 
 /// Answers each datagram with "ADDR PORT" of its sender.
@@ -103,7 +69,7 @@ fn each_host_leaves_from_its_block_and_is_computed_back() {
     let _server = common::python_in(s, &dir.join("server.py"));
     let sock = dir.join("sluice.sock");
     let cfg = dir.join("r.toml");
-    std::fs::write(&cfg, CONFIG.replace("SOCK", &sock.display().to_string())).unwrap();
+    std::fs::write(&cfg, common::lab_gateway(CONFIG, &sock)).unwrap();
     let _sluice = common::sluice_in(r, &cfg, &sock);
     std::thread::sleep(std::time::Duration::from_millis(300));
     let out = n.sh(c, &format!("python3 {}", dir.join("client.py").display()));

@@ -16,40 +16,9 @@ mod common;
 use common::{as_root, ctl_json, have, Nets};
 use std::process::{Command, Stdio};
 
+/// What the lab's gateway adds (`common::lab_gateway`): masquerade, and
+/// the export to both collectors and syslog.
 const CONFIG: &str = r#"
-[run]
-duration = 0
-stats_period = 0.5
-
-[[port]]
-name = "inside"
-driver = "afpacket"
-ipv4 = ["198.18.0.1/24"]
-[port.afpacket]
-iface = "r0"
-
-[[port]]
-name = "outside"
-driver = "afpacket"
-ipv4 = ["198.19.0.1/24"]
-[port.afpacket]
-iface = "r1"
-
-[[worker]]
-core = 0
-mode = "l3fwd"
-rx = ["inside", "outside"]
-[worker.poll]
-mode = "interrupt"
-
-[firewall]
-default = "drop"
-
-[[firewall.rule]]
-action = "accept"
-in = "inside"
-state = ["new"]
-
 [[nat.snat]]
 out = "outside"
 src = "198.18.0.0/24"
@@ -60,9 +29,6 @@ collectors = ["127.0.0.1:NFCAPD", "127.0.0.1:PCAP"]
 domain = 7
 nat_events = true
 syslog = "127.0.0.1:SYSLOG"
-
-[management]
-socket = "SOCK"
 "#;
 
 /// UDP echo on 7000; on TCP 9000, reads to the end and closes.
@@ -235,11 +201,13 @@ fn collectors_decode_every_record_with_the_counts_and_nat_sluice_saw() {
     let cfg = dir.join("r.toml");
     std::fs::write(
         &cfg,
-        CONFIG
-            .replace("NFCAPD", &nf_port.to_string())
-            .replace("PCAP", &pcap_port.to_string())
-            .replace("SYSLOG", &syslog_port.to_string())
-            .replace("SOCK", &sock.display().to_string()),
+        common::lab_gateway(
+            &CONFIG
+                .replace("NFCAPD", &nf_port.to_string())
+                .replace("PCAP", &pcap_port.to_string())
+                .replace("SYSLOG", &syslog_port.to_string()),
+            &sock,
+        ),
     )
     .unwrap();
     let sluice = common::sluice_in(r, &cfg, &sock);
@@ -281,10 +249,14 @@ fn collectors_decode_every_record_with_the_counts_and_nat_sluice_saw() {
     // Its two records, and its NAT session's create and delete.
     let sent = sent + 4;
     std::thread::sleep(std::time::Duration::from_millis(300));
+    // nfcapd writes its file as it stops: waited for (killed before it
+    // has, it left a file nfdump could not read).
     common::signal(&nfcapd, "-TERM");
+    let mut nfcapd = nfcapd;
+    common::until("nfcapd stops", 20, || {
+        nfcapd.0.try_wait().unwrap().is_some()
+    });
     drop(collector);
-    drop(nfcapd);
-    std::thread::sleep(std::time::Duration::from_millis(500));
 
     // nfdump: every record, with Sluice's counts and translations.
     let out = Command::new("nfdump")
@@ -299,7 +271,8 @@ fn collectors_decode_every_record_with_the_counts_and_nat_sluice_saw() {
         "nfdump: {text}{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let all: Vec<serde_json::Value> = serde_json::from_str(&text).expect("nfdump's JSON");
+    let all: Vec<serde_json::Value> =
+        serde_json::from_str(&text).unwrap_or_else(|e| panic!("nfdump's JSON: {e}: {text}"));
     assert_eq!(all.len() as u64, sent, "{all:?}");
     // Flows' records, and NAT events (RFC 8158: nfdump names them).
     let (events, recs): (Vec<_>, Vec<_>) =

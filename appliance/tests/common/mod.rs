@@ -637,3 +637,52 @@ pub fn conns_to_9000(sock: &Path) -> usize {
         t.iter().filter(|f| f["orig"]["dport"] == 9000).count()
     })
 }
+
+/// The namespace lab's gateway (`Nets::mirror_lab`'s `r`): ports `inside`
+/// (`r0`, 198.18.0.1/24) and `outside` (`r1`, 198.19.0.1/24) on
+/// AF_PACKET, one l3fwd worker on interrupts, a firewall that lets new
+/// flows in from inside only, the control socket at `sock`; `rest` (the
+/// NAT rules, `[export]`, …) after them.
+#[allow(dead_code)] // Not every test binary runs one.
+pub fn lab_gateway(rest: &str, sock: &Path) -> String {
+    format!(
+        r#"
+[run]
+duration = 0
+stats_period = 0.5
+
+[[port]]
+name = "inside"
+driver = "afpacket"
+ipv4 = ["198.18.0.1/24"]
+[port.afpacket]
+iface = "r0"
+
+[[port]]
+name = "outside"
+driver = "afpacket"
+ipv4 = ["198.19.0.1/24"]
+[port.afpacket]
+iface = "r1"
+
+[[worker]]
+core = 0
+mode = "l3fwd"
+rx = ["inside", "outside"]
+[worker.poll]
+mode = "interrupt"
+
+[firewall]
+default = "drop"
+
+[[firewall.rule]]
+action = "accept"
+in = "inside"
+state = ["new"]
+
+[management]
+socket = "{}"
+{rest}"#,
+        sock.display()
+    )
+}
