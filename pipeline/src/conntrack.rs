@@ -1014,8 +1014,9 @@ impl ConnTrack {
     /// translates and routes through the reference instead of indexing
     /// the slot again for each): the live flow of `t`, the packet's
     /// direction and what the state machine made of it. A packet the
-    /// state machine takes is accounted ([`ConnTrack::account`]: `bytes`
-    /// of IP, in on `in_port`).
+    /// state machine takes is accounted when flows are
+    /// ([`ConnTrack::account`]: `bytes()` of IP, read only then, in on
+    /// `in_port`).
     #[allow(clippy::too_many_arguments)]
     #[inline(always)]
     pub(crate) fn track_hashed(
@@ -1025,13 +1026,15 @@ impl ConnTrack {
         hint: Option<u32>,
         flags: u16,
         seg: Option<&Segment>,
-        bytes: usize,
+        bytes: impl FnOnce() -> usize,
         in_port: u16,
     ) -> Option<(&mut Flow, bool, Conn)> {
         let (i, reply) = self.find_hashed(t, h, hint)?;
         let conn = self.step_slot(i as usize, reply, flags, seg)?;
-        if conn != Conn::Invalid {
-            self.account(i, reply, bytes, flags, in_port);
+        if !self.acct.is_empty() && conn != Conn::Invalid {
+            // Out of line: inlined, the path's registers spilled around
+            // it (3 instructions a packet more without export, counted).
+            self.account_out_of_line(i, reply, bytes(), flags, in_port);
         }
         Some((&mut self.slots[i as usize], reply, conn))
     }

@@ -140,6 +140,9 @@ pub struct Gateway<C: StageClock = NoClock> {
     ct: ConnTrack,
     ports: Option<PortRange>,
     next_port: u32,
+    /// Whether a source NAT rule is deterministic (its flows' ports are
+    /// picked from their host's block, not from `ports`).
+    det: bool,
     hits: Vec<u64>,
     hits_out: Option<RuleHits>,
     /// The firewall's and NAT's counters (the router and conntrack keep
@@ -263,10 +266,6 @@ struct Open4 {
     /// the port [`Gateway::pick_port`] was expected to try first.
     reply: Tuple,
     pick: bool,
-    /// A deterministic mapping's share of the host's block for this
-    /// worker (first port, ports), where the port is picked instead of
-    /// from the worker's slice of the range.
-    det: Option<(u16, u16)>,
     /// `reply`'s hash (its index bucket prefetched).
     hash: u64,
 }
@@ -300,6 +299,7 @@ impl<C: StageClock> Clone for Gateway<C> {
             ct: self.ct.empty_like(),
             ports: self.ports,
             next_port: self.next_port,
+            det: self.det,
             hits: vec![0; self.hits.len()],
             hits_out: None,
             fw_events: [0; firewall::Event::COUNT],
@@ -476,6 +476,7 @@ impl<C: StageClock> Gateway<C> {
             },
             ports,
             next_port: 0,
+            det: cfg.nat.dets().next().is_some(),
             hits: vec![0; cfg.rules.rules().len() + cfg.nat.entries()],
             hits_out: None,
             fw_events: [0; firewall::Event::COUNT],
@@ -503,6 +504,7 @@ impl<C: StageClock> Gateway<C> {
             ct,
             ports,
             next_port,
+            det,
             hits,
             hits_out,
             fw_events,
@@ -524,6 +526,7 @@ impl<C: StageClock> Gateway<C> {
             ct,
             ports,
             next_port,
+            det,
             hits,
             hits_out,
             fw_events,
@@ -562,6 +565,7 @@ impl<C: StageClock> Gateway<C> {
         self.hits = vec![0; self.rules.rules().len() + self.nat.entries()];
         self.hits_out = u.hits.clone();
         self.ports = self.nat.ports.slice(self.worker, self.workers);
+        self.det = self.nat.dets().next().is_some();
         // Where it was (within the new slice): not back to its start.
         self.next_port = self.ports.map_or(0, |r| self.next_port % r.len());
     }
@@ -878,6 +882,7 @@ impl<C: StageClock> ForwardMode for Gateway<C> {
             }
             self.clock.mark(Stage::Parse);
             let windows = self.ct.tcp_window();
+            let exported = self.ct.exports();
             let lpm = self.router.lpm4();
             // The lanes planned below.
             let mut new = 0u64;
@@ -900,8 +905,10 @@ impl<C: StageClock> ForwardMode for Gateway<C> {
                         }
                     }
                     // Its accounting, when flows are exported.
-                    if let Some(a) = l.hint.and_then(|v| self.ct.acct_at(v)) {
-                        pf(a);
+                    if exported {
+                        if let Some(a) = l.hint.and_then(|v| self.ct.acct_at(v)) {
+                            pf(a);
+                        }
                     }
                 }
             }
@@ -916,12 +923,7 @@ impl<C: StageClock> ForwardMode for Gateway<C> {
                 new &= new - 1;
                 if let Some(l) = &mut lanes[i] {
                     let plan = self.plan4::<P>(&l.t, in_port, ahead);
-                    if let Plan4::Open(Open4 {
-                        pick: true,
-                        det: None,
-                        ..
-                    }) = plan
-                    {
+                    if let Plan4::Open(Open4 { pick: true, .. }) = plan {
                         ahead += 1;
                     }
                     l.plan = Some(plan);

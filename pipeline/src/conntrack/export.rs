@@ -224,6 +224,25 @@ impl ConnTrack {
         self.tick_export();
     }
 
+    /// Whether anything is exported ([`ConnTrack::set_export`]): flow
+    /// records, NAT events or both.
+    #[inline]
+    pub fn exporting(&self) -> bool {
+        self.export.0.is_some()
+    }
+
+    /// Flow `i` just opened by a packet of `bytes` of IP (TCP `flags`,
+    /// in on `in_port`): its first packet accounted, and its NAT
+    /// session's creation written if it is translated and NAT events are.
+    #[cold]
+    #[inline(never)]
+    pub fn export_opened(&mut self, i: u32, bytes: usize, flags: u16, in_port: u16) {
+        self.account(i, false, bytes, flags, in_port);
+        if self.nat_events() && self.slots[i as usize].nat() {
+            self.export_nat_create(i);
+        }
+    }
+
     /// Whether NAT events are written ([`ConnTrack::set_export`]).
     #[inline]
     pub fn nat_events(&self) -> bool {
@@ -325,6 +344,19 @@ impl ConnTrack {
         self.acct
             .get((hint >> 1) as usize)
             .map(|a| std::ptr::from_ref(a).cast())
+    }
+
+    /// [`ConnTrack::account`], not inlined (the established path's).
+    #[inline(never)]
+    pub(super) fn account_out_of_line(
+        &mut self,
+        i: u32,
+        reply: bool,
+        bytes: usize,
+        flags: u16,
+        in_port: u16,
+    ) {
+        self.account(i, reply, bytes, flags, in_port);
     }
 
     /// A new flow took slot `i`: its accounting starts at zero, under a

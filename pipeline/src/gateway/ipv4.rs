@@ -234,10 +234,9 @@ impl<C: StageClock> Gateway<C> {
         } else {
             None
         };
-        let bytes = usize::from(u16::from_be_bytes([
-            pkt.bytes()[ETH + 2],
-            pkt.bytes()[ETH + 3],
-        ]));
+        // The IP length, read only when flows are accounted.
+        let b = pkt.bytes();
+        let bytes = || usize::from(u16::from_be_bytes([b[ETH + 2], b[ETH + 3]]));
         if let Some((f, reply, conn)) =
             self.ct
                 .track_hashed(t, lane.h, lane.hint, flags, seg.as_ref(), bytes, in_port)
@@ -394,7 +393,6 @@ impl<C: StageClock> Gateway<C> {
             multi,
             mut reply,
             pick,
-            det,
             hash: mut first_hash,
         } = match plan {
             Plan4::Open(o) => o,
@@ -405,6 +403,14 @@ impl<C: StageClock> Gateway<C> {
             Plan4::NoRoute { dnat: true } => return Verdict::Drop(DropReason::NoRoute),
         };
         let out = hop.port;
+        // A deterministic mapping's flow: its port from this worker's
+        // share of its host's block (worked out again: the plan does not
+        // carry it, which would cost every new flow its copy).
+        let det = if pick && self.det {
+            self.det_share_of(addr4(t.src), snat_entry)
+        } else {
+            None
+        };
         // A translated source's port as it is to be tried now: the planned
         // one unless the flows opened since went past it (its bucket then
         // on its way only from here).
@@ -469,12 +475,9 @@ impl<C: StageClock> Gateway<C> {
         self.clock.mark(Stage::Conntrack);
         match opened {
             Ok(i) => {
-                if self.ct.exports() {
+                if self.ct.exporting() {
                     let len = Ipv4Packet::new_unchecked(&pkt.bytes()[ETH..]).total_len();
-                    self.ct.account(i, false, usize::from(len), flags, in_port);
-                }
-                if self.ct.nat_events() && self.ct.flow(i).nat() {
-                    self.ct.export_nat_create(i);
+                    self.ct.export_opened(i, usize::from(len), flags, in_port);
                 }
                 let f = self.ct.flow(i);
                 // The tuple as sent.
@@ -585,13 +588,10 @@ impl<C: StageClock> Gateway<C> {
                             Some(p[hsh as usize % p.len()])
                         }
                         SnatTo::Pool(_) => None,
-                        SnatTo::Deterministic(d) => {
-                            d.map(src, &self.nat.ports).map(|(a, start)| {
-                                let (lo, len) = d.share(start, self.worker, self.workers);
-                                det = Some((lo as u16, len as u16));
-                                a
-                            })
-                        }
+                        SnatTo::Deterministic(d) => self.det_share(d, src).map(|(a, share)| {
+                            det = Some(share);
+                            a
+                        }),
                     }
                 }
                 None => None,
@@ -631,7 +631,6 @@ impl<C: StageClock> Gateway<C> {
             multi,
             reply,
             pick,
-            det,
             hash,
         })
     }

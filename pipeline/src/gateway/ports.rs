@@ -71,6 +71,27 @@ impl<C: StageClock> Gateway<C> {
         None
     }
 
+    /// Deterministic mapping `d`'s outside address for inside host `src`,
+    /// and this worker's share of the host's block (first port, ports).
+    pub(super) fn det_share(&self, d: &crate::nat::Det, src: u32) -> Option<(u32, (u16, u16))> {
+        let (a, start) = d.map(src, &self.nat.ports)?;
+        let (lo, len) = d.share(start, self.worker, self.workers);
+        Some((a, (lo as u16, len as u16)))
+    }
+
+    /// [`Gateway::det_share`]'s share for a new flow from `src` that
+    /// source NAT entry `snat_entry` translates, if that rule is
+    /// deterministic.
+    #[inline(never)]
+    pub(super) fn det_share_of(&self, src: u32, snat_entry: usize) -> Option<(u16, u16)> {
+        let base = self.nat.dnat.len() + self.nat.statics.len() + 1;
+        let r = self.nat.snat.get(snat_entry.checked_sub(base)?)?;
+        match &r.to {
+            SnatTo::Deterministic(d) => self.det_share(d, src).map(|(_, s)| s),
+            _ => None,
+        }
+    }
+
     /// Chooses a free port for reply tuple `r` (hashed `h`, its port the
     /// first to try) in this worker's share of a deterministic mapping's
     /// block, `len` ports from `lo`: the hash of `r` with the port chosen,
