@@ -228,7 +228,30 @@ fn run_as_the_unit_runs_it_it_routes_and_holds_no_capability() {
 
     // ExecReload: SIGHUP to the main process; then the stop.
     assert_eq!(values("ExecReload"), ["/bin/kill -HUP $MAINPID"]);
+    // Its stderr read as it comes: the reload is built off the
+    // management thread, and a SIGTERM sent before it is installed (a busy
+    // CI machine) stopped the run before it said so.
+    let mut child = child;
+    let err_pipe = child.0.stderr.take().unwrap();
+    let err_text = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
+    let reader = {
+        let err_text = err_text.clone();
+        std::thread::spawn(move || {
+            use std::io::BufRead;
+            for line in std::io::BufReader::new(err_pipe)
+                .lines()
+                .map_while(Result::ok)
+            {
+                let mut t = err_text.lock().unwrap();
+                t.push_str(&line);
+                t.push('\n');
+            }
+        })
+    };
     common::signal(&child, "-HUP");
+    common::until("the SIGHUP's reload installed", 20, || {
+        err_text.lock().unwrap().contains("SIGHUP:")
+    });
     let o = common::ctl(&sock, &["show", "ports"]);
     assert!(o.status.success(), "{o:?}");
     common::signal(&child, "-TERM");
@@ -241,7 +264,10 @@ fn run_as_the_unit_runs_it_it_routes_and_holds_no_capability() {
             break;
         }
     }
-    let (code, err) = wait_with_stderr(child);
+    common::until("Sluice stops", 20, || child.0.try_wait().unwrap().is_some());
+    let code = child.0.wait().unwrap().code();
+    reader.join().unwrap();
+    let err = err_text.lock().unwrap().clone();
     assert_eq!(code, Some(0), "{err}");
     assert!(
         err.contains("privileges: uid 65534, gid 65534, capabilities kept: none"),
