@@ -270,11 +270,6 @@ impl NatConfig {
         }
     }
 
-    /// Whether `a` is a deterministic mapping's outside address.
-    pub fn is_det_outside(&self, a: u32) -> bool {
-        self.dets().any(|d| d.is_outside(a))
-    }
-
     /// The inside address behind public address `a` and `port`, where a
     /// deterministic mapping says (`sluice ctl nat lookup`).
     pub fn det_inside(&self, a: u32, port: u16) -> Option<u32> {

@@ -308,15 +308,6 @@ impl ConnTrack {
         !self.acct.is_empty()
     }
 
-    /// The table's time since its export was set, in milliseconds (what a
-    /// record's times are measured in); 0 without an export.
-    pub fn export_ms(&self) -> u64 {
-        self.export
-            .0
-            .as_ref()
-            .map_or(0, |e| self.now_ns.saturating_sub(e.base_ns) / 1_000_000)
-    }
-
     /// Accounts a packet of flow `i` in direction `reply`: `bytes` of IP,
     /// its TCP flags (ICMP: type << 8 | code) `flags`, in on port
     /// `in_port`. One comparison when flows are
