@@ -44,6 +44,8 @@ pub const V4_ID: u16 = 256;
 pub const V6_ID: u16 = 257;
 /// The NAT44 events' template ID.
 pub const NAT_ID: u16 = 258;
+/// The port-block events' template ID.
+pub const BLOCK_ID: u16 = 259;
 
 const HEADER: usize = 16;
 const SET_HEADER: usize = 4;
@@ -132,6 +134,21 @@ pub const NAT44: &[Field] = &[
     (226, 4),
     (11, 2),
     (228, 2),
+];
+
+/// Port-block events' template (RFC 8158's port block allocation and
+/// de-allocation, section 4.7): observationTimeMilliseconds, natEvent,
+/// sourceIPv4Address, postNATSourceIPv4Address, portRangeStart,
+/// portRangeEnd, portRangeStepSize, portRangeNumPorts.
+pub const BLOCK: &[Field] = &[
+    (323, 8),
+    (230, 1),
+    (8, 4),
+    (225, 4),
+    (361, 2),
+    (362, 2),
+    (363, 2),
+    (364, 2),
 ];
 
 /// A template's record length.
@@ -228,7 +245,7 @@ impl Encoder {
         let at = self.msg.len();
         self.msg.extend_from_slice(&2u16.to_be_bytes());
         self.msg.extend_from_slice(&0u16.to_be_bytes());
-        for (id, fields) in [(V4_ID, V4), (V6_ID, V6), (NAT_ID, NAT44)] {
+        for (id, fields) in [(V4_ID, V4), (V6_ID, V6), (NAT_ID, NAT44), (BLOCK_ID, BLOCK)] {
             self.msg.extend_from_slice(&id.to_be_bytes());
             self.msg
                 .extend_from_slice(&(fields.len() as u16).to_be_bytes());
@@ -248,7 +265,9 @@ impl Encoder {
     /// records were lost before it) is handed to `send` first.
     pub fn add(&mut self, r: &Record, now_s: u32, send: &mut dyn FnMut(&[u8], u32)) {
         let v4 = is_v4(r.seen.src) && is_v4(r.seen.dst) && is_v4(r.sent.src) && is_v4(r.sent.dst);
+        use pipeline::conntrack::export::NatEvent;
         let (id, fields) = match (r.nat, v4) {
+            (Some(NatEvent::BlockAllocate | NatEvent::BlockRelease), true) => (BLOCK_ID, BLOCK),
             (Some(_), true) => (NAT_ID, NAT44),
             // NAT events are NAT44's only.
             (Some(_), false) => return,
@@ -351,6 +370,14 @@ impl Encoder {
             148 => m.extend_from_slice(&r.flow_id.to_be_bytes()),
             323 => m.extend_from_slice(&time(r.start_ms).to_be_bytes()),
             230 => m.push(r.nat.map_or(0, |e| e as u8)),
+            // A block: the source and destination ports as sent are its
+            // first and last (`pipeline::conntrack::blocks::block_tuples`).
+            361 => m.extend_from_slice(&r.sent.sport.to_be_bytes()),
+            362 => m.extend_from_slice(&r.sent.dport.to_be_bytes()),
+            363 => m.extend_from_slice(&1u16.to_be_bytes()),
+            364 => m.extend_from_slice(
+                &(r.sent.dport.wrapping_sub(r.sent.sport).wrapping_add(1)).to_be_bytes(),
+            ),
             _ => unreachable!("information element {ie} is in no template"),
         }
     }
@@ -388,6 +415,20 @@ pub fn syslog_line(r: &Record, at: u64, host: &str, pid: u32) -> Option<String> 
         NatEvent::SessionCreate => (134, "session create"),
         NatEvent::SessionDelete => (134, "session delete"),
         NatEvent::PortsExhausted => (132, "ports exhausted"),
+        NatEvent::BlockAllocate | NatEvent::BlockRelease => {
+            let what = if ev == NatEvent::BlockAllocate {
+                "allocate"
+            } else {
+                "release"
+            };
+            return Some(format!(
+                "<134>1 {ts} {host} sluice {pid} NAT44 - NAT44 port block {what} {} as {} ports {}-{}",
+                pipeline::conntrack::address(o.src),
+                pipeline::conntrack::address(x.src),
+                x.sport,
+                x.dport
+            ));
+        }
     };
     let proto = match o.proto {
         6 => "tcp".to_string(),
@@ -701,6 +742,45 @@ mod tests {
             (u16_at(&t, nat_at), u16_at(&t, nat_at + 2)),
             (NAT_ID, NAT44.len() as u16)
         );
-        assert_eq!(t.len(), 20 + 12 + 4 * (V4.len() + V6.len() + NAT44.len()));
+        let block_at = nat_at + 4 + 4 * NAT44.len();
+        assert_eq!(
+            (u16_at(&t, block_at), u16_at(&t, block_at + 2)),
+            (BLOCK_ID, BLOCK.len() as u16)
+        );
+        assert_eq!(
+            t.len(),
+            20 + 16 + 4 * (V4.len() + V6.len() + NAT44.len() + BLOCK.len())
+        );
+    }
+
+    #[test]
+    fn a_port_block_event_has_its_range() {
+        use pipeline::conntrack::blocks::{block_tuples, Change};
+        use pipeline::conntrack::export::NatEvent;
+        let (seen, sent) = block_tuples(&Change {
+            inside: 0x6440_0005,
+            outside: 0xc613_0001,
+            lo: 1536,
+            hi: 2047,
+        });
+        let mut r = rec(0, false, 0);
+        (r.seen, r.sent, r.nat) = (seen, sent, Some(NatEvent::BlockAllocate));
+        let out = encode(&[r], 1400);
+        let m = &out[0].0;
+        assert_eq!(record_len(BLOCK), 25);
+        assert_eq!((u16_at(m, 16), u16_at(m, 18)), (BLOCK_ID, 4 + 25));
+        let e = &m[20..];
+        assert_eq!(e[8], 16, "natEvent: port block allocation");
+        assert_eq!((u32_at(e, 9), u32_at(e, 13)), (0x6440_0005, 0xc613_0001));
+        assert_eq!(
+            (u16_at(e, 17), u16_at(e, 19), u16_at(e, 21), u16_at(e, 23)),
+            (1536, 2047, 1, 512),
+            "start, end, step, ports"
+        );
+        r.nat = Some(NatEvent::BlockRelease);
+        assert_eq!(
+            syslog_line(&r, 1_700_000_000_123, "gw1", 42).unwrap(),
+            "<134>1 2023-11-14T22:13:20.123Z gw1 sluice 42 NAT44 - NAT44 port block release 100.64.0.5 as 198.19.0.1 ports 1536-2047"
+        );
     }
 }

@@ -832,7 +832,7 @@ fn cores(f: &mut Families, tel: &Telemetry, cur: &Snapshot) {
         for (k, name) in w.counters.gauge_names.iter().enumerate() {
             f.gauge(
                 &format!("sluice_{name}"),
-                "A level the forwarding stage keeps (conntrack_entries: flows tracked; conntrack_limit: the table's size; nat_mappings: flows translated; nat_ports: NAT ports in this worker's share).",
+                "A level the forwarding stage keeps (conntrack_entries: flows tracked; conntrack_limit: the table's size; nat_mappings: flows translated; nat_ports: NAT ports in this worker's share; nat_blocks_held: port blocks its inside hosts hold).",
                 &l,
                 c.gauges.get(k).copied().unwrap_or(0) as f64,
             );

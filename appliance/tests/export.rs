@@ -14,7 +14,6 @@
 mod common;
 
 use common::{as_root, ctl_json, have, Nets};
-use std::process::{Command, Stdio};
 
 /// What the lab's gateway adds (`common::lab_gateway`): masquerade, and
 /// the export to both collectors and syslog.
@@ -72,35 +71,6 @@ c.close()
 print("done")
 "#;
 
-/// A collector that keeps what it gets: each datagram into a pcap (raw
-/// IPv4, with the UDP header rebuilt) until killed.
-const PCAP_COLLECTOR: &str = r#"
-import socket, struct, sys, time
-port, path = int(sys.argv[1]), sys.argv[2]
-s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-s.bind(("127.0.0.1", port))
-f = open(path, "wb", buffering=0)
-f.write(struct.pack("<IHHiIII", 0xa1b2c3d4, 2, 4, 0, 0, 65535, 101))
-while True:
-    d, a = s.recvfrom(65535)
-    udp = struct.pack("!HHHH", a[1], port, 8 + len(d), 0) + d
-    ip = struct.pack("!BBHHHBBH4s4s", 0x45, 0, 20 + len(udp), 0, 0, 64, 17, 0,
-                     socket.inet_aton(a[0]), socket.inet_aton("127.0.0.1")) + udp
-    t = time.time()
-    f.write(struct.pack("<IIII", int(t), int((t % 1) * 1e6), len(ip), len(ip)) + ip)
-"#;
-
-/// A syslog receiver: each datagram a line of a file, until killed.
-const SYSLOG: &str = r#"
-import socket, sys
-s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-s.bind(("127.0.0.1", int(sys.argv[1])))
-f = open(sys.argv[2], "w", buffering=1)
-while True:
-    d, a = s.recvfrom(65535)
-    f.write(d.decode() + "\n")
-"#;
-
 /// The one record of nfdump's listing that `f` picks.
 fn record<'a>(
     recs: &'a [serde_json::Value],
@@ -155,57 +125,12 @@ fn collectors_decode_every_record_with_the_counts_and_nat_sluice_saw() {
     let dir = common::fresh_dir("ipfix");
     let flows = dir.join("flows");
     std::fs::create_dir_all(&flows).unwrap();
-    for (f, text) in [
-        ("server.py", SERVER),
-        ("client.py", CLIENT),
-        ("collector.py", PCAP_COLLECTOR),
-        ("syslog.py", SYSLOG),
-    ] {
+    for (f, text) in [("server.py", SERVER), ("client.py", CLIENT)] {
         std::fs::write(dir.join(f), text).unwrap();
     }
-    let (nf_port, pcap_port) = (common::free_port(), common::free_port());
-    let syslog_port = common::free_port();
-    let syslog = dir.join("syslog.txt");
-    let _syslog = common::Killed(
-        Command::new("ip")
-            .args(["netns", "exec", r, "python3"])
-            .arg(dir.join("syslog.py"))
-            .arg(syslog_port.to_string())
-            .arg(&syslog)
-            .spawn()
-            .unwrap(),
-    );
-    let nfcapd = common::Killed(
-        Command::new("ip")
-            .args([
-                "netns",
-                "exec",
-                r,
-                "nfcapd",
-                "-b",
-                "127.0.0.1",
-                "-t",
-                "3600",
-            ])
-            .arg("-p")
-            .arg(nf_port.to_string())
-            .arg("-w")
-            .arg(&flows)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap(),
-    );
-    let pcap = dir.join("ipfix.pcap");
-    let collector = common::Killed(
-        Command::new("ip")
-            .args(["netns", "exec", r, "python3"])
-            .arg(dir.join("collector.py"))
-            .arg(pcap_port.to_string())
-            .arg(&pcap)
-            .spawn()
-            .unwrap(),
-    );
+    let (_syslog, syslog_port, syslog) = common::syslog_in(r, &dir);
+    let (nfcapd, nf_port) = common::nfcapd_in(r, &flows);
+    let (collector, pcap_port, pcap) = common::pcap_collector_in(r, &dir);
     let _server = common::python_in(s, &dir.join("server.py"));
     std::thread::sleep(std::time::Duration::from_millis(500));
 
@@ -261,30 +186,10 @@ fn collectors_decode_every_record_with_the_counts_and_nat_sluice_saw() {
     // Its two records, and its NAT session's create and delete.
     let sent = sent + 4;
     std::thread::sleep(std::time::Duration::from_millis(300));
-    // nfcapd writes its file as it stops: waited for (killed before it
-    // has, it left a file nfdump could not read).
-    common::signal(&nfcapd, "-TERM");
-    let mut nfcapd = nfcapd;
-    common::until("nfcapd stops", 20, || {
-        nfcapd.0.try_wait().unwrap().is_some()
-    });
     drop(collector);
 
     // nfdump: every record, with Sluice's counts and translations.
-    let out = Command::new("nfdump")
-        .arg("-R")
-        .arg(&flows)
-        .args(["-o", "json"])
-        .output()
-        .unwrap();
-    let text = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "nfdump: {text}{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let all: Vec<serde_json::Value> =
-        serde_json::from_str(&text).unwrap_or_else(|e| panic!("nfdump's JSON: {e}: {text}"));
+    let all = common::nfdump_after(nfcapd, &flows);
     assert_eq!(all.len() as u64, sent, "{all:?}");
     // Flows' records, and NAT events (RFC 8158: nfdump names them).
     let (events, recs): (Vec<_>, Vec<_>) =
@@ -387,50 +292,24 @@ fn collectors_decode_every_record_with_the_counts_and_nat_sluice_saw() {
 
     // tshark's cflow dissector: the templates, then every record, with no
     // malformed packet or expert warning (an unknown template is one).
-    let out = Command::new("tshark")
-        .arg("-r")
-        .arg(&pcap)
-        .args(["-d", &format!("udp.port=={pcap_port},cflow")])
-        .args([
-            "-T",
-            "fields",
-            "-E",
-            "separator=;",
-            "-E",
-            "occurrence=a",
-            "-E",
-            "aggregator=,",
-        ])
-        .args([
-            "-e",
+    let text = common::tshark_cflow(
+        &pcap,
+        pcap_port,
+        &[
             "cflow.template_id",
-            "-e",
             "cflow.od_id",
-            "-e",
             "cflow.sequence",
-        ])
-        .args(["-e", "cflow.firewall_event", "-e", "cflow.biflow_direction"])
-        .args([
-            "-e",
+            "cflow.firewall_event",
+            "cflow.biflow_direction",
             "cflow.flow_end_reason",
-            "-e",
             "cflow.flow_id",
-            "-e",
             "_ws.expert.severity",
-            "-e",
             "cflow.nat_event",
-        ])
-        .output()
-        .unwrap();
-    let text = String::from_utf8_lossy(&out.stdout).into_owned();
-    assert!(
-        out.status.success(),
-        "tshark: {text}{}",
-        String::from_utf8_lossy(&out.stderr)
+        ],
     );
     let lines: Vec<Vec<&str>> = text.lines().map(|l| l.split(';').collect()).collect();
     assert!(
-        ["256", "257", "258"]
+        ["256", "257", "258", "259"]
             .iter()
             .all(|t| lines[0][0].contains(t)),
         "templates first: {text}"

@@ -27,6 +27,7 @@
 use crate::acl::Key;
 use crate::route_cache::RouteCache;
 
+pub mod blocks;
 pub mod export;
 mod index;
 pub mod saved;
@@ -586,6 +587,8 @@ pub struct ConnTrack {
     export: export::Slot,
     /// The accounting's clock: milliseconds since the export was set.
     now_ms: u32,
+    /// The port blocks of source NAT rules with `block` (`None`: none).
+    blocks: Option<Box<blocks::Blocks>>,
 }
 
 impl ConnTrack {
@@ -640,6 +643,7 @@ impl ConnTrack {
             acct: Vec::new(),
             export: export::Slot(None),
             now_ms: 0,
+            blocks: None,
         }
     }
 
@@ -850,6 +854,9 @@ impl ConnTrack {
             self.free.push(i);
             if e.nat {
                 self.nat_flows -= 1;
+                if self.blocks.is_some() {
+                    self.block_leave(&e);
+                }
             }
         }
     }
@@ -1198,6 +1205,9 @@ impl ConnTrack {
         self.events[Event::Created as usize] += 1;
         if nat {
             self.nat_flows += 1;
+            if self.blocks.is_some() {
+                self.block_enter(i as usize);
+            }
         }
         if self.sync.0.is_some() {
             self.log(sync::Kind::Created, i as usize);

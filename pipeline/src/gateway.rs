@@ -124,11 +124,12 @@ pub struct GatewayUpdate {
 
 /// The gateway's gauges: flows tracked, the table's size, flows holding a
 /// NAT mapping, NAT ports this worker may hand out.
-pub const GAUGES: [&str; 4] = [
+pub const GAUGES: [&str; 5] = [
     "conntrack_entries",
     "conntrack_limit",
     "nat_mappings",
     "nat_ports",
+    "nat_blocks_held",
 ];
 
 /// The gateway stage of one worker; `C` profiles its stages (the
@@ -444,6 +445,16 @@ fn ports(proto: u8, l4: &[u8], v6: bool) -> Result<Option<(u16, u16, u16)>, Drop
     }
 }
 
+/// The port blocks of `nat`'s block rules in this worker's slice of the
+/// NAT port range (`None`: no such rule, or no slice).
+fn blocks_of(
+    nat: &NatConfig,
+    slice: Option<PortRange>,
+) -> Option<crate::conntrack::blocks::Blocks> {
+    let r = slice?;
+    crate::conntrack::blocks::Blocks::new(&nat.block_rules(), r.lo, r.len())
+}
+
 impl Gateway {
     /// A gateway over `router` for worker `worker` of `cfg.workers`.
     pub fn new(router: Router, cfg: &GatewayConfig, worker: u16) -> Self {
@@ -472,6 +483,7 @@ impl<C: StageClock> Gateway<C> {
             ct: {
                 let mut ct = ConnTrack::new(cfg.ct_capacity, cfg.timeouts);
                 ct.set_tcp_window(cfg.tcp_window);
+                ct.set_blocks(blocks_of(&cfg.nat, ports));
                 ct
             },
             ports,
@@ -561,10 +573,17 @@ impl<C: StageClock> Gateway<C> {
         self.reroute(&u.router);
         self.rules = u.rules.clone();
         self.memo.clear();
+        let old_rules = self.nat.block_rules();
         self.nat = u.nat.clone();
         self.hits = vec![0; self.rules.rules().len() + self.nat.entries()];
         self.hits_out = u.hits.clone();
-        self.ports = self.nat.ports.slice(self.worker, self.workers);
+        let ports = self.nat.ports.slice(self.worker, self.workers);
+        // The blocks cut again (their flows holding theirs) when the rules
+        // or the slice changed; else as they are.
+        if ports != self.ports || self.nat.block_rules() != old_rules {
+            self.ct.set_blocks(blocks_of(&self.nat, ports));
+        }
+        self.ports = ports;
         self.det = self.nat.dets().next().is_some();
         // Where it was (within the new slice): not back to its start.
         self.next_port = self.ports.map_or(0, |r| self.next_port % r.len());
@@ -811,6 +830,7 @@ impl<C: StageClock> Gateway<C> {
             self.ct.capacity() as u64,
             self.ct.nat_flows() as u64,
             self.ports.map_or(0, |r| r.len() as u64),
+            self.ct.blocks().map_or(0, |b| b.held() as u64),
         ];
         if let Some(out) = &self.hits_out {
             for (o, h) in out.iter().zip(&self.hits) {

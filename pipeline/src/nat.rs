@@ -22,6 +22,7 @@
 //! [`Flow::translated`]: crate::conntrack::Flow::translated
 
 use crate::checksum;
+pub use crate::conntrack::blocks::Rule as BlockRule;
 use crate::conntrack::Tuple;
 use crate::prefix::{self, mask4};
 use crate::wire::IpProto;
@@ -34,6 +35,12 @@ pub enum SnatTo {
     /// A pool; an inside host always gets the same address (chosen by a
     /// hash of its address), as RFC 4787 "paired" pooling asks.
     Pool(Vec<u32>),
+    /// A pool whose ports go out in blocks (port-block allocation): an
+    /// inside host gets its address as with [`SnatTo::Pool`] and blocks
+    /// of `size` ports on it, at most `max` at once on each worker, so
+    /// that one log line covers the flows of a block
+    /// ([`crate::conntrack::blocks`]).
+    Blocks(BlockRule),
     /// Deterministic NAT (RFC 7422; VPP's det44): each inside address
     /// has an outside address and a block of ports computed from it, so
     /// that no log is needed to find who used a public address and port.
@@ -260,6 +267,17 @@ impl NatConfig {
         })
     }
 
+    /// The source NAT rules with port blocks ([`SnatTo::Blocks`]).
+    pub fn block_rules(&self) -> Vec<BlockRule> {
+        self.snat
+            .iter()
+            .filter_map(|s| match &s.to {
+                SnatTo::Blocks(b) => Some(b.clone()),
+                _ => None,
+            })
+            .collect()
+    }
+
     /// The worker that owns source-NAT port `port` of NAT address `dst`
     /// among `workers`: a deterministic mapping's share of a block, else
     /// the range's slice.
@@ -400,6 +418,10 @@ crate::counter_enum! {
         Mapped = "nat_mapped",
         /// New flows refused because the NAT port range was exhausted.
         Exhausted = "nat_exhausted",
+        /// New flows refused because their inside host's port blocks
+        /// were full and it held as many as its rule allows
+        /// (`max_blocks`).
+        BlockQuota = "nat_block_quota",
         /// TCP SYNs whose MSS option was lowered (`clamp_mss`).
         MssClamped = "tcp_mss_clamped",
     }

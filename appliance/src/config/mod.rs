@@ -319,6 +319,7 @@ fn validate(cx: &mut Ctx<'_>, raw: RawFile, base: Option<&Path>) -> Config {
     gateway.mss_limits = check_clamp_mss(cx, &raw, &router, gateway.enabled);
     let gateway_workers = workers.iter().filter(|w| w.mode == FwdMode::L3fwd).count();
     check_det_shares(cx, &raw, &gateway, gateway_workers);
+    check_block_shares(cx, &raw, &gateway, gateway_workers);
     let accounted = raw.export.as_ref().is_some_and(|e| e.collectors.is_some());
     check_memory(cx, &raw, &gateway, gateway_workers, accounted);
     ports::check_buffer_family(cx, &raw);
@@ -486,6 +487,30 @@ fn check_det_shares(cx: &mut Ctx<'_>, raw: &RawFile, gateway: &GatewaySetup, wor
                     format!(
                         "each host's {} ports cannot be shared by the {workers} gateway workers (each takes a share of every block): give a shorter inside or longer outside prefix, or fewer workers",
                         det.block
+                    ),
+                );
+            }
+        }
+    }
+}
+
+/// Port blocks are cut from each gateway worker's slice of the port
+/// range: a block must fit in one.
+fn check_block_shares(cx: &mut Ctx<'_>, raw: &RawFile, gateway: &GatewaySetup, workers: usize) {
+    let Some(n) = &raw.nat else { return };
+    let per = gateway.nat.ports.len() / workers.max(1) as u32;
+    for (i, r) in n.snat.iter().enumerate() {
+        let (Some(b), Some(s)) = (&r.block, gateway.nat.snat.get(i)) else {
+            continue;
+        };
+        if let pipeline::nat::SnatTo::Blocks(rule) = &s.to {
+            if u32::from(rule.size) > per {
+                cx.err(
+                    b,
+                    format!("nat.snat[{i}].block"),
+                    format!(
+                        "a block of {} ports does not fit in a gateway worker's {per} ports of nat.ports ({workers} workers, each with its own slice): give a smaller block, a wider range or fewer workers",
+                        rule.size
                     ),
                 );
             }

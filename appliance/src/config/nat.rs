@@ -73,8 +73,21 @@ pub(super) fn check(
                 Some(det) => SnatTo::Deterministic(det),
                 None => continue,
             },
-            (Some(to), None) => to_of(cx, to, s, out_port, &k, v4),
+            (Some(to), None) => {
+                let to = to_of(cx, to, s, out_port, &k, v4);
+                match blocks(cx, s, to, &k, &out.ports, v4) {
+                    Some(to) => to,
+                    None => continue,
+                }
+            }
         };
+        if let (Some(m), false) = (&s.max_blocks, matches!(to, SnatTo::Blocks(_))) {
+            cx.err(
+                m,
+                k("max_blocks"),
+                "applies to port blocks only: give `block` (ports a block) with a pool in `to`",
+            );
+        }
         // A rule that an earlier one takes every packet from never
         // applies: a mistake (a duplicate, or rules in the wrong order).
         let covers = |a: (u32, u8), b: (u32, u8)| {
@@ -117,6 +130,35 @@ pub(super) fn check(
             match &s.src {
                 Some(v) => cx.err(v, k("src"), msg),
                 None => cx.err(&s.out, k("out"), msg),
+            }
+        }
+        // A block's ports are its pool's alone: no other rule hands out
+        // ports of a block pool's addresses.
+        let holds = |t: &SnatTo, a: u32| match t {
+            SnatTo::Pool(p) => p.contains(&a),
+            SnatTo::Blocks(b) => b.addrs.contains(&a),
+            SnatTo::Deterministic(d) => d.is_outside(a),
+            SnatTo::Masquerade => false,
+        };
+        let shared = out.snat.iter().enumerate().find_map(|(j, e)| {
+            let mine: &[u32] = match (&to, &e.to) {
+                (SnatTo::Blocks(b), _) => &b.addrs,
+                (_, SnatTo::Blocks(b)) => &b.addrs,
+                _ => return None,
+            };
+            let other = if matches!(to, SnatTo::Blocks(_)) {
+                &e.to
+            } else {
+                &to
+            };
+            mine.iter().find(|&&a| holds(other, a)).map(|&a| (j, a))
+        });
+        if let Some((j, a)) = shared {
+            let msg = format!("{} is also nat.snat[{j}]'s: the addresses of a pool cut into blocks must be its alone", Ipv4Addr::from(a));
+            match (&s.to, &s.deterministic) {
+                (Some(t), _) => cx.err(t, k("to"), msg),
+                (None, Some(d)) => cx.err(d, k("deterministic"), msg),
+                (None, None) => cx.err(&s.out, k("out"), msg),
             }
         }
         out.snat.push(Snat {
@@ -365,6 +407,78 @@ fn to_of(
             SnatTo::Pool(pool)
         }
     }
+}
+
+/// Blocks an inside host may hold at once when `max_blocks` is not set.
+pub const MAX_BLOCKS: u8 = 4;
+
+/// Source NAT rule `s` translating to `to`: with `block`, a pool whose
+/// ports go out in blocks of that many ([`SnatTo::Blocks`]), refused with
+/// masquerade, with a block larger than the port range, or with a pool
+/// address that another rule or the router itself uses (a block's ports
+/// must all be its own); `None` when refused.
+fn blocks(
+    cx: &mut Ctx<'_>,
+    s: &super::schema::RawSnat,
+    to: SnatTo,
+    k: &dyn Fn(&str) -> String,
+    range: &PortRange,
+    v4: &[Vec<Ipv4Addr>],
+) -> Option<SnatTo> {
+    let Some(b) = &s.block else {
+        return Some(to);
+    };
+    let SnatTo::Pool(addrs) = to else {
+        cx.err(
+            b,
+            k("block"),
+            "port blocks are cut from a pool's addresses: give `to` addresses (masquerade's one address is the router's own)",
+        );
+        return None;
+    };
+    let size = match u16::try_from(*b.get_ref()) {
+        Ok(n) if n >= 1 && u32::from(n) <= range.len() => n,
+        _ => {
+            cx.err(
+                b,
+                k("block"),
+                format!(
+                    "must be 1 to {} (the ports of nat.ports {}-{})",
+                    range.len(),
+                    range.lo,
+                    range.hi
+                ),
+            );
+            return None;
+        }
+    };
+    let max = match &s.max_blocks {
+        None => MAX_BLOCKS,
+        Some(m) => match u8::try_from(*m.get_ref()) {
+            Ok(n) if n >= 1 => n,
+            _ => {
+                cx.err(m, k("max_blocks"), "must be 1 to 255");
+                return None;
+            }
+        },
+    };
+    if let Some(a) = v4
+        .iter()
+        .flatten()
+        .find(|a| addrs.contains(&u32::from(**a)))
+    {
+        cx.err(
+            b,
+            k("block"),
+            format!("the pool holds {a}, an address of the router's own: a pool cut into blocks must be the NAT's alone"),
+        );
+        return None;
+    }
+    Some(SnatTo::Blocks(pipeline::nat::BlockRule {
+        addrs,
+        size,
+        max,
+    }))
 }
 
 /// `deterministic` (and `block`) of source NAT rule `s`: its inside prefix

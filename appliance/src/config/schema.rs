@@ -702,8 +702,11 @@ pub(super) struct RawSnat {
     pub(super) to: Option<Spanned<OneOrMany>>,
     /// Deterministic NAT: the outside prefix (`src` the inside one).
     pub(super) deterministic: Option<Spanned<String>>,
-    /// Deterministic NAT: ports per inside host.
+    /// Deterministic NAT: ports per inside host; with a pool (`to`),
+    /// ports per block (port-block allocation).
     pub(super) block: Option<Spanned<i64>>,
+    /// Port-block allocation: blocks an inside host may hold at once.
+    pub(super) max_blocks: Option<Spanned<i64>>,
     /// "dnat" or "!dnat".
     pub(super) ct_status: Option<Spanned<String>>,
 }

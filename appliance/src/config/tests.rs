@@ -749,3 +749,76 @@ fn deterministic_nat_is_checked() {
         e[0]
     );
 }
+
+/// `[[nat.snat]] block` with a pool: port blocks, `max_blocks` a host;
+/// refused where a block cannot be cut or its ports would be shared.
+#[test]
+fn port_blocks_are_checked() {
+    use pipeline::nat::SnatTo;
+    let with = |rule: &str| format!("{GW}\n[[nat.snat]]\nout = \"wan\"\n{rule}");
+    let pool = "to = [\"198.51.100.1\", \"198.51.100.2\"]\n";
+    let c = parse(&with(&format!("{pool}block = 512\n")), "t.toml", None).unwrap();
+    match &c.gateway.nat.snat[0].to {
+        SnatTo::Blocks(b) => {
+            assert_eq!((b.size, b.max), (512, super::nat::MAX_BLOCKS));
+            assert_eq!(b.addrs, [0xc633_6401, 0xc633_6402]);
+        }
+        o => panic!("{o:?}"),
+    }
+    let c = parse(
+        &with(&format!("{pool}block = 64\nmax_blocks = 16\n")),
+        "t.toml",
+        None,
+    )
+    .unwrap();
+    assert_eq!(c.gateway.nat.block_rules()[0].max, 16);
+    // Masquerade: one address, the router's.
+    let e = errs(&with("to = \"masquerade\"\nblock = 64\n"));
+    assert_eq!(e[0].key, "nat.snat[0].block", "{}", e[0]);
+    assert!(e[0].msg.contains("pool"), "{}", e[0]);
+    // Larger than the range, or none.
+    for b in ["0", "70000", "64513"] {
+        let e = errs(&with(&format!("{pool}block = {b}\n")));
+        assert_eq!(e[0].key, "nat.snat[0].block", "{b}: {}", e[0]);
+        assert!(e[0].msg.contains("1 to 64512"), "{}", e[0]);
+    }
+    // `max_blocks` without blocks, or out of range.
+    let e = errs(&with(&format!("{pool}max_blocks = 2\n")));
+    assert_eq!(e[0].key, "nat.snat[0].max_blocks", "{}", e[0]);
+    let e = errs(&with(&format!("{pool}block = 64\nmax_blocks = 0\n")));
+    assert_eq!(e[0].key, "nat.snat[0].max_blocks", "{}", e[0]);
+    // The router's own address, or another rule's.
+    let e = errs(&with("to = [\"198.19.0.1\"]\nblock = 64\n"));
+    assert!(
+        e[0].msg
+            .contains("198.19.0.1, an address of the router's own"),
+        "{}",
+        e[0]
+    );
+    let e = errs(&with(&format!(
+        "src = \"198.18.0.0/25\"\n{pool}block = 64\n\n[[nat.snat]]\nout = \"wan\"\nto = [\"198.51.100.2\"]\n"
+    )));
+    assert_eq!(e[0].key, "nat.snat[1].to", "{}", e[0]);
+    assert!(
+        e[0].msg.contains("198.51.100.2 is also nat.snat[0]'s"),
+        "{}",
+        e[0]
+    );
+    // A block larger than a worker's slice of the range.
+    let two = GW
+        .replace("driver = \"null\"", "driver = \"null\"\ntxq = 2")
+        .replace(
+            "rx = [\"lan\", \"wan\"]",
+            "rx = [\"lan\"]\n\n[[worker]]\ncore = 1\nmode = \"l3fwd\"\nrx = [\"wan\"]",
+        );
+    let text = format!(
+        "{two}\n[nat]\nports = \"1024-2047\"\n\n[[nat.snat]]\nout = \"wan\"\n{pool}block = 600\n"
+    );
+    let e = errs(&text);
+    assert_eq!(e[0].key, "nat.snat[0].block", "{}", e[0]);
+    assert!(
+        e[0].msg.contains("a gateway worker's 512 ports"),
+        "{}",
+        e[0]
+    );
+}

@@ -1563,14 +1563,20 @@ fn show_nat(cx: &mut Context<'_>) -> Response {
     let cur = cx.tel.snapshot();
     let mappings = gauge(cx, &cur, "nat_mappings");
     let ports = gauge(cx, &cur, "nat_ports");
+    let blocks = gauge(cx, &cur, "nat_blocks_held");
+    let with_blocks = !nat.block_rules().is_empty();
     let mut data = Vec::new();
-    for ((core, m), (_, p)) in mappings.into_iter().zip(ports) {
+    for (((core, m), (_, p)), (_, b)) in mappings.into_iter().zip(ports).zip(blocks) {
         if let (Some(m), Some(p)) = (m, p) {
+            let held = match b {
+                Some(b) if with_blocks => format!(", {b} port blocks held"),
+                _ => String::new(),
+            };
             let _ = writeln!(
                 text,
-                "  core {core}: {m} flows translated, {p} ports in its share"
+                "  core {core}: {m} flows translated, {p} ports in its share{held}"
             );
-            data.push(json!({ "core": core, "mappings": m, "ports": p }));
+            data.push(json!({ "core": core, "mappings": m, "ports": p, "blocks_held": b }));
         }
     }
     Response::ok(
@@ -1643,6 +1649,15 @@ fn nat_entries(cx: &Context<'_>) -> (String, Vec<serde_json::Value>) {
             SnatTo::Pool(p) => {
                 let all: Vec<String> = p.iter().map(|&a| ip(a)).collect();
                 format!("pool {}", all.join(", "))
+            }
+            SnatTo::Blocks(b) => {
+                let all: Vec<String> = b.addrs.iter().map(|&a| ip(a)).collect();
+                format!(
+                    "pool {} in blocks of {} ports ({} at most a host)",
+                    all.join(", "),
+                    b.size,
+                    b.max
+                )
             }
             SnatTo::Deterministic(d) => format!(
                 "deterministic {}/{} ({} hosts an address, {} ports each)",

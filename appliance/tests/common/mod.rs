@@ -686,3 +686,148 @@ socket = "{}"
         sock.display()
     )
 }
+
+/// A syslog receiver in namespace `ns` on 127.0.0.1 (a free port): each
+/// datagram a line of `dir/syslog.txt`, until dropped. The receiver, its
+/// port and the file.
+pub fn syslog_in(ns: &str, dir: &Path) -> (Killed, u16, std::path::PathBuf) {
+    const SYSLOG: &str = r#"
+import socket, sys
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+s.bind(("127.0.0.1", int(sys.argv[1])))
+f = open(sys.argv[2], "w", buffering=1)
+while True:
+    d, a = s.recvfrom(65535)
+    f.write(d.decode() + "\n")
+"#;
+    let port = free_port();
+    let (script, out) = (dir.join("syslog.py"), dir.join("syslog.txt"));
+    std::fs::write(&script, SYSLOG).unwrap();
+    let k = Killed(
+        Command::new("ip")
+            .args(["netns", "exec", ns, "python3"])
+            .arg(&script)
+            .arg(port.to_string())
+            .arg(&out)
+            .spawn()
+            .unwrap(),
+    );
+    (k, port, out)
+}
+
+/// `nfcapd` in namespace `ns` on 127.0.0.1 (a free port), writing into
+/// `dir`: it and its port.
+pub fn nfcapd_in(ns: &str, dir: &Path) -> (Killed, u16) {
+    let port = free_port();
+    let k = Killed(
+        Command::new("ip")
+            .args([
+                "netns",
+                "exec",
+                ns,
+                "nfcapd",
+                "-b",
+                "127.0.0.1",
+                "-t",
+                "3600",
+            ])
+            .arg("-p")
+            .arg(port.to_string())
+            .arg("-w")
+            .arg(dir)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    (k, port)
+}
+
+/// Stops `nfcapd` (it writes its file as it stops: waited for) and reads
+/// what it collected in `dir` with `nfdump`, as JSON records.
+pub fn nfdump_after(nfcapd: Killed, dir: &Path) -> Vec<serde_json::Value> {
+    signal(&nfcapd, "-TERM");
+    let mut nfcapd = nfcapd;
+    until("nfcapd stops", 20, || {
+        nfcapd.0.try_wait().unwrap().is_some()
+    });
+    let out = Command::new("nfdump")
+        .arg("-R")
+        .arg(dir)
+        .args(["-o", "json"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "nfdump: {text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("nfdump's JSON: {e}: {text}"))
+}
+
+/// A collector in namespace `ns` on 127.0.0.1 (a free port) that keeps
+/// what it gets: each datagram into `dir/ipfix.pcap` (raw IPv4, with the
+/// UDP header rebuilt), for `tshark`'s cflow dissector, until dropped. It,
+/// its port and the pcap.
+pub fn pcap_collector_in(ns: &str, dir: &Path) -> (Killed, u16, std::path::PathBuf) {
+    const COLLECTOR: &str = r#"
+import socket, struct, sys, time
+port, path = int(sys.argv[1]), sys.argv[2]
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+s.bind(("127.0.0.1", port))
+f = open(path, "wb", buffering=0)
+f.write(struct.pack("<IHHiIII", 0xa1b2c3d4, 2, 4, 0, 0, 65535, 101))
+while True:
+    d, a = s.recvfrom(65535)
+    udp = struct.pack("!HHHH", a[1], port, 8 + len(d), 0) + d
+    ip = struct.pack("!BBHHHBBH4s4s", 0x45, 0, 20 + len(udp), 0, 0, 64, 17, 0,
+                     socket.inet_aton(a[0]), socket.inet_aton("127.0.0.1")) + udp
+    t = time.time()
+    f.write(struct.pack("<IIII", int(t), int((t % 1) * 1e6), len(ip), len(ip)) + ip)
+"#;
+    let port = free_port();
+    let (script, out) = (dir.join("collector.py"), dir.join("ipfix.pcap"));
+    std::fs::write(&script, COLLECTOR).unwrap();
+    let k = Killed(
+        Command::new("ip")
+            .args(["netns", "exec", ns, "python3"])
+            .arg(&script)
+            .arg(port.to_string())
+            .arg(&out)
+            .spawn()
+            .unwrap(),
+    );
+    (k, port, out)
+}
+
+/// `tshark`'s cflow dissector over `pcap` (IPFIX to UDP `port`): per
+/// packet, the `fields` asked for, `;` between fields and `,` between a
+/// field's occurrences.
+pub fn tshark_cflow(pcap: &Path, port: u16, fields: &[&str]) -> String {
+    let mut cmd = Command::new("tshark");
+    cmd.arg("-r")
+        .arg(pcap)
+        .args(["-d", &format!("udp.port=={port},cflow")])
+        .args([
+            "-T",
+            "fields",
+            "-E",
+            "separator=;",
+            "-E",
+            "occurrence=a",
+            "-E",
+            "aggregator=,",
+        ]);
+    for f in fields {
+        cmd.args(["-e", f]);
+    }
+    let out = cmd.output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "tshark: {text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    text
+}

@@ -66,8 +66,14 @@ pub enum NatEvent {
     SessionCreate = 4,
     /// A NAT44 session ended.
     SessionDelete = 5,
-    /// A new flow found no free NAT port.
+    /// A new flow found no free NAT port (or, with port blocks, its
+    /// subscriber no free block).
     PortsExhausted = 12,
+    /// A subscriber took a port block (`sent`: the outside address, the
+    /// block's first and last ports as its source and destination port).
+    BlockAllocate = 16,
+    /// A subscriber's port block was released (its last flow ended).
+    BlockRelease = 17,
 }
 
 /// What a table's export writes (`[export]`).
@@ -233,12 +239,14 @@ impl ConnTrack {
 
     /// Flow `i` just opened by a packet of `bytes` of IP (TCP `flags`,
     /// in on `in_port`): its first packet accounted, and its NAT
-    /// session's creation written if it is translated and NAT events are.
+    /// session's creation written if it is translated and NAT events are
+    /// (not for a port of a port block: the block's allocation is the
+    /// log that covers it).
     #[cold]
     #[inline(never)]
     pub fn export_opened(&mut self, i: u32, bytes: usize, flags: u16, in_port: u16) {
         self.account(i, false, bytes, flags, in_port);
-        if self.nat_events() && self.slots[i as usize].nat() {
+        if self.nat_events() && self.slots[i as usize].nat() && !self.in_block(i as usize) {
             self.export_nat_create(i);
         }
     }
@@ -275,7 +283,7 @@ impl ConnTrack {
     }
 
     /// Writes NAT event `ev` of a flow `seen` that leaves as `sent`.
-    fn push_nat(&mut self, ev: NatEvent, seen: Tuple, sent: Tuple) {
+    pub(super) fn push_nat(&mut self, ev: NatEvent, seen: Tuple, sent: Tuple) {
         let now = self.now_ms;
         let Some(e) = self.export.0.as_mut() else {
             return;
@@ -490,7 +498,7 @@ impl ConnTrack {
             self.export_flow(i, why);
         }
         let f = self.slots[i];
-        if f.nat() && self.nat_events() {
+        if f.nat() && self.nat_events() && !self.in_block(i) {
             self.push_nat(NatEvent::SessionDelete, f.orig, f.translated(false));
         }
     }

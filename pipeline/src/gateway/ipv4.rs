@@ -411,10 +411,13 @@ impl<C: StageClock> Gateway<C> {
         } else {
             None
         };
+        // A port-block pool's flow: its port from its host's blocks.
+        let blocked =
+            pick && det.is_none() && self.ct.blocks().is_some_and(|b| b.has(addr4(reply.dst)));
         // A translated source's port as it is to be tried now: the planned
         // one unless the flows opened since went past it (its bucket then
         // on its way only from here).
-        if pick && det.is_none() {
+        if pick && det.is_none() && !blocked {
             let planned = reply.dport;
             self.next_port_of(&mut reply);
             if reply.dport != planned {
@@ -449,6 +452,7 @@ impl<C: StageClock> Gateway<C> {
         let hr = if pick {
             let picked = match det {
                 Some((lo, len)) => self.pick_det(&mut reply, first_hash, lo, len),
+                None if blocked => self.pick_block(&mut reply, addr4(t.src)),
                 None => self.pick_port(&mut reply, first_hash),
             };
             match picked {
@@ -588,6 +592,11 @@ impl<C: StageClock> Gateway<C> {
                             Some(p[hsh as usize % p.len()])
                         }
                         SnatTo::Pool(_) => None,
+                        SnatTo::Blocks(b) if !b.addrs.is_empty() => {
+                            let hsh = src.wrapping_mul(0x9e37_79b1) >> 16;
+                            Some(b.addrs[hsh as usize % b.addrs.len()])
+                        }
+                        SnatTo::Blocks(_) => None,
                         SnatTo::Deterministic(d) => self.det_share(d, src).map(|(a, share)| {
                             det = Some(share);
                             a

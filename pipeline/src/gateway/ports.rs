@@ -27,6 +27,7 @@ impl<C: StageClock> Gateway<C> {
         let to_nat = self.router.is_local4(dst)
             || self.nat.snat.iter().any(|r| match &r.to {
                 SnatTo::Pool(p) => p.contains(&dst),
+                SnatTo::Blocks(b) => b.addrs.contains(&dst),
                 SnatTo::Masquerade => false,
                 SnatTo::Deterministic(d) => d.is_outside(dst),
             });
@@ -110,6 +111,58 @@ impl<C: StageClock> Gateway<C> {
                 h = r.hash();
             }
             if !self.ct.contains_hashed(r, h) {
+                return Some(h);
+            }
+        }
+        None
+    }
+
+    /// Chooses a free port for reply tuple `r` of a new flow from inside
+    /// host `src` in the host's port blocks (its address one of them):
+    /// in a block it holds, else in a free block of `r`'s address while
+    /// it holds fewer than its rule's most. The hash of `r` with the port
+    /// (and address) chosen, or `None` (counted: no block could be taken,
+    /// or the host's are full and it may take no more).
+    #[cold]
+    #[inline(never)]
+    pub(super) fn pick_block(&mut self, r: &mut Tuple, src: u32) -> Option<u64> {
+        let blocks = self.ct.blocks()?;
+        let max = blocks.max_of(addr4(r.dst));
+        let (mut held, mut b) = (0, blocks.first(src));
+        while let Some(x) = b {
+            held += 1;
+            if let Some(h) = self.pick_in_block(r, x) {
+                return Some(h);
+            }
+            b = self.ct.blocks()?.next_of(x);
+        }
+        if held >= max {
+            self.nat_events[nat::Event::BlockQuota as usize] += 1;
+            return None;
+        }
+        let x = self.ct.blocks_mut()?.free_block(addr4(r.dst))?;
+        self.pick_in_block(r, x)
+    }
+
+    /// A free port in block `b` for reply tuple `r` (its address the
+    /// block's), trying from the block's cursor: `r`'s hash, or `None`
+    /// when [`NAT_PROBES`] tries (or the whole block) found none.
+    fn pick_in_block(&mut self, r: &mut Tuple, b: u32) -> Option<u64> {
+        let blocks = self.ct.blocks()?;
+        let (a, lo, size) = blocks.range(b);
+        let start = u32::from(blocks.cursor(b));
+        r.dst = crate::acl::v4(a);
+        let n = u32::from(size);
+        for k in 0..n.min(NAT_PROBES) {
+            let off = ((start + k) % n) as u16;
+            let p = lo + off;
+            r.dport = p;
+            if r.proto == IpProto::ICMP {
+                r.sport = p;
+            }
+            let h = r.hash();
+            if !self.ct.contains_hashed(r, h) {
+                self.ct.blocks_mut()?.advance(b, off);
                 return Some(h);
             }
         }

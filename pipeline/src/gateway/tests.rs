@@ -2192,3 +2192,112 @@ fn a_full_deterministic_block_is_exhausted_not_borrowed() {
     assert_eq!(g.process(&mut f, 0), Verdict::Forward(1));
     assert_eq!(addrs(&f).1 / 4, 1104 / 4);
 }
+
+/// Port-block allocation: a host's flows take their ports from its
+/// block, a second block when the first is full, none past its rule's
+/// most (counted `nat_block_quota`); another host gets another block; a
+/// block is released, and logged, when its last flow ends.
+#[test]
+fn port_blocks_go_to_a_host_and_come_back_when_its_flows_end() {
+    use crate::conntrack::export::{NatEvent, Settings};
+    let mut nat = nat_cfg(PortRange { lo: 1024, hi: 1055 });
+    nat.snat[0].to = SnatTo::Blocks(crate::nat::BlockRule {
+        addrs: vec![a("198.19.0.1")],
+        size: 4,
+        max: 2,
+    });
+    let mut g = gateway_with(vec![], Action::Accept, nat, 256);
+    g.tick(S);
+    let (tx, mut rx) = rtrb::RingBuffer::new(64);
+    g.set_export(
+        tx,
+        0,
+        &Settings {
+            flows: false,
+            active_ns: 60 * S,
+            denied: false,
+            nat_events: true,
+        },
+    );
+    let mut ports = Vec::new();
+    for n in 0..8u16 {
+        let mut f = pkt(R0, CLIENT, 30000 + n, SERVER, 53, 17, 0, b"q");
+        assert_eq!(g.process(&mut f, 0), Verdict::Forward(1));
+        let (s, p, _, _) = addrs(&f);
+        assert_eq!(s, a("198.19.0.1"));
+        ports.push(p);
+    }
+    // Two blocks of 4, each used in order; the first is the range's.
+    let blocks: std::collections::BTreeSet<u16> = ports.iter().map(|p| (p - 1024) / 4).collect();
+    assert_eq!(blocks.len(), 2, "{ports:?}");
+    assert!(ports[..4]
+        .iter()
+        .all(|p| (p - 1024) / 4 == (ports[0] - 1024) / 4));
+    assert_eq!(g.conntrack().blocks().unwrap().held(), 2);
+    // A third block is past the rule's most.
+    let mut f = pkt(R0, CLIENT, 30100, SERVER, 53, 17, 0, b"q");
+    assert_eq!(
+        g.process(&mut f, 0),
+        Verdict::Drop(DropReason::NatExhausted)
+    );
+    g.tick(S);
+    assert_eq!(event(&g, "nat_block_quota"), 1);
+    // Another host has its own block.
+    let mut f = pkt(R0, CLIENT2, 30000, SERVER, 53, 17, 0, b"q");
+    assert_eq!(g.process(&mut f, 0), Verdict::Forward(1));
+    let other = (addrs(&f).1 - 1024) / 4;
+    assert!(!blocks.contains(&other));
+    // Allocation logged: three blocks, each once, with its host.
+    let mut got = Vec::new();
+    while let Ok(r) = rx.pop() {
+        got.push(r);
+    }
+    let allocs: Vec<_> = got
+        .iter()
+        .filter(|r| r.nat == Some(NatEvent::BlockAllocate))
+        .map(|r| {
+            (
+                r.seen.src as u32,
+                r.sent.src as u32,
+                r.sent.sport,
+                r.sent.dport,
+            )
+        })
+        .collect();
+    assert_eq!(allocs.len(), 3, "{got:?}");
+    // The blocks are the log: no session events for their flows; the
+    // refused flow's "ports exhausted".
+    assert_eq!(got.len(), 4, "{got:?}");
+    assert_eq!(
+        got.iter()
+            .filter(|r| r.nat == Some(NatEvent::PortsExhausted))
+            .count(),
+        1
+    );
+    for &(inside, outside, lo, hi) in &allocs {
+        assert_eq!(outside, a("198.19.0.1"));
+        assert_eq!(hi - lo, 3);
+        let b = (lo - 1024) / 4;
+        if inside == a(CLIENT) {
+            assert!(blocks.contains(&b));
+        } else {
+            assert_eq!((inside, b), (a(CLIENT2), other));
+        }
+    }
+    // The flows time out: every block comes back, each logged once.
+    for k in 0..40 {
+        g.tick(S * (300 + k));
+    }
+    assert_eq!(g.conntrack().len(), 0);
+    assert_eq!(g.conntrack().blocks().unwrap().held(), 0);
+    let mut released = 0;
+    while let Ok(r) = rx.pop() {
+        if r.nat == Some(NatEvent::BlockRelease) {
+            released += 1;
+        }
+    }
+    assert_eq!(released, 3);
+    // The host may take blocks again.
+    let mut f = pkt(R0, CLIENT, 30200, SERVER, 53, 17, 0, b"q");
+    assert_eq!(g.process(&mut f, 0), Verdict::Forward(1));
+}
