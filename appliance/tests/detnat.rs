@@ -56,13 +56,11 @@ for h in range(2, 6):
         u.close()
 "#;
 
-#[test]
-fn each_host_leaves_from_its_block_and_is_computed_back() {
-    if !as_root() || !have("ip") || !have("python3") {
-        return;
-    }
-    let n = Nets::mirror_lab("sl-det");
-    let (c, r, s) = (&n.0[0], &n.0[1], &n.0[2]);
+/// The lab (namespaces named from `name`): the four hosts on `c`, the
+/// server on `s` routing the outside prefix to Sluice.
+fn lab(name: &str) -> Nets {
+    let n = Nets::mirror_lab(name);
+    let (c, s) = (&n.0[0], &n.0[2]);
     n.sh(
         c,
         "ip link set c0 up && ip addr add 198.18.0.2/24 dev c0 \
@@ -74,6 +72,16 @@ fn each_host_leaves_from_its_block_and_is_computed_back() {
         "ip link set s0 up && ip addr add 198.19.0.2/24 dev s0 \
          && ip route add 198.19.100.0/28 via 198.19.0.1",
     );
+    n
+}
+
+#[test]
+fn each_host_leaves_from_its_block_and_is_computed_back() {
+    if !as_root() || !have("ip") || !have("python3") {
+        return;
+    }
+    let n = lab("sl-det");
+    let (c, r, s) = (&n.0[0], &n.0[1], &n.0[2]);
     let dir = common::fresh_dir("detnat");
     std::fs::write(dir.join("server.py"), SERVER).unwrap();
     std::fs::write(dir.join("client.py"), CLIENT).unwrap();
@@ -165,19 +173,8 @@ fn each_host_gets_port_blocks_of_its_own_and_the_log_finds_it_back() {
     if !as_root() || !have("ip") || !have("python3") || !have("nfcapd") || !have("nfdump") {
         return;
     }
-    let n = Nets::mirror_lab("sl-pba");
+    let n = lab("sl-pba");
     let (c, r, s) = (&n.0[0], &n.0[1], &n.0[2]);
-    n.sh(
-        c,
-        "ip link set c0 up && ip addr add 198.18.0.2/24 dev c0 \
-         && for h in 3 4 5; do ip addr add 198.18.0.$h/24 dev c0; done \
-         && ip route add default via 198.18.0.1",
-    );
-    n.sh(
-        s,
-        "ip link set s0 up && ip addr add 198.19.0.2/24 dev s0 \
-         && ip route add 198.19.100.0/28 via 198.19.0.1",
-    );
     n.sh(r, "ip link set lo up");
     let dir = common::fresh_dir("pba");
     let flows = dir.join("flows");

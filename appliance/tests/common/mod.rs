@@ -700,13 +700,26 @@ while True:
     d, a = s.recvfrom(65535)
     f.write(d.decode() + "\n")
 "#;
+    local_listener(ns, dir, "syslog", SYSLOG, "syslog.txt")
+}
+
+/// Python `script` (`dir/NAME.py`) in namespace `ns`, given a free port
+/// and `dir/out` as its arguments: it (killed when dropped), the port and
+/// the path.
+fn local_listener(
+    ns: &str,
+    dir: &Path,
+    name: &str,
+    script: &str,
+    out: &str,
+) -> (Killed, u16, std::path::PathBuf) {
     let port = free_port();
-    let (script, out) = (dir.join("syslog.py"), dir.join("syslog.txt"));
-    std::fs::write(&script, SYSLOG).unwrap();
+    let (path, out) = (dir.join(format!("{name}.py")), dir.join(out));
+    std::fs::write(&path, script).unwrap();
     let k = Killed(
         Command::new("ip")
             .args(["netns", "exec", ns, "python3"])
-            .arg(&script)
+            .arg(&path)
             .arg(port.to_string())
             .arg(&out)
             .spawn()
@@ -786,19 +799,7 @@ while True:
     t = time.time()
     f.write(struct.pack("<IIII", int(t), int((t % 1) * 1e6), len(ip), len(ip)) + ip)
 "#;
-    let port = free_port();
-    let (script, out) = (dir.join("collector.py"), dir.join("ipfix.pcap"));
-    std::fs::write(&script, COLLECTOR).unwrap();
-    let k = Killed(
-        Command::new("ip")
-            .args(["netns", "exec", ns, "python3"])
-            .arg(&script)
-            .arg(port.to_string())
-            .arg(&out)
-            .spawn()
-            .unwrap(),
-    );
-    (k, port, out)
+    local_listener(ns, dir, "collector", COLLECTOR, "ipfix.pcap")
 }
 
 /// `tshark`'s cflow dissector over `pcap` (IPFIX to UDP `port`): per
