@@ -5,10 +5,10 @@
 # packet accounted, each new flow's accounting started), and the end of
 # every flow (the sweep's expiry; with export, its two records written
 # into the ring the exporter thread empties): UDP at 10,000 and 100,000
-# flows, TCP at 100,000; and deterministic NAT (`--det-rows`) against
-# masquerade at 100,000 UDP flows. Then, where valgrind is installed, the
-# instructions per packet with and without export (a figure the host's
-# noise does not move). Writes bench/results/export.md.
+# flows, TCP at 100,000; and deterministic NAT (`--det-rows`) and port
+# blocks (`--block-rows`) against masquerade at 100,000 UDP flows. Then,
+# where valgrind is installed, the instructions per packet with and
+# without export (a figure the host's noise does not move). Writes bench/results/export.md.
 #   bench/run-export.sh [RUNS]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -53,12 +53,12 @@ count() {
     rows --flows "$flows" "$@"
     echo
   done
-  echo "## Deterministic NAT instead of masquerade, 100000 flows"
+  echo "## Deterministic NAT and port blocks instead of masquerade, 100000 flows"
   echo
-  echo "The same passes with the LAN's source NAT rule deterministic (198.18.0.0/24 onto 198.51.100.0/28: 16 hosts an address, 4,032 ports each; a flow's port picked in its host's block), beside masquerade in each run."
+  echo "The same passes with the LAN's source NAT rule deterministic (198.18.0.0/24 onto 198.51.100.0/28: 16 hosts an address, 4,032 ports each; a flow's port picked in its host's block), and with it a pool in port blocks (the 16 addresses of 198.51.100.0/28 in blocks of 512 ports, 4 at most a host: each host's flows take ports from its block, the table's blocks held and released with the flows), beside masquerade in each run."
   echo
-  target/release/sluice-bench gateway --det-rows --runs "$RUNS" 2>/dev/null \
-    | grep -E '^\| (path|---|gateway, first packet|gateway, [0-9]+ packets of established|gateway, (new flow|established flows), deterministic)|^Deterministic NAT instead'
+  target/release/sluice-bench gateway --det-rows --block-rows --runs "$RUNS" 2>/dev/null \
+    | grep -E '^\| (path|---|gateway, first packet|gateway, [0-9]+ packets of established|gateway, (new flow|established flows), (deterministic|port blocks))|^(Deterministic NAT|Port blocks) instead'
   echo
   if command -v valgrind >/dev/null; then
     all=$(count 200000)

@@ -96,6 +96,11 @@ pub struct GatewayArgs {
     /// a host) instead of masquerade, in each run beside them.
     #[arg(long)]
     det_rows: bool,
+    /// Also measure the new and established passes with the LAN's source
+    /// NAT a pool in port blocks (198.51.100.0/28, blocks of 512, 4 at
+    /// most a host) instead of masquerade, in each run beside them.
+    #[arg(long)]
+    block_rows: bool,
     /// Every interface clamps TCP SYNs' MSS to this (`clamp_mss`): what
     /// clamping costs a new TCP flow (its SYN clamped coming in, looked
     /// at again going out).
@@ -626,24 +631,53 @@ fn run<const N: usize>(a: GatewayArgs) -> Result<()> {
     let mut gw_refused = vec![];
     let (mut sync_new, mut sync_est) = (vec![], vec![]);
     let (mut exp_new, mut exp_est, mut exp_end) = (vec![], vec![], vec![]);
-    let (mut det_new, mut det_est) = (vec![], vec![]);
-    // The LAN's source NAT made deterministic (`--det-rows`).
-    let det_cfg = {
+    // The LAN's source NAT rule's addresses taken from `to` instead of
+    // masquerade (`--det-rows`, `--block-rows`).
+    let ip = |s: &str| u32::from(s.parse::<std::net::Ipv4Addr>().unwrap());
+    let lan_snat = |to: &dyn Fn(&pipeline::nat::NatConfig) -> pipeline::nat::SnatTo| {
         let mut c = gcfg.clone();
         let mut nat = (*c.nat).clone();
-        let ip = |s: &str| u32::from(s.parse::<std::net::Ipv4Addr>().unwrap());
+        let t = to(&nat);
         for s in &mut nat.snat {
             if s.src == (ip("198.18.0.0"), 24) {
-                s.to = pipeline::nat::SnatTo::Deterministic(pipeline::nat::Det {
-                    inside: s.src,
-                    outside: (ip("198.51.100.0"), 28),
-                    block: pipeline::nat::Det::max_block(24, 28, &nat.ports),
-                });
+                s.to = t.clone();
             }
         }
         c.nat = std::sync::Arc::new(nat);
         c
     };
+    // Each such variant: its name, what it is, its config, and its new
+    // and established passes' cycles per run.
+    type Variant = (
+        &'static str,
+        &'static str,
+        pipeline::gateway::GatewayConfig,
+        Vec<f64>,
+        Vec<f64>,
+    );
+    let mut variants: Vec<Variant> = vec![];
+    if a.det_rows {
+        let cfg = lan_snat(&|nat| {
+            pipeline::nat::SnatTo::Deterministic(pipeline::nat::Det {
+                inside: (ip("198.18.0.0"), 24),
+                outside: (ip("198.51.100.0"), 28),
+                block: pipeline::nat::Det::max_block(24, 28, &nat.ports),
+            })
+        });
+        let what = "the LAN's 252 hosts onto a /28, 4,032 ports each";
+        variants.push(("deterministic NAT", what, cfg, vec![], vec![]));
+    }
+    if a.block_rows {
+        let cfg = lan_snat(&|_| {
+            pipeline::nat::SnatTo::Blocks(pipeline::nat::BlockRule {
+                addrs: (0..16).map(|i| ip("198.51.100.0") + i).collect(),
+                size: 512,
+                max: 4,
+            })
+        });
+        let what = "a /28 pool in blocks of 512 ports, 4 at most a host";
+        variants.push(("port blocks", what, cfg, vec![], vec![]));
+    }
     let mut end = vec![];
     // Per run: each stage's cycles per packet (new flows, established).
     let mut prof_new: Vec<[f64; Stage::COUNT]> = vec![];
@@ -689,14 +723,14 @@ fn run<const N: usize>(a: GatewayArgs) -> Result<()> {
             exp_est.push(gateway_pass(est_templates, est_order, &mut g).0);
             exp_end.push(end_pass(&mut g, a.flows));
         }
-        if a.det_rows {
-            let mut g = Gateway::new(router.clone(), &det_cfg, 0);
+        for (name, _, cfg, new, est) in &mut variants {
+            let mut g = Gateway::new(router.clone(), cfg, 0);
             g.tick(tsc.ns(rdtsc()) as u64);
             let (c, n) = gateway_pass(templates, new_order, &mut g);
-            assert_eq!(n, fwd_new, "deterministic NAT forwards as masquerade does");
-            det_new.push(c);
+            assert_eq!(n, fwd_new, "{name} forwards as masquerade does");
+            new.push(c);
             w.handshake(&mut g);
-            det_est.push(gateway_pass(est_templates, est_order, &mut g).0);
+            est.push(gateway_pass(est_templates, est_order, &mut g).0);
         }
         if a.sync_rows {
             let mut g = make(true, a.export);
@@ -821,17 +855,20 @@ fn run<const N: usize>(a: GatewayArgs) -> Result<()> {
             "| a flow's end, flow export on (its two records written) | {e1:.0} | - | - | - |"
         );
     }
-    let det = (!det_new.is_empty()).then(|| (m(&mut det_new), m(&mut det_est)));
-    if let Some((dn, de)) = det {
+    let variants: Vec<(&str, &str, f64, f64)> = variants
+        .into_iter()
+        .map(|(name, what, _, mut new, mut est)| (name, what, m(&mut new), m(&mut est)))
+        .collect();
+    for (name, what, vn, ve) in &variants {
         println!(
-            "| gateway, new flow, deterministic NAT (the LAN's 252 hosts onto a /28, 4,032 ports each) | {dn:.0} | {:.0} | {:.2} M flows/s | - |",
-            dn - copy,
-            hz / dn / 1e6
+            "| gateway, new flow, {name} ({what}) | {vn:.0} | {:.0} | {:.2} M flows/s | - |",
+            vn - copy,
+            hz / vn / 1e6
         );
         println!(
-            "| gateway, established flows, deterministic NAT | {de:.0} | {:.0} | {:.1} | - |",
-            de - copy,
-            hz / de / 1e6
+            "| gateway, established flows, {name} | {ve:.0} | {:.0} | {:.1} | - |",
+            ve - copy,
+            hz / ve / 1e6
         );
     }
     if !gw_nowin.is_empty() {
@@ -872,11 +909,13 @@ fn run<const N: usize>(a: GatewayArgs) -> Result<()> {
             e1 - e0
         );
     }
-    if let Some((dn, de)) = det {
+    for (name, _, vn, ve) in &variants {
+        let mut title = name.to_string();
+        title[..1].make_ascii_uppercase();
         println!(
-            "\nDeterministic NAT instead of masquerade (each run's passes beside those without it): new flows/s {:.2}×, established cycles per packet {:.3}×.",
-            gw_new / dn,
-            de / gw_est
+            "\n{title} instead of masquerade (each run's passes beside those without it): new flows/s {:.2}×, established cycles per packet {:.3}×.",
+            gw_new / vn,
+            ve / gw_est
         );
     }
     let stage = |p: &[[f64; Stage::COUNT]], i: usize| {

@@ -83,6 +83,8 @@ pub struct Blocks {
     addrs: Vec<Addr>,
     /// First port of this worker's slice.
     lo: u16,
+    /// Per block: its address's index in `addrs`.
+    addr_of: Vec<u16>,
     /// Per block: its subscriber (while it has flows).
     owner: Vec<u32>,
     /// Per block: its flows.
@@ -134,11 +136,16 @@ impl Blocks {
             total += x.count;
         }
         let n = total as usize;
+        let mut addr_of = Vec::with_capacity(n);
+        for (i, x) in addrs.iter().enumerate() {
+            addr_of.extend(std::iter::repeat_n(i as u16, x.count as usize));
+        }
         let mut subs = FxHashMap::default();
         subs.reserve(n);
         Some(Blocks {
             addrs,
             lo,
+            addr_of,
             owner: vec![0; n],
             flows: vec![0; n],
             next: vec![NONE; n],
@@ -183,9 +190,9 @@ impl Blocks {
     }
 
     /// Block `b`'s address, first port and ports.
+    #[inline]
     pub fn range(&self, b: u32) -> (u32, u16, u16) {
-        let i = self.addrs.partition_point(|x| x.base + x.count <= b);
-        let x = &self.addrs[i];
+        let x = &self.addrs[usize::from(self.addr_of[b as usize])];
         let lo = u32::from(self.lo) + (b - x.base) * u32::from(x.size);
         (x.a, lo as u16, x.size)
     }
@@ -205,6 +212,15 @@ impl Blocks {
         self.addr(a).map_or(0, |i| usize::from(self.addrs[i].max))
     }
 
+    /// Where subscriber `inside`'s newest block tries a port next: its
+    /// address and the port (`None`: it holds no block).
+    #[inline]
+    pub fn next_port(&self, inside: u32) -> Option<(u32, u16)> {
+        let b = self.first(inside)?;
+        let (a, lo, _) = self.range(b);
+        Some((a, lo + self.cursor(b)))
+    }
+
     /// The offset in block `b` of the port to try first.
     pub fn cursor(&self, b: u32) -> u16 {
         self.cursor[b as usize]
@@ -212,8 +228,9 @@ impl Blocks {
 
     /// The port after the one at offset `k` of block `b` is tried first
     /// next time.
+    #[inline]
     pub fn advance(&mut self, b: u32, k: u16) {
-        let (_, _, size) = self.range(b);
+        let size = self.addrs[usize::from(self.addr_of[b as usize])].size;
         self.cursor[b as usize] = if k + 1 >= size { 0 } else { k + 1 };
     }
 
@@ -306,11 +323,6 @@ impl Blocks {
             lo,
             hi: lo + (size - 1),
         }
-    }
-
-    /// The bytes the table takes (reported by `sluice check`).
-    pub fn bytes(&self) -> usize {
-        self.len() * (4 + 4 + 4 + 2 + 1 + 4 + 16)
     }
 }
 

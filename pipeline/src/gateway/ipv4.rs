@@ -452,7 +452,7 @@ impl<C: StageClock> Gateway<C> {
         let hr = if pick {
             let picked = match det {
                 Some((lo, len)) => self.pick_det(&mut reply, first_hash, lo, len),
-                None if blocked => self.pick_block(&mut reply, addr4(t.src)),
+                None if blocked => self.pick_block(&mut reply, addr4(t.src), first_hash),
                 None => self.pick_port(&mut reply, first_hash),
             };
             match picked {
@@ -575,6 +575,7 @@ impl<C: StageClock> Gateway<C> {
         let mut reply = tuple4(dst, src, dport, t.sport, proto);
         let mut snat_entry = 0;
         let mut det = None;
+        let mut blocked = false;
         let snat_addr = if dnat && out == in_port && !self.nat.no_hairpin {
             self.router.source4(out).map(|(a, _)| u32::from(a))
         } else if let Some((e, o)) = self.nat.static_out_entry(src) {
@@ -593,6 +594,7 @@ impl<C: StageClock> Gateway<C> {
                         }
                         SnatTo::Pool(_) => None,
                         SnatTo::Blocks(b) if !b.addrs.is_empty() => {
+                            blocked = true;
                             let hsh = src.wrapping_mul(0x9e37_79b1) >> 16;
                             Some(b.addrs[hsh as usize % b.addrs.len()])
                         }
@@ -622,6 +624,18 @@ impl<C: StageClock> Gateway<C> {
                     reply.sport = p;
                 }
             }
+            // A port block's: where the host's newest block tries next
+            // (the pick tries it first; a host with no block yet, the
+            // range's next port, as good a guess as any).
+            _ if pick && blocked => match self.ct.blocks().and_then(|b| b.next_port(src)) {
+                Some((a, p)) => {
+                    (reply.dst, reply.dport) = (v4(a), p);
+                    if proto == IpProto::ICMP {
+                        reply.sport = p;
+                    }
+                }
+                None => self.port_ahead(&mut reply, ahead),
+            },
             _ if pick => self.port_ahead(&mut reply, ahead),
             _ => {}
         }

@@ -120,18 +120,20 @@ impl<C: StageClock> Gateway<C> {
     /// Chooses a free port for reply tuple `r` of a new flow from inside
     /// host `src` in the host's port blocks (its address one of them):
     /// in a block it holds, else in a free block of `r`'s address while
-    /// it holds fewer than its rule's most. The hash of `r` with the port
-    /// (and address) chosen, or `None` (counted: no block could be taken,
-    /// or the host's are full and it may take no more).
-    #[cold]
+    /// it holds fewer than its rule's most. `r` comes hashed `h` (the
+    /// plan's guess, [`crate::conntrack::blocks::Blocks::next_port`],
+    /// its bucket prefetched). The hash of `r` with the port chosen, or
+    /// `None` (counted: no block could be taken, or the host's are full
+    /// and it may take no more).
     #[inline(never)]
-    pub(super) fn pick_block(&mut self, r: &mut Tuple, src: u32) -> Option<u64> {
+    pub(super) fn pick_block(&mut self, r: &mut Tuple, src: u32, h: u64) -> Option<u64> {
+        let planned = (*r, h);
         let blocks = self.ct.blocks()?;
         let max = blocks.max_of(addr4(r.dst));
         let (mut held, mut b) = (0, blocks.first(src));
         while let Some(x) = b {
             held += 1;
-            if let Some(h) = self.pick_in_block(r, x) {
+            if let Some(h) = self.pick_in_block(r, x, &planned) {
                 return Some(h);
             }
             b = self.ct.blocks()?.next_of(x);
@@ -141,13 +143,14 @@ impl<C: StageClock> Gateway<C> {
             return None;
         }
         let x = self.ct.blocks_mut()?.free_block(addr4(r.dst))?;
-        self.pick_in_block(r, x)
+        self.pick_in_block(r, x, &planned)
     }
 
     /// A free port in block `b` for reply tuple `r` (its address the
     /// block's), trying from the block's cursor: `r`'s hash, or `None`
-    /// when [`NAT_PROBES`] tries (or the whole block) found none.
-    fn pick_in_block(&mut self, r: &mut Tuple, b: u32) -> Option<u64> {
+    /// when [`NAT_PROBES`] tries (or the whole block) found none. The
+    /// `planned` tuple's hash is not worked out again.
+    fn pick_in_block(&mut self, r: &mut Tuple, b: u32, planned: &(Tuple, u64)) -> Option<u64> {
         let blocks = self.ct.blocks()?;
         let (a, lo, size) = blocks.range(b);
         let start = u32::from(blocks.cursor(b));
@@ -160,7 +163,7 @@ impl<C: StageClock> Gateway<C> {
             if r.proto == IpProto::ICMP {
                 r.sport = p;
             }
-            let h = r.hash();
+            let h = if *r == planned.0 { planned.1 } else { r.hash() };
             if !self.ct.contains_hashed(r, h) {
                 self.ct.blocks_mut()?.advance(b, off);
                 return Some(h);
