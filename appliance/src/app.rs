@@ -13,6 +13,7 @@ use std::time::Duration;
 
 /// Buffers in each null / pcap port's pool.
 const POOL_SIZE: usize = 8192;
+
 /// Runs the appliance until the configured duration passes or `stop` is
 /// set; calls `emit` with each period's report and returns the summary.
 pub fn run(cfg: &Config, stop: &AtomicBool, emit: &mut dyn FnMut(&Report)) -> Result<Report> {
@@ -106,6 +107,7 @@ pub fn run(cfg: &Config, stop: &AtomicBool, emit: &mut dyn FnMut(&Report)) -> Re
                     ring: *ring,
                     qdisc_bypass: *qdisc_bypass,
                     pool_size: POOL_SIZE.max(4 * usize::from(p.rxq) * 2048),
+                    mtu: cfg.router.interfaces.get(i).map_or(1500, |x| x.mtu),
                 })
                 .with_context(|| format!("port {} ({})", p.name, p.origin))?,
                 None,
@@ -138,6 +140,11 @@ pub fn run(cfg: &Config, stop: &AtomicBool, emit: &mut dyn FnMut(&Report)) -> Re
             }
             PortKind::Dpdk { .. } => unreachable!("handled above"),
         };
+        p.check_frames(
+            cfg.router.interfaces.get(i).map_or(1500, |x| x.mtu),
+            open.control.driver(),
+            open.control.caps().max_frame,
+        )?;
         opened.push((open, e2e));
     }
     let gen = (!gen.is_empty()).then_some(gen);

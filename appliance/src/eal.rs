@@ -123,6 +123,11 @@ pub fn run(
             &pool,
         )
         .with_context(|| format!("port {} ({}, {device})", p.name, p.origin))?;
+        p.check_frames(
+            cfg.router.interfaces.get(pi).map_or(1500, |x| x.mtu),
+            port.control.driver(),
+            port.control.caps().max_frame,
+        )?;
         opened.push((port, None));
     }
     // Fresh mbufs for the router's held packets (sent once resolved) and

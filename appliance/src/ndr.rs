@@ -534,8 +534,9 @@ mod tests {
     #[test]
     fn frame_sizes_and_imix() {
         assert_eq!("64".parse(), Ok(FrameSize::Bytes(64)));
+        assert_eq!("9018".parse(), Ok(FrameSize::Bytes(9018)), "jumbo");
         assert_eq!("imix".parse(), Ok(FrameSize::Imix));
-        for bad in ["61", "4000", "IMIX", ""] {
+        for bad in ["61", "9019", "IMIX", ""] {
             assert!(bad.parse::<FrameSize>().is_err(), "{bad}");
         }
         assert!((FrameSize::Imix.mean() - 4342.0 / 12.0).abs() < 1e-9);

@@ -22,7 +22,7 @@ pub const MAX_LAG: Duration = Duration::from_millis(1);
 
 /// The largest frame a generator makes (bytes, without FCS): a pool
 /// buffer's data room.
-pub const MAX_FRAME: usize = pmd::mbuf::DEFAULT_DATA_ROOM;
+pub const MAX_FRAME: usize = pmd::probe::MAX_FRAME_LEN;
 
 /// A frame size for the generators: one length for every flow, or the
 /// simple IMIX ([`pmd::probe::IMIX`], one length per flow in turn).

@@ -149,6 +149,10 @@ pub struct AfPacketConfig {
     pub qdisc_bypass: bool,
     /// Buffers in the port's pool.
     pub pool_size: usize,
+    /// The port's configured MTU: refused when larger than the
+    /// interface's (the kernel would neither deliver nor send such
+    /// frames).
+    pub mtu: u16,
 }
 
 fn err(what: &str, iface: &str) -> PortError {
@@ -314,6 +318,9 @@ struct Take {
     /// The interface's MTU: TCP frames larger than it (a veth peer's
     /// TSO/GSO aggregates) are split into segments ([`crate::gso`]).
     mtu: usize,
+    /// The longest frame a buffer takes: its pool's data room, sized for
+    /// the interface's MTU ([`crate::mbuf::data_room_for`]).
+    room: usize,
     /// A virtio-net header precedes each frame (`PACKET_VNET_HDR`): UDP
     /// aggregates are split at the sender's datagram size it gives.
     vnet: bool,
@@ -512,7 +519,7 @@ impl Take {
         bytes: &mut usize,
         now: u64,
     ) {
-        if frame.len() > self.mtu + 22 || frame.len() > FRAME_SIZE - crate::mbuf::HEADROOM {
+        if frame.len() > self.mtu + 22 || frame.len() > self.room {
             // An aggregate: split if it is whole TCP or UDP (GSO), else
             // dropped.
             let (pool, pending, port, queue) =
@@ -520,7 +527,7 @@ impl Take {
             let mut made = 0u64;
             let mut refused = false;
             // Segments no larger than a buffer holds (with two tags).
-            let mtu = self.mtu.min(FRAME_SIZE - crate::mbuf::HEADROOM - 22);
+            let mtu = self.mtu.min(self.room - 22);
             let split = (meta.len == frame.len())
                 .then(|| {
                     let emit = |s: &[u8]| {
@@ -814,6 +821,8 @@ struct Control {
     big: Vec<Arc<Oversize>>,
     /// Offloads turned off while open (put back on drop).
     _offloads: Offloads,
+    /// The buffers' data room (the longest frame).
+    room: usize,
 }
 
 /// `SIOCETHTOOL` commands: GRO get/set, flags (LRO) get/set.
@@ -958,7 +967,7 @@ impl PortControl for Control {
         Caps {
             max_burst: MAX_BURST,
             rx_interrupt: true,
-            max_frame: FRAME_SIZE,
+            max_frame: self.room,
         }
     }
     fn stop_rx(&self) {
@@ -986,12 +995,14 @@ impl PortControl for Control {
     }
 }
 
+#[allow(clippy::too_many_arguments)]
 fn open_rx(
     cfg: &AfPacketConfig,
     ifi: i32,
     q: u16,
     fanout: u32,
     pool: Pool,
+    (mtu, room): (usize, usize),
     stopped: &Arc<AtomicBool>,
     big: &Arc<Oversize>,
 ) -> Result<(RxQ, Arc<QueueCounters>), PortError> {
@@ -1113,9 +1124,10 @@ fn open_rx(
                 queue: q,
                 c: c.clone(),
                 big: big.clone(),
-                mtu: iface_mtu(iface).unwrap_or(1500),
+                mtu,
+                room,
                 pending: std::collections::VecDeque::with_capacity(PENDING),
-                seg: Vec::with_capacity(FRAME_SIZE),
+                seg: Vec::with_capacity(room),
             },
         },
         c,
@@ -1125,7 +1137,17 @@ fn open_rx(
 /// Opens an AF_PACKET port (needs CAP_NET_RAW).
 pub fn open(cfg: &AfPacketConfig) -> Result<OpenPort, PortError> {
     let ifi = ifindex(&cfg.iface)?;
-    let pool = Pool::new(&format!("afpacket{}", cfg.port), cfg.pool_size, FRAME_SIZE)?;
+    // Buffers for the interface's MTU (jumbo frames: larger ones), and
+    // a configured MTU the interface cannot carry refused.
+    let mtu = iface_mtu(&cfg.iface).unwrap_or(1500);
+    if usize::from(cfg.mtu) > mtu {
+        return Err(PortError::Config(format!(
+            "AF_PACKET {}: the port's mtu is {} but the interface's is {mtu}: raise the interface's (`ip link set {} mtu {}`) or lower the port's",
+            cfg.iface, cfg.mtu, cfg.iface, cfg.mtu
+        )));
+    }
+    let room = crate::mbuf::data_room_for(mtu);
+    let pool = Pool::new(&format!("afpacket{}", cfg.port), cfg.pool_size, room)?;
     let stopped = Arc::new(AtomicBool::new(false));
     let fanout = (std::process::id() ^ u32::from(cfg.port) << 8) & 0xffff;
     let mut rx = Vec::new();
@@ -1138,7 +1160,7 @@ pub fn open(cfg: &AfPacketConfig) -> Result<OpenPort, PortError> {
     let offloads = Offloads::off(&cfg.iface);
     for q in 0..cfg.rxq {
         let b = Arc::new(Oversize::default());
-        let (r, c) = open_rx(cfg, ifi, q, fanout, pool, &stopped, &b)?;
+        let (r, c) = open_rx(cfg, ifi, q, fanout, pool, (mtu, room), &stopped, &b)?;
         big.push(b);
         fds.push(r.intr.0.clone());
         rx.push(Box::new(r) as BoxRx);
@@ -1178,6 +1200,7 @@ pub fn open(cfg: &AfPacketConfig) -> Result<OpenPort, PortError> {
             stopped,
             big,
             _offloads: offloads,
+            room,
         }),
         rx,
         tx,

@@ -879,7 +879,9 @@ pub fn open(
             caps: Caps {
                 max_burst: MAX_BURST,
                 rx_interrupt: all_intr,
-                max_frame: 9000,
+                // The mempool's data room (`appliance::eal`): no
+                // scattered receive yet, so no jumbo frames.
+                max_frame: 2048,
             },
             xnames,
             rss_hf,

@@ -27,6 +27,18 @@ pub const HEADROOM: usize = 128;
 pub const DEFAULT_DATA_ROOM: usize = 2048;
 /// The largest data room a pool can have (offsets and lengths are `u16`).
 pub const MAX_DATA_ROOM: usize = u16::MAX as usize - HEADROOM;
+
+/// The data room (after the headroom) for frames of an `mtu`-byte IP
+/// packet with its Ethernet header and two VLAN tags: the default's up to
+/// an MTU of 2,026, beyond it (jumbo frames) a multiple of 1 KiB.
+pub fn data_room_for(mtu: usize) -> usize {
+    let need = mtu + 14 + 8;
+    if need <= DEFAULT_DATA_ROOM {
+        DEFAULT_DATA_ROOM
+    } else {
+        need.div_ceil(1024) * 1024
+    }
+}
 /// Buffers a thread keeps cached per pool before flushing to the shared list.
 pub const CACHE_SIZE: usize = 256;
 /// Bytes of the buffer header at the start of each slot.
@@ -639,6 +651,20 @@ impl PacketBuf for Mbuf {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn a_jumbo_mtu_gets_a_larger_room() {
+        assert_eq!(data_room_for(1500), DEFAULT_DATA_ROOM);
+        assert_eq!(data_room_for(2026), DEFAULT_DATA_ROOM);
+        assert_eq!(data_room_for(2027), 3072);
+        assert_eq!(data_room_for(9000), 9216);
+        // A frame of the MTU with two tags fits, and the pool takes it.
+        let p = Pool::new("jumbo", 4, data_room_for(9000)).unwrap();
+        let mut m = p.alloc().unwrap();
+        assert!(m.copy_from(&[7u8; 9022]));
+        assert!(!m.copy_from(&[7u8; 9217]));
+    }
+
     use super::*;
 
     #[test]

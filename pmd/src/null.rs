@@ -46,7 +46,7 @@ impl PortControl for Control {
         Caps {
             max_burst: MAX_BURST,
             rx_interrupt: false,
-            max_frame: 9000,
+            max_frame: crate::probe::MAX_FRAME_LEN,
         }
     }
     fn stop_rx(&self) {

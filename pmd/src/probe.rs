@@ -36,6 +36,9 @@ pub const MAGIC: u16 = 0x534c;
 pub const SIG_LEN: usize = 16;
 /// The most flows a stream has (the flow number is 16 bits).
 pub const MAX_FLOWS: u32 = 65536;
+/// The longest frame a generator makes (without FCS): a 9,000-byte IP
+/// packet (jumbo frames) and its Ethernet header.
+pub const MAX_FRAME_LEN: usize = 9014;
 
 /// Offered load.
 #[derive(Clone, Copy, Debug, PartialEq)]

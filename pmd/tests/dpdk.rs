@@ -251,6 +251,7 @@ fn tap_interrupt(eal: &Eal, pool: &Mempool) {
         ring: pmd::afpacket::RingVersion::V3,
         qdisc_bypass: true,
         pool_size: 256,
+        mtu: 1500,
     })
     .unwrap();
     let f = frame();

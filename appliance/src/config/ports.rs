@@ -411,6 +411,9 @@ pub(super) fn check_softnic(cx: &mut Ctx<'_>, i: usize, s: &RawSoftnic, mac: Mac
 /// worker's `[worker.gen]` at `at`, where a rate of 0 means idle until
 /// `sluice ctl gen start`), sending to `dst_mac`; `default_flows` when
 /// `flows` is not given (rounded up to whole rounds of a size mix).
+/// The longest frame a generator makes (a 9,000-byte packet).
+const MAX_FRAME_LEN: usize = pmd::probe::MAX_FRAME_LEN;
+
 pub(super) fn check_gen(
     cx: &mut Ctx<'_>,
     at: &str,
@@ -443,8 +446,12 @@ pub(super) fn check_gen(
         }
     };
     if let Some(v) = &s.size {
-        if !(58..=2048).contains(v.get_ref()) {
-            cx.err(v, k("size"), "must be 58..=2048 bytes (frame without FCS)");
+        if !(58..=MAX_FRAME_LEN).contains(v.get_ref()) {
+            cx.err(
+                v,
+                k("size"),
+                format!("must be 58..={MAX_FRAME_LEN} bytes (frame without FCS)"),
+            );
         }
         g.size = *v.get_ref();
     }
@@ -461,11 +468,11 @@ pub(super) fn check_gen(
         g.sizes = match v.get_ref() {
             RawSizes::Word(w) if w == "imix" => pmd::probe::IMIX.to_vec(),
             RawSizes::List(l) if !l.is_empty() && l.len() <= 64 => {
-                if let Some(x) = l.iter().find(|x| !(58..=2048).contains(*x)) {
+                if let Some(x) = l.iter().find(|x| !(58..=MAX_FRAME_LEN).contains(*x)) {
                     cx.err(
                         v,
                         k("sizes"),
-                        format!("{x}: each must be 58..=2048 bytes (frame without FCS)"),
+                        format!("{x}: each must be 58..={MAX_FRAME_LEN} bytes (frame without FCS)"),
                     );
                 }
                 l.clone()

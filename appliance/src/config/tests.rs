@@ -174,7 +174,12 @@ fn generator_size_mixes() {
     assert!(e[0].msg.contains("multiple of the 3 lengths"), "{e:?}");
     let e = errs(&with("sizes = [64, 40]"));
     assert_eq!(e[0].key, "worker[0].gen.sizes", "{e:?}");
-    assert!(e[0].msg.contains("58..=2048"), "{e:?}");
+    assert!(e[0].msg.contains("58..=9014"), "{e:?}");
+    // Jumbo frames up to a 9,000-byte packet.
+    let g = gen(&with("sizes = [64, 9014]\nflows = 2"));
+    assert_eq!(g.sizes, [64, 9014]);
+    let e = errs(&with("sizes = [64, 9015]"));
+    assert!(e[0].msg.contains("9015: each must be 58..=9014"), "{e:?}");
     let e = errs(&with("sizes = \"trimodal\""));
     assert!(e[0].msg.contains("\"imix\""), "{e:?}");
     let e = errs(&with("size = 64\nsizes = \"imix\""));
@@ -821,4 +826,20 @@ fn port_blocks_are_checked() {
         "{}",
         e[0]
     );
+}
+
+/// A port's `mtu` against its driver's frames: refused at open with both
+/// named when they cannot hold it.
+#[test]
+fn a_port_mtu_longer_than_its_drivers_frames_is_refused() {
+    let c = parse(GOOD, "t.toml", None).unwrap();
+    let p = &c.ports[0];
+    assert!(p.check_frames(1500, "afxdp", 1792).is_ok());
+    assert!(p.check_frames(1778, "afxdp", 1792).is_ok());
+    let e = p.check_frames(9000, "afxdp", 1792).unwrap_err().to_string();
+    assert!(
+        e.contains("mtu of 9000 needs 9014-byte frames, and the afxdp driver carries at most 1792 bytes a frame: lower `mtu` to 1778"),
+        "{e}"
+    );
+    assert!(e.starts_with(&format!("port {} (t.toml:", p.name)), "{e}");
 }

@@ -11,7 +11,7 @@
 use super::{Coalesce, Intr, Rate, Shared, SinkCounters, SoftRx, SoftTx};
 use super::{Control, SoftnicConfig};
 use crate::hist::{hist_pair, HistReader, HistWriter};
-use crate::mbuf::{Mbuf, Pool, CACHE_SIZE, DEFAULT_DATA_ROOM};
+use crate::mbuf::{Mbuf, Pool, CACHE_SIZE};
 use crate::probe::{build_flows, Flow, Pacer};
 use crate::sys::{rdtsc, set_timer_slack, EventFd, Tsc};
 use crate::{BoxRx, BoxTx, Counter, OpenPort, PacketBuf, PortError, QueueCounters};
@@ -106,13 +106,14 @@ impl Generator {
         // Rings, plus what workers hold in TX buffers and per-thread caches.
         let pool_size =
             cfg.rxd * usize::from(cfg.rxq) + cfg.txd * usize::from(cfg.txq) + 16 * CACHE_SIZE;
-        let pool = Pool::new(
-            &format!("softnic{}", cfg.port),
-            pool_size,
-            DEFAULT_DATA_ROOM,
-        )?;
+        // Buffers for the longest frame the generator makes (jumbo
+        // frames: a larger room).
+        let longest = g.sizes.iter().copied().max().unwrap_or(g.size);
+        let room = crate::mbuf::data_room_for(longest.saturating_sub(22))
+            .min(crate::mbuf::data_room_for(crate::probe::MAX_FRAME_LEN - 14));
+        let pool = Pool::new(&format!("softnic{}", cfg.port), pool_size, room)?;
         let mut rng = crate::probe::rng_for(g.seed, cfg.port);
-        let flows = build_flows(g, &mut rng, cfg.rxq, DEFAULT_DATA_ROOM);
+        let flows = build_flows(g, &mut rng, cfg.rxq, room.min(crate::probe::MAX_FRAME_LEN));
         let intr = (0..cfg.rxq)
             .map(|_| {
                 Ok(Intr {

@@ -118,7 +118,9 @@ impl PortControl for Control {
         Caps {
             max_burst: MAX_BURST,
             rx_interrupt: true,
-            max_frame: crate::mbuf::DEFAULT_DATA_ROOM,
+            // Its sink takes any frame; its generator makes them up to
+            // this long, its buffers sized for the longest it makes.
+            max_frame: crate::probe::MAX_FRAME_LEN,
         }
     }
 
