@@ -18,6 +18,10 @@
 # Routers alternate; each figure is the median of the runs. Writes
 # bench/results/tcp.md. As root; needs iperf3, nft, ethtool, python3.
 #   bench/run-tcp.sh [runs] [seconds per iperf3/RR test]   (default 3 5)
+#   MTU=9000 bench/run-tcp.sh [runs] [seconds]   (jumbo frames: every lab
+#     link and Sluice's ports at that MTU; AF_PACKET and the kernel only,
+#     AF_XDP carrying at most 1,792-byte frames; writes
+#     bench/results/tcp-mtu9000.md)
 #   TCP_PROFILE=1 bench/run-tcp.sh [runs] [seconds]   (where the router CPU
 #     goes, by perf call chains: bench/results/tcp-profile.md; needs perf)
 set -uo pipefail
@@ -43,6 +47,18 @@ BUSY_POLL_US=100
 sed "s/^\[worker\.poll\]\$/[worker.poll]\nbusy_poll_us = $BUSY_POLL_US/" "$WORK/router-nat-afxdp.toml" > "$WORK/router-nat-afxdp-bp.toml"
 grep -q "^busy_poll_us = $BUSY_POLL_US" "$WORK/router-nat-afxdp-bp.toml" || { echo "configs/router-nat.toml has no [worker.poll]" >&2; exit 1; }
 ROUTERS=(sluice-afpacket sluice-afpacket-v2 sluice-afxdp sluice-afxdp-bp kernel)
+MTU=${MTU:-1500}
+OUT=tcp.md
+if [ "$MTU" != 1500 ]; then
+  # Jumbo frames: the ports' `mtu` (the router's), the links' set in
+  # router_up; AF_XDP cannot carry them.
+  for f in router-nat router-nat-v2; do
+    sed -i "s/^ipv4 = \(.*\)$/ipv4 = \1\nmtu = $MTU/" "$WORK/$f.toml"
+    [ "$(grep -c "^mtu = $MTU" "$WORK/$f.toml")" = 2 ] || { echo "no two ports' ipv4 in $f.toml" >&2; exit 1; }
+  done
+  ROUTERS=(sluice-afpacket sluice-afpacket-v2 kernel)
+  OUT=tcp-mtu$MTU.md
+fi
 POLICY=$(awk '/^\[worker.poll\]/ {p = 1} p && /^mode/ {gsub(/"/, "", $3); print $3; exit}' configs/router-nat.toml)
 
 HZ=$(getconf CLK_TCK)
@@ -84,6 +100,12 @@ EOF
 # iperf3 server up; router_down takes it all down again.
 router_up() {
   lab_up
+  if [ "$MTU" != 1500 ]; then
+    inns $NS_C ip link set c0 mtu "$MTU"
+    inns $NS_R ip link set r0 mtu "$MTU"
+    inns $NS_R ip link set r1 mtu "$MTU"
+    inns $NS_S ip link set s0 mtu "$MTU"
+  fi
   RPID=
   if [ "$1" != kernel ]; then
     local cfg=$WORK/router-nat.toml
@@ -314,9 +336,17 @@ for i in $(seq "$RUNS"); do
 done
 
 {
-  echo "# TCP and latency through the gateway: Sluice vs the kernel"
-  echo
-  echo "Command: \`bench/run-tcp.sh $RUNS $SECS\` $(provenance)."
+  if [ "$MTU" = 1500 ]; then
+    echo "# TCP and latency through the gateway: Sluice vs the kernel"
+    echo
+    echo "Command: \`bench/run-tcp.sh $RUNS $SECS\` $(provenance)."
+  else
+    echo "# TCP and latency through the gateway at MTU $MTU: Sluice vs the kernel"
+    echo
+    echo "Command: \`MTU=$MTU bench/run-tcp.sh $RUNS $SECS\` $(provenance)."
+    echo
+    echo "Every lab link (c0, r0, r1, s0) at MTU $MTU and Sluice's two ports \`mtu = $MTU\` (jumbo frames; AF_XDP, which carries at most 1,792-byte frames, is left out). Otherwise as [tcp.md](tcp.md):"
+  fi
   echo
   echo "The namespace lab (scripts/lab-net.sh: veths, offloads off, every frame whole). The router in sl-router: Sluice on AF_PACKET (sluice-afpacket: its TPACKET_V3 ring, blocks handed over when full or after 1 ms; sluice-afpacket-v2: \`ring = \"v2\"\`, frames handed over one by one) or AF_XDP (configs/router-nat.toml: conntrack, firewall, SNAT; worker on CPU $ROUTER_CPU, poll mode \`$POLICY\` as shipped; sluice-afxdp-bp: the same with \`busy_poll_us = $BUSY_POLL_US\`, polling on for $BUSY_POLL_US µs after the last packet before blocking), or the kernel (ip_forward, the same policy in nftables with masquerade; RPS steers the router interfaces' receive work to CPU $ROUTER_CPU). Client and server programs run on CPU $APP_CPU. Router CPU is CPU $ROUTER_CPU's busy time (wall time less its idle time in /proc/stat). Retransmissions: iperf3's count of the senders'. Dropped by the client's veth: c0's tx_dropped over the test, the segments the router's side had no room for (on AF_XDP r0's XDP ring, which the veth driver fixes at 256 frames; on the kernel's and AF_PACKET's way the CPU's 1,000-packet backlog, \`net.core.netdev_max_backlog\`). TCP: \`iperf3 -c -t $SECS -P N\`, client to server, Gbit/s received. Ping: 500 echo requests 10 ms apart. UDP RR: a 64-byte request echoed by the server, one in flight, for $SECS s (Python on both ends: its own cost is in every router's figure). Each figure is the median of $RUNS runs, routers alternating, in reverse order every other round (runs in brackets, in round order)."
   echo
@@ -338,7 +368,7 @@ print("| %s | %.2f%s | %.0f | %s | %.2f%s | %.0f | %s | %.0f / %.0f | %.1f | %.0
 EOF
   done
   echo
-  python3 - "${res[sluice-afpacket]}" "${res[sluice-afpacket-v2]}" "${res[sluice-afxdp]}" "${res[sluice-afxdp-bp]}" "${res[kernel]}" "$BUSY_POLL_US" <<'EOF'
+  python3 - "${res[sluice-afpacket]}" "${res[sluice-afpacket-v2]:-}" "${res[sluice-afxdp]:-}" "${res[sluice-afxdp-bp]:-}" "${res[kernel]}" "$BUSY_POLL_US" <<'EOF'
 import statistics, sys
 def rows(s):
     return [list(map(float, x.split())) for x in s.split(";") if x.strip()]
@@ -352,11 +382,13 @@ k = sys.argv[5]
 print("Against the kernel (ratios of the medians, then in brackets each round's own ratio, its range and median; the issue's goal for AF_XDP: TCP >= 1.0x at <= its CPU per Gbit/s, ping p50 <= 1.5x):")
 print()
 for name, s in (("Sluice AF_PACKET (V3 ring)", sys.argv[1]), ("Sluice AF_PACKET (V2 ring)", sys.argv[2]), ("Sluice AF_XDP", sys.argv[3]), ("Sluice AF_XDP, busy_poll_us = " + sys.argv[6], sys.argv[4])):
+    if not rows(s):
+        continue
     r = lambda i: med(s, i) / med(k, i) if med(k, i) else float("nan")
     cpg = lambda g, c: (med(s, c) / med(s, g)) / (med(k, c) / med(k, g)) if med(s, g) and med(k, g) and med(k, c) else float("nan")
     print("- %s: TCP 1 stream %.2fx [%s] (CPU per Gbit/s %.2fx), 4 streams %.2fx [%s] (%.2fx); ping p50 %.2fx [%s]; UDP RR %.2fx the transactions [%s]" % (
         name, r(0), rounds(s, k, 0), cpg(0, 1), r(2), rounds(s, k, 2), cpg(2, 3), r(4), rounds(s, k, 4), r(7), rounds(s, k, 7)))
 EOF
-} | tee "$WORK/tcp.md"
+} | tee "$WORK/$OUT"
 mkdir -p bench/results
-cp "$WORK/tcp.md" bench/results/tcp.md
+cp "$WORK/$OUT" "bench/results/$OUT"

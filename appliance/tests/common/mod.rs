@@ -725,6 +725,9 @@ fn local_listener(
             .spawn()
             .unwrap(),
     );
+    // It opens its file once bound: what is sent from now on is kept
+    // (an IPFIX exporter's templates go first, and only at start).
+    wait_for(&out);
     (k, port, out)
 }
 
@@ -753,6 +756,18 @@ pub fn nfcapd_in(ns: &str, dir: &Path) -> (Killed, u16) {
             .spawn()
             .unwrap(),
     );
+    // Its working file appears once it listens.
+    until("nfcapd listens", 20, || {
+        std::fs::read_dir(dir).is_ok_and(|mut d| {
+            d.any(|e| {
+                e.is_ok_and(|e| {
+                    e.file_name()
+                        .to_string_lossy()
+                        .starts_with("nfcapd.current")
+                })
+            })
+        })
+    });
     (k, port)
 }
 
