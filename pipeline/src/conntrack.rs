@@ -647,11 +647,12 @@ impl ConnTrack {
         }
     }
 
-    /// An empty table with the same capacity, timeouts and window
-    /// tracking.
+    /// An empty table with the same capacity, timeouts, window tracking
+    /// and port blocks (all free).
     pub fn empty_like(&self) -> Self {
         let mut t = ConnTrack::new(self.capacity, self.timeouts);
         t.tcp_window = self.tcp_window;
+        t.blocks = self.blocks.as_ref().map(|b| Box::new(b.emptied()));
         t
     }
 

@@ -157,6 +157,22 @@ impl Blocks {
         })
     }
 
+    /// The same blocks, all free (an empty table's).
+    pub fn emptied(&self) -> Blocks {
+        let mut b = self.clone();
+        for x in &mut b.addrs {
+            x.free = (x.base..x.base + x.count).collect();
+        }
+        b.owner.fill(0);
+        b.flows.fill(0);
+        b.next.fill(NONE);
+        b.cursor.fill(0);
+        b.queued.fill(true);
+        b.subs.clear();
+        (b.shared, b.held) = (0, 0);
+        b
+    }
+
     /// The blocks in the table.
     pub fn len(&self) -> usize {
         self.flows.len()
@@ -512,6 +528,11 @@ mod tests {
         assert_eq!(u.shared, 1);
         // Leaving a port no flow holds changes nothing.
         assert_eq!(u.leave(10, 1399), None);
+        // An empty table's copy: every block free again, in order.
+        let e = u.emptied();
+        assert_eq!((e.held(), e.first(1), e.shared), (0, None, 0));
+        let mut e = e;
+        assert_eq!(e.free_block(10), Some(0));
     }
 
     #[test]
