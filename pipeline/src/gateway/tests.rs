@@ -2301,3 +2301,45 @@ fn port_blocks_go_to_a_host_and_come_back_when_its_flows_end() {
     let mut f = pkt(R0, CLIENT, 30200, SERVER, 53, 17, 0, b"q");
     assert_eq!(g.process(&mut f, 0), Verdict::Forward(1));
 }
+
+/// Port blocks with two workers: each cuts its blocks from its own slice
+/// of the range, so a reply to a block's port goes to the worker that
+/// owns it.
+#[test]
+fn port_blocks_are_each_workers_and_replies_find_them() {
+    let mut nat = nat_cfg(PortRange { lo: 1024, hi: 2047 });
+    nat.snat[0].to = SnatTo::Blocks(crate::nat::BlockRule {
+        addrs: vec![a("198.19.0.1")],
+        size: 64,
+        max: 2,
+    });
+    let cfg = GatewayConfig {
+        workers: 2,
+        ..config_with(vec![], Action::Accept, nat.clone(), 256)
+    };
+    let mut w: Vec<Gateway> = (0..2).map(|i| Gateway::new(router(), &cfg, i)).collect();
+    for g in &mut w {
+        g.tick(S);
+        // 512 ports a worker: 8 blocks of 64.
+        assert_eq!(g.conntrack().blocks().unwrap().len(), 8);
+    }
+    for (i, g) in w.iter_mut().enumerate() {
+        let mut f = pkt(R0, CLIENT, 30000, SERVER, 53, 17, 0, b"q");
+        assert_eq!(g.process(&mut f, 0), Verdict::Forward(1));
+        let (s, p, _, _) = addrs(&f);
+        assert_eq!(s, a("198.19.0.1"));
+        let slice = 1024 + 512 * i as u16;
+        assert!((slice..slice + 512).contains(&p), "worker {i}: port {p}");
+        assert_eq!(nat.port_owner(s, p, 2), Some(i as u16));
+    }
+    // Worker 1's flow's reply, received by worker 0: handed over.
+    let mut f = pkt(R0, CLIENT, 30001, SERVER, 99, 17, 0, b"q");
+    assert_eq!(w[1].process(&mut f, 0), Verdict::Forward(1));
+    let mut r = reply_to(&f, R1, 0);
+    assert_eq!(w[0].process(&mut r, 1), Verdict::Handoff(1));
+    assert_eq!(w[1].process(&mut r, 1), Verdict::Forward(0));
+    // An empty copy of a worker (a fresh instance) has its blocks, free.
+    let fresh = w[1].clone();
+    let b = fresh.conntrack().blocks().unwrap();
+    assert_eq!((b.len(), b.held()), (8, 0));
+}
