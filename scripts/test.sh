@@ -17,11 +17,12 @@ cd "$(dirname "$0")/.."
 # systemd (systemd-analyze) for the unit's tests (appliance/tests/unit.rs);
 # dpkg-dev, lintian, adduser and man-db for the Debian package
 # (scripts/check-package.sh); nfdump (nfcapd) and tshark as the IPFIX
-# collectors (appliance/tests/export.rs).
+# collectors (appliance/tests/export.rs); nftables for the kernel's side
+# of the input-chain test (appliance/tests/input.rs).
 PKGS=(dpdk dpdk-dev libdpdk-dev libclang-dev pkg-config
   iproute2 iputils-ping traceroute curl iperf3 python3 ethtool
   libxdp-dev libbpf-dev prometheus tcpdump tshark bird2 keepalived
-  systemd dpkg-dev lintian adduser man-db nfdump)
+  systemd dpkg-dev lintian adduser man-db nfdump nftables)
 missing=()
 for p in "${PKGS[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")

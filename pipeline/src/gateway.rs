@@ -35,10 +35,7 @@
 //! [`Flow::translated`]: crate::conntrack::Flow::translated
 
 use crate::acl::{v4, Key, Memo};
-use crate::checksum;
-use crate::conntrack::{
-    self, opens_flow, ConnTrack, Refused, Segment, Timeouts, Tuple, ACK, FIN, RST, SYN,
-};
+use crate::conntrack::{self, opens_flow, ConnTrack, Refused, Segment, Timeouts, Tuple};
 use crate::events;
 use crate::firewall::{self, meta, meta_ct, state, status, Action, RejectWith, RuleSet};
 use crate::fwd::{ForwardMode, Frame};

@@ -7,6 +7,7 @@
 use super::schema::{port_range, proto_num, ProtoSpec, RawFile};
 use super::typed::{ControlPlane, PortConfig, RouterSetup};
 use super::Ctx;
+use pipeline::firewall::Action;
 use pipeline::router::PuntRule;
 use toml::Spanned;
 
@@ -130,6 +131,28 @@ pub(super) fn punt_rules(
         let k = |f: &str| format!("control_plane.punt[{i}].{f}");
         let mut rule = PuntRule::default();
         let mut ok = true;
+        if let Some(a) = &r.action {
+            match super::firewall::action(
+                a.get_ref(),
+                r.reject_with.as_ref().map(|w| w.get_ref().as_str()),
+            ) {
+                Ok(act) => rule.action = act,
+                Err(e) => {
+                    let (at, key) = match &r.reject_with {
+                        Some(w) if e.contains("tcp-reset") => (w.span(), "reject_with"),
+                        _ => (a.span(), "action"),
+                    };
+                    cx.err(&Spanned::new(at, ()), k(key), e);
+                    ok = false;
+                }
+            }
+        }
+        if let Some(w) = &r.reject_with {
+            if !matches!(rule.action, Action::Reject(_)) && ok {
+                cx.err(w, k("reject_with"), "only with action = \"reject\"");
+                ok = false;
+            }
+        }
         if let Some(p) = &r.proto {
             let n = match p.get_ref() {
                 ProtoSpec::Name(s) if s == "ospf" => Ok(89),
@@ -219,13 +242,6 @@ pub(super) fn punt_rules(
         if ok {
             out.push(rule);
         }
-    }
-    if !out.is_empty() && !cp.get_ref().tap.as_ref().is_some_and(|t| *t.get_ref()) {
-        cx.warn(
-            cp,
-            "control_plane.punt",
-            "punt rules without `tap = true` punt nothing (there is no mirror)",
-        );
     }
     out
 }

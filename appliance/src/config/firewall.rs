@@ -15,7 +15,7 @@ use std::net::{IpAddr, Ipv4Addr};
 use std::path::Path;
 use toml::Spanned;
 
-fn action(s: &str, with: Option<&str>) -> Result<Action, String> {
+pub(super) fn action(s: &str, with: Option<&str>) -> Result<Action, String> {
     let w = match with {
         None => RejectWith::Auto,
         Some("tcp-reset") => RejectWith::TcpReset,

@@ -796,6 +796,10 @@ pub(super) struct RawAddedNeighbor {
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(super) struct RawPuntRule {
+    /// What it does with what it matches: accept (punt), drop, reject.
+    pub(super) action: Option<Spanned<String>>,
+    /// How a reject is answered.
+    pub(super) reject_with: Option<Spanned<String>>,
     /// Protocol: tcp, udp, icmp, icmpv6, ospf, vrrp or a number.
     pub(super) proto: Option<Spanned<ProtoSpec>>,
     /// Destination port or range (TCP, UDP, SCTP).

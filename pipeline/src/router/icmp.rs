@@ -40,11 +40,32 @@ impl Router {
         extra: u32,
         reason: DropReason,
     ) -> Verdict {
-        let Some((our, our_mac)) = self.source4(in_port) else {
+        self.icmp4_error_from(pkt, in_port, ty, code, extra, reason, false)
+    }
+
+    /// [`Router::icmp4_error`], sent from the packet's destination when
+    /// `from_dst` (a packet for one of the router's own addresses: a host
+    /// answers from the address it was sent to), else from the receiving
+    /// interface's address.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn icmp4_error_from(
+        &mut self,
+        pkt: &mut impl Frame,
+        in_port: u16,
+        ty: u8,
+        code: u8,
+        extra: u32,
+        reason: DropReason,
+        from_dst: bool,
+    ) -> Verdict {
+        let Some((mut our, our_mac)) = self.source4(in_port) else {
             return Verdict::Drop(reason);
         };
         let b = pkt.bytes();
         let ip = Ipv4Packet::new_unchecked(&b[ETHERNET_HEADER_LEN..]);
+        if from_dst {
+            our = ip.dst().into();
+        }
         let src = u32::from_be_bytes(ip.src());
         let h = ip.header_len();
         let payload = ip.payload();
@@ -106,11 +127,30 @@ impl Router {
         extra: u32,
         reason: DropReason,
     ) -> Verdict {
-        let Some((our, our_mac)) = self.source6(in_port) else {
+        self.icmp6_error_from(pkt, in_port, ty, code, extra, reason, false)
+    }
+
+    /// [`Router::icmp6_error`], from the packet's destination when
+    /// `from_dst` (see [`Router::icmp4_error_from`]).
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn icmp6_error_from(
+        &mut self,
+        pkt: &mut impl Frame,
+        in_port: u16,
+        ty: u8,
+        code: u8,
+        extra: u32,
+        reason: DropReason,
+        from_dst: bool,
+    ) -> Verdict {
+        let Some((mut our, our_mac)) = self.source6(in_port) else {
             return Verdict::Drop(reason);
         };
         let b = pkt.bytes();
         let ip = Ipv6Packet::new_unchecked(&b[ETHERNET_HEADER_LEN..]);
+        if from_dst {
+            our = ip.dst().into();
+        }
         let src = u128::from_be_bytes(ip.src());
         let l4 = ETHERNET_HEADER_LEN + 40;
         let is_error = match ip.upper_layer() {

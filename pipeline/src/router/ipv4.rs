@@ -178,16 +178,22 @@ impl Router {
         let Some(mac) = self.iface(in_port).map(|i| i.mac) else {
             return Verdict::Drop(DropReason::ToRouter);
         };
+        let is_echo = {
+            let ip = Ipv4Packet::new_unchecked(&pkt.bytes()[ETHERNET_HEADER_LEN..]);
+            ip.protocol() == IpProto::ICMP
+                && ip.flags_frag() & 0x3fff == 0
+                && IcmpPacket::new_checked(ip.payload())
+                    .is_ok_and(|i| (i.msg_type(), i.code()) == (8, 0))
+        };
+        if !is_echo {
+            return self.for_router(pkt, in_port, true);
+        }
+        if let Some(v) = self.echo_rule(pkt, in_port) {
+            return v;
+        }
         let b = pkt.bytes_mut();
         let mut ip = Ipv4Packet::new_unchecked(&mut b[ETHERNET_HEADER_LEN..]);
         let h = ip.header_len();
-        let is_echo = ip.protocol() == IpProto::ICMP
-            && ip.flags_frag() & 0x3fff == 0
-            && IcmpPacket::new_checked(ip.payload())
-                .is_ok_and(|i| (i.msg_type(), i.code()) == (8, 0));
-        if !is_echo {
-            return self.for_router(pkt.bytes(), in_port);
-        }
         ip.swap_addrs();
         ip.set_ttl(64);
         ip.fill_checksum();
@@ -219,7 +225,7 @@ impl Router {
         }
         let dst = u32::from_be_bytes(ip.dst());
         if dst >> 8 == 0xe0_00_00 || dst == u32::MAX {
-            self.for_router(pkt.bytes(), in_port)
+            self.for_router(pkt, in_port, false)
         } else {
             Verdict::Drop(DropReason::NotForUs)
         }

@@ -36,7 +36,7 @@ impl Router {
             // advertisements, MLD, OSPFv3, DHCPv6) is the kernel's where
             // it has a mirror; other multicast is not routed.
             if dst >> 112 == 0xff02 && self.cfg.punt.mirrored(in_port) {
-                return self.for_router(pkt.bytes(), in_port);
+                return self.for_router(pkt, in_port, false);
             }
             return Verdict::Drop(DropReason::NotRoutable);
         }
@@ -101,11 +101,14 @@ impl Router {
         let Some(mac) = self.iface(in_port).map(|i| i.mac) else {
             return Verdict::Drop(DropReason::ToRouter);
         };
-        let b = pkt.bytes_mut();
         let l4 = ETHERNET_HEADER_LEN + off;
-        if icmp_type != Some(128) || b.len() < l4 + 8 {
-            return self.for_router(pkt.bytes(), in_port);
+        if icmp_type != Some(128) || pkt.bytes().len() < l4 + 8 {
+            return self.for_router(pkt, in_port, true);
         }
+        if let Some(v) = self.echo_rule(pkt, in_port) {
+            return v;
+        }
+        let b = pkt.bytes_mut();
         // Swapping the addresses leaves the pseudo-header sum unchanged;
         // type 128 → 129 changes one word.
         let mut ip = Ipv6Packet::new_unchecked(&mut b[ETHERNET_HEADER_LEN..]);

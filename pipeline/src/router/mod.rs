@@ -41,6 +41,7 @@ mod hold;
 mod icmp;
 mod ipv4;
 mod ipv6;
+mod local;
 mod neighbors;
 mod punt;
 mod vlan;
@@ -69,6 +70,9 @@ crate::counter_enum! {
         Unreachable = "icmp_unreachable",
         /// ICMP Fragmentation Needed sent.
         FragNeeded = "icmp_frag_needed",
+        /// TCP resets sent for the router's own addresses: a closed port
+        /// (no mirror) or an input rule's reject.
+        TcpReset = "tcp_reset",
         /// ICMP errors not sent because of the rate limit.
         IcmpRateLimited = "icmp_rate_limited",
         /// ARP replies sent for the router's addresses.

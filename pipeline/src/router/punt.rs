@@ -16,15 +16,29 @@
 //! no match on a protocol behind extension headers), destination and
 //! source port ranges (TCP, UDP, SCTP; not fragments after the first),
 //! source prefixes, the interface it came in on.
+//!
+//! The rules are also the router's input chain (nftables' `chain input`):
+//! a rule's action is `accept` (punt it; where the interface has no
+//! mirror, answer as a host with nothing listening: [`super::local`]),
+//! `drop` (counted `punt_denied`, as a packet no rule admits) or `reject`
+//! (a TCP reset or an ICMP unreachable from the router's address, within
+//! the ICMP rate).
 
 use super::Router;
+use crate::firewall::Action;
+use crate::fwd::Frame;
 use crate::verdict::{DropReason, Verdict};
 use crate::wire::ETHERNET_HEADER_LEN;
 use std::net::IpAddr;
 
-/// One punt rule: what it admits (every field it has must match).
-#[derive(Clone, Debug, Default, PartialEq)]
+/// One punt rule: what it matches (every field it has must match) and
+/// what it does with it.
+#[derive(Clone, Debug, PartialEq)]
 pub struct PuntRule {
+    /// What becomes of a packet it matches: `Accept` punts it (or, with
+    /// no mirror, answers it as a closed port), `Drop` drops it as
+    /// `punt_denied`, `Reject` answers it.
+    pub action: Action,
     /// IP protocol (IPv6: next header), any if `None`.
     pub proto: Option<u8>,
     /// Destination port range (inclusive), for TCP, UDP and SCTP.
@@ -43,6 +57,21 @@ pub struct PuntRule {
     pub rate: Option<u32>,
 }
 
+impl Default for PuntRule {
+    /// A rule that admits everything.
+    fn default() -> Self {
+        PuntRule {
+            action: Action::Accept,
+            proto: None,
+            ports: None,
+            sports: None,
+            from: Vec::new(),
+            in_ifaces: Vec::new(),
+            rate: None,
+        }
+    }
+}
+
 /// What goes to the kernel.
 #[derive(Clone, Debug, Default)]
 pub struct PuntPolicy {
@@ -50,7 +79,9 @@ pub struct PuntPolicy {
     /// for the router and received there can be punted; elsewhere it is
     /// dropped as `to_router`. Empty: no mirrors, nothing punted.
     pub mirrored: Vec<bool>,
-    /// Rules, first match wins; empty: everything is punted.
+    /// Rules, first match wins; empty: everything is punted (answered as
+    /// a closed port without a mirror); a packet no rule matches is
+    /// dropped as `punt_denied`.
     pub rules: Vec<PuntRule>,
 }
 
@@ -124,7 +155,7 @@ fn within(a: IpAddr, (p, len): (IpAddr, u8)) -> bool {
 }
 
 impl PuntRule {
-    fn admits(&self, f: &Fields, in_if: u16) -> bool {
+    fn matches(&self, f: &Fields, in_if: u16) -> bool {
         let in_range = |r: Option<(u16, u16)>, p: Option<u16>| {
             r.is_none_or(|(lo, hi)| p.is_some_and(|p| (lo..=hi).contains(&p)))
         };
@@ -138,30 +169,69 @@ impl PuntRule {
 
 impl Router {
     /// What happens to an IP packet for the router that it does not
-    /// answer itself (`b`: the frame, tags stripped): punted to the
-    /// receiving interface's mirror if it has one and a rule admits it
-    /// (within the rule's rate), else dropped.
-    pub(super) fn for_router(&mut self, b: &[u8], in_port: u16) -> Verdict {
-        if !self.cfg.punt.mirrored(in_port) {
-            return Verdict::Drop(DropReason::ToRouter);
-        }
-        if self.cfg.punt.rules.is_empty() {
-            return Verdict::Punt(in_port);
-        }
-        let Some(f) = fields(b) else {
-            return Verdict::Drop(DropReason::PuntDenied);
+    /// answer itself (tags stripped; `unicast`: sent to one of its
+    /// addresses, not multicast or broadcast): the first rule that
+    /// matches decides (within its rate); admitted, it is punted to the
+    /// receiving interface's mirror, or without one answered as a closed
+    /// port ([`Router::closed_port`]), a multicast one dropped as
+    /// `to_router`; refused, it is dropped or answered
+    /// ([`Router::reject_local`]).
+    pub(super) fn for_router(
+        &mut self,
+        pkt: &mut impl Frame,
+        in_port: u16,
+        unicast: bool,
+    ) -> Verdict {
+        let action = match self.input_rule(pkt.bytes(), in_port) {
+            Ok(a) => a,
+            Err(reason) => return Verdict::Drop(reason),
         };
-        let Some(i) = self
+        match action {
+            Action::Accept if self.cfg.punt.mirrored(in_port) => Verdict::Punt(in_port),
+            Action::Accept if unicast => self.closed_port(pkt, in_port),
+            Action::Accept => Verdict::Drop(DropReason::ToRouter),
+            Action::Reject(w) if unicast => self.reject_local(pkt, in_port, w),
+            _ => Verdict::Drop(DropReason::PuntDenied),
+        }
+    }
+
+    /// What the rules make of an echo request for the router, if a rule
+    /// decides it: dropped or rejected by a rule that matches it (an
+    /// input chain's `iifname "wan" drop`), `None` (answered here) when
+    /// no rule matches it or an `accept` rule does: rules written only
+    /// for what reaches the kernel (control-plane policing) leave pings
+    /// answered.
+    pub(super) fn echo_rule(&mut self, pkt: &mut impl Frame, in_port: u16) -> Option<Verdict> {
+        if self.cfg.punt.rules.is_empty() {
+            return None;
+        }
+        match self.input_rule(pkt.bytes(), in_port) {
+            Ok(Action::Accept) | Err(DropReason::PuntDenied) => None,
+            Ok(Action::Reject(w)) => Some(self.reject_local(pkt, in_port, w)),
+            Ok(Action::Drop) => Some(Verdict::Drop(DropReason::PuntDenied)),
+            Err(reason) => Some(Verdict::Drop(reason)),
+        }
+    }
+
+    /// The action of the first rule that matches frame `b` received on
+    /// `in_port` (`Accept` without rules), or why it is dropped: no rule
+    /// matches (`punt_denied`), the rule's rate is spent (`punt_policed`).
+    fn input_rule(&mut self, b: &[u8], in_port: u16) -> Result<Action, DropReason> {
+        if self.cfg.punt.rules.is_empty() {
+            return Ok(Action::Accept);
+        }
+        let f = fields(b).ok_or(DropReason::PuntDenied)?;
+        let i = self
             .cfg
             .punt
             .rules
             .iter()
-            .position(|r| r.admits(&f, in_port))
-        else {
-            return Verdict::Drop(DropReason::PuntDenied);
-        };
-        let Some(rate) = self.cfg.punt.rules[i].rate else {
-            return Verdict::Punt(in_port);
+            .position(|r| r.matches(&f, in_port))
+            .ok_or(DropReason::PuntDenied)?;
+        let rule = &self.cfg.punt.rules[i];
+        let action = rule.action;
+        let Some(rate) = rule.rate else {
+            return Ok(action);
         };
         if self.punt_buckets.len() <= i {
             self.punt_buckets.resize(i + 1, Bucket::default());
@@ -178,9 +248,9 @@ impl Router {
         b.at_ns = now.max(1);
         if b.tokens >= 1.0 {
             b.tokens -= 1.0;
-            Verdict::Punt(in_port)
+            Ok(action)
         } else {
-            Verdict::Drop(DropReason::PuntPoliced)
+            Err(DropReason::PuntPoliced)
         }
     }
 

@@ -4,6 +4,7 @@
 use super::neighbors::BROADCAST;
 use super::*;
 use crate::checksum;
+use crate::firewall::{Action, RejectWith};
 use crate::wire::{IpProto, Ipv4Packet, Ipv6Packet};
 
 const R0: MacAddr = MacAddr([2, 0x51, 0, 0, 0, 0]);
@@ -345,15 +346,22 @@ proptest! {
     }
 }
 
-#[test]
-fn echo_to_router_is_answered() {
-    let mut r = router();
-    let mut f = udp4("198.18.0.10", "198.19.0.1", 64, 0);
+/// An ICMP echo request from `src` to the router's address `dst`,
+/// received on port 0.
+fn echo4(src: &str, dst: &str) -> Vec<u8> {
+    let mut f = udp4(src, dst, 64, 0);
     f[14 + 9] = IpProto::ICMP;
     Ipv4Packet::new_unchecked(&mut f[14..34]).fill_checksum();
     f[34..42].copy_from_slice(&[8, 0, 0, 0, 0x12, 0x34, 0, 1]);
     let c = checksum::checksum(&f[34..]);
     f[36..38].copy_from_slice(&c.to_be_bytes());
+    f
+}
+
+#[test]
+fn echo_to_router_is_answered() {
+    let mut r = router();
+    let mut f = echo4("198.18.0.10", "198.19.0.1");
     assert_eq!(r.process(&mut f, 0), Verdict::Forward(0));
     let ip = Ipv4Packet::new_checked(&f[14..]).unwrap();
     assert!(ip.verify_checksum());
@@ -630,22 +638,27 @@ fn bad_packets_are_dropped_by_reason() {
     assert_eq!(r.process(&mut f, 0), Verdict::Drop(DropReason::TtlExceeded));
 }
 
-#[test]
-fn ipv6_forwards_and_answers_echo() {
-    let mut r = router();
+/// Ethernet (to port 0) + IPv6 + 8 bytes of "UDP" (no ports, no
+/// checksum) from `src` to `dst`, hop limit 64.
+fn udp6(src: &str, dst: &str) -> Vec<u8> {
     let mut f = vec![0u8; 14 + 40 + 8];
     f[0..6].copy_from_slice(&R0.0);
     f[6..12].copy_from_slice(&HOST.0);
     f[12..14].copy_from_slice(&[0x86, 0xdd]);
-    {
-        let mut ip = Ipv6Packet::new_unchecked(&mut f[14..]);
-        ip.set_version();
-        ip.set_payload_len(8);
-        ip.set_next_header(IpProto::UDP);
-        ip.set_hop_limit(64);
-        ip.set_src("2001:db8:18::10".parse::<Ipv6Addr>().unwrap().octets());
-        ip.set_dst("2001:db8:19::77".parse::<Ipv6Addr>().unwrap().octets());
-    }
+    let mut ip = Ipv6Packet::new_unchecked(&mut f[14..]);
+    ip.set_version();
+    ip.set_payload_len(8);
+    ip.set_next_header(IpProto::UDP);
+    ip.set_hop_limit(64);
+    ip.set_src(v6addr(src));
+    ip.set_dst(v6addr(dst));
+    f
+}
+
+#[test]
+fn ipv6_forwards_and_answers_echo() {
+    let mut r = router();
+    let f = udp6("2001:db8:18::10", "2001:db8:19::77");
     let mut g = f.clone();
     assert_eq!(r.process(&mut g, 0), Verdict::Forward(1));
     assert_eq!(g[14 + 7], 63);
@@ -847,7 +860,7 @@ fn burst_path_matches_per_packet_path() {
     let kinds: Vec<Vec<u8>> = vec![
         udp4("198.18.0.2", "203.0.113.5", 64, 0), // via the gateway
         udp4("198.18.0.2", "198.19.0.7", 64, 0),  // connected, no neighbour: ARP
-        udp4("198.18.0.2", "198.18.0.1", 64, 0),  // to the router
+        to_router4("198.18.0.2", "198.18.0.1", 47, 0), // to the router: GRE, unanswered
         udp4("198.18.0.2", "203.0.113.5", 1, 0),  // TTL expires
         udp4("198.18.0.2", "192.0.2.1", 64, 0),   // no route
         udp4("198.18.0.2", "127.0.0.1", 64, 0),   // martian
@@ -1869,4 +1882,177 @@ fn cached_paths_follow_slot_reuse_and_routes_moving_between_next_hops() {
     assert!(v.iter().all(|v| *v == Verdict::Forward(0)));
     assert!(out.iter().all(|f| f[..6] == m0.0));
     r.leave();
+}
+
+/// A TCP segment (20-byte header, `flags`) from `src`:40000 to the
+/// router's address `dst`:`dport`, sequence 1000, acknowledging 7.
+fn tcp_to_router4(src: &str, dst: &str, dport: u16, flags: u8) -> Vec<u8> {
+    let mut f = udp4(src, dst, 64, 4);
+    if dst.starts_with("198.19.") {
+        f[0..6].copy_from_slice(&R1.0);
+    }
+    f[14 + 9] = IpProto::TCP;
+    Ipv4Packet::new_unchecked(&mut f[14..34]).fill_checksum();
+    f[34..36].copy_from_slice(&40000u16.to_be_bytes());
+    f[36..38].copy_from_slice(&dport.to_be_bytes());
+    f[38..42].copy_from_slice(&1000u32.to_be_bytes());
+    f[42..46].copy_from_slice(&7u32.to_be_bytes());
+    f[46] = 5 << 4;
+    f[47] = flags;
+    f
+}
+
+/// The TCP (or UDP) checksum of the IPv4 frame `f` is valid.
+fn l4_ok4(f: &[u8]) -> bool {
+    let ip = Ipv4Packet::new_checked(&f[14..]).unwrap();
+    let l4 = ip.payload();
+    let ph = checksum::pseudo_v4(ip.src(), ip.dst(), ip.protocol(), l4.len() as u16);
+    checksum::fold(checksum::sum(l4, ph)) == 0xffff
+}
+
+/// With no mirror (no kernel behind the port), a segment or datagram to
+/// one of the router's addresses is answered as Linux answers a port
+/// nothing listens on: a SYN with RST+ACK acknowledging it, a stray ACK
+/// with a RST at its acknowledgment number, UDP with ICMP port
+/// unreachable, each from the address it was sent to (198.19.0.1,
+/// reached through port 0), with valid checksums; a reset, another
+/// protocol or a fragment is dropped as `to_router`. The answers share
+/// the ICMP rate.
+#[test]
+fn a_closed_port_of_the_router_is_answered_as_the_kernel_does() {
+    let mut r = router();
+    r.tick(1_000_000_000);
+    let mut syn = tcp_to_router4("198.18.0.10", "198.19.0.1", 22, 0x02);
+    syn[0..6].copy_from_slice(&R0.0);
+    assert_eq!(r.process(&mut syn, 0), Verdict::Forward(0));
+    assert_eq!(syn.len(), 14 + 40);
+    assert_eq!(&syn[0..6], &HOST.0);
+    assert_eq!(&syn[6..12], &R0.0);
+    assert_eq!(
+        &syn[26..30],
+        &[198, 19, 0, 1],
+        "from the address it was sent to"
+    );
+    assert_eq!(&syn[30..34], &[198, 18, 0, 10]);
+    assert_eq!(
+        (&syn[34..36], &syn[36..38]),
+        (&[0, 22][..], &40000u16.to_be_bytes()[..])
+    );
+    assert_eq!(syn[47], 0x14, "RST+ACK");
+    assert_eq!(&syn[42..46], &1001u32.to_be_bytes(), "acknowledges the SYN");
+    assert!(ip_ok(&syn) && l4_ok4(&syn));
+    let mut ack = tcp_to_router4("198.18.0.10", "198.18.0.1", 22, 0x10);
+    assert_eq!(r.process(&mut ack, 0), Verdict::Forward(0));
+    assert_eq!(ack[47], 0x04, "RST");
+    assert_eq!(&ack[38..42], &7u32.to_be_bytes(), "at its acknowledgment");
+    assert!(l4_ok4(&ack));
+    assert_eq!(r.events()[Event::TcpReset as usize], 2);
+    let mut udp = udp4("198.18.0.10", "198.18.0.1", 64, 0);
+    let sent = udp.clone();
+    assert_eq!(r.process(&mut udp, 0), Verdict::Forward(0));
+    assert_eq!((udp[23], udp[34], udp[35]), (IpProto::ICMP, 3, 3));
+    assert_eq!(&udp[26..30], &[198, 18, 0, 1]);
+    assert_eq!(&udp[42..42 + 28], &sent[14..14 + 28], "the datagram quoted");
+    assert!(ip_ok(&udp));
+    let to_router = Verdict::Drop(DropReason::ToRouter);
+    let mut rst = tcp_to_router4("198.18.0.10", "198.18.0.1", 22, 0x04);
+    assert_eq!(r.process(&mut rst, 0), to_router);
+    assert_eq!(
+        r.process(&mut to_router4("198.18.0.10", "198.18.0.1", 47, 0), 0),
+        to_router
+    );
+    let mut frag = udp4("198.18.0.10", "198.18.0.1", 64, 0);
+    Ipv4Packet::new_unchecked(&mut frag[14..34]).set_flags_frag(0x2000);
+    Ipv4Packet::new_unchecked(&mut frag[14..34]).fill_checksum();
+    assert_eq!(r.process(&mut frag, 0), to_router);
+    // IPv6: port unreachable (type 1 code 4) from the router's address.
+    let mut u6 = udp6("2001:db8:18::10", "2001:db8:18::1");
+    assert_eq!(r.process(&mut u6, 0), Verdict::Forward(0));
+    assert_eq!((u6[20], u6[54], u6[55]), (IpProto::ICMPV6, 1, 4));
+    assert_eq!(&u6[22..38], &v6addr("2001:db8:18::1"));
+    // The answers share the ICMP bucket (a burst of 100 at 1000/s): a
+    // flood of SYNs gets at most the bucket's worth.
+    let answered = (0..300)
+        .filter(|_| {
+            let mut s = tcp_to_router4("198.18.0.10", "198.18.0.1", 22, 0x02);
+            r.process(&mut s, 0) == Verdict::Forward(0)
+        })
+        .count();
+    assert!(answered <= 100, "{answered}");
+}
+
+/// Punt rules as an input chain (nftables' `chain input`: `iifname "lan"
+/// tcp dport 22 accept`, `tcp dport 22 reject`, `udp dport 53 drop`,
+/// `reject with icmp admin-prohibited`): with a mirror, SSH from the LAN
+/// is punted; from the WAN it is refused with a reset; DNS is dropped as
+/// denied; the rest, echo requests included, is refused with
+/// admin-prohibited. Without a mirror, an accepted packet is answered as
+/// a closed port. (Rules that match no echo request leave pings
+/// answered: `punt_rules_admit_and_police`.)
+#[test]
+fn punt_rules_are_an_input_chain() {
+    let rules = vec![
+        PuntRule {
+            proto: Some(IpProto::TCP),
+            ports: Some((22, 22)),
+            in_ifaces: vec![0],
+            ..Default::default()
+        },
+        PuntRule {
+            action: Action::Reject(RejectWith::Auto),
+            proto: Some(IpProto::TCP),
+            ports: Some((22, 22)),
+            ..Default::default()
+        },
+        PuntRule {
+            action: Action::Drop,
+            proto: Some(IpProto::UDP),
+            ports: Some((53, 53)),
+            ..Default::default()
+        },
+        PuntRule {
+            action: Action::Reject(RejectWith::AdminProhibited),
+            ..Default::default()
+        },
+    ];
+    let mut cfg = (*router().cfg).clone();
+    cfg.punt = PuntPolicy {
+        mirrored: vec![true, true],
+        rules,
+    };
+    let mut r = Router::new(cfg.clone());
+    r.tick(1_000_000_000);
+    let lan = || tcp_to_router4("198.18.0.10", "198.18.0.1", 22, 0x02);
+    let wan = || tcp_to_router4("203.0.113.9", "198.19.0.1", 22, 0x02);
+    assert_eq!(r.process(&mut lan(), 0), Verdict::Punt(0));
+    let mut w = wan();
+    assert_eq!(r.process(&mut w, 1), Verdict::Forward(1));
+    assert_eq!(w[47], 0x14, "rejected with a reset");
+    assert_eq!(&w[26..30], &[198, 19, 0, 1]);
+    let mut dns = udp4("203.0.113.9", "198.19.0.1", 64, 0);
+    dns[0..6].copy_from_slice(&R1.0);
+    assert_eq!(
+        r.process(&mut dns, 1),
+        Verdict::Drop(DropReason::PuntDenied)
+    );
+    // The catch-all takes echo requests too (nftables' input chain sees
+    // them): admin-prohibited.
+    let mut ping = echo4("198.18.0.10", "198.18.0.1");
+    assert_eq!(r.process(&mut ping, 0), Verdict::Forward(0));
+    assert_eq!((ping[34], ping[35]), (3, 13));
+    let mut other = tcp_to_router4("203.0.113.9", "198.19.0.1", 80, 0x02);
+    assert_eq!(r.process(&mut other, 1), Verdict::Forward(1));
+    assert_eq!((other[23], other[34], other[35]), (IpProto::ICMP, 3, 13));
+    // Without a mirror: SSH from the LAN is accepted, and nothing
+    // listens: a reset; the catch-all still answers admin-prohibited.
+    cfg.punt.mirrored = vec![false, false];
+    let mut r = Router::new(cfg);
+    r.tick(1_000_000_000);
+    let mut l = lan();
+    assert_eq!(r.process(&mut l, 0), Verdict::Forward(0));
+    assert_eq!(l[47], 0x14);
+    let mut ntp = udp4("198.18.0.10", "198.18.0.1", 64, 0);
+    ntp[36..38].copy_from_slice(&123u16.to_be_bytes());
+    assert_eq!(r.process(&mut ntp, 0), Verdict::Forward(0));
+    assert_eq!((ntp[34], ntp[35]), (3, 13), "admin-prohibited");
 }
