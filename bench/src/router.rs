@@ -14,9 +14,14 @@ pub struct RouterArgs {
     /// The sluice binary.
     #[arg(long, default_value = "target/release/sluice")]
     sluice: PathBuf,
-    /// The router config (two softnic ports, full table).
-    #[arg(long, default_value = "configs/router-fulltable.toml")]
-    config: PathBuf,
+    /// The router configs (two softnic ports, full table), comma-separated:
+    /// each is run in every round, alternating with the others.
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "configs/router-fulltable.toml"
+    )]
+    config: Vec<PathBuf>,
     /// Offered rates per port (`max`: the generator's top rate).
     #[arg(long, value_delimiter = ',', default_value = "1000000,max")]
     rates: Vec<String>,
@@ -35,16 +40,21 @@ struct Run {
     stage_drops: f64,
 }
 
-fn run(a: &RouterArgs, mode: &str, rate: &str, dir: &std::path::Path) -> Result<Run> {
-    let text = std::fs::read_to_string(&a.config)
-        .with_context(|| format!("reading {}", a.config.display()))?;
+fn run(
+    a: &RouterArgs,
+    config: &std::path::Path,
+    mode: &str,
+    rate: &str,
+    dir: &std::path::Path,
+) -> Result<Run> {
+    let text =
+        std::fs::read_to_string(config).with_context(|| format!("reading {}", config.display()))?;
     let rate_v = if rate == "max" {
         "\"max\"".to_string()
     } else {
         rate.to_string()
     };
-    let base = a
-        .config
+    let base = config
         .parent()
         .map(|p| std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf()))
         .unwrap_or_default();
@@ -55,7 +65,8 @@ fn run(a: &RouterArgs, mode: &str, rate: &str, dir: &std::path::Path) -> Result<
             "route_file = \"../",
             &format!("route_file = \"{}/../", base.display()),
         );
-    let path = dir.join(format!("{mode}-{rate}.toml"));
+    let stem = config.file_stem().unwrap_or_default().to_string_lossy();
+    let path = dir.join(format!("{stem}-{mode}-{rate}.toml"));
     std::fs::write(&path, text)?;
     let out = Command::new(&a.sluice)
         .arg("run")
@@ -83,23 +94,43 @@ fn run(a: &RouterArgs, mode: &str, rate: &str, dir: &std::path::Path) -> Result<
     })
 }
 
+/// The comment a config opens with (what it carries), as one line.
+fn opening_comment(text: &str) -> String {
+    text.lines()
+        .map_while(|l| l.strip_prefix('#'))
+        .map(str::trim)
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
 /// Runs the comparison and prints a Markdown table.
 pub fn router(a: RouterArgs) -> Result<()> {
     let dir = std::env::temp_dir().join(format!("sluice-router-{}", std::process::id()));
     std::fs::create_dir_all(&dir)?;
+    for c in &a.config {
+        let text =
+            std::fs::read_to_string(c).with_context(|| format!("reading {}", c.display()))?;
+        println!("`{}`: {}\n", c.display(), opening_comment(&text));
+    }
     println!(
-        "Two softnic ports, 64-byte IPv4/UDP, 10,000 destinations in 82/8 and 109/8, full table (901,899 IPv4 prefixes); one worker core; {} s per run, median of {} alternating runs. Cycles/packet are the worker's busy cycles per received packet.\n",
+        "Two softnic ports, frames as the config makes them; one worker core; {} s per run, median of {} rounds, each running every config and mode in turn. Cycles/packet are the worker's busy cycles per received packet.\n",
         a.seconds, a.runs
     );
-    println!("| offered per port | mode | forwarded Mpps (both ports) | cycles/packet | worker busy | stage drops/s |");
-    println!("|---|---|---|---|---|---|");
+    println!("| offered per port | config | mode | forwarded Mpps (both ports) | cycles/packet | worker busy | stage drops/s |");
+    println!("|---|---|---|---|---|---|---|");
     for rate in &a.rates {
-        let mut by_mode: Vec<(&str, Vec<Run>)> = vec![("io", Vec::new()), ("l3fwd", Vec::new())];
+        let mut cells: Vec<(&std::path::Path, &str, Vec<Run>)> = Vec::new();
+        for c in &a.config {
+            for mode in ["io", "l3fwd"] {
+                cells.push((c, mode, Vec::new()));
+            }
+        }
         for i in 0..a.runs {
-            for (mode, v) in by_mode.iter_mut() {
-                let r = run(&a, mode, rate, &dir)?;
+            for (c, mode, v) in cells.iter_mut() {
+                let r = run(&a, c, mode, rate, &dir)?;
                 eprintln!(
-                    "{rate} {mode} run {i}: {:.2} Mpps {:.1} cyc/pkt busy {:.0}%",
+                    "{rate} {} {mode} run {i}: {:.2} Mpps {:.1} cyc/pkt busy {:.0}%",
+                    c.display(),
                     r.fwd_mpps,
                     r.cycles,
                     r.busy * 100.0
@@ -107,13 +138,14 @@ pub fn router(a: RouterArgs) -> Result<()> {
                 v.push(r);
             }
         }
-        for (mode, v) in &by_mode {
+        for (c, mode, v) in &cells {
             let m = |f: fn(&Run) -> f64| {
                 let mut x: Vec<f64> = v.iter().map(f).collect();
                 crate::median(&mut x)
             };
             println!(
-                "| {rate} | {mode} | {:.2} | {:.1} | {:.0}% | {:.0} |",
+                "| {rate} | {} | {mode} | {:.2} | {:.1} | {:.0}% | {:.0} |",
+                c.file_stem().unwrap_or_default().to_string_lossy(),
                 m(|r| r.fwd_mpps),
                 m(|r| r.cycles),
                 m(|r| r.busy) * 100.0,
