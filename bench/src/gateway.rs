@@ -106,6 +106,15 @@ pub struct GatewayArgs {
     /// at again going out).
     #[arg(long)]
     clamp_mss: Option<u16>,
+    /// Only the rows by number of flows (`--sweep`), not the tables at
+    /// `--flows` before them.
+    #[arg(long)]
+    sweep_only: bool,
+    /// With `--sweep`: plot the established and new-flow cycles and the
+    /// table's bytes per flow against the number of flows into
+    /// `PLOT-cycles.svg` and `PLOT-memory.svg`.
+    #[arg(long)]
+    plot: Option<std::path::PathBuf>,
 }
 
 /// The frames' sizes: UDP, and TCP with its options.
@@ -595,8 +604,10 @@ fn run<const N: usize>(a: GatewayArgs) -> Result<()> {
     let tsc = Tsc::calibrate(Duration::from_millis(50));
     let hz = tsc.hz as f64;
     let macs: Vec<[u8; 6]> = cfg.ports.iter().map(|p| p.mac.0).collect();
-    let make = |sync: bool, export: bool| {
-        let mut g = Gateway::new(router.clone(), &gcfg, 0);
+    let make = |sync: bool, export: bool, capacity: usize| {
+        let mut c = gcfg.clone();
+        c.ct_capacity = capacity;
+        let mut g = Gateway::new(router.clone(), &c, 0);
         if sync {
             // The sync thread's end is not read: the ring holds a pass's
             // changes (every flow's creation, with room to spare).
@@ -617,7 +628,16 @@ fn run<const N: usize>(a: GatewayArgs) -> Result<()> {
         g.tick(tsc.ns(rdtsc()) as u64);
         g
     };
-    let fresh = || make(a.sync, a.export);
+    let fresh = || make(a.sync, a.export, gcfg.ct_capacity);
+    // The sweep's gateways: each table sized for its row's flows.
+    let cap_for = |flows: usize| (flows * 17 / 16).max(1024);
+    let sized = |flows: usize| make(a.sync, a.export, cap_for(flows));
+    let table = |flows: usize| {
+        pipeline::conntrack::ConnTrack::bytes_for(cap_for(flows), gcfg.tcp_window, a.export)
+    };
+    if a.sweep_only {
+        return sweep::<N>(&a, hz, &macs, &router, &sized, &table);
+    }
     let w = Workload::<N>::new(a.flows, a.packets, &macs, a.tcp, fresh())?;
     let (templates, new_order, est_order, refused_order) =
         (&w.templates, &w.new_order, &w.est_order, &w.refused_order);
@@ -717,7 +737,7 @@ fn run<const N: usize>(a: GatewayArgs) -> Result<()> {
             // and with it: a tick far past every timeout, the sweep's
             // work over the whole table, per flow.
             end.push(end_pass(&mut g, a.flows));
-            let mut g = make(a.sync, true);
+            let mut g = make(a.sync, true, gcfg.ct_capacity);
             exp_new.push(gateway_pass(templates, new_order, &mut g).0);
             w.handshake(&mut g);
             exp_est.push(gateway_pass(est_templates, est_order, &mut g).0);
@@ -733,7 +753,7 @@ fn run<const N: usize>(a: GatewayArgs) -> Result<()> {
             est.push(gateway_pass(est_templates, est_order, &mut g).0);
         }
         if a.sync_rows {
-            let mut g = make(true, a.export);
+            let mut g = make(true, a.export, gcfg.ct_capacity);
             sync_new.push(gateway_pass(templates, new_order, &mut g).0);
             w.handshake(&mut g);
             sync_est.push(gateway_pass(est_templates, est_order, &mut g).0);
@@ -942,7 +962,7 @@ fn run<const N: usize>(a: GatewayArgs) -> Result<()> {
         gw_est - copy
     );
     if !a.sweep.is_empty() {
-        sweep::<N>(&a, hz, &macs, &router, &fresh)?;
+        sweep::<N>(&a, hz, &macs, &router, &sized, &table)?;
     }
     Ok(())
 }
@@ -958,33 +978,39 @@ fn cache_size(index: u32) -> String {
 
 /// The unclocked passes again at each flow count of `a.sweep`, one row
 /// each: new flows, established packets and the router alone on the same
-/// packets, medians of `a.runs` passes.
+/// packets, medians of `a.runs` passes; each on a gateway from `sized`
+/// (its table sized for the row's flows), whose table takes `table`
+/// bytes.
 fn sweep<const N: usize>(
     a: &GatewayArgs,
     hz: f64,
     macs: &[[u8; 6]],
     router: &Router,
-    fresh: &dyn Fn() -> Gateway,
+    sized: &dyn Fn(usize) -> Gateway,
+    table: &dyn Fn(usize) -> usize,
 ) -> Result<()> {
     println!(
-        "\n## By number of flows\n\nThe same unclocked passes at each number of flows, {} established packets each, medians of {} passes; each flow has a template, so the copy reads more memory as the flows grow (as a NIC's freshly written buffers miss the caches), and the copy alone is measured at each size too. A flow's entry is {} bytes (two cache lines, both read by each packet) and its index bucket one line; this CPU's L2 is {} and its L3 {} (shared with whatever else runs on the host): the established path's instructions do not change with the flows, its cache misses do.\n",
+        "\n## By number of flows\n\nThe same unclocked passes at each number of flows, {} established packets each, medians of {} passes; each flow has a template, so the copy reads more memory as the flows grow (as a NIC's freshly written buffers miss the caches), and the copy alone is measured at each size too. A flow's entry is {} bytes (two cache lines, both read by each packet) and its index bucket one line; this CPU's L2 is {} and its L3 {} (shared with whatever else runs on the host): the established path's instructions do not change with the flows, its cache misses do. The table is sized for each row (capacity 17/16 of its flows, at least 1,024), all of it allocated and written when the gateway is built; bytes per flow are the whole table's (entries, free list, index{}) over the flows it holds. {}\n",
         a.packets,
         a.runs,
         std::mem::size_of::<pipeline::conntrack::Flow>(),
         cache_size(2),
-        cache_size(3)
+        cache_size(3),
+        if a.tcp { ", TCP windows" } else { "" },
+        linux_conntrack_entry()
     );
-    println!("| flows | flow entries in use | template copy only: cycles/packet | new flow: cycles | new flows/s | established: cycles/packet (less the copy) | established Mpps | router alone: cycles/packet (less the copy) |");
-    println!("|---|---|---|---|---|---|---|---|");
+    println!("| flows | flow entries in use | table MiB (bytes per flow) | template copy only: cycles/packet | new flow: cycles | new flows/s | established: cycles/packet (less the copy) | established Mpps | router alone: cycles/packet (less the copy) |");
+    println!("|---|---|---|---|---|---|---|---|---|");
+    let mut points: Vec<(f64, f64, f64, f64, f64)> = Vec::new();
     for &n in &a.sweep {
-        let w = Workload::<N>::new(n, a.packets, macs, a.tcp, fresh())?;
+        let w = Workload::<N>::new(n, a.packets, macs, a.tcp, sized(n))?;
         let (mut copy, mut new, mut est, mut alone) = (vec![], vec![], vec![], vec![]);
         let mut tracked = 0;
         for _ in 0..a.runs {
             copy.push(pass(&w.est_templates, &w.est_order, &mut Copy).0);
             let mut r = router.clone();
             alone.push(router_pass(&w.est_templates, &w.est_order, &mut r).0);
-            let mut g = fresh();
+            let mut g = sized(n);
             new.push(gateway_pass(&w.templates, &w.new_order, &mut g).0);
             w.handshake(&mut g);
             est.push(gateway_pass(&w.est_templates, &w.est_order, &mut g).0);
@@ -992,14 +1018,73 @@ fn sweep<const N: usize>(
         }
         let m = |v: &mut Vec<f64>| crate::median(v);
         let (copy, new, est, alone) = (m(&mut copy), m(&mut new), m(&mut est), m(&mut alone));
+        let bytes = table(n);
+        let per_flow = bytes as f64 / tracked.max(1) as f64;
         println!(
-            "| {n} | {tracked} ({:.1} MiB) | {copy:.0} | {new:.0} | {:.2} M | {est:.0} ({:.0}) | {:.1} | {alone:.0} ({:.0}) |",
+            "| {n} | {tracked} ({:.1} MiB) | {:.0} ({per_flow:.0}) | {copy:.0} | {new:.0} | {:.2} M | {est:.0} ({:.0}) | {:.1} | {alone:.0} ({:.0}) |",
             (tracked * std::mem::size_of::<pipeline::conntrack::Flow>()) as f64 / (1 << 20) as f64,
+            bytes as f64 / (1 << 20) as f64,
             hz / new / 1e6,
             est - copy,
             hz / est / 1e6,
             alone - copy
         );
+        points.push((n as f64, new, est - copy, alone - copy, per_flow));
+    }
+    if let Some(p) = &a.plot {
+        let with = |suffix: &str| {
+            let mut s = p.as_os_str().to_owned();
+            s.push(suffix);
+            std::path::PathBuf::from(s)
+        };
+        let line = |f: fn(&(f64, f64, f64, f64, f64)) -> f64| {
+            points.iter().map(|q| (q.0, f(q))).collect::<Vec<_>>()
+        };
+        crate::sweep::plot_series(
+            &with("-cycles.svg"),
+            "The gateway's cost against the flows it holds (one core)",
+            "flows (log scale)",
+            "cycles (log scale)",
+            &[
+                ("new flow".into(), line(|q| q.1)),
+                ("established packet (less the copy)".into(), line(|q| q.2)),
+                ("router alone (less the copy)".into(), line(|q| q.3)),
+            ],
+            true,
+        )?;
+        let mut memory = vec![("Sluice (whole table / flows held)".into(), line(|q| q.4))];
+        if let Some(l) = linux_conntrack_bytes() {
+            memory.push((
+                "Linux (nf_conntrack slab object alone)".into(),
+                points.iter().map(|q| (q.0, l as f64)).collect(),
+            ));
+        }
+        crate::sweep::plot_series(
+            &with("-memory.svg"),
+            "The flow table's bytes per flow",
+            "flows (log scale)",
+            "bytes per flow",
+            &memory,
+            false,
+        )?;
     }
     Ok(())
+}
+
+/// Linux conntrack's entry as this kernel allocates it: the
+/// `nf_conntrack` slab's object size, when `/proc/slabinfo` shows it.
+fn linux_conntrack_bytes() -> Option<u64> {
+    let slab = std::fs::read_to_string("/proc/slabinfo").ok()?;
+    slab.lines().find_map(|l| {
+        let mut f = l.split_whitespace();
+        (f.next() == Some("nf_conntrack")).then(|| f.nth(2)?.parse().ok())?
+    })
+}
+
+/// [`linux_conntrack_bytes`] said as a sentence.
+fn linux_conntrack_entry() -> String {
+    match linux_conntrack_bytes() {
+        Some(s) => format!("Linux's conntrack entry on this kernel: {s} bytes (the `nf_conntrack` slab's objects), plus its hash table's 8-byte bucket heads and, with NAT, the `nf_nat` extension."),
+        None => "Linux's `nf_conntrack` slab is not in /proc/slabinfo here (conntrack not loaded, or not readable).".into(),
+    }
 }

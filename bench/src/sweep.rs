@@ -248,33 +248,33 @@ const COLORS: [RGBColor; 6] = [
     RGBColor(140, 86, 75),
 ];
 
-/// One line per policy of `y(point)` against offered load (log x).
-fn plot(
+/// One line per series of (x, y) points, x on a log scale (labelled
+/// `xlabel`), y too when `log_y`; points that are not positive and finite
+/// are left out.
+pub(crate) fn plot_series(
     path: &Path,
     title: &str,
+    xlabel: &str,
     ylabel: &str,
-    points: &[Point],
-    policies: &[String],
-    y: fn(&Point) -> f64,
+    series: &[(String, Vec<(f64, f64)>)],
     log_y: bool,
 ) -> Result<()> {
-    let xs: Vec<f64> = points
+    let ok = |v: f64| v.is_finite() && v > 0.0;
+    let series: Vec<(&str, Vec<(f64, f64)>)> = series
         .iter()
-        .map(|p| p.offered)
-        .filter(|v| *v > 0.0)
+        .map(|(n, pts)| {
+            let pts = pts.iter().copied().filter(|&(x, y)| ok(x) && ok(y));
+            (n.as_str(), pts.collect())
+        })
         .collect();
-    let ys: Vec<f64> = points
-        .iter()
-        .map(y)
-        .filter(|v| v.is_finite() && *v > 0.0)
-        .collect();
+    let all = || series.iter().flat_map(|(_, p)| p.iter().copied());
     let (x0, x1) = (
-        xs.iter().cloned().fold(f64::MAX, f64::min) / 1.5,
-        xs.iter().cloned().fold(0.0, f64::max) * 1.5,
+        all().map(|p| p.0).fold(f64::MAX, f64::min) / 1.5,
+        all().map(|p| p.0).fold(0.0, f64::max) * 1.5,
     );
     let (y0, y1) = (
-        ys.iter().cloned().fold(f64::MAX, f64::min),
-        ys.iter().cloned().fold(0.0, f64::max),
+        all().map(|p| p.1).fold(f64::MAX, f64::min),
+        all().map(|p| p.1).fold(0.0, f64::max),
     );
     let root = SVGBackend::new(path, (900, 560)).into_drawing_area();
     root.fill(&WHITE)?;
@@ -288,20 +288,15 @@ fn plot(
                 .build_cartesian_2d((x0..x1).log_scale(), $yr)?;
             chart
                 .configure_mesh()
-                .x_desc("offered load (packets/s, log scale)")
+                .x_desc(xlabel)
                 .y_desc(ylabel)
                 .x_label_formatter(&|v| si(*v))
                 .draw()?;
-            for (i, pol) in policies.iter().enumerate() {
+            for (i, (name, line)) in series.iter().enumerate() {
                 let color = COLORS[i % COLORS.len()];
-                let line: Vec<(f64, f64)> = points
-                    .iter()
-                    .filter(|p| &p.policy == pol && y(p).is_finite() && y(p) > 0.0)
-                    .map(|p| (p.offered, y(p)))
-                    .collect();
                 chart
                     .draw_series(LineSeries::new(line.clone(), color.stroke_width(2)))?
-                    .label(pol.as_str())
+                    .label(*name)
                     .legend(move |(x, yy)| {
                         PathElement::new(vec![(x, yy), (x + 20, yy)], color.stroke_width(2))
                     });
@@ -324,6 +319,33 @@ fn plot(
     }
     root.present()?;
     Ok(())
+}
+
+/// One line per policy of `y(point)` against offered load (log x).
+fn plot(
+    path: &Path,
+    title: &str,
+    ylabel: &str,
+    points: &[Point],
+    policies: &[String],
+    y: fn(&Point) -> f64,
+    log_y: bool,
+) -> Result<()> {
+    let series: Vec<(String, Vec<(f64, f64)>)> = policies
+        .iter()
+        .map(|pol| {
+            let line = points.iter().filter(|p| &p.policy == pol);
+            (pol.clone(), line.map(|p| (p.offered, y(p))).collect())
+        })
+        .collect();
+    plot_series(
+        path,
+        title,
+        "offered load (packets/s, log scale)",
+        ylabel,
+        &series,
+        log_y,
+    )
 }
 
 /// Runs the sweep and writes `poll-sweep.md`, `poll-cpu.svg`, `poll-p99.svg`.
