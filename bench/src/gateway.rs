@@ -314,6 +314,29 @@ fn end_pass(g: &mut Gateway, flows: usize) -> f64 {
     c as f64 / flows.max(1) as f64
 }
 
+/// [`end_pass`] with each tick timed: the cycles a flow of all the ticks;
+/// each tick's cycles pushed to `ticks_out` (how long a worker's poll
+/// loop is held while a whole table expires).
+fn end_pass_ticks(g: &mut Gateway, flows: usize, ticks_out: &mut Vec<u64>) -> f64 {
+    let mut now = g.conntrack().now() + 100_000 * 1_000_000_000;
+    let ticks = 2 * (g.conntrack().capacity() / pipeline::conntrack::SWEEP_PER_TICK + 2);
+    ticks_out.reserve(ticks);
+    let mut total = 0u64;
+    for _ in 0..ticks {
+        if g.conntrack().is_empty() {
+            break;
+        }
+        now += 1_000;
+        let t0 = rdtsc();
+        g.tick(now);
+        let c = rdtsc() - t0;
+        total += c;
+        ticks_out.push(c);
+    }
+    assert!(g.conntrack().is_empty(), "the sweep expired every flow");
+    total as f64 / flows.max(1) as f64
+}
+
 /// [`pass`] of the unclocked gateway with TCP window tracking off, out of
 /// line under a name of its own (for valgrind to count, as
 /// `gateway_pass`).
@@ -990,22 +1013,23 @@ fn sweep<const N: usize>(
     table: &dyn Fn(usize) -> usize,
 ) -> Result<()> {
     println!(
-        "\n## By number of flows\n\nThe same unclocked passes at each number of flows, {} established packets each, medians of {} passes; each flow has a template, so the copy reads more memory as the flows grow (as a NIC's freshly written buffers miss the caches), and the copy alone is measured at each size too. A flow's entry is {} bytes (two cache lines, both read by each packet) and its index bucket one line; this CPU's L2 is {} and its L3 {} (shared with whatever else runs on the host): the established path's instructions do not change with the flows, its cache misses do. The table is sized for each row (capacity 17/16 of its flows, at least 1,024), all of it allocated and written when the gateway is built; bytes per flow are the whole table's (entries, free list, index{}) over the flows it holds. {}\n",
+        "\n## By number of flows\n\nThe same unclocked passes at each number of flows, {} established packets each, medians of {} passes; each flow has a template, so the copy reads more memory as the flows grow (as a NIC's freshly written buffers miss the caches), and the copy alone is measured at each size too. A flow's entry is {} bytes (two cache lines, both read by each packet) and its index bucket one line; this CPU's L2 is {} and its L3 {} (shared with whatever else runs on the host): the established path's instructions do not change with the flows, its cache misses do. The table is sized for each row (capacity 17/16 of its flows, at least 1,024), all of it allocated and written when the gateway is built; bytes per flow are the whole table's (entries, free list, index{}) over the flows it holds. {} The expiry: time jumps past every timeout and the gateway ticks (each tick sweeps {} slots of the table, as a worker's poll loop does) until every flow has ended; its cycles over the flows, and the ticks' times over all the passes (the longest includes whatever the host did to this process meanwhile: the more ticks, the likelier an interruption among them).\n",
         a.packets,
         a.runs,
         std::mem::size_of::<pipeline::conntrack::Flow>(),
         cache_size(2),
         cache_size(3),
         if a.tcp { ", TCP windows" } else { "" },
-        linux_conntrack_entry()
+        linux_conntrack_entry(),
+        pipeline::conntrack::SWEEP_PER_TICK
     );
-    println!("| flows | flow entries in use | table MiB (bytes per flow) | template copy only: cycles/packet | new flow: cycles | new flows/s | established: cycles/packet (less the copy) | established Mpps | router alone: cycles/packet (less the copy) |");
-    println!("|---|---|---|---|---|---|---|---|---|");
+    println!("| flows | flow entries in use | table MiB (bytes per flow) | template copy only: cycles/packet | new flow: cycles | new flows/s | established: cycles/packet (less the copy) | established Mpps | router alone: cycles/packet (less the copy) | expiry of them all: cycles a flow | a tick's µs while they expire: p99 / p99.9 / longest (ticks) |");
+    println!("|---|---|---|---|---|---|---|---|---|---|---|");
     let mut points: Vec<(f64, f64, f64, f64, f64)> = Vec::new();
     for &n in &a.sweep {
         let w = Workload::<N>::new(n, a.packets, macs, a.tcp, sized(n))?;
         let (mut copy, mut new, mut est, mut alone) = (vec![], vec![], vec![], vec![]);
-        let mut tracked = 0;
+        let (mut tracked, mut end, mut ticks) = (0, vec![], vec![]);
         for _ in 0..a.runs {
             copy.push(pass(&w.est_templates, &w.est_order, &mut Copy).0);
             let mut r = router.clone();
@@ -1015,19 +1039,28 @@ fn sweep<const N: usize>(
             w.handshake(&mut g);
             est.push(gateway_pass(&w.est_templates, &w.est_order, &mut g).0);
             tracked = g.conntrack().len();
+            end.push(end_pass_ticks(&mut g, tracked, &mut ticks));
         }
         let m = |v: &mut Vec<f64>| crate::median(v);
         let (copy, new, est, alone) = (m(&mut copy), m(&mut new), m(&mut est), m(&mut alone));
         let bytes = table(n);
         let per_flow = bytes as f64 / tracked.max(1) as f64;
+        let end = m(&mut end);
+        ticks.sort_unstable();
+        let q = |f: f64| {
+            let i = ((ticks.len() as f64 * f) as usize).min(ticks.len().saturating_sub(1));
+            ticks.get(i).map_or(0.0, |&c| c as f64 / hz * 1e6)
+        };
+        let (p99, p999, longest) = (q(0.99), q(0.999), q(1.0));
         println!(
-            "| {n} | {tracked} ({:.1} MiB) | {:.0} ({per_flow:.0}) | {copy:.0} | {new:.0} | {:.2} M | {est:.0} ({:.0}) | {:.1} | {alone:.0} ({:.0}) |",
+            "| {n} | {tracked} ({:.1} MiB) | {:.0} ({per_flow:.0}) | {copy:.0} | {new:.0} | {:.2} M | {est:.0} ({:.0}) | {:.1} | {alone:.0} ({:.0}) | {end:.0} | {p99:.0} / {p999:.0} / {longest:.0} ({}) |",
             (tracked * std::mem::size_of::<pipeline::conntrack::Flow>()) as f64 / (1 << 20) as f64,
             bytes as f64 / (1 << 20) as f64,
             hz / new / 1e6,
             est - copy,
             hz / est / 1e6,
-            alone - copy
+            alone - copy,
+            ticks.len()
         );
         points.push((n as f64, new, est - copy, alone - copy, per_flow));
     }
