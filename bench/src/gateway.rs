@@ -314,6 +314,21 @@ fn end_pass(g: &mut Gateway, flows: usize) -> f64 {
     c as f64 / flows.max(1) as f64
 }
 
+/// The median cycles of a tick over `g`'s table while nothing expires
+/// (200 ticks 10 ms apart, as a worker's): the sweep's steady cost.
+fn live_ticks(g: &mut Gateway) -> f64 {
+    let mut now = g.conntrack().now();
+    let mut c: Vec<f64> = (0..200)
+        .map(|_| {
+            now += 10_000_000;
+            let t0 = rdtsc();
+            g.tick(now);
+            (rdtsc() - t0) as f64
+        })
+        .collect();
+    crate::median(&mut c)
+}
+
 /// [`end_pass`] with each tick timed: the cycles a flow of all the ticks;
 /// each tick's cycles pushed to `ticks_out` (how long a worker's poll
 /// loop is held while a whole table expires).
@@ -1013,7 +1028,7 @@ fn sweep<const N: usize>(
     table: &dyn Fn(usize) -> usize,
 ) -> Result<()> {
     println!(
-        "\n## By number of flows\n\nThe same unclocked passes at each number of flows, {} established packets each, medians of {} passes; each flow has a template, so the copy reads more memory as the flows grow (as a NIC's freshly written buffers miss the caches), and the copy alone is measured at each size too. A flow's entry is {} bytes (two cache lines, both read by each packet) and its index bucket one line; this CPU's L2 is {} and its L3 {} (shared with whatever else runs on the host): the established path's instructions do not change with the flows, its cache misses do. The table is sized for each row (capacity 17/16 of its flows, at least 1,024), all of it allocated and written when the gateway is built; bytes per flow are the whole table's (entries, free list, index{}) over the flows it holds. {} The expiry: time jumps past every timeout and the gateway ticks (each tick sweeps {} slots of the table, as a worker's poll loop does) until every flow has ended; its cycles over the flows, and the ticks' times over all the passes (the longest includes whatever the host did to this process meanwhile: the more ticks, the likelier an interruption among them).\n",
+        "\n## By number of flows\n\nThe same unclocked passes at each number of flows, {} established packets each, medians of {} passes; each flow has a template, so the copy reads more memory as the flows grow (as a NIC's freshly written buffers miss the caches), and the copy alone is measured at each size too. A flow's entry is {} bytes (two cache lines, both read by each packet) and its index bucket one line; this CPU's L2 is {} and its L3 {} (shared with whatever else runs on the host): the established path's instructions do not change with the flows, its cache misses do. The table is sized for each row (capacity 17/16 of its flows, at least 1,024), all of it allocated and written when the gateway is built; bytes per flow are the whole table's (entries, free list, index{}) over the flows it holds. {} A tick sweeps at least {} slots, and a thousandth of a larger table (a worker ticks every 10 ms: every slot within 10 s); first 200 ticks 10 ms apart while nothing expires (the sweep's steady cost), then the expiry: time jumps past every timeout and the gateway ticks (each removing at most that many flows) until every flow has ended; its cycles over the flows, and the ticks' times over all the passes (the longest includes whatever the host did to this process meanwhile: the more ticks, the likelier an interruption among them).\n",
         a.packets,
         a.runs,
         std::mem::size_of::<pipeline::conntrack::Flow>(),
@@ -1023,13 +1038,13 @@ fn sweep<const N: usize>(
         linux_conntrack_entry(),
         pipeline::conntrack::SWEEP_PER_TICK
     );
-    println!("| flows | flow entries in use | table MiB (bytes per flow) | template copy only: cycles/packet | new flow: cycles | new flows/s | established: cycles/packet (less the copy) | established Mpps | router alone: cycles/packet (less the copy) | expiry of them all: cycles a flow | a tick's µs while they expire: p99 / p99.9 / longest (ticks) |");
-    println!("|---|---|---|---|---|---|---|---|---|---|---|");
+    println!("| flows | flow entries in use | table MiB (bytes per flow) | template copy only: cycles/packet | new flow: cycles | new flows/s | established: cycles/packet (less the copy) | established Mpps | router alone: cycles/packet (less the copy) | a tick while none expires: µs (slots it sweeps) | expiry of them all: cycles a flow | a tick's µs while they expire: p99 / p99.9 / longest (ticks) |");
+    println!("|---|---|---|---|---|---|---|---|---|---|---|---|");
     let mut points: Vec<(f64, f64, f64, f64, f64)> = Vec::new();
     for &n in &a.sweep {
         let w = Workload::<N>::new(n, a.packets, macs, a.tcp, sized(n))?;
         let (mut copy, mut new, mut est, mut alone) = (vec![], vec![], vec![], vec![]);
-        let (mut tracked, mut end, mut ticks) = (0, vec![], vec![]);
+        let (mut tracked, mut end, mut ticks, mut live) = (0, vec![], vec![], vec![]);
         for _ in 0..a.runs {
             copy.push(pass(&w.est_templates, &w.est_order, &mut Copy).0);
             let mut r = router.clone();
@@ -1039,6 +1054,7 @@ fn sweep<const N: usize>(
             w.handshake(&mut g);
             est.push(gateway_pass(&w.est_templates, &w.est_order, &mut g).0);
             tracked = g.conntrack().len();
+            live.push(live_ticks(&mut g));
             end.push(end_pass_ticks(&mut g, tracked, &mut ticks));
         }
         let m = |v: &mut Vec<f64>| crate::median(v);
@@ -1046,6 +1062,7 @@ fn sweep<const N: usize>(
         let bytes = table(n);
         let per_flow = bytes as f64 / tracked.max(1) as f64;
         let end = m(&mut end);
+        let live = m(&mut live) / hz * 1e6;
         ticks.sort_unstable();
         let q = |f: f64| {
             let i = ((ticks.len() as f64 * f) as usize).min(ticks.len().saturating_sub(1));
@@ -1053,13 +1070,14 @@ fn sweep<const N: usize>(
         };
         let (p99, p999, longest) = (q(0.99), q(0.999), q(1.0));
         println!(
-            "| {n} | {tracked} ({:.1} MiB) | {:.0} ({per_flow:.0}) | {copy:.0} | {new:.0} | {:.2} M | {est:.0} ({:.0}) | {:.1} | {alone:.0} ({:.0}) | {end:.0} | {p99:.0} / {p999:.0} / {longest:.0} ({}) |",
+            "| {n} | {tracked} ({:.1} MiB) | {:.0} ({per_flow:.0}) | {copy:.0} | {new:.0} | {:.2} M | {est:.0} ({:.0}) | {:.1} | {alone:.0} ({:.0}) | {live:.0} ({}) | {end:.0} | {p99:.0} / {p999:.0} / {longest:.0} ({}) |",
             (tracked * std::mem::size_of::<pipeline::conntrack::Flow>()) as f64 / (1 << 20) as f64,
             bytes as f64 / (1 << 20) as f64,
             hz / new / 1e6,
             est - copy,
             hz / est / 1e6,
             alone - copy,
+            pipeline::conntrack::sweep_scan(tracked),
             ticks.len()
         );
         points.push((n as f64, new, est - copy, alone - copy, per_flow));

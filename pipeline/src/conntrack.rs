@@ -17,8 +17,11 @@
 //! # Eviction
 //!
 //! Expired entries are removed lazily (a lookup that finds one starts over)
-//! and by an incremental sweep of [`SWEEP_PER_TICK`] slots per
-//! [`ConnTrack::tick`]. When the table is full, a new flow may take the slot
+//! and by an incremental sweep at each [`ConnTrack::tick`]: at least
+//! [`SWEEP_PER_TICK`] slots, and a large table's [`SWEEP_TICKS`]th part,
+//! so that every slot is visited within that many ticks whatever the
+//! table's size; a tick removes at most [`SWEEP_PER_TICK`] flows, which
+//! bounds how long it holds the worker when many expire at once. When the table is full, a new flow may take the slot
 //! of an entry that has not seen a reply (Linux's "early drop"), searched
 //! for among the next [`EARLY_DROP_PROBES`] entries of the sweep order;
 //! established flows are never evicted, and if none can be, the new flow is
@@ -38,8 +41,20 @@ use index::{written, Hit, Index};
 use tcp::{stale, step};
 pub use window::{Check, Segment, Side, Window};
 
-/// Slots examined by each [`ConnTrack::tick`] sweep.
+/// Slots examined by each [`ConnTrack::tick`] sweep at least, and the
+/// most flows one tick removes.
 pub const SWEEP_PER_TICK: usize = 1024;
+/// Ticks in which the sweep visits every slot of a table larger than
+/// `SWEEP_PER_TICK` times this (a worker ticks every 10 ms: 10 s); a
+/// smaller table is visited faster.
+pub const SWEEP_TICKS: usize = 1000;
+/// The slots one tick's sweep examines in a table of `n` slots in use:
+/// at least [`SWEEP_PER_TICK`], a [`SWEEP_TICKS`]th of a larger table,
+/// never more than it has.
+pub fn sweep_scan(n: usize) -> usize {
+    n.div_ceil(SWEEP_TICKS).max(SWEEP_PER_TICK).min(n)
+}
+
 /// Entries examined for early drop when the table is full.
 pub const EARLY_DROP_PROBES: usize = 16;
 
@@ -862,22 +877,28 @@ impl ConnTrack {
         }
     }
 
-    /// Advances the clock and sweeps a few slots for expired flows.
+    /// Advances the clock and sweeps a part of the table for expired
+    /// flows (see the module's "Eviction").
     pub fn tick(&mut self, now_ns: u64) {
         self.now_ns = now_ns;
         self.tick_export();
         let n = self.slots.len();
-        for _ in 0..SWEEP_PER_TICK.min(n) {
+        let mut removed = 0;
+        for _ in 0..sweep_scan(n) {
             self.cursor = (self.cursor + 1) % n;
             let e = self.slots[self.cursor];
             if e.live && self.expired(&e) {
                 self.remove(self.cursor as u32, Self::timed_out(&e));
                 self.events[Event::Expired as usize] += 1;
+                removed += 1;
             } else if e.live && !self.acct.is_empty() {
                 self.sweep_export(self.cursor);
             }
             if self.sync.0.is_some() {
                 self.sweep_sync(self.cursor);
+            }
+            if removed == SWEEP_PER_TICK {
+                break;
             }
         }
     }

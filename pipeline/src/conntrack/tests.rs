@@ -724,3 +724,27 @@ fn bytes_for_is_what_a_table_allocates() {
     let per = ConnTrack::bytes_for(1 << 18, true, false) / (1 << 18);
     assert!((150..=260).contains(&per), "{per} bytes a flow");
 }
+
+/// The sweep's share of a table: 1,024 slots a tick up to a table of
+/// 1,024,000, then a thousandth of it (every slot visited within 1,000
+/// ticks, 10 s of a worker's ticks, whatever the size; at a fixed 1,024 a
+/// 10 M table took 100 s), never more than the table; and a tick that
+/// finds everything expired removes at most 1,024 flows.
+#[test]
+fn the_sweep_visits_any_table_within_its_ticks_and_removes_a_bounded_number() {
+    assert_eq!(sweep_scan(10), 10);
+    assert_eq!(sweep_scan(100_000), SWEEP_PER_TICK);
+    assert_eq!(sweep_scan(SWEEP_PER_TICK * SWEEP_TICKS), SWEEP_PER_TICK);
+    assert_eq!(sweep_scan(10_000_000), 10_000);
+    for n in [5_000usize, 2_000_000, 10_000_000, 67_108_864] {
+        assert!(n.div_ceil(sweep_scan(n)) <= SWEEP_TICKS, "{n}");
+    }
+    let n = 3000u32;
+    let mut ct = ConnTrack::new(n as usize, Timeouts::default());
+    for i in 0..n {
+        let t = udp4(i);
+        ct.open(t, t.reverse(), 0, None).unwrap();
+    }
+    ct.tick(3600 * S);
+    assert_eq!(ct.len(), (n as usize) - SWEEP_PER_TICK);
+}
