@@ -290,9 +290,10 @@ fn txonly_frames_match_testpmds() {
 }
 
 /// txonly and flowgen into a net_ring, rxonly out of it on another core
-/// (the shipped `configs/dpdk-ring-txrx.toml`, paced so that the ring never
-/// fills): every frame made arrives signed, in order, once, except what the
-/// ring still held when the run stopped.
+/// (the shipped `configs/dpdk-ring-txrx.toml`, paced so that the ring does
+/// not fill unless the receiver is descheduled): every frame made arrives
+/// signed, in order, once, except what the ring still held when the run
+/// stopped and what it refused while the receiver stalled.
 #[test]
 fn generated_frames_cross_a_ring_to_rxonly() {
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
@@ -313,17 +314,30 @@ fn generated_frames_cross_a_ring_to_rxonly() {
         let s = sluice_summary(&cfg);
         let b = &s["balance"];
         assert_eq!(b["balanced"], true, "{s}");
-        assert_eq!(b["tx_full"], 0, "paced: the ring never fills: {s}");
         let made = b["generated"].as_u64().unwrap();
         let t = &s["cores"][1]["tester"];
         let signed = t["signed"].as_u64().unwrap();
+        // Paced, the ring fills only if the receiving core is taken away
+        // for longer than the ring lasts at this rate (1,024 frames at
+        // 20,000/s: 51 ms; it happens on a busy CI host): then a frame
+        // it held waited that long, and what the ring refused is counted
+        // full and missed by the receiver's sequence, one for one.
+        let full = b["tx_full"].as_u64().unwrap();
+        if full > 0 {
+            let waited = t["latency_ns"]["max"].as_f64().unwrap_or(0.0);
+            assert!(
+                waited > 0.9 * 1024.0 / 20_000.0 * 1e9,
+                "{mode}: the ring filled ({full}) with the receiver never stalled: {s}"
+            );
+        }
         assert!(made >= 1000, "{mode}: made {made}: too few to check");
         assert!(
-            signed <= made && made - signed <= 1024,
-            "{mode}: {signed} of {made} received (the ring holds 1024): {s}"
+            signed + full <= made && made - signed - full <= 1024,
+            "{mode}: {signed} of {made} received, {full} refused (the ring holds 1024): {s}"
         );
         assert_eq!(s["ports"][1]["rx_pkts"].as_u64(), Some(signed), "{s}");
-        for k in ["unsigned", "lost", "reordered", "duplicate"] {
+        assert_eq!(t["lost"].as_u64(), Some(full), "{mode}: lost: {s}");
+        for k in ["unsigned", "reordered", "duplicate"] {
             assert_eq!(t[k], 0, "{mode}: {k}: {s}");
         }
         assert_eq!(t["latency_ns"]["count"].as_u64(), Some(signed), "{s}");
