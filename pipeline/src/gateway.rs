@@ -37,7 +37,7 @@
 use crate::acl::{v4, Key, Memo};
 use crate::conntrack::{self, opens_flow, ConnTrack, Refused, Segment, Timeouts, Tuple};
 use crate::events;
-use crate::firewall::{self, meta, meta_ct, state, status, Action, RejectWith, RuleSet};
+use crate::firewall::{self, meta, meta_ct, state, status, Action, RuleSet};
 use crate::fwd::{ForwardMode, Frame};
 use crate::nat::{self, addr4, has_ports, NatConfig, PortRange, SnatTo};
 use crate::router::{self, Router};

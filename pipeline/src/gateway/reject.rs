@@ -15,20 +15,9 @@ impl<C: StageClock> Gateway<C> {
     ) -> Verdict {
         let v6 = pkt.bytes()[12..14] == EtherType::IPV6.to_be_bytes();
         let v = match a {
-            Action::Reject(RejectWith::Auto | RejectWith::TcpReset) if tcp => self
-                .router
-                .tcp_reset(pkt, in_port, v6, DropReason::Filtered),
             Action::Reject(w) => {
-                let admin = w == RejectWith::AdminProhibited;
-                if v6 {
-                    let code = if admin { 1 } else { 4 };
-                    self.router
-                        .icmp6_error(pkt, in_port, 1, code, 0, DropReason::Filtered)
-                } else {
-                    let code = if admin { 13 } else { 3 };
-                    self.router
-                        .icmp4_error(pkt, in_port, 3, code, 0, DropReason::Filtered)
-                }
+                self.router
+                    .reject(pkt, in_port, w, tcp, v6, DropReason::Filtered, false)
             }
             _ => Verdict::Drop(DropReason::Filtered),
         };

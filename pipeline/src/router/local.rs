@@ -22,12 +22,20 @@ impl Router {
     /// dropped as `to_router`.
     pub(super) fn closed_port(&mut self, pkt: &mut impl Frame, in_port: u16) -> Verdict {
         match upper(pkt.bytes()) {
-            Some((IpProto::TCP, v6)) => self.local_reset(pkt, in_port, v6, DropReason::ToRouter),
-            Some((IpProto::UDP, v6)) => self.local_unreachable(
+            Some((IpProto::TCP, v6)) => self.reject_counted(
                 pkt,
                 in_port,
+                RejectWith::TcpReset,
+                true,
                 v6,
+                DropReason::ToRouter,
+            ),
+            Some((IpProto::UDP, v6)) => self.reject_counted(
+                pkt,
+                in_port,
                 RejectWith::PortUnreachable,
+                false,
+                v6,
                 DropReason::ToRouter,
             ),
             _ => Verdict::Drop(DropReason::ToRouter),
@@ -47,46 +55,55 @@ impl Router {
         let Some((proto, v6)) = upper(pkt.bytes()) else {
             return Verdict::Drop(reason);
         };
-        match w {
-            RejectWith::Auto | RejectWith::TcpReset if proto == IpProto::TCP => {
-                self.local_reset(pkt, in_port, v6, reason)
-            }
-            w => self.local_unreachable(pkt, in_port, v6, w, reason),
-        }
+        self.reject_counted(pkt, in_port, w, proto == IpProto::TCP, v6, reason)
     }
 
-    /// [`Router::tcp_reset`], counted.
-    fn local_reset(
+    /// [`Router::reject`] of a packet for the router (answered from the
+    /// address it was sent to), its resets counted.
+    fn reject_counted(
         &mut self,
         pkt: &mut impl Frame,
         in_port: u16,
+        w: RejectWith,
+        tcp: bool,
         v6: bool,
         reason: DropReason,
     ) -> Verdict {
-        let v = self.tcp_reset(pkt, in_port, v6, reason);
-        if matches!(v, Verdict::Forward(_)) {
+        let v = self.reject(pkt, in_port, w, tcp, v6, reason, true);
+        if matches!(v, Verdict::Forward(_)) && resets(w, tcp) {
             self.count(Event::TcpReset);
         }
         v
     }
 
-    /// An ICMP/ICMPv6 destination unreachable (`w`: port unreachable or
-    /// administratively prohibited) from the packet's destination.
-    fn local_unreachable(
+    /// A refused packet (IPv6 if `v6`) answered as `w` says: a TCP
+    /// segment (`tcp`) with a reset under `auto` or `tcp-reset`, anything
+    /// else with an ICMP/ICMPv6 destination unreachable (port unreachable,
+    /// or administratively prohibited), sent from the packet's destination
+    /// when `from_dst`, else from the receiving interface's address;
+    /// dropped with `reason` when it may not be answered. The firewall's
+    /// rejects and the router's own.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn reject(
         &mut self,
         pkt: &mut impl Frame,
         in_port: u16,
-        v6: bool,
         w: RejectWith,
+        tcp: bool,
+        v6: bool,
         reason: DropReason,
+        from_dst: bool,
     ) -> Verdict {
+        if resets(w, tcp) {
+            return self.tcp_reset(pkt, in_port, v6, reason);
+        }
         let admin = w == RejectWith::AdminProhibited;
         if v6 {
             let code = if admin { 1 } else { 4 };
-            self.icmp6_error_from(pkt, in_port, 1, code, 0, reason, true)
+            self.icmp6_error_from(pkt, in_port, 1, code, 0, reason, from_dst)
         } else {
             let code = if admin { 13 } else { 3 };
-            self.icmp4_error_from(pkt, in_port, 3, code, 0, reason, true)
+            self.icmp4_error_from(pkt, in_port, 3, code, 0, reason, from_dst)
         }
     }
 
@@ -94,7 +111,7 @@ impl Router {
     /// that refuses it (RFC 793 "Reset Generation"), from its
     /// destination, sent back out of `in_port`; dropped with `reason` if
     /// the segment is a reset itself or the ICMP rate is spent.
-    pub(crate) fn tcp_reset(
+    fn tcp_reset(
         &mut self,
         pkt: &mut impl Frame,
         in_port: u16,
@@ -194,6 +211,11 @@ impl Router {
         t[16..18].copy_from_slice(&c.to_be_bytes());
         Verdict::Forward(in_port)
     }
+}
+
+/// Whether `w` answers a TCP segment (`tcp`) with a reset.
+fn resets(w: RejectWith, tcp: bool) -> bool {
+    tcp && matches!(w, RejectWith::Auto | RejectWith::TcpReset)
 }
 
 /// The transport protocol of the valid IP packet in frame `b` and whether
