@@ -111,16 +111,7 @@ fn collectors_decode_every_record_with_the_counts_and_nat_sluice_saw() {
     }
     let n = Nets::mirror_lab("sl-ipfix");
     let (c, r, s) = (&n.0[0], &n.0[1], &n.0[2]);
-    n.sh(
-        c,
-        "ip link set c0 up && ip addr add 198.18.0.2/24 dev c0 \
-         && ip route add default via 198.18.0.1",
-    );
-    n.sh(
-        s,
-        "ip link set s0 up && ip addr add 198.19.0.2/24 dev s0 \
-         && ip route add default via 198.19.0.1",
-    );
+    n.lab_hosts(c, s);
     n.sh(r, "ip link set lo up");
     let dir = common::fresh_dir("ipfix");
     let flows = dir.join("flows");

@@ -149,16 +149,7 @@ fn an_input_chain_answers_as_the_kernel_does() {
     }
     let n = Nets::mirror_lab("sl-input");
     let (c, r, s) = (&n.0[0], &n.0[1], &n.0[2]);
-    n.sh(
-        c,
-        "ip link set c0 up && ip addr add 198.18.0.2/24 dev c0 \
-         && ip route add default via 198.18.0.1",
-    );
-    n.sh(
-        s,
-        "ip link set s0 up && ip addr add 198.19.0.2/24 dev s0 \
-         && ip route add default via 198.19.0.1",
-    );
+    n.lab_hosts(c, s);
     let dir = common::fresh_dir("input");
     std::fs::write(dir.join("probe.py"), PROBE).unwrap();
     let sock = dir.join("sluice.sock");

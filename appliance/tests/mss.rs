@@ -126,16 +126,7 @@ fn syns_through_a_narrow_port_are_clamped_to_fit_it() {
     }
     let n = Nets::mirror_lab("sl-mss");
     let (c, s) = (&n.0[0], &n.0[2]);
-    n.sh(
-        c,
-        "ip link set c0 up && ip addr add 198.18.0.2/24 dev c0 \
-         && ip route add default via 198.18.0.1",
-    );
-    n.sh(
-        s,
-        "ip link set s0 up && ip addr add 198.19.0.2/24 dev s0 \
-         && ip route add default via 198.19.0.1",
-    );
+    n.lab_hosts(c, s);
     let dir = common::fresh_dir("mss");
     std::fs::write(dir.join("server.py"), SERVER).unwrap();
     std::fs::write(dir.join("client.py"), CLIENT).unwrap();

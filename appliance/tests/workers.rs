@@ -82,16 +82,7 @@ fn workers_share_neighbours_and_cut_udp_aggregates(ring: &str) {
     n.veth("c0", c, "r0", r);
     n.veth("s0", s, "r1", r);
     n.sh(r, "ip link set r0 up && ip link set r1 up");
-    n.sh(
-        c,
-        "ip link set c0 up && ip addr add 198.18.0.2/24 dev c0 \
-         && ip route add default via 198.18.0.1",
-    );
-    n.sh(
-        s,
-        "ip link set s0 up && ip addr add 198.19.0.2/24 dev s0 \
-         && ip route add default via 198.19.0.1",
-    );
+    n.lab_hosts(c, s);
 
     let dir = common::fresh_dir(&format!("workers-{ring}"));
     let cfg = dir.join("workers.toml");

@@ -293,24 +293,32 @@ fn gateway_pass<const N: usize>(
     pass(templates, order, g)
 }
 
-/// The end of every flow of `g`'s table: ticks far past every timeout
-/// until the sweep has expired them all (at most twice the ticks a whole
-/// table's sweep takes); cycles per flow of `flows`. Out of line under a
-/// name of its own (for valgrind to count, as `gateway_pass`).
-#[inline(never)]
-fn end_pass(g: &mut Gateway, flows: usize) -> f64 {
+/// Ends every flow of `g`'s table: time far past every timeout, then
+/// ticks (each through `tick`, given the time) until the sweep has
+/// expired them all (at most twice the ticks a whole table's sweep
+/// takes).
+#[inline(always)]
+fn expire_all(g: &mut Gateway, mut tick: impl FnMut(&mut Gateway, u64)) {
     let mut now = g.conntrack().now() + 100_000 * 1_000_000_000;
     let ticks = 2 * (g.conntrack().capacity() / pipeline::conntrack::SWEEP_PER_TICK + 2);
-    let t0 = rdtsc();
     for _ in 0..ticks {
         if g.conntrack().is_empty() {
             break;
         }
         now += 1_000;
-        g.tick(now);
+        tick(g, now);
     }
-    let c = rdtsc() - t0;
     assert!(g.conntrack().is_empty(), "the sweep expired every flow");
+}
+
+/// The end of every flow of `g`'s table ([`expire_all`]); cycles per
+/// flow of `flows`. Out of line under a name of its own (for valgrind to
+/// count, as `gateway_pass`).
+#[inline(never)]
+fn end_pass(g: &mut Gateway, flows: usize) -> f64 {
+    let t0 = rdtsc();
+    expire_all(g, |g, now| g.tick(now));
+    let c = rdtsc() - t0;
     c as f64 / flows.max(1) as f64
 }
 
@@ -333,22 +341,14 @@ fn live_ticks(g: &mut Gateway) -> f64 {
 /// each tick's cycles pushed to `ticks_out` (how long a worker's poll
 /// loop is held while a whole table expires).
 fn end_pass_ticks(g: &mut Gateway, flows: usize, ticks_out: &mut Vec<u64>) -> f64 {
-    let mut now = g.conntrack().now() + 100_000 * 1_000_000_000;
-    let ticks = 2 * (g.conntrack().capacity() / pipeline::conntrack::SWEEP_PER_TICK + 2);
-    ticks_out.reserve(ticks);
     let mut total = 0u64;
-    for _ in 0..ticks {
-        if g.conntrack().is_empty() {
-            break;
-        }
-        now += 1_000;
+    expire_all(g, |g, now| {
         let t0 = rdtsc();
         g.tick(now);
         let c = rdtsc() - t0;
         total += c;
         ticks_out.push(c);
-    }
-    assert!(g.conntrack().is_empty(), "the sweep expired every flow");
+    });
     total as f64 / flows.max(1) as f64
 }
 

@@ -291,6 +291,23 @@ impl Nets {
         n
     }
 
+    /// The lab's end hosts: `c0` in namespace `c` as 198.18.0.2/24 and
+    /// `s0` in namespace `s` as 198.19.0.2/24, up, each routing through
+    /// the router's address on its link (198.18.0.1, 198.19.0.1).
+    #[allow(dead_code)] // Not every test binary has the lab's hosts.
+    pub fn lab_hosts(&self, c: &str, s: &str) {
+        self.sh(
+            c,
+            "ip link set c0 up && ip addr add 198.18.0.2/24 dev c0 \
+             && ip route add default via 198.18.0.1",
+        );
+        self.sh(
+            s,
+            "ip link set s0 up && ip addr add 198.19.0.2/24 dev s0 \
+             && ip route add default via 198.19.0.1",
+        );
+    }
+
     /// A veth pair: `a` in namespace `na`, `b` in namespace `nb`.
     pub fn veth(&self, a: &str, na: &str, b: &str, nb: &str) {
         let out = Command::new("ip")

@@ -638,21 +638,35 @@ fn bad_packets_are_dropped_by_reason() {
     assert_eq!(r.process(&mut f, 0), Verdict::Drop(DropReason::TtlExceeded));
 }
 
-/// Ethernet (to port 0) + IPv6 + 8 bytes of "UDP" (no ports, no
-/// checksum) from `src` to `dst`, hop limit 64.
-fn udp6(src: &str, dst: &str) -> Vec<u8> {
-    let mut f = vec![0u8; 14 + 40 + 8];
-    f[0..6].copy_from_slice(&R0.0);
-    f[6..12].copy_from_slice(&HOST.0);
+/// Ethernet from `eth_src` to `eth_dst` + an IPv6 header (`next`, hop
+/// limit `hop`, from `src` to `dst`) + `payload` zero bytes.
+fn ip6(
+    eth_dst: [u8; 6],
+    eth_src: [u8; 6],
+    next: u8,
+    hop: u8,
+    payload: u16,
+    src: &str,
+    dst: &str,
+) -> Vec<u8> {
+    let mut f = vec![0u8; 14 + 40 + usize::from(payload)];
+    f[0..6].copy_from_slice(&eth_dst);
+    f[6..12].copy_from_slice(&eth_src);
     f[12..14].copy_from_slice(&[0x86, 0xdd]);
     let mut ip = Ipv6Packet::new_unchecked(&mut f[14..]);
     ip.set_version();
-    ip.set_payload_len(8);
-    ip.set_next_header(IpProto::UDP);
-    ip.set_hop_limit(64);
+    ip.set_payload_len(payload);
+    ip.set_next_header(next);
+    ip.set_hop_limit(hop);
     ip.set_src(v6addr(src));
     ip.set_dst(v6addr(dst));
     f
+}
+
+/// Ethernet (to port 0) + IPv6 + 8 bytes of "UDP" (no ports, no
+/// checksum) from `src` to `dst`, hop limit 64.
+fn udp6(src: &str, dst: &str) -> Vec<u8> {
+    ip6(R0.0, HOST.0, IpProto::UDP, 64, 8, src, dst)
 }
 
 #[test]
@@ -727,19 +741,7 @@ fn nd(
     mac: MacAddr,
     eth_dst: [u8; 6],
 ) -> Vec<u8> {
-    let mut f = vec![0u8; 14 + 40 + 32];
-    f[0..6].copy_from_slice(&eth_dst);
-    f[6..12].copy_from_slice(&mac.0);
-    f[12..14].copy_from_slice(&[0x86, 0xdd]);
-    {
-        let mut ip = Ipv6Packet::new_unchecked(&mut f[14..]);
-        ip.set_version();
-        ip.set_payload_len(32);
-        ip.set_next_header(IpProto::ICMPV6);
-        ip.set_hop_limit(255);
-        ip.set_src(v6addr(src));
-        ip.set_dst(v6addr(dst));
-    }
+    let mut f = ip6(eth_dst, mac.0, IpProto::ICMPV6, 255, 32, src, dst);
     f[54] = ty;
     f[62..78].copy_from_slice(&v6addr(target));
     f[78..80].copy_from_slice(&[opt, 1]);
