@@ -50,6 +50,7 @@ mod clock;
 mod ipv4;
 mod ipv6;
 pub mod mss;
+mod nat64;
 mod ports;
 mod profiled;
 pub mod reass;
@@ -164,6 +165,9 @@ pub struct Gateway<C: StageClock = NoClock> {
     workers: u16,
     /// TCP MSS clamping.
     mss: MssClamp,
+    /// The identification of the last NAT64-translated IPv4 packet that
+    /// may be fragmented.
+    nat64_id: u16,
     clock: C,
 }
 
@@ -310,6 +314,7 @@ impl<C: StageClock> Clone for Gateway<C> {
             worker: self.worker,
             workers: self.workers,
             mss: MssClamp::new(&self.mss.limits),
+            nat64_id: self.nat64_id,
             clock: self.clock.clone(),
         }
     }
@@ -442,6 +447,19 @@ fn ports(proto: u8, l4: &[u8], v6: bool) -> Result<Option<(u16, u16, u16)>, Drop
     }
 }
 
+/// The ports (or ICMP query identifier) of the packet an ICMP error
+/// quotes, `l4` being what the quote holds of its L4 header: as
+/// [`ports`], but a TCP header needs only its first 8 bytes (RFC 792's
+/// least quote, which routers still send), its flags then not known.
+#[allow(clippy::type_complexity)]
+fn quoted_ports(proto: u8, l4: &[u8], v6: bool) -> Result<Option<(u16, u16, u16)>, DropReason> {
+    if proto == IpProto::TCP && (8..20).contains(&l4.len()) {
+        let be = |i: usize| u16::from_be_bytes([l4[i], l4[i + 1]]);
+        return Ok(Some((be(0), be(2), 0)));
+    }
+    ports(proto, l4, v6)
+}
+
 /// The port blocks of `nat`'s block rules in this worker's slice of the
 /// NAT port range (`None`: no such rule, or no slice).
 fn blocks_of(
@@ -474,6 +492,7 @@ impl<C: StageClock> Gateway<C> {
             worker,
             workers: cfg.workers.max(1),
             mss: MssClamp::new(&cfg.mss_limits),
+            nat64_id: 0,
             router,
             rules: cfg.rules.clone(),
             nat: cfg.nat.clone(),
@@ -526,6 +545,7 @@ impl<C: StageClock> Gateway<C> {
             worker,
             workers,
             mss,
+            nat64_id,
             clock: _,
         } = self;
         Gateway {
@@ -548,6 +568,7 @@ impl<C: StageClock> Gateway<C> {
             worker,
             workers,
             mss,
+            nat64_id,
             clock,
         }
     }

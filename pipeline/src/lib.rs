@@ -30,6 +30,7 @@ pub mod fwd;
 pub mod gateway;
 pub mod lpm;
 pub mod nat;
+pub mod nat64;
 pub mod npt;
 pub mod prefix;
 pub mod rcu;

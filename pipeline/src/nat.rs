@@ -251,12 +251,17 @@ pub struct NatConfig {
     pub no_hairpin: bool,
     /// IPv6 prefix translation (NPTv6), per interface.
     pub npt: Vec<crate::npt::Npt>,
+    /// Stateful NAT64 translators (their prefixes do not overlap).
+    pub nat64: Vec<crate::nat64::Nat64>,
 }
 
 impl NatConfig {
     /// True with no rules.
     pub fn is_empty(&self) -> bool {
-        self.snat.is_empty() && self.dnat.is_empty() && self.statics.is_empty()
+        self.snat.is_empty()
+            && self.dnat.is_empty()
+            && self.statics.is_empty()
+            && self.nat64.is_empty()
     }
 
     /// The deterministic mappings ([`SnatTo::Deterministic`]).
@@ -424,6 +429,10 @@ crate::counter_enum! {
         BlockQuota = "nat_block_quota",
         /// TCP SYNs whose MSS option was lowered (`clamp_mss`).
         MssClamped = "tcp_mss_clamped",
+        /// IPv6 packets NAT64 translated to IPv4 (ICMPv6 errors among them).
+        Nat64To4 = "nat64_to_ipv4",
+        /// IPv4 packets NAT64 translated to IPv6 (ICMP errors among them).
+        Nat64To6 = "nat64_to_ipv6",
     }
 }
 

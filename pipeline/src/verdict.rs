@@ -64,6 +64,11 @@ crate::counter_enum! {
         /// Bound for the core that owns its NAT mapping, but that core's
         /// handoff ring was full (or it had stopped).
         HandoffFull = "handoff_full",
+        /// For a NAT64 prefix (or the IPv4 side of a NAT64 flow), but
+        /// not translatable: a fragment, a protocol other than TCP, UDP
+        /// and ICMP echo, an ICMP type RFC 7915 drops, or no flow to
+        /// translate it by.
+        Untranslatable = "untranslatable",
         /// Not a loss: used up by the router's own slow path (ARP replies and
         /// requests, Neighbor Solicitations and Advertisements it learned
         /// from or that were for another host), or a fragment the gateway

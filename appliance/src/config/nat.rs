@@ -292,6 +292,7 @@ pub(super) fn check(
             outside: u32::from(outside),
         });
     }
+    nat64(cx, nat, &port, v4, out);
     // The config index of each translation taken.
     let mut taken = Vec::new();
     for (i, n) in nat.nptv6.iter().enumerate() {
@@ -358,6 +359,108 @@ pub(super) fn check(
                 "not a translatable pair of prefixes",
             ),
         }
+    }
+}
+
+/// An interface's index by the name a key gives (an error when none).
+type PortOf<'a> = dyn Fn(&mut Ctx<'_>, &Spanned<String>, String) -> Option<u16> + 'a;
+
+/// `[[nat.nat64]]`: each translator's prefix (RFC 6052's lengths, not
+/// overlapping another's), its
+/// interface, and its addresses ("masquerade": the interface's, which it
+/// must have). A prefix holding one of the router's own addresses leaves
+/// that address the router's.
+fn nat64(
+    cx: &mut Ctx<'_>,
+    nat: &RawNat,
+    port: &PortOf<'_>,
+    v4: &[Vec<Ipv4Addr>],
+    out: &mut NatConfig,
+) {
+    // The config index of each translator taken.
+    let mut taken = Vec::new();
+    for (i, n) in nat.nat64.iter().enumerate() {
+        let k = |f: &str| format!("nat.nat64[{i}].{f}");
+        let Some(out_port) = port(cx, &n.out, k("out")) else {
+            continue;
+        };
+        let prefix = match &n.prefix {
+            None => Some(pipeline::nat64::WELL_KNOWN),
+            Some(v) => match pipeline::prefix::parse(v.get_ref()) {
+                Some((IpAddr::V6(a), l)) => Some((u128::from(a), l)),
+                _ => {
+                    cx.err(
+                        v,
+                        k("prefix"),
+                        "must be an IPv6 prefix (such as \"64:ff9b::/96\")",
+                    );
+                    None
+                }
+            },
+        };
+        let Some(prefix) = prefix else { continue };
+        let at = |cx: &mut Ctx<'_>, msg: String| match &n.prefix {
+            Some(v) => cx.err(v, k("prefix"), msg),
+            None => cx.err(&n.out, k("out"), msg),
+        };
+        let mut pool = Vec::new();
+        match n.to.as_ref().map(|t| (t, t.get_ref())) {
+            None => {}
+            Some((_, OneOrMany::One(m))) if m == "masquerade" => {}
+            Some((t, other)) => {
+                for a in other.names() {
+                    match a.parse::<Ipv4Addr>() {
+                        Ok(a) => pool.push(u32::from(a)),
+                        Err(_) => cx.err(
+                            t,
+                            k("to"),
+                            format!("`{a}`: expected \"masquerade\" or IPv4 addresses"),
+                        ),
+                    }
+                }
+                if other.names().is_empty() {
+                    cx.err(
+                        t,
+                        k("to"),
+                        "is empty: give \"masquerade\" or at least one IPv4 address",
+                    );
+                    continue;
+                }
+            }
+        }
+        if pool.is_empty() && v4.get(usize::from(out_port)).is_none_or(Vec::is_empty) {
+            cx.err(
+                &n.out,
+                k("out"),
+                format!(
+                    "NAT64 leaves from the address of interface `{}`, which has none: set its `ipv4`, or give `to` addresses",
+                    n.out.get_ref()
+                ),
+            );
+            continue;
+        }
+        let t = match pipeline::nat64::Nat64::new(prefix, out_port, pool) {
+            Ok(t) => t,
+            Err(e) => {
+                at(
+                    cx,
+                    format!("{}/{}: {e}", std::net::Ipv6Addr::from(prefix.0), prefix.1),
+                );
+                continue;
+            }
+        };
+        let overlap =
+            |a: (u128, u8), b: (u128, u8)| pipeline::prefix::in6(a.0, (b.0, a.1.min(b.1)));
+        if let Some(j) = out.nat64.iter().position(|o| overlap(o.prefix, t.prefix)) {
+            let j = taken[j];
+            at(
+                cx,
+                format!("overlaps nat.nat64[{j}]'s prefix: an address would name two IPv4 hosts"),
+            );
+            continue;
+        }
+        out.nat64.push(t);
+        taken.push(i);
     }
 }
 

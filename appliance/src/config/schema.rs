@@ -682,6 +682,20 @@ pub(super) struct RawNat {
     pub(super) statics: Vec<RawStatic>,
     #[serde(default)]
     pub(super) nptv6: Vec<RawNpt>,
+    #[serde(default)]
+    pub(super) nat64: Vec<RawNat64>,
+}
+
+/// `[[nat.nat64]]`: stateful NAT64 for IPv6-only clients.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawNat64 {
+    /// The NAT64 prefix (`64:ff9b::/96` when not given).
+    pub(super) prefix: Option<Spanned<String>>,
+    /// The IPv4 interface the translated flows leave by.
+    pub(super) out: Spanned<String>,
+    /// "masquerade" (the default) or IPv4 pool addresses.
+    pub(super) to: Option<Spanned<OneOrMany>>,
 }
 
 /// `[[nat.nptv6]]`: an IPv6 prefix translation on an interface.

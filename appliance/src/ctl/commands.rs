@@ -1560,6 +1560,30 @@ fn show_nat(cx: &mut Context<'_>) -> Response {
         let _ = writeln!(text, "        nptv6        {m}");
         npt.push(json!({ "iface": iface, "inside": p(r.inside), "outside": p(r.outside) }));
     }
+    // NAT64 translators: their flows are among each core's mappings.
+    let mut nat64 = Vec::new();
+    for t in &nat.nat64 {
+        let prefix = format!("{}/{}", std::net::Ipv6Addr::from(t.prefix.0), t.prefix.1);
+        let iface = cx
+            .cfg
+            .router
+            .names
+            .get(usize::from(t.out_port))
+            .cloned()
+            .unwrap_or_default();
+        let pool: Vec<String> = t
+            .pool
+            .iter()
+            .map(|a| std::net::Ipv4Addr::from(*a).to_string())
+            .collect();
+        let from = if pool.is_empty() {
+            format!("masquerade on {iface}")
+        } else {
+            format!("{} on {iface}", pool.join(", "))
+        };
+        let _ = writeln!(text, "        nat64        {prefix} -> {from}");
+        nat64.push(json!({ "prefix": prefix, "out": iface, "pool": pool }));
+    }
     let cur = cx.tel.snapshot();
     let mappings = gauge(cx, &cur, "nat_mappings");
     let ports = gauge(cx, &cur, "nat_ports");
@@ -1588,6 +1612,7 @@ fn show_nat(cx: &mut Context<'_>) -> Response {
             "ports": [nat.ports.lo, nat.ports.hi],
             "entries": data_entries,
             "nptv6": npt,
+            "nat64": nat64,
             "workers": data,
         }),
     )

@@ -254,6 +254,10 @@ impl<C: StageClock> Gateway<C> {
             // The tuple as sent.
             let translated;
             let to = if f.nat() {
+                if nat64::is_nat64(f) {
+                    let o = f.orig;
+                    return self.nat64_in(pkt, in_port, &o);
+                }
                 translated = f.translated(reply);
                 &translated
             } else {

@@ -1,9 +1,9 @@
-//! The gateway's IPv6 path: tracked and filtered as IPv4 is; no NAT but
+//! The gateway's IPv6 path: tracked and filtered as IPv4 is; no NAT66 but
 //! prefix translation (NPTv6, stateless: the destination translated back
 //! inside as a packet comes in, before conntrack and the rules; the source
-//! out as it leaves, after them); fragments followed by their first
-//! fragment; Neighbor Discovery and packets for the router straight to
-//! the router.
+//! out as it leaves, after them), and packets to a NAT64 prefix handed to
+//! `nat64`; fragments followed by their first fragment; Neighbor
+//! Discovery and packets for the router straight to the router.
 
 use super::*;
 
@@ -53,6 +53,15 @@ impl<C: StageClock> Gateway<C> {
         let dst = u128::from_be_bytes(ip.dst());
         if ip.hop_limit() <= 1 || dst >> 120 == 0xff || self.router.is_local6(dst) {
             return self.router.process(pkt, in_port);
+        }
+        if !self.nat.nat64.is_empty() {
+            if let Some(n) = self.nat64_of(dst) {
+                if proto == 44 || frag.is_some() {
+                    // Fragments are not translated (not built).
+                    return Verdict::Drop(DropReason::Untranslatable);
+                }
+                return self.nat64_out(pkt, in_port, proto, off, n);
+            }
         }
         if proto == 44 || frag.is_some() {
             return self.fragment6(pkt, in_port, proto, off, frag);
@@ -163,7 +172,7 @@ impl<C: StageClock> Gateway<C> {
                     s.copy_from_slice(&q[8..24]);
                     d.copy_from_slice(&q[24..40]);
                     let p = q[6];
-                    let (sp, dp) = match ports(p, &q[40..], true) {
+                    let (sp, dp) = match quoted_ports(p, &q[40..], true) {
                         Ok(Some((a, b, _))) => (a, b),
                         _ => (0, 0),
                     };

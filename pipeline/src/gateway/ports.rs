@@ -30,7 +30,8 @@ impl<C: StageClock> Gateway<C> {
                 SnatTo::Blocks(b) => b.addrs.contains(&dst),
                 SnatTo::Masquerade => false,
                 SnatTo::Deterministic(d) => d.is_outside(dst),
-            });
+            })
+            || self.nat.nat64.iter().any(|n| n.pool.contains(&dst));
         let o = if self
             .nat
             .dnat

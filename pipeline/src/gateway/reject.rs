@@ -42,7 +42,7 @@ impl<C: StageClock> Gateway<C> {
         let ok = quote.len() >= 20 && q.version() == 4 && q.header_len() >= 20;
         let qh = if ok { q.header_len() } else { 0 };
         let inner = if ok && quote.len() >= qh + 8 {
-            match ports(q.protocol(), &quote[qh..], false) {
+            match quoted_ports(q.protocol(), &quote[qh..], false) {
                 Ok(Some((sp, dp, _))) => Some(tuple4(
                     u32::from_be_bytes(q.src()),
                     u32::from_be_bytes(q.dst()),
@@ -96,6 +96,9 @@ impl<C: StageClock> Gateway<C> {
         match self.decide(&k) {
             Action::Accept => {}
             a => return self.refuse(pkt, in_port, a, false),
+        }
+        if reply && super::nat64::is_nat64(&f) {
+            return self.nat64_error_to6(pkt, in_port, h, &f.orig);
         }
         if f.nat() {
             nat::rewrite_icmp_error4(&mut pkt.bytes_mut()[ETH..], &to_inner);

@@ -135,6 +135,7 @@ fn nat_cfg(ports: PortRange) -> NatConfig {
         ports,
         no_hairpin: false,
         npt: vec![],
+        nat64: vec![],
     }
 }
 
@@ -802,6 +803,25 @@ fn icmp_errors_are_related_and_their_quotes_translated() {
     }
     g.tick(2 * S);
     assert_eq!(event(&g, "ct_related"), 2);
+}
+
+/// A router on the way quotes 8 bytes of a TCP header (RFC 792's least,
+/// what many still send): its error is related by the ports there and
+/// reaches the client with the quote translated back.
+#[test]
+fn an_eight_byte_tcp_quote_is_related() {
+    let mut g = gateway();
+    let orig = pkt(R0, CLIENT, 40000, SERVER, 443, 6, 0x02, b"");
+    let mut out = orig.clone();
+    assert_eq!(g.process(&mut out, 0), Verdict::Forward(1));
+    let mut err = icmp_error(R1, GW_ADDR, 3, 4, &out);
+    assert_eq!(g.process(&mut err, 1), Verdict::Forward(0));
+    let ip = Ipv4Packet::new_checked(&err[14..]).unwrap();
+    assert_eq!(ip.dst(), a(CLIENT).to_be_bytes(), "to the real client");
+    let quote = &ip.payload()[8..];
+    assert_eq!(quote[12..24], orig[26..38], "quoted addresses and ports");
+    g.tick(2 * S);
+    assert_eq!(event(&g, "ct_related"), 1);
 }
 
 #[test]
@@ -1790,6 +1810,7 @@ mod vlan {
                 ports: PortRange::default(),
                 no_hairpin: false,
                 npt: vec![],
+                nat64: vec![],
             }),
             ct_capacity: 64,
             timeouts: Timeouts::default(),

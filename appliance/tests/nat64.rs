@@ -1,0 +1,245 @@
+//! NAT64 (RFC 6146, RFC 7915) with real stacks on both sides: namespaces
+//! `c` (an IPv6-only client, 2001:db8:64::2/64) — `r` (Sluice on
+//! AF_PACKET ports, `[[nat.nat64]]` for 64:ff9b::/96 out of its IPv4
+//! port, a stateful firewall) — `s` (an IPv4-only server, 198.19.0.2/24,
+//! on a 1,400-byte link). The client pings, fetches a file with curl and
+//! runs iperf3 to `64:ff9b::198.19.0.2`; the server sees it as Sluice's
+//! address; the server's port unreachable reaches the client's socket as
+//! ICMPv6 (the error translated with its quote); a packet too long for
+//! the IPv4 link gets Packet Too Big with that link's MTU plus 20, which
+//! the client's kernel takes as the path's. Needs root, `ip`, `ping`, `python3`,
+//! `curl` and `iperf3`; skipped without them unless `CI` is set. The
+//! namespaces end with the test, passed or failed.
+
+mod common;
+
+use common::{as_root, ctl_json, have, Nets};
+
+const CONFIG: &str = r#"
+[run]
+duration = 0
+stats_period = 1.0
+
+[[port]]
+name = "lan"
+driver = "afpacket"
+ipv6 = ["2001:db8:64::1/64"]
+[port.afpacket]
+iface = "r0"
+
+[[port]]
+name = "wan"
+driver = "afpacket"
+ipv4 = ["198.19.0.1/24"]
+mtu = 1400
+[port.afpacket]
+iface = "r1"
+
+[[worker]]
+core = 0
+mode = "l3fwd"
+rx = ["lan", "wan"]
+[worker.poll]
+mode = "interrupt"
+
+[firewall]
+default = "drop"
+
+[[firewall.rule]]
+action = "accept"
+in = "lan"
+state = ["new"]
+
+[[firewall.rule]]
+action = "accept"
+state = ["related"]
+
+[[nat.nat64]]
+out = "wan"
+
+[management]
+socket = "SOCK"
+"#;
+
+/// Answers each TCP connection on 9000 with the address it came from.
+const ECHO_ADDR: &str = r#"
+import socket
+s = socket.socket()
+s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(("198.19.0.2", 9000))
+s.listen(4)
+while True:
+    c, a = s.accept()
+    c.sendall((a[0] + "\n").encode())
+    c.close()
+"#;
+
+/// From the client: the server's address as it saw the client; then a
+/// datagram to a UDP port nothing listens on, on a connected socket:
+/// "refused" when the translated port unreachable reaches it.
+const CLIENT: &str = r#"
+import socket
+c = socket.create_connection(("64:ff9b::198.19.0.2", 9000), timeout=5)
+print(c.makefile().readline().strip())
+u = socket.socket(socket.AF_INET6, socket.SOCK_DGRAM)
+u.settimeout(3)
+u.connect(("64:ff9b::198.19.0.2", 9999))
+u.send(b"anyone?")
+try:
+    u.recv(100)
+    print("answered")
+except ConnectionRefusedError:
+    print("refused")
+except socket.timeout:
+    print("timeout")
+"#;
+
+#[test]
+fn an_ipv6_only_client_reaches_an_ipv4_server() {
+    if !as_root()
+        || !have("ip")
+        || !have("ping")
+        || !have("python3")
+        || !have("curl")
+        || !have("iperf3")
+    {
+        return;
+    }
+    let n = Nets::mirror_lab("sl-n64");
+    let (c, r, s) = (&n.0[0], &n.0[1], &n.0[2]);
+    n.sh(
+        c,
+        "sysctl -qw net.ipv6.conf.all.disable_ipv6=0 net.ipv6.conf.c0.disable_ipv6=0 \
+         net.ipv6.conf.c0.accept_ra=0 && ip link set lo up && ip link set c0 up \
+         && ip -6 addr add 2001:db8:64::2/64 dev c0 nodad \
+         && ip -6 route add default via 2001:db8:64::1",
+    );
+    n.sh(
+        s,
+        "ip link set lo up && ip link set s0 mtu 1400 up \
+         && ip addr add 198.19.0.2/24 dev s0",
+    );
+    n.sh(r, "ip link set r1 mtu 1400");
+    let dir = common::fresh_dir("nat64");
+    let sock = dir.join("sluice.sock");
+    let cfg = dir.join("r.toml");
+    std::fs::write(&cfg, CONFIG.replace("SOCK", &sock.display().to_string())).unwrap();
+    std::fs::write(dir.join("echo.py"), ECHO_ADDR).unwrap();
+    std::fs::write(dir.join("client.py"), CLIENT).unwrap();
+    // A 3 MB file of known content for curl.
+    let www = dir.join("www");
+    std::fs::create_dir(&www).unwrap();
+    let blob: Vec<u8> = (0..3_000_000u32).map(|i| (i * 7 + i / 251) as u8).collect();
+    std::fs::write(www.join("blob"), &blob).unwrap();
+    let _sluice = common::sluice_in(r, &cfg, &sock);
+    let _echo = common::python_in(s, &dir.join("echo.py"));
+    let spawn = |args: &[&str]| {
+        common::Killed(
+            std::process::Command::new("ip")
+                .args(["netns", "exec", s])
+                .args(args)
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::null())
+                .spawn()
+                .unwrap(),
+        )
+    };
+    let www_dir = www.display().to_string();
+    let _http = spawn(&[
+        "python3",
+        "-m",
+        "http.server",
+        "--bind",
+        "198.19.0.2",
+        "--directory",
+        &www_dir,
+        "8000",
+    ]);
+    let _iperf = spawn(&["iperf3", "-s", "-1", "-B", "198.19.0.2", "-p", "5201"]);
+    std::thread::sleep(std::time::Duration::from_millis(700));
+
+    // Echo both ways (ICMPv6 128/129 and ICMP 8/0).
+    let out = n.sh(c, "ping -6 -c 3 -i 0.2 -W 2 -q 64:ff9b::198.19.0.2 || true");
+    assert!(out.contains("3 received"), "ping through NAT64: {out}");
+
+    // The server sees Sluice's address; the server's port unreachable,
+    // translated, refuses the client's datagram.
+    let got = n.sh(c, &format!("python3 {}", dir.join("client.py").display()));
+    let lines: Vec<&str> = got.lines().collect();
+    assert_eq!(lines, ["198.19.0.1", "refused"], "{got}");
+
+    // curl: every byte of the file, through TCP segments sized by both
+    // sides' MSS (the 1,400-byte IPv4 link's is the smaller).
+    let sum = |text: &[u8]| {
+        use std::hash::{Hash, Hasher};
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        text.hash(&mut h);
+        h.finish()
+    };
+    let o = std::process::Command::new("ip")
+        .args(["netns", "exec", c])
+        .args([
+            "curl",
+            "-s",
+            "--max-time",
+            "20",
+            "http://[64:ff9b::198.19.0.2]:8000/blob",
+        ])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "curl: {o:?}");
+    assert_eq!(o.stdout.len(), blob.len(), "the file's length");
+    assert_eq!(sum(&o.stdout), sum(&blob), "the file's bytes");
+
+    // iperf3 for two seconds: what the client sent, the server received.
+    let out = n.sh(
+        c,
+        "iperf3 -6 -c 64:ff9b::198.19.0.2 -p 5201 -t 2 -J --connect-timeout 3000",
+    );
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}"));
+    let sent = v["end"]["sum_sent"]["bytes"].as_u64().unwrap_or(0);
+    let received = v["end"]["sum_received"]["bytes"].as_u64().unwrap_or(0);
+    assert!(received > 1_000_000, "iperf3 through NAT64: {out}");
+    assert!(received <= sent, "{sent} sent, {received} received");
+
+    // 1,452 bytes of ICMPv6 data: a 1,500-byte packet, 1,480 as IPv4,
+    // over the 1,400-byte link: Packet Too Big with 1,420, which the
+    // client's kernel keeps as the path's MTU.
+    let o = std::process::Command::new("ip")
+        .args(["netns", "exec", c])
+        .args([
+            "ping", "-6", "-M", "do", "-s", "1452", "-c", "2", "-i", "0.3", "-W", "2",
+        ])
+        .arg("64:ff9b::198.19.0.2")
+        .output()
+        .unwrap();
+    let text =
+        String::from_utf8_lossy(&o.stdout).into_owned() + &String::from_utf8_lossy(&o.stderr);
+    assert!(
+        text.contains("mtu=1420") || text.contains("mtu = 1420"),
+        "{text}"
+    );
+    let route = n.sh(c, "ip -6 route get 64:ff9b::198.19.0.2");
+    assert!(
+        route.contains("mtu 1420"),
+        "the path's MTU learned: {route}"
+    );
+    // At that size, pings pass.
+    let out = n.sh(
+        c,
+        "ping -6 -M do -s 1372 -c 2 -i 0.2 -W 2 -q 64:ff9b::198.19.0.2 || true",
+    );
+    assert!(out.contains("2 received"), "at the path's MTU: {out}");
+
+    let st = ctl_json(&sock, &["stats"]);
+    assert_eq!(st["balance"]["balanced"], true, "{st}");
+    let ev = |name: &str| st["cores"][0]["events"][name].as_u64().unwrap_or(0);
+    assert!(
+        ev("nat64_to_ipv4") > 1000 && ev("nat64_to_ipv6") > 1000,
+        "{st}"
+    );
+    let nat = ctl_json(&sock, &["show", "nat"]);
+    assert_eq!(nat["nat64"][0]["prefix"], "64:ff9b::/96", "{nat}");
+    assert_eq!(nat["nat64"][0]["out"], "wan", "{nat}");
+    let _ = std::fs::remove_dir_all(&dir);
+}

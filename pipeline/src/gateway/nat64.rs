@@ -1,0 +1,474 @@
+//! The gateway's NAT64 path (RFC 6146): an IPv6 packet to an address of a
+//! NAT64 prefix opens or follows a flow whose original tuple is the
+//! client's IPv6 one and whose reply tuple is IPv4 (the server's embedded
+//! address, and a pool address with a port picked from this worker's share
+//! of `nat.ports`, as NAT44's: replies come back to the worker that owns
+//! the port); the rules see the IPv6 packet as the client sent it. Each
+//! packet is translated (`crate::nat64`) and routed by the router's other
+//! family. ICMP errors about a flow are translated with what they quote.
+
+use super::*;
+use crate::nat64::{self as n64, Rewrite};
+
+/// Whether flow `f` is a NAT64 one (IPv6 original, IPv4 reply).
+#[inline(always)]
+pub(super) fn is_nat64(f: &crate::conntrack::Flow) -> bool {
+    f.orig.src >> 32 != 0xffff && f.reply.src >> 32 == 0xffff
+}
+
+impl<C: StageClock> Gateway<C> {
+    /// The NAT64 translator whose prefix holds `dst`.
+    #[inline]
+    pub(super) fn nat64_of(&self, dst: u128) -> Option<usize> {
+        self.nat.nat64.iter().position(|n| n.contains(dst))
+    }
+
+    /// An IPv6 packet (not a fragment; upper layer `proto` at `off`) to an
+    /// address of NAT64 translator `n`'s prefix: its flow's, or a new
+    /// flow's if it opens one and the rules accept it; translated to
+    /// IPv4.
+    #[inline(never)]
+    pub(super) fn nat64_out<P: Frame>(
+        &mut self,
+        pkt: &mut P,
+        in_port: u16,
+        proto: u8,
+        off: usize,
+        n: usize,
+    ) -> Verdict {
+        let b = pkt.bytes();
+        let ip = Ipv6Packet::new_unchecked(&b[ETH..]);
+        let (src, dst) = (u128::from_be_bytes(ip.src()), u128::from_be_bytes(ip.dst()));
+        let end = ETH + 40 + usize::from(ip.payload_len());
+        let l4 = &b[ETH + off..end];
+        let (sport, dport, flags) = match ports(proto, l4, true) {
+            Ok(Some(p))
+                if matches!(proto, IpProto::TCP | IpProto::UDP)
+                    || (proto == IpProto::ICMPV6 && matches!(l4[0], 128 | 129)) =>
+            {
+                p
+            }
+            Ok(Some(_)) => return Verdict::Drop(DropReason::Untranslatable),
+            Ok(None) => return self.nat64_error_to4(pkt, in_port, off),
+            Err(r) => return Verdict::Drop(r),
+        };
+        let t = Tuple {
+            src,
+            dst,
+            sport,
+            dport,
+            proto,
+            zone: 0,
+        };
+        let seg = (proto == IpProto::TCP && self.ct.tcp_window()).then(|| Segment::parse(l4));
+        let bytes = end - ETH;
+        let tcp = proto == IpProto::TCP;
+        if let Some((i, reply)) = self.ct.find(&t) {
+            if reply || !is_nat64(self.ct.flow(i)) {
+                // A plain IPv6 flow's tuple (not one NAT64 opened).
+                return self.l4_6(pkt, in_port, proto, off, true);
+            }
+            if self.ct.advance(i, false, flags, seg.as_ref()) == crate::conntrack::Conn::Invalid {
+                let k = Key {
+                    flags,
+                    meta: meta(in_port, None, state::INVALID),
+                    ..t.key()
+                };
+                match self.decide(&k) {
+                    Action::Accept => {}
+                    a => return self.refuse(pkt, in_port, a, false),
+                }
+            }
+            self.ct.account(i, false, bytes, flags, in_port);
+            let r = self.ct.flow(i).reply;
+            return self.to4(pkt, in_port, proto, off, &to4_of(&r));
+        }
+        let dst4 = self.nat.nat64[n].extract(dst);
+        let hash = crate::fib::tuple_hash(dst, src, proto, dport, sport);
+        if !opens_flow(proto, flags) {
+            self.ct.count(conntrack::Event::Invalid);
+            let k = Key {
+                flags,
+                meta: meta(in_port, self.router.route4(dst4, hash), state::INVALID),
+                ..t.key()
+            };
+            return match self.decide(&k) {
+                // No flow to translate it by.
+                Action::Accept => Verdict::Drop(DropReason::Untranslatable),
+                a => self.refuse(pkt, in_port, a, tcp),
+            };
+        }
+        let Some(out) = self.router.route4(dst4, hash) else {
+            return self
+                .router
+                .icmp6_error(pkt, in_port, 1, 0, 0, DropReason::NoRoute);
+        };
+        let k = Key {
+            flags,
+            meta: meta(in_port, Some(out), state::NEW),
+            ..t.key()
+        };
+        match self.decide(&k) {
+            Action::Accept => {}
+            a => {
+                if self.ct.exports() {
+                    self.ct.export_denied(&t, bytes, flags, in_port);
+                }
+                return self.refuse(pkt, in_port, a, tcp);
+            }
+        }
+        let nat = &self.nat.nat64[n];
+        let pool = match nat.pool_for(src) {
+            Some(a) => a,
+            None => match self.router.source4(nat.out_port) {
+                Some((a, _)) => u32::from(a),
+                None => return Verdict::Drop(DropReason::NoRoute),
+            },
+        };
+        let proto4 = if proto == IpProto::ICMPV6 {
+            IpProto::ICMP
+        } else {
+            proto
+        };
+        let mut reply = tuple4(dst4, pool, dport, 0, proto4);
+        self.next_port_of(&mut reply);
+        let h = reply.hash();
+        let Some(hr) = self.pick_port(&mut reply, h) else {
+            self.nat_events[nat::Event::Exhausted as usize] += 1;
+            return Verdict::Drop(DropReason::NatExhausted);
+        };
+        match self
+            .ct
+            .open_picked(t, t.hash(), reply, hr, flags, seg.as_ref())
+        {
+            Ok(i) => {
+                if self.ct.exporting() {
+                    self.ct.export_opened(i, bytes, flags, in_port);
+                }
+                self.nat_events[nat::Event::Mapped as usize] += 1;
+                self.to4(pkt, in_port, proto, off, &to4_of(&reply))
+            }
+            Err(Refused::Full) => Verdict::Drop(DropReason::CtFull),
+            Err(_) => Verdict::Drop(DropReason::CtClash),
+        }
+    }
+
+    /// The IPv6 packet (upper layer `proto` at `off`) translated to IPv4
+    /// as `to` says and routed; one too long for the IPv4 link answered
+    /// with Packet Too Big (its MTU 20 bytes more, RFC 7915 5.1).
+    fn to4<P: Frame>(
+        &mut self,
+        pkt: &mut P,
+        in_port: u16,
+        proto: u8,
+        off: usize,
+        to: &Rewrite<u32>,
+    ) -> Verdict {
+        let b = pkt.bytes();
+        let ip = Ipv6Packet::new_unchecked(&b[ETH..]);
+        let (tc, hop) = ((b[ETH] & 0x0f) << 4 | b[ETH + 1] >> 4, ip.hop_limit());
+        let (src6, dst6) = (ip.src(), ip.dst());
+        let end = ETH + 40 + usize::from(ip.payload_len());
+        let l4len = end - ETH - off;
+        let total = 20 + l4len;
+        if total > usize::from(self.min_mtu) {
+            let mtu = self
+                .router
+                .route4(to.dst, 0)
+                .and_then(|o| self.router.iface(o))
+                .map_or(u16::MAX, |i| i.mtu);
+            if total > usize::from(mtu) {
+                return self.router.icmp6_error(
+                    pkt,
+                    in_port,
+                    2,
+                    0,
+                    u32::from(mtu) + 20,
+                    DropReason::MtuExceeded,
+                );
+            }
+        }
+        let Some(proto4) = n64::l4_to4(
+            &mut pkt.bytes_mut()[ETH + off..end],
+            proto,
+            l4len as u32,
+            src6,
+            dst6,
+            to,
+        ) else {
+            return Verdict::Drop(DropReason::Untranslatable);
+        };
+        let mut eth = [0u8; 12];
+        eth.copy_from_slice(&pkt.bytes()[..12]);
+        // Ethernet padding off, then the headers' difference.
+        if pkt.bytes().len() > end {
+            pkt.set_len(end);
+        }
+        if !pkt.cut_front(off - 20) {
+            return Verdict::Drop(DropReason::Truncated);
+        }
+        let df = n64::df_for(total);
+        let id = if df {
+            0
+        } else {
+            self.nat64_id = self.nat64_id.wrapping_add(1);
+            self.nat64_id
+        };
+        let b = pkt.bytes_mut();
+        b[..12].copy_from_slice(&eth);
+        b[12..14].copy_from_slice(&EtherType::IPV4.to_be_bytes());
+        n64::write4(
+            &mut b[ETH..ETH + 20],
+            tc,
+            total as u16,
+            id,
+            df,
+            hop,
+            proto4,
+            to.src,
+            to.dst,
+        );
+        self.nat_events[nat::Event::Nat64To4 as usize] += 1;
+        self.router.process(pkt, in_port)
+    }
+
+    /// An IPv4 packet (header validated, TTL above 1) of NAT64 flow `o`
+    /// (its original tuple), received in the reply direction: translated
+    /// to IPv6 and routed. A fragment is not translated (not built); one
+    /// too long for the IPv6 link is answered with Fragmentation Needed
+    /// (its MTU 20 bytes less) when it may not be fragmented, else
+    /// dropped.
+    #[inline(never)]
+    pub(super) fn nat64_in<P: Frame>(&mut self, pkt: &mut P, in_port: u16, o: &Tuple) -> Verdict {
+        let b = pkt.bytes();
+        let ip = Ipv4Packet::new_unchecked(&b[ETH..]);
+        if ip.flags_frag() & 0x3fff != 0 {
+            return Verdict::Drop(DropReason::Untranslatable);
+        }
+        let h = ip.header_len();
+        let total = usize::from(ip.total_len());
+        let (tos, ttl, proto) = (b[ETH + 1], ip.ttl(), ip.protocol());
+        let (src4, dst4) = (ip.src(), ip.dst());
+        let df = ip.flags_frag() & 0x4000 != 0;
+        let len6 = 40 + total - h;
+        if len6 > usize::from(self.min_mtu) {
+            let mtu = self
+                .router
+                .route6(o.src, 0)
+                .and_then(|p| self.router.iface(p))
+                .map_or(u16::MAX, |i| i.mtu);
+            if len6 > usize::from(mtu) {
+                if df {
+                    return self.router.icmp4_error(
+                        pkt,
+                        in_port,
+                        3,
+                        4,
+                        u32::from(mtu - 20),
+                        DropReason::MtuExceeded,
+                    );
+                }
+                return Verdict::Drop(DropReason::MtuExceeded);
+            }
+        }
+        let to = Rewrite {
+            src: o.dst,
+            dst: o.src,
+            sport: o.dport,
+            dport: o.sport,
+        };
+        let end = ETH + total;
+        let Some(proto6) = n64::l4_to6(
+            &mut pkt.bytes_mut()[ETH + h..end],
+            proto,
+            (total - h) as u32,
+            src4,
+            dst4,
+            &to,
+        ) else {
+            return Verdict::Drop(DropReason::Untranslatable);
+        };
+        let mut eth = [0u8; 12];
+        eth.copy_from_slice(&pkt.bytes()[..12]);
+        if pkt.bytes().len() > end {
+            pkt.set_len(end);
+        }
+        if !resize_l3(pkt, h, 40) {
+            return Verdict::Drop(DropReason::Truncated);
+        }
+        let b = pkt.bytes_mut();
+        b[..12].copy_from_slice(&eth);
+        b[12..14].copy_from_slice(&EtherType::IPV6.to_be_bytes());
+        n64::write6(
+            &mut b[ETH..ETH + 40],
+            tos,
+            (total - h) as u16,
+            proto6,
+            ttl,
+            to.src,
+            to.dst,
+        );
+        self.nat_events[nat::Event::Nat64To6 as usize] += 1;
+        self.router.process(pkt, in_port)
+    }
+
+    /// An ICMPv4 error (IPv4 header `h` bytes) quoting a packet of NAT64
+    /// flow `o` (its original tuple), accepted by the rules: translated
+    /// to an ICMPv6 error to the client (RFC 7915 4.2), from the
+    /// prefix's address of the error's source.
+    pub(super) fn nat64_error_to6<P: Frame>(
+        &mut self,
+        pkt: &mut P,
+        in_port: u16,
+        h: usize,
+        o: &Tuple,
+    ) -> Verdict {
+        let Some(n) = self.nat64_of(o.dst) else {
+            return Verdict::Drop(DropReason::Untranslatable);
+        };
+        let l3 = &pkt.bytes()[ETH..];
+        let src4 = u32::from_be_bytes([l3[12], l3[13], l3[14], l3[15]]);
+        let src = self.nat.nat64[n].embed(src4);
+        let inner = Rewrite {
+            src: o.src,
+            dst: o.dst,
+            sport: o.sport,
+            dport: o.dport,
+        };
+        let mtu6 = self
+            .router
+            .route6(o.src, 0)
+            .and_then(|p| self.router.iface(p))
+            .map_or(1500, |i| i.mtu);
+        let mut out = [0u8; n64::MIN_MTU6];
+        let Some(len) = n64::error_to6(l3, h, src, o.src, &inner, mtu6, &mut out) else {
+            return Verdict::Drop(DropReason::Untranslatable);
+        };
+        self.nat_events[nat::Event::Nat64To6 as usize] += 1;
+        replace_l3(pkt, EtherType::IPV6, &out[..len])
+            .unwrap_or_else(|| self.router.process(pkt, in_port))
+    }
+
+    /// An ICMPv6 error (upper layer at `off`) to an address of a NAT64
+    /// prefix: if it quotes a packet of a NAT64 flow and the rules accept
+    /// it, translated to an ICMPv4 error to the server, from the flow's
+    /// pool address (RFC 7915 5.2); else dropped.
+    #[cold]
+    #[inline(never)]
+    fn nat64_error_to4<P: Frame>(&mut self, pkt: &mut P, in_port: u16, off: usize) -> Verdict {
+        let b = pkt.bytes();
+        let ip = Ipv6Packet::new_unchecked(&b[ETH..]);
+        let end = ETH + 40 + usize::from(ip.payload_len());
+        let l4 = &b[ETH + off..end];
+        let q = &l4[8.min(l4.len())..];
+        if q.len() < 48 || q[0] >> 4 != 6 {
+            return Verdict::Drop(DropReason::Untranslatable);
+        }
+        let addr = |at: usize| {
+            let mut a = [0u8; 16];
+            a.copy_from_slice(&q[at..at + 16]);
+            u128::from_be_bytes(a)
+        };
+        let (sp, dp) = match quoted_ports(q[6], &q[40..], true) {
+            Ok(Some((a, b, _))) => (a, b),
+            _ => return Verdict::Drop(DropReason::Untranslatable),
+        };
+        // The quoted packet went from the server to the client: its
+        // reverse is the flow's original tuple.
+        let orig = Tuple {
+            src: addr(24),
+            dst: addr(8),
+            sport: dp,
+            dport: sp,
+            proto: q[6],
+            zone: 0,
+        };
+        let i = match self.ct.find(&orig) {
+            Some((i, false)) if is_nat64(self.ct.flow(i)) => i,
+            _ => {
+                self.ct.count(conntrack::Event::Invalid);
+                return Verdict::Drop(DropReason::Untranslatable);
+            }
+        };
+        self.ct.count(conntrack::Event::Related);
+        let f = *self.ct.flow(i);
+        let k = Key {
+            src: u128::from_be_bytes(ip.src()),
+            dst: u128::from_be_bytes(ip.dst()),
+            sport: 0,
+            dport: 0,
+            proto: IpProto::ICMPV6,
+            flags: u16::from_be_bytes([l4[0], l4[1]]),
+            meta: meta(in_port, None, state::RELATED) | self.ct_meta(&f),
+        };
+        match self.decide(&k) {
+            Action::Accept => {}
+            a => return self.refuse(pkt, in_port, a, false),
+        }
+        let r = f.reply;
+        let inner = Rewrite {
+            src: addr4(r.src),
+            dst: addr4(r.dst),
+            sport: r.sport,
+            dport: r.dport,
+        };
+        let mut out = [0u8; n64::MIN_MTU6];
+        let Some(len) = n64::error_to4(
+            &b[ETH..end],
+            off,
+            addr4(r.dst),
+            addr4(r.src),
+            &inner,
+            &mut out,
+        ) else {
+            return Verdict::Drop(DropReason::Untranslatable);
+        };
+        self.nat_events[nat::Event::Nat64To4 as usize] += 1;
+        replace_l3(pkt, EtherType::IPV4, &out[..len])
+            .unwrap_or_else(|| self.router.process(pkt, in_port))
+    }
+}
+
+/// What a packet of a NAT64 flow with reply tuple `r` leaves with as
+/// IPv4.
+fn to4_of(r: &Tuple) -> Rewrite<u32> {
+    Rewrite {
+        src: addr4(r.dst),
+        dst: addr4(r.src),
+        sport: r.dport,
+        dport: r.sport,
+    }
+}
+
+/// Makes room for a network header of `new` bytes where one of `old` is
+/// (the frame's front moved, or without the headroom, its payload): the
+/// Ethernet header's bytes are then unspecified. False when the buffer
+/// cannot hold it.
+fn resize_l3<P: Frame>(pkt: &mut P, old: usize, new: usize) -> bool {
+    if new <= old {
+        return pkt.cut_front(old - new);
+    }
+    let d = new - old;
+    if pkt.grow_front(d) {
+        return true;
+    }
+    let len = pkt.bytes().len();
+    if !pkt.set_len(len + d) {
+        return false;
+    }
+    pkt.bytes_mut().copy_within(ETH + old..len, ETH + new);
+    true
+}
+
+/// The frame's network layer replaced by `l3` (of `ether` type), the
+/// Ethernet addresses kept: `None` when done (to be routed), else the
+/// drop.
+fn replace_l3<P: Frame>(pkt: &mut P, ether: u16, l3: &[u8]) -> Option<Verdict> {
+    if !pkt.set_len(ETH + l3.len()) {
+        return Some(Verdict::Drop(DropReason::Truncated));
+    }
+    let b = pkt.bytes_mut();
+    b[12..14].copy_from_slice(&ether.to_be_bytes());
+    b[ETH..].copy_from_slice(l3);
+    None
+}

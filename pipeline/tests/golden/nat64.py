@@ -1,0 +1,146 @@
+#!/usr/bin/python3
+"""Writes nat64.txt: NAT64 translations (RFC 7915, RFC 6052) built by
+scapy, independently of Sluice's code, for pipeline/tests/nat64_golden.rs.
+
+Each case is a sequence of frames given to a fresh gateway and the frame
+it must send: `> PORT HEX` in, `< PORT HEX` out. Scapy fills every length
+and checksum from scratch. The network (the test builds the same one):
+port 0 (02:51:00:00:00:00) has 2001:db8:1::1/64 and the IPv6-only client
+2001:db8:1::10 (02:aa:00:00:00:01); port 1 (02:51:00:00:00:01) has
+198.19.0.1/24 and the next hop 198.19.0.2 (02:bb:00:00:00:01) to
+203.0.113.0/24 and 198.51.100.0/24. NAT64 translates 64:ff9b::/96 out of
+port 1 from its address, with the single NAT port 40000. What the
+translator chooses where RFC 7915 leaves it to it: the IPv4
+identification (0 with DF set, else a counter from 1), DF (set above
+1,260 bytes), the IPv4 TTL / IPv6 hop limit (copied, less one for the hop).
+
+Run: /usr/bin/python3 pipeline/tests/golden/nat64.py > pipeline/tests/golden/nat64.txt
+"""
+
+from scapy.all import (ICMP, IP, TCP, UDP, Ether, ICMPv6DestUnreach,
+                       ICMPv6EchoReply, ICMPv6EchoRequest, ICMPv6PacketTooBig,
+                       ICMPv6TimeExceeded, IPv6, Raw)
+
+R0, R1 = "02:51:00:00:00:00", "02:51:00:00:00:01"
+HOST, GW = "02:aa:00:00:00:01", "02:bb:00:00:00:01"
+CLIENT, POOL, SERVER = "2001:db8:1::10", "198.19.0.1", "203.0.113.7"
+SERVER6 = "64:ff9b::" + SERVER
+HOP = "198.51.100.1"
+PORT = 40000
+
+
+def lan(p):
+    """A frame from the client to the router."""
+    return bytes(Ether(src=HOST, dst=R0) / p)
+
+
+def to_lan(p):
+    """A frame the router sends to the client."""
+    return bytes(Ether(src=R0, dst=HOST) / p)
+
+
+def wan(p):
+    """A frame from the next hop to the router."""
+    return bytes(Ether(src=GW, dst=R1) / p)
+
+
+def to_wan(p):
+    """A frame the router sends to the next hop."""
+    return bytes(Ether(src=R1, dst=GW) / p)
+
+
+cases = []
+
+
+def case(name, *steps):
+    cases.append((name, steps))
+
+
+# UDP out and back; a reply without a UDP checksum gets one.
+case(
+    "udp",
+    (0, lan(IPv6(src=CLIENT, dst=SERVER6, hlim=64) / UDP(sport=5000, dport=53) / b"query"),
+     1, to_wan(IP(src=POOL, dst=SERVER, ttl=63, id=1) / UDP(sport=PORT, dport=53) / b"query")),
+    (1, wan(IP(src=SERVER, dst=POOL, ttl=50, id=777, flags="DF") / UDP(sport=53, dport=PORT) / b"answer!"),
+     0, to_lan(IPv6(src=SERVER6, dst=CLIENT, hlim=49) / UDP(sport=53, dport=5000) / b"answer!")),
+    (1, wan(IP(src=SERVER, dst=POOL, ttl=50) / UDP(sport=53, dport=PORT, chksum=0) / b"no sum"),
+     0, to_lan(IPv6(src=SERVER6, dst=CLIENT, hlim=49) / UDP(sport=53, dport=5000) / b"no sum")),
+)
+
+# TCP handshake: the traffic class and TOS copied, options untouched.
+syn_opts = [("MSS", 1440), ("SAckOK", b""), ("Timestamp", (1, 0)), ("NOP", None), ("WScale", 7)]
+case(
+    "tcp",
+    (0, lan(IPv6(src=CLIENT, dst=SERVER6, hlim=64, tc=0x28) / TCP(sport=40123, dport=80, flags="S", seq=1000, window=64800, options=syn_opts)),
+     1, to_wan(IP(src=POOL, dst=SERVER, ttl=63, tos=0x28, id=1) / TCP(sport=PORT, dport=80, flags="S", seq=1000, window=64800, options=syn_opts))),
+    (1, wan(IP(src=SERVER, dst=POOL, ttl=57, flags="DF", tos=0x10) / TCP(sport=80, dport=PORT, flags="SA", seq=5000, ack=1001, window=65160, options=[("MSS", 1460)])),
+     0, to_lan(IPv6(src=SERVER6, dst=CLIENT, hlim=56, tc=0x10) / TCP(sport=80, dport=40123, flags="SA", seq=5000, ack=1001, window=65160, options=[("MSS", 1460)]))),
+    (0, lan(IPv6(src=CLIENT, dst=SERVER6, hlim=64) / TCP(sport=40123, dport=80, flags="A", seq=1001, ack=5001, window=507)),
+     1, to_wan(IP(src=POOL, dst=SERVER, ttl=63, id=2) / TCP(sport=PORT, dport=80, flags="A", seq=1001, ack=5001, window=507))),
+)
+
+# Echo: ICMPv6 128/129 and ICMP 8/0, the identifier the flow's port.
+case(
+    "echo",
+    (0, lan(IPv6(src=CLIENT, dst=SERVER6, hlim=64) / ICMPv6EchoRequest(id=0x1234, seq=1, data=b"ping payload 56 bytes.........................!")),
+     1, to_wan(IP(src=POOL, dst=SERVER, ttl=63, id=1) / ICMP(type=8, id=PORT, seq=1) / b"ping payload 56 bytes.........................!")),
+    (1, wan(IP(src=SERVER, dst=POOL, ttl=60) / ICMP(type=0, id=PORT, seq=1) / b"ping payload 56 bytes.........................!"),
+     0, to_lan(IPv6(src=SERVER6, dst=CLIENT, hlim=59) / ICMPv6EchoReply(id=0x1234, seq=1, data=b"ping payload 56 bytes.........................!"))),
+)
+
+# A datagram above 1,260 bytes as IPv4 leaves with DF set.
+big = bytes(range(256)) * 5 + b"0123456789" * 2
+case(
+    "large",
+    (0, lan(IPv6(src=CLIENT, dst=SERVER6, hlim=64) / UDP(sport=5001, dport=9) / big),
+     1, to_wan(IP(src=POOL, dst=SERVER, ttl=63, id=0, flags="DF") / UDP(sport=PORT, dport=9) / big)),
+)
+
+# ICMPv4 errors about the flow, as ICMPv6 errors with their quotes
+# translated: port unreachable from the server (whole quote), time
+# exceeded and fragmentation needed from a router on the way (the
+# 8-byte quote RFC 792 asks for least).
+sent = IP(src=POOL, dst=SERVER, ttl=61, id=1) / UDP(sport=PORT, dport=53) / b"query"
+seen = IPv6(src=CLIENT, dst=SERVER6, hlim=61) / UDP(sport=5000, dport=53) / b"query"
+out = (0, lan(IPv6(src=CLIENT, dst=SERVER6, hlim=64) / UDP(sport=5000, dport=53) / b"query"),
+       1, to_wan(IP(src=POOL, dst=SERVER, ttl=63, id=1) / UDP(sport=PORT, dport=53) / b"query"))
+case(
+    "port-unreachable",
+    out,
+    (1, wan(IP(src=SERVER, dst=POOL, ttl=64) / ICMP(type=3, code=3) / bytes(sent)),
+     0, to_lan(IPv6(src=SERVER6, dst=CLIENT, hlim=63) / ICMPv6DestUnreach(code=4) / bytes(seen))),
+)
+case(
+    "time-exceeded",
+    out,
+    (1, wan(IP(src=HOP, dst=POOL, ttl=250) / ICMP(type=11, code=0) / bytes(sent)[:28]),
+     0, to_lan(IPv6(src="64:ff9b::" + HOP, dst=CLIENT, hlim=249) / ICMPv6TimeExceeded(code=0) / bytes(seen)[:48])),
+)
+tsent = IP(src=POOL, dst=SERVER, ttl=61, id=0, flags="DF") / TCP(sport=PORT, dport=80, flags="A", seq=1001, ack=5001) / (b"x" * 1400)
+tseen = IPv6(src=CLIENT, dst=SERVER6, hlim=61) / TCP(sport=40123, dport=80, flags="A", seq=1001, ack=5001) / (b"x" * 1400)
+case(
+    "fragmentation-needed",
+    (0, lan(IPv6(src=CLIENT, dst=SERVER6, hlim=64) / TCP(sport=40123, dport=80, flags="S", seq=1000, window=64800)),
+     1, to_wan(IP(src=POOL, dst=SERVER, ttl=63, id=1) / TCP(sport=PORT, dport=80, flags="S", seq=1000, window=64800))),
+    (1, wan(IP(src=HOP, dst=POOL, ttl=254) / ICMP(type=3, code=4, nexthopmtu=1400) / bytes(tsent)[:28]),
+     0, to_lan(IPv6(src="64:ff9b::" + HOP, dst=CLIENT, hlim=253) / ICMPv6PacketTooBig(mtu=1420) / bytes(tseen)[:48])),
+)
+
+# An ICMPv6 error from the client about a reply, as an ICMPv4 error to
+# the server with its quote translated.
+reply6 = IPv6(src=SERVER6, dst=CLIENT, hlim=49) / UDP(sport=53, dport=5000) / b"late"
+reply4 = IP(src=SERVER, dst=POOL, ttl=49, id=0) / UDP(sport=53, dport=PORT) / b"late"
+case(
+    "client-error",
+    out,
+    (1, wan(IP(src=SERVER, dst=POOL, ttl=50) / UDP(sport=53, dport=PORT) / b"late"),
+     0, to_lan(reply6)),
+    (0, lan(IPv6(src=CLIENT, dst=SERVER6, hlim=64) / ICMPv6DestUnreach(code=4) / bytes(reply6)),
+     1, to_wan(IP(src=POOL, dst=SERVER, ttl=63, id=0) / ICMP(type=3, code=3) / bytes(reply4))),
+)
+
+for name, steps in cases:
+    print(f"# {name}")
+    for (i, f, o, g) in steps:
+        print(f"> {i} {f.hex()}")
+        print(f"< {o} {g.hex()}")
