@@ -101,6 +101,14 @@ pub struct GatewayArgs {
     /// most a host) instead of masquerade, in each run beside them.
     #[arg(long)]
     block_rows: bool,
+    /// Also measure the new and established passes of IPv6-only
+    /// clients through NAT64 instead (`[[nat.nat64]]`: 64:ff9b::/96 out
+    /// of the LAN's source NAT port, from its address): the same flows,
+    /// each from 2001:db8:100::HOST to the prefix's address of its
+    /// server, in 84-byte IPv6/UDP frames (64 bytes once translated), in
+    /// each run beside NAT44's. UDP only.
+    #[arg(long)]
+    nat64_rows: bool,
     /// Every interface clamps TCP SYNs' MSS to this (`clamp_mss`): what
     /// clamping costs a new TCP flow (its SYN clamped coming in, looked
     /// at again going out).
@@ -168,6 +176,35 @@ fn frame<const N: usize>(mac: [u8; 6], src: u32, dst: u32, sport: u16, dport: u1
     ip_frame(mac, src, dst, 17, l4, 6)
 }
 
+/// A NAT64 client's frame: IPv6/UDP, 20 bytes longer than [`UDP_FRAME`].
+const UDP6_FRAME: usize = UDP_FRAME + 20;
+
+/// The IPv6 client's frame of IPv4/UDP frame `f` (its flow through NAT64
+/// instead of NAT44): from 2001:db8:100::HOST (the source's last byte)
+/// to the well-known prefix's address of its destination, the same
+/// ports and length of data, the checksum valid.
+fn frame6(f: &[u8]) -> [u8; UDP6_FRAME] {
+    let mut g = [0u8; UDP6_FRAME];
+    g[..12].copy_from_slice(&f[..12]);
+    g[12..14].copy_from_slice(&[0x86, 0xdd]);
+    let l4 = UDP6_FRAME - 54;
+    let l3 = &mut g[14..];
+    l3[0] = 0x60;
+    l3[4..6].copy_from_slice(&(l4 as u16).to_be_bytes());
+    (l3[6], l3[7]) = (17, 64);
+    let src = 0x2001_0db8_0100_u128 << 80 | u128::from(f[29]);
+    let nat64 = pipeline::nat64::Nat64::new(pipeline::nat64::WELL_KNOWN, 0, vec![]).unwrap();
+    let dst = nat64.embed(u32::from_be_bytes([f[30], f[31], f[32], f[33]]));
+    l3[8..24].copy_from_slice(&src.to_be_bytes());
+    l3[24..40].copy_from_slice(&dst.to_be_bytes());
+    l3[40..44].copy_from_slice(&f[34..38]);
+    l3[44..46].copy_from_slice(&(l4 as u16).to_be_bytes());
+    let ph = pipeline::checksum::pseudo_v6(src.to_be_bytes(), dst.to_be_bytes(), 17, l4 as u32);
+    let c = !pipeline::checksum::fold(pipeline::checksum::sum(&l3[40..40 + l4], ph));
+    l3[46..48].copy_from_slice(&c.to_be_bytes());
+    g
+}
+
 /// The client's and the server's initial sequence numbers (TCP).
 const CLIENT_ISN: u32 = 1_000_000;
 const SERVER_ISN: u32 = 7_000_000;
@@ -222,20 +259,63 @@ fn tcp_frame<const N: usize>(
 const BURST: usize = 32;
 
 /// A work buffer that prefetches as a port's buffer does
-/// ([`Frame::prefetch`]: the stages' loops issue it inline).
-struct Buf(Vec<u8>);
+/// ([`Frame::prefetch`]: the stages' loops issue it inline), with
+/// headroom in front of the frame as a port's buffer has (its front
+/// moved, not its bytes, when a header grows or shrinks: NAT64).
+struct Buf {
+    data: Vec<u8>,
+    /// Where the frame starts in `data`.
+    start: usize,
+}
+
+/// A [`Buf`]'s headroom (as an mbuf's).
+const HEADROOM: usize = 128;
+
+impl Buf {
+    fn new(room: usize) -> Buf {
+        let mut data = Vec::with_capacity(HEADROOM + room);
+        data.resize(HEADROOM, 0);
+        Buf {
+            data,
+            start: HEADROOM,
+        }
+    }
+
+    /// Holds `frame` (a copy), at the headroom's end.
+    #[inline(always)]
+    fn fill(&mut self, frame: &[u8]) {
+        self.data.truncate(HEADROOM);
+        self.data.extend_from_slice(frame);
+        self.start = HEADROOM;
+    }
+}
 
 impl Frame for Buf {
     #[inline(always)]
     fn bytes(&self) -> &[u8] {
-        &self.0
+        &self.data[self.start..]
     }
     #[inline(always)]
     fn bytes_mut(&mut self) -> &mut [u8] {
-        &mut self.0
+        &mut self.data[self.start..]
     }
     fn set_len(&mut self, len: usize) -> bool {
-        Frame::set_len(&mut self.0, len)
+        self.data.resize(self.start + len, 0);
+        true
+    }
+    fn cut_front(&mut self, n: usize) -> bool {
+        if n > self.data.len() - self.start {
+            return false;
+        }
+        self.start += n;
+        true
+    }
+    fn grow_front(&mut self, n: usize) -> bool {
+        if n > self.start {
+            return false;
+        }
+        self.start -= n;
+        true
     }
     #[inline(always)]
     fn prefetch(addr: *const u8) {
@@ -252,15 +332,14 @@ fn pass<M: ForwardMode, const N: usize>(
     order: &[u32],
     m: &mut M,
 ) -> (f64, usize) {
-    let mut bufs: Vec<Buf> = (0..BURST).map(|_| Buf(Vec::with_capacity(N))).collect();
+    let mut bufs: Vec<Buf> = (0..BURST).map(|_| Buf::new(N)).collect();
     let mut verdicts = [Verdict::Forward(0); BURST];
     let mut fwd = 0;
     let t0 = rdtsc();
     for chunk in order.chunks(BURST) {
         let bufs = &mut bufs[..chunk.len()];
         for (b, &i) in bufs.iter_mut().zip(chunk) {
-            b.0.clear();
-            b.0.extend_from_slice(&templates[i as usize]);
+            b.fill(&templates[i as usize]);
         }
         // A poll round per burst (the worst case: a round holds at
         // least one burst).
@@ -278,6 +357,40 @@ fn pass<M: ForwardMode, const N: usize>(
             }
         }
         m.leave();
+    }
+    ((rdtsc() - t0) as f64 / order.len() as f64, fwd)
+}
+
+/// [`pass`] of packets received on `port` (the servers' side).
+fn pass_in<const N: usize>(
+    templates: &[[u8; N]],
+    order: &[u32],
+    g: &mut Gateway,
+    port: u16,
+) -> (f64, usize) {
+    let mut bufs: Vec<Buf> = (0..BURST).map(|_| Buf::new(N + 20)).collect();
+    let mut verdicts = [Verdict::Forward(0); BURST];
+    let mut fwd = 0;
+    let t0 = rdtsc();
+    for chunk in order.chunks(BURST) {
+        let bufs = &mut bufs[..chunk.len()];
+        for (b, &i) in bufs.iter_mut().zip(chunk) {
+            b.fill(&templates[i as usize]);
+        }
+        g.enter();
+        g.prefetch(bufs, pmd::sys::prefetch);
+        let v = &mut verdicts[..chunk.len()];
+        match g.process_burst(bufs, port, v) {
+            Some(Verdict::Forward(_)) => fwd += chunk.len(),
+            Some(_) => {}
+            None => {
+                fwd += v
+                    .iter()
+                    .filter(|v| matches!(v, Verdict::Forward(_)))
+                    .count()
+            }
+        }
+        g.leave();
     }
     ((rdtsc() - t0) as f64 / order.len() as f64, fwd)
 }
@@ -736,6 +849,31 @@ fn run<const N: usize>(a: GatewayArgs) -> Result<()> {
         let what = "a /28 pool in blocks of 512 ports, 4 at most a host";
         variants.push(("port blocks", what, cfg, vec![], vec![]));
     }
+    // NAT64's config and its clients' frames (`--nat64-rows`).
+    let nat64 = if a.nat64_rows {
+        anyhow::ensure!(!a.tcp, "--nat64-rows measures UDP flows");
+        let mut c = gcfg.clone();
+        let mut nat = (*c.nat).clone();
+        let out = nat
+            .snat
+            .iter()
+            .find(|s| s.src == (ip("198.18.0.0"), 24))
+            .map(|s| s.out_port)
+            .context("the config has no source NAT rule for 198.18.0.0/24")?;
+        nat.nat64 =
+            vec![pipeline::nat64::Nat64::new(pipeline::nat64::WELL_KNOWN, out, vec![]).unwrap()];
+        c.nat = std::sync::Arc::new(nat);
+        let t6: Vec<[u8; UDP6_FRAME]> = templates.iter().map(|f| frame6(f)).collect();
+        Some((c, t6, out))
+    } else {
+        None
+    };
+    let (mut n64_new, mut n64_est, mut n64_back) = (vec![], vec![], vec![]);
+    // The servers' replies to NAT64's flows (IPv4 to the pool's ports),
+    // made from the first run's table, and their order.
+    let mut replies: Vec<[u8; UDP_FRAME]> = vec![];
+    let mut reply_order: Vec<u32> = vec![];
+    let mut n64_fwd = (0, 0, 0);
     let mut end = vec![];
     // Per run: each stage's cycles per packet (new flows, established).
     let mut prof_new: Vec<[f64; Stage::COUNT]> = vec![];
@@ -789,6 +927,30 @@ fn run<const N: usize>(a: GatewayArgs) -> Result<()> {
             new.push(c);
             w.handshake(&mut g);
             est.push(gateway_pass(est_templates, est_order, &mut g).0);
+        }
+        if let Some((c, t6, out)) = &nat64 {
+            let mut g = Gateway::new(router.clone(), c, 0);
+            g.tick(tsc.ns(rdtsc()) as u64);
+            let (cy, n) = gateway_pass(t6, new_order, &mut g);
+            n64_new.push(cy);
+            let (ce, ne) = gateway_pass(t6, est_order, &mut g);
+            n64_est.push(ce);
+            if replies.is_empty() {
+                let mac = macs[usize::from(*out)];
+                replies = g
+                    .conntrack()
+                    .flows()
+                    .map(|f| {
+                        let r = f.reply;
+                        frame::<UDP_FRAME>(mac, r.src as u32, r.dst as u32, r.sport, r.dport)
+                    })
+                    .collect();
+                let k = replies.len().max(1) as u32;
+                reply_order = est_order.iter().map(|&i| i % k).collect();
+            }
+            let (cb, nb) = pass_in(&replies, &reply_order, &mut g, *out);
+            n64_back.push(cb);
+            n64_fwd = (n, ne, nb);
         }
         if a.sync_rows {
             let mut g = make(true, a.export, gcfg.ct_capacity);
@@ -929,6 +1091,31 @@ fn run<const N: usize>(a: GatewayArgs) -> Result<()> {
             hz / ve / 1e6
         );
     }
+    let nat64 = (!n64_new.is_empty()).then(|| (m(&mut n64_new), m(&mut n64_est)));
+    if let Some((nn, ne)) = nat64 {
+        let nb = m(&mut n64_back);
+        println!(
+            "| gateway, new flow, NAT64 (an IPv6 client's first packet to 64:ff9b::SERVER, {UDP6_FRAME} bytes, translated to IPv4) | {nn:.0} | {:.0} | {:.2} M flows/s | {} of {} |",
+            nn - copy,
+            hz / nn / 1e6,
+            n64_fwd.0,
+            a.flows
+        );
+        println!(
+            "| gateway, established flows, NAT64 (IPv6 to IPv4) | {ne:.0} | {:.0} | {:.1} | {} of {} |",
+            ne - copy,
+            hz / ne / 1e6,
+            n64_fwd.1,
+            a.packets
+        );
+        println!(
+            "| gateway, the servers' replies, NAT64 (IPv4 to IPv6, {UDP_FRAME} bytes in, {UDP6_FRAME} out) | {nb:.0} | {:.0} | {:.1} | {} of {} |",
+            nb - copy,
+            hz / nb / 1e6,
+            n64_fwd.2,
+            reply_order.len()
+        );
+    }
     if !gw_nowin.is_empty() {
         let n = m(&mut gw_nowin);
         println!(
@@ -974,6 +1161,13 @@ fn run<const N: usize>(a: GatewayArgs) -> Result<()> {
             "\n{title} instead of masquerade (each run's passes beside those without it): new flows/s {:.2}×, established cycles per packet {:.3}×.",
             gw_new / vn,
             ve / gw_est
+        );
+    }
+    if let Some((nn, ne)) = nat64 {
+        println!(
+            "\nNAT64 against NAT44 (the same flows from IPv6 clients, each run's passes side by side): new flows/s {:.2}×, established packets/s {:.2}× (issue 56's goal: ≥ 0.8×).",
+            gw_new / nn,
+            gw_est / ne
         );
     }
     let stage = |p: &[[f64; Stage::COUNT]], i: usize| {

@@ -350,11 +350,14 @@ pub type Counts = [(u64, u64); 2];
 #[inline(never)]
 fn nat_deltas(orig: &Tuple, reply: &Tuple) -> [(u16, u16); 2] {
     let v4 = |a: u128| a >> 32 == 0xffff;
+    let halves = |x: u32| u64::from(x >> 16) + u64::from(x & 0xffff);
+    let neg = |x: u16| u64::from(!x);
+    if !v4(orig.src) && !v4(orig.dst) && v4(reply.src) && v4(reply.dst) {
+        return nat64_deltas(orig, reply);
+    }
     if !(v4(orig.src) && v4(orig.dst) && v4(reply.src) && v4(reply.dst)) {
         return [(0, 0); 2];
     }
-    let halves = |x: u32| u64::from(x >> 16) + u64::from(x & 0xffff);
-    let neg = |x: u16| u64::from(!x);
     let (os, od) = (orig.src as u32, orig.dst as u32);
     let (rs, rd) = (reply.src as u32, reply.dst as u32);
     let a0 = halves(!os) + halves(!od) + halves(rd) + halves(rs);
@@ -363,6 +366,47 @@ fn nat_deltas(orig: &Tuple, reply: &Tuple) -> [(u16, u16); 2] {
     let p1 = neg(reply.sport) + neg(reply.dport) + u64::from(orig.dport) + u64::from(orig.sport);
     let f = crate::checksum::fold;
     [(f(a0), f(a0 + p0)), (f(a1), f(a1 + p1))]
+}
+
+/// [`nat_deltas`] of a NAT64 flow (IPv6 original, IPv4 reply), for the
+/// TCP/UDP checksum each way (the pseudo-header's addresses, which change
+/// family, and the ports: `crate::nat64`), and for the IPv4 header written
+/// on the way out: the sum of its words that do not change from packet to
+/// packet (version, protocol, addresses), in place of the IP header's
+/// delta (the way back has no IP header checksum: 0).
+fn nat64_deltas(orig: &Tuple, reply: &Tuple) -> [(u16, u16); 2] {
+    let words = |a: u128| {
+        (0..8)
+            .map(|i| u64::from((a >> (16 * i)) as u16))
+            .sum::<u64>()
+    };
+    let negs = |a: u128| {
+        (0..8)
+            .map(|i| u64::from(!((a >> (16 * i)) as u16)))
+            .sum::<u64>()
+    };
+    let halves = |x: u32| u64::from(x >> 16) + u64::from(x & 0xffff);
+    let neg = |x: u16| u64::from(!x);
+    let (rs, rd) = (reply.src as u32, reply.dst as u32);
+    let l4_out = negs(orig.src)
+        + negs(orig.dst)
+        + neg(orig.sport)
+        + neg(orig.dport)
+        + halves(rd)
+        + halves(rs)
+        + u64::from(reply.dport)
+        + u64::from(reply.sport);
+    let l4_back = halves(!rs)
+        + halves(!rd)
+        + neg(reply.sport)
+        + neg(reply.dport)
+        + words(orig.dst)
+        + words(orig.src)
+        + u64::from(orig.dport)
+        + u64::from(orig.sport);
+    let header = 0x4500 + u64::from(reply.proto) + halves(rd) + halves(rs);
+    let f = crate::checksum::fold;
+    [(f(header), f(l4_out)), (0, f(l4_back))]
 }
 
 /// A tuple's 128-bit address as an IP address (IPv4 mapped: IPv4).
@@ -1058,6 +1102,24 @@ impl ConnTrack {
         bytes: impl FnOnce() -> usize,
         in_port: u16,
     ) -> Option<(&mut Flow, bool, Conn)> {
+        let (i, reply, conn) = self.track_index(t, h, hint, flags, seg, bytes, in_port)?;
+        Some((&mut self.slots[i as usize], reply, conn))
+    }
+
+    /// [`ConnTrack::track_hashed`] handing back the flow's index (for a
+    /// caller that needs the table between: NAT64's translation).
+    #[allow(clippy::too_many_arguments)]
+    #[inline(always)]
+    pub(crate) fn track_index(
+        &mut self,
+        t: &Tuple,
+        h: u64,
+        hint: Option<u32>,
+        flags: u16,
+        seg: Option<&Segment>,
+        bytes: impl FnOnce() -> usize,
+        in_port: u16,
+    ) -> Option<(u32, bool, Conn)> {
         let (i, reply) = self.find_hashed(t, h, hint)?;
         let conn = self.step_slot(i as usize, reply, flags, seg)?;
         if !self.acct.is_empty() && conn != Conn::Invalid {
@@ -1065,7 +1127,7 @@ impl ConnTrack {
             // it (3 instructions a packet more without export, counted).
             self.account_out_of_line(i, reply, bytes(), flags, in_port);
         }
-        Some((&mut self.slots[i as usize], reply, conn))
+        Some((i, reply, conn))
     }
 
     /// Starts tracking a flow whose first packet had tuple `orig` (and TCP

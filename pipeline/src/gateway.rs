@@ -905,8 +905,15 @@ impl<C: StageClock> ForwardMode for Gateway<C> {
         {
             self.clock.start();
             let mut lanes = [None::<Lane>; CHUNK];
+            // NAT64's IPv6 packets take lanes too, where nothing comes
+            // before NAT64 in their way (NPTv6's inbound translation).
+            let nat64 = !self.nat.nat64.is_empty() && self.nat.npt.is_empty();
             for (p, l) in pc.iter().zip(lanes.iter_mut()) {
-                *l = plain_l4(p.bytes(), mac, p.ip4_csum()).map(|(t, flags)| {
+                let mut plain = plain_l4(p.bytes(), mac, p.ip4_csum());
+                if plain.is_none() && nat64 {
+                    plain = nat64::plain_nat64(p.bytes(), mac, |a| self.nat64_of(a).is_some());
+                }
+                *l = plain.map(|(t, flags)| {
                     let h = t.hash();
                     pf(self.ct.bucket_of(h));
                     Lane {
@@ -932,7 +939,9 @@ impl<C: StageClock> ForwardMode for Gateway<C> {
                     // looked up in the table (an established flow's is in
                     // its flow), whose first level misses the caches.
                     pf(lpm.entry_of(addr4(l.t.dst)));
-                    new |= u64::from(opens_flow(l.t.proto, l.flags)) << i;
+                    // NAT64's are not planned (`Plan4` is NAT44's).
+                    let v4 = l.t.src >> 32 == 0xffff;
+                    new |= u64::from(v4 && opens_flow(l.t.proto, l.flags)) << i;
                 }
                 if let Some(f) = l.hint.and_then(|v| self.ct.flow_at(v)) {
                     pf(f);
@@ -970,6 +979,15 @@ impl<C: StageClock> ForwardMode for Gateway<C> {
             self.clock.mark(Stage::Route);
             for ((p, v), l) in pc.iter_mut().zip(vc.iter_mut()).zip(&lanes) {
                 *v = match l {
+                    // NAT64's (MSS clamping: the full way, which clamps).
+                    Some(l) if l.t.src >> 32 != 0xffff => {
+                        if self.mss.any {
+                            self.process_other(p, in_port)
+                        } else {
+                            self.clock.start();
+                            self.nat64_lane(p, in_port, l)
+                        }
+                    }
                     Some(l) if self.mss.any && l.t.proto == IpProto::TCP && l.flags & 0x02 != 0 => {
                         self.clock.start();
                         self.clamp_mss(p, in_port);

@@ -12,7 +12,6 @@
 //! both ways. Pure byte work: the gateway resizes the frame.
 
 use crate::checksum::{checksum, pseudo_v6, sum, update_sums};
-use crate::prefix::in6;
 
 /// The well-known prefix (RFC 6052 2.1).
 pub const WELL_KNOWN: (u128, u8) = (0x0064_ff9b_u128 << 96, 96);
@@ -41,6 +40,8 @@ pub struct Nat64 {
     /// the same one (a hash of its address picks it: RFC 4787 "paired");
     /// empty: the outgoing interface's address (masquerade).
     pub pool: Vec<u32>,
+    /// The prefix's mask.
+    mask: u128,
 }
 
 /// Why a prefix cannot be a NAT64 prefix.
@@ -86,7 +87,8 @@ impl Nat64 {
         if !matches!(len, 32 | 40 | 48 | 56 | 64 | 96) {
             return Err(BadPrefix::Length);
         }
-        let a = a & crate::prefix::mask6(len);
+        let mask = crate::prefix::mask6(len);
+        let a = a & mask;
         if a.to_be_bytes()[8] != 0 {
             return Err(BadPrefix::UOctet);
         }
@@ -94,13 +96,14 @@ impl Nat64 {
             prefix: (a, len),
             out_port,
             pool,
+            mask,
         })
     }
 
     /// Whether `a` is in the prefix.
     #[inline]
     pub fn contains(&self, a: u128) -> bool {
-        in6(a, self.prefix)
+        a & self.mask == self.prefix.0
     }
 
     /// The IPv4 address embedded in `a` (an address of the prefix).
@@ -338,6 +341,64 @@ pub fn write4(
     h[16..20].copy_from_slice(&dst.to_be_bytes());
     let c = checksum(&h[..20]);
     put16(h, 10, c);
+}
+
+/// [`write4`] for a flow whose header words that do not change (version,
+/// protocol, addresses) sum to `base` (`conntrack`'s NAT64 deltas): the
+/// addresses are written, and the checksum is `base` and the packet's
+/// own words folded, not a sum over the header.
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+pub fn write4_based(
+    h: &mut [u8],
+    base: u16,
+    tos: u8,
+    total: u16,
+    id: u16,
+    df: bool,
+    ttl: u8,
+    proto: u8,
+    src: u32,
+    dst: u32,
+) {
+    let flags: u16 = if df { 0x4000 } else { 0 };
+    h[0] = 0x45;
+    h[1] = tos;
+    put16(h, 2, total);
+    put16(h, 4, id);
+    put16(h, 6, flags);
+    h[8] = ttl;
+    h[9] = proto;
+    h[12..16].copy_from_slice(&src.to_be_bytes());
+    h[16..20].copy_from_slice(&dst.to_be_bytes());
+    let s = u64::from(base)
+        + u64::from(tos)
+        + u64::from(total)
+        + u64::from(id)
+        + u64::from(flags)
+        + (u64::from(ttl) << 8);
+    put16(h, 10, !crate::checksum::fold(s));
+}
+
+/// A TCP/UDP header's ports rewritten and its checksum adjusted by `delta`
+/// (RFC 1624's `~m + m'` over the pseudo-header's addresses and the
+/// ports, folded: the flow's, computed when it opened): the fast way of
+/// [`l4_to4`] and [`l4_to6`] for a whole segment. A UDP datagram without a
+/// checksum is not (`false`: the slow way computes one where it must).
+#[inline(always)]
+pub fn l4_delta(l4: &mut [u8], proto: u8, delta: u16, sport: u16, dport: u16) -> bool {
+    let at = if proto == TCP { 16 } else { 6 };
+    if l4.len() < at + 2 {
+        return false;
+    }
+    let c = be16(l4, at);
+    if proto == UDP && c == 0 {
+        return false;
+    }
+    let c = crate::checksum::adjust(c, u32::from(delta));
+    put16(l4, at, if proto == UDP && c == 0 { 0xffff } else { c });
+    write_ports(l4, sport, dport);
+    true
 }
 
 /// Writes an IPv6 header (40 bytes; flow label zero, RFC 7915 4.1).

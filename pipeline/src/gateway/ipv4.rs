@@ -255,8 +255,17 @@ impl<C: StageClock> Gateway<C> {
             let translated;
             let to = if f.nat() {
                 if nat64::is_nat64(f) {
-                    let o = f.orig;
-                    return self.nat64_in(pkt, in_port, &o);
+                    let (o, delta) = (f.orig, f.nat_deltas(true).1);
+                    return nat64::nat64_in(
+                        &mut self.router,
+                        self.min_mtu,
+                        &mut self.nat_events,
+                        pkt,
+                        in_port,
+                        &o,
+                        f.hop_mut(true),
+                        delta,
+                    );
                 }
                 translated = f.translated(reply);
                 &translated

@@ -60,15 +60,56 @@ impl<C: StageClock> Gateway<C> {
             proto,
             zone: 0,
         };
-        let seg = (proto == IpProto::TCP && self.ct.tcp_window()).then(|| Segment::parse(l4));
+        self.nat64_track(pkt, in_port, &t, t.hash(), None, flags, off, n)
+    }
+
+    /// A burst's NAT64 lane ([`plain_nat64`]: a plain IPv6 TCP, UDP or
+    /// echo packet to a NAT64 prefix, its flow's entry on its way when
+    /// conntrack had a hint).
+    #[inline(never)]
+    pub(super) fn nat64_lane<P: Frame>(&mut self, pkt: &mut P, in_port: u16, l: &Lane) -> Verdict {
+        match self.nat64_of(l.t.dst) {
+            Some(n) => self.nat64_track(pkt, in_port, &l.t, l.h, l.hint, l.flags, 40, n),
+            None => self.process_other(pkt, in_port),
+        }
+    }
+
+    /// [`Gateway::nat64_out`] from the tuple `t` on (hashed `h`; `hint`,
+    /// conntrack's hint for it, if the burst looked): conntrack, then the
+    /// flow's translation, or a new flow's if the packet opens one.
+    #[allow(clippy::too_many_arguments)]
+    #[inline(always)]
+    fn nat64_track<P: Frame>(
+        &mut self,
+        pkt: &mut P,
+        in_port: u16,
+        t: &Tuple,
+        h: u64,
+        hint: Option<u32>,
+        flags: u16,
+        off: usize,
+        n: usize,
+    ) -> Verdict {
+        let (src, dst, proto) = (t.src, t.dst, t.proto);
+        let (sport, dport) = (t.sport, t.dport);
+        let b = pkt.bytes();
+        let end = ETH + 40 + usize::from(u16::from_be_bytes([b[ETH + 4], b[ETH + 5]]));
+        let seg = (proto == IpProto::TCP && self.ct.tcp_window())
+            .then(|| Segment::parse(&b[ETH + off..end]));
         let bytes = end - ETH;
         let tcp = proto == IpProto::TCP;
-        if let Some((i, reply)) = self.ct.find(&t) {
-            if reply || !is_nat64(self.ct.flow(i)) {
-                // A plain IPv6 flow's tuple (not one NAT64 opened).
-                return self.l4_6(pkt, in_port, proto, off, true);
+        if let Some((i, reply, conn)) =
+            self.ct
+                .track_index(t, h, hint, flags, seg.as_ref(), || bytes, in_port)
+        {
+            let f = self.ct.flow(i);
+            if reply || !is_nat64(f) {
+                // A plain IPv6 flow's tuple (opened before a NAT64
+                // prefix took its destination): forwarded as it is.
+                return self.router.process(pkt, in_port);
             }
-            if self.ct.advance(i, false, flags, seg.as_ref()) == crate::conntrack::Conn::Invalid {
+            let (r, d) = (f.reply, f.nat_deltas(false));
+            if conn == crate::conntrack::Conn::Invalid {
                 let k = Key {
                     flags,
                     meta: meta(in_port, None, state::INVALID),
@@ -79,9 +120,10 @@ impl<C: StageClock> Gateway<C> {
                     a => return self.refuse(pkt, in_port, a, false),
                 }
             }
-            self.ct.account(i, false, bytes, flags, in_port);
-            let r = self.ct.flow(i).reply;
-            return self.to4(pkt, in_port, proto, off, &to4_of(&r));
+            if let Some(v) = self.to4(pkt, in_port, proto, off, &to4_of(&r), d) {
+                return v;
+            }
+            return self.forward4(pkt, in_port, i, &r);
         }
         let dst4 = self.nat.nat64[n].extract(dst);
         let hash = crate::fib::tuple_hash(dst, src, proto, dport, sport);
@@ -98,25 +140,13 @@ impl<C: StageClock> Gateway<C> {
                 a => self.refuse(pkt, in_port, a, tcp),
             };
         }
-        let Some(out) = self.router.route4(dst4, hash) else {
+        let Some((nh, hop, multi)) = self.router.route4_path(dst4, hash) else {
             return self
                 .router
                 .icmp6_error(pkt, in_port, 1, 0, 0, DropReason::NoRoute);
         };
-        let k = Key {
-            flags,
-            meta: meta(in_port, Some(out), state::NEW),
-            ..t.key()
-        };
-        match self.decide(&k) {
-            Action::Accept => {}
-            a => {
-                if self.ct.exports() {
-                    self.ct.export_denied(&t, bytes, flags, in_port);
-                }
-                return self.refuse(pkt, in_port, a, tcp);
-            }
-        }
+        // The reply tuple, its index bucket on its way while the rules
+        // decide.
         let nat = &self.nat.nat64[n];
         let pool = match nat.pool_for(src) {
             Some(a) => a,
@@ -132,30 +162,70 @@ impl<C: StageClock> Gateway<C> {
         };
         let mut reply = tuple4(dst4, pool, dport, 0, proto4);
         self.next_port_of(&mut reply);
-        let h = reply.hash();
-        let Some(hr) = self.pick_port(&mut reply, h) else {
+        let first = reply.hash();
+        P::prefetch(self.ct.bucket_of(first));
+        let k = Key {
+            flags,
+            meta: meta(in_port, Some(hop.port), state::NEW),
+            ..t.key()
+        };
+        match self.decide(&k) {
+            Action::Accept => {}
+            a => {
+                if self.ct.exports() {
+                    self.ct.export_denied(t, bytes, flags, in_port);
+                }
+                return self.refuse(pkt, in_port, a, tcp);
+            }
+        }
+        let Some(hr) = self.pick_port(&mut reply, first) else {
             self.nat_events[nat::Event::Exhausted as usize] += 1;
             return Verdict::Drop(DropReason::NatExhausted);
         };
-        match self
-            .ct
-            .open_picked(t, t.hash(), reply, hr, flags, seg.as_ref())
-        {
+        match self.ct.open_picked(*t, h, reply, hr, flags, seg.as_ref()) {
             Ok(i) => {
                 if self.ct.exporting() {
                     self.ct.export_opened(i, bytes, flags, in_port);
                 }
                 self.nat_events[nat::Event::Mapped as usize] += 1;
-                self.to4(pkt, in_port, proto, off, &to4_of(&reply))
+                let d = self.ct.flow(i).nat_deltas(false);
+                if let Some(v) = self.to4(pkt, in_port, proto, off, &to4_of(&reply), d) {
+                    return v;
+                }
+                // A single-path route (the one the rules saw) fills the
+                // flow's cache as it is; a multipath one's path is picked
+                // by the fill (as later fills pick it).
+                if !multi {
+                    let cache = self.ct.hop_mut(i, false);
+                    self.router.fill4_route(cache, nh, hop, dst4);
+                }
+                self.forward4(pkt, in_port, i, &reply)
             }
             Err(Refused::Full) => Verdict::Drop(DropReason::CtFull),
             Err(_) => Verdict::Drop(DropReason::CtClash),
         }
     }
 
+    /// The translated IPv4 packet of NAT64 flow `i` (reply tuple `r`)
+    /// forwarded through the flow's cached next hop (filled by its first
+    /// packet), as NAT44's established packets are.
+    #[inline(always)]
+    fn forward4<P: Frame>(&mut self, pkt: &mut P, in_port: u16, i: u32, r: &Tuple) -> Verdict {
+        let hop = self.ct.hop_mut(i, false);
+        self.router.forward4_cached(
+            pkt,
+            in_port,
+            hop,
+            || crate::fib::tuple_hash(r.dst, r.src, r.proto, r.dport, r.sport),
+            || {},
+        )
+    }
+
     /// The IPv6 packet (upper layer `proto` at `off`) translated to IPv4
-    /// as `to` says and routed; one too long for the IPv4 link answered
-    /// with Packet Too Big (its MTU 20 bytes more, RFC 7915 5.1).
+    /// as `to` says (`None`: to be routed), or what answers it instead:
+    /// one too long for the IPv4 link gets Packet Too Big (its MTU 20
+    /// bytes more, RFC 7915 5.1).
+    #[inline(always)]
     fn to4<P: Frame>(
         &mut self,
         pkt: &mut P,
@@ -163,12 +233,11 @@ impl<C: StageClock> Gateway<C> {
         proto: u8,
         off: usize,
         to: &Rewrite<u32>,
-    ) -> Verdict {
+        (base, delta): (u16, u16),
+    ) -> Option<Verdict> {
         let b = pkt.bytes();
-        let ip = Ipv6Packet::new_unchecked(&b[ETH..]);
-        let (tc, hop) = ((b[ETH] & 0x0f) << 4 | b[ETH + 1] >> 4, ip.hop_limit());
-        let (src6, dst6) = (ip.src(), ip.dst());
-        let end = ETH + 40 + usize::from(ip.payload_len());
+        let (tc, hop) = ((b[ETH] & 0x0f) << 4 | b[ETH + 1] >> 4, b[ETH + 7]);
+        let end = ETH + 40 + usize::from(u16::from_be_bytes([b[ETH + 4], b[ETH + 5]]));
         let l4len = end - ETH - off;
         let total = 20 + l4len;
         if total > usize::from(self.min_mtu) {
@@ -178,25 +247,32 @@ impl<C: StageClock> Gateway<C> {
                 .and_then(|o| self.router.iface(o))
                 .map_or(u16::MAX, |i| i.mtu);
             if total > usize::from(mtu) {
-                return self.router.icmp6_error(
+                return Some(self.router.icmp6_error(
                     pkt,
                     in_port,
                     2,
                     0,
                     u32::from(mtu) + 20,
                     DropReason::MtuExceeded,
-                );
+                ));
             }
         }
-        let Some(proto4) = n64::l4_to4(
-            &mut pkt.bytes_mut()[ETH + off..end],
-            proto,
-            l4len as u32,
-            src6,
-            dst6,
-            to,
-        ) else {
-            return Verdict::Drop(DropReason::Untranslatable);
+        // TCP and UDP by the flow's delta; the rest the long way.
+        let b = pkt.bytes_mut();
+        let (l3, l4) = b[ETH..end].split_at_mut(off);
+        let fast = base != 0
+            && matches!(proto, IpProto::TCP | IpProto::UDP)
+            && n64::l4_delta(l4, proto, delta, to.sport, to.dport);
+        let proto4 = if fast {
+            proto
+        } else {
+            let (mut src6, mut dst6) = ([0u8; 16], [0u8; 16]);
+            src6.copy_from_slice(&l3[8..24]);
+            dst6.copy_from_slice(&l3[24..40]);
+            match n64::l4_to4(l4, proto, l4len as u32, src6, dst6, to) {
+                Some(p) => p,
+                None => return Some(Verdict::Drop(DropReason::Untranslatable)),
+            }
         };
         let mut eth = [0u8; 12];
         eth.copy_from_slice(&pkt.bytes()[..12]);
@@ -205,7 +281,7 @@ impl<C: StageClock> Gateway<C> {
             pkt.set_len(end);
         }
         if !pkt.cut_front(off - 20) {
-            return Verdict::Drop(DropReason::Truncated);
+            return Some(Verdict::Drop(DropReason::Truncated));
         }
         let df = n64::df_for(total);
         let id = if df {
@@ -217,99 +293,25 @@ impl<C: StageClock> Gateway<C> {
         let b = pkt.bytes_mut();
         b[..12].copy_from_slice(&eth);
         b[12..14].copy_from_slice(&EtherType::IPV4.to_be_bytes());
-        n64::write4(
-            &mut b[ETH..ETH + 20],
-            tc,
-            total as u16,
-            id,
-            df,
-            hop,
-            proto4,
-            to.src,
-            to.dst,
-        );
+        let h = &mut b[ETH..ETH + 20];
+        if base != 0 {
+            n64::write4_based(
+                h,
+                base,
+                tc,
+                total as u16,
+                id,
+                df,
+                hop,
+                proto4,
+                to.src,
+                to.dst,
+            );
+        } else {
+            n64::write4(h, tc, total as u16, id, df, hop, proto4, to.src, to.dst);
+        }
         self.nat_events[nat::Event::Nat64To4 as usize] += 1;
-        self.router.process(pkt, in_port)
-    }
-
-    /// An IPv4 packet (header validated, TTL above 1) of NAT64 flow `o`
-    /// (its original tuple), received in the reply direction: translated
-    /// to IPv6 and routed. A fragment is not translated (not built); one
-    /// too long for the IPv6 link is answered with Fragmentation Needed
-    /// (its MTU 20 bytes less) when it may not be fragmented, else
-    /// dropped.
-    #[inline(never)]
-    pub(super) fn nat64_in<P: Frame>(&mut self, pkt: &mut P, in_port: u16, o: &Tuple) -> Verdict {
-        let b = pkt.bytes();
-        let ip = Ipv4Packet::new_unchecked(&b[ETH..]);
-        if ip.flags_frag() & 0x3fff != 0 {
-            return Verdict::Drop(DropReason::Untranslatable);
-        }
-        let h = ip.header_len();
-        let total = usize::from(ip.total_len());
-        let (tos, ttl, proto) = (b[ETH + 1], ip.ttl(), ip.protocol());
-        let (src4, dst4) = (ip.src(), ip.dst());
-        let df = ip.flags_frag() & 0x4000 != 0;
-        let len6 = 40 + total - h;
-        if len6 > usize::from(self.min_mtu) {
-            let mtu = self
-                .router
-                .route6(o.src, 0)
-                .and_then(|p| self.router.iface(p))
-                .map_or(u16::MAX, |i| i.mtu);
-            if len6 > usize::from(mtu) {
-                if df {
-                    return self.router.icmp4_error(
-                        pkt,
-                        in_port,
-                        3,
-                        4,
-                        u32::from(mtu - 20),
-                        DropReason::MtuExceeded,
-                    );
-                }
-                return Verdict::Drop(DropReason::MtuExceeded);
-            }
-        }
-        let to = Rewrite {
-            src: o.dst,
-            dst: o.src,
-            sport: o.dport,
-            dport: o.sport,
-        };
-        let end = ETH + total;
-        let Some(proto6) = n64::l4_to6(
-            &mut pkt.bytes_mut()[ETH + h..end],
-            proto,
-            (total - h) as u32,
-            src4,
-            dst4,
-            &to,
-        ) else {
-            return Verdict::Drop(DropReason::Untranslatable);
-        };
-        let mut eth = [0u8; 12];
-        eth.copy_from_slice(&pkt.bytes()[..12]);
-        if pkt.bytes().len() > end {
-            pkt.set_len(end);
-        }
-        if !resize_l3(pkt, h, 40) {
-            return Verdict::Drop(DropReason::Truncated);
-        }
-        let b = pkt.bytes_mut();
-        b[..12].copy_from_slice(&eth);
-        b[12..14].copy_from_slice(&EtherType::IPV6.to_be_bytes());
-        n64::write6(
-            &mut b[ETH..ETH + 40],
-            tos,
-            (total - h) as u16,
-            proto6,
-            ttl,
-            to.src,
-            to.dst,
-        );
-        self.nat_events[nat::Event::Nat64To6 as usize] += 1;
-        self.router.process(pkt, in_port)
+        None
     }
 
     /// An ICMPv4 error (IPv4 header `h` bytes) quoting a packet of NAT64
@@ -429,6 +431,99 @@ impl<C: StageClock> Gateway<C> {
     }
 }
 
+/// An IPv4 packet (header validated, TTL above 1) of NAT64 flow `o`
+/// (its original tuple), received in the reply direction: translated
+/// to IPv6 and routed through the flow's next hop `hop` (the
+/// gateway's parts by name: the flow is borrowed from its table), its
+/// TCP/UDP checksum updated by the flow's `delta`. A fragment is not
+/// translated (not built); one too long for the IPv6 link is answered
+/// with Fragmentation Needed (its MTU 20 bytes less) when it may not be
+/// fragmented, else dropped.
+#[inline(never)]
+#[allow(clippy::too_many_arguments)]
+pub(super) fn nat64_in<P: Frame>(
+    router: &mut Router,
+    min_mtu: u16,
+    events: &mut [u64],
+    pkt: &mut P,
+    in_port: u16,
+    o: &Tuple,
+    hop: &mut crate::route_cache::RouteCache,
+    delta: u16,
+) -> Verdict {
+    let b = pkt.bytes();
+    let ip = Ipv4Packet::new_unchecked(&b[ETH..]);
+    if ip.flags_frag() & 0x3fff != 0 {
+        return Verdict::Drop(DropReason::Untranslatable);
+    }
+    let h = ip.header_len();
+    let total = usize::from(ip.total_len());
+    let (tos, ttl, proto) = (b[ETH + 1], ip.ttl(), ip.protocol());
+    let (src4, dst4) = (ip.src(), ip.dst());
+    let df = ip.flags_frag() & 0x4000 != 0;
+    let len6 = 40 + total - h;
+    if len6 > usize::from(min_mtu) {
+        let mtu = router
+            .route6(o.src, 0)
+            .and_then(|p| router.iface(p))
+            .map_or(u16::MAX, |i| i.mtu);
+        if len6 > usize::from(mtu) {
+            if df {
+                return router.icmp4_error(
+                    pkt,
+                    in_port,
+                    3,
+                    4,
+                    u32::from(mtu - 20),
+                    DropReason::MtuExceeded,
+                );
+            }
+            return Verdict::Drop(DropReason::MtuExceeded);
+        }
+    }
+    let to = Rewrite {
+        src: o.dst,
+        dst: o.src,
+        sport: o.dport,
+        dport: o.sport,
+    };
+    let end = ETH + total;
+    let l4 = &mut pkt.bytes_mut()[ETH + h..end];
+    let fast = delta != 0
+        && matches!(proto, IpProto::TCP | IpProto::UDP)
+        && n64::l4_delta(l4, proto, delta, to.sport, to.dport);
+    let proto6 = if fast {
+        proto
+    } else {
+        match n64::l4_to6(l4, proto, (total - h) as u32, src4, dst4, &to) {
+            Some(p) => p,
+            None => return Verdict::Drop(DropReason::Untranslatable),
+        }
+    };
+    let mut eth = [0u8; 12];
+    eth.copy_from_slice(&pkt.bytes()[..12]);
+    if pkt.bytes().len() > end {
+        pkt.set_len(end);
+    }
+    if !resize_l3(pkt, h, 40) {
+        return Verdict::Drop(DropReason::Truncated);
+    }
+    let b = pkt.bytes_mut();
+    b[..12].copy_from_slice(&eth);
+    b[12..14].copy_from_slice(&EtherType::IPV6.to_be_bytes());
+    n64::write6(
+        &mut b[ETH..ETH + 40],
+        tos,
+        (total - h) as u16,
+        proto6,
+        ttl,
+        to.src,
+        to.dst,
+    );
+    events[nat::Event::Nat64To6 as usize] += 1;
+    router.forward6_cached(pkt, in_port, hop)
+}
+
 /// What a packet of a NAT64 flow with reply tuple `r` leaves with as
 /// IPv4.
 fn to4_of(r: &Tuple) -> Rewrite<u32> {
@@ -471,4 +566,49 @@ fn replace_l3<P: Frame>(pkt: &mut P, ether: u16, l3: &[u8]) -> Option<Verdict> {
     b[12..14].copy_from_slice(&ether.to_be_bytes());
     b[ETH..].copy_from_slice(l3);
     None
+}
+
+/// A burst's packet that NAT64 takes the short way ([`Gateway::nat64_lane`]):
+/// an IPv6 frame to `mac` with no extension header, hop limit above 1,
+/// TCP, UDP or an echo (request or reply) whole in the frame, to an
+/// address `is_nat64` says is a NAT64 prefix's: its tuple and flags, as
+/// [`ports`] gives them. Anything else takes the full way.
+#[inline(always)]
+pub(super) fn plain_nat64(
+    b: &[u8],
+    mac: [u8; 6],
+    is_nat64: impl Fn(u128) -> bool,
+) -> Option<(Tuple, u16)> {
+    let h = b.get(..ETH + 48)?;
+    if h[0..6] != mac || h[12..14] != EtherType::IPV6.to_be_bytes() || h[ETH] >> 4 != 6 {
+        return None;
+    }
+    let l3 = &h[ETH..];
+    let (proto, hop) = (l3[6], l3[7]);
+    let plen = usize::from(u16::from_be_bytes([l3[4], l3[5]]));
+    if hop <= 1 || ETH + 40 + plen > b.len() {
+        return None;
+    }
+    let addr = |i: usize| u128::from_be_bytes(l3[i..i + 16].try_into().expect("16 bytes"));
+    let dst = addr(24);
+    if !is_nat64(dst) {
+        return None;
+    }
+    let l4 = &b[ETH + 40..ETH + 40 + plen];
+    match (proto, l4.first()) {
+        (IpProto::TCP | IpProto::UDP, _) | (IpProto::ICMPV6, Some(128 | 129)) => {}
+        _ => return None,
+    }
+    let (sport, dport, flags) = ports(proto, l4, true).ok()??;
+    Some((
+        Tuple {
+            src: addr(8),
+            dst,
+            sport,
+            dport,
+            proto,
+            zone: 0,
+        },
+        flags,
+    ))
 }

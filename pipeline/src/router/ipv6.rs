@@ -6,6 +6,7 @@ use super::Event;
 use super::Router;
 use crate::checksum;
 use crate::fwd::Frame;
+use crate::route_cache::RouteCache;
 use crate::verdict::{DropReason, Verdict};
 use crate::wire::{IpProto, Ipv6Packet, ETHERNET_HEADER_LEN};
 
@@ -80,6 +81,81 @@ impl Router {
         b[0..6].copy_from_slice(&mac.0);
         b[6..12].copy_from_slice(&out_mac.0);
         Verdict::Forward(h.port)
+    }
+
+    /// Forwards a valid IPv6 frame (not for the router, hop limit above
+    /// 1, no extension header the router looks at) through `cache`, a
+    /// flow's next hop (NAT64's replies), as [`Router::forward4_cached`]
+    /// does for IPv4: filled from the route and neighbour tables when its
+    /// generation is stale; anything it cannot take (no route, no
+    /// neighbour, over the MTU) goes the full way.
+    #[inline]
+    pub(crate) fn forward6_cached(
+        &mut self,
+        pkt: &mut impl Frame,
+        in_port: u16,
+        cache: &mut RouteCache,
+    ) -> Verdict {
+        if cache.generation != self.flow_generation() && !self.fill6(pkt.bytes(), cache) {
+            return self.ipv6(pkt, in_port);
+        }
+        let Some(oif) = self
+            .cfg
+            .interfaces
+            .get(usize::from(cache.port))
+            .filter(|i| !i.down)
+        else {
+            return self.ipv6(pkt, in_port);
+        };
+        let (mtu, src) = (oif.mtu, oif.mac.0);
+        let b = pkt.bytes_mut();
+        let (hop, plen) = (
+            b[ETHERNET_HEADER_LEN + 7],
+            u16::from_be_bytes([b[ETHERNET_HEADER_LEN + 4], b[ETHERNET_HEADER_LEN + 5]]),
+        );
+        if hop <= 1 || u32::from(plen) + 40 > u32::from(mtu) {
+            return self.ipv6(pkt, in_port);
+        }
+        b[ETHERNET_HEADER_LEN + 7] = hop - 1;
+        b[0..6].copy_from_slice(&cache.mac);
+        b[6..12].copy_from_slice(&src);
+        Verdict::Forward(cache.port)
+    }
+
+    /// Fills `cache` for the flow of IPv6 frame `b` (a miss of
+    /// [`Router::forward6_cached`]): false for a destination the router
+    /// takes or does not route, or whose neighbour is not resolved.
+    #[cold]
+    #[inline(never)]
+    fn fill6(&mut self, b: &[u8], cache: &mut RouteCache) -> bool {
+        let Some(l3) = b.get(ETHERNET_HEADER_LEN..ETHERNET_HEADER_LEN + 40) else {
+            return false;
+        };
+        let mut d = [0u8; 16];
+        d.copy_from_slice(&l3[24..40]);
+        let dst = u128::from_be_bytes(d);
+        if dst >> 120 == 0xff || self.is_local6(dst) {
+            return false;
+        }
+        let Some(nh) = self.cfg.fib.lpm6().lookup(dst) else {
+            return false;
+        };
+        let Some((_, h)) = self.cfg.fib.path(nh, || Router::flow_hash(l3)) else {
+            return false;
+        };
+        let gw = match h.via {
+            Some(std::net::IpAddr::V6(g)) => u128::from(g),
+            _ => dst,
+        };
+        let Some(mac) = self.fresh(self.neigh6.get(&(h.port, gw))) else {
+            return false;
+        };
+        *cache = RouteCache {
+            generation: self.flow_generation(),
+            port: h.port,
+            mac: mac.0,
+        };
+        true
     }
 
     /// Unicast IPv6 frames must be addressed to the port (multicast frames

@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# NAT64 against NAT44 on one core, side by side in each run
+# (`sluice-bench gateway --nat64-rows`): the same 100,000 UDP flows,
+# first from IPv4 clients through masquerade, then from IPv6-only clients
+# (2001:db8:100::HOST) to the well-known prefix's addresses of the same
+# servers through `[[nat.nat64]]` out of the same port; the full table,
+# the fw1_10k rules. New flows, established packets (IPv6 to IPv4) and the
+# servers' replies (IPv4 to IPv6). Writes bench/results/nat64.md.
+#   bench/run-nat64.sh [RUNS]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+. bench/lib.sh
+RUNS=${1:-5}
+cargo build --release -q -p bench
+mkdir -p bench/results
+out=bench/results/nat64.md
+{
+  echo "# NAT64 against NAT44"
+  echo
+  echo "Command: \`bench/run-nat64.sh $RUNS\` $(provenance)."
+  echo
+  all=$(target/release/sluice-bench gateway --nat64-rows --runs "$RUNS" 2>/dev/null)
+  grep -E '^[0-9]+ flows' <<<"$all"
+  echo
+  grep -E '^\| (path|template|gateway, first packet|gateway, [0-9]+ packets of established|gateway, (new flow|established flows|the servers. replies), NAT64)|^\|---\|---\|---\|---\|---\|$' <<<"$all"
+  echo
+  grep -E '^NAT64 against' <<<"$all"
+} | tee "$out.tmp"
+mv "$out.tmp" "$out"
