@@ -55,12 +55,12 @@ impl<C: StageClock> Gateway<C> {
             return self.router.process(pkt, in_port);
         }
         if !self.nat.nat64.is_empty() {
-            if let Some(n) = self.nat64_of(dst) {
+            if self.nat64_of(dst).is_some() {
                 if proto == 44 || frag.is_some() {
                     // Fragments are not translated (not built).
                     return Verdict::Drop(DropReason::Untranslatable);
                 }
-                return self.nat64_out(pkt, in_port, proto, off, n);
+                return self.nat64_out(pkt, in_port, proto, off);
             }
         }
         if proto == 44 || frag.is_some() {

@@ -24,7 +24,7 @@ impl<C: StageClock> Gateway<C> {
     }
 
     /// An IPv6 packet (not a fragment; upper layer `proto` at `off`) to an
-    /// address of NAT64 translator `n`'s prefix: its flow's, or a new
+    /// address of a NAT64 prefix: its flow's, or a new
     /// flow's if it opens one and the rules accept it; translated to
     /// IPv4.
     #[inline(never)]
@@ -34,7 +34,6 @@ impl<C: StageClock> Gateway<C> {
         in_port: u16,
         proto: u8,
         off: usize,
-        n: usize,
     ) -> Verdict {
         let b = pkt.bytes();
         let ip = Ipv6Packet::new_unchecked(&b[ETH..]);
@@ -60,7 +59,7 @@ impl<C: StageClock> Gateway<C> {
             proto,
             zone: 0,
         };
-        self.nat64_track(pkt, in_port, &t, t.hash(), None, flags, off, n)
+        self.nat64_track(pkt, in_port, &t, t.hash(), None, flags, off)
     }
 
     /// A burst's NAT64 lane ([`plain_nat64`]: a plain IPv6 TCP, UDP or
@@ -68,10 +67,7 @@ impl<C: StageClock> Gateway<C> {
     /// conntrack had a hint).
     #[inline(never)]
     pub(super) fn nat64_lane<P: Frame>(&mut self, pkt: &mut P, in_port: u16, l: &Lane) -> Verdict {
-        match self.nat64_of(l.t.dst) {
-            Some(n) => self.nat64_track(pkt, in_port, &l.t, l.h, l.hint, l.flags, 40, n),
-            None => self.process_other(pkt, in_port),
-        }
+        self.nat64_track(pkt, in_port, &l.t, l.h, l.hint, l.flags, 40)
     }
 
     /// [`Gateway::nat64_out`] from the tuple `t` on (hashed `h`; `hint`,
@@ -88,7 +84,6 @@ impl<C: StageClock> Gateway<C> {
         hint: Option<u32>,
         flags: u16,
         off: usize,
-        n: usize,
     ) -> Verdict {
         let (src, dst, proto) = (t.src, t.dst, t.proto);
         let (sport, dport) = (t.sport, t.dport);
@@ -125,6 +120,9 @@ impl<C: StageClock> Gateway<C> {
             }
             return self.forward4(pkt, in_port, i, &r);
         }
+        let Some(n) = self.nat64_of(dst) else {
+            return Verdict::Drop(DropReason::Untranslatable);
+        };
         let dst4 = self.nat.nat64[n].extract(dst);
         let hash = crate::fib::tuple_hash(dst, src, proto, dport, sport);
         if !opens_flow(proto, flags) {
@@ -257,7 +255,17 @@ impl<C: StageClock> Gateway<C> {
                 ));
             }
         }
-        // TCP and UDP by the flow's delta; the rest the long way.
+        let df = n64::df_for(total);
+        let id = if df {
+            0
+        } else {
+            self.nat64_id = self.nat64_id.wrapping_add(1);
+            self.nat64_id
+        };
+        // In place, in one pass over the frame: the L4 header (TCP and
+        // UDP by the flow's delta; the rest the long way), then the new
+        // Ethernet and IPv4 headers where the IPv6 header ends, and the
+        // frame's front moved to them (Ethernet padding cut off).
         let b = pkt.bytes_mut();
         let (l3, l4) = b[ETH..end].split_at_mut(off);
         let fast = base != 0
@@ -274,26 +282,10 @@ impl<C: StageClock> Gateway<C> {
                 None => return Some(Verdict::Drop(DropReason::Untranslatable)),
             }
         };
-        let mut eth = [0u8; 12];
-        eth.copy_from_slice(&pkt.bytes()[..12]);
-        // Ethernet padding off, then the headers' difference.
-        if pkt.bytes().len() > end {
-            pkt.set_len(end);
-        }
-        if !pkt.cut_front(off - 20) {
-            return Some(Verdict::Drop(DropReason::Truncated));
-        }
-        let df = n64::df_for(total);
-        let id = if df {
-            0
-        } else {
-            self.nat64_id = self.nat64_id.wrapping_add(1);
-            self.nat64_id
-        };
-        let b = pkt.bytes_mut();
-        b[..12].copy_from_slice(&eth);
-        b[12..14].copy_from_slice(&EtherType::IPV4.to_be_bytes());
-        let h = &mut b[ETH..ETH + 20];
+        let cut = off - 20;
+        b.copy_within(..12, cut);
+        b[cut + 12..cut + 14].copy_from_slice(&EtherType::IPV4.to_be_bytes());
+        let h = &mut b[cut + ETH..cut + ETH + 20];
         if base != 0 {
             n64::write4_based(
                 h,
@@ -309,6 +301,12 @@ impl<C: StageClock> Gateway<C> {
             );
         } else {
             n64::write4(h, tc, total as u16, id, df, hop, proto4, to.src, to.dst);
+        }
+        if b.len() > end {
+            pkt.set_len(end);
+        }
+        if !pkt.cut_front(cut) {
+            return Some(Verdict::Drop(DropReason::Truncated));
         }
         self.nat_events[nat::Event::Nat64To4 as usize] += 1;
         None
