@@ -54,14 +54,12 @@ impl<C: StageClock> Gateway<C> {
         if ip.hop_limit() <= 1 || dst >> 120 == 0xff || self.router.is_local6(dst) {
             return self.router.process(pkt, in_port);
         }
-        if !self.nat.nat64.is_empty() {
-            if self.nat64_of(dst).is_some() {
-                if proto == 44 || frag.is_some() {
-                    // Fragments are not translated (not built).
-                    return Verdict::Drop(DropReason::Untranslatable);
-                }
-                return self.nat64_out(pkt, in_port, proto, off);
+        if !self.nat.nat64.is_empty() && self.nat64_of(dst).is_some() {
+            if proto == 44 || frag.is_some() {
+                // Fragments are not translated (not built).
+                return Verdict::Drop(DropReason::Untranslatable);
             }
+            return self.nat64_out(pkt, in_port, proto, off);
         }
         if proto == 44 || frag.is_some() {
             return self.fragment6(pkt, in_port, proto, off, frag);
