@@ -355,6 +355,9 @@ fn nat_deltas(orig: &Tuple, reply: &Tuple) -> [(u16, u16); 2] {
     if !v4(orig.src) && !v4(orig.dst) && v4(reply.src) && v4(reply.dst) {
         return nat64_deltas(orig, reply);
     }
+    if !(v4(orig.src) || v4(orig.dst) || v4(reply.src) || v4(reply.dst)) {
+        return nat66_deltas(orig, reply);
+    }
     if !(v4(orig.src) && v4(orig.dst) && v4(reply.src) && v4(reply.dst)) {
         return [(0, 0); 2];
     }
@@ -407,6 +410,39 @@ fn nat64_deltas(orig: &Tuple, reply: &Tuple) -> [(u16, u16); 2] {
     let header = 0x4500 + u64::from(reply.proto) + halves(rd) + halves(rs);
     let f = crate::checksum::fold;
     [(f(header), f(l4_out)), (0, f(l4_back))]
+}
+
+/// [`nat_deltas`] of an IPv6 flow translated (IPv6 masquerade): the
+/// TCP/UDP/ICMPv6 checksum's each way (all three cover the addresses in
+/// their pseudo-header; an echo's identifier is in it once, where TCP and
+/// UDP have two ports); IPv6 has no header checksum (0).
+fn nat66_deltas(orig: &Tuple, reply: &Tuple) -> [(u16, u16); 2] {
+    let words = |a: u128| {
+        (0..8)
+            .map(|i| u64::from((a >> (16 * i)) as u16))
+            .sum::<u64>()
+    };
+    let negs = |a: u128| {
+        (0..8)
+            .map(|i| u64::from(!((a >> (16 * i)) as u16)))
+            .sum::<u64>()
+    };
+    let neg = |x: u16| u64::from(!x);
+    let echo = orig.proto == 58;
+    let p0 = if echo {
+        neg(orig.sport) + u64::from(reply.dport)
+    } else {
+        neg(orig.sport) + neg(orig.dport) + u64::from(reply.dport) + u64::from(reply.sport)
+    };
+    let p1 = if echo {
+        neg(reply.dport) + u64::from(orig.sport)
+    } else {
+        neg(reply.sport) + neg(reply.dport) + u64::from(orig.dport) + u64::from(orig.sport)
+    };
+    let d0 = negs(orig.src) + negs(orig.dst) + words(reply.dst) + words(reply.src) + p0;
+    let d1 = negs(reply.src) + negs(reply.dst) + words(orig.dst) + words(orig.src) + p1;
+    let f = crate::checksum::fold;
+    [(0, f(d0)), (0, f(d1))]
 }
 
 /// A tuple's 128-bit address as an IP address (IPv4 mapped: IPv4).

@@ -253,6 +253,20 @@ pub struct NatConfig {
     pub npt: Vec<crate::npt::Npt>,
     /// Stateful NAT64 translators (their prefixes do not overlap).
     pub nat64: Vec<crate::nat64::Nat64>,
+    /// IPv6 masquerade, first match wins.
+    pub masq6: Vec<Masq6>,
+}
+
+/// IPv6 masquerade (nftables' `masquerade` in an `ip6` postrouting
+/// chain): a flow from `src` leaving by `out_port` leaves from that
+/// interface's first IPv6 address, its source port (ICMPv6 echo: its
+/// identifier) one of the worker's NAT ports.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Masq6 {
+    /// Egress interface.
+    pub out_port: u16,
+    /// Source prefix (address, length).
+    pub src: (u128, u8),
 }
 
 impl NatConfig {
@@ -262,6 +276,15 @@ impl NatConfig {
             && self.dnat.is_empty()
             && self.statics.is_empty()
             && self.nat64.is_empty()
+            && self.masq6.is_empty()
+    }
+
+    /// The IPv6 masquerade rule of a flow from `src` leaving by
+    /// `out_port`.
+    pub fn masq6_for(&self, out_port: u16, src: u128) -> Option<&Masq6> {
+        self.masq6
+            .iter()
+            .find(|m| m.out_port == out_port && prefix::in6(src, m.src))
     }
 
     /// The deterministic mappings ([`SnatTo::Deterministic`]).
@@ -665,6 +688,86 @@ pub fn rewrite_icmp_error4(l3: &mut [u8], inner_to: &Tuple) {
     let icmp = &mut l3[h..total];
     icmp[2..4].copy_from_slice(&[0, 0]);
     let c = checksum::checksum(icmp);
+    icmp[2..4].copy_from_slice(&c.to_be_bytes());
+}
+
+/// Rewrites the IPv6 packet `l3` (upper layer `proto` at `off`, its
+/// TCP/UDP header or ICMPv6 echo whole) of a masqueraded flow to the
+/// addresses and ports of `to` (an echo's identifier: `to.sport`), its
+/// checksum adjusted by the flow's `delta` ([`crate::conntrack`]'s NAT66
+/// deltas: RFC 1624 over the pseudo-header's addresses and the ports).
+pub fn rewrite6_flow(l3: &mut [u8], proto: u8, off: usize, to: &Tuple, delta: u16) {
+    l3[8..24].copy_from_slice(&to.src.to_be_bytes());
+    l3[24..40].copy_from_slice(&to.dst.to_be_bytes());
+    let l4 = &mut l3[off..];
+    let at = match proto {
+        IpProto::TCP => 16,
+        IpProto::UDP => 6,
+        _ => 2,
+    };
+    if proto == IpProto::ICMPV6 {
+        l4[4..6].copy_from_slice(&to.sport.to_be_bytes());
+    } else {
+        l4[0..2].copy_from_slice(&to.sport.to_be_bytes());
+        l4[2..4].copy_from_slice(&to.dport.to_be_bytes());
+    }
+    let c = u16::from_be_bytes([l4[at], l4[at + 1]]);
+    let c = checksum::adjust(c, u32::from(delta));
+    l4[at..at + 2].copy_from_slice(
+        &(if c == 0 && proto == IpProto::UDP {
+            0xffff
+        } else {
+            c
+        })
+        .to_be_bytes(),
+    );
+}
+
+/// Translates an ICMPv6 error (`l3`, its ICMPv6 header at `off`) about a
+/// masqueraded flow back inside: its destination becomes `client`, the
+/// packet it quotes (as the flow's source sent it through the router)
+/// gets `client` as its source and `sport` as its source port (an echo's
+/// identifier), its own checksum updated as far as the quote holds it,
+/// and the ICMPv6 checksum is computed again.
+pub fn rewrite_icmp_error6(l3: &mut [u8], off: usize, client: u128, sport: u16) {
+    let end = (40 + usize::from(u16::from_be_bytes([l3[4], l3[5]]))).min(l3.len());
+    l3[24..40].copy_from_slice(&client.to_be_bytes());
+    {
+        let q = &mut l3[off + 8..end];
+        if q.len() >= 40 {
+            let proto = q[6];
+            let old = checksum::sum(&q[8..24], 0);
+            q[8..24].copy_from_slice(&client.to_be_bytes());
+            let new = checksum::sum(&q[8..24], 0);
+            let l4 = &mut q[40..];
+            let (pat, at) = match proto {
+                IpProto::TCP => (0, 16),
+                IpProto::UDP => (0, 6),
+                _ => (4, 2),
+            };
+            if l4.len() >= pat + 2 {
+                let op = u16::from_be_bytes([l4[pat], l4[pat + 1]]);
+                l4[pat..pat + 2].copy_from_slice(&sport.to_be_bytes());
+                if l4.len() >= at + 2 {
+                    let c = u16::from_be_bytes([l4[at], l4[at + 1]]);
+                    if !(proto == IpProto::UDP && c == 0) {
+                        let c =
+                            checksum::update_sums(c, old + u64::from(op), new + u64::from(sport));
+                        l4[at..at + 2].copy_from_slice(&c.to_be_bytes());
+                    }
+                }
+            }
+        }
+    }
+    let (mut s, mut d) = ([0u8; 16], [0u8; 16]);
+    s.copy_from_slice(&l3[8..24]);
+    d.copy_from_slice(&l3[24..40]);
+    let icmp = &mut l3[off..end];
+    icmp[2..4].copy_from_slice(&[0, 0]);
+    let c = !checksum::fold(checksum::sum(
+        icmp,
+        checksum::pseudo_v6(s, d, IpProto::ICMPV6, icmp.len() as u32),
+    ));
     icmp[2..4].copy_from_slice(&c.to_be_bytes());
 }
 

@@ -95,6 +95,7 @@ fn gateway() -> Gateway {
         no_hairpin: false,
         npt: vec![],
         nat64: vec![Nat64::new(WELL_KNOWN, 1, vec![]).unwrap()],
+        masq6: vec![],
     };
     let cfg = GatewayConfig {
         rules: Arc::new(RuleSet::build(vec![], Action::Accept, &[])),

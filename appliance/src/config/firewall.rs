@@ -128,7 +128,9 @@ fn tcp_flags(s: &str) -> Result<(u16, u16), String> {
 }
 
 /// Checks the sections; `names` maps interface names (ports, then VLAN
-/// sub-interfaces) to the router's indexes, `v4` each one's IPv4 addresses.
+/// sub-interfaces) to the router's indexes, `v4` and `v6` each one's
+/// addresses.
+#[allow(clippy::too_many_arguments)]
 pub(super) fn check(
     cx: &mut Ctx<'_>,
     fw: Option<&RawFirewall>,
@@ -136,6 +138,7 @@ pub(super) fn check(
     nat: Option<&RawNat>,
     names: &BTreeMap<&str, u16>,
     v4: &[Vec<Ipv4Addr>],
+    v6: &[Vec<std::net::Ipv6Addr>],
     base: Option<&Path>,
 ) -> GatewaySetup {
     let mut g = GatewaySetup {
@@ -180,7 +183,7 @@ pub(super) fn check(
     }
     // NAT first: the rules' `ct_original_*` matches refer to its entries.
     if let Some(nat) = nat {
-        super::nat::check(cx, nat, names, v4, &mut g.nat);
+        super::nat::check(cx, nat, names, v4, v6, &mut g.nat);
     }
     if let Some(fw) = fw {
         check_firewall(cx, fw, names, base, &mut g);

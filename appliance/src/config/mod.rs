@@ -313,6 +313,10 @@ fn validate(cx: &mut Ctx<'_>, raw: RawFile, base: Option<&Path>) -> Config {
             .iter()
             .map(|a| a.ipv4.iter().map(|p| p.0.addr).collect())
             .collect::<Vec<_>>(),
+        &addrs
+            .iter()
+            .map(|a| a.ipv6.iter().map(|p| p.0.addr).collect())
+            .collect::<Vec<_>>(),
         base,
     );
     check_l3fwd_workers(cx, &raw, gateway.enabled, &router, &addrs);

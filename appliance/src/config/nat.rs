@@ -16,6 +16,7 @@ pub(super) fn check(
     nat: &RawNat,
     names: &BTreeMap<&str, u16>,
     v4: &[Vec<Ipv4Addr>],
+    v6: &[Vec<std::net::Ipv6Addr>],
     out: &mut NatConfig,
 ) {
     if let Some(p) = &nat.ports {
@@ -49,7 +50,11 @@ pub(super) fn check(
         if let Some(v) = &s.src {
             match pipeline::prefix::parse(v.get_ref()) {
                 Some((IpAddr::V4(a), l)) => src = (u32::from(a), l),
-                _ => cx.err(v, k("src"), "must be an IPv4 prefix (NAT44)"),
+                Some((IpAddr::V6(a), l)) => {
+                    masquerade6(cx, s, (u128::from(a), l), out_port, &k, v6, out);
+                    continue;
+                }
+                _ => cx.err(v, k("src"), "must be an IPv4 or IPv6 prefix"),
             }
         }
         let to = match (&s.to, &s.deterministic) {
@@ -360,6 +365,54 @@ pub(super) fn check(
             ),
         }
     }
+}
+
+/// Source NAT rule `s` for IPv6 sources (`src`, out on `out_port`):
+/// nftables' `masquerade` for IPv6, the flows' source the interface's
+/// (first) IPv6 address and a port from `nat.ports`; "masquerade" only,
+/// with none of NAT44's pool, block or deterministic settings.
+fn masquerade6(
+    cx: &mut Ctx<'_>,
+    s: &super::schema::RawSnat,
+    src: (u128, u8),
+    out_port: u16,
+    k: &dyn Fn(&str) -> String,
+    v6: &[Vec<std::net::Ipv6Addr>],
+    out: &mut NatConfig,
+) {
+    let masq =
+        matches!(s.to.as_ref().map(|t| t.get_ref()), Some(OneOrMany::One(m)) if m == "masquerade");
+    if !masq {
+        let msg = "an IPv6 source prefix is masqueraded (`to = \"masquerade\"`): IPv6 has no pools, blocks or deterministic mappings here";
+        match (&s.to, &s.deterministic) {
+            (Some(t), _) => cx.err(t, k("to"), msg),
+            (None, Some(d)) => cx.err(d, k("deterministic"), msg),
+            (None, None) => cx.err(&s.out, k("to"), msg),
+        }
+        return;
+    }
+    let msg = |f: &str| format!("`{f}` is for IPv4 source NAT rules");
+    if let Some(b) = &s.block {
+        return cx.err(b, k("block"), msg("block"));
+    }
+    if let Some(m) = &s.max_blocks {
+        return cx.err(m, k("max_blocks"), msg("max_blocks"));
+    }
+    if let Some(c) = &s.ct_status {
+        return cx.err(c, k("ct_status"), msg("ct_status"));
+    }
+    if v6.get(usize::from(out_port)).is_none_or(Vec::is_empty) {
+        cx.err(
+            &s.out,
+            k("out"),
+            format!(
+                "masquerade takes the IPv6 address of interface `{}`, which has none: set its `ipv6`",
+                s.out.get_ref()
+            ),
+        );
+        return;
+    }
+    out.masq6.push(pipeline::nat::Masq6 { out_port, src });
 }
 
 /// An interface's index by the name a key gives (an error when none).

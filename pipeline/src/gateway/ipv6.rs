@@ -1,9 +1,12 @@
-//! The gateway's IPv6 path: tracked and filtered as IPv4 is; no NAT66 but
-//! prefix translation (NPTv6, stateless: the destination translated back
-//! inside as a packet comes in, before conntrack and the rules; the source
-//! out as it leaves, after them), and packets to a NAT64 prefix handed to
-//! `nat64`; fragments followed by their first fragment; Neighbor
-//! Discovery and packets for the router straight to the router.
+//! The gateway's IPv6 path: tracked and filtered as IPv4 is; masquerade
+//! (a flow from an inside prefix leaves from the outside interface's
+//! address and a NAT port, its replies matched before the router takes
+//! them as its own) and prefix translation (NPTv6, stateless: the
+//! destination translated back inside as a packet comes in, before
+//! conntrack and the rules; the source out as it leaves, after them), and
+//! packets to a NAT64 prefix handed to `nat64`; fragments followed by
+//! their first fragment; Neighbor Discovery and packets for the router
+//! straight to the router.
 
 use super::*;
 
@@ -51,8 +54,19 @@ impl<C: StageClock> Gateway<C> {
         }
         let ip = Ipv6Packet::new_unchecked(&pkt.bytes()[ETH..]);
         let dst = u128::from_be_bytes(ip.dst());
-        if ip.hop_limit() <= 1 || dst >> 120 == 0xff || self.router.is_local6(dst) {
+        if ip.hop_limit() <= 1 || dst >> 120 == 0xff {
             return self.router.process(pkt, in_port);
+        }
+        if self.router.is_local6(dst) {
+            // To the router's own address: a masqueraded flow's reply,
+            // or the router's.
+            if self.nat.masq6.is_empty() || proto == 44 || frag.is_some() {
+                return self.router.process(pkt, in_port);
+            }
+            match self.masq6_reply(pkt, in_port, proto, off) {
+                Some(v) => return v,
+                None => return self.router.process(pkt, in_port),
+            }
         }
         if !self.nat.nat64.is_empty() && self.nat64_of(dst).is_some() {
             if proto == 44 || frag.is_some() {
@@ -65,6 +79,77 @@ impl<C: StageClock> Gateway<C> {
             return self.fragment6(pkt, in_port, proto, off, frag);
         }
         self.l4_6(pkt, in_port, proto, off, true)
+    }
+
+    /// An IPv6 packet (upper layer `proto` at `off`) to one of the
+    /// router's addresses, with IPv6 masquerade on: a masqueraded flow's
+    /// reply (or an ICMPv6 error about one of its packets) goes the
+    /// gateway's way (`Some`); one whose port another worker owns is
+    /// handed to it; anything else is the router's (`None`).
+    #[cold]
+    #[inline(never)]
+    fn masq6_reply<P: Frame>(
+        &mut self,
+        pkt: &mut P,
+        in_port: u16,
+        proto: u8,
+        off: usize,
+    ) -> Option<Verdict> {
+        let b = pkt.bytes();
+        let ip = Ipv6Packet::new_unchecked(&b[ETH..]);
+        let end = ETH + 40 + usize::from(ip.payload_len());
+        let l4 = b.get(ETH + off..end)?;
+        let (src, dst) = (u128::from_be_bytes(ip.src()), u128::from_be_bytes(ip.dst()));
+        let t = match ports(proto, l4, true) {
+            Ok(Some((sport, dport, flags))) if has_ports6(proto, flags) => Tuple {
+                src,
+                dst,
+                sport,
+                dport,
+                proto,
+                zone: 0,
+            },
+            Ok(None) => {
+                // An ICMPv6 error: its quote, reversed, is the reply
+                // tuple of the flow it is about.
+                let q = l4.get(8..)?;
+                if q.len() < 44 || q[0] >> 4 != 6 {
+                    return None;
+                }
+                let a = |i: usize| u128::from_be_bytes(q[i..i + 16].try_into().expect("16 bytes"));
+                let (sp, dp) = match quoted_ports(q[6], &q[40..], true) {
+                    Ok(Some((x, y, _))) => (x, y),
+                    _ => return None,
+                };
+                Tuple {
+                    src: a(24),
+                    dst: a(8),
+                    sport: dp,
+                    dport: sp,
+                    proto: q[6],
+                    zone: 0,
+                }
+            }
+            _ => return None,
+        };
+        if self.ct.find(&t).is_some() {
+            return Some(self.l4_6(pkt, in_port, proto, off, true));
+        }
+        // Another worker's port: handed over as NAT44's replies are.
+        if self.workers > 1
+            && has_ports(if t.proto == IpProto::ICMPV6 {
+                IpProto::ICMP
+            } else {
+                t.proto
+            })
+        {
+            if let Some(o) = self.nat.ports.owner(t.dport, self.workers) {
+                if o != self.worker {
+                    return Some(Verdict::Handoff(o));
+                }
+            }
+        }
+        None
     }
 
     /// A packet about to leave by `out`: its inside source translated to
@@ -183,12 +268,26 @@ impl<C: StageClock> Gateway<C> {
                         zone: 0,
                     }
                 });
-                let st = if inner.is_some_and(|t| self.ct.find(&t.reverse()).is_some()) {
+                let hit = inner.and_then(|t| self.ct.find(&t.reverse()));
+                let st = if hit.is_some() {
                     self.ct.count(conntrack::Event::Related);
                     state::RELATED
                 } else {
                     self.ct.count(conntrack::Event::Invalid);
                     state::INVALID
+                };
+                // About a masqueraded flow's packet (sent from the
+                // router's address): back to the inside host, the quote
+                // as it sent it.
+                let masq = hit
+                    .map(|(i, reply)| (*self.ct.flow(i), reply))
+                    .filter(|(f, reply)| f.nat() && *reply && !nat64::is_nat64(f))
+                    .map(|(f, _)| f.orig);
+                let out = match masq {
+                    Some(o) => self
+                        .router
+                        .route6(o.src, self.router.packet_hash(&b[ETH..])),
+                    None => out,
                 };
                 let k = Key {
                     src,
@@ -204,7 +303,18 @@ impl<C: StageClock> Gateway<C> {
                     Action::Accept if !self.npt_out(pkt, out, proto, off) => {
                         Verdict::Drop(DropReason::NotRoutable)
                     }
-                    Action::Accept => self.router.process(pkt, in_port),
+                    Action::Accept => {
+                        if let Some(o) = masq {
+                            let sport = o.sport;
+                            nat::rewrite_icmp_error6(
+                                &mut pkt.bytes_mut()[ETH..],
+                                off,
+                                o.src,
+                                sport,
+                            );
+                        }
+                        self.router.process(pkt, in_port)
+                    }
                     a => self.refuse(pkt, in_port, a, false),
                 };
             }
@@ -231,6 +341,13 @@ impl<C: StageClock> Gateway<C> {
                 return self.invalid(pkt, in_port, &t, flags, out);
             }
             self.ct.account(i, reply, bytes, flags, in_port);
+            let f = self.ct.flow(i);
+            if f.nat() {
+                // Masqueraded (NAT64's flows do not come this way).
+                let (to, d) = (f.translated(reply), f.nat_deltas(reply).1);
+                nat::rewrite6_flow(&mut pkt.bytes_mut()[ETH..], proto, off, &to, d);
+                return self.router.process(pkt, in_port);
+            }
             if !self.npt_out(pkt, out, proto, off) {
                 return Verdict::Drop(DropReason::NotRoutable);
             }
@@ -258,16 +375,60 @@ impl<C: StageClock> Gateway<C> {
                 return self.refuse(pkt, in_port, a, tcp);
             }
         }
-        if !self.npt_out(pkt, Some(out), proto, off) {
-            return Verdict::Drop(DropReason::NotRoutable);
-        }
-        match self.ct.open(t, t.reverse(), flags, seg.as_ref()) {
+        // IPv6 masquerade: the reply tuple to the interface's address
+        // and a port of this worker's.
+        let reply = match self.nat.masq6_for(out, src) {
+            Some(_) if has_ports6(proto, flags) => {
+                let Some((a, _)) = self.router.source6(out) else {
+                    return Verdict::Drop(DropReason::NotRoutable);
+                };
+                let mut r = Tuple {
+                    src: dst,
+                    dst: u128::from(a),
+                    sport: dport,
+                    dport: sport,
+                    proto,
+                    zone: 0,
+                };
+                self.next_port_of(&mut r);
+                let first = r.hash();
+                if self.pick_port(&mut r, first).is_none() {
+                    self.nat_events[nat::Event::Exhausted as usize] += 1;
+                    return Verdict::Drop(DropReason::NatExhausted);
+                }
+                r
+            }
+            _ => {
+                if !self.npt_out(pkt, Some(out), proto, off) {
+                    return Verdict::Drop(DropReason::NotRoutable);
+                }
+                t.reverse()
+            }
+        };
+        match self.ct.open(t, reply, flags, seg.as_ref()) {
             Ok(i) => {
                 self.ct.account(i, false, bytes, flags, in_port);
+                let f = self.ct.flow(i);
+                if f.nat() {
+                    self.nat_events[nat::Event::Mapped as usize] += 1;
+                    let (to, d) = (f.translated(false), f.nat_deltas(false).1);
+                    nat::rewrite6_flow(&mut pkt.bytes_mut()[ETH..], proto, off, &to, d);
+                }
                 self.router.process(pkt, in_port)
             }
             Err(Refused::Full) => Verdict::Drop(DropReason::CtFull),
             Err(_) => Verdict::Drop(DropReason::CtClash),
         }
+    }
+}
+
+/// Whether an IPv6 packet of protocol `proto` (flags `flags`: an ICMPv6
+/// type and code) has ports IPv6 masquerade can pick: TCP, UDP, an echo
+/// request or reply.
+fn has_ports6(proto: u8, flags: u16) -> bool {
+    match proto {
+        IpProto::TCP | IpProto::UDP => true,
+        IpProto::ICMPV6 => matches!(flags >> 8, 128 | 129),
+        _ => false,
     }
 }

@@ -193,7 +193,7 @@ impl<C: StageClock> Gateway<C> {
             let k = if k < len { k } else { k % len };
             let p = (u32::from(range.lo) + k) as u16;
             r.dport = p;
-            if r.proto == IpProto::ICMP {
+            if r.proto == IpProto::ICMP || r.proto == IpProto::ICMPV6 {
                 r.sport = p;
             }
         }

@@ -136,6 +136,7 @@ fn nat_cfg(ports: PortRange) -> NatConfig {
         no_hairpin: false,
         npt: vec![],
         nat64: vec![],
+        masq6: vec![],
     }
 }
 
@@ -1811,6 +1812,7 @@ mod vlan {
                 no_hairpin: false,
                 npt: vec![],
                 nat64: vec![],
+                masq6: vec![],
             }),
             ct_capacity: 64,
             timeouts: Timeouts::default(),
@@ -2124,6 +2126,7 @@ fn stage_clock_switches_while_flows_go_on() {
 }
 
 mod fragments;
+mod masq6;
 
 /// Deterministic NAT with two workers: each inside host's flows leave
 /// from the address and block its offset gives it, each worker's from its

@@ -437,7 +437,7 @@ impl Router {
     }
 
     /// The address `port` sends from (its first IPv6 address) and its MAC.
-    fn source6(&self, port: u16) -> Option<(Ipv6Addr, MacAddr)> {
+    pub(crate) fn source6(&self, port: u16) -> Option<(Ipv6Addr, MacAddr)> {
         let i = self.iface(port)?;
         Some((i.ipv6.first()?.0, i.mac))
     }
