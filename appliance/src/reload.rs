@@ -216,7 +216,7 @@ pub fn restart_needed(old: &Config, new: &Config) -> Vec<String> {
     {
         d.push("conntrack size, timeouts or window tracking".into());
     }
-    if a.mss_limits != b.mss_limits {
+    if a.mss_limits != b.mss_limits || a.mss_rules != b.mss_rules {
         d.push("clamp_mss".into());
     }
     d

@@ -103,5 +103,6 @@ pub fn build_gateway(cfg: &Config, workers: u16) -> GatewayConfig {
         tcp_window: g.ct_tcp_window,
         workers: workers.max(1),
         mss_limits: g.mss_limits.clone().into(),
+        mss_rules: g.mss_rules.clone().into(),
     }
 }

@@ -5,7 +5,8 @@
 //! without clamping both negotiate 1,460-byte segments; with
 //! `clamp_mss = "pmtu"` on the outside port the client's SYN and the
 //! server's SYN+ACK cross it with 1,360, and each end's kernel sends
-//! segments that fit. Needs root, `ip` and `python3`; skipped without
+//! segments that fit; clamping rules (`[[firewall.clamp_mss]]`) clamp
+//! only the SYNs they match (by interface each way, and address). Needs root, `ip` and `python3`; skipped without
 //! them unless `CI` is set. The namespaces end with the test, passed or
 //! failed.
 
@@ -90,8 +91,9 @@ c.close()
 "#;
 
 /// The client's and the server's segment sizes through Sluice, with the
-/// outside port's `clamp` line; the SYNs Sluice clamped.
-fn through(n: &Nets, dir: &std::path::Path, clamp: &str) -> (u32, u32, u64) {
+/// outside port's `clamp` line and `rules` at the config's end; the SYNs
+/// Sluice clamped.
+fn through(n: &Nets, dir: &std::path::Path, clamp: &str, rules: &str) -> (u32, u32, u64) {
     let (c, r) = (&n.0[0], &n.0[1]);
     let sock = dir.join("sluice.sock");
     let cfg = dir.join("r.toml");
@@ -99,7 +101,8 @@ fn through(n: &Nets, dir: &std::path::Path, clamp: &str) -> (u32, u32, u64) {
         &cfg,
         CONFIG
             .replace("CLAMP", clamp)
-            .replace("SOCK", &sock.display().to_string()),
+            .replace("SOCK", &sock.display().to_string())
+            + rules,
     )
     .unwrap();
     let sluice = common::sluice_in(r, &cfg, &sock);
@@ -134,16 +137,28 @@ fn syns_through_a_narrow_port_are_clamped_to_fit_it() {
     std::thread::sleep(std::time::Duration::from_millis(300));
 
     // Without clamping: 1,460 each way (less a timestamp option's 12).
-    let (client, server, clamped) = through(&n, &dir, "");
+    let (client, server, clamped) = through(&n, &dir, "", "");
     assert_eq!((client, server, clamped), (1448, 1448, 0), "not clamped");
     // Clamped to the outside port's MTU less 40: 1,360 (less 12).
-    let (client, server, clamped) = through(&n, &dir, "clamp_mss = \"pmtu\"");
+    let (client, server, clamped) = through(&n, &dir, "clamp_mss = \"pmtu\"", "");
     assert_eq!(
         (client, server, clamped),
         (1348, 1348, 2),
         "the SYN and the SYN+ACK clamped"
     );
-    let (client, server, _) = through(&n, &dir, "clamp_mss = 1200");
+    let (client, server, _) = through(&n, &dir, "clamp_mss = 1200", "");
     assert_eq!((client, server), (1188, 1188), "clamped to 1,200");
+    // A clamping rule for SYNs leaving by the outside port only: the
+    // client's SYN is clamped (the server sends smaller segments), the
+    // server's SYN+ACK is not.
+    let out_only = "\n[[firewall.clamp_mss]]\nout = \"outside\"\nmss = \"pmtu\"\n";
+    let (client, server, clamped) = through(&n, &dir, "", out_only);
+    assert_eq!((client, server, clamped), (1448, 1348, 1), "out only");
+    // And one for those coming in by it, from the server.
+    let both = format!(
+        "{out_only}\n[[firewall.clamp_mss]]\nin = \"outside\"\nsrc = \"198.19.0.2/32\"\nmss = 1300\n"
+    );
+    let (client, server, clamped) = through(&n, &dir, "", &both);
+    assert_eq!((client, server, clamped), (1288, 1348, 2), "both ways");
     let _ = std::fs::remove_dir_all(&dir);
 }

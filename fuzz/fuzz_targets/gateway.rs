@@ -86,6 +86,7 @@ fn gateway() -> Gateway {
             tcp_window: true,
             workers: 1,
             mss_limits: Default::default(),
+            mss_rules: Default::default(),
         }
     });
     Gateway::new(router(), cfg, 0)
@@ -119,6 +120,15 @@ fn nat() -> NatConfig {
             (0x2001_0db8_0099_u128 << 80, 48),
         )
         .unwrap()],
+        // NAT64 out of port 1 from its address, and IPv6 masquerade of
+        // another inside prefix there.
+        nat64: vec![
+            pipeline::nat64::Nat64::new(pipeline::nat64::WELL_KNOWN, 1, vec![]).unwrap(),
+        ],
+        masq6: vec![pipeline::nat::Masq6 {
+            out_port: 1,
+            src: (0x2001_0db8_0020_u128 << 80, 48),
+        }],
         ..NatConfig::default()
     }
 }

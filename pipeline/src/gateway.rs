@@ -82,6 +82,8 @@ pub struct GatewayConfig {
     /// over IPv4 and over IPv6 (`clamp_mss`; `u16::MAX`, or no entry:
     /// not clamped).
     pub mss_limits: Arc<[[u16; 2]]>,
+    /// Clamping rules, first match wins (`[[firewall.clamp_mss]]`).
+    pub mss_rules: Arc<[mss::MssRule]>,
 }
 
 /// Per-rule hit counters of one worker, published on each tick.
@@ -179,13 +181,30 @@ struct MssClamp {
     any: bool,
     /// A held SYN's copy, clamped on its way out ([`Gateway::emit`]).
     scratch: Vec<u8>,
+    /// [`GatewayConfig::mss_rules`].
+    rules: Arc<[mss::MssRule]>,
+    /// The addresses of the SYN being forwarded, as it came in, the
+    /// interface its destination routed to then, and its sequence and
+    /// acknowledgment numbers (which NAT leaves alone: they name it when
+    /// it leaves after its neighbour was resolved) (for the rules).
+    seen: Option<(u128, u128, Option<u16>, u64)>,
+    /// SYNs the router held for their neighbour, to clamp by the rules
+    /// when they leave ([`Gateway::emit`]): their numbers, the interface
+    /// they came in on and their addresses as they came in.
+    held: [Option<HeldSyn>; 4],
+    /// Where the next held SYN is written in `held`.
+    held_next: usize,
 }
 
 impl MssClamp {
-    fn new(limits: &Arc<[[u16; 2]]>) -> Self {
-        let any = limits.iter().any(|l| l.iter().any(|&m| m != u16::MAX));
+    fn new(limits: &Arc<[[u16; 2]]>, rules: &Arc<[mss::MssRule]>) -> Self {
+        let any = limits.iter().any(|l| l.iter().any(|&m| m != u16::MAX)) || !rules.is_empty();
         MssClamp {
             limits: limits.clone(),
+            rules: rules.clone(),
+            seen: None,
+            held: [None; 4],
+            held_next: 0,
             any,
             scratch: if any {
                 Vec::with_capacity(16384)
@@ -200,6 +219,35 @@ impl MssClamp {
     fn limit(&self, i: u16, v6: bool) -> u16 {
         mss_limit(&self.limits, i, v6)
     }
+}
+
+/// A SYN the router held for its neighbour, as the clamping rules need
+/// it: its sequence and acknowledgment numbers, the interface it came in
+/// on, its source and destination as it came in.
+type HeldSyn = (u64, u16, (u128, u128));
+
+/// Frame `b` (a SYN in on `in_if`, out by `o`, `addrs` its source and
+/// destination as it came in) clamped by the first of `rules` that
+/// matches it (`mtu`: an interface's MTU); whether its MSS was lowered.
+fn rule_clamp(
+    rules: &[mss::MssRule],
+    mtu: impl Fn(u16) -> u16,
+    b: &mut [u8],
+    in_if: u16,
+    o: u16,
+    (src, dst): (u128, u128),
+) -> bool {
+    let Some(r) = rules.iter().find(|r| r.matches(in_if, o, src, dst)) else {
+        return false;
+    };
+    let path = mtu(in_if).min(mtu(o));
+    let clamp = r.clamp;
+    let limit = |v6: bool| match clamp {
+        mss::Clamp::Pmtu => path.saturating_sub(mss::headers(v6)),
+        mss::Clamp::Max(n) => n,
+        mss::Clamp::Off => u16::MAX,
+    };
+    mss::clamp(b, limit)
 }
 
 /// Interface `i`'s entry of `limits` ([`GatewayConfig::mss_limits`]) over
@@ -313,7 +361,7 @@ impl<C: StageClock> Clone for Gateway<C> {
             min_mtu: self.min_mtu,
             worker: self.worker,
             workers: self.workers,
-            mss: MssClamp::new(&self.mss.limits),
+            mss: MssClamp::new(&self.mss.limits, &self.mss.rules),
             nat64_id: self.nat64_id,
             clock: self.clock.clone(),
         }
@@ -491,7 +539,7 @@ impl<C: StageClock> Gateway<C> {
             min_mtu,
             worker,
             workers: cfg.workers.max(1),
-            mss: MssClamp::new(&cfg.mss_limits),
+            mss: MssClamp::new(&cfg.mss_limits, &cfg.mss_rules),
             nat64_id: 0,
             router,
             rules: cfg.rules.clone(),
@@ -728,6 +776,47 @@ impl<C: StageClock> Gateway<C> {
     #[cold]
     #[inline(never)]
     fn clamp_mss<P: Frame>(&mut self, pkt: &mut P, iface: u16) {
+        if !self.mss.rules.is_empty() {
+            self.clamp_seen(pkt, iface);
+        }
+        self.clamp_port(pkt, iface);
+    }
+
+    /// A SYN coming in on `iface`, with clamping rules: clamped by the
+    /// first that matches it on its way to the interface its destination
+    /// routes to, now (before the router may hold it for its next hop);
+    /// its addresses and that interface kept for [`Gateway::clamp_post`]
+    /// (a destination NAT sends it elsewhere, and a SYN to the router's
+    /// own address is clamped there, once its way is known).
+    #[cold]
+    #[inline(never)]
+    fn clamp_seen<P: Frame>(&mut self, pkt: &mut P, iface: u16) {
+        // To one of the router's own addresses (a reply to a translated
+        // flow, a port forward): where it goes is known once conntrack
+        // and NAT have seen it (`clamp_post`).
+        let numbers = mss::syn_numbers(pkt.bytes());
+        self.mss.seen = mss::syn_addrs(pkt.bytes()).map(|(src, dst)| {
+            let out = if dst >> 32 == 0xffff {
+                let d = addr4(dst);
+                (!self.router.is_local4(d))
+                    .then(|| self.router.route4(d, 0))
+                    .flatten()
+            } else {
+                (!self.router.is_local6(dst))
+                    .then(|| self.router.route6(dst, 0))
+                    .flatten()
+            };
+            (src, dst, out, numbers.unwrap_or(0))
+        });
+        if let Some((src, dst, Some(o), _)) = self.mss.seen {
+            self.clamp_rule(pkt, iface, o, src, dst);
+        }
+    }
+
+    /// [`Gateway::clamp_mss`] for interface `iface`'s `clamp_mss` alone.
+    #[cold]
+    #[inline(never)]
+    fn clamp_port<P: Frame>(&mut self, pkt: &mut P, iface: u16) {
         let mss = &self.mss;
         if mss
             .limits
@@ -750,8 +839,33 @@ impl<C: StageClock> Gateway<C> {
         if let Verdict::Forward(o) = v {
             let m = &self.mss;
             if (0..2).any(|f| m.limit(o, f == 1) < m.limit(in_if, f == 1)) {
-                self.clamp_mss(pkt, o);
+                self.clamp_port(pkt, o);
             }
+            match self.mss.seen.take() {
+                // Held for its neighbour (the frame is now the ARP or ND
+                // request): clamped when it leaves.
+                Some((src, dst, _, n)) if mss::syn_at(pkt.bytes()).is_none() => {
+                    let m = &mut self.mss;
+                    m.held[m.held_next] = Some((n, in_if, (src, dst)));
+                    m.held_next = (m.held_next + 1) % m.held.len();
+                }
+                Some((src, dst, routed, _)) if routed != Some(o) => {
+                    self.clamp_rule(pkt, in_if, o, src, dst);
+                }
+                _ => {}
+            }
+        }
+    }
+
+    /// A forwarded SYN (in on `in_if`, out by `o`, from `src` to `dst` as
+    /// it came in) clamped by the first clamping rule that matches it.
+    #[cold]
+    #[inline(never)]
+    fn clamp_rule<P: Frame>(&mut self, pkt: &mut P, in_if: u16, o: u16, src: u128, dst: u128) {
+        let router = &self.router;
+        let mtu = |i: u16| router.iface(i).map_or(u16::MAX, |f| f.mtu);
+        if rule_clamp(&self.mss.rules, mtu, pkt.bytes_mut(), in_if, o, (src, dst)) {
+            self.nat_events[nat::Event::MssClamped as usize] += 1;
         }
     }
 
@@ -1066,8 +1180,22 @@ impl<C: StageClock> ForwardMode for Gateway<C> {
                 ..
             } = self;
             let MssClamp {
-                limits, scratch, ..
+                limits,
+                scratch,
+                rules,
+                held,
+                ..
             } = mss;
+            // The interfaces' MTUs as the rules read them (the router is
+            // lent to its emit).
+            let mut mtus = [u16::MAX; 64];
+            let waiting = held.iter().any(Option::is_some);
+            for (i, m) in mtus.iter_mut().enumerate().take_while(|_| waiting) {
+                match router.iface(i as u16) {
+                    Some(f) => *m = f.mtu,
+                    None => break,
+                }
+            }
             let mut clamped = |port: u16, f: &[u8]| {
                 let limit = |v6: bool| mss_limit(limits, port, v6);
                 if f.len() > scratch.capacity() || mss::syn_at(f).is_none() {
@@ -1075,7 +1203,17 @@ impl<C: StageClock> ForwardMode for Gateway<C> {
                 }
                 scratch.clear();
                 scratch.extend_from_slice(f);
-                if mss::clamp(scratch, limit) {
+                let n = mss::syn_numbers(f);
+                let by_rule = held
+                    .iter_mut()
+                    .find(|h| h.is_some_and(|(k, _, _)| Some(k) == n))
+                    .and_then(Option::take);
+                let mut lowered = mss::clamp(scratch, limit);
+                if let Some((_, in_if, addrs)) = by_rule {
+                    let mtu = |i: u16| mtus.get(usize::from(i)).copied().unwrap_or(u16::MAX);
+                    lowered |= rule_clamp(rules, mtu, scratch, in_if, port, addrs);
+                }
+                if lowered {
                     nat_events[nat::Event::MssClamped as usize] += 1;
                     send(port, scratch)
                 } else {

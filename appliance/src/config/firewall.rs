@@ -9,6 +9,7 @@ use super::typed::GatewaySetup;
 use super::Ctx;
 use pipeline::acl::{parse_classbench, v4_prefix, Rule};
 use pipeline::firewall::{state, status, Action, CtMatch, FwRule, RejectWith, MAX_DNAT_ENTRIES};
+use pipeline::gateway::mss::{Clamp, MssRule};
 use pipeline::nat::NatConfig;
 use std::collections::BTreeMap;
 use std::net::{IpAddr, Ipv4Addr};
@@ -257,6 +258,56 @@ fn check_firewall(
         out.dedup();
         out
     };
+    for (ri, r) in fw.clamp_mss.iter().enumerate() {
+        let k = |f: &str| format!("firewall.clamp_mss[{ri}].{f}");
+        let clamp = match r.mss.get_ref() {
+            super::schema::RawClamp::Word(w) if w == "pmtu" => Clamp::Pmtu,
+            super::schema::RawClamp::Bytes(n) if (536..=65495).contains(n) => Clamp::Max(*n as u16),
+            super::schema::RawClamp::Bytes(n) => {
+                cx.err(&r.mss, k("mss"), format!("{n}: an MSS is 536..=65495 bytes (RFC 9293's least, and the most an IPv4 packet holds)"));
+                continue;
+            }
+            super::schema::RawClamp::Word(w) => {
+                cx.err(
+                    &r.mss,
+                    k("mss"),
+                    format!("`{w}`: expected \"pmtu\" or a number of bytes"),
+                );
+                continue;
+            }
+        };
+        let mut pfx = [None, None];
+        let mut family = None;
+        for (slot, (v, key)) in pfx.iter_mut().zip([(&r.src, "src"), (&r.dst, "dst")]) {
+            if let Some(v) = v {
+                match prefix(v.get_ref()) {
+                    Ok((a, l, is4)) => {
+                        if family.is_some_and(|f| f != is4) {
+                            cx.err(v, k(key), "src and dst must be the same IP version");
+                        }
+                        family = Some(is4);
+                        *slot = Some((a, l));
+                    }
+                    Err(e) => cx.err(v, k(key), e),
+                }
+            }
+        }
+        let in_ports = r
+            .in_
+            .as_ref()
+            .map_or(Vec::new(), |v| resolve(cx, v, k("in")));
+        let out_ports = r
+            .out
+            .as_ref()
+            .map_or(Vec::new(), |v| resolve(cx, v, k("out")));
+        g.mss_rules.push(MssRule {
+            in_ports,
+            out_ports,
+            src: pfx[0],
+            dst: pfx[1],
+            clamp,
+        });
+    }
     for (ri, r) in fw.rule.iter().enumerate() {
         let k = |f: &str| format!("firewall.rule[{ri}].{f}");
         let rs = r.get_ref();

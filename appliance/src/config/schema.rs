@@ -596,6 +596,21 @@ pub(super) struct RawFirewall {
     pub(super) classbench_action: Option<Spanned<String>>,
     #[serde(default)]
     pub(super) rule: Vec<Spanned<RawRule>>,
+    #[serde(default)]
+    pub(super) clamp_mss: Vec<RawMssRule>,
+}
+
+/// `[[firewall.clamp_mss]]`: a clamping rule.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawMssRule {
+    #[serde(rename = "in")]
+    pub(super) in_: Option<Spanned<OneOrMany>>,
+    pub(super) out: Option<Spanned<OneOrMany>>,
+    pub(super) src: Option<Spanned<String>>,
+    pub(super) dst: Option<Spanned<String>>,
+    /// "pmtu" or a number of bytes.
+    pub(super) mss: Spanned<RawClamp>,
 }
 
 #[derive(Debug, Deserialize)]

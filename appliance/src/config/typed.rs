@@ -534,6 +534,8 @@ pub struct GatewaySetup {
     /// SYN's MSS may say entering or leaving through it, over IPv4 and
     /// IPv6 (`clamp_mss`; `u16::MAX`: not clamped; empty: none clamps).
     pub mss_limits: Vec<[u16; 2]>,
+    /// `[[firewall.clamp_mss]]`: clamping rules, first match wins.
+    pub mss_rules: Vec<pipeline::gateway::mss::MssRule>,
 }
 
 impl Default for GatewaySetup {
@@ -548,6 +550,7 @@ impl Default for GatewaySetup {
             ct_tcp_window: true,
             timeouts: Timeouts::default(),
             mss_limits: Vec::new(),
+            mss_rules: Vec::new(),
         }
     }
 }

@@ -24,6 +24,66 @@ pub enum Clamp {
     Max(u16),
 }
 
+/// A clamping rule (`[[firewall.clamp_mss]]`; nftables' `tcp flags syn
+/// tcp option maxseg size set rt mtu` with its matches in a forward
+/// chain): a TCP SYN or SYN+ACK forwarded from an interface of `in_ports`
+/// to one of `out_ports` (empty: any), from `src` to `dst` as it came in
+/// (`None`: any; IPv4 mapped), has its MSS clamped as `clamp` says
+/// ([`Clamp::Pmtu`]: to the smaller MTU of the two interfaces).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MssRule {
+    /// Interfaces the SYN comes in on.
+    pub in_ports: Vec<u16>,
+    /// Interfaces it leaves by.
+    pub out_ports: Vec<u16>,
+    /// Source prefix.
+    pub src: Option<(u128, u8)>,
+    /// Destination prefix.
+    pub dst: Option<(u128, u8)>,
+    /// The clamp.
+    pub clamp: Clamp,
+}
+
+impl MssRule {
+    /// Whether a SYN from `src` to `dst`, in on `i` and out by `o`, is
+    /// this rule's.
+    pub fn matches(&self, i: u16, o: u16, src: u128, dst: u128) -> bool {
+        (self.in_ports.is_empty() || self.in_ports.contains(&i))
+            && (self.out_ports.is_empty() || self.out_ports.contains(&o))
+            && self.src.is_none_or(|p| crate::prefix::in6(src, p))
+            && self.dst.is_none_or(|p| crate::prefix::in6(dst, p))
+    }
+}
+
+/// The addresses (IPv4 mapped) of the untagged frame `b` if it carries a
+/// TCP SYN [`clamp`] would look at.
+pub(super) fn syn_addrs(b: &[u8]) -> Option<(u128, u128)> {
+    let (_, v6) = syn_at(b)?;
+    let l3 = b.get(14..)?;
+    let a = |r: std::ops::Range<usize>| -> Option<u128> {
+        let s = l3.get(r)?;
+        Some(if v6 {
+            u128::from_be_bytes(s.try_into().ok()?)
+        } else {
+            crate::acl::v4(u32::from_be_bytes(s.try_into().ok()?))
+        })
+    };
+    if v6 {
+        Some((a(8..24)?, a(24..40)?))
+    } else {
+        Some((a(12..16)?, a(16..20)?))
+    }
+}
+
+/// The sequence and acknowledgment numbers of the untagged or tagged
+/// frame `b` if it carries a TCP SYN [`clamp`] would look at (NAT leaves
+/// them alone: they name a SYN before and after it).
+pub(super) fn syn_numbers(b: &[u8]) -> Option<u64> {
+    let (at, _) = syn_at(b)?;
+    let n = b.get(at + 4..at + 12)?;
+    Some(u64::from_be_bytes(n.try_into().ok()?))
+}
+
 /// The IP and TCP headers' bytes below an MTU: the MSS that fills it.
 pub const fn headers(v6: bool) -> u16 {
     if v6 {

@@ -150,6 +150,7 @@ fn config_with(rules: Vec<FwRule>, default: Action, nat: NatConfig, cap: usize) 
         tcp_window: true,
         workers: 1,
         mss_limits: Default::default(),
+        mss_rules: Default::default(),
     }
 }
 
@@ -371,6 +372,64 @@ fn syns_crossing_a_clamped_port_have_their_mss_lowered() {
     assert_eq!(v, [Verdict::Forward(1); 2]);
     for f in &burst {
         assert_eq!(mss_of(f), 1452);
+        assert!(valid(f));
+    }
+    g.tick(2 * S);
+    assert_eq!(event(&g, "tcp_mss_clamped"), 4);
+}
+
+/// Clamping rules (`[[firewall.clamp_mss]]`): the first that matches a
+/// forwarded SYN (interfaces, and addresses as it came in, before NAT)
+/// clamps it, in either direction; one from another host, or the other
+/// way, is left alone; "pmtu" is the smaller MTU of the two interfaces
+/// less the headers; through `process` and the burst path alike.
+#[test]
+fn clamping_rules_clamp_the_syns_they_match() {
+    use crate::gateway::mss::{Clamp, MssRule};
+    let mut cfg = config_with(vec![], Action::Accept, nat_cfg(PortRange::default()), 1024);
+    cfg.mss_rules = Arc::from(vec![
+        MssRule {
+            in_ports: vec![0],
+            out_ports: vec![1],
+            src: Some(crate::acl::v4_prefix(CLIENT.parse().unwrap(), 32)),
+            dst: None,
+            clamp: Clamp::Max(1200),
+        },
+        MssRule {
+            in_ports: vec![1],
+            out_ports: vec![],
+            src: None,
+            dst: None,
+            clamp: Clamp::Pmtu,
+        },
+    ]);
+    let mut g = Gateway::new(router(), &cfg, 0);
+    g.tick(S);
+    let four = [0u8; 4];
+    let mut syn = with_mss(pkt(R0, CLIENT, 40000, SERVER, 80, 6, 0x02, &four), 1460);
+    assert_eq!(g.process(&mut syn, 0), Verdict::Forward(1));
+    assert_eq!(mss_of(&syn), 1200, "the first rule: this client's, out");
+    assert!(valid(&syn), "checksums after NAT and the clamp");
+    // Another host's SYN: no rule of its.
+    let mut other = with_mss(pkt(R0, CLIENT2, 40000, SERVER, 80, 6, 0x02, &four), 1460);
+    assert_eq!(g.process(&mut other, 0), Verdict::Forward(1));
+    assert_eq!(mss_of(&other), 1460);
+    // The SYN+ACK, in on the outside: the second rule, to the path's MTU.
+    let mut synack = with_mss(reply_to(&syn, R1, 0x12), 8960);
+    assert_eq!(g.process(&mut synack, 1), Verdict::Forward(0));
+    assert_eq!(mss_of(&synack), 1460, "1,500 less 40");
+    assert!(valid(&synack));
+    // The burst path.
+    let mut burst: Vec<Vec<u8>> = (0..2)
+        .map(|i| with_mss(pkt(R0, CLIENT, 41000 + i, SERVER, 80, 6, 0x02, &four), 1460))
+        .collect();
+    let mut v = vec![Verdict::Drop(DropReason::Filtered); 2];
+    if let Some(x) = g.process_burst(&mut burst, 0, &mut v) {
+        v.fill(x);
+    }
+    assert_eq!(v, [Verdict::Forward(1); 2]);
+    for f in &burst {
+        assert_eq!(mss_of(f), 1200);
         assert!(valid(f));
     }
     g.tick(2 * S);
@@ -1189,6 +1248,7 @@ fn two_workers() -> Vec<Gateway> {
         tcp_window: true,
         workers: 2,
         mss_limits: Default::default(),
+        mss_rules: Default::default(),
     };
     let mut w: Vec<Gateway> = (0..2).map(|i| Gateway::new(router(), &cfg, i)).collect();
     for g in &mut w {
@@ -1819,6 +1879,7 @@ mod vlan {
             tcp_window: true,
             workers,
             mss_limits: Default::default(),
+            mss_rules: Default::default(),
         }
     }
 

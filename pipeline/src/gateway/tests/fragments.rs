@@ -225,6 +225,7 @@ fn ipv6_fragments_follow_their_first() {
         tcp_window: true,
         workers: 1,
         mss_limits: Default::default(),
+        mss_rules: Default::default(),
     };
     let mut g = Gateway::new(Router::new(cfg), &gcfg, 0);
     g.tick(S);
