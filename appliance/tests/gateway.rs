@@ -160,7 +160,20 @@ fn two_workers_hand_nat_traffic_to_the_owner() {
     assert!(wan.drops.handed_off > 1000, "{}", s.text());
     let to_router = wan.drops.stage.get("to_router").copied().unwrap_or(0);
     let full = wan.drops.stage.get("handoff_full").copied().unwrap_or(0);
-    assert!(to_router > 5000, "{}", s.text());
+    // Each packet to the NAT address was the router's in the end: answered
+    // port unreachable within the ICMP rate, or dropped as `to_router`
+    // (what the offered load was, on a busy machine, does not matter).
+    let answered: u64 = s
+        .cores
+        .iter()
+        .map(|c| c.events.get("icmp_unreachable").copied().unwrap_or(0))
+        .sum();
+    assert!(to_router > 1000, "{}", s.text());
+    assert!(
+        (to_router + answered + full) * 100 >= wan.rx_pkts * 95,
+        "{}",
+        s.text()
+    );
     assert!(full * 100 <= wan.drops.handed_off, "{}", s.text());
     assert_eq!(
         s.ports[0].drops.stage.values().sum::<u64>(),

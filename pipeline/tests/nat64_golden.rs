@@ -148,12 +148,30 @@ fn cases() -> Vec<(String, Vec<Step>)> {
 
 #[test]
 fn translations_match_scapys() {
+    check_golden(false);
+}
+
+/// The same through the burst path (NAT64's lanes), a burst a packet.
+#[test]
+fn burst_path_translations_match_scapys() {
+    check_golden(true);
+}
+
+fn check_golden(burst: bool) {
     let cases = cases();
     assert_eq!(cases.len(), 8, "every case read");
     for (name, steps) in cases {
         let mut g = gateway();
         for (n, (i, mut f, o, want)) in steps.into_iter().enumerate() {
-            let v = g.process(&mut f, i);
+            let v = if burst {
+                let mut one = [f];
+                let mut v = [Verdict::Forward(u16::MAX)];
+                let all = g.process_burst(&mut one, i, &mut v);
+                [f] = one;
+                all.unwrap_or(v[0])
+            } else {
+                g.process(&mut f, i)
+            };
             assert_eq!(v, Verdict::Forward(o), "{name} step {n}");
             if f != want {
                 let diff: Vec<usize> = (0..f.len().max(want.len()))

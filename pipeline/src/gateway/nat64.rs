@@ -577,8 +577,11 @@ pub(super) fn plain_nat64(
     mac: [u8; 6],
     is_nat64: impl Fn(u128) -> bool,
 ) -> Option<(Tuple, u16)> {
-    let h = b.get(..ETH + 48)?;
-    if h[0..6] != mac || h[12..14] != EtherType::IPV6.to_be_bytes() || h[ETH] >> 4 != 6 {
+    // The Ethernet and IPv6 headers and the first 8 bytes of the upper
+    // layer as a fixed array: no bounds checks on the reads below (as
+    // `plain_l4` reads IPv4's).
+    let h: &[u8; ETH + 48] = b.get(..ETH + 48)?.try_into().ok()?;
+    if h[..6] != mac || h[12..14] != EtherType::IPV6.to_be_bytes() || h[ETH] >> 4 != 6 {
         return None;
     }
     let l3 = &h[ETH..];
@@ -587,20 +590,26 @@ pub(super) fn plain_nat64(
     if hop <= 1 || ETH + 40 + plen > b.len() {
         return None;
     }
-    let addr = |i: usize| u128::from_be_bytes(l3[i..i + 16].try_into().expect("16 bytes"));
-    let dst = addr(24);
+    let be16 = |i: usize| u16::from_be_bytes([l3[i], l3[i + 1]]);
+    let (sport, dport, flags) = match proto {
+        IpProto::TCP if plen >= 20 => {
+            // Inside the frame: `plen` (at least 20) fits in it.
+            let f = b.get(ETH + 52..ETH + 54)?;
+            (be16(40), be16(42), u16::from(f[1]) | u16::from(f[0] & 1) << 8)
+        }
+        IpProto::UDP if plen >= 8 => (be16(40), be16(42), 0),
+        IpProto::ICMPV6 if plen >= 8 && matches!(l3[40], 128 | 129) => {
+            (be16(44), be16(44), be16(40))
+        }
+        _ => return None,
+    };
+    let dst = u128::from_be_bytes(l3[24..40].try_into().ok()?);
     if !is_nat64(dst) {
         return None;
     }
-    let l4 = &b[ETH + 40..ETH + 40 + plen];
-    match (proto, l4.first()) {
-        (IpProto::TCP | IpProto::UDP, _) | (IpProto::ICMPV6, Some(128 | 129)) => {}
-        _ => return None,
-    }
-    let (sport, dport, flags) = ports(proto, l4, true).ok()??;
     Some((
         Tuple {
-            src: addr(8),
+            src: u128::from_be_bytes(l3[8..24].try_into().ok()?),
             dst,
             sport,
             dport,
