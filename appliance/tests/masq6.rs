@@ -60,39 +60,6 @@ to = "masquerade"
 socket = "SOCK"
 "#;
 
-/// Answers each connection with the address it came from.
-const SERVER: &str = r#"
-import socket
-s = socket.socket(socket.AF_INET6)
-s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-s.bind(("2001:db8:ff::2", 9000))
-s.listen(4)
-while True:
-    c, a = s.accept()
-    c.sendall((a[0] + "\n").encode())
-    c.close()
-"#;
-
-/// The server's address as it saw the client; then a datagram to a
-/// closed port on a connected socket: "refused" when the translated port
-/// unreachable reaches it.
-const CLIENT: &str = r#"
-import socket
-c = socket.create_connection(("2001:db8:ff::2", 9000), timeout=5)
-print(c.makefile().readline().strip())
-u = socket.socket(socket.AF_INET6, socket.SOCK_DGRAM)
-u.settimeout(3)
-u.connect(("2001:db8:ff::2", 9999))
-u.send(b"anyone?")
-try:
-    u.recv(100)
-    print("answered")
-except ConnectionRefusedError:
-    print("refused")
-except socket.timeout:
-    print("timeout")
-"#;
-
 #[test]
 fn an_inside_prefix_leaves_from_the_routers_address() {
     if !as_root() || !have("ip") || !have("ping") || !have("python3") {
@@ -119,8 +86,16 @@ fn an_inside_prefix_leaves_from_the_routers_address() {
     let sock = dir.join("sluice.sock");
     let cfg = dir.join("r.toml");
     std::fs::write(&cfg, CONFIG.replace("SOCK", &sock.display().to_string())).unwrap();
-    std::fs::write(dir.join("server.py"), SERVER).unwrap();
-    std::fs::write(dir.join("client.py"), CLIENT).unwrap();
+    std::fs::write(
+        dir.join("server.py"),
+        common::seen_as_server("2001:db8:ff::2", true),
+    )
+    .unwrap();
+    std::fs::write(
+        dir.join("client.py"),
+        common::seen_as_client("2001:db8:ff::2"),
+    )
+    .unwrap();
     let _sluice = common::sluice_in(r, &cfg, &sock);
     let _server = common::python_in(s, &dir.join("server.py"));
     std::thread::sleep(std::time::Duration::from_millis(500));

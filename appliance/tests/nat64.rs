@@ -61,39 +61,6 @@ out = "wan"
 socket = "SOCK"
 "#;
 
-/// Answers each TCP connection on 9000 with the address it came from.
-const ECHO_ADDR: &str = r#"
-import socket
-s = socket.socket()
-s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-s.bind(("198.19.0.2", 9000))
-s.listen(4)
-while True:
-    c, a = s.accept()
-    c.sendall((a[0] + "\n").encode())
-    c.close()
-"#;
-
-/// From the client: the server's address as it saw the client; then a
-/// datagram to a UDP port nothing listens on, on a connected socket:
-/// "refused" when the translated port unreachable reaches it.
-const CLIENT: &str = r#"
-import socket
-c = socket.create_connection(("64:ff9b::198.19.0.2", 9000), timeout=5)
-print(c.makefile().readline().strip())
-u = socket.socket(socket.AF_INET6, socket.SOCK_DGRAM)
-u.settimeout(3)
-u.connect(("64:ff9b::198.19.0.2", 9999))
-u.send(b"anyone?")
-try:
-    u.recv(100)
-    print("answered")
-except ConnectionRefusedError:
-    print("refused")
-except socket.timeout:
-    print("timeout")
-"#;
-
 #[test]
 fn an_ipv6_only_client_reaches_an_ipv4_server() {
     if !as_root()
@@ -124,8 +91,16 @@ fn an_ipv6_only_client_reaches_an_ipv4_server() {
     let sock = dir.join("sluice.sock");
     let cfg = dir.join("r.toml");
     std::fs::write(&cfg, CONFIG.replace("SOCK", &sock.display().to_string())).unwrap();
-    std::fs::write(dir.join("echo.py"), ECHO_ADDR).unwrap();
-    std::fs::write(dir.join("client.py"), CLIENT).unwrap();
+    std::fs::write(
+        dir.join("echo.py"),
+        common::seen_as_server("198.19.0.2", false),
+    )
+    .unwrap();
+    std::fs::write(
+        dir.join("client.py"),
+        common::seen_as_client("64:ff9b::198.19.0.2"),
+    )
+    .unwrap();
     // A 3 MB file of known content for curl.
     let www = dir.join("www");
     std::fs::create_dir(&www).unwrap();

@@ -59,19 +59,6 @@ outside = "2001:db8:1::/48"
 socket = "SOCK"
 "#;
 
-/// Answers each connection with the address it came from.
-const SERVER: &str = r#"
-import socket
-s = socket.socket(socket.AF_INET6)
-s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-s.bind(("2001:db8:ff::2", 9000))
-s.listen(4)
-while True:
-    c, a = s.accept()
-    c.sendall((a[0] + "\n").encode())
-    c.close()
-"#;
-
 /// From the server: a datagram to the client's outside address with a hop
 /// limit of 1, on a socket that takes ICMPv6 errors (`IPV6_RECVERR`);
 /// prints the type of the error its stack matched to it, or "none" (an
@@ -134,7 +121,11 @@ fn a_sites_prefix_is_translated_both_ways() {
     let sock = dir.join("sluice.sock");
     let cfg = dir.join("r.toml");
     std::fs::write(&cfg, CONFIG.replace("SOCK", &sock.display().to_string())).unwrap();
-    std::fs::write(dir.join("server.py"), SERVER).unwrap();
+    std::fs::write(
+        dir.join("server.py"),
+        common::seen_as_server("2001:db8:ff::2", true),
+    )
+    .unwrap();
     std::fs::write(dir.join("client.py"), CLIENT).unwrap();
     let _sluice = common::sluice_in(r, &cfg, &sock);
     let _server = common::python_in(s, &dir.join("server.py"));

@@ -190,44 +190,15 @@ pub fn l4_to4(
     let (s4, d4) = (to.src.to_be_bytes(), to.dst.to_be_bytes());
     match proto {
         TCP | UDP => {
-            let at = if proto == TCP { 16 } else { 6 };
-            let (op, np) = ports_of(l4, to.sport, to.dport);
-            if l4.len() >= at + 2 {
-                let c = be16(l4, at);
-                if proto == UDP && c == 0 {
-                    // Not allowed in IPv6 (RFC 8200 8.1); a quote's only.
-                } else {
-                    let old = sum(&src6, sum(&dst6, op));
-                    let new = sum(&s4, sum(&d4, np));
-                    let c = update_sums(c, old, new);
-                    put16(l4, at, if proto == UDP && c == 0 { 0xffff } else { c });
-                }
-            }
-            write_ports(l4, to.sport, to.dport);
+            // A UDP datagram without a checksum is not allowed in IPv6
+            // (RFC 8200 8.1): a quote's only, left as it is.
+            let (old, new) = (sum(&src6, sum(&dst6, 0)), sum(&s4, sum(&d4, 0)));
+            tcp_udp(l4, proto, old, new, to.sport, to.dport);
             Some(proto)
         }
         ICMPV6 => {
             let t = query6to4(*l4.first()?)?;
-            let ow = u64::from(be16(l4, 0))
-                + if l4.len() >= 6 {
-                    u64::from(be16(l4, 4))
-                } else {
-                    0
-                };
-            let nw = (u64::from(t) << 8 | u64::from(l4[1]))
-                + if l4.len() >= 6 {
-                    u64::from(to.sport)
-                } else {
-                    0
-                };
-            if l4.len() >= 4 {
-                let old = pseudo_v6(src6, dst6, ICMPV6, len) + ow;
-                put16(l4, 2, update_sums(be16(l4, 2), old, nw));
-            }
-            l4[0] = t;
-            if l4.len() >= 6 {
-                put16(l4, 4, to.sport);
-            }
+            echo(l4, t, to.sport, pseudo_v6(src6, dst6, ICMPV6, len), 0);
             Some(ICMP)
         }
         _ => None,
@@ -249,51 +220,66 @@ pub fn l4_to6(
     let (s6, d6) = (to.src.to_be_bytes(), to.dst.to_be_bytes());
     match proto {
         TCP | UDP => {
-            let at = if proto == TCP { 16 } else { 6 };
-            let (op, np) = ports_of(l4, to.sport, to.dport);
-            write_ports(l4, to.sport, to.dport);
-            if l4.len() >= at + 2 {
-                let c = be16(l4, at);
-                if proto == UDP && c == 0 {
-                    if l4.len() as u32 != len {
-                        return None;
-                    }
-                    let c = !crate::checksum::fold(sum(l4, pseudo_v6(s6, d6, UDP, len)));
-                    put16(l4, at, if c == 0 { 0xffff } else { c });
-                } else {
-                    let old = sum(&src4, sum(&dst4, op));
-                    let new = sum(&s6, sum(&d6, np));
-                    let c = update_sums(c, old, new);
-                    put16(l4, at, if proto == UDP && c == 0 { 0xffff } else { c });
+            let (old, new) = (sum(&src4, sum(&dst4, 0)), sum(&s6, sum(&d6, 0)));
+            if !tcp_udp(l4, proto, old, new, to.sport, to.dport) {
+                if l4.len() as u32 != len {
+                    return None;
                 }
+                let c = !crate::checksum::fold(sum(l4, pseudo_v6(s6, d6, UDP, len)));
+                put16(l4, 6, if c == 0 { 0xffff } else { c });
             }
             Some(proto)
         }
         ICMP => {
             let t = query4to6(*l4.first()?)?;
-            let ow = u64::from(be16(l4, 0))
-                + if l4.len() >= 6 {
-                    u64::from(be16(l4, 4))
-                } else {
-                    0
-                };
-            let nw = (u64::from(t) << 8 | u64::from(l4[1]))
-                + if l4.len() >= 6 {
-                    u64::from(to.sport)
-                } else {
-                    0
-                };
-            if l4.len() >= 4 {
-                let new = pseudo_v6(s6, d6, ICMPV6, len) + nw;
-                put16(l4, 2, update_sums(be16(l4, 2), ow, new));
-            }
-            l4[0] = t;
-            if l4.len() >= 6 {
-                put16(l4, 4, to.sport);
-            }
+            echo(l4, t, to.sport, 0, pseudo_v6(s6, d6, ICMPV6, len));
             Some(ICMPV6)
         }
         _ => None,
+    }
+}
+
+/// A TCP/UDP header (whole, or as much as a quote holds) given ports
+/// `sport`, `dport`, its checksum updated for the pseudo-header's
+/// addresses, which sum `old` before and `new` after (RFC 1624), and the
+/// ports; false for a UDP datagram without a checksum (left without).
+fn tcp_udp(l4: &mut [u8], proto: u8, old: u64, new: u64, sport: u16, dport: u16) -> bool {
+    let at = if proto == TCP { 16 } else { 6 };
+    let (op, np) = ports_of(l4, sport, dport);
+    write_ports(l4, sport, dport);
+    if l4.len() < at + 2 {
+        return true;
+    }
+    let c = be16(l4, at);
+    if proto == UDP && c == 0 {
+        return false;
+    }
+    let c = update_sums(c, old + op, new + np);
+    put16(l4, at, if proto == UDP && c == 0 { 0xffff } else { c });
+    true
+}
+
+/// An echo request or reply (whole, or as much as a quote holds) given
+/// type `t` (the other family's) and identifier `id`, its checksum
+/// updated: `old` and `new` are the pseudo-header's sum on the side that
+/// has one (ICMPv6), 0 on the other (ICMP has none).
+fn echo(l4: &mut [u8], t: u8, id: u16, old: u64, new: u64) {
+    if l4.len() < 2 {
+        // A quote cut inside the type and code: the type alone.
+        if let Some(b) = l4.first_mut() {
+            *b = t;
+        }
+        return;
+    }
+    let has_id = l4.len() >= 6;
+    let ow = u64::from(be16(l4, 0)) + if has_id { u64::from(be16(l4, 4)) } else { 0 };
+    let nw = (u64::from(t) << 8 | u64::from(l4[1])) + if has_id { u64::from(id) } else { 0 };
+    if l4.len() >= 4 {
+        put16(l4, 2, update_sums(be16(l4, 2), old + ow, new + nw));
+    }
+    l4[0] = t;
+    if has_id {
+        put16(l4, 4, id);
     }
 }
 

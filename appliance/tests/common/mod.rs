@@ -864,3 +864,55 @@ pub fn tshark_cflow(pcap: &Path, port: u16, fields: &[&str]) -> String {
     );
     text
 }
+
+/// A Python server on `addr` port 9000 (IPv6 when `v6`) that answers each
+/// TCP connection with the address it came from: what a translation made
+/// of its client.
+#[allow(dead_code)] // Not every test binary asks where it came from.
+pub fn seen_as_server(addr: &str, v6: bool) -> String {
+    let family = if v6 {
+        "socket.AF_INET6"
+    } else {
+        "socket.AF_INET"
+    };
+    format!(
+        r#"
+import socket
+s = socket.socket({family})
+s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(("{addr}", 9000))
+s.listen(4)
+while True:
+    c, a = s.accept()
+    c.sendall((a[0] + "\n").encode())
+    c.close()
+"#
+    )
+}
+
+/// Its IPv6 client, to `addr` (an address the client reaches the server
+/// by): prints the address the server saw, then sends a datagram to a
+/// closed port on a connected socket and prints "refused" when the
+/// server's port unreachable (translated back) reaches the socket,
+/// "answered" or "timeout" otherwise.
+#[allow(dead_code)]
+pub fn seen_as_client(addr: &str) -> String {
+    format!(
+        r#"
+import socket
+c = socket.create_connection(("{addr}", 9000), timeout=5)
+print(c.makefile().readline().strip())
+u = socket.socket(socket.AF_INET6, socket.SOCK_DGRAM)
+u.settimeout(3)
+u.connect(("{addr}", 9999))
+u.send(b"anyone?")
+try:
+    u.recv(100)
+    print("answered")
+except ConnectionRefusedError:
+    print("refused")
+except socket.timeout:
+    print("timeout")
+"#
+    )
+}

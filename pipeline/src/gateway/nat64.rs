@@ -595,7 +595,11 @@ pub(super) fn plain_nat64(
         IpProto::TCP if plen >= 20 => {
             // Inside the frame: `plen` (at least 20) fits in it.
             let f = b.get(ETH + 52..ETH + 54)?;
-            (be16(40), be16(42), u16::from(f[1]) | u16::from(f[0] & 1) << 8)
+            (
+                be16(40),
+                be16(42),
+                u16::from(f[1]) | u16::from(f[0] & 1) << 8,
+            )
         }
         IpProto::UDP if plen >= 8 => (be16(40), be16(42), 0),
         IpProto::ICMPV6 if plen >= 8 && matches!(l3[40], 128 | 129) => {

@@ -197,3 +197,29 @@ fn df_is_set_above_1260_bytes() {
     assert!(!df_for(1260));
     assert!(df_for(1261));
 }
+
+/// Quotes cut anywhere inside the upper-layer header translate as far as
+/// they go, never past their end.
+#[test]
+fn cut_quotes_translate_as_far_as_they_go() {
+    let to4 = Rewrite {
+        src: 1,
+        dst: 2,
+        sport: 3,
+        dport: 4,
+    };
+    let to6 = Rewrite {
+        src: 1u128,
+        dst: 2,
+        sport: 3,
+        dport: 4,
+    };
+    for proto in [TCP, UDP, ICMPV6, ICMP] {
+        for n in 1..24 {
+            let mut l4 = vec![128u8; n];
+            let _ = l4_to4(&mut l4, proto, 24, [0; 16], [0; 16], &to4);
+            let mut l4 = vec![8u8; n];
+            let _ = l4_to6(&mut l4, proto, 24, [0; 4], [0; 4], &to6);
+        }
+    }
+}
