@@ -354,12 +354,13 @@ where
         }
         let counters = mirror_counters.clone();
         let stop = mirror_stop.clone();
+        let kernel_flows = cfg.kernel_flows.clone();
         Some(
             std::thread::Builder::new()
                 .name("sluice-mirror".into())
                 .spawn(move || {
                     crate::privilege::shed_thread();
-                    crate::taps::run(taps, ends, &bell, sender, counters, &stop)
+                    crate::taps::run(taps, ends, &bell, sender, counters, kernel_flows, &stop)
                 })
                 .context("spawning the TAP mirror thread")?,
         )

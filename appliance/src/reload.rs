@@ -260,7 +260,10 @@ pub fn prepare_edit(new: Config, old: &Config, what: &str) -> Result<Prepared, S
 }
 
 /// Checks `new` against `old` and builds its tables.
-fn build(new: Config, old: &Config) -> Result<Prepared, String> {
+fn build(mut new: Config, old: &Config) -> Result<Prepared, String> {
+    // The mirror thread writes the kernel's flows into the table it
+    // started with.
+    new.kernel_flows = old.kernel_flows.clone();
     let diffs = restart_needed(old, &new);
     if !diffs.is_empty() {
         return Err(format!(

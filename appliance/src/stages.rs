@@ -66,6 +66,7 @@ pub fn build_router(cfg: &Config) -> Result<(Router, FibWriter)> {
                 .map(|i| cfg.taps.iter().any(|(t, _)| usize::from(*t) == i))
                 .collect(),
             rules: cfg.punt_rules.clone(),
+            kernel_flows: cfg.kernel_flows.clone(),
         },
     });
     Ok((router, fib))

@@ -209,6 +209,7 @@ pub fn run(
     bell: &EventFd,
     sender: Vec<Option<usize>>,
     counters: Arc<MirrorCounters>,
+    kernel_flows: Option<Arc<pipeline::router::kernel_flows::KernelFlows>>,
     stop: &AtomicBool,
 ) {
     let mut scratch = Vec::with_capacity(MAX_FRAME);
@@ -270,6 +271,10 @@ pub fn run(
                 continue;
             }
             while let Ok(Some(n)) = m.tap.recv(&mut buf[HEADROOM..]) {
+                // The kernel's flow, for the punt rules' `state`.
+                if let (Some(k), Some(l3)) = (&kernel_flows, buf.get(HEADROOM + 14..HEADROOM + n)) {
+                    k.sent(l3, k.now_s());
+                }
                 let to = sender.get(usize::from(m.port)).copied().flatten();
                 let mut ok = false;
                 if let Some((w, (_, k, _))) = to.and_then(|w| Some((w, workers.get_mut(w)?))) {

@@ -168,3 +168,96 @@ fn tcp_to_the_router_reaches_the_kernel_through_the_tap() {
         assert!(gro().contains(": on"), "GRO after stop: {}", gro());
     }
 }
+
+/// Connects to ADDR PORT and says how it went: "connected", "refused" (a
+/// reset) or "timeout".
+const CONNECT: &str = r#"
+import socket, sys
+try:
+    socket.create_connection((sys.argv[1], int(sys.argv[2])), timeout=2)
+    print("connected")
+except ConnectionRefusedError:
+    print("refused")
+except OSError:
+    print("timeout")
+"#;
+
+/// The input chain's `state` (nftables' `ct state established,related
+/// accept` at the head of `chain input`): the kernel behind the mirrors
+/// connects out through Sluice and its replies are admitted as
+/// `established` by the first punt rule, while what comes in new from
+/// outside is dropped by the last; SSH from the inside is admitted (the
+/// kernel answers it with a reset: nothing listens). Without the state
+/// (a rule admitting everything, or none), either the kernel's
+/// connection or the outside's drop would fail.
+#[test]
+fn the_kernels_own_connections_are_established() {
+    if !as_root() || !have("ip") || !have("python3") {
+        return;
+    }
+    let n = Nets::mirror_lab("sl-tapst");
+    let (c, r, s) = (&n.0[0], &n.0[1], &n.0[2]);
+    n.lab_hosts(c, s);
+    let dir = common::fresh_dir("tapstate");
+    let cfg = dir.join("tap.toml");
+    let text = CONFIG.replace("duration = 60", "duration = 0")
+        + r#"
+[[control_plane.punt]]
+state = ["established", "related"]
+
+[[control_plane.punt]]
+in = "inside"
+proto = "tcp"
+port = 22
+
+[[control_plane.punt]]
+in = "outside"
+action = "drop"
+"#;
+    std::fs::write(&cfg, text).unwrap();
+    std::fs::write(dir.join("connect.py"), CONNECT).unwrap();
+    std::fs::write(
+        dir.join("server.py"),
+        common::seen_as_server("198.19.0.2", false),
+    )
+    .unwrap();
+    let _server = common::python_in(s, &dir.join("server.py"));
+    let _child = common::sluice_json_in(r, &cfg);
+    let t = Instant::now();
+    loop {
+        let out = Command::new("ip")
+            .args(["-n", r, "-o", "link", "show"])
+            .output()
+            .unwrap();
+        let links = String::from_utf8_lossy(&out.stdout).into_owned();
+        if links.contains("sl-inside") && links.contains("cp-out") {
+            break;
+        }
+        assert!(t.elapsed() < Duration::from_secs(20), "no TAPs: {links}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    n.sh(
+        r,
+        "ip addr add 198.18.0.1/24 dev sl-inside && ip addr add 198.19.0.1/24 dev cp-out",
+    );
+    std::thread::sleep(Duration::from_millis(500));
+    let connect = |ns: &str, addr: &str, port: u16| {
+        n.sh(
+            ns,
+            &format!("python3 {} {addr} {port}", dir.join("connect.py").display()),
+        )
+        .trim()
+        .to_string()
+    };
+    // The kernel's own connection out: its replies are established.
+    let seen = n.sh(
+        r,
+        "python3 -c 'import socket; c = socket.create_connection((\"198.19.0.2\", 9000), timeout=5); print(c.makefile().readline().strip())'",
+    );
+    assert_eq!(seen.trim(), "198.19.0.1", "the kernel's connection out");
+    // New from outside: dropped (the kernel would have refused it).
+    assert_eq!(connect(s, "198.19.0.1", 22), "timeout", "new from outside");
+    // SSH from inside: to the kernel, which refuses (nothing listens).
+    assert_eq!(connect(c, "198.18.0.1", 22), "refused", "SSH from inside");
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -223,6 +223,24 @@ pub(super) fn punt_rules(
                 }
             }
         }
+        if let Some(st) = &r.state {
+            for n in st.get_ref().names() {
+                match pipeline::firewall::state::NAMES
+                    .iter()
+                    .find(|(s, _)| *s == n)
+                {
+                    Some((_, b)) if n != "invalid" => rule.states |= b,
+                    _ => {
+                        cx.err(
+                            st,
+                            k("state"),
+                            format!("`{n}`: expected new, established or related (of the kernel's connections through the mirrors)"),
+                        );
+                        ok = false;
+                    }
+                }
+            }
+        }
         if let Some(v) = &r.rate {
             match u32::try_from(*v.get_ref()) {
                 Ok(n) if n >= 1 => rule.rate = Some(n),

@@ -174,6 +174,14 @@ pub fn describe(c: &Config) -> String {
             let f: Vec<String> = r.from.iter().map(|(a, l)| format!("{a}/{l}")).collect();
             what.push(format!("from {}", f.join(" ")));
         }
+        if r.states != 0 {
+            let st: Vec<&str> = pipeline::firewall::state::NAMES
+                .iter()
+                .filter(|(_, b)| r.states & b != 0)
+                .map(|(n, _)| *n)
+                .collect();
+            what.push(format!("state {}", st.join(",")));
+        }
         if what.is_empty() {
             what.push("any".into());
         }

@@ -353,6 +353,9 @@ fn validate(cx: &mut Ctx<'_>, raw: RawFile, base: Option<&Path>) -> Config {
         sync,
         export,
         run_as,
+        kernel_flows: (!taps.is_empty()).then(|| {
+            std::sync::Arc::new(pipeline::router::kernel_flows::KernelFlows::new(1 << 16))
+        }),
         taps,
         punt_rules,
         text: "".into(),

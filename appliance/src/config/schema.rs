@@ -842,4 +842,6 @@ pub(super) struct RawPuntRule {
     pub(super) in_: Option<Spanned<OneOrMany>>,
     /// Packets per second per core.
     pub(super) rate: Option<Spanned<i64>>,
+    /// Connection states (the kernel's flows): new, established, related.
+    pub(super) state: Option<Spanned<OneOrMany>>,
 }

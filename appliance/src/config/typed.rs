@@ -255,6 +255,10 @@ pub struct Config {
     /// Punt rules (`[[control_plane.punt]]`): what of the traffic for the
     /// router the mirrors take; empty: all of it.
     pub punt_rules: Vec<pipeline::router::PuntRule>,
+    /// The kernel's connections through the mirrors (for the punt rules'
+    /// `state`): made with the config when it has mirrors, kept across
+    /// reloads (the mirror thread writes the one it started with).
+    pub kernel_flows: Option<std::sync::Arc<pipeline::router::kernel_flows::KernelFlows>>,
     /// The text it was parsed from, and where its relative paths start
     /// (`sluice ctl route add` validates its change against them).
     pub text: std::sync::Arc<str>,

@@ -41,6 +41,7 @@ mod hold;
 mod icmp;
 mod ipv4;
 mod ipv6;
+pub mod kernel_flows;
 mod local;
 mod neighbors;
 mod punt;

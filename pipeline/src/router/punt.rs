@@ -55,6 +55,9 @@ pub struct PuntRule {
     pub in_ifaces: Vec<u16>,
     /// Packets per second per core; unlimited if `None`.
     pub rate: Option<u32>,
+    /// Connection states it matches (the firewall's state bits, as the
+    /// kernel's flows say: [`PuntPolicy::kernel_flows`]), any if 0.
+    pub states: u8,
 }
 
 impl Default for PuntRule {
@@ -68,6 +71,7 @@ impl Default for PuntRule {
             from: Vec::new(),
             in_ifaces: Vec::new(),
             rate: None,
+            states: 0,
         }
     }
 }
@@ -83,6 +87,10 @@ pub struct PuntPolicy {
     /// a closed port without a mirror); a packet no rule matches is
     /// dropped as `punt_denied`.
     pub rules: Vec<PuntRule>,
+    /// The kernel's connections (what it sent through the mirrors), for
+    /// rules with `states`; none without mirrors (every packet is then
+    /// `new`).
+    pub kernel_flows: Option<std::sync::Arc<super::kernel_flows::KernelFlows>>,
 }
 
 impl PuntPolicy {
@@ -155,7 +163,7 @@ fn within(a: IpAddr, (p, len): (IpAddr, u8)) -> bool {
 }
 
 impl PuntRule {
-    fn matches(&self, f: &Fields, in_if: u16) -> bool {
+    fn matches(&self, f: &Fields, in_if: u16, state: u8) -> bool {
         let in_range = |r: Option<(u16, u16)>, p: Option<u16>| {
             r.is_none_or(|(lo, hi)| p.is_some_and(|p| (lo..=hi).contains(&p)))
         };
@@ -164,6 +172,7 @@ impl PuntRule {
             && in_range(self.sports, f.ports.map(|p| p.0))
             && (self.from.is_empty() || self.from.iter().any(|p| within(f.src, *p)))
             && (self.in_ifaces.is_empty() || self.in_ifaces.contains(&in_if))
+            && (self.states == 0 || self.states & state != 0)
     }
 }
 
@@ -221,12 +230,19 @@ impl Router {
             return Ok(Action::Accept);
         }
         let f = fields(b).ok_or(DropReason::PuntDenied)?;
-        let i = self
-            .cfg
-            .punt
+        // The packet's connection state, looked up only for rules that
+        // ask (`new` where the kernel has no flows to say otherwise).
+        let punt = &self.cfg.punt;
+        let state = match &punt.kernel_flows {
+            Some(k) if punt.rules.iter().any(|r| r.states != 0) => {
+                k.state(&b[ETHERNET_HEADER_LEN..], k.now_s())
+            }
+            _ => crate::firewall::state::NEW,
+        };
+        let i = punt
             .rules
             .iter()
-            .position(|r| r.matches(&f, in_port))
+            .position(|r| r.matches(&f, in_port, state))
             .ok_or(DropReason::PuntDenied)?;
         let rule = &self.cfg.punt.rules[i];
         let action = rule.action;

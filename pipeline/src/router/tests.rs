@@ -1399,6 +1399,7 @@ fn punt_rules_can_name_the_interface() {
     let mut cfg = (*router().cfg).clone();
     cfg.punt = PuntPolicy {
         mirrored: vec![true, true],
+        kernel_flows: None,
         rules: vec![
             PuntRule {
                 proto: Some(IpProto::TCP),
@@ -1433,6 +1434,7 @@ fn punt_rules_admit_and_police() {
     let mut cfg = (*router().cfg).clone();
     cfg.punt = PuntPolicy {
         mirrored: vec![true, true],
+        kernel_flows: None,
         rules: vec![
             PuntRule {
                 proto: Some(IpProto::TCP),
@@ -2020,6 +2022,7 @@ fn punt_rules_are_an_input_chain() {
     let mut cfg = (*router().cfg).clone();
     cfg.punt = PuntPolicy {
         mirrored: vec![true, true],
+        kernel_flows: None,
         rules,
     };
     let mut r = Router::new(cfg.clone());
