@@ -213,6 +213,23 @@ fn an_ipv6_only_client_reaches_an_ipv4_server() {
         ev("nat64_to_ipv4") > 1000 && ev("nat64_to_ipv6") > 1000,
         "{st}"
     );
+    // The flows, as `show conntrack` lists them: the client's IPv6 tuple,
+    // the reply's IPv4 one to Sluice's address.
+    let ct = ctl_json(&sock, &["show", "conntrack"]);
+    let flows = ct["workers"][0]["flows"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    assert!(
+        flows
+            .iter()
+            .filter_map(|f| f.as_str())
+            .any(|f| f.contains("2001:db8:64::2")
+                && f.contains("64:ff9b::")
+                && f.contains("reply")
+                && f.contains("198.19.0.1")),
+        "{ct}"
+    );
     let nat = ctl_json(&sock, &["show", "nat"]);
     assert_eq!(nat["nat64"][0]["prefix"], "64:ff9b::/96", "{nat}");
     assert_eq!(nat["nat64"][0]["out"], "wan", "{nat}");

@@ -19,6 +19,11 @@ const S: u64 = 1_000_000_000;
 
 /// The network `golden/nat64.py` describes.
 fn gateway() -> Gateway {
+    gateway_with_mtus(1500, 1500)
+}
+
+/// That network with its IPv6 side's MTU `lan` and its IPv4 side's `wan`.
+fn gateway_with_mtus(lan: u16, wan: u16) -> Gateway {
     let mac = |last: u8| MacAddr([2, 0x51, 0, 0, 0, last]);
     let router = Router::new(RouterConfig {
         interfaces: vec![
@@ -26,7 +31,7 @@ fn gateway() -> Gateway {
                 mac: mac(0),
                 ipv4: vec![],
                 ipv6: vec![("2001:db8:1::1".parse().unwrap(), 64)],
-                mtu: 1500,
+                mtu: lan,
                 vlan: None,
                 down: false,
             },
@@ -34,7 +39,7 @@ fn gateway() -> Gateway {
                 mac: mac(1),
                 ipv4: vec![("198.19.0.1".parse().unwrap(), 24)],
                 ipv6: vec![],
-                mtu: 1500,
+                mtu: wan,
                 vlan: None,
                 down: false,
             },
@@ -228,4 +233,91 @@ fn mangled_frames_never_panic() {
         }
     }
     assert!(n > 10_000, "{n} frames");
+}
+
+/// A UDP frame of `len` bytes of IP packet: IPv6 from the client to the
+/// server's prefix address (`v6`), or IPv4 from the server to the pool
+/// address and port 40000 with DF as `df` says; checksums valid.
+fn udp(v6: bool, len: usize, df: bool) -> Vec<u8> {
+    use pipeline::checksum::{fold, pseudo_v4, pseudo_v6, sum};
+    let mut f = vec![0u8; 14 + len];
+    if v6 {
+        f[0..6].copy_from_slice(&[2, 0x51, 0, 0, 0, 0]);
+        f[6..12].copy_from_slice(&[2, 0xaa, 0, 0, 0, 1]);
+        f[12..14].copy_from_slice(&[0x86, 0xdd]);
+        let (s, d): (std::net::Ipv6Addr, std::net::Ipv6Addr) = (
+            "2001:db8:1::10".parse().unwrap(),
+            "64:ff9b::203.0.113.7".parse().unwrap(),
+        );
+        let l4 = len - 40;
+        f[14] = 0x60;
+        f[18..20].copy_from_slice(&(l4 as u16).to_be_bytes());
+        (f[20], f[21]) = (17, 64);
+        f[22..38].copy_from_slice(&s.octets());
+        f[38..54].copy_from_slice(&d.octets());
+        f[54..56].copy_from_slice(&5000u16.to_be_bytes());
+        f[56..58].copy_from_slice(&53u16.to_be_bytes());
+        f[58..60].copy_from_slice(&(l4 as u16).to_be_bytes());
+        let c = !fold(sum(
+            &f[54..],
+            pseudo_v6(s.octets(), d.octets(), 17, l4 as u32),
+        ));
+        f[60..62].copy_from_slice(&c.to_be_bytes());
+    } else {
+        f[0..6].copy_from_slice(&[2, 0x51, 0, 0, 0, 1]);
+        f[6..12].copy_from_slice(&[2, 0xbb, 0, 0, 0, 1]);
+        f[12..14].copy_from_slice(&[0x08, 0x00]);
+        let (s, d) = ([203, 0, 113, 7], [198, 19, 0, 1]);
+        let l4 = len - 20;
+        f[14] = 0x45;
+        f[16..18].copy_from_slice(&(len as u16).to_be_bytes());
+        f[20] = if df { 0x40 } else { 0 };
+        (f[22], f[23]) = (60, 17);
+        f[26..30].copy_from_slice(&s);
+        f[30..34].copy_from_slice(&d);
+        let c = pipeline::checksum::checksum(&f[14..34]);
+        f[24..26].copy_from_slice(&c.to_be_bytes());
+        f[34..36].copy_from_slice(&53u16.to_be_bytes());
+        f[36..38].copy_from_slice(&40000u16.to_be_bytes());
+        f[38..40].copy_from_slice(&(l4 as u16).to_be_bytes());
+        let c = !fold(sum(&f[34..], pseudo_v4(s, d, 17, l4 as u16)));
+        f[40..42].copy_from_slice(&c.to_be_bytes());
+    }
+    f
+}
+
+/// Packets too long for the other family's link: an IPv6 one for a
+/// 1,280-byte IPv4 link gets Packet Too Big with 1,300 (RFC 7915 5.1);
+/// an IPv4 reply for a 1,280-byte IPv6 link gets Fragmentation Needed
+/// with 1,260 when it may not be fragmented, and is dropped when it may
+/// (IPv6 fragments are not made).
+#[test]
+fn too_long_for_the_other_link() {
+    use pipeline::verdict::DropReason;
+    let mut g = gateway_with_mtus(1500, 1280);
+    let mut f = udp(true, 1400, false);
+    assert_eq!(g.process(&mut f, 0), Verdict::Forward(0));
+    assert_eq!(&f[12..14], &[0x86, 0xdd]);
+    assert_eq!((f[54], f[55]), (2, 0), "Packet Too Big");
+    assert_eq!(u32::from_be_bytes([f[58], f[59], f[60], f[61]]), 1300);
+    // The flow opened by a packet that fits; the server's long reply.
+    let mut g = gateway_with_mtus(1280, 1500);
+    let mut f = udp(true, 100, false);
+    assert_eq!(g.process(&mut f, 0), Verdict::Forward(1));
+    let mut r = udp(false, 1400, true);
+    assert_eq!(
+        g.process(&mut r, 1),
+        Verdict::Forward(1),
+        "back to the server"
+    );
+    assert_eq!(&r[12..14], &[0x08, 0x00]);
+    assert_eq!((r[34], r[35]), (3, 4), "Fragmentation Needed");
+    assert_eq!(u16::from_be_bytes([r[40], r[41]]), 1260);
+    assert_eq!(&r[30..34], &[203, 0, 113, 7], "to the server");
+    let mut r = udp(false, 1400, false);
+    assert_eq!(g.process(&mut r, 1), Verdict::Drop(DropReason::MtuExceeded));
+    // One that fits goes through.
+    let mut r = udp(false, 1200, true);
+    assert_eq!(g.process(&mut r, 1), Verdict::Forward(0));
+    assert_eq!(r.len(), 14 + 1220);
 }
