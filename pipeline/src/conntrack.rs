@@ -326,6 +326,13 @@ pub struct Flow {
     /// (`nat::rewrite4_flow`); 0 when not translated. In the second line's
     /// spare bytes: the packets of either direction read both lines.
     pub(crate) deltas: [(u16, u16); 2],
+    /// Where a SYN ends (its sequence number and one) that came for the
+    /// established flow's tuple and was passed without changing its
+    /// state, as Linux ignores it: the SYN+ACK that acknowledges it says
+    /// the client opened a new connection on the tuple (a stale flow's:
+    /// its end went another way), and the flow takes it up ([`tcp`]). 0:
+    /// none.
+    pub(crate) syn_end: u32,
 }
 
 const _: () = assert!(std::mem::size_of::<Flow>() == 128, "two cache lines");
@@ -521,6 +528,7 @@ impl Flow {
             orig_hop: NO_HOP,
             reply_hop: NO_HOP,
             deltas: [(0, 0); 2],
+            syn_end: 0,
         }
     };
 
@@ -1301,6 +1309,7 @@ impl ConnTrack {
             orig_hop: RouteCache::default(),
             reply_hop: RouteCache::default(),
             deltas,
+            syn_end: 0,
         };
         let slots = &self.slots;
         let hash_of = |v: u32| {

@@ -24,7 +24,15 @@ pub(super) fn step(
     limits: &Limits,
     events: &mut [u64; Event::COUNT],
 ) -> Conn {
+    let mut win = win;
     let next = if e.orig.proto == TCP {
+        // A new connection on a stale flow's tuple (Linux's "ignored"
+        // SYN, then its resync): only SYNs look.
+        if flags & SYN != 0 {
+            if let Some(c) = reopen(e, reply, flags, win.as_mut(), now) {
+                return c;
+            }
+        }
         match tcp_next(e.state, reply, flags) {
             Some(s) => s,
             None => {
@@ -66,6 +74,48 @@ pub(super) fn step(
     e.last_ns = now;
     e.remote = false;
     Conn::Established { reply }
+}
+
+/// A bare SYN from the originator on an established or closing flow, or
+/// the SYN+ACK that acknowledges one, as Linux's conntrack takes them
+/// (`nf_conntrack_proto_tcp`: the SYN is ignored, passed with the state
+/// unchanged and its end noted; a SYN+ACK acknowledging it means the
+/// endpoints opened a new connection on the tuple while the flow was
+/// stale, and the flow resyncs): `None` for any other packet. The SYN
+/// passes with the flow's translation; on the SYN+ACK the flow is in
+/// SYN-received, its windows picked up from the next segments
+/// ([`Window::taken_over`]). Without window tracking the numbers are not
+/// known: the SYN passes and the flow goes on as it was.
+#[cold]
+#[inline(never)]
+fn reopen(
+    e: &mut Flow,
+    reply: bool,
+    flags: u16,
+    win: Option<&mut (&mut Window, &Segment)>,
+    now: u64,
+) -> Option<Conn> {
+    let bare_syn = flags & (SYN | ACK | RST | FIN) == SYN;
+    let syn_ack = flags & (SYN | ACK | RST) == SYN | ACK;
+    match e.state {
+        State::Established | State::FinWait if bare_syn && !reply => {
+            e.syn_end = win.map_or(0, |(_, s)| s.seq.wrapping_add(1).max(1));
+            Some(Conn::Established { reply })
+        }
+        State::Established | State::FinWait if syn_ack && reply && e.syn_end != 0 => {
+            let (w, s) = win?;
+            if s.ack != e.syn_end {
+                return None;
+            }
+            **w = Window::taken_over();
+            e.syn_end = 0;
+            e.state = State::SynRecv;
+            e.last_ns = now;
+            e.remote = false;
+            Some(Conn::Established { reply })
+        }
+        _ => None,
+    }
 }
 
 /// The TCP state after a packet with `flags` in direction `reply`, or

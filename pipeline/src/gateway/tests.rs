@@ -588,6 +588,68 @@ fn tcp_windows_refuse_blind_resets_through_the_nat() {
     }
 }
 
+/// A new connection on a stale flow's tuple (its end went another way: an
+/// ECMP peer, a lost FIN), as Linux's conntrack takes it: the client's
+/// SYN passes with the flow's mapping, the state unchanged; the server's
+/// SYN+ACK that acknowledges it makes the flow take the new connection up
+/// (its windows picked up afresh), and the handshake and data go
+/// through; a SYN+ACK that does not acknowledge it is still invalid. With
+/// window tracking off the SYN passes and the flow goes on.
+#[test]
+fn a_new_connection_on_a_stale_flows_tuple_is_taken_up() {
+    use crate::conntrack::State;
+    for tracked in [true, false] {
+        let rules = vec![
+            fw(Rule::any(), &[], state::INVALID, Action::Drop),
+            fw(Rule::any(), &[0], state::NEW, Action::Accept),
+        ];
+        let mut g = gateway_with(rules, Action::Drop, nat_cfg(PortRange::default()), 64);
+        g.ct.set_tcp_window(tracked);
+        let mut syn = pkt(R0, CLIENT, 40000, SERVER, 80, 6, 0x02, &[]);
+        assert_eq!(g.process(&mut syn, 0), Verdict::Forward(1));
+        let mapped = addrs(&syn).1;
+        let mut synack = reply_to(&syn, R1, 0x12);
+        assert_eq!(g.process(&mut synack, 1), Verdict::Forward(0));
+        let mut ack = pkt(R0, CLIENT, 40000, SERVER, 80, 6, 0x10, &[]);
+        set_seq(&mut ack, 1001, 1001);
+        assert_eq!(g.process(&mut ack, 0), Verdict::Forward(1));
+        let t = tuple4(a(CLIENT), a(SERVER), 40000, 80, 6);
+        let state = |g: &mut Gateway| {
+            let i = g.ct.find(&t).unwrap().0;
+            g.ct.flow(i).state
+        };
+        // The client's new connection, far from the old sequence.
+        let mut syn2 = pkt(R0, CLIENT, 40000, SERVER, 80, 6, 0x02, &[]);
+        set_seq(&mut syn2, 5_000_000, 0);
+        assert_eq!(g.process(&mut syn2, 0), Verdict::Forward(1), "{tracked}");
+        assert_eq!(addrs(&syn2).1, mapped, "the flow's mapping");
+        assert!(valid(&syn2));
+        assert_eq!(state(&mut g), State::Established, "unchanged by the SYN");
+        if tracked {
+            let mut wrong = reply_to(&syn2, R1, 0x12);
+            set_seq(&mut wrong, 77, 12345);
+            assert_eq!(
+                g.process(&mut wrong, 1),
+                Verdict::Drop(DropReason::Filtered)
+            );
+        }
+        let mut sa2 = reply_to(&syn2, R1, 0x12);
+        set_seq(&mut sa2, 9_000_000, 5_000_001);
+        assert_eq!(g.process(&mut sa2, 1), Verdict::Forward(0), "{tracked}");
+        assert_eq!(addrs(&sa2), (a(SERVER), 80, a(CLIENT), 40000));
+        if tracked {
+            assert_eq!(state(&mut g), State::SynRecv, "taken up");
+        }
+        let mut ack2 = pkt(R0, CLIENT, 40000, SERVER, 80, 6, 0x10, &[]);
+        set_seq(&mut ack2, 5_000_001, 9_000_001);
+        assert_eq!(g.process(&mut ack2, 0), Verdict::Forward(1));
+        assert_eq!(state(&mut g), State::Established);
+        let mut data = reply_to(&ack2, R1, 0x18);
+        set_seq(&mut data, 9_000_001, 5_000_001);
+        assert_eq!(g.process(&mut data, 1), Verdict::Forward(0));
+    }
+}
+
 /// A flow's first packet goes the established path's way, through the
 /// flow's route cache, which it fills; what the cache does not take (a
 /// neighbour to resolve, a packet over the MTU) goes the router's full way.
