@@ -71,6 +71,12 @@ pub fn v4(a: u32) -> u128 {
     V4_MAPPED | u128::from(a)
 }
 
+/// Whether a `u128` address is an IPv4 one ([`v4`]'s, IPv4 mapped).
+#[inline(always)]
+pub fn is_v4(a: u128) -> bool {
+    a >> 32 == V4_MAPPED >> 32
+}
+
 /// An IPv4 prefix as the classifier's (address, length).
 pub fn v4_prefix(a: Ipv4Addr, len: u8) -> (u128, u8) {
     (network6(v4(u32::from(a)), len + 96), len + 96)

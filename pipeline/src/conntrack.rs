@@ -356,7 +356,7 @@ pub type Counts = [(u64, u64); 2];
 /// computes.
 #[inline(never)]
 fn nat_deltas(orig: &Tuple, reply: &Tuple) -> [(u16, u16); 2] {
-    let v4 = |a: u128| a >> 32 == 0xffff;
+    let v4 = crate::acl::is_v4;
     let halves = |x: u32| u64::from(x >> 16) + u64::from(x & 0xffff);
     let neg = |x: u16| u64::from(!x);
     if !v4(orig.src) && !v4(orig.dst) && v4(reply.src) && v4(reply.dst) {
@@ -454,7 +454,7 @@ fn nat66_deltas(orig: &Tuple, reply: &Tuple) -> [(u16, u16); 2] {
 
 /// A tuple's 128-bit address as an IP address (IPv4 mapped: IPv4).
 pub fn address(a: u128) -> std::net::IpAddr {
-    if a >> 32 == 0xffff {
+    if crate::acl::is_v4(a) {
         std::net::IpAddr::V4(std::net::Ipv4Addr::from(a as u32))
     } else {
         std::net::IpAddr::V6(std::net::Ipv6Addr::from(a))

@@ -796,7 +796,7 @@ impl<C: StageClock> Gateway<C> {
         // and NAT have seen it (`clamp_post`).
         let numbers = mss::syn_numbers(pkt.bytes());
         self.mss.seen = mss::syn_addrs(pkt.bytes()).map(|(src, dst)| {
-            let out = if dst >> 32 == 0xffff {
+            let out = if crate::acl::is_v4(dst) {
                 let d = addr4(dst);
                 (!self.router.is_local4(d))
                     .then(|| self.router.route4(d, 0))
@@ -1054,7 +1054,7 @@ impl<C: StageClock> ForwardMode for Gateway<C> {
                     // its flow), whose first level misses the caches.
                     pf(lpm.entry_of(addr4(l.t.dst)));
                     // NAT64's are not planned (`Plan4` is NAT44's).
-                    let v4 = l.t.src >> 32 == 0xffff;
+                    let v4 = crate::acl::is_v4(l.t.src);
                     new |= u64::from(v4 && opens_flow(l.t.proto, l.flags)) << i;
                 }
                 if let Some(f) = l.hint.and_then(|v| self.ct.flow_at(v)) {
@@ -1094,7 +1094,7 @@ impl<C: StageClock> ForwardMode for Gateway<C> {
             for ((p, v), l) in pc.iter_mut().zip(vc.iter_mut()).zip(&lanes) {
                 *v = match l {
                     // NAT64's (MSS clamping: the full way, which clamps).
-                    Some(l) if l.t.src >> 32 != 0xffff => {
+                    Some(l) if !crate::acl::is_v4(l.t.src) => {
                         if self.mss.any {
                             self.process_other(p, in_port)
                         } else {

@@ -109,27 +109,9 @@ impl<C: StageClock> Gateway<C> {
                 proto,
                 zone: 0,
             },
-            Ok(None) => {
-                // An ICMPv6 error: its quote, reversed, is the reply
-                // tuple of the flow it is about.
-                let q = l4.get(8..)?;
-                if q.len() < 44 || q[0] >> 4 != 6 {
-                    return None;
-                }
-                let a = |i: usize| u128::from_be_bytes(q[i..i + 16].try_into().expect("16 bytes"));
-                let (sp, dp) = match quoted_ports(q[6], &q[40..], true) {
-                    Ok(Some((x, y, _))) => (x, y),
-                    _ => return None,
-                };
-                Tuple {
-                    src: a(24),
-                    dst: a(8),
-                    sport: dp,
-                    dport: sp,
-                    proto: q[6],
-                    zone: 0,
-                }
-            }
+            // An ICMPv6 error: its quote, reversed, is the reply tuple of
+            // the flow it is about.
+            Ok(None) => quoted6(l4)?.reverse(),
             _ => return None,
         };
         if self.ct.find(&t).is_some() {
@@ -247,28 +229,7 @@ impl<C: StageClock> Gateway<C> {
             Ok(None) => {
                 // ICMPv6 error: related if the quoted packet's flow is
                 // tracked.
-                let related = Ipv6Packet::new_unchecked(&l4[8.min(l4.len())..]);
-                let q = &l4[8.min(l4.len())..];
-                let inner = (q.len() >= 48 && related.version() == 6).then(|| {
-                    let mut s = [0u8; 16];
-                    let mut d = [0u8; 16];
-                    s.copy_from_slice(&q[8..24]);
-                    d.copy_from_slice(&q[24..40]);
-                    let p = q[6];
-                    let (sp, dp) = match quoted_ports(p, &q[40..], true) {
-                        Ok(Some((a, b, _))) => (a, b),
-                        _ => (0, 0),
-                    };
-                    Tuple {
-                        src: u128::from_be_bytes(s),
-                        dst: u128::from_be_bytes(d),
-                        sport: sp,
-                        dport: dp,
-                        proto: p,
-                        zone: 0,
-                    }
-                });
-                let hit = inner.and_then(|t| self.ct.find(&t.reverse()));
+                let hit = quoted6(l4).and_then(|t| self.ct.find(&t.reverse()));
                 let st = if hit.is_some() {
                     self.ct.count(conntrack::Event::Related);
                     state::RELATED
@@ -431,4 +392,28 @@ fn has_ports6(proto: u8, flags: u16) -> bool {
         IpProto::ICMPV6 => matches!(flags >> 8, 128 | 129),
         _ => false,
     }
+}
+
+/// The tuple of the packet an ICMPv6 error quotes (`l4`: the error's
+/// ICMPv6 header and quote), as that packet was sent: `None` when the
+/// quote holds less than an IPv6 header and 8 bytes of what follows it;
+/// ports 0 where the quote does not say them ([`quoted_ports`]).
+pub(super) fn quoted6(l4: &[u8]) -> Option<Tuple> {
+    let q = l4.get(8..)?;
+    if q.len() < 48 || q[0] >> 4 != 6 {
+        return None;
+    }
+    let a = |i: usize| u128::from_be_bytes(q[i..i + 16].try_into().expect("16 bytes"));
+    let (sport, dport) = match quoted_ports(q[6], &q[40..], true) {
+        Ok(Some((x, y, _))) => (x, y),
+        _ => (0, 0),
+    };
+    Some(Tuple {
+        src: a(8),
+        dst: a(24),
+        sport,
+        dport,
+        proto: q[6],
+        zone: 0,
+    })
 }

@@ -13,7 +13,7 @@ use crate::nat64::{self as n64, Rewrite};
 /// Whether flow `f` is a NAT64 one (IPv6 original, IPv4 reply).
 #[inline(always)]
 pub(super) fn is_nat64(f: &crate::conntrack::Flow) -> bool {
-    f.orig.src >> 32 != 0xffff && f.reply.src >> 32 == 0xffff
+    !crate::acl::is_v4(f.orig.src) && crate::acl::is_v4(f.reply.src)
 }
 
 impl<C: StageClock> Gateway<C> {
@@ -360,28 +360,10 @@ impl<C: StageClock> Gateway<C> {
         let ip = Ipv6Packet::new_unchecked(&b[ETH..]);
         let end = ETH + 40 + usize::from(ip.payload_len());
         let l4 = &b[ETH + off..end];
-        let q = &l4[8.min(l4.len())..];
-        if q.len() < 48 || q[0] >> 4 != 6 {
-            return Verdict::Drop(DropReason::Untranslatable);
-        }
-        let addr = |at: usize| {
-            let mut a = [0u8; 16];
-            a.copy_from_slice(&q[at..at + 16]);
-            u128::from_be_bytes(a)
-        };
-        let (sp, dp) = match quoted_ports(q[6], &q[40..], true) {
-            Ok(Some((a, b, _))) => (a, b),
-            _ => return Verdict::Drop(DropReason::Untranslatable),
-        };
         // The quoted packet went from the server to the client: its
         // reverse is the flow's original tuple.
-        let orig = Tuple {
-            src: addr(24),
-            dst: addr(8),
-            sport: dp,
-            dport: sp,
-            proto: q[6],
-            zone: 0,
+        let Some(orig) = super::ipv6::quoted6(l4).map(|t| t.reverse()) else {
+            return Verdict::Drop(DropReason::Untranslatable);
         };
         let i = match self.ct.find(&orig) {
             Some((i, false)) if is_nat64(self.ct.flow(i)) => i,
