@@ -508,6 +508,30 @@ fn quoted_ports(proto: u8, l4: &[u8], v6: bool) -> Result<Option<(u16, u16, u16)
     ports(proto, l4, v6)
 }
 
+/// The tuple of the packet an ICMPv6 error quotes (`l4`: the error's
+/// ICMPv6 header and quote), as that packet was sent: `None` when the
+/// quote holds less than an IPv6 header and 8 bytes of what follows it;
+/// ports 0 where the quote does not say them ([`quoted_ports`]).
+fn quoted6(l4: &[u8]) -> Option<Tuple> {
+    let q = l4.get(8..)?;
+    if q.len() < 48 || q[0] >> 4 != 6 {
+        return None;
+    }
+    let a = |i: usize| u128::from_be_bytes(q[i..i + 16].try_into().expect("16 bytes"));
+    let (sport, dport) = match quoted_ports(q[6], &q[40..], true) {
+        Ok(Some((x, y, _))) => (x, y),
+        _ => (0, 0),
+    };
+    Some(Tuple {
+        src: a(8),
+        dst: a(24),
+        sport,
+        dport,
+        proto: q[6],
+        zone: 0,
+    })
+}
+
 /// The port blocks of `nat`'s block rules in this worker's slice of the
 /// NAT port range (`None`: no such rule, or no slice).
 fn blocks_of(

@@ -362,7 +362,7 @@ impl<C: StageClock> Gateway<C> {
         let l4 = &b[ETH + off..end];
         // The quoted packet went from the server to the client: its
         // reverse is the flow's original tuple.
-        let Some(orig) = super::ipv6::quoted6(l4).map(|t| t.reverse()) else {
+        let Some(orig) = quoted6(l4).map(|t| t.reverse()) else {
             return Verdict::Drop(DropReason::Untranslatable);
         };
         let i = match self.ct.find(&orig) {
