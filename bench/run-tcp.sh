@@ -19,9 +19,8 @@
 # bench/results/tcp.md. As root; needs iperf3, nft, ethtool, python3.
 #   bench/run-tcp.sh [runs] [seconds per iperf3/RR test]   (default 3 5)
 #   MTU=9000 bench/run-tcp.sh [runs] [seconds]   (jumbo frames: every lab
-#     link and Sluice's ports at that MTU; AF_PACKET and the kernel only,
-#     AF_XDP carrying at most 1,792-byte frames; writes
-#     bench/results/tcp-mtu9000.md)
+#     link and Sluice's ports at that MTU, AF_XDP taking frames in several
+#     chunks; writes bench/results/tcp-mtu9000.md)
 #   TCP_PROFILE=1 bench/run-tcp.sh [runs] [seconds]   (where the router CPU
 #     goes, by perf call chains: bench/results/tcp-profile.md; needs perf)
 set -uo pipefail
@@ -51,12 +50,11 @@ MTU=${MTU:-1500}
 OUT=tcp.md
 if [ "$MTU" != 1500 ]; then
   # Jumbo frames: the ports' `mtu` (the router's), the links' set in
-  # router_up; AF_XDP cannot carry them.
-  for f in router-nat router-nat-v2; do
+  # router_up.
+  for f in router-nat router-nat-v2 router-nat-afxdp router-nat-afxdp-bp; do
     sed -i "s/^ipv4 = \(.*\)$/ipv4 = \1\nmtu = $MTU/" "$WORK/$f.toml"
     [ "$(grep -c "^mtu = $MTU" "$WORK/$f.toml")" = 2 ] || { echo "no two ports' ipv4 in $f.toml" >&2; exit 1; }
   done
-  ROUTERS=(sluice-afpacket sluice-afpacket-v2 kernel)
   OUT=tcp-mtu$MTU.md
 fi
 POLICY=$(awk '/^\[worker.poll\]/ {p = 1} p && /^mode/ {gsub(/"/, "", $3); print $3; exit}' configs/router-nat.toml)
@@ -345,7 +343,7 @@ done
     echo
     echo "Command: \`MTU=$MTU bench/run-tcp.sh $RUNS $SECS\` $(provenance)."
     echo
-    echo "Every lab link (c0, r0, r1, s0) at MTU $MTU and Sluice's two ports \`mtu = $MTU\` (jumbo frames; AF_XDP, which carries at most 1,792-byte frames, is left out). Otherwise as [tcp.md](tcp.md):"
+    echo "Every lab link (c0, r0, r1, s0) at MTU $MTU and Sluice's two ports \`mtu = $MTU\` (jumbo frames; AF_XDP sockets bound for multi-buffer, a frame over 1,792 bytes arriving in several chunks and put together in one buffer, sent from several). Otherwise as [tcp.md](tcp.md):"
   fi
   echo
   echo "The namespace lab (scripts/lab-net.sh: veths, offloads off, every frame whole). The router in sl-router: Sluice on AF_PACKET (sluice-afpacket: its TPACKET_V3 ring, blocks handed over when full or after 1 ms; sluice-afpacket-v2: \`ring = \"v2\"\`, frames handed over one by one) or AF_XDP (configs/router-nat.toml: conntrack, firewall, SNAT; worker on CPU $ROUTER_CPU, poll mode \`$POLICY\` as shipped; sluice-afxdp-bp: the same with \`busy_poll_us = $BUSY_POLL_US\`, polling on for $BUSY_POLL_US µs after the last packet before blocking), or the kernel (ip_forward, the same policy in nftables with masquerade; RPS steers the router interfaces' receive work to CPU $ROUTER_CPU). Client and server programs run on CPU $APP_CPU. Router CPU is CPU $ROUTER_CPU's busy time (wall time less its idle time in /proc/stat). Retransmissions: iperf3's count of the senders'. Dropped by the client's veth: c0's tx_dropped over the test, the segments the router's side had no room for (on AF_XDP r0's XDP ring, which the veth driver fixes at 256 frames; on the kernel's and AF_PACKET's way the CPU's 1,000-packet backlog, \`net.core.netdev_max_backlog\`). TCP: \`iperf3 -c -t $SECS -P N\`, client to server, Gbit/s received. Ping: 500 echo requests 10 ms apart. UDP RR: a 64-byte request echoed by the server, one in flight, for $SECS s (Python on both ends: its own cost is in every router's figure). Each figure is the median of $RUNS runs, routers alternating, in reverse order every other round (runs in brackets, in round order)."

@@ -125,6 +125,7 @@ pub fn run(cfg: &Config, stop: &AtomicBool, emit: &mut dyn FnMut(&Report)) -> Re
                         iface: iface.clone(),
                         zerocopy: *zerocopy,
                         skb_mode: *skb_mode,
+                        mtu: cfg.router.interfaces.get(i).map_or(1500, |x| x.mtu),
                     },
                     umem.as_ref().expect("a UMEM for AF_XDP ports"),
                 )

@@ -1,5 +1,7 @@
 //! Jumbo frames on real links: namespaces `c` (a client) — `r` (Sluice on
-//! AF_PACKET ports, masquerade) — `s` (a server), the links' MTU 9,000.
+//! AF_PACKET ports, masquerade; and, built with `afxdp`, on AF_XDP ports
+//! taking frames in several chunks) — `s` (a server), the links' MTU
+//! 9,000.
 //!
 //! - Both links at 9,000: 9,000-byte pings with Don't Fragment cross
 //!   Sluice both ways, and a TCP transfer arrives at the server in
@@ -50,9 +52,9 @@ while True:
     c.close()
 "#;
 
-/// The lab's gateway with each port's `mtu`.
-fn config(inside: u16, outside: u16, sock: &std::path::Path) -> String {
-    common::lab_gateway(
+/// The lab's gateway with each port's `mtu`, on `driver`'s ports.
+fn config(driver: &str, inside: u16, outside: u16, sock: &std::path::Path) -> String {
+    let afpacket = common::lab_gateway(
         r#"
 [[nat.snat]]
 out = "outside"
@@ -68,7 +70,10 @@ to = "masquerade"
     .replace(
         "ipv4 = [\"198.19.0.1/24\"]\n",
         &format!("ipv4 = [\"198.19.0.1/24\"]\nmtu = {outside}\n"),
-    )
+    );
+    afpacket
+        .replace("driver = \"afpacket\"", &format!("driver = \"{driver}\""))
+        .replace("[port.afpacket]", &format!("[port.{driver}]"))
 }
 
 /// Received bytes and packets of `dev` in namespace `ns`.
@@ -84,10 +89,21 @@ fn rx(n: &Nets, ns: &str, dev: &str) -> (u64, u64) {
 
 #[test]
 fn jumbo_frames_cross_and_the_mtu_boundary_fragments_or_answers() {
+    jumbo("afpacket", "sl-jumbo");
+}
+
+/// The same on AF_XDP ports (multi-buffer sockets).
+#[cfg(feature = "afxdp")]
+#[test]
+fn jumbo_frames_on_afxdp_ports() {
+    jumbo("afxdp", "sl-jumbox");
+}
+
+fn jumbo(driver: &str, lab: &str) {
     if !as_root() || !have("ip") || !have("python3") || !have("ping") {
         return;
     }
-    let n = Nets::mirror_lab("sl-jumbo");
+    let n = Nets::mirror_lab(lab);
     let (c, r, s) = (&n.0[0], &n.0[1], &n.0[2]);
     n.sh(
         c,
@@ -100,7 +116,7 @@ fn jumbo_frames_cross_and_the_mtu_boundary_fragments_or_answers() {
          && ip route add default via 198.19.0.1",
     );
     n.sh(r, "ip link set r0 mtu 9000 && ip link set r1 mtu 9000");
-    let dir = common::fresh_dir("jumbo");
+    let dir = common::fresh_dir(lab);
     std::fs::write(dir.join("client.py"), CLIENT).unwrap();
     std::fs::write(dir.join("server.py"), SERVER).unwrap();
     let _server = common::python_in(s, &dir.join("server.py"));
@@ -108,7 +124,7 @@ fn jumbo_frames_cross_and_the_mtu_boundary_fragments_or_answers() {
     let cfg = dir.join("r.toml");
 
     // Both links at 9,000.
-    std::fs::write(&cfg, config(9000, 9000, &sock)).unwrap();
+    std::fs::write(&cfg, config(driver, 9000, 9000, &sock)).unwrap();
     let sluice = common::sluice_in(r, &cfg, &sock);
     std::thread::sleep(std::time::Duration::from_millis(300));
     // 8,972 bytes of ICMP data: 9,000-byte packets, DF set.
@@ -131,7 +147,7 @@ fn jumbo_frames_cross_and_the_mtu_boundary_fragments_or_answers() {
     n.sh(s, "ip link set s0 mtu 1500");
     n.sh(r, "ip link set r1 mtu 1500");
     // Its port still said 9,000: refused, naming both.
-    std::fs::write(&cfg, config(9000, 9000, &sock)).unwrap();
+    std::fs::write(&cfg, config(driver, 9000, 9000, &sock)).unwrap();
     let _ = std::fs::remove_file(&sock);
     let child = common::Killed(
         std::process::Command::new("ip")
@@ -150,7 +166,7 @@ fn jumbo_frames_cross_and_the_mtu_boundary_fragments_or_answers() {
         err.contains("the port's mtu is 9000 but the interface's is 1500"),
         "{err}"
     );
-    std::fs::write(&cfg, config(9000, 1500, &sock)).unwrap();
+    std::fs::write(&cfg, config(driver, 9000, 1500, &sock)).unwrap();
     let _ = std::fs::remove_file(&sock);
     let _sluice = common::sluice_in(r, &cfg, &sock);
     std::thread::sleep(std::time::Duration::from_millis(300));

@@ -1209,7 +1209,7 @@ pub fn open(cfg: &AfPacketConfig) -> Result<OpenPort, PortError> {
 }
 
 /// The interface's MTU (from sysfs).
-fn iface_mtu(iface: &str) -> Option<usize> {
+pub(crate) fn iface_mtu(iface: &str) -> Option<usize> {
     std::fs::read_to_string(format!("/sys/class/net/{iface}/mtu"))
         .ok()?
         .trim()

@@ -13,6 +13,16 @@
 //! TX ring: no copies in user space. Buffers from other drivers' pools are
 //! copied into a UMEM buffer to be sent.
 //!
+//! Jumbo frames (a port `mtu` above [`MAX_FRAME`] less the Ethernet
+//! header) take AF_XDP multi-buffer (`XDP_USE_SG`, Linux >= 6.6): the
+//! socket binds with it, behind the shim's own XDP program (loaded with
+//! `BPF_F_XDP_HAS_FRAGS`: libxdp 1.3's program takes no fragments, and a
+//! veth refuses one that does not at an MTU above a page). A frame the
+//! kernel writes across several chunks is copied whole into a buffer of
+//! the port's jumbo pool (sized for the MTU) and its chunks go back to
+//! the fill ring; one longer than a chunk is sent from as many chunks,
+//! chained. Frames that fit one chunk take the zero-copy path as before.
+//!
 //! Buffer ownership follows the rings: a buffer posted on a fill or TX
 //! ring is given up ([`Mbuf::into_slot`]) and taken back
 //! ([`Mbuf::from_slot`]) from the RX or completion ring. The socket binds
@@ -34,6 +44,7 @@ use std::os::fd::RawFd;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use xdp_sys as ffi;
+use xdp_sys::SL_MORE;
 
 /// UMEM chunk: one pool slot.
 pub const CHUNK: usize = 2048;
@@ -58,6 +69,10 @@ pub struct AfXdpConfig {
     pub zerocopy: bool,
     /// Generic (skb) XDP instead of native.
     pub skb_mode: bool,
+    /// The port's MTU (largest IP packet): above [`MAX_FRAME`] less 14
+    /// the socket takes frames in several chunks (multi-buffer), and the
+    /// interface's MTU must be at least this.
+    pub mtu: u16,
 }
 
 /// The process's UMEM: a buffer pool whose arena is registered with the
@@ -210,6 +225,11 @@ struct XdpRx {
     spare: Batch<Mbuf>,
     /// Frames the kernel gave back that were not this UMEM's or too long.
     bad: Arc<crate::Counter>,
+    /// Multi-buffer frames are put together in this pool's buffers
+    /// (jumbo ports only).
+    jumbo: Option<crate::Pool>,
+    /// Multi-buffer frames dropped with the jumbo pool dry.
+    nobuf: Arc<crate::Counter>,
 }
 
 impl XdpRx {
@@ -246,6 +266,69 @@ impl XdpRx {
     }
 }
 
+impl XdpRx {
+    /// Puts the frame whose descriptors start `addrs`/`lens` (the first
+    /// with SL_MORE) together in a jumbo buffer, giving its chunks back
+    /// to the pool; returns it (None: cut short, too long or not this
+    /// UMEM's, counted as bad; the pool dry, counted as no buffer) and how
+    /// many descriptors it took.
+    ///
+    /// # Safety
+    /// The entries are initialised from RX descriptors: chunks this queue
+    /// posted to the fill ring, now given back.
+    #[cold]
+    unsafe fn gather(
+        &mut self,
+        addrs: &[MaybeUninit<u64>],
+        lens: &[MaybeUninit<u32>],
+    ) -> (Option<Mbuf>, usize) {
+        let umem = &*self.xsk.umem;
+        // SAFETY: per the contract.
+        let len_at = |k: usize| unsafe { lens[k].assume_init() };
+        let used = (0..lens.len())
+            .find(|&k| len_at(k) & SL_MORE == 0)
+            .map_or(lens.len(), |k| k + 1);
+        let whole = len_at(used - 1) & SL_MORE == 0;
+        let total: usize = (0..used).map(|k| (len_at(k) & !SL_MORE) as usize).sum();
+        let mut out = match (whole, self.jumbo) {
+            (true, Some(pool)) => {
+                let m = pool.alloc();
+                if m.is_none() {
+                    self.nobuf.add(1);
+                }
+                m
+            }
+            _ => None,
+        };
+        let mut bad = !whole || self.jumbo.is_none();
+        if let Some(m) = out.as_mut() {
+            if !m.reset_len(total) {
+                out = None;
+                bad = true;
+            }
+        }
+        let mut at = 0;
+        for (k, a) in addrs.iter().enumerate().take(used) {
+            let len = (len_at(k) & !SL_MORE) as usize;
+            // SAFETY: per the contract, a chunk given back; dropped after
+            // its bytes are copied.
+            let Some(c) = (unsafe { umem.take(a.assume_init(), len) }) else {
+                out = None;
+                bad = true;
+                continue;
+            };
+            if let Some(m) = out.as_mut() {
+                m.data_mut()[at..at + len].copy_from_slice(c.data());
+            }
+            at += len;
+        }
+        if bad {
+            self.bad.add(1);
+        }
+        (out, used)
+    }
+}
+
 impl RxQueue for XdpRx {
     type Buf = Mbuf;
 
@@ -258,13 +341,21 @@ impl RxQueue for XdpRx {
         // shim writes the first n entries, and only those are read.
         let mut addrs = [const { MaybeUninit::<u64>::uninit() }; MAX_BURST];
         let mut lens = [const { MaybeUninit::<u32>::uninit() }; MAX_BURST];
-        // SAFETY: the arrays have room for `room` entries; this queue is
+        // Descriptors: one a frame, or several for a jumbo frame (at most
+        // room frames in all).
+        let descs = if self.jumbo.is_some() {
+            MAX_BURST
+        } else {
+            room
+        };
+        // SAFETY: the arrays have room for `descs` entries; this queue is
         // the socket's only RX user.
         let n = unsafe {
             ffi::sl_xsk_rx(
                 self.xsk.raw,
                 addrs.as_mut_ptr().cast(),
                 lens.as_mut_ptr().cast(),
+                descs as u32,
                 room as u32,
             )
         } as usize;
@@ -278,24 +369,36 @@ impl RxQueue for XdpRx {
         let now = rdtsc();
         let mut bytes = 0;
         let mut got = 0;
-        for (a, len) in addrs.iter().zip(&lens).take(n) {
+        let mut i = 0;
+        while i < n {
             // SAFETY: the shim initialised the first n entries from RX
             // descriptors: chunks this queue posted to the fill ring.
-            let (a, len) = unsafe { (a.assume_init(), len.assume_init() as usize) };
-            // SAFETY: a chunk the kernel has given back.
-            match unsafe { self.xsk.umem.take(a, len) } {
-                Some(mut m) => {
-                    // A veth whose peer offloads TX checksums hands TCP
-                    // and UDP over unfinished, and AF_XDP says nothing of
-                    // it (AF_PACKET does): told by the field, finished.
-                    crate::afpacket::complete_if_partial(m.data_mut());
-                    m.set_rx_meta(self.port, 0, now, 0);
-                    bytes += len;
-                    got += 1;
-                    // Cannot fail: n <= out.room().
-                    let _ = out.push(m);
+            let (a, len) = unsafe { (addrs[i].assume_init(), lens[i].assume_init()) };
+            let m = if len & SL_MORE == 0 {
+                i += 1;
+                // SAFETY: a chunk the kernel has given back.
+                let m = unsafe { self.xsk.umem.take(a, len as usize) };
+                if m.is_none() {
+                    self.bad.add(1);
                 }
-                None => self.bad.add(1),
+                m
+            } else {
+                // SAFETY: as above, entries i.. of the first n.
+                let (m, used) = unsafe { self.gather(&addrs[i..n], &lens[i..n]) };
+                i += used;
+                m
+            };
+            // None: dropped, counted above.
+            if let Some(mut m) = m {
+                // A veth whose peer offloads TX checksums hands TCP and
+                // UDP over unfinished, and AF_XDP says nothing of it
+                // (AF_PACKET does): told by the field, finished.
+                crate::afpacket::complete_if_partial(m.data_mut());
+                m.set_rx_meta(self.port, 0, now, 0);
+                bytes += m.len();
+                got += 1;
+                // Cannot fail: at most room frames.
+                let _ = out.push(m);
             }
         }
         self.refill();
@@ -314,8 +417,10 @@ struct XdpTx {
     c: Arc<QueueCounters>,
     /// Frames taken but not sent (no UMEM buffer for a copy, too long).
     dropped: Arc<crate::Counter>,
-    /// Frames on the TX ring or in flight, not yet completed.
+    /// Descriptors on the TX ring or in flight, not yet completed.
     outstanding: usize,
+    /// Multi-buffer socket: frames longer than a chunk go chained.
+    sg: bool,
 }
 
 impl XdpTx {
@@ -348,10 +453,21 @@ impl TxQueue for XdpTx {
     fn tx_burst(&mut self, pkts: &mut Batch<Mbuf>) -> usize {
         self.complete();
         let umem = &*self.xsk.umem;
-        let n = pkts
-            .len()
-            .min(MAX_BURST)
-            .min(umem.ring as usize - self.outstanding);
+        let room = MAX_BURST.min(umem.ring as usize - self.outstanding);
+        // Frames whose descriptors fit: one each, or (jumbo ports) one a
+        // chunk for a frame longer than a chunk.
+        let mut n = pkts.len().min(room);
+        if self.sg {
+            let mut descs = 0;
+            n = 0;
+            for m in pkts.iter() {
+                descs += m.len().div_ceil(MAX_FRAME).max(1);
+                if descs > room {
+                    break;
+                }
+                n += 1;
+            }
+        }
         if n == 0 {
             return 0;
         }
@@ -359,35 +475,58 @@ impl TxQueue for XdpTx {
         let mut addrs = [0u64; MAX_BURST];
         let mut lens = [0u32; MAX_BURST];
         let mut bytes = 0;
+        let mut sent_frames = 0;
         let mut k = 0;
         for m in pkts.drain_front(n) {
             // A buffer from another pool is copied into a UMEM buffer (and
-            // freed); with the pool dry or the frame too long for a chunk
-            // it is dropped and counted.
-            let m = if umem.pool.owns(&m) {
-                m
-            } else {
-                match umem
-                    .pool
-                    .alloc()
-                    .and_then(|mut u| u.copy_from(m.data()).then_some(u))
-                {
-                    Some(u) => u,
-                    None => {
-                        self.dropped.add(1);
-                        continue;
-                    }
+            // freed), or into several chained ones if longer than a chunk
+            // on a jumbo port; with the pool dry or the frame too long it
+            // is dropped and counted.
+            if umem.pool.owns(&m) {
+                lens[k] = m.len() as u32;
+                bytes += m.len();
+                addrs[k] = umem.give(m);
+                k += 1;
+                sent_frames += 1;
+                continue;
+            }
+            let data = m.data();
+            if data.is_empty() || (data.len() > MAX_FRAME && !self.sg) {
+                self.dropped.add(1);
+                continue;
+            }
+            let first = k;
+            let mut ok = true;
+            for piece in data.chunks(MAX_FRAME) {
+                let Some(mut u) = umem.pool.alloc() else {
+                    ok = false;
+                    break;
+                };
+                if !u.copy_from(piece) {
+                    ok = false;
+                    break;
                 }
-            };
-            lens[k] = m.len() as u32;
-            bytes += m.len();
-            addrs[k] = umem.give(m);
-            k += 1;
+                lens[k] = piece.len() as u32 | SL_MORE;
+                addrs[k] = umem.give(u);
+                k += 1;
+            }
+            if ok {
+                lens[k - 1] &= !SL_MORE;
+                bytes += data.len();
+                sent_frames += 1;
+            } else {
+                for &a in &addrs[first..k] {
+                    // SAFETY: given up just above and never posted.
+                    drop(unsafe { umem.take(a, 0) });
+                }
+                k = first;
+                self.dropped.add(1);
+            }
         }
         let n = k;
-        // SAFETY: n frames of this UMEM, given up above; the TX ring has
-        // room for them (at most `ring` outstanding), and this queue is
-        // the socket's only TX user.
+        // SAFETY: n descriptors of this UMEM's buffers, given up above;
+        // the TX ring has room for them (at most `ring` outstanding), and
+        // this queue is the socket's only TX user.
         let sent = unsafe { ffi::sl_xsk_tx(self.xsk.raw, addrs.as_ptr(), lens.as_ptr(), n as u32) };
         if sent == 0 && n > 0 {
             // Cannot happen with the room check above; free, do not leak.
@@ -395,11 +534,11 @@ impl TxQueue for XdpTx {
                 // SAFETY: given up above and never posted.
                 drop(unsafe { umem.take(a, 0) });
             }
-            self.dropped.add(n as u64);
+            self.dropped.add(sent_frames);
             return taken;
         }
         self.outstanding += n;
-        self.c.packets.add(n as u64);
+        self.c.packets.add(sent_frames);
         self.c.bytes.add(bytes as u64);
         taken
     }
@@ -407,6 +546,9 @@ impl TxQueue for XdpTx {
 
 struct Control {
     iface: String,
+    /// Multi-buffer socket (jumbo frames).
+    sg: bool,
+    nobuf: Arc<crate::Counter>,
     xsk: Arc<Xsk>,
     rx: Arc<QueueCounters>,
     tx: Arc<QueueCounters>,
@@ -438,6 +580,7 @@ impl PortControl for Control {
             // rx_dropped already counts those that found the fill ring
             // empty), and any it handed back that were no frame of ours.
             imissed: k[0] + k[1] + self.bad.get(),
+            rx_nombuf: self.nobuf.get(),
             ..PortStats::from_queues([&*self.rx], [&*self.tx])
         }
     }
@@ -454,7 +597,11 @@ impl PortControl for Control {
         Caps {
             max_burst: MAX_BURST,
             rx_interrupt: true,
-            max_frame: MAX_FRAME,
+            max_frame: if self.sg {
+                crate::probe::MAX_FRAME_LEN
+            } else {
+                MAX_FRAME
+            },
         }
     }
     fn stop_rx(&self) {
@@ -472,6 +619,7 @@ impl PortControl for Control {
             ("xdp_rx_invalid_descs", k[3]),
             ("xdp_tx_invalid_descs", k[4]),
             ("rx_bad_frames", self.bad.get()),
+            ("rx_jumbo_nobuf", self.nobuf.get()),
             ("tx_dropped", self.dropped.get()),
             ("umem_free", self.xsk.umem.pool.available_shared() as u64),
         ]
@@ -484,6 +632,26 @@ impl PortControl for Control {
 pub fn open(cfg: &AfXdpConfig, umem: &Arc<Umem>) -> Result<OpenPort, PortError> {
     let name = CString::new(cfg.iface.as_str())
         .map_err(|_| PortError::Config(format!("interface name {:?}", cfg.iface)))?;
+    let sg = usize::from(cfg.mtu) + 14 > MAX_FRAME;
+    if let Some(mtu) = crate::afpacket::iface_mtu(&cfg.iface) {
+        if usize::from(cfg.mtu) > mtu {
+            return Err(PortError::Config(format!(
+                "AF_XDP {}: the port's mtu is {} but the interface's is {mtu}: raise the interface's (`ip link set {} mtu {}`) or lower the port's",
+                cfg.iface, cfg.mtu, cfg.iface, cfg.mtu
+            )));
+        }
+    }
+    // Jumbo frames put together from chunks: as many buffers as the
+    // socket's RX ring holds frames, twice over (committed as used).
+    let jumbo = if sg {
+        Some(crate::Pool::new(
+            &format!("afxdp{}-jumbo", cfg.port),
+            2 * umem.ring as usize,
+            crate::mbuf::data_room_for(usize::from(cfg.mtu)),
+        )?)
+    } else {
+        None
+    };
     let mut err = 0;
     // A poisoned lock only means another open panicked; the UMEM is intact.
     let _serial = umem
@@ -500,12 +668,20 @@ pub fn open(cfg: &AfXdpConfig, umem: &Arc<Umem>) -> Result<OpenPort, PortError> 
             umem.ring,
             i32::from(cfg.zerocopy),
             i32::from(cfg.skb_mode),
+            i32::from(sg),
             &mut err,
         )
     };
     if raw.is_null() {
         return Err(PortError::Io {
-            path: format!("AF_XDP {}", cfg.iface),
+            path: if sg {
+                format!(
+                    "AF_XDP {} (multi-buffer for mtu {}: Linux >= 6.6 and, in zero-copy, a driver that has it)",
+                    cfg.iface, cfg.mtu
+                )
+            } else {
+                format!("AF_XDP {}", cfg.iface)
+            },
             error: std::io::Error::from_raw_os_error(-err),
         });
     }
@@ -521,6 +697,7 @@ pub fn open(cfg: &AfXdpConfig, umem: &Arc<Umem>) -> Result<OpenPort, PortError> 
     );
     let bad = Arc::new(crate::Counter::default());
     let dropped = Arc::new(crate::Counter::default());
+    let nobuf = Arc::new(crate::Counter::default());
     let stopped = Arc::new(AtomicBool::new(false));
     let mut rx = XdpRx {
         xsk: xsk.clone(),
@@ -531,6 +708,8 @@ pub fn open(cfg: &AfXdpConfig, umem: &Arc<Umem>) -> Result<OpenPort, PortError> 
         in_fill: 0,
         spare: Batch::new(MAX_BURST),
         bad: bad.clone(),
+        jumbo,
+        nobuf: nobuf.clone(),
     };
     rx.refill();
     // The buffers left in this thread's cache go back for the workers.
@@ -540,10 +719,13 @@ pub fn open(cfg: &AfXdpConfig, umem: &Arc<Umem>) -> Result<OpenPort, PortError> 
         c: txc.clone(),
         dropped: dropped.clone(),
         outstanding: 0,
+        sg,
     }) as BoxTx;
     Ok(OpenPort {
         control: Arc::new(Control {
             iface: cfg.iface.clone(),
+            sg,
+            nobuf,
             xsk,
             rx: rxc,
             tx: txc,

@@ -834,11 +834,11 @@ fn port_blocks_are_checked() {
 fn a_port_mtu_longer_than_its_drivers_frames_is_refused() {
     let c = parse(GOOD, "t.toml", None).unwrap();
     let p = &c.ports[0];
-    assert!(p.check_frames(1500, "afxdp", 1792).is_ok());
-    assert!(p.check_frames(1778, "afxdp", 1792).is_ok());
-    let e = p.check_frames(9000, "afxdp", 1792).unwrap_err().to_string();
+    assert!(p.check_frames(1500, "dpdk", 2048).is_ok());
+    assert!(p.check_frames(2034, "dpdk", 2048).is_ok());
+    let e = p.check_frames(9000, "dpdk", 2048).unwrap_err().to_string();
     assert!(
-        e.contains("mtu of 9000 needs 9014-byte frames, and the afxdp driver carries at most 1792 bytes a frame: lower `mtu` to 1778"),
+        e.contains("mtu of 9000 needs 9014-byte frames, and the dpdk driver carries at most 2048 bytes a frame: lower `mtu` to 2034"),
         "{e}"
     );
     assert!(e.starts_with(&format!("port {} (t.toml:", p.name)), "{e}");

@@ -170,14 +170,14 @@ impl PortConfig {
     }
 
     /// Refuses this port, opened with `driver` whose frames are at most
-    /// `max_frame` bytes, when its `mtu` needs longer ones (AF_XDP's
-    /// 2 KiB chunks, DPDK's buffers: no jumbo frames there yet), naming
-    /// both: a router on it would drop every larger frame.
+    /// `max_frame` bytes, when its `mtu` needs longer ones (DPDK's
+    /// buffers: no jumbo frames there yet), naming both: a router on it
+    /// would drop every larger frame.
     pub fn check_frames(&self, mtu: u16, driver: &str, max_frame: usize) -> anyhow::Result<()> {
         let need = usize::from(mtu) + 14;
         anyhow::ensure!(
             need <= max_frame,
-            "port {} ({}): its mtu of {mtu} needs {need}-byte frames, and the {driver} driver carries at most {max_frame} bytes a frame: lower `mtu` to {} or use the afpacket driver for jumbo frames",
+            "port {} ({}): its mtu of {mtu} needs {need}-byte frames, and the {driver} driver carries at most {max_frame} bytes a frame: lower `mtu` to {} or use the afpacket or afxdp driver for jumbo frames",
             self.name,
             self.origin,
             max_frame.saturating_sub(14)

@@ -18,6 +18,10 @@ pub struct SlXsk {
     _private: [u8; 0],
 }
 
+/// In a descriptor's length as the shim passes it: the frame goes on in
+/// the next descriptor (multi-buffer sockets; `XDP_PKT_CONTD`).
+pub const SL_MORE: u32 = 1 << 31;
+
 extern "C" {
     pub fn sl_umem_create(
         area: *mut c_void,
@@ -34,11 +38,12 @@ extern "C" {
         ring: u32,
         zerocopy: c_int,
         skb: c_int,
+        sg: c_int,
         err: *mut c_int,
     ) -> *mut SlXsk;
     pub fn sl_xsk_close(x: *mut SlXsk);
     pub fn sl_xsk_fd(x: *mut SlXsk) -> c_int;
-    pub fn sl_xsk_rx(x: *mut SlXsk, addrs: *mut u64, lens: *mut u32, n: u32) -> u32;
+    pub fn sl_xsk_rx(x: *mut SlXsk, addrs: *mut u64, lens: *mut u32, n: u32, frames: u32) -> u32;
     pub fn sl_xsk_fill(x: *mut SlXsk, addrs: *const u64, n: u32) -> u32;
     pub fn sl_xsk_tx(x: *mut SlXsk, addrs: *const u64, lens: *const u32, n: u32) -> u32;
     pub fn sl_xsk_complete(x: *mut SlXsk, addrs: *mut u64, n: u32) -> u32;
