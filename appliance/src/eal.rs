@@ -94,7 +94,12 @@ pub fn run(
         || (descs + 4096 * cfg.workers.len().max(1)).next_power_of_two() - 1,
         |n| n as usize,
     );
-    let pool = Mempool::create(&eal, "sluice", n as u32, 256, 2048 + 128).context("mbuf pool")?;
+    // Mbufs hold the longest port's frames whole (no scattered receive):
+    // 2 KiB, or jumbo-sized where a port's `mtu` asks for it.
+    let mtu = cfg.router.interfaces.iter().map(|x| x.mtu).max().unwrap_or(1500);
+    let room = (pmd::mbuf::data_room_for(usize::from(mtu)).max(2048)
+        + pmd::dpdk::RTE_PKTMBUF_HEADROOM) as u16;
+    let pool = Mempool::create(&eal, "sluice", n as u32, 256, room).context("mbuf pool")?;
     let mut opened = Vec::new();
     for (pi, p) in cfg.ports.iter().enumerate() {
         // Rx interrupts when a worker polling this port may block.
@@ -119,6 +124,7 @@ pub fn run(
                 stamp_rx: false,
                 rss: true,
                 rx_intr,
+                mtu: cfg.router.interfaces.get(pi).map_or(1500, |x| x.mtu),
             },
             &pool,
         )
@@ -139,7 +145,7 @@ pub fn run(
             "sluice-inject",
             (cfg.inject_buffers() - 1) as u32,
             256,
-            2048 + 128,
+            room,
         )
         .context("mbuf pool for held packets and generated traffic")?;
         let make: pmd::Injector<pmd::dpdk::DpdkMbuf> =

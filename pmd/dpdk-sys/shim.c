@@ -115,6 +115,15 @@ int sluice_configure(uint16_t port, uint16_t rxq, uint16_t txq, int rss, int rx_
 	return rte_eth_dev_configure(port, rxq, txq, &conf);
 }
 
+int sluice_set_mtu(uint16_t port, uint16_t mtu, uint16_t *max_mtu)
+{
+	struct rte_eth_dev_info info;
+	*max_mtu = 0;
+	if (rte_eth_dev_info_get(port, &info) == 0)
+		*max_mtu = info.max_mtu;
+	return rte_eth_dev_set_mtu(port, mtu);
+}
+
 uint32_t sluice_toeplitz_v4(uint32_t src, uint32_t dst, uint16_t sport, uint16_t dport)
 {
 	uint32_t tuple[3] = { rte_be_to_cpu_32(src), rte_be_to_cpu_32(dst),

@@ -36,6 +36,9 @@ int sluice_errno(void);
  * and *ip_csum is 1. */
 int sluice_configure(uint16_t port, uint16_t rxq, uint16_t txq, int rss, int rx_intr,
 		     uint64_t *rss_hf, int *ip_csum);
+/* Sets the port's MTU (after configure, before start): 0, or -errno with
+ * *max_mtu the device's largest. */
+int sluice_set_mtu(uint16_t port, uint16_t mtu, uint16_t *max_mtu);
 /* The RSS hash of a 5-tuple the way the symmetric key gives it (software
  * Toeplitz, for tests): addresses and ports in network order. */
 uint32_t sluice_toeplitz_v4(uint32_t src, uint32_t dst, uint16_t sport, uint16_t dport);

@@ -95,7 +95,10 @@ pub fn register_thread() {
 
 /// An mbuf pool.
 #[derive(Clone, Copy, Debug)]
-pub struct Mempool(NonNull<ffi::rte_mempool>);
+pub struct Mempool(NonNull<ffi::rte_mempool>, u16);
+
+/// DPDK's headroom in every mbuf (`RTE_PKTMBUF_HEADROOM`, Debian's build).
+pub const RTE_PKTMBUF_HEADROOM: usize = 128;
 
 // SAFETY: DPDK mempools are thread-safe (lock-free ring plus per-lcore
 // caches); the pointer stays valid for the process (never freed here).
@@ -127,8 +130,15 @@ impl Mempool {
             )
         };
         NonNull::new(p)
-            .map(Mempool)
+            .map(|p| Mempool(p, data_room))
             .ok_or_else(|| err("rte_pktmbuf_pool_create"))
+    }
+
+    /// The longest frame one of its mbufs holds (its data room less
+    /// DPDK's headroom): no scattered receive, so the longest a port on
+    /// it takes.
+    pub fn max_frame(&self) -> usize {
+        usize::from(self.1).saturating_sub(RTE_PKTMBUF_HEADROOM)
     }
 
     /// Allocates one mbuf with an empty packet.
@@ -743,6 +753,10 @@ pub struct DpdkPortConfig {
     pub rss: bool,
     /// Ask for rx interrupts (falls back to none if the device has none).
     pub rx_intr: bool,
+    /// The port's MTU: above 1,500 set on the device (refused with its
+    /// largest named if it cannot take it), and the mempool's mbufs must
+    /// hold the frames.
+    pub mtu: u16,
 }
 
 /// Configures and starts an ethdev port.
@@ -787,6 +801,24 @@ pub fn open(
     }
     if r < 0 {
         return Err(err("rte_eth_dev_configure"));
+    }
+    if cfg.mtu > 1500 {
+        let mut max_mtu = 0u16;
+        // SAFETY: a configured port and an out pointer.
+        let r = unsafe { ffi::sluice_set_mtu(port, cfg.mtu, &mut max_mtu) };
+        if r < 0 {
+            return Err(PortError::Config(format!(
+                "DPDK port {}: mtu {} refused ({}; the device's largest is {max_mtu}{})",
+                cfg.device,
+                cfg.mtu,
+                std::io::Error::from_raw_os_error(-r),
+                if cfg.device.starts_with("net_af_packet") {
+                    ", less its frames' `framesz` devarg"
+                } else {
+                    ""
+                }
+            )));
+        }
     }
     // SAFETY: valid port id.
     let socket = unsafe { ffi::rte_eth_dev_socket_id(port) }.max(0) as u32;
@@ -879,9 +911,9 @@ pub fn open(
             caps: Caps {
                 max_burst: MAX_BURST,
                 rx_interrupt: all_intr,
-                // The mempool's data room (`appliance::eal`): no
-                // scattered receive yet, so no jumbo frames.
-                max_frame: 2048,
+                // The mempool's data room (`appliance::eal` sizes it for
+                // the largest `mtu`): no scattered receive.
+                max_frame: pool.max_frame(),
             },
             xnames,
             rss_hf,

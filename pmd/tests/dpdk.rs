@@ -60,6 +60,7 @@ fn null_and_ring_vdevs() {
         stamp_rx: true,
         rss: true,
         rx_intr: false,
+        mtu: 1500,
     };
 
     // net_null: RX hands out packets, TX takes them, the counters agree.
@@ -215,6 +216,7 @@ fn tap_interrupt(eal: &Eal, pool: &Mempool) {
             stamp_rx: false,
             rss: false,
             rx_intr: true,
+            mtu: 1500,
         },
         pool,
     )
