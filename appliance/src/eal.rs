@@ -96,7 +96,13 @@ pub fn run(
     );
     // Mbufs hold the longest port's frames whole (no scattered receive):
     // 2 KiB, or jumbo-sized where a port's `mtu` asks for it.
-    let mtu = cfg.router.interfaces.iter().map(|x| x.mtu).max().unwrap_or(1500);
+    let mtu = cfg
+        .router
+        .interfaces
+        .iter()
+        .map(|x| x.mtu)
+        .max()
+        .unwrap_or(1500);
     let room = (pmd::mbuf::data_room_for(usize::from(mtu)).max(2048)
         + pmd::dpdk::RTE_PKTMBUF_HEADROOM) as u16;
     let pool = Mempool::create(&eal, "sluice", n as u32, 256, room).context("mbuf pool")?;

@@ -87,7 +87,7 @@ static uint8_t sym_key[40] = {
 };
 
 int sluice_configure(uint16_t port, uint16_t rxq, uint16_t txq, int rss, int rx_intr,
-		     uint64_t *rss_hf, int *ip_csum)
+		     uint16_t mtu, uint64_t *rss_hf, int *ip_csum)
 {
 	struct rte_eth_conf conf;
 	struct rte_eth_dev_info info;
@@ -112,16 +112,24 @@ int sluice_configure(uint16_t port, uint16_t rxq, uint16_t txq, int rss, int rx_
 	}
 	if (rx_intr)
 		conf.intr_conf.rxq = 1;
+	conf.rxmode.mtu = mtu;
 	return rte_eth_dev_configure(port, rxq, txq, &conf);
 }
 
-int sluice_set_mtu(uint16_t port, uint16_t mtu, uint16_t *max_mtu)
+uint16_t sluice_max_mtu(uint16_t port)
 {
 	struct rte_eth_dev_info info;
-	*max_mtu = 0;
-	if (rte_eth_dev_info_get(port, &info) == 0)
-		*max_mtu = info.max_mtu;
-	return rte_eth_dev_set_mtu(port, mtu);
+	if (rte_eth_dev_info_get(port, &info) != 0)
+		return 0;
+	/* ethdev's overhead: what the device's frame and MTU limits differ
+	 * by, else an Ethernet header and CRC. */
+	uint32_t overhead = RTE_ETHER_HDR_LEN + RTE_ETHER_CRC_LEN;
+	if (info.max_mtu != UINT16_MAX && info.max_rx_pktlen > info.max_mtu)
+		overhead = info.max_rx_pktlen - info.max_mtu;
+	uint32_t m = info.max_rx_pktlen > overhead ? info.max_rx_pktlen - overhead : 0;
+	if (m > info.max_mtu)
+		m = info.max_mtu;
+	return (uint16_t)m;
 }
 
 uint32_t sluice_toeplitz_v4(uint32_t src, uint32_t dst, uint16_t sport, uint16_t dport)

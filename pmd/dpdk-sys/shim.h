@@ -33,12 +33,13 @@ int sluice_errno(void);
  * rte_eth_dev_configure's result; *rss_hf gets the hash types in use.
  * Where the device offers it, the NIC verifies IPv4 header checksums
  * (RTE_ETH_RX_OFFLOAD_IPV4_CKSUM: each mbuf's RX_IP_CKSUM_GOOD or _BAD),
- * and *ip_csum is 1. */
+ * and *ip_csum is 1. The MTU goes in rxmode (what PMDs apply at start;
+ * check it against sluice_max_mtu first). */
 int sluice_configure(uint16_t port, uint16_t rxq, uint16_t txq, int rss, int rx_intr,
-		     uint64_t *rss_hf, int *ip_csum);
-/* Sets the port's MTU (after configure, before start): 0, or -errno with
- * *max_mtu the device's largest. */
-int sluice_set_mtu(uint16_t port, uint16_t mtu, uint16_t *max_mtu);
+		     uint16_t mtu, uint64_t *rss_hf, int *ip_csum);
+/* The largest MTU the port takes: its max_mtu, and no more than its
+ * largest frame (max_rx_pktlen) less the overhead ethdev counts. */
+uint16_t sluice_max_mtu(uint16_t port);
 /* The RSS hash of a 5-tuple the way the symmetric key gives it (software
  * Toeplitz, for tests): addresses and ports in network order. */
 uint32_t sluice_toeplitz_v4(uint32_t src, uint32_t dst, uint16_t sport, uint16_t dport);

@@ -753,9 +753,9 @@ pub struct DpdkPortConfig {
     pub rss: bool,
     /// Ask for rx interrupts (falls back to none if the device has none).
     pub rx_intr: bool,
-    /// The port's MTU: above 1,500 set on the device (refused with its
-    /// largest named if it cannot take it), and the mempool's mbufs must
-    /// hold the frames.
+    /// The port's MTU, configured on the device (refused, with the
+    /// device's largest named, if it cannot take it); the mempool's
+    /// mbufs must hold the frames.
     pub mtu: u16,
 }
 
@@ -775,6 +775,20 @@ pub fn open(
             cfg.device
         )));
     }
+    // SAFETY: valid port id.
+    let max_mtu = unsafe { ffi::sluice_max_mtu(port) };
+    if cfg.mtu > max_mtu {
+        return Err(PortError::Config(format!(
+            "DPDK port {}: mtu {} is more than the device takes (at most {max_mtu}{})",
+            cfg.device,
+            cfg.mtu,
+            if cfg.device.starts_with("net_af_packet") || cfg.device.starts_with("net_tap") {
+                ": this DPDK's kernel-interface PMDs take no jumbo frames"
+            } else {
+                ""
+            }
+        )));
+    }
     let mut rss_hf = 0u64;
     let mut ip_csum: c_int = 0;
     let mut configure = |intr: bool| {
@@ -787,6 +801,7 @@ pub fn open(
                 cfg.txq,
                 c_int::from(cfg.rss),
                 c_int::from(intr),
+                cfg.mtu,
                 &mut rss_hf,
                 &mut ip_csum,
             )
@@ -801,24 +816,6 @@ pub fn open(
     }
     if r < 0 {
         return Err(err("rte_eth_dev_configure"));
-    }
-    if cfg.mtu > 1500 {
-        let mut max_mtu = 0u16;
-        // SAFETY: a configured port and an out pointer.
-        let r = unsafe { ffi::sluice_set_mtu(port, cfg.mtu, &mut max_mtu) };
-        if r < 0 {
-            return Err(PortError::Config(format!(
-                "DPDK port {}: mtu {} refused ({}; the device's largest is {max_mtu}{})",
-                cfg.device,
-                cfg.mtu,
-                std::io::Error::from_raw_os_error(-r),
-                if cfg.device.starts_with("net_af_packet") {
-                    ", less its frames' `framesz` devarg"
-                } else {
-                    ""
-                }
-            )));
-        }
     }
     // SAFETY: valid port id.
     let socket = unsafe { ffi::rte_eth_dev_socket_id(port) }.max(0) as u32;

@@ -1,8 +1,9 @@
 //! The DPDK backend on vdevs (needs Debian's DPDK; runs without hugepages):
-//! `net_null` RX/TX, counters and xstats, RSS configuration with the
-//! symmetric key, a `net_ring` loopback carrying real frames through the
-//! forwarding modes, and (as root, with /dev/net/tun) a `net_tap` port
-//! whose rx interrupt wakes an epoll wait when the kernel sends it a frame.
+//! `net_null` RX/TX (2 KiB and jumbo mbufs), counters and xstats, RSS
+//! configuration with the symmetric key, a `net_ring` loopback carrying
+//! real frames through the forwarding modes, and (as root, with
+//! /dev/net/tun) a `net_tap` port whose rx interrupt wakes an epoll wait
+//! when the kernel sends it a frame.
 //! One test: EAL initialises once per process.
 #![cfg(feature = "dpdk")]
 
@@ -47,6 +48,8 @@ fn null_and_ring_vdevs() {
         "net_ring0",
         "--vdev",
         "net_null2",
+        "--vdev",
+        "net_null3,size=9014",
     ])
     .expect("EAL initialises without hugepages");
     assert!(Eal::init(&["again"]).is_err(), "EAL initialises once");
@@ -83,6 +86,27 @@ fn null_and_ring_vdevs() {
     assert_eq!(n0.control.stats().ipackets, moved as u64);
     assert_eq!(n1.control.stats().opackets, moved as u64);
     assert!(dpdk::open(&eal, &cfg("net_null7"), &pool).is_err());
+    assert_eq!(n0.control.caps().max_frame, 2048, "2 KiB mbufs");
+
+    // Jumbo frames: mbufs sized for the MTU (as appliance::eal sizes
+    // them), the MTU configured on the device, 9,014-byte frames whole.
+    let room = pmd::mbuf::data_room_for(9000) + dpdk::RTE_PKTMBUF_HEADROOM;
+    let jumbo = Mempool::create(&eal, "sluice-jumbo", 1023, 64, room as u16).unwrap();
+    assert!(jumbo.max_frame() >= 9014, "{}", jumbo.max_frame());
+    let mut j = dpdk::open(
+        &eal,
+        &DpdkPortConfig {
+            mtu: 9000,
+            ..cfg("net_null3")
+        },
+        &jumbo,
+    )
+    .unwrap();
+    assert_eq!(j.control.caps().max_frame, jumbo.max_frame());
+    let got = j.rx[0].rx_burst(&mut b);
+    assert!(got > 0);
+    assert!(b.iter().all(|m| m.len() == 9014), "received whole");
+    assert_eq!(n1.tx[0].tx_burst(&mut b), got);
 
     // net_ring: what goes out comes back, unchanged in io, swapped in 5tswap.
     let mut r = dpdk::open(&eal, &cfg("net_ring0"), &pool).unwrap();
