@@ -7,13 +7,44 @@
 //! address; the server's port unreachable reaches the client's socket as
 //! ICMPv6 (the error translated with its quote); a packet too long for
 //! the IPv4 link gets Packet Too Big with that link's MTU plus 20, which
-//! the client's kernel takes as the path's. Needs root, `ip`, `ping`, `python3`,
+//! the client's kernel takes as the path's; 3,000-byte UDP datagrams go
+//! both ways in fragments (the client's IPv6 ones translated, and
+//! fragmented again for the 1,400-byte link; the server's IPv4 ones
+//! translated with fragment headers) and arrive whole. Needs root, `ip`, `ping`, `python3`,
 //! `curl` and `iperf3`; skipped without them unless `CI` is set. The
 //! namespaces end with the test, passed or failed.
 
 mod common;
 
 use common::{as_root, ctl_json, have, Nets};
+
+/// Echoes each UDP datagram to port 9001 back to its sender.
+const UDP_ECHO: &str = r#"
+import socket
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+s.bind(("198.19.0.2", 9001))
+while True:
+    d, a = s.recvfrom(65535)
+    s.sendto(d, a)
+"#;
+
+/// Sends a 3,000-byte datagram through NAT64 and prints "whole" when the
+/// same bytes come back (up to three tries).
+const UDP_BIG: &str = r#"
+import socket
+u = socket.socket(socket.AF_INET6, socket.SOCK_DGRAM)
+u.settimeout(2)
+d = bytes((i * 7 + i // 251) % 256 for i in range(3000))
+for _ in range(3):
+    u.sendto(d, ("64:ff9b::198.19.0.2", 9001))
+    try:
+        print("whole" if u.recv(65535) == d else "changed")
+        break
+    except socket.timeout:
+        pass
+else:
+    print("timeout")
+"#;
 
 const CONFIG: &str = r#"
 [run]
@@ -108,6 +139,9 @@ fn an_ipv6_only_client_reaches_an_ipv4_server() {
     std::fs::write(www.join("blob"), &blob).unwrap();
     let _sluice = common::sluice_in(r, &cfg, &sock);
     let _echo = common::python_in(s, &dir.join("echo.py"));
+    std::fs::write(dir.join("udp_echo.py"), UDP_ECHO).unwrap();
+    std::fs::write(dir.join("udp_big.py"), UDP_BIG).unwrap();
+    let _udp_echo = common::python_in(s, &dir.join("udp_echo.py"));
     let spawn = |args: &[&str]| {
         common::Killed(
             std::process::Command::new("ip")
@@ -165,6 +199,23 @@ fn an_ipv6_only_client_reaches_an_ipv4_server() {
     assert!(o.status.success(), "curl: {o:?}");
     assert_eq!(o.stdout.len(), blob.len(), "the file's length");
     assert_eq!(sum(&o.stdout), sum(&blob), "the file's bytes");
+
+    // A 3,000-byte datagram each way, in fragments both ways.
+    let (r0, t0) = (
+        n.sh(r, "cat /sys/class/net/r0/statistics/rx_packets"),
+        n.sh(r, "cat /sys/class/net/r1/statistics/tx_packets"),
+    );
+    let got = n.sh(c, &format!("python3 {}", dir.join("udp_big.py").display()));
+    assert_eq!(got.trim(), "whole", "a fragmented datagram each way");
+    let count = |x: String| x.trim().parse::<u64>().unwrap();
+    let (r1, t1) = (
+        n.sh(r, "cat /sys/class/net/r0/statistics/rx_packets"),
+        n.sh(r, "cat /sys/class/net/r1/statistics/tx_packets"),
+    );
+    assert!(
+        count(r1) - count(r0) >= 3 && count(t1) - count(t0) >= 3,
+        "fragments: the client's at least three, the server's link at least three"
+    );
 
     // iperf3 for two seconds: what the client sent, the server received.
     let out = n.sh(

@@ -1,6 +1,7 @@
 //! `acl`: the classifier against a linear scan on every ClassBench rule set
-//! here: build time, tuples, memory, and lookups per second on the set's
-//! trace, measured side by side in one run.
+//! here, and on 100k-rule sets grown from the 10k ones
+//! ([`testdata::classbench`]): build time, tuples, memory, and lookups per
+//! second on the set's trace, measured side by side in one run.
 
 use anyhow::{Context, Result};
 use clap::Parser;
@@ -20,7 +21,13 @@ pub struct AclArgs {
     /// Skip the tuple space and the linear scan (their columns read -).
     #[arg(long)]
     classifier_only: bool,
+    /// Rules in each grown set (grown from each 10k set; 0: none).
+    #[arg(long, default_value_t = 100_000)]
+    grow: usize,
 }
+
+/// Headers a linear scan of a grown set is timed on (of its trace).
+const LINEAR_KEYS: usize = 5_000;
 
 /// One pass of the classifier over a trace (not inlined: what
 /// `bench/run-acl-instructions.sh` counts).
@@ -65,35 +72,58 @@ fn rate(runs: usize, n: usize, mut f: impl FnMut()) -> f64 {
 
 /// Runs the comparison and prints a Markdown table.
 pub fn acl(a: AclArgs) -> Result<()> {
-    let sets = [
+    let mut sets: Vec<(String, &str)> = [
         ("acl1_1k", "acl1_1k_trace"),
         ("fw1_1k", "fw1_1k_trace"),
         ("ipc1_1k", "ipc1_1k_trace"),
         ("acl1_10k", "acl1_1k_trace"),
         ("fw1_10k", "fw1_10k_trace.gz"),
         ("ipc1_10k", "ipc1_10k_trace.gz"),
-    ];
+    ]
+    .map(|(r, t)| (r.to_string(), t))
+    .to_vec();
+    let grown = |n: usize| format!("{}k", n / 1000);
+    if a.grow > 0 {
+        for seed in ["acl1", "fw1", "ipc1"] {
+            sets.push((format!("{seed}_{}", grown(a.grow)), "grown"));
+        }
+    }
     if let Some(s) = &a.set {
         anyhow::ensure!(
             sets.iter().any(|(rf, _)| rf == s),
             "--set {s}: no such rule set (one of {})",
-            sets.map(|(rf, _)| rf).join(", ")
+            sets.iter()
+                .map(|(rf, _)| rf.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
         );
     }
-    println!("ClassBench rule sets and traces from ../shared/data/classbench (acl1_10k has no trace here: the 1k trace's headers are used); one core; median of {} passes over each trace.\n", a.runs);
+    println!("ClassBench rule sets and traces from ../shared/data/classbench (acl1_10k has no trace here: the 1k trace's headers are used); the {} sets grown from the 10k ones by `testdata::classbench::grow` (ClassBench's method with the 10k set as its seed: prefix lengths, port ranges and protocols of a seed rule, prefixes drawn down the seed's address trees), each with {} headers drawn inside its rules (`testdata::classbench::trace`), the linear scan timed on the first {LINEAR_KEYS}; one core; median of {} passes over each trace.\n", grown(a.grow), a.grow, a.runs);
     println!("| rules | count | build | IPv4 cut: source, destination bits (cells) | bit vectors | memory | classifier M lookups/s | cycles/lookup | with a memo: hits in one pass, M lookups/s | tuple space M lookups/s | linear scan M lookups/s | speed-up vs linear |");
     println!("|---|---|---|---|---|---|---|---|---|---|---|---|");
     let hz = pmd::sys::Tsc::calibrate(std::time::Duration::from_millis(50)).hz as f64;
-    for (rf, tf) in sets {
+    for (rf, tf) in &sets {
         if a.set.as_deref().is_some_and(|s| s != rf) {
             continue;
         }
-        let rules: Vec<_> = lines(&format!("classbench/{rf}"))?
+        let (rule_lines, trace_lines) = if *tf == "grown" {
+            let seed = rf.split('_').next().unwrap_or_default();
+            let r =
+                testdata::classbench::grow(&lines(&format!("classbench/{seed}_10k"))?, a.grow, 1);
+            let t = testdata::classbench::trace(&r, a.grow, 2);
+            (r, t)
+        } else {
+            (
+                lines(&format!("classbench/{rf}"))?,
+                lines(&format!("classbench/{tf}"))?,
+            )
+        };
+        let rules: Vec<_> = rule_lines
             .iter()
             .filter(|l| !l.trim().is_empty())
             .map(|l| parse_classbench(l).with_context(|| format!("{rf}: {l}")))
             .collect::<Result<_>>()?;
-        let trace: Vec<Key> = lines(&format!("classbench/{tf}"))?
+        let trace: Vec<Key> = trace_lines
             .iter()
             .filter_map(|l| parse_trace(l).map(|(k, _)| k))
             .collect();
@@ -115,8 +145,13 @@ pub fn acl(a: AclArgs) -> Result<()> {
                     black_box(ts.classify(k));
                 }
             });
-            let slow = rate(a.runs.min(3), trace.len(), || {
-                for k in &trace {
+            let some = &trace[..trace.len().min(if *tf == "grown" {
+                LINEAR_KEYS
+            } else {
+                trace.len()
+            })];
+            let slow = rate(a.runs.min(3), some.len(), || {
+                for k in some {
                     black_box(linear(&rules, k));
                 }
             });

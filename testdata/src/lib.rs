@@ -1,5 +1,8 @@
 //! Locating the shared data sets (`../shared/data` beside the repository)
-//! for tests and benchmarks, and reading them.
+//! for tests and benchmarks, and reading them; and growing ClassBench
+//! rule sets to any size from them ([`classbench`]).
+
+pub mod classbench;
 
 use std::io::{BufRead, BufReader};
 use std::path::PathBuf;

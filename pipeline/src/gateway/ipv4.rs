@@ -173,6 +173,20 @@ impl<C: StageClock> Gateway<C> {
             _ => t.and_then(|t| Some((t, self.ct.find(&t)?))),
         };
         match flow {
+            Some((_, (i, reply))) if nat64::is_nat64(self.ct.flow(i)) => {
+                let f = self.ct.flow(i);
+                if reply {
+                    reass::Fate::Nat64To6 {
+                        src: f.orig.dst,
+                        dst: f.orig.src,
+                    }
+                } else {
+                    reass::Fate::Nat64To4 {
+                        src: addr4(f.reply.dst),
+                        dst: addr4(f.reply.src),
+                    }
+                }
+            }
             Some((t, (i, reply))) => {
                 let f = self.ct.flow(i);
                 let to = if f.nat() { f.translated(reply) } else { t };
@@ -199,6 +213,26 @@ impl<C: StageClock> Gateway<C> {
                 readdress(&mut pkt.bytes_mut()[ETH..], src, dst);
                 self.router.process(pkt, in_port)
             }
+            reass::Fate::Nat64To4 { src, dst } => {
+                let Some((cut, end)) = nat64::frag6_to4(pkt.bytes_mut(), src, dst) else {
+                    return Verdict::Drop(DropReason::Untranslatable);
+                };
+                if pkt.bytes().len() > end {
+                    pkt.set_len(end);
+                }
+                if !pkt.cut_front(cut) {
+                    return Verdict::Drop(DropReason::Truncated);
+                }
+                self.nat_events[nat::Event::Nat64To4 as usize] += 1;
+                self.router.process(pkt, in_port)
+            }
+            reass::Fate::Nat64To6 { src, dst } => {
+                if !nat64::frag4_to6(pkt, src, dst) {
+                    return Verdict::Drop(DropReason::Untranslatable);
+                }
+                self.nat_events[nat::Event::Nat64To6 as usize] += 1;
+                self.router.process(pkt, in_port)
+            }
             reass::Fate::Router => self.router.process(pkt, in_port),
             reass::Fate::Drop(r) => Verdict::Drop(r),
             reass::Fate::Handoff(w) => Verdict::Handoff(w),
@@ -210,11 +244,22 @@ impl<C: StageClock> Gateway<C> {
     /// worker cannot be: it is dropped).
     pub(super) fn release_fragments(&mut self, send: &mut dyn FnMut(u16, &[u8]) -> bool) {
         let router = &mut self.router;
+        let events = &mut self.nat_events;
         self.reass.release(|frame, in_port, fate| match fate {
             reass::Fate::Forward { src, dst } => {
                 readdress(&mut frame[ETH..], src, dst);
                 router.route_and_send(frame, in_port, send)
             }
+            reass::Fate::Nat64To4 { src, dst } => match nat64::frag6_to4(frame, src, dst) {
+                Some((cut, end)) => {
+                    events[nat::Event::Nat64To4 as usize] += 1;
+                    frame.truncate(end);
+                    frame.drain(..cut);
+                    router.route_and_send(frame, in_port, send)
+                }
+                None => false,
+            },
+            // (A copy cannot grow in place: dropped, as one handed over.)
             _ => false,
         });
     }

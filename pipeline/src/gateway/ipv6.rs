@@ -68,15 +68,12 @@ impl<C: StageClock> Gateway<C> {
                 None => return self.router.process(pkt, in_port),
             }
         }
-        if !self.nat.nat64.is_empty() && self.nat64_of(dst).is_some() {
-            if proto == 44 || frag.is_some() {
-                // Fragments are not translated (not built).
-                return Verdict::Drop(DropReason::Untranslatable);
-            }
-            return self.nat64_out(pkt, in_port, proto, off);
-        }
+        let nat64 = !self.nat.nat64.is_empty() && self.nat64_of(dst).is_some();
         if proto == 44 || frag.is_some() {
-            return self.fragment6(pkt, in_port, proto, off, frag);
+            return self.fragment6(pkt, in_port, proto, off, frag, nat64);
+        }
+        if nat64 {
+            return self.nat64_out(pkt, in_port, proto, off);
         }
         self.l4_6(pkt, in_port, proto, off, true)
     }
@@ -151,8 +148,8 @@ impl<C: StageClock> Gateway<C> {
     /// An IPv6 fragment not for the router, whose extension headers end
     /// with upper-layer protocol `proto` at `off` (a datagram's first,
     /// whose fragment header is at `frag`), or with the fragment header at
-    /// `off` (`proto` 44: any other): as [`Gateway::fragment4`], without
-    /// translation.
+    /// `off` (`proto` 44: any other): as [`Gateway::fragment4`]; to a
+    /// NAT64 prefix (`nat64`), translated to IPv4 (`nat64`'s fragments).
     #[cold]
     #[inline(never)]
     pub(super) fn fragment6<P: Frame>(
@@ -162,6 +159,7 @@ impl<C: StageClock> Gateway<C> {
         proto: u8,
         off: usize,
         frag: Option<usize>,
+        nat64: bool,
     ) -> Verdict {
         let b = pkt.bytes();
         let ip = Ipv6Packet::new_unchecked(&b[ETH..]);
@@ -194,7 +192,15 @@ impl<C: StageClock> Gateway<C> {
                 }),
                 _ => None,
             };
-            let v = self.l4_6(pkt, in_port, proto, off, false);
+            let v = if !nat64 {
+                self.l4_6(pkt, in_port, proto, off, false)
+            } else if matches!(proto, IpProto::TCP | IpProto::UDP) {
+                self.nat64_out(pkt, in_port, proto, off)
+            } else {
+                // A fragmented ICMPv6 message: its checksum's pseudo-
+                // header has a length the first fragment does not know.
+                Verdict::Drop(DropReason::Untranslatable)
+            };
             if !last {
                 let fate = self.fate(v, t, false);
                 self.reass.first(&key, len, last, fate);

@@ -6,6 +6,20 @@
 //! the port); the rules see the IPv6 packet as the client sent it. Each
 //! packet is translated (`crate::nat64`) and routed by the router's other
 //! family. ICMP errors about a flow are translated with what they quote.
+//!
+//! Fragments (RFC 7915 4.1, 5.1.1) follow their datagram's first, as
+//! NAT44's do (`reass`: virtual reassembly, nothing reassembled): the
+//! first goes through conntrack, the rules and NAT with the fragment
+//! fields carried over (the identification, the offset, More Fragments;
+//! IPv4's 16-bit identification is IPv6's low half, and IPv6's zero-
+//! extended IPv4's), a fragment header added or taken away; the L4
+//! checksum, which covers the whole datagram, is adjusted in the first by
+//! the pseudo-header's change, which is the same for every fragment. The
+//! others get their flow's addresses from the first's fate. TCP and UDP
+//! only: a fragmented ICMP message's checksum covers a pseudo-header with
+//! the whole message's length, which its first fragment does not know,
+//! and a fragmented UDP datagram without a checksum cannot get one (both
+//! dropped as `untranslatable`, as RFC 7915 allows).
 
 use super::*;
 use crate::nat64::{self as n64, Rewrite};
@@ -222,7 +236,8 @@ impl<C: StageClock> Gateway<C> {
     /// The IPv6 packet (upper layer `proto` at `off`) translated to IPv4
     /// as `to` says (`None`: to be routed), or what answers it instead:
     /// one too long for the IPv4 link gets Packet Too Big (its MTU 20
-    /// bytes more, RFC 7915 5.1).
+    /// bytes more, RFC 7915 5.1) unless it is a fragment (DF clear: the
+    /// router fragments it again).
     #[inline(always)]
     fn to4<P: Frame>(
         &mut self,
@@ -238,7 +253,30 @@ impl<C: StageClock> Gateway<C> {
         let end = ETH + 40 + usize::from(u16::from_be_bytes([b[ETH + 4], b[ETH + 5]]));
         let l4len = end - ETH - off;
         let total = 20 + l4len;
-        if total > usize::from(self.min_mtu) {
+        // Behind extension headers: a first fragment's fields, carried
+        // over (its header found again: the cold way; read before the
+        // IPv4 header is written over it). TCP and UDP only.
+        let frag = if off == 40 {
+            None
+        } else {
+            let b = pkt.bytes();
+            let f = Ipv6Packet::new_unchecked(&b[ETH..])
+                .headers()
+                .ok()
+                .and_then(|(_, _, f)| f)
+                .map(|fh| {
+                    let fr = &b[ETH + fh..ETH + fh + 8];
+                    (u16::from_be_bytes([fr[2], fr[3]]), [fr[6], fr[7]])
+                });
+            if f.is_some() && !matches!(proto, IpProto::TCP | IpProto::UDP) {
+                return Some(Verdict::Drop(DropReason::Untranslatable));
+            }
+            f
+        };
+        // Too long for the IPv4 link: Packet Too Big, unless it is a
+        // fragment, which leaves without DF and may be fragmented again
+        // (RFC 7915 5.1).
+        if frag.is_none() && total > usize::from(self.min_mtu) {
             let mtu = self
                 .router
                 .route4(to.dst, 0)
@@ -301,6 +339,9 @@ impl<C: StageClock> Gateway<C> {
             );
         } else {
             n64::write4(h, tc, total as u16, id, df, hop, proto4, to.src, to.dst);
+        }
+        if let Some((fo, id)) = frag {
+            frag_fields4(&mut b[cut + ETH..cut + ETH + 20], fo, id);
         }
         if b.len() > end {
             pkt.set_len(end);
@@ -415,10 +456,11 @@ impl<C: StageClock> Gateway<C> {
 /// (its original tuple), received in the reply direction: translated
 /// to IPv6 and routed through the flow's next hop `hop` (the
 /// gateway's parts by name: the flow is borrowed from its table), its
-/// TCP/UDP checksum updated by the flow's `delta`. A fragment is not
-/// translated (not built); one too long for the IPv6 link is answered
-/// with Fragmentation Needed (its MTU 20 bytes less) when it may not be
-/// fragmented, else dropped.
+/// TCP/UDP checksum updated by the flow's `delta`. A datagram's first
+/// fragment gets a fragment header (the others follow it: `reass`); a
+/// packet too long for the IPv6 link is answered with Fragmentation
+/// Needed (its MTU 20 bytes less) when it may not be fragmented, else
+/// dropped.
 #[inline(never)]
 #[allow(clippy::too_many_arguments)]
 pub(super) fn nat64_in<P: Frame>(
@@ -433,15 +475,20 @@ pub(super) fn nat64_in<P: Frame>(
 ) -> Verdict {
     let b = pkt.bytes();
     let ip = Ipv4Packet::new_unchecked(&b[ETH..]);
-    if ip.flags_frag() & 0x3fff != 0 {
-        return Verdict::Drop(DropReason::Untranslatable);
-    }
+    let (ff, ident) = (ip.flags_frag(), ip.ident());
     let h = ip.header_len();
     let total = usize::from(ip.total_len());
     let (tos, ttl, proto) = (b[ETH + 1], ip.ttl(), ip.protocol());
+    // A datagram's first fragment (the others follow it by `reass`):
+    // TCP and UDP only, with a fragment header.
+    let frag = ff & 0x3fff != 0;
+    if frag && (ff & 0x1fff != 0 || !matches!(proto, IpProto::TCP | IpProto::UDP)) {
+        return Verdict::Drop(DropReason::Untranslatable);
+    }
+    let fh = if frag { 8 } else { 0 };
     let (src4, dst4) = (ip.src(), ip.dst());
-    let df = ip.flags_frag() & 0x4000 != 0;
-    let len6 = 40 + total - h;
+    let df = ff & 0x4000 != 0;
+    let len6 = 40 + fh + total - h;
     if len6 > usize::from(min_mtu) {
         let mtu = router
             .route6(o.src, 0)
@@ -485,23 +532,132 @@ pub(super) fn nat64_in<P: Frame>(
     if pkt.bytes().len() > end {
         pkt.set_len(end);
     }
-    if !resize_l3(pkt, h, 40) {
+    if !resize_l3(pkt, h, 40 + fh) {
         return Verdict::Drop(DropReason::Truncated);
     }
     let b = pkt.bytes_mut();
     b[..12].copy_from_slice(&eth);
     b[12..14].copy_from_slice(&EtherType::IPV6.to_be_bytes());
-    n64::write6(
-        &mut b[ETH..ETH + 40],
-        tos,
-        (total - h) as u16,
-        proto6,
-        ttl,
-        to.src,
-        to.dst,
-    );
+    if frag {
+        write_frag6(
+            &mut b[ETH..],
+            tos,
+            total - h,
+            proto6,
+            ttl,
+            (to.src, to.dst),
+            (ff, ident),
+        );
+    } else {
+        n64::write6(
+            &mut b[ETH..ETH + 40],
+            tos,
+            (total - h) as u16,
+            proto6,
+            ttl,
+            to.src,
+            to.dst,
+        );
+    }
     events[nat::Event::Nat64To6 as usize] += 1;
     router.forward6_cached(pkt, in_port, hop)
+}
+
+/// An IPv4 header `h` (written, 20 bytes) given an IPv6 fragment's
+/// fields: its fragment offset word `fo` (offset and More Fragments) and
+/// the low half `id` of its identification; its checksum made again.
+fn frag_fields4(h: &mut [u8], fo: u16, id: [u8; 2]) {
+    let ff = fo >> 3 | if fo & 1 != 0 { 0x2000 } else { 0 };
+    h[4..6].copy_from_slice(&id);
+    h[6..8].copy_from_slice(&ff.to_be_bytes());
+    h[10..12].fill(0);
+    let c = crate::checksum::checksum(h);
+    h[10..12].copy_from_slice(&c.to_be_bytes());
+}
+
+/// Writes an IPv6 header and a fragment header (48 bytes at the front of
+/// `l3`) for an IPv4 fragment: `len` bytes after its header, the upper
+/// layer `next`, its flags and fragment offset word `ff` and its
+/// identification `ident`.
+fn write_frag6(
+    l3: &mut [u8],
+    tos: u8,
+    len: usize,
+    next: u8,
+    ttl: u8,
+    (src, dst): (u128, u128),
+    (ff, ident): (u16, u16),
+) {
+    n64::write6(&mut l3[..40], tos, (len + 8) as u16, 44, ttl, src, dst);
+    let fo = (ff & 0x1fff) << 3 | u16::from(ff & 0x2000 != 0);
+    l3[40..48].copy_from_slice(&[
+        next,
+        0,
+        (fo >> 8) as u8,
+        fo as u8,
+        0,
+        0,
+        (ident >> 8) as u8,
+        ident as u8,
+    ]);
+}
+
+/// A NAT64 datagram's later fragment from the client (the IPv6 frame
+/// `f`, its fragment header found again) as IPv4 from `src` to `dst`,
+/// in place: where the frame now starts in `f` and ends; `None` for
+/// anything else (not such a fragment, not TCP or UDP, cut short).
+pub(super) fn frag6_to4(f: &mut [u8], src: u32, dst: u32) -> Option<(usize, usize)> {
+    let ip = Ipv6Packet::new_checked(f.get(ETH..)?).ok()?;
+    let (proto, fh, _) = ip.headers().ok()?;
+    let end = ETH + 40 + usize::from(ip.payload_len());
+    let (tc, hop) = ((f[ETH] & 0x0f) << 4 | f[ETH + 1] >> 4, ip.hop_limit());
+    let fr = f.get(ETH + fh..ETH + fh + 8)?;
+    let (next, fo, id) = (fr[0], u16::from_be_bytes([fr[2], fr[3]]), [fr[6], fr[7]]);
+    if proto != 44 || !matches!(next, IpProto::TCP | IpProto::UDP) || end > f.len() {
+        return None;
+    }
+    let payload = end - (ETH + fh + 8);
+    let cut = fh + 8 - 20;
+    f.copy_within(..12, cut);
+    f[cut + 12..cut + 14].copy_from_slice(&EtherType::IPV4.to_be_bytes());
+    let h = &mut f[cut + ETH..cut + ETH + 20];
+    n64::write4(h, tc, (20 + payload) as u16, 0, false, hop, next, src, dst);
+    frag_fields4(h, fo, id);
+    Some((cut, end))
+}
+
+/// A NAT64 datagram's later fragment from the server (the IPv4 frame
+/// `pkt`) as IPv6 from `src` to `dst`, with a fragment header; false for
+/// anything else (not TCP or UDP, no room).
+pub(super) fn frag4_to6<P: Frame>(pkt: &mut P, src: u128, dst: u128) -> bool {
+    let b = pkt.bytes();
+    let ip = Ipv4Packet::new_unchecked(&b[ETH..]);
+    let (h, total, proto) = (ip.header_len(), usize::from(ip.total_len()), ip.protocol());
+    let (tos, ttl, ff, ident) = (b[ETH + 1], ip.ttl(), ip.flags_frag(), ip.ident());
+    if !matches!(proto, IpProto::TCP | IpProto::UDP) || ETH + total > b.len() {
+        return false;
+    }
+    let mut eth = [0u8; 12];
+    eth.copy_from_slice(&b[..12]);
+    if b.len() > ETH + total {
+        pkt.set_len(ETH + total);
+    }
+    if !resize_l3(pkt, h, 48) {
+        return false;
+    }
+    let b = pkt.bytes_mut();
+    b[..12].copy_from_slice(&eth);
+    b[12..14].copy_from_slice(&EtherType::IPV6.to_be_bytes());
+    write_frag6(
+        &mut b[ETH..],
+        tos,
+        total - h,
+        proto,
+        ttl,
+        (src, dst),
+        (ff, ident),
+    );
+    true
 }
 
 /// What a packet of a NAT64 flow with reply tuple `r` leaves with as

@@ -105,6 +105,23 @@ pub enum Fate {
         /// Destination address.
         dst: u128,
     },
+    /// A NAT64 flow's datagram from the IPv6 client: translated to IPv4
+    /// with these addresses (the pool's, the server's) and routed.
+    Nat64To4 {
+        /// Source address.
+        src: u32,
+        /// Destination address.
+        dst: u32,
+    },
+    /// A NAT64 flow's datagram from the IPv4 server: translated to IPv6
+    /// with these addresses (the server's in the prefix, the client's)
+    /// and routed.
+    Nat64To6 {
+        /// Source address.
+        src: u128,
+        /// Destination address.
+        dst: u128,
+    },
     /// For the router itself (no flow: it answers, or punts it).
     Router,
     /// Dropped (or refused with an answer), for this reason.

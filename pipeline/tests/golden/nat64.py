@@ -13,13 +13,20 @@ port 1 from its address, with the single NAT port 40000. What the
 translator chooses where RFC 7915 leaves it to it: the IPv4
 identification (0 with DF set, else a counter from 1), DF (set above
 1,260 bytes), the IPv4 TTL / IPv6 hop limit (copied, less one for the hop).
+Fragments (RFC 7915 4.1, 5.1.1) are translated one by one, each keeping
+its offset and More Fragments, the identification carried over (IPv6's
+low 16 bits as IPv4's; IPv4's zero-extended as IPv6's), DF clear: the
+expected ones are the whole datagram as the other family sends it (its
+checksum computed by scapy over all of it) cut where the fragments
+given were cut.
 
 Run: /usr/bin/python3 pipeline/tests/golden/nat64.py > pipeline/tests/golden/nat64.txt
 """
 
 from scapy.all import (ICMP, IP, TCP, UDP, Ether, ICMPv6DestUnreach,
                        ICMPv6EchoReply, ICMPv6EchoRequest, ICMPv6PacketTooBig,
-                       ICMPv6TimeExceeded, IPv6, Raw)
+                       ICMPv6TimeExceeded, IPv6, IPv6ExtHdrFragment, Raw,
+                       fragment, fragment6)
 
 R0, R1 = "02:51:00:00:00:00", "02:51:00:00:00:01"
 HOST, GW = "02:aa:00:00:00:01", "02:bb:00:00:00:01"
@@ -138,6 +145,43 @@ case(
     (0, lan(IPv6(src=CLIENT, dst=SERVER6, hlim=64) / ICMPv6DestUnreach(code=4) / bytes(reply6)),
      1, to_wan(IP(src=POOL, dst=SERVER, ttl=63, id=0) / ICMP(type=3, code=3) / bytes(reply4))),
 )
+
+# Fragments, in order: a 3,000-byte UDP datagram from the client in
+# IPv6 fragments of 1,280 bytes, out as IPv4 fragments; the server's
+# 3,000-byte answer in IPv4 fragments of 1,200, back as IPv6 fragments.
+def cut_like(frags, whole_l4):
+    """Where each fragment's data falls in the datagram: (offset in 8-byte
+    units, more follow), and the other family's L4 bytes there."""
+    out = []
+    for f in frags:
+        raw = bytes(f)
+        f = IPv6(raw) if f.haslayer(IPv6ExtHdrFragment) else IP(raw)
+        if f.haslayer(IPv6ExtHdrFragment):
+            h = f[IPv6ExtHdrFragment]
+            off, more, n = h.offset, h.m, len(bytes(h.payload))
+        else:
+            off, more, n = f.frag, int(f.flags.MF), len(raw) - f.ihl * 4
+        out.append((off, more, whole_l4[off * 8:off * 8 + n]))
+    return out
+
+
+query = bytes(range(256)) * 11 + b"q" * 184
+assert len(query) == 3000
+dgram6 = (IPv6(src=CLIENT, dst=SERVER6, hlim=64) / IPv6ExtHdrFragment(id=0x12345678)
+          / UDP(sport=5002, dport=53) / query)
+frags6 = fragment6(dgram6, 1280)
+sent4 = bytes(IP(src=POOL, dst=SERVER) / UDP(sport=PORT, dport=53) / query)[20:]
+steps = []
+for f, (off, more, data) in zip(frags6, cut_like(frags6, sent4)):
+    steps.append((0, lan(f), 1, to_wan(IP(src=POOL, dst=SERVER, ttl=63, id=0x5678, flags="MF" if more else 0, frag=off, proto=17) / Raw(data))))
+answer = bytes(reversed(query))
+dgram4 = IP(src=SERVER, dst=POOL, ttl=50, id=4321) / UDP(sport=53, dport=PORT) / answer
+frags4 = fragment(dgram4, fragsize=1200)
+back6 = bytes(IPv6(src=SERVER6, dst=CLIENT) / UDP(sport=53, dport=5002) / answer)[40:]
+for f, (off, more, data) in zip(frags4, cut_like(frags4, back6)):
+    steps.append((1, wan(f), 0, to_lan(IPv6(src=SERVER6, dst=CLIENT, hlim=49) / IPv6ExtHdrFragment(nh=17, offset=off, m=more, id=4321) / Raw(data))))
+assert len(frags6) == 3 and len(frags4) == 3
+case("fragments", *steps)
 
 for name, steps in cases:
     print(f"# {name}")
