@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# The rule classifier vs a linear scan on every ClassBench set in
-# ../shared/data/classbench. Writes bench/results/acl.md.
-#   bench/run-acl.sh [--runs N]
+# The rule classifier vs the tuple space and a linear scan on every
+# ClassBench set in ../shared/data/classbench, and on 100k-rule sets grown
+# from the 10k ones (testdata::classbench). Writes bench/results/acl.md.
+#   bench/run-acl.sh [--runs N] [--grow RULES]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . bench/lib.sh

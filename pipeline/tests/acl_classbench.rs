@@ -99,3 +99,41 @@ fn every_set_matches_linear_scan() {
     }
     assert!(checked > 150_000, "{checked}");
 }
+
+/// Sets grown to 100,000 rules from the 10k ones (`testdata::classbench`:
+/// rules no one tuned the classifier on, cut into up to 65,536 cells):
+/// each header of a trace drawn inside the rules finds what a linear scan
+/// finds, and the rule it was drawn from matches it, at or after the
+/// first match.
+#[test]
+fn grown_100k_sets_match_linear_scan() {
+    for (seed, n) in [("acl1_10k", 100_000), ("ipc1_10k", 60_000)] {
+        let Some(seed_lines) = lines(&format!("classbench/{seed}")) else {
+            return;
+        };
+        let grown = testdata::classbench::grow(&seed_lines, n, 7);
+        assert_eq!(grown.len(), n, "{seed}");
+        let rules: Vec<_> = grown
+            .iter()
+            .map(|l| parse_classbench(l).unwrap_or_else(|| panic!("{seed}: {l}")))
+            .collect();
+        let c = Classifier::build(rules.clone());
+        assert!(
+            c.cut().2 > 4096 || c.cut().0 + c.cut().1 > 12,
+            "{seed}: {:?}",
+            c.cut()
+        );
+        let trace: Vec<(Key, u32)> = testdata::classbench::trace(&grown, 300, 8)
+            .iter()
+            .filter_map(|l| parse_trace(l))
+            .collect();
+        assert_eq!(trace.len(), 300);
+        for (k, id) in &trace {
+            let want = linear(&rules, k);
+            assert_eq!(c.classify(k), want, "{seed} grown: {k:?}");
+            let id = id - 1;
+            assert!(rules[id as usize].matches(k), "{seed}: rule {id}");
+            assert!(want.is_some_and(|w| w <= id), "{seed}: {want:?} after {id}");
+        }
+    }
+}

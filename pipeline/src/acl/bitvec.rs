@@ -25,8 +25,9 @@
 //! The IPv4 rules are first cut into cells on the top bits of both
 //! addresses ([`Cut`]), each cell with its own family of the rules that
 //! meet it: a lookup picks its cell by its addresses and ANDs vectors of
-//! those rules only. The build chooses the cut (up to 4,096 cells) whose
-//! cells hold the fewest rules on average within the memory of no cut.
+//! those rules only. The build chooses the cut (up to 4,096 cells; 65,536
+//! above 50,000 rules) whose cells hold the fewest rules on average
+//! within the memory of no cut.
 //!
 //! IPv4 and IPv6 rules share the `u128` rule format; they are compiled into
 //! two families: keys whose addresses are both IPv4-mapped search a family
@@ -450,8 +451,17 @@ struct Cut {
     fams: Vec<Family<u32>>,
 }
 
-/// Cells are at most `2^MAX_CUT_BITS` (a 16 KiB cell table).
+/// Cells are at most `2^MAX_CUT_BITS` (a 16 KiB cell table), or for
+/// more than [`LARGE_SET`] rules `2^MAX_CUT_BITS_LARGE` (256 KiB: the
+/// 100k-rule sets grown from acl1 and ipc1 get 1.5× the lookups from
+/// it, `bench/run-acl.sh`; smaller sets are cut as finely as they need
+/// within 12 bits, and finer cuts there only add families' fixed
+/// tables).
 const MAX_CUT_BITS: u32 = 12;
+/// See [`MAX_CUT_BITS`].
+const MAX_CUT_BITS_LARGE: u32 = 16;
+/// See [`MAX_CUT_BITS`].
+const LARGE_SET: usize = 50_000;
 
 /// A cut may always take this much memory (the uncut family of a small
 /// set is a few KiB; its cells' families fit in a core's L2 all the same).
@@ -726,9 +736,14 @@ impl Cut {
         let uncut = (upper <= CUT_LARGE).then(|| Self::with(all, members, 0, 0));
         let scale = uncut.as_ref().map_or(upper, Cut::bytes);
         let budget = scale.max(CUT_SMALL);
-        let mut cands: Vec<(f64, u32, u32)> = (0..=MAX_CUT_BITS)
+        let max = if members.len() > LARGE_SET {
+            MAX_CUT_BITS_LARGE
+        } else {
+            MAX_CUT_BITS
+        };
+        let mut cands: Vec<(f64, u32, u32)> = (0..=max)
             .step_by(2)
-            .flat_map(|s| (0..=MAX_CUT_BITS - s).step_by(2).map(move |d| (s, d)))
+            .flat_map(|s| (0..=max - s).step_by(2).map(move |d| (s, d)))
             .map(|(sbits, dbits)| {
                 // The rules per cell, averaged over the cells.
                 let span = |(lo, hi): (u32, u32), bits: u32| {
