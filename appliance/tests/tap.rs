@@ -189,7 +189,9 @@ except OSError:
 /// outside is dropped by the last; SSH from the inside is admitted (the
 /// kernel answers it with a reset: nothing listens). Without the state
 /// (a rule admitting everything, or none), either the kernel's
-/// connection or the outside's drop would fail.
+/// connection or the outside's drop would fail. A first rule drops
+/// `invalid` (`ct state invalid drop`): segments to port 22 with SYN+FIN
+/// or no flags get no answer, where a SYN gets the kernel's reset.
 #[test]
 fn the_kernels_own_connections_are_established() {
     if !as_root() || !have("ip") || !have("python3") {
@@ -202,6 +204,10 @@ fn the_kernels_own_connections_are_established() {
     let cfg = dir.join("tap.toml");
     let text = CONFIG.replace("duration = 60", "duration = 0")
         + r#"
+[[control_plane.punt]]
+state = ["invalid"]
+action = "drop"
+
 [[control_plane.punt]]
 state = ["established", "related"]
 
@@ -259,5 +265,53 @@ action = "drop"
     assert_eq!(connect(s, "198.19.0.1", 22), "timeout", "new from outside");
     // SSH from inside: to the kernel, which refuses (nothing listens).
     assert_eq!(connect(c, "198.18.0.1", 22), "refused", "SSH from inside");
+    // Segments from inside to port 22 with flags of their own: a SYN is
+    // new, passes, and the kernel answers it with a reset; SYN+FIN and a
+    // null scan are invalid, dropped by the first rule: no answer.
+    std::fs::write(dir.join("flags.py"), FLAGS).unwrap();
+    let probe = |flags: &str, sport: u16| {
+        n.sh(
+            c,
+            &format!(
+                "python3 {} 198.18.0.1 {flags} {sport}",
+                dir.join("flags.py").display()
+            ),
+        )
+        .trim()
+        .to_string()
+    };
+    assert_eq!(probe("0x02", 41001), "rst", "a SYN: new, to the kernel");
+    assert_eq!(probe("0x03", 41002), "none", "SYN+FIN: invalid, dropped");
+    assert_eq!(probe("0x00", 41003), "none", "no flags: invalid, dropped");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Sends a TCP segment with the flags given (argv: address, flags, source
+/// port) from 198.18.0.2 to port 22 through a raw socket and prints
+/// "rst" if a reset comes back within 1.5 s, "answer" for anything else
+/// back, "none" for nothing.
+const FLAGS: &str = r#"
+import socket, struct, sys
+dst, flags, sport = sys.argv[1], int(sys.argv[2], 0), int(sys.argv[3])
+def csum(b):
+    s = sum(struct.unpack("!%dH" % (len(b) // 2), b))
+    s = (s >> 16) + (s & 0xffff)
+    s += s >> 16
+    return ~s & 0xffff
+tcp = struct.pack("!HHIIBBHHH", sport, 22, 1000, 0, 5 << 4, flags, 64240, 0, 0)
+ph = socket.inet_aton("198.18.0.2") + socket.inet_aton(dst) + struct.pack("!BBH", 0, 6, len(tcp))
+tcp = tcp[:16] + struct.pack("!H", csum(ph + tcp)) + tcp[18:]
+s = socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_TCP)
+s.settimeout(1.5)
+s.sendto(tcp, (dst, 0))
+try:
+    while True:
+        d, a = s.recvfrom(200)
+        ihl = (d[0] & 0xf) * 4
+        sp, dp = struct.unpack("!HH", d[ihl:ihl + 4])
+        if a[0] == dst and sp == 22 and dp == sport:
+            print("rst" if d[ihl + 13] & 4 else "answer")
+            break
+except socket.timeout:
+    print("none")
+"#;

@@ -229,12 +229,12 @@ pub(super) fn punt_rules(
                     .iter()
                     .find(|(s, _)| *s == n)
                 {
-                    Some((_, b)) if n != "invalid" => rule.states |= b,
+                    Some((_, b)) => rule.states |= b,
                     _ => {
                         cx.err(
                             st,
                             k("state"),
-                            format!("`{n}`: expected new, established or related (of the kernel's connections through the mirrors)"),
+                            format!("`{n}`: expected new, established, related or invalid (of the kernel's connections through the mirrors)"),
                         );
                         ok = false;
                     }

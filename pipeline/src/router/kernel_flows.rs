@@ -159,23 +159,66 @@ impl KernelFlows {
     }
 
     /// The state of IP packet `l3` (after the Ethernet header), received
-    /// for the router at `now_s`: `ESTABLISHED` for a flow the kernel has
-    /// sent on, `RELATED` for an ICMP error quoting one of its packets,
-    /// `NEW` for anything else.
+    /// for the router at `now_s`, as Linux's conntrack would give it for
+    /// the kernel: `INVALID` for a TCP segment whose flags no connection
+    /// sends ([`invalid_tcp`]) and for an ICMP error quoting no packet of
+    /// the kernel's flows (Linux finds no connection for it); `RELATED`
+    /// for an error quoting one; `ESTABLISHED` for a flow the kernel has
+    /// sent on; `NEW` for anything else.
     pub fn state(&self, l3: &[u8], now_s: u32) -> u8 {
+        if invalid_tcp(l3) {
+            return state::INVALID;
+        }
         match key_of(l3) {
             Some((_, Some(inner))) if self.live(&inner, now_s) => state::RELATED,
+            Some((_, Some(_))) => state::INVALID,
             Some((k, None)) if self.live(&k, now_s) => state::ESTABLISHED,
             _ => state::NEW,
         }
     }
 }
 
+/// Whether IP packet `l3` is a TCP segment (right after the IP header)
+/// whose flags no TCP sends, less ECE, CWR and PSH: Linux conntrack's
+/// `tcp_valid_flags` (SYN, SYN+URG, SYN+ACK, RST, RST+ACK, FIN+ACK,
+/// FIN+ACK+URG, ACK, ACK+URG are valid; SYN+FIN, a bare FIN, no flags at
+/// all — scans — are not).
+pub fn invalid_tcp(l3: &[u8]) -> bool {
+    const FIN: u8 = 0x01;
+    const SYN: u8 = 0x02;
+    const RST: u8 = 0x04;
+    const ACK: u8 = 0x10;
+    const URG: u8 = 0x20;
+    const VALID: [u8; 9] = [
+        SYN,
+        SYN | URG,
+        SYN | ACK,
+        RST,
+        RST | ACK,
+        FIN | ACK,
+        FIN | ACK | URG,
+        ACK,
+        ACK | URG,
+    ];
+    let at = match l3.first().map(|v| v >> 4) {
+        // Not a later fragment, which has no TCP header.
+        Some(4)
+            if l3.len() >= 20 && l3[9] == 6 && u16::from_be_bytes([l3[6], l3[7]]) & 0x1fff == 0 =>
+        {
+            usize::from(l3[0] & 0x0f) * 4 + 13
+        }
+        Some(6) if l3.get(6) == Some(&6) => 40 + 13,
+        _ => return false,
+    };
+    l3.get(at)
+        .is_some_and(|&f| !VALID.contains(&(f & (FIN | SYN | RST | ACK | URG))))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    /// An IPv4 TCP/UDP header from `src`:`sp` to `dst`:`dp`.
+    /// An IPv4 TCP/UDP header from `src`:`sp` to `dst`:`dp` (TCP: ACK).
     fn v4(proto: u8, src: [u8; 4], sp: u16, dst: [u8; 4], dp: u16) -> Vec<u8> {
         let mut p = vec![0u8; 40];
         p[0] = 0x45;
@@ -184,6 +227,8 @@ mod tests {
         p[16..20].copy_from_slice(&dst);
         p[20..22].copy_from_slice(&sp.to_be_bytes());
         p[22..24].copy_from_slice(&dp.to_be_bytes());
+        // TCP: an ACK.
+        p[33] = 0x10;
         p
     }
 
@@ -216,6 +261,31 @@ mod tests {
         err[21] = 3;
         err.extend_from_slice(&out[..28]);
         assert_eq!(t.state(&err, 11), state::RELATED);
+        // One quoting a packet the kernel never sent: no connection for
+        // it, invalid.
+        let mut stray = err.clone();
+        stray[28 + 20..28 + 22].copy_from_slice(&40999u16.to_be_bytes());
+        assert_eq!(t.state(&stray, 11), state::INVALID);
+        // TCP flags no connection sends, on the kernel's flow or not.
+        for (flags, want) in [
+            (0x02, state::ESTABLISHED), // SYN (the tuple's, reused)
+            (0x12, state::ESTABLISHED), // SYN+ACK
+            (0x18, state::ESTABLISHED), // PSH+ACK
+            (0x11, state::ESTABLISHED), // FIN+ACK
+            (0x04, state::ESTABLISHED), // RST
+            (0xd0, state::ESTABLISHED), // ACK with ECE and CWR
+            (0x03, state::INVALID),     // SYN+FIN
+            (0x06, state::INVALID),     // SYN+RST
+            (0x01, state::INVALID),     // a bare FIN
+            (0x00, state::INVALID),     // none (a null scan)
+            (0x29, state::INVALID),     // FIN+PSH+URG (an Xmas scan)
+        ] {
+            let mut p = v4(6, peer, 179, me, 40000);
+            p[33] = flags;
+            assert_eq!(t.state(&p, 11), want, "flags {flags:#x}");
+            assert_eq!(invalid_tcp(&p), want == state::INVALID);
+        }
+        assert!(!invalid_tcp(&v4(17, peer, 53, me, 5353)), "not TCP");
         // TCP lasts days; UDP three minutes.
         assert_eq!(
             t.state(&v4(6, peer, 179, me, 40000), 10 + 86_400),

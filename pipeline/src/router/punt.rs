@@ -231,13 +231,18 @@ impl Router {
         }
         let f = fields(b).ok_or(DropReason::PuntDenied)?;
         // The packet's connection state, looked up only for rules that
-        // ask (`new` where the kernel has no flows to say otherwise).
+        // ask (`new` or, for TCP flags no connection sends, `invalid`
+        // where the kernel has no flows to say otherwise).
         let punt = &self.cfg.punt;
-        let state = match &punt.kernel_flows {
-            Some(k) if punt.rules.iter().any(|r| r.states != 0) => {
-                k.state(&b[ETHERNET_HEADER_LEN..], k.now_s())
+        let state = if punt.rules.iter().any(|r| r.states != 0) {
+            let l3 = &b[ETHERNET_HEADER_LEN..];
+            match &punt.kernel_flows {
+                Some(k) => k.state(l3, k.now_s()),
+                None if super::kernel_flows::invalid_tcp(l3) => crate::firewall::state::INVALID,
+                None => crate::firewall::state::NEW,
             }
-            _ => crate::firewall::state::NEW,
+        } else {
+            crate::firewall::state::NEW
         };
         let i = punt
             .rules
