@@ -616,7 +616,7 @@ pub(super) fn frag6_to4(f: &mut [u8], src: u32, dst: u32) -> Option<(usize, usiz
     if proto != 44 || !matches!(next, IpProto::TCP | IpProto::UDP) || end > f.len() {
         return None;
     }
-    let payload = end - (ETH + fh + 8);
+    let payload = end.checked_sub(ETH + fh + 8)?;
     let cut = fh + 8 - 20;
     f.copy_within(..12, cut);
     f[cut + 12..cut + 14].copy_from_slice(&EtherType::IPV4.to_be_bytes());
@@ -634,7 +634,7 @@ pub(super) fn frag4_to6<P: Frame>(pkt: &mut P, src: u128, dst: u128) -> bool {
     let ip = Ipv4Packet::new_unchecked(&b[ETH..]);
     let (h, total, proto) = (ip.header_len(), usize::from(ip.total_len()), ip.protocol());
     let (tos, ttl, ff, ident) = (b[ETH + 1], ip.ttl(), ip.flags_frag(), ip.ident());
-    if !matches!(proto, IpProto::TCP | IpProto::UDP) || ETH + total > b.len() {
+    if !matches!(proto, IpProto::TCP | IpProto::UDP) || ETH + total > b.len() || total < h {
         return false;
     }
     let mut eth = [0u8; 12];
