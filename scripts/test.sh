@@ -55,7 +55,7 @@ cargo test -p pmd --features dpdk -q
 # dpdk-testpmd on the same net_pcap vdev.
 cargo fmt --manifest-path pmd/xdp-sys/Cargo.toml -- --check
 cargo clippy -p pmd -p appliance --features appliance/afxdp --all-targets -q -- -D warnings
-cargo test -p appliance --features dpdk,afxdp --test lab --test testpmd --test privilege --test jumbo -q
+cargo test -p appliance --features dpdk,afxdp --test lab --test testpmd --test privilege --test jumbo --test nat64 -q
 # Miri over the buffer code (pmd::mbuf, pmd::batch: the raw-pointer slots
 # and bursts): a nightly toolchain with the miri component, installed here
 # when rustup can fetch it, else skipped with a note. Pools live for the

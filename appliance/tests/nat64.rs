@@ -1,6 +1,7 @@
 //! NAT64 (RFC 6146, RFC 7915) with real stacks on both sides: namespaces
 //! `c` (an IPv6-only client, 2001:db8:64::2/64) — `r` (Sluice on
-//! AF_PACKET ports, `[[nat.nat64]]` for 64:ff9b::/96 out of its IPv4
+//! AF_PACKET ports, and built with `afxdp` on AF_XDP ports too,
+//! `[[nat.nat64]]` for 64:ff9b::/96 out of its IPv4
 //! port, a stateful firewall) — `s` (an IPv4-only server, 198.19.0.2/24,
 //! on a 1,400-byte link). The client pings, fetches a file with curl and
 //! runs iperf3 to `64:ff9b::198.19.0.2`; the server sees it as Sluice's
@@ -94,6 +95,18 @@ socket = "SOCK"
 
 #[test]
 fn an_ipv6_only_client_reaches_an_ipv4_server() {
+    nat64_lab("afpacket", "sl-n64");
+}
+
+/// The same on AF_XDP ports: translations that grow and shrink frames in
+/// UMEM buffers.
+#[cfg(feature = "afxdp")]
+#[test]
+fn an_ipv6_only_client_reaches_an_ipv4_server_over_afxdp() {
+    nat64_lab("afxdp", "sl-n64x");
+}
+
+fn nat64_lab(driver: &str, lab: &str) {
     if !as_root()
         || !have("ip")
         || !have("ping")
@@ -103,7 +116,7 @@ fn an_ipv6_only_client_reaches_an_ipv4_server() {
     {
         return;
     }
-    let n = Nets::mirror_lab("sl-n64");
+    let n = Nets::mirror_lab(lab);
     let (c, r, s) = (&n.0[0], &n.0[1], &n.0[2]);
     n.sh(
         c,
@@ -118,10 +131,14 @@ fn an_ipv6_only_client_reaches_an_ipv4_server() {
          && ip addr add 198.19.0.2/24 dev s0",
     );
     n.sh(r, "ip link set r1 mtu 1400");
-    let dir = common::fresh_dir("nat64");
+    let dir = common::fresh_dir(lab);
     let sock = dir.join("sluice.sock");
     let cfg = dir.join("r.toml");
-    std::fs::write(&cfg, CONFIG.replace("SOCK", &sock.display().to_string())).unwrap();
+    let config = CONFIG
+        .replace("SOCK", &sock.display().to_string())
+        .replace("driver = \"afpacket\"", &format!("driver = \"{driver}\""))
+        .replace("[port.afpacket]", &format!("[port.{driver}]"));
+    std::fs::write(&cfg, config).unwrap();
     std::fs::write(
         dir.join("echo.py"),
         common::seen_as_server("198.19.0.2", false),
