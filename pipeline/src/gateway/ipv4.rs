@@ -173,22 +173,21 @@ impl<C: StageClock> Gateway<C> {
             _ => t.and_then(|t| Some((t, self.ct.find(&t)?))),
         };
         match flow {
-            Some((_, (i, reply))) if nat64::is_nat64(self.ct.flow(i)) => {
-                let f = self.ct.flow(i);
-                if reply {
-                    reass::Fate::Nat64To6 {
-                        src: f.orig.dst,
-                        dst: f.orig.src,
-                    }
-                } else {
-                    reass::Fate::Nat64To4 {
-                        src: addr4(f.reply.dst),
-                        dst: addr4(f.reply.src),
-                    }
-                }
-            }
             Some((t, (i, reply))) => {
                 let f = self.ct.flow(i);
+                if nat64::is_nat64(f) {
+                    return if reply {
+                        reass::Fate::Nat64To6 {
+                            src: f.orig.dst,
+                            dst: f.orig.src,
+                        }
+                    } else {
+                        reass::Fate::Nat64To4 {
+                            src: addr4(f.reply.dst),
+                            dst: addr4(f.reply.src),
+                        }
+                    };
+                }
                 let to = if f.nat() { f.translated(reply) } else { t };
                 reass::Fate::Forward {
                     src: to.src,
