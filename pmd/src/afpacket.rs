@@ -1140,12 +1140,7 @@ pub fn open(cfg: &AfPacketConfig) -> Result<OpenPort, PortError> {
     // Buffers for the interface's MTU (jumbo frames: larger ones), and
     // a configured MTU the interface cannot carry refused.
     let mtu = iface_mtu(&cfg.iface).unwrap_or(1500);
-    if usize::from(cfg.mtu) > mtu {
-        return Err(PortError::Config(format!(
-            "AF_PACKET {}: the port's mtu is {} but the interface's is {mtu}: raise the interface's (`ip link set {} mtu {}`) or lower the port's",
-            cfg.iface, cfg.mtu, cfg.iface, cfg.mtu
-        )));
-    }
+    check_port_mtu("AF_PACKET", &cfg.iface, cfg.mtu, mtu)?;
     let room = crate::mbuf::data_room_for(mtu);
     let pool = Pool::new(&format!("afpacket{}", cfg.port), cfg.pool_size, room)?;
     let stopped = Arc::new(AtomicBool::new(false));
@@ -1215,6 +1210,23 @@ pub(crate) fn iface_mtu(iface: &str) -> Option<usize> {
         .trim()
         .parse()
         .ok()
+}
+
+/// Refuses a port `mtu` above its interface's (`iface_mtu`): the
+/// interface would drop every larger frame the router sends it. `driver`
+/// names the port's kind in the error.
+pub(crate) fn check_port_mtu(
+    driver: &str,
+    iface: &str,
+    mtu: u16,
+    iface_mtu: usize,
+) -> Result<(), PortError> {
+    if usize::from(mtu) > iface_mtu {
+        return Err(PortError::Config(format!(
+            "{driver} {iface}: the port's mtu is {mtu} but the interface's is {iface_mtu}: raise the interface's (`ip link set {iface} mtu {mtu}`) or lower the port's"
+        )));
+    }
+    Ok(())
 }
 
 /// The interface's MAC address (from sysfs).

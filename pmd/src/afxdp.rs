@@ -634,12 +634,7 @@ pub fn open(cfg: &AfXdpConfig, umem: &Arc<Umem>) -> Result<OpenPort, PortError> 
         .map_err(|_| PortError::Config(format!("interface name {:?}", cfg.iface)))?;
     let sg = usize::from(cfg.mtu) + 14 > MAX_FRAME;
     if let Some(mtu) = crate::afpacket::iface_mtu(&cfg.iface) {
-        if usize::from(cfg.mtu) > mtu {
-            return Err(PortError::Config(format!(
-                "AF_XDP {}: the port's mtu is {} but the interface's is {mtu}: raise the interface's (`ip link set {} mtu {}`) or lower the port's",
-                cfg.iface, cfg.mtu, cfg.iface, cfg.mtu
-            )));
-        }
+        crate::afpacket::check_port_mtu("AF_XDP", &cfg.iface, cfg.mtu, mtu)?;
     }
     // Jumbo frames put together from chunks: as many buffers as the
     // socket's RX ring holds frames, twice over (committed as used).
