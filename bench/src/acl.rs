@@ -99,8 +99,8 @@ pub fn acl(a: AclArgs) -> Result<()> {
         );
     }
     println!("ClassBench rule sets and traces from ../shared/data/classbench (acl1_10k has no trace here: the 1k trace's headers are used); the {} sets grown from the 10k ones by `testdata::classbench::grow` (ClassBench's method with the 10k set as its seed: prefix lengths, port ranges and protocols of a seed rule, prefixes drawn down the seed's address trees), each with {} headers drawn inside its rules (`testdata::classbench::trace`), the linear scan timed on the first {LINEAR_KEYS}; one core; median of {} passes over each trace.\n", grown(a.grow), a.grow, a.runs);
-    println!("| rules | count | build | IPv4 cut: source, destination bits (cells) | bit vectors | memory | classifier M lookups/s | cycles/lookup | with a memo: hits in one pass, M lookups/s | tuple space M lookups/s | linear scan M lookups/s | speed-up vs linear |");
-    println!("|---|---|---|---|---|---|---|---|---|---|---|---|");
+    println!("| rules | count | build | IPv4 rules as | bit vectors | memory | classifier M lookups/s | cycles/lookup | with a memo: hits in one pass, M lookups/s | as trees: memory, M lookups/s | tuple space M lookups/s | linear scan M lookups/s | speed-up vs linear |");
+    println!("|---|---|---|---|---|---|---|---|---|---|---|---|---|");
     let hz = pmd::sys::Tsc::calibrate(std::time::Duration::from_millis(50)).hz as f64;
     for (rf, tf) in &sets {
         if a.set.as_deref().is_some_and(|s| s != rf) {
@@ -130,12 +130,15 @@ pub fn acl(a: AclArgs) -> Result<()> {
         let t0 = Instant::now();
         let c = Classifier::build(rules.clone());
         let build = t0.elapsed();
-        let cut = c.cut();
         let fast = rate(a.runs, trace.len(), || classify_pass(&c, &trace));
         let mut memo = Memo::default();
         memo_pass(&c, &trace, &mut memo);
         let hit_rate = memo.hits as f64 / trace.len() as f64;
         let memoed = rate(a.runs, trace.len(), || memo_pass(&c, &trace, &mut memo));
+        // The other layout side by side: trees where bit vectors were
+        // chosen (and the same trees again where they were).
+        let trees = Classifier::build_trees(rules.clone());
+        let as_trees = rate(a.runs, trace.len(), || classify_pass(&trees, &trace));
         let (mid, slow, speedup) = if a.classifier_only {
             ("-".to_string(), "-".to_string(), "-".to_string())
         } else {
@@ -162,16 +165,15 @@ pub fn acl(a: AclArgs) -> Result<()> {
             )
         };
         println!(
-            "| {rf} | {} | {:.1} ms | {}, {} ({}) | {} | {:.1} MiB | {fast:.2} | {:.0} | {:.0}%, {memoed:.2} | {mid} | {slow} | {speedup} |",
+            "| {rf} | {} | {:.1} ms | {} | {} | {:.1} MiB | {fast:.2} | {:.0} | {:.0}%, {memoed:.2} | {:.1} MiB, {as_trees:.2} | {mid} | {slow} | {speedup} |",
             rules.len(),
             build.as_secs_f64() * 1e3,
-            cut.0,
-            cut.1,
-            cut.2,
+            c.layout(),
             c.vectors(),
             c.memory() as f64 / (1 << 20) as f64,
             hz / (fast * 1e6),
             hit_rate * 100.0,
+            trees.memory() as f64 / (1 << 20) as f64,
         );
     }
     Ok(())

@@ -14,6 +14,12 @@
 //! buckets, which are then scanned), and 124–531× a linear scan. Builds
 //! take 3–54 ms and 3–12 MiB at 10k rules.
 //!
+//! Bit vectors grow with the square of the rules a cell holds: 100,000
+//! rules with many wildcards (grown from fw1 or ipc1) would take 142–782
+//! MiB. Where they would take more than 16 MiB the IPv4 rules are decision
+//! trees instead (HyperSplit over rule groups, `split` module), about 9
+//! MiB at 100k rules; [`Classifier::layout`] says which was built.
+//!
 //! IPv4 and IPv6 rules share one format: addresses are `u128`, IPv4 mapped
 //! as `::ffff:a.b.c.d` (prefix length + 96).
 
@@ -22,7 +28,12 @@ use rustc_hash::FxHashMap;
 use std::net::{IpAddr, Ipv4Addr};
 
 mod bitvec;
-pub use bitvec::{Classifier, Memo};
+mod split;
+pub use bitvec::{Classifier, Layout, Memo};
+
+/// A rule as a classifier's part holds it: its index in the rule list,
+/// and its source and destination ranges in the part's coordinates.
+type Member<A> = (usize, (A, A), (A, A));
 
 /// One classification rule. Priority is its index in the list (0 first).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -470,9 +481,10 @@ mod tests {
         #![proptest_config(ProptestConfig::with_cases(200))]
 
         /// With its IPv4 rules cut into cells on both addresses' top bits
-        /// (forced cuts, and the one the build plans), the classifier
-        /// returns the linear scan's first match: rules spanning cells,
-        /// rules inside one, IPv6 prefixes holding the IPv4 space.
+        /// (forced cuts, and the one the build plans) or as decision
+        /// trees, the classifier returns the linear scan's first match:
+        /// rules spanning cells, rules inside one, IPv6 prefixes holding
+        /// the IPv4 space.
         #[test]
         fn cut_classifiers_equal_linear_scan(
             rules in proptest::collection::vec(arb_wide_rule(), 1..300),
@@ -482,12 +494,13 @@ mod tests {
             for (s, d) in [(0, 0), (2, 2), (4, 6), (6, 4), (12, 0), (0, 12), (6, 6)] {
                 built.push(Classifier::build_cut(rules.clone(), s, d));
             }
+            built.push(Classifier::build_trees(rules.clone()));
             let mut memos: Vec<Memo> = built.iter().map(|_| Memo::default()).collect();
             for k in &keys {
                 let want = linear(&rules, k);
                 for (c, m) in built.iter().zip(&mut memos) {
-                    prop_assert_eq!(c.classify(k), want, "cut {:?}: {:?}", c.cut(), k);
-                    prop_assert_eq!(c.classify_memo(k, m), want, "memo, cut {:?}: {:?}", c.cut(), k);
+                    prop_assert_eq!(c.classify(k), want, "{}: {:?}", c.layout(), k);
+                    prop_assert_eq!(c.classify_memo(k, m), want, "memo, {}: {:?}", c.layout(), k);
                 }
                 // Keys likely in the same intervals (the memo's hits) and
                 // with other flags or metadata (which must not hit).
@@ -499,11 +512,17 @@ mod tests {
                 ] {
                     let want = linear(&rules, &v);
                     for (c, m) in built.iter().zip(&mut memos) {
-                        prop_assert_eq!(c.classify_memo(&v, m), want, "memo, cut {:?}: {:?}", c.cut(), v);
+                        prop_assert_eq!(c.classify_memo(&v, m), want, "memo, {}: {:?}", c.layout(), v);
                     }
                 }
             }
-            prop_assert!(memos.iter().all(|m| m.hits > 0));
+            // Bit vectors remember intervals (trees have none: their IPv4
+            // lookups are misses).
+            for (c, m) in built.iter().zip(&memos) {
+                if matches!(c.layout(), Layout::Cut { .. }) {
+                    prop_assert!(m.hits > 0, "{}", c.layout());
+                }
+            }
         }
     }
 
@@ -559,7 +578,11 @@ mod tests {
             })
             .collect();
         let c = Classifier::build(rules.clone());
-        assert!(c.cut().2 > 1, "not cut: {:?}", c.cut());
+        assert!(
+            matches!(c.layout(), Layout::Cut { cells, .. } if cells > 1),
+            "not cut: {}",
+            c.layout()
+        );
         assert!(c.memory() < 8 << 20, "{} bytes", c.memory());
         for (i, &(a, b)) in hosts.iter().enumerate().step_by(97) {
             let k = Key {
@@ -578,6 +601,68 @@ mod tests {
                 ..k
             };
             assert_eq!(c.classify(&miss), linear(&rules, &miss), "{miss:?}");
+        }
+    }
+
+    /// In a tree, a rule covering a node's whole region hides the rules
+    /// after it there only when nothing else about it is checked: a
+    /// wildcard on the two /16s that asks for SYN hides nothing, the same
+    /// rule without flags hides the 200 host rules after it.
+    #[test]
+    fn trees_prune_behind_plain_rules_only() {
+        let mut next = xorshift(0x9e37_79b9_7f4a_7c15_u64);
+        let net = Rule {
+            src: v4_prefix(Ipv4Addr::from(0xc612_0000), 16),
+            dst: v4_prefix(Ipv4Addr::from(0xc613_0000), 16),
+            ..Rule::any()
+        };
+        let hosts: Vec<(u32, u32)> = (0..400)
+            .map(|_| {
+                let x = next();
+                (
+                    0xc612_0000 | (x as u32 & 0xffff),
+                    0xc613_0000 | (x >> 48) as u32,
+                )
+            })
+            .collect();
+        let host = |&(a, b): &(u32, u32)| Rule {
+            src: v4_prefix(Ipv4Addr::from(a), 32),
+            dst: v4_prefix(Ipv4Addr::from(b), 32),
+            ..Rule::any()
+        };
+        let mut rules = vec![Rule {
+            flags: (0x02, 0x02),
+            proto: (6, 0xff),
+            ..net
+        }];
+        rules.extend(hosts[..200].iter().map(host));
+        rules.push(net);
+        rules.extend(hosts[200..].iter().map(host));
+        let c = Classifier::build_trees(rules.clone());
+        assert!(matches!(c.layout(), Layout::Trees { .. }), "{}", c.layout());
+        let key = |(a, b): (u32, u32), flags: u16| Key {
+            src: v4(a),
+            dst: v4(b),
+            sport: 1000,
+            dport: 80,
+            proto: 6,
+            flags,
+            meta: 0,
+        };
+        for (i, &h) in hosts.iter().enumerate() {
+            let hidden = if i < 200 { i as u32 + 1 } else { 201 };
+            for (k, want) in [
+                (key(h, 0x10), Some(hidden)),
+                (key(h, 0x02), Some(0)),
+                (
+                    key((h.0, h.1 ^ 0x8000), 0x10),
+                    linear(&rules, &key((h.0, h.1 ^ 0x8000), 0x10)),
+                ),
+                (key((h.0 ^ 1 << 20, h.1), 0x10), None),
+            ] {
+                assert_eq!(c.classify(&k), want, "{k:?}");
+                assert_eq!(linear(&rules, &k), want, "{k:?}");
+            }
         }
     }
 
@@ -608,8 +693,15 @@ mod tests {
             .collect();
         let c = Classifier::build(rules.clone());
         let uncut = Classifier::build_cut(rules.clone(), 0, 0);
-        let (s, d, cells) = c.cut();
-        assert!(s + d > 0 && cells > 1, "not cut: {:?}", c.cut());
+        let Layout::Cut {
+            sbits,
+            dbits,
+            cells,
+        } = c.layout()
+        else {
+            panic!("{}", c.layout());
+        };
+        assert!(sbits + dbits > 0 && cells > 1, "not cut: {}", c.layout());
         assert!(
             c.memory() <= uncut.memory().max(256 << 10),
             "{} vs {}",
@@ -637,18 +729,21 @@ mod tests {
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(300))]
 
-        /// Both classifiers return the linear scan's first match on mixed
-        /// IPv4/IPv6 rule sets with masks and metadata.
+        /// The classifiers (bit vectors, decision trees, tuple space)
+        /// return the linear scan's first match on mixed IPv4/IPv6 rule
+        /// sets with masks, TCP flags and metadata.
         #[test]
         fn classifiers_equal_linear_scan(
             rules in proptest::collection::vec(arb_rule(), 1..200),
             keys in proptest::collection::vec(arb_key(), 50),
         ) {
             let c = Classifier::build(rules.clone());
+            let trees = Classifier::build_trees(rules.clone());
             let ts = TupleSpace::build(rules.clone());
             for k in &keys {
                 let want = linear(&rules, k);
                 prop_assert_eq!(c.classify(k), want, "{:?}", k);
+                prop_assert_eq!(trees.classify(k), want, "trees: {:?}", k);
                 prop_assert_eq!(ts.classify(k), want, "{:?}", k);
             }
         }

@@ -402,11 +402,10 @@ impl RuleSet {
         self.classifier.vectors()
     }
 
-    /// The classifier's cut of the IPv4 rules: source and destination
-    /// address bits of its cells, and its distinct cells (see
-    /// [`Classifier::cut`]).
-    pub fn cut(&self) -> (u32, u32, usize) {
-        self.classifier.cut()
+    /// How the classifier searches the IPv4 rules (see
+    /// [`Classifier::layout`]).
+    pub fn layout(&self) -> crate::acl::Layout {
+        self.classifier.layout()
     }
 
     /// Bytes the classifier uses (approximate).

@@ -8,8 +8,10 @@
 //! ([`pipeline::acl::Memo`]) find what the classifier finds, for the
 //! trace's headers and for each with other TCP flags and metadata (which
 //! the memo's key must tell apart), while the memo answers some of them.
+//! The IPv4 rules as decision trees (which the build chooses for large
+//! wildcard-heavy sets) find the same rules.
 
-use pipeline::acl::{linear, parse_classbench, parse_trace, Classifier, Key, Memo};
+use pipeline::acl::{linear, parse_classbench, parse_trace, Classifier, Key, Layout, Memo};
 
 fn lines(rel: &str) -> Option<Vec<String>> {
     if rel.ends_with(".gz") {
@@ -55,6 +57,7 @@ fn every_set_matches_linear_scan() {
             })
             .collect();
         let c2 = Classifier::build(no_flags.clone());
+        let trees = Classifier::build_trees(rules.clone());
         let trace: Vec<(Key, u32)> = lines(&format!("classbench/{trace_f}"))
             .unwrap()
             .iter()
@@ -64,6 +67,9 @@ fn every_set_matches_linear_scan() {
         let (mut memo, mut memo2) = (Memo::default(), Memo::default());
         for (k, id) in &trace {
             assert_eq!(c.classify(k), linear(&rules, k), "{rules_f}: {k:?}");
+            for v in [*k, Key { flags: 0x12, ..*k }, Key { meta: 1, ..*k }] {
+                assert_eq!(trees.classify(&v), c.classify(&v), "{rules_f} trees: {v:?}");
+            }
             for v in [
                 *k,
                 Key { flags: 0x12, ..*k },
@@ -101,13 +107,18 @@ fn every_set_matches_linear_scan() {
 }
 
 /// Sets grown to 100,000 rules from the 10k ones (`testdata::classbench`:
-/// rules no one tuned the classifier on, cut into up to 65,536 cells):
+/// rules no one tuned the classifier on; acl1's cut into up to 65,536
+/// cells, ipc1's and fw1's, with more wildcards, as decision trees):
 /// each header of a trace drawn inside the rules finds what a linear scan
 /// finds, and the rule it was drawn from matches it, at or after the
 /// first match.
 #[test]
 fn grown_100k_sets_match_linear_scan() {
-    for (seed, n) in [("acl1_10k", 100_000), ("ipc1_10k", 60_000)] {
+    for (seed, n, trees) in [
+        ("acl1_10k", 100_000, false),
+        ("ipc1_10k", 60_000, true),
+        ("fw1_10k", 100_000, true),
+    ] {
         let Some(seed_lines) = lines(&format!("classbench/{seed}")) else {
             return;
         };
@@ -118,11 +129,20 @@ fn grown_100k_sets_match_linear_scan() {
             .map(|l| parse_classbench(l).unwrap_or_else(|| panic!("{seed}: {l}")))
             .collect();
         let c = Classifier::build(rules.clone());
-        assert!(
-            c.cut().2 > 4096 || c.cut().0 + c.cut().1 > 12,
-            "{seed}: {:?}",
-            c.cut()
-        );
+        let fine = |sbits, dbits, cells| cells > 4096 || sbits + dbits > 12;
+        match c.layout() {
+            Layout::Cut {
+                sbits,
+                dbits,
+                cells,
+            } => assert!(
+                !trees && fine(sbits, dbits, cells),
+                "{seed}: {}",
+                c.layout()
+            ),
+            Layout::Trees { .. } => assert!(trees, "{seed}: {}", c.layout()),
+        }
+        assert!(c.memory() < 64 << 20, "{seed}: {} bytes", c.memory());
         let trace: Vec<(Key, u32)> = testdata::classbench::trace(&grown, 300, 8)
             .iter()
             .filter_map(|l| parse_trace(l))

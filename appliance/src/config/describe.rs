@@ -76,14 +76,11 @@ pub fn describe(c: &Config) -> String {
         let set =
             pipeline::firewall::RuleSet::build(g.rules.clone(), g.default, &g.nat.original_dsts());
         s += &format!(
-            "  firewall: {} rules ({} after port/state expansion, {} distinct bit vectors, IPv4 cells {}), default {}; classifier built in {:.2} ms, {:.1} KiB\n",
+            "  firewall: {} rules ({} after port/state expansion, {} distinct bit vectors; IPv4: {}), default {}; classifier built in {:.2} ms, {:.1} KiB\n",
             set.rules().len(),
             set.expanded(),
             set.vectors(),
-            match set.cut() {
-                (0, 0, _) => "none".to_string(),
-                (s, d, n) => format!("{n} on {s} source and {d} destination bits"),
-            },
+            set.layout(),
             match g.default {
                 pipeline::firewall::Action::Accept => "accept",
                 pipeline::firewall::Action::Drop => "drop",

@@ -27,7 +27,10 @@
 //! meet it: a lookup picks its cell by its addresses and ANDs vectors of
 //! those rules only. The build chooses the cut (up to 4,096 cells; 65,536
 //! above 50,000 rules) whose cells hold the fewest rules on average
-//! within the memory of no cut.
+//! within the memory of no cut. Where every cut would take more than
+//! [`TREES_ABOVE`] (large sets with many wildcards: vectors grow with the
+//! square of the rules a cell holds), the IPv4 rules are decision trees
+//! instead (`split.rs`), which hold each rule once per leaf it reaches.
 //!
 //! IPv4 and IPv6 rules share the `u128` rule format; they are compiled into
 //! two families: keys whose addresses are both IPv4-mapped search a family
@@ -35,7 +38,8 @@
 //! space; other keys search a family over `u128` addresses holding every
 //! rule that could match a key outside it.
 
-use super::{Key, Rule};
+use super::split::Split;
+use super::{Key, Member, Rule};
 use rustc_hash::FxHashMap;
 
 const V4_LO: u128 = 0xffff << 32;
@@ -249,10 +253,6 @@ impl Residual {
             && k.meta & self.meta.1 == self.meta.0
     }
 }
-
-/// A rule of a family: its index in the rule list, and its source and
-/// destination ranges in the family's coordinates.
-type Member<A> = (usize, (A, A), (A, A));
 
 /// The rules of one address family.
 struct Family<A> {
@@ -470,6 +470,14 @@ const CUT_SMALL: usize = 256 << 10;
 /// Uncut families whose upper bound is past this are not built to be
 /// measured.
 const CUT_LARGE: usize = 64 << 20;
+
+/// Cuts (and no cut) taking more than this are not chosen: the IPv4 rules
+/// are decision trees instead ([`Split`]). On the 100k-rule sets grown
+/// from fw1 and ipc1 the cut took 782 and 142 MiB (62 MiB within this
+/// bound) and the trees 9 MiB at 3–4× and 2× the lookups; from acl1, 19.5
+/// MiB as fast as the trees' 10; on every 10k set the cut is within it and
+/// as fast or faster (`bench/run-acl.sh`).
+const TREES_ABOVE: usize = 16 << 20;
 
 /// An upper bound on the bytes of the uncut family of `members`: a
 /// vector per elementary interval of each field (fewer where intervals
@@ -723,10 +731,11 @@ impl Cut {
     /// rules that span cells, and more memory costs more cache misses than
     /// the shorter vectors save (measured on fw1_10k, a quarter of whose
     /// rules are wildcards on the destination). No cut unless one lowers
-    /// the average by 10 %.
-    fn build(all: &[Rule], members: &[Member<u32>]) -> Cut {
+    /// the average by 10 %. `None` when every cut (and no cut) would take
+    /// more than [`TREES_ABOVE`].
+    fn build(all: &[Rule], members: &[Member<u32>]) -> Option<Cut> {
         if members.len() < 64 {
-            return Self::with(all, members, 0, 0);
+            return Some(Self::with(all, members, 0, 0));
         }
         let n = members.len() as f64;
         // The uncut family is built to measure it unless even its upper
@@ -735,7 +744,7 @@ impl Cut {
         let upper = uncut_upper(all, members);
         let uncut = (upper <= CUT_LARGE).then(|| Self::with(all, members, 0, 0));
         let scale = uncut.as_ref().map_or(upper, Cut::bytes);
-        let budget = scale.max(CUT_SMALL);
+        let budget = scale.clamp(CUT_SMALL, TREES_ABOVE);
         let max = if members.len() > LARGE_SET {
             MAX_CUT_BITS_LARGE
         } else {
@@ -767,10 +776,10 @@ impl Cut {
             // The estimate can be short: check what was built.
             let cut = Self::with(all, members, sbits, dbits);
             if cut.bytes() <= budget {
-                return cut;
+                return Some(cut);
             }
         }
-        uncut.unwrap_or_else(|| Self::with(all, members, 0, 0))
+        uncut.filter(|u| u.bytes() <= TREES_ABOVE)
     }
 
     /// The cut on `sbits` source and `dbits` destination bits.
@@ -819,9 +828,57 @@ impl Cut {
     }
 }
 
+/// How the IPv4 rules are searched.
+enum V4 {
+    Cut(Cut),
+    Trees(Split),
+}
+
+/// How a classifier searches its IPv4 rules (for reports).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Layout {
+    /// Bit vectors in cells cut on the top bits of both addresses.
+    Cut {
+        /// Source address bits of a cell (0: not cut on it).
+        sbits: u32,
+        /// Destination address bits of a cell.
+        dbits: u32,
+        /// Distinct cells.
+        cells: usize,
+    },
+    /// Decision trees.
+    Trees {
+        /// Trees (one per group with rules).
+        trees: usize,
+        /// Nodes in all trees.
+        nodes: usize,
+    },
+}
+
+impl std::fmt::Display for Layout {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match *self {
+            Layout::Cut {
+                sbits: 0, dbits: 0, ..
+            } => write!(f, "bit vectors, not cut"),
+            Layout::Cut {
+                sbits,
+                dbits,
+                cells,
+            } => write!(
+                f,
+                "bit vectors in {cells} cells on {sbits} source and {dbits} destination bits"
+            ),
+            Layout::Trees { trees, nodes } => {
+                write!(f, "{trees} decision trees, {nodes} nodes")
+            }
+        }
+    }
+}
+
 /// A built classifier; the fast path only reads it.
 pub struct Classifier {
-    v4: Cut,
+    v4: V4,
     v6: Family<u128>,
     len: usize,
 }
@@ -829,7 +886,11 @@ pub struct Classifier {
 impl Classifier {
     /// Builds the classifier (control path).
     pub fn build(rules: Vec<Rule>) -> Classifier {
-        let v4 = Cut::build(&rules, &v4_members(&rules));
+        let members = v4_members(&rules);
+        let v4 = match Cut::build(&rules, &members) {
+            Some(cut) => V4::Cut(cut),
+            None => V4::Trees(Split::build(&rules, &members)),
+        };
         Self::with_v4(rules, v4)
     }
 
@@ -839,10 +900,18 @@ impl Classifier {
     #[cfg(test)]
     pub(crate) fn build_cut(rules: Vec<Rule>, sbits: u32, dbits: u32) -> Classifier {
         let v4 = Cut::with(&rules, &v4_members(&rules), sbits, dbits);
-        Self::with_v4(rules, v4)
+        Self::with_v4(rules, V4::Cut(v4))
     }
 
-    fn with_v4(rules: Vec<Rule>, v4: Cut) -> Classifier {
+    /// Builds the classifier with its IPv4 rules as decision trees,
+    /// whatever their size (for tests and benchmarks: [`Classifier::build`]
+    /// chooses).
+    pub fn build_trees(rules: Vec<Rule>) -> Classifier {
+        let v4 = Split::build(&rules, &v4_members(&rules));
+        Self::with_v4(rules, V4::Trees(v4))
+    }
+
+    fn with_v4(rules: Vec<Rule>, v4: V4) -> Classifier {
         // Family over u128: rules that can match a key with an address
         // outside the IPv4-mapped space.
         let v6 = Family::build(
@@ -865,19 +934,30 @@ impl Classifier {
     pub fn classify(&self, k: &Key) -> Option<u32> {
         let v4 = |a: u128| (V4_LO..=V4_HI).contains(&a);
         if v4(k.src) && v4(k.dst) {
-            self.v4.classify(k, k.src as u32, k.dst as u32)
+            match &self.v4 {
+                V4::Cut(cut) => cut.classify(k, k.src as u32, k.dst as u32),
+                V4::Trees(trees) => trees.classify(k, k.src as u32, k.dst as u32),
+            }
         } else {
             self.v6.classify(k, k.src, k.dst)
         }
     }
 
     /// [`Classifier::classify`], remembering in `memo` what it found
-    /// for the key's elementary intervals (see [`Memo`]).
+    /// for the key's elementary intervals (see [`Memo`]). IPv4 rules in
+    /// trees have no intervals to remember: their lookups count as
+    /// misses.
     #[inline]
     pub fn classify_memo(&self, k: &Key, memo: &mut Memo) -> Option<u32> {
         let v4 = |a: u128| (V4_LO..=V4_HI).contains(&a);
         if v4(k.src) && v4(k.dst) {
-            self.v4.classify_memo(k, k.src as u32, k.dst as u32, memo)
+            match &self.v4 {
+                V4::Cut(cut) => cut.classify_memo(k, k.src as u32, k.dst as u32, memo),
+                V4::Trees(trees) => {
+                    memo.misses += 1;
+                    trees.classify(k, k.src as u32, k.dst as u32)
+                }
+            }
         } else {
             self.v6.classify_memo(k, k.src, k.dst, u32::MAX, memo)
         }
@@ -885,13 +965,26 @@ impl Classifier {
 
     /// Distinct bit vectors stored (all families).
     pub fn vectors(&self) -> usize {
-        self.v4.vectors() + self.v6.vectors()
+        let v4 = match &self.v4 {
+            V4::Cut(cut) => cut.vectors(),
+            V4::Trees(_) => 0,
+        };
+        v4 + self.v6.vectors()
     }
 
-    /// The IPv4 rules' cut: the source and destination address bits of
-    /// its cells (0 and 0: not cut), and its distinct cells.
-    pub fn cut(&self) -> (u32, u32, usize) {
-        (self.v4.sbits, self.v4.dbits, self.v4.fams.len())
+    /// How the IPv4 rules are searched.
+    pub fn layout(&self) -> Layout {
+        match &self.v4 {
+            V4::Cut(cut) => Layout::Cut {
+                sbits: cut.sbits,
+                dbits: cut.dbits,
+                cells: cut.fams.len(),
+            },
+            V4::Trees(trees) => Layout::Trees {
+                trees: trees.trees(),
+                nodes: trees.nodes(),
+            },
+        }
     }
 
     /// Number of rules.
@@ -906,7 +999,11 @@ impl Classifier {
 
     /// Bytes of the tables (cells, intervals, vectors, rules).
     pub fn memory(&self) -> usize {
-        self.v4.bytes() + self.v6.bytes()
+        let v4 = match &self.v4 {
+            V4::Cut(cut) => cut.bytes(),
+            V4::Trees(trees) => trees.bytes(),
+        };
+        v4 + self.v6.bytes()
     }
 }
 

@@ -1,0 +1,372 @@
+//! Decision trees over the IPv4 rules for large wildcard-heavy sets
+//! (HyperSplit, Qi et al., INFOCOM 2009, over rule groups separated by
+//! which addresses are small, as in EffiCuts and CutSplit).
+//!
+//! The bit vectors of the `bitvec` module grow with the square of the
+//! rules a cell holds: 100,000 rules grown from fw1, a quarter of them
+//! wildcards on one address, take 782 MiB of vectors and 2,400 cycles a
+//! lookup. A tree holds each rule once per leaf it reaches instead: 9 MiB
+//! for the same set.
+//!
+//! The rules are separated into four groups by whether each address is
+//! small (a prefix of at least [`SMALL`] bits): in a group, a split on an
+//! address that is small in it replicates few of its rules. Each group's
+//! tree is first cut into 2^[`CUT`] cells on the top bits of an address
+//! small in it (none for the group where neither is), each cell with its
+//! own subtree (a table lookup instead of 16 levels). A node splits one
+//! field (source, destination, source port, destination port, protocol)
+//! at one value, chosen where the larger side holds the fewest rules,
+//! then where the two hold the fewest together; a leaf holds at most
+//! [`LEAF`] rules, in priority order, checked one by one. A rule that
+//! covers a node's whole region in every field and needs no residual
+//! check (TCP flags, metadata, a protocol mask) hides every rule after it
+//! there, and they are dropped. A lookup walks the trees side by side
+//! (independent chains of loads that the core overlaps), then checks the
+//! leaves in the order of the trees' first rules, and stops at a rule or
+//! a tree that comes after what it found.
+//!
+//! The parameters were measured on the 100k-rule sets grown from fw1,
+//! ipc1 and acl1 (`sluice-bench acl --classifier-only`, one run each):
+//! small from /12 rather than /16 and leaves of 12 rather than 8 took
+//! ipc1's trees from 24 to 9 MiB and its lookups from 1.9 to 3.4 M/s, fw1
+//! from 2.8 to 5.0, acl1 from 3.7 to 4.8 (leaves of 16 or 32: fewer nodes,
+//! slower scans; small from /24: 123 MiB on ipc1).
+
+use super::{Key, Member, Rule};
+
+/// A prefix this long or longer is small (the address splits well).
+const SMALL: u8 = 12;
+/// Bits of the cut on a small address.
+const CUT: u32 = 16;
+/// The cell of `a` in a cut on its top `bits` bits.
+#[inline(always)]
+fn cell(a: u32, bits: u32) -> usize {
+    (u64::from(a) >> (32 - bits)) as usize
+}
+/// Most rules in a leaf.
+const LEAF: usize = 12;
+/// Deepest node (a leaf there keeps whatever rules reach it).
+const MAX_DEPTH: u32 = 48;
+
+/// Most nodes of a tree (a node's kids are at a 28-bit index; a set
+/// that would need more gets leaves of more rules instead).
+const MAX_NODES: usize = 0x0fff_ffff;
+/// The flag of a leaf in [`Node::meta`].
+const IS_LEAF: u32 = 1 << 31;
+/// Groups (and trees) at most.
+const GROUPS: usize = 4;
+
+/// A node: an inner node sends a key whose field `meta >> 28 & 7` is
+/// below `split` to node `meta & 0x0fff_ffff`, and others to the node
+/// after it; a leaf (`IS_LEAF`) has its rules at `split..` of the group's
+/// leaf list, `meta & !IS_LEAF` of them.
+#[derive(Clone, Copy)]
+struct Node {
+    split: u32,
+    meta: u32,
+}
+
+/// A rule as a leaf checks it: five inclusive ranges (source,
+/// destination, source port, destination port, protocol) and what they
+/// leave out (TCP flags, metadata, a protocol mask other than 0 or 0xff).
+#[derive(Clone, Copy)]
+#[repr(align(64))]
+struct Leaf {
+    lo: [u32; 5],
+    hi: [u32; 5],
+    flags: (u16, u16),
+    meta: (u32, u32),
+    proto: (u8, u8),
+    id: u32,
+}
+
+impl Leaf {
+    #[inline(always)]
+    fn matches(&self, x: &[u32; 5], k: &Key) -> bool {
+        (0..5).all(|f| self.lo[f] <= x[f] && x[f] <= self.hi[f])
+            && k.flags & self.flags.1 == self.flags.0
+            && k.proto & self.proto.1 == self.proto.0
+            && k.meta & self.meta.1 == self.meta.0
+    }
+
+    /// Whether the rule needs no check besides its ranges.
+    fn plain(&self) -> bool {
+        self.flags.1 == 0 && self.meta.1 == 0 && (self.proto.1 == 0 || self.proto.1 == 0xff)
+    }
+}
+
+/// One group's tree.
+struct Tree {
+    nodes: Vec<Node>,
+    /// Leaves' rules (indexes into `rules`), each leaf's in priority order.
+    leaves: Vec<u32>,
+    rules: Vec<Leaf>,
+    /// The group's first rule (its lowest index).
+    first: u32,
+    /// The field whose top `bits` bits pick a root (0 bits: one root).
+    field: usize,
+    bits: u32,
+    /// Each cell's root node.
+    roots: Vec<u32>,
+}
+
+/// A node's region: five inclusive ranges.
+type Region = ([u32; 5], [u32; 5]);
+
+impl Tree {
+    /// The tree of `rules` (in priority order), cut first into cells on
+    /// the top `bits` bits of `field` (an address, 0 or 1).
+    fn build(rules: Vec<Leaf>, field: usize, bits: u32) -> Tree {
+        let first = rules.first().map_or(u32::MAX, |r| r.id);
+        let mut t = Tree {
+            // Node 0: the empty leaf, shared by cells no rule meets.
+            nodes: vec![Node {
+                split: 0,
+                meta: IS_LEAF,
+            }],
+            leaves: Vec::new(),
+            rules,
+            first,
+            field,
+            bits,
+            roots: Vec::new(),
+        };
+        let full = ([0; 5], [u32::MAX, u32::MAX, 0xffff, 0xffff, 0xff]);
+        let mut cells: Vec<Vec<u32>> = vec![Vec::new(); 1 << bits];
+        for (i, r) in t.rules.iter().enumerate() {
+            for c in &mut cells[cell(r.lo[field], bits)..=cell(r.hi[field], bits)] {
+                c.push(i as u32);
+            }
+        }
+        for (c, list) in cells.into_iter().enumerate() {
+            if list.is_empty() {
+                t.roots.push(0);
+                continue;
+            }
+            let at = t.nodes.len();
+            t.nodes.push(Node { split: 0, meta: 0 });
+            t.roots.push(at as u32);
+            let mut region = full;
+            let lo = (c as u64) << (32 - bits);
+            region.0[field] = lo as u32;
+            region.1[field] = (lo + (1u64 << (32 - bits)) - 1) as u32;
+            t.grow(at, list, region, 0);
+        }
+        t
+    }
+
+    /// The root of `x`'s cell.
+    #[inline(always)]
+    fn root(&self, x: &[u32; 5]) -> usize {
+        self.roots[cell(x[self.field], self.bits)] as usize
+    }
+
+    fn leaf(&mut self, at: usize, list: &[u32]) {
+        self.nodes[at] = Node {
+            split: self.leaves.len() as u32,
+            meta: IS_LEAF | list.len() as u32,
+        };
+        self.leaves.extend_from_slice(list);
+    }
+
+    fn grow(&mut self, at: usize, mut list: Vec<u32>, region: Region, depth: u32) {
+        // A rule covering the region and needing no residual check hides
+        // the rules after it.
+        if let Some(p) = list.iter().position(|&i| {
+            let r = &self.rules[i as usize];
+            r.plain() && (0..5).all(|f| r.lo[f] <= region.0[f] && r.hi[f] >= region.1[f])
+        }) {
+            list.truncate(p + 1);
+        }
+        // Kids' indexes take 28 bits of `meta`.
+        if list.len() <= LEAF || depth >= MAX_DEPTH || self.nodes.len() + 2 > MAX_NODES {
+            return self.leaf(at, &list);
+        }
+        let Some((f, s)) = self.best_split(&list, &region) else {
+            return self.leaf(at, &list);
+        };
+        let (left, right): (Vec<u32>, Vec<u32>) = (
+            list.iter()
+                .copied()
+                .filter(|&i| self.rules[i as usize].lo[f].max(region.0[f]) < s)
+                .collect(),
+            list.iter()
+                .copied()
+                .filter(|&i| self.rules[i as usize].hi[f].min(region.1[f]) >= s)
+                .collect(),
+        );
+        drop(list);
+        let kids = self.nodes.len();
+        self.nodes.push(Node { split: 0, meta: 0 });
+        self.nodes.push(Node { split: 0, meta: 0 });
+        self.nodes[at] = Node {
+            split: s,
+            meta: (f as u32) << 28 | kids as u32,
+        };
+        let mut lr = region;
+        lr.1[f] = s - 1;
+        let mut rr = region;
+        rr.0[f] = s;
+        self.grow(kids, left, lr, depth + 1);
+        self.grow(kids + 1, right, rr, depth + 1);
+    }
+
+    /// The field and value to split `list` at (keys below the value go
+    /// left): where the larger side holds the fewest rules, then the two
+    /// sides the fewest together; `None` when no split leaves both sides
+    /// smaller.
+    fn best_split(&self, list: &[u32], region: &Region) -> Option<(usize, u32)> {
+        let n = list.len();
+        let mut best: Option<(usize, usize, usize, u32)> = None;
+        let mut los = Vec::with_capacity(n);
+        let mut ends = Vec::with_capacity(n);
+        for f in 0..5 {
+            los.clear();
+            ends.clear();
+            for &i in list {
+                let r = &self.rules[i as usize];
+                los.push(r.lo[f].max(region.0[f]));
+                // One past the clipped end (u64: the end may be u32::MAX).
+                ends.push(u64::from(r.hi[f].min(region.1[f])) + 1);
+            }
+            los.sort_unstable();
+            ends.sort_unstable();
+            // Candidates: every start and end inside the region.
+            let mut cand: Vec<u32> = los
+                .iter()
+                .copied()
+                .chain(ends.iter().filter_map(|&e| u32::try_from(e).ok()))
+                .filter(|&s| s > region.0[f] && s <= region.1[f])
+                .collect();
+            cand.sort_unstable();
+            cand.dedup();
+            for s in cand {
+                let l = los.partition_point(|&x| x < s);
+                let r = n - ends.partition_point(|&e| e <= u64::from(s));
+                let score = (l.max(r), l + r, f, s);
+                if l.max(r) < n && best.is_none_or(|b| (score.0, score.1) < (b.0, b.1)) {
+                    best = Some(score);
+                }
+            }
+        }
+        best.map(|b| (b.2, b.3))
+    }
+
+    /// The first rule of `leaf` matching, or `best` when none before it
+    /// does.
+    #[inline(always)]
+    fn scan(&self, leaf: Node, x: &[u32; 5], k: &Key, best: u32) -> u32 {
+        let s = leaf.split as usize;
+        let e = s + (leaf.meta & !IS_LEAF) as usize;
+        for &i in &self.leaves[s..e] {
+            let r = &self.rules[i as usize];
+            if r.id >= best {
+                return best;
+            }
+            if r.matches(x, k) {
+                return r.id;
+            }
+        }
+        best
+    }
+
+    fn bytes(&self) -> usize {
+        self.nodes.len() * 8 + self.leaves.len() * 4 + self.rules.len() * 64 + self.roots.len() * 4
+    }
+}
+
+/// The IPv4 rules as separated decision trees.
+pub(super) struct Split {
+    trees: Vec<Tree>,
+}
+
+impl Split {
+    pub(super) fn build(all: &[Rule], members: &[Member<u32>]) -> Split {
+        let mut groups: [Vec<Leaf>; 4] = Default::default();
+        for &(i, s, d) in members {
+            let r = &all[i];
+            let (plo, phi) = if r.proto.1 == 0xff {
+                (u32::from(r.proto.0), u32::from(r.proto.0))
+            } else {
+                (0, 0xff)
+            };
+            let leaf = Leaf {
+                lo: [s.0, d.0, r.sport.0.into(), r.dport.0.into(), plo],
+                hi: [s.1, d.1, r.sport.1.into(), r.dport.1.into(), phi],
+                flags: (r.flags.0 & r.flags.1, r.flags.1),
+                meta: (r.meta.0 & r.meta.1, r.meta.1),
+                proto: (r.proto.0 & r.proto.1, r.proto.1),
+                id: i as u32,
+            };
+            let small = |len: u8| len >= 96 + SMALL;
+            let g = usize::from(small(r.src.1)) | usize::from(small(r.dst.1)) << 1;
+            groups[g].push(leaf);
+        }
+        let cut: [(usize, u32); 4] = [(0, 0), (0, CUT), (1, CUT), (0, CUT)];
+        let mut trees: Vec<Tree> = groups
+            .into_iter()
+            .zip(cut)
+            .filter(|(g, _)| !g.is_empty())
+            .map(|(g, (f, bits))| Tree::build(g, f, bits))
+            .collect();
+        trees.sort_by_key(|t| t.first);
+        Split { trees }
+    }
+
+    #[inline]
+    pub(super) fn classify(&self, k: &Key, src: u32, dst: u32) -> Option<u32> {
+        let x = [
+            src,
+            dst,
+            u32::from(k.sport),
+            u32::from(k.dport),
+            u32::from(k.proto),
+        ];
+        // The trees' walks are independent chains of loads: run them
+        // side by side, then check their leaves in the trees' order.
+        let mut at = [0usize; GROUPS];
+        for (t, tree) in self.trees.iter().enumerate() {
+            at[t] = tree.root(&x);
+        }
+        let mut leaf = [Node {
+            split: 0,
+            meta: IS_LEAF,
+        }; GROUPS];
+        let mut live = self.trees.len();
+        while live > 0 {
+            live = 0;
+            for (t, tree) in self.trees.iter().enumerate() {
+                let node = tree.nodes[at[t]];
+                if node.meta & IS_LEAF != 0 {
+                    leaf[t] = node;
+                    continue;
+                }
+                live += 1;
+                let f = (node.meta >> 28 & 7) as usize;
+                at[t] = (node.meta & 0x0fff_ffff) as usize + usize::from(x[f] >= node.split);
+            }
+        }
+        let mut best = u32::MAX;
+        for (t, tree) in self.trees.iter().enumerate() {
+            if tree.first >= best {
+                break;
+            }
+            best = tree.scan(leaf[t], &x, k, best);
+        }
+        (best != u32::MAX).then_some(best)
+    }
+
+    pub(super) fn bytes(&self) -> usize {
+        self.trees.iter().map(Tree::bytes).sum()
+    }
+
+    /// Trees (one per group with rules).
+    pub(super) fn trees(&self) -> usize {
+        self.trees.len()
+    }
+
+    /// Nodes of all trees.
+    pub(super) fn nodes(&self) -> usize {
+        self.trees.iter().map(|t| t.nodes.len()).sum()
+    }
+}
