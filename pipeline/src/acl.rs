@@ -15,10 +15,11 @@
 //! take 3–54 ms and 3–12 MiB at 10k rules.
 //!
 //! Bit vectors grow with the square of the rules a cell holds: 100,000
-//! rules with many wildcards (grown from fw1 or ipc1) would take 142–782
-//! MiB. Where they would take more than 16 MiB the IPv4 rules are decision
-//! trees instead (HyperSplit over rule groups, `split` module), about 9
-//! MiB at 100k rules; [`Classifier::layout`] says which was built.
+//! rules grown from fw1 or ipc1 would take 782 or 142 MiB. Above 50,000
+//! IPv4 rules, or where every cut would take more than 64 MiB, the IPv4
+//! rules are decision trees instead (HyperSplit over rule groups, the
+//! `split` module): 7–11 MiB at 100k rules, and more lookups than the bit
+//! vectors on each set there; [`Classifier::layout`] says which was built.
 //!
 //! IPv4 and IPv6 rules share one format: addresses are `u128`, IPv4 mapped
 //! as `::ffff:a.b.c.d` (prefix length + 96).

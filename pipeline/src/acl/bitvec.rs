@@ -25,12 +25,12 @@
 //! The IPv4 rules are first cut into cells on the top bits of both
 //! addresses ([`Cut`]), each cell with its own family of the rules that
 //! meet it: a lookup picks its cell by its addresses and ANDs vectors of
-//! those rules only. The build chooses the cut (up to 4,096 cells; 65,536
-//! above 50,000 rules) whose cells hold the fewest rules on average
-//! within the memory of no cut. Where every cut would take more than
-//! [`TREES_ABOVE`] (large sets with many wildcards: vectors grow with the
-//! square of the rules a cell holds), the IPv4 rules are decision trees
-//! instead (`split.rs`), which hold each rule once per leaf it reaches.
+//! those rules only. The build chooses the cut (up to 4,096 cells) whose
+//! cells hold the fewest rules on average within the memory of no cut.
+//! Above [`LARGE_SET`] IPv4 rules, or where every cut would take more than
+//! [`CUT_LARGE`] (vectors grow with the square of the rules a cell holds),
+//! the IPv4 rules are decision trees instead (the `split` module), which
+//! hold each rule once per leaf it reaches.
 //!
 //! IPv4 and IPv6 rules share the `u128` rule format; they are compiled into
 //! two families: keys whose addresses are both IPv4-mapped search a family
@@ -451,16 +451,17 @@ struct Cut {
     fams: Vec<Family<u32>>,
 }
 
-/// Cells are at most `2^MAX_CUT_BITS` (a 16 KiB cell table), or for
-/// more than [`LARGE_SET`] rules `2^MAX_CUT_BITS_LARGE` (256 KiB: the
-/// 100k-rule sets grown from acl1 and ipc1 get 1.5× the lookups from
-/// it, `bench/run-acl.sh`; smaller sets are cut as finely as they need
-/// within 12 bits, and finer cuts there only add families' fixed
-/// tables).
+/// Cells are at most `2^MAX_CUT_BITS` (a 16 KiB cell table; sets are
+/// cut as finely as they need within 12 bits, and finer cuts there only
+/// add families' fixed tables).
 const MAX_CUT_BITS: u32 = 12;
-/// See [`MAX_CUT_BITS`].
-const MAX_CUT_BITS_LARGE: u32 = 16;
-/// See [`MAX_CUT_BITS`].
+
+/// Sets of more IPv4 rules than this are decision trees ([`Split`]), not
+/// bit vectors, which grow with the square of the rules a cell holds: on
+/// the 100k-rule sets grown from acl1, fw1 and ipc1 the best cuts took
+/// 19.5, 782 and 142 MiB and the trees 7–11 MiB, with more lookups on
+/// each (`bench/run-acl.sh`, whose table has both side by side); on every
+/// 10k set the bit vectors are as fast or faster.
 const LARGE_SET: usize = 50_000;
 
 /// A cut may always take this much memory (the uncut family of a small
@@ -468,16 +469,9 @@ const LARGE_SET: usize = 50_000;
 const CUT_SMALL: usize = 256 << 10;
 
 /// Uncut families whose upper bound is past this are not built to be
-/// measured.
+/// measured, and no cut (nor no cut) taking more is chosen: the IPv4
+/// rules are decision trees instead.
 const CUT_LARGE: usize = 64 << 20;
-
-/// Cuts (and no cut) taking more than this are not chosen: the IPv4 rules
-/// are decision trees instead ([`Split`]). On the 100k-rule sets grown
-/// from fw1 and ipc1 the cut took 782 and 142 MiB (62 MiB within this
-/// bound) and the trees 9 MiB at 3–4× and 2× the lookups; from acl1, 19.5
-/// MiB as fast as the trees' 10; on every 10k set the cut is within it and
-/// as fast or faster (`bench/run-acl.sh`).
-const TREES_ABOVE: usize = 16 << 20;
 
 /// An upper bound on the bytes of the uncut family of `members`: a
 /// vector per elementary interval of each field (fewer where intervals
@@ -731,9 +725,9 @@ impl Cut {
     /// rules that span cells, and more memory costs more cache misses than
     /// the shorter vectors save (measured on fw1_10k, a quarter of whose
     /// rules are wildcards on the destination). No cut unless one lowers
-    /// the average by 10 %. `None` when every cut (and no cut) would take
-    /// more than [`TREES_ABOVE`].
-    fn build(all: &[Rule], members: &[Member<u32>]) -> Option<Cut> {
+    /// the average by 10 %. Cuts on up to `max` bits; `None` when every
+    /// cut (and no cut) would take more than `cap`.
+    fn build(all: &[Rule], members: &[Member<u32>], max: u32, cap: usize) -> Option<Cut> {
         if members.len() < 64 {
             return Some(Self::with(all, members, 0, 0));
         }
@@ -744,12 +738,7 @@ impl Cut {
         let upper = uncut_upper(all, members);
         let uncut = (upper <= CUT_LARGE).then(|| Self::with(all, members, 0, 0));
         let scale = uncut.as_ref().map_or(upper, Cut::bytes);
-        let budget = scale.clamp(CUT_SMALL, TREES_ABOVE);
-        let max = if members.len() > LARGE_SET {
-            MAX_CUT_BITS_LARGE
-        } else {
-            MAX_CUT_BITS
-        };
+        let budget = scale.max(CUT_SMALL).min(cap);
         let mut cands: Vec<(f64, u32, u32)> = (0..=max)
             .step_by(2)
             .flat_map(|s| (0..=max - s).step_by(2).map(move |d| (s, d)))
@@ -779,7 +768,7 @@ impl Cut {
                 return Some(cut);
             }
         }
-        uncut.filter(|u| u.bytes() <= TREES_ABOVE)
+        uncut.filter(|u| u.bytes() <= cap)
     }
 
     /// The cut on `sbits` source and `dbits` destination bits.
@@ -887,7 +876,10 @@ impl Classifier {
     /// Builds the classifier (control path).
     pub fn build(rules: Vec<Rule>) -> Classifier {
         let members = v4_members(&rules);
-        let v4 = match Cut::build(&rules, &members) {
+        let cut = (members.len() <= LARGE_SET)
+            .then(|| Cut::build(&rules, &members, MAX_CUT_BITS, CUT_LARGE))
+            .flatten();
+        let v4 = match cut {
             Some(cut) => V4::Cut(cut),
             None => V4::Trees(Split::build(&rules, &members)),
         };
@@ -901,6 +893,17 @@ impl Classifier {
     pub(crate) fn build_cut(rules: Vec<Rule>, sbits: u32, dbits: u32) -> Classifier {
         let v4 = Cut::with(&rules, &v4_members(&rules), sbits, dbits);
         Self::with_v4(rules, V4::Cut(v4))
+    }
+
+    /// Builds the classifier with its IPv4 rules as bit vectors whatever
+    /// their size, cut on up to 16 bits within the memory of no cut (for
+    /// benchmarks: the layout [`Classifier::build`] chose up to 2026-12-06
+    /// for every set, 782 MiB and 4 s for 100,000 rules grown from fw1).
+    pub fn build_vectors(rules: Vec<Rule>) -> Classifier {
+        let members = v4_members(&rules);
+        let cut = Cut::build(&rules, &members, 16, usize::MAX)
+            .unwrap_or_else(|| Cut::with(&rules, &members, 0, 0));
+        Self::with_v4(rules, V4::Cut(cut))
     }
 
     /// Builds the classifier with its IPv4 rules as decision trees,

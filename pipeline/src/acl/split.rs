@@ -1,23 +1,25 @@
 //! Decision trees over the IPv4 rules for large wildcard-heavy sets
 //! (HyperSplit, Qi et al., INFOCOM 2009, over rule groups separated by
-//! which addresses are small, as in EffiCuts and CutSplit).
+//! which addresses are specific, as in EffiCuts and CutSplit).
 //!
 //! The bit vectors of the `bitvec` module grow with the square of the
 //! rules a cell holds: 100,000 rules grown from fw1, a quarter of them
 //! wildcards on one address, take 782 MiB of vectors and 2,400 cycles a
-//! lookup. A tree holds each rule once per leaf it reaches instead: 9 MiB
+//! lookup. A tree holds each rule once per leaf it reaches instead: 7 MiB
 //! for the same set.
 //!
 //! The rules are separated into four groups by whether each address is
-//! small (a prefix of at least [`SMALL`] bits): in a group, a split on an
-//! address that is small in it replicates few of its rules. Each group's
-//! tree is first cut into 2^[`CUT`] cells on the top bits of an address
-//! small in it (none for the group where neither is), each cell with its
+//! specific (a prefix of at least [`SMALL`] bits): in a group, a split on
+//! an address that is specific in it replicates few of its rules. Each
+//! group's tree is first cut into 2^[`CUT`] cells on the top bits of an
+//! address specific in it (none for the group where neither is), each
+//! cell with its
 //! own subtree (a table lookup instead of 16 levels). A node splits one
 //! field (source, destination, source port, destination port, protocol)
 //! at one value, chosen where the larger side holds the fewest rules,
 //! then where the two hold the fewest together; a leaf holds at most
-//! [`LEAF`] rules, in priority order, checked one by one. A rule that
+//! [`LEAF`] rules, in priority order, side by side in half a cache line
+//! each, checked one by one. A rule that
 //! covers a node's whole region in every field and needs no residual
 //! check (TCP flags, metadata, a protocol mask) hides every rule after it
 //! there, and they are dropped. A lookup walks the trees side by side
@@ -26,17 +28,18 @@
 //! a tree that comes after what it found.
 //!
 //! The parameters were measured on the 100k-rule sets grown from fw1,
-//! ipc1 and acl1 (`sluice-bench acl --classifier-only`, one run each):
-//! small from /12 rather than /16 and leaves of 12 rather than 8 took
-//! ipc1's trees from 24 to 9 MiB and its lookups from 1.9 to 3.4 M/s, fw1
-//! from 2.8 to 5.0, acl1 from 3.7 to 4.8 (leaves of 16 or 32: fewer nodes,
-//! slower scans; small from /24: 123 MiB on ipc1).
+//! ipc1 and acl1 (`sluice-bench acl --classifier-only`): specific from
+//! /12 rather than /16 took ipc1's trees from 24 to 9 MiB and 1.9 to 3.4
+//! M lookups/s (from /24: 123 MiB); with each leaf's rules side by side,
+//! leaves of 24 rules gave acl1 6.2–6.9, fw1 7.3–8.3 and ipc1 4.9–5.1 M/s
+//! against 3.3, 3.9 and 3.5 for leaves of 8 (1.4–2× the memory) and 4.2–4.5
+//! on ipc1 for leaves of 32.
 
 use super::{Key, Member, Rule};
 
-/// A prefix this long or longer is small (the address splits well).
+/// A prefix this long or longer is specific (the address splits well).
 const SMALL: u8 = 12;
-/// Bits of the cut on a small address.
+/// Bits of the cut on a specific address.
 const CUT: u32 = 16;
 /// The cell of `a` in a cut on its top `bits` bits.
 #[inline(always)]
@@ -44,7 +47,7 @@ fn cell(a: u32, bits: u32) -> usize {
     (u64::from(a) >> (32 - bits)) as usize
 }
 /// Most rules in a leaf.
-const LEAF: usize = 12;
+const LEAF: usize = 24;
 /// Deepest node (a leaf there keeps whatever rules reach it).
 const MAX_DEPTH: u32 = 48;
 
@@ -58,48 +61,93 @@ const GROUPS: usize = 4;
 
 /// A node: an inner node sends a key whose field `meta >> 28 & 7` is
 /// below `split` to node `meta & 0x0fff_ffff`, and others to the node
-/// after it; a leaf (`IS_LEAF`) has its rules at `split..` of the group's
-/// leaf list, `meta & !IS_LEAF` of them.
+/// after it; a leaf (`IS_LEAF`) has its rules at `split..` of the tree's
+/// slots, `meta & !IS_LEAF` of them.
 #[derive(Clone, Copy)]
 struct Node {
     split: u32,
     meta: u32,
 }
 
-/// A rule as a leaf checks it: five inclusive ranges (source,
-/// destination, source port, destination port, protocol) and what they
-/// leave out (TCP flags, metadata, a protocol mask other than 0 or 0xff).
+/// A rule as the build splits it: five inclusive ranges (source,
+/// destination, source port, destination port, protocol).
 #[derive(Clone, Copy)]
-#[repr(align(64))]
 struct Leaf {
     lo: [u32; 5],
     hi: [u32; 5],
-    flags: (u16, u16),
-    meta: (u32, u32),
-    proto: (u8, u8),
+    /// Whether the rule needs a check besides its ranges ([`Residual`]).
+    more: bool,
     id: u32,
 }
 
-impl Leaf {
-    #[inline(always)]
-    fn matches(&self, x: &[u32; 5], k: &Key) -> bool {
-        (0..5).all(|f| self.lo[f] <= x[f] && x[f] <= self.hi[f])
-            && k.flags & self.flags.1 == self.flags.0
-            && k.proto & self.proto.1 == self.proto.0
-            && k.meta & self.meta.1 == self.meta.0
+/// A rule in a leaf, as a lookup checks it: its ranges in half a cache
+/// line, each leaf's rules side by side (a scan reads on, and the
+/// prefetcher reads ahead, instead of a load per rule from a table).
+#[derive(Clone, Copy)]
+#[repr(C, align(32))]
+struct Slot {
+    src: [u32; 2],
+    dst: [u32; 2],
+    sport: [u16; 2],
+    dport: [u16; 2],
+    id: u32,
+    proto: [u8; 2],
+    /// Whether [`Split::residual`] has more to check.
+    more: bool,
+}
+
+impl Slot {
+    fn of(r: &Leaf) -> Slot {
+        Slot {
+            src: [r.lo[0], r.hi[0]],
+            dst: [r.lo[1], r.hi[1]],
+            sport: [r.lo[2] as u16, r.hi[2] as u16],
+            dport: [r.lo[3] as u16, r.hi[3] as u16],
+            id: r.id,
+            proto: [r.lo[4] as u8, r.hi[4] as u8],
+            more: r.more,
+        }
     }
 
-    /// Whether the rule needs no check besides its ranges.
-    fn plain(&self) -> bool {
-        self.flags.1 == 0 && self.meta.1 == 0 && (self.proto.1 == 0 || self.proto.1 == 0xff)
+    #[inline(always)]
+    fn covers(&self, k: &Key, src: u32, dst: u32) -> bool {
+        self.src[0] <= src
+            && src <= self.src[1]
+            && self.dst[0] <= dst
+            && dst <= self.dst[1]
+            && self.sport[0] <= k.sport
+            && k.sport <= self.sport[1]
+            && self.dport[0] <= k.dport
+            && k.dport <= self.dport[1]
+            && self.proto[0] <= k.proto
+            && k.proto <= self.proto[1]
+    }
+}
+
+/// What a rule's ranges leave out: TCP flags, metadata, a protocol mask
+/// other than 0 or 0xff (value and mask each).
+#[derive(Clone, Copy, Default)]
+struct Residual {
+    flags: (u16, u16),
+    meta: (u32, u32),
+    proto: (u8, u8),
+}
+
+impl Residual {
+    #[inline(always)]
+    fn matches(&self, k: &Key) -> bool {
+        k.flags & self.flags.1 == self.flags.0
+            && k.proto & self.proto.1 == self.proto.0
+            && k.meta & self.meta.1 == self.meta.0
     }
 }
 
 /// One group's tree.
 struct Tree {
     nodes: Vec<Node>,
-    /// Leaves' rules (indexes into `rules`), each leaf's in priority order.
-    leaves: Vec<u32>,
+    /// Leaves' rules, each leaf's in priority order.
+    slots: Vec<Slot>,
+    /// The group's rules (while it is built).
     rules: Vec<Leaf>,
     /// The group's first rule (its lowest index).
     first: u32,
@@ -124,7 +172,7 @@ impl Tree {
                 split: 0,
                 meta: IS_LEAF,
             }],
-            leaves: Vec::new(),
+            slots: Vec::new(),
             rules,
             first,
             field,
@@ -152,6 +200,8 @@ impl Tree {
             region.1[field] = (lo + (1u64 << (32 - bits)) - 1) as u32;
             t.grow(at, list, region, 0);
         }
+        // The leaves hold what a lookup reads.
+        t.rules = Vec::new();
         t
     }
 
@@ -163,10 +213,12 @@ impl Tree {
 
     fn leaf(&mut self, at: usize, list: &[u32]) {
         self.nodes[at] = Node {
-            split: self.leaves.len() as u32,
+            split: self.slots.len() as u32,
             meta: IS_LEAF | list.len() as u32,
         };
-        self.leaves.extend_from_slice(list);
+        let rules = &self.rules;
+        self.slots
+            .extend(list.iter().map(|&i| Slot::of(&rules[i as usize])));
     }
 
     fn grow(&mut self, at: usize, mut list: Vec<u32>, region: Region, depth: u32) {
@@ -174,7 +226,7 @@ impl Tree {
         // the rules after it.
         if let Some(p) = list.iter().position(|&i| {
             let r = &self.rules[i as usize];
-            r.plain() && (0..5).all(|f| r.lo[f] <= region.0[f] && r.hi[f] >= region.1[f])
+            !r.more && (0..5).all(|f| r.lo[f] <= region.0[f] && r.hi[f] >= region.1[f])
         }) {
             list.truncate(p + 1);
         }
@@ -255,15 +307,14 @@ impl Tree {
     /// The first rule of `leaf` matching, or `best` when none before it
     /// does.
     #[inline(always)]
-    fn scan(&self, leaf: Node, x: &[u32; 5], k: &Key, best: u32) -> u32 {
+    fn scan(&self, leaf: Node, k: &Key, x: &[u32; 5], residual: &[Residual], best: u32) -> u32 {
         let s = leaf.split as usize;
         let e = s + (leaf.meta & !IS_LEAF) as usize;
-        for &i in &self.leaves[s..e] {
-            let r = &self.rules[i as usize];
+        for r in &self.slots[s..e] {
             if r.id >= best {
                 return best;
             }
-            if r.matches(x, k) {
+            if r.covers(k, x[0], x[1]) && (!r.more || residual[r.id as usize].matches(k)) {
                 return r.id;
             }
         }
@@ -271,18 +322,21 @@ impl Tree {
     }
 
     fn bytes(&self) -> usize {
-        self.nodes.len() * 8 + self.leaves.len() * 4 + self.rules.len() * 64 + self.roots.len() * 4
+        self.nodes.len() * 8 + self.slots.len() * 32 + self.roots.len() * 4
     }
 }
 
 /// The IPv4 rules as separated decision trees.
 pub(super) struct Split {
     trees: Vec<Tree>,
+    /// Each rule's residual check, by its index (where [`Slot::more`]).
+    residual: Vec<Residual>,
 }
 
 impl Split {
     pub(super) fn build(all: &[Rule], members: &[Member<u32>]) -> Split {
         let mut groups: [Vec<Leaf>; 4] = Default::default();
+        let mut residual = vec![Residual::default(); all.len()];
         for &(i, s, d) in members {
             let r = &all[i];
             let (plo, phi) = if r.proto.1 == 0xff {
@@ -290,12 +344,15 @@ impl Split {
             } else {
                 (0, 0xff)
             };
-            let leaf = Leaf {
-                lo: [s.0, d.0, r.sport.0.into(), r.dport.0.into(), plo],
-                hi: [s.1, d.1, r.sport.1.into(), r.dport.1.into(), phi],
+            residual[i] = Residual {
                 flags: (r.flags.0 & r.flags.1, r.flags.1),
                 meta: (r.meta.0 & r.meta.1, r.meta.1),
                 proto: (r.proto.0 & r.proto.1, r.proto.1),
+            };
+            let leaf = Leaf {
+                lo: [s.0, d.0, r.sport.0.into(), r.dport.0.into(), plo],
+                hi: [s.1, d.1, r.sport.1.into(), r.dport.1.into(), phi],
+                more: r.flags.1 != 0 || r.meta.1 != 0 || !matches!(r.proto.1, 0 | 0xff),
                 id: i as u32,
             };
             let small = |len: u8| len >= 96 + SMALL;
@@ -310,7 +367,7 @@ impl Split {
             .map(|(g, (f, bits))| Tree::build(g, f, bits))
             .collect();
         trees.sort_by_key(|t| t.first);
-        Split { trees }
+        Split { trees, residual }
     }
 
     #[inline]
@@ -351,13 +408,13 @@ impl Split {
             if tree.first >= best {
                 break;
             }
-            best = tree.scan(leaf[t], &x, k, best);
+            best = tree.scan(leaf[t], k, &x, &self.residual, best);
         }
         (best != u32::MAX).then_some(best)
     }
 
     pub(super) fn bytes(&self) -> usize {
-        self.trees.iter().map(Tree::bytes).sum()
+        self.trees.iter().map(Tree::bytes).sum::<usize>() + self.residual.len() * 16
     }
 
     /// Trees (one per group with rules).
