@@ -111,16 +111,19 @@ impl Slot {
 
     #[inline(always)]
     fn covers(&self, k: &Key, src: u32, dst: u32) -> bool {
-        self.src[0] <= src
-            && src <= self.src[1]
-            && self.dst[0] <= dst
-            && dst <= self.dst[1]
-            && self.sport[0] <= k.sport
-            && k.sport <= self.sport[1]
-            && self.dport[0] <= k.dport
-            && k.dport <= self.dport[1]
-            && self.proto[0] <= k.proto
-            && k.proto <= self.proto[1]
+        // One branch, not ten (a leaf's rules fail on any field): ipc1's
+        // 100k grown set went from 4.5–4.8 to 5.2–5.9 M lookups/s in four
+        // alternating runs of each build.
+        (self.src[0] <= src)
+            & (src <= self.src[1])
+            & (self.dst[0] <= dst)
+            & (dst <= self.dst[1])
+            & (self.sport[0] <= k.sport)
+            & (k.sport <= self.sport[1])
+            & (self.dport[0] <= k.dport)
+            & (k.dport <= self.dport[1])
+            & (self.proto[0] <= k.proto)
+            & (k.proto <= self.proto[1])
     }
 }
 
