@@ -36,6 +36,48 @@ pub use bitvec::{Classifier, Layout, Memo};
 /// and its source and destination ranges in the part's coordinates.
 type Member<A> = (usize, (A, A), (A, A));
 
+/// What a rule's ranges leave to check (the bit vectors' and the trees'):
+/// TCP flags, metadata, and a protocol mask other than 0 or 0xff (16
+/// bytes, so the check stays in cache).
+#[derive(Clone, Copy)]
+struct Residual {
+    flags: (u16, u16),
+    proto: (u8, u8),
+    meta: (u32, u32),
+}
+
+impl Residual {
+    fn of(r: &Rule) -> Residual {
+        Residual {
+            flags: (r.flags.0 & r.flags.1, r.flags.1),
+            proto: (r.proto.0 & r.proto.1, r.proto.1),
+            meta: (r.meta.0 & r.meta.1, r.meta.1),
+        }
+    }
+
+    /// Whether there is anything to check.
+    fn needed(&self) -> bool {
+        self.flags.1 != 0 || self.meta.1 != 0 || !matches!(self.proto.1, 0 | 0xff)
+    }
+
+    #[inline(always)]
+    fn matches(&self, k: &Key) -> bool {
+        k.flags & self.flags.1 == self.flags.0
+            && k.proto & self.proto.1 == self.proto.0
+            && k.meta & self.meta.1 == self.meta.0
+    }
+}
+
+/// A rule's protocol as a range: its value under a 0xff mask, every
+/// protocol under another (then checked by [`Residual::matches`]).
+fn proto_range(p: (u8, u8)) -> (u8, u8) {
+    if p.1 == 0xff {
+        (p.0, p.0)
+    } else {
+        (0, 255)
+    }
+}
+
 /// One classification rule. Priority is its index in the list (0 first).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Rule {

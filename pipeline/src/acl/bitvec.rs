@@ -39,7 +39,7 @@
 //! rule that could match a key outside it.
 
 use super::split::Split;
-use super::{Key, Member, Rule};
+use super::{proto_range, Key, Member, Residual, Rule};
 use rustc_hash::FxHashMap;
 
 const V4_LO: u128 = 0xffff << 32;
@@ -227,33 +227,6 @@ impl<T: Coord> Dim<T> {
     }
 }
 
-/// What the bit vectors leave to check: TCP flags, metadata, and a
-/// protocol mask other than 0 or 0xff (16 bytes, so the check stays in
-/// cache).
-#[derive(Clone, Copy)]
-struct Residual {
-    flags: (u16, u16),
-    proto: (u8, u8),
-    meta: (u32, u32),
-}
-
-impl Residual {
-    fn of(r: &Rule) -> Residual {
-        Residual {
-            flags: (r.flags.0 & r.flags.1, r.flags.1),
-            proto: (r.proto.0 & r.proto.1, r.proto.1),
-            meta: (r.meta.0 & r.meta.1, r.meta.1),
-        }
-    }
-
-    #[inline(always)]
-    fn matches(&self, k: &Key) -> bool {
-        k.flags & self.flags.1 == self.flags.0
-            && k.proto & self.proto.1 == self.proto.0
-            && k.meta & self.meta.1 == self.meta.0
-    }
-}
-
 /// The rules of one address family.
 struct Family<A> {
     /// Local bit → global rule index (increasing).
@@ -273,14 +246,6 @@ fn range128((a, len): (u128, u8)) -> (u128, u128) {
     } else {
         let m = !0u128 << (128 - u32::from(len.min(128)));
         (a & m, a | !m)
-    }
-}
-
-fn proto_range(p: (u8, u8)) -> (u8, u8) {
-    if p.1 == 0xff {
-        (p.0, p.0)
-    } else {
-        (0, 255) // other masks: checked by `matches`
     }
 }
 

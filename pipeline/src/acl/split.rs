@@ -35,7 +35,7 @@
 //! against 3.3, 3.9 and 3.5 for leaves of 8 (1.4–2× the memory) and 4.2–4.5
 //! on ipc1 for leaves of 32.
 
-use super::{Key, Member, Rule};
+use super::{proto_range, Key, Member, Residual, Rule};
 
 /// A prefix this long or longer is specific (the address splits well).
 const SMALL: u8 = 12;
@@ -124,24 +124,6 @@ impl Slot {
             & (k.dport <= self.dport[1])
             & (self.proto[0] <= k.proto)
             & (k.proto <= self.proto[1])
-    }
-}
-
-/// What a rule's ranges leave out: TCP flags, metadata, a protocol mask
-/// other than 0 or 0xff (value and mask each).
-#[derive(Clone, Copy, Default)]
-struct Residual {
-    flags: (u16, u16),
-    meta: (u32, u32),
-    proto: (u8, u8),
-}
-
-impl Residual {
-    #[inline(always)]
-    fn matches(&self, k: &Key) -> bool {
-        k.flags & self.flags.1 == self.flags.0
-            && k.proto & self.proto.1 == self.proto.0
-            && k.meta & self.meta.1 == self.meta.0
     }
 }
 
@@ -338,31 +320,22 @@ pub(super) struct Split {
 
 impl Split {
     pub(super) fn build(all: &[Rule], members: &[Member<u32>]) -> Split {
-        let mut groups: [Vec<Leaf>; 4] = Default::default();
-        let mut residual = vec![Residual::default(); all.len()];
+        let mut groups: [Vec<Leaf>; GROUPS] = Default::default();
+        let residual: Vec<Residual> = all.iter().map(Residual::of).collect();
         for &(i, s, d) in members {
             let r = &all[i];
-            let (plo, phi) = if r.proto.1 == 0xff {
-                (u32::from(r.proto.0), u32::from(r.proto.0))
-            } else {
-                (0, 0xff)
-            };
-            residual[i] = Residual {
-                flags: (r.flags.0 & r.flags.1, r.flags.1),
-                meta: (r.meta.0 & r.meta.1, r.meta.1),
-                proto: (r.proto.0 & r.proto.1, r.proto.1),
-            };
+            let (plo, phi) = proto_range(r.proto);
             let leaf = Leaf {
-                lo: [s.0, d.0, r.sport.0.into(), r.dport.0.into(), plo],
-                hi: [s.1, d.1, r.sport.1.into(), r.dport.1.into(), phi],
-                more: r.flags.1 != 0 || r.meta.1 != 0 || !matches!(r.proto.1, 0 | 0xff),
+                lo: [s.0, d.0, r.sport.0.into(), r.dport.0.into(), plo.into()],
+                hi: [s.1, d.1, r.sport.1.into(), r.dport.1.into(), phi.into()],
+                more: residual[i].needed(),
                 id: i as u32,
             };
             let small = |len: u8| len >= 96 + SMALL;
             let g = usize::from(small(r.src.1)) | usize::from(small(r.dst.1)) << 1;
             groups[g].push(leaf);
         }
-        let cut: [(usize, u32); 4] = [(0, 0), (0, CUT), (1, CUT), (0, CUT)];
+        let cut: [(usize, u32); GROUPS] = [(0, 0), (0, CUT), (1, CUT), (0, CUT)];
         let mut trees: Vec<Tree> = groups
             .into_iter()
             .zip(cut)
@@ -417,7 +390,8 @@ impl Split {
     }
 
     pub(super) fn bytes(&self) -> usize {
-        self.trees.iter().map(Tree::bytes).sum::<usize>() + self.residual.len() * 16
+        self.trees.iter().map(Tree::bytes).sum::<usize>()
+            + self.residual.len() * std::mem::size_of::<Residual>()
     }
 
     /// Trees (one per group with rules).
