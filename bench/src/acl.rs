@@ -138,8 +138,8 @@ pub fn acl(a: AclArgs) -> Result<()> {
         let hit_rate = memo.hits as f64 / trace.len() as f64;
         let memoed = rate(a.runs, trace.len(), || memo_pass(&c, &trace, &mut memo));
         // The other layout side by side: trees where bit vectors were
-        // chosen, bit vectors (cut on up to 16 bits, whatever their
-        // memory) where trees were.
+        // chosen, bit vectors (cut as the build cut them before the
+        // trees, whatever their memory) where trees were.
         let other = match c.layout() {
             Layout::Cut { .. } => Classifier::build_trees(rules.clone()),
             Layout::Trees { .. } => Classifier::build_vectors(rules.clone()),

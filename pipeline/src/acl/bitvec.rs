@@ -425,8 +425,10 @@ const MAX_CUT_BITS: u32 = 12;
 /// bit vectors, which grow with the square of the rules a cell holds: on
 /// the 100k-rule sets grown from acl1, fw1 and ipc1 the best cuts took
 /// 19.5, 782 and 142 MiB and the trees 7–11 MiB, with more lookups on
-/// each (`bench/run-acl.sh`, whose table has both side by side); on every
-/// 10k set the bit vectors are as fast or faster.
+/// each (`bench/run-acl.sh`, whose table has both side by side). At 10k
+/// the vectors stay: alone they are faster on acl1 and ipc1 but not fw1,
+/// yet the gateway's memo answers most first packets from their
+/// intervals (fw1_10k as trees: 6.5 → 5.4 M new flows/s).
 const LARGE_SET: usize = 50_000;
 
 /// A cut may always take this much memory (the uncut family of a small
@@ -861,12 +863,18 @@ impl Classifier {
     }
 
     /// Builds the classifier with its IPv4 rules as bit vectors whatever
-    /// their size, cut on up to 16 bits within the memory of no cut (for
-    /// benchmarks: the layout [`Classifier::build`] chose up to 2026-12-06
-    /// for every set, 782 MiB and 4 s for 100,000 rules grown from fw1).
+    /// their size, cut on up to 12 bits (16 above [`LARGE_SET`] rules)
+    /// within the memory of no cut (for benchmarks: the layout
+    /// [`Classifier::build`] chose up to 2026-12-06 for every set, 782 MiB
+    /// and 4 s for 100,000 rules grown from fw1).
     pub fn build_vectors(rules: Vec<Rule>) -> Classifier {
         let members = v4_members(&rules);
-        let cut = Cut::build(&rules, &members, 16, usize::MAX)
+        let max = if members.len() > LARGE_SET {
+            16
+        } else {
+            MAX_CUT_BITS
+        };
+        let cut = Cut::build(&rules, &members, max, usize::MAX)
             .unwrap_or_else(|| Cut::with(&rules, &members, 0, 0));
         Self::with_v4(rules, V4::Cut(cut))
     }
