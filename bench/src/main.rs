@@ -15,6 +15,8 @@
 //!   same traffic, side by side (`bench/run-router.sh`).
 //! - `acl`: the rule classifier against a linear scan on the ClassBench
 //!   sets (`bench/run-acl.sh`).
+//! - `udp-pcap` writes captures for replaying drivers and tcpreplay;
+//!   `plot-table` plots a results table's columns (`bench/run-lab-scale.sh`).
 
 mod acl;
 mod fib;
@@ -22,6 +24,7 @@ mod gateway;
 mod lpm;
 mod null_io;
 mod pcap_gen;
+mod plot_table;
 mod router;
 mod state;
 mod sweep;
@@ -57,6 +60,8 @@ enum Cli {
     State(state::StateArgs),
     /// Writes a pcap of distinct IPv4/UDP packets for replaying drivers.
     UdpPcap(pcap_gen::UdpPcapArgs),
+    /// Plots one column of a results table against another (log x).
+    PlotTable(plot_table::PlotTableArgs),
 }
 
 pub(crate) fn median(v: &mut [f64]) -> f64 {
@@ -95,5 +100,6 @@ fn main() -> Result<()> {
         Cli::Fib(a) => fib::fib(a),
         Cli::State(a) => state::state(a),
         Cli::UdpPcap(a) => pcap_gen::udp_pcap(a),
+        Cli::PlotTable(a) => plot_table::plot_table(a),
     }
 }

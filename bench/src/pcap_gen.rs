@@ -3,7 +3,9 @@
 //! from `--src` port `1024 + i` to `--dst-net`'s subnet `i % subnets`,
 //! host `i / subnets + 1`, port 9, addressed to `--dst-mac`; or, with
 //! `--full-table`, to a random address inside a random prefix of the
-//! shared full Internet table.
+//! shared full Internet table; or, with `--host`, all to that one host as
+//! many flows (`bench/run-lab-scale.sh`: conntrack and NAT at millions of
+//! flows through a router).
 
 use anyhow::{bail, Context, Result};
 use clap::Args;
@@ -48,6 +50,27 @@ pub struct UdpPcapArgs {
     /// 198.20.0.0/24, the lab's own, left out) instead of the subnets.
     #[arg(long)]
     full_table: bool,
+    /// Every packet to this one host, each a flow of its own: packet `i`
+    /// from port 1024 + i % 4096 to port 1024 + i / 4096 (4,096 flows a
+    /// server port, so a source NAT that keeps reply tuples apart fills a
+    /// sixteenth of its ports towards each).
+    #[arg(long, conflicts_with = "full_table")]
+    host: Option<Ipv4Addr>,
+}
+
+/// Flows to one server port with `--host`.
+const FLOWS_PER_DPORT: u32 = 4096;
+
+/// Packet `i`'s UDP ports: with `--host`, [`FLOWS_PER_DPORT`] source ports
+/// a server port; else source port 1024 + i to port 9.
+fn ports(a: &UdpPcapArgs, i: u32) -> (u16, u16) {
+    match a.host {
+        Some(_) => (
+            (1024 + i % FLOWS_PER_DPORT) as u16,
+            (1024 + i / FLOWS_PER_DPORT) as u16,
+        ),
+        None => ((1024 + i) as u16, 9),
+    }
 }
 
 /// Packet `i`'s destination among `a`'s subnets.
@@ -76,8 +99,9 @@ fn frame(a: &UdpPcapArgs, i: u32, dst: u32) -> Vec<u8> {
     }
     let udp = &mut f[ETHERNET_HEADER_LEN + 20..];
     let udp_len = udp.len() as u16;
-    udp[0..2].copy_from_slice(&((1024 + i) as u16).to_be_bytes());
-    udp[2..4].copy_from_slice(&9u16.to_be_bytes());
+    let (sport, dport) = ports(a, i);
+    udp[0..2].copy_from_slice(&sport.to_be_bytes());
+    udp[2..4].copy_from_slice(&dport.to_be_bytes());
     udp[4..6].copy_from_slice(&udp_len.to_be_bytes());
     udp[8..].fill(b'A'); // checksum 0: none (IPv4)
     f
@@ -88,7 +112,15 @@ pub fn udp_pcap(a: UdpPcapArgs) -> Result<()> {
     if a.size < ETHERNET_HEADER_LEN + 28 || a.size > 1514 {
         bail!("--size must be 42..=1514");
     }
-    let dsts: Vec<u32> = if a.full_table {
+    let dsts: Vec<u32> = if let Some(h) = a.host {
+        if u64::from(a.packets) > u64::from(FLOWS_PER_DPORT) * (65536 - 1024) {
+            bail!(
+                "--host: at most {} packets (4,096 flows on each server port 1024-65535)",
+                FLOWS_PER_DPORT * (65536 - 1024)
+            );
+        }
+        vec![u32::from(h); a.packets as usize]
+    } else if a.full_table {
         full_table_dsts(a.packets as usize)?
     } else {
         if a.subnets == 0 || a.packets / a.subnets >= 254 {
@@ -154,6 +186,7 @@ mod tests {
             dst_net: "198.18.0.0".parse().unwrap(),
             subnets: 16,
             full_table: false,
+            host: None,
         };
         let f = frame(&a, 17, subnet_dst(&a, 17));
         assert_eq!(f.len(), 60);
@@ -165,6 +198,35 @@ mod tests {
         assert_ne!(
             frame(&a, 1, subnet_dst(&a, 1)),
             frame(&a, 2, subnet_dst(&a, 2))
+        );
+    }
+
+    /// `--host`: one destination, every packet a distinct flow, 4,096 to a
+    /// server port.
+    #[test]
+    fn host_flows_are_distinct() {
+        let a = UdpPcapArgs {
+            out: PathBuf::new(),
+            packets: 3 * FLOWS_PER_DPORT,
+            size: 60,
+            dst_mac: "02:51:00:00:00:00".parse().unwrap(),
+            src_mac: "02:c1:00:00:00:02".parse().unwrap(),
+            src: "198.18.0.2".parse().unwrap(),
+            dst_net: "198.18.0.0".parse().unwrap(),
+            subnets: 16,
+            full_table: false,
+            host: Some("198.19.0.2".parse().unwrap()),
+        };
+        let mut seen = std::collections::HashSet::new();
+        for i in 0..a.packets {
+            assert!(seen.insert(ports(&a, i)), "packet {i}");
+        }
+        assert_eq!(ports(&a, 4097), (1025, 1025));
+        let f = frame(&a, 4097, u32::from(a.host.unwrap()));
+        assert_eq!(&f[34..38], &[4, 1, 4, 1]);
+        assert_eq!(
+            Ipv4Packet::new_checked(&f[14..]).unwrap().dst(),
+            [198, 19, 0, 2]
         );
     }
 
