@@ -174,20 +174,25 @@ fn full_table_dsts(n: usize) -> Result<Vec<u32>> {
 mod tests {
     use super::*;
 
-    #[test]
-    fn frames_are_valid_and_distinct() {
-        let a = UdpPcapArgs {
+    /// `packets` packets from `src` (16 subnets of 198.18.0.0, or `host`).
+    fn args(packets: u32, src: &str, host: Option<&str>) -> UdpPcapArgs {
+        UdpPcapArgs {
             out: PathBuf::new(),
-            packets: 1024,
+            packets,
             size: 60,
             dst_mac: "02:51:00:00:00:00".parse().unwrap(),
             src_mac: "02:5e:00:00:00:00".parse().unwrap(),
-            src: "198.19.0.2".parse().unwrap(),
+            src: src.parse().unwrap(),
             dst_net: "198.18.0.0".parse().unwrap(),
             subnets: 16,
             full_table: false,
-            host: None,
-        };
+            host: host.map(|h| h.parse().unwrap()),
+        }
+    }
+
+    #[test]
+    fn frames_are_valid_and_distinct() {
+        let a = args(1024, "198.19.0.2", None);
         let f = frame(&a, 17, subnet_dst(&a, 17));
         assert_eq!(f.len(), 60);
         let ip = Ipv4Packet::new_checked(&f[14..]).unwrap();
@@ -205,18 +210,7 @@ mod tests {
     /// server port.
     #[test]
     fn host_flows_are_distinct() {
-        let a = UdpPcapArgs {
-            out: PathBuf::new(),
-            packets: 3 * FLOWS_PER_DPORT,
-            size: 60,
-            dst_mac: "02:51:00:00:00:00".parse().unwrap(),
-            src_mac: "02:c1:00:00:00:02".parse().unwrap(),
-            src: "198.18.0.2".parse().unwrap(),
-            dst_net: "198.18.0.0".parse().unwrap(),
-            subnets: 16,
-            full_table: false,
-            host: Some("198.19.0.2".parse().unwrap()),
-        };
+        let a = args(3 * FLOWS_PER_DPORT, "198.18.0.2", Some("198.19.0.2"));
         let mut seen = std::collections::HashSet::new();
         for i in 0..a.packets {
             assert!(seen.insert(ports(&a, i)), "packet {i}");
