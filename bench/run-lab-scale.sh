@@ -3,10 +3,11 @@
 # (conntrack + nftables masquerade) and OVS-DPDK (its userspace conntrack
 # and SNAT): the same policy as bench/run-lab.sh (configs/router-nat.toml;
 # its nftables translation; OVS's conntrack + NAT flows), with the
-# conntrack tables sized for 10k to 10M concurrent UDP flows (OVS-DPDK to
-# 1M), one packet a flow a pass. The client replays a capture of N distinct flows to the server
-# (`sluice-bench udp-pcap --host`: 4,096 source ports on each server port,
-# so that both NATs find free ports) with tcpreplay (`--topspeed
+# conntrack tables sized for 10k to 4M concurrent UDP flows (OVS-DPDK to
+# 1M), one packet a flow a pass. The client replays a capture of N
+# distinct flows to the server (`sluice-bench udp-pcap --host`: 4,096
+# source ports on each server port, so that the NATs find free ports) with
+# tcpreplay (`--topspeed
 # --preload-pcap`, on CPU 0): its blocking sends wait while the veth's
 # frames are still queued for the router (the kernel's RPS backlog), so
 # each router is offered what it takes rather than a rate. The router
@@ -23,18 +24,19 @@
 # time in /proc/stat) per forwarded packet, and the machine's (all CPUs
 # less the replayer's user time; it holds the veth work on CPU 0 for every
 # router) per forwarded packet; and the flows each router's table holds
-# after the fill pass and after the last. UDP timeouts of both are raised
-# to 300 s (a 10M-flow pass takes longer than the default 30 s). The
+# after the fill pass and after the last. UDP timeouts of all are raised
+# to 300 s (a 4M-flow pass through the kernel takes 20 s, near the
+# default 30 s). The
 # kernel's nf_conntrack_max and buckets are raised to the table's size,
 # and put back on exit. Alternating runs; each row is the run with the
 # median established rate.
 # Writes bench/results/lab-scale.md and two plots beside it (router CPU per
-# packet against the flows, established and new). As root; needs about 3 GB of memory
-# per 10M flows (the capture in tcpreplay, the router's table).
+# packet against the flows, established and new). As root; tcpreplay's
+# preloaded capture takes about 700 bytes a packet (3 GB at 4M flows).
 #   bench/run-lab-scale.sh [runs] [flows...]   (default: 3 10000 100000 1000000 4000000)
-#   (10M flows are not in the default: tcpreplay takes about 2 minutes to
-#   preload a 10M-packet capture, once a pass, so about 8 minutes a router a
-#   run; not run yet.)
+#   (Not 10M: tcpreplay preloads a capture once a pass, and a 10M-packet
+#   one took over 6 minutes and 7 GB; a run of one router did not finish
+#   in 14 minutes.)
 #   ROUTERS="sluice-afpacket sluice-afxdp kernel ovs-dpdk" (default) selects routers;
 #   ovs-dpdk is OVS-DPDK (apt-get install openvswitch-switch-dpdk), run up to
 #   OVS_MAX_FLOWS (default 1,000,000) flows. OUT names the results file
