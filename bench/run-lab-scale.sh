@@ -24,7 +24,8 @@
 # time in /proc/stat) per forwarded packet, and the machine's (all CPUs
 # less the replayer's user time; it holds the veth work on CPU 0 for every
 # router) per forwarded packet; and the flows each router's table holds
-# after the fill pass and after the last. UDP timeouts of all are raised
+# after the fill pass and after the last, and the bytes a held flow takes
+# (see mem() below). UDP timeouts of all are raised
 # to 300 s (a 4M-flow pass through the kernel takes 20 s, near the
 # default 30 s). The
 # kernel's nf_conntrack_max and buckets are raised to the table's size,
@@ -206,6 +207,37 @@ held() { # router
   fi
 }
 
+# Bytes the router's flows take, read before the first pass and after the
+# fill pass: the kernel's slab memory (/proc/meminfo `Slab`: the
+# `nf_conntrack` objects, their extensions, NAT's hash) and OVS-DPDK's
+# resident memory (its conntrack allocates each connection as it comes);
+# Sluice allocates its whole table at start, so its figure is the table's
+# size as `sluice check` prints it (whole MiB).
+mem() { # router
+  case $1 in
+    kernel) awk '/^Slab:/ {print $2 * 1024}' /proc/meminfo ;;
+    ovs-dpdk) awk '/^VmRSS:/ {print $2 * 1024}' "/proc/$(cat "$WORK/ovs/vswitchd.pid")/status" 2>/dev/null || echo 0 ;;
+    *) echo 0 ;;
+  esac
+}
+table_bytes() { # router flows
+  case $1 in
+    kernel) echo $(( 8 * $(sysctl -n net.netfilter.nf_conntrack_buckets) )) ;; # the bucket heads
+    ovs-dpdk) echo 0 ;;
+    *) ip netns exec $NS_R "$SLUICE" check "$WORK/router.toml" 2>/dev/null |
+         sed -n 's/.*conntrack: [0-9]* flows per worker (\([0-9]*\) MiB each.*/\1/p' |
+         awk '{print $1 * 1048576}' ;;
+  esac
+}
+
+# BYTES over FLOWS, or "?" when FLOWS is not a count.
+per_flow() { # bytes flows
+  case $2 in
+    ''|*[!0-9]*|0) echo "?" ;;
+    *) echo $(( $1 / $2 )) ;;
+  esac
+}
+
 # One pass: the replayer sends the capture LOOPS times; prints "sent
 # window_s forwarded router_pct machine_pct".
 pass() { # loops
@@ -217,7 +249,7 @@ pass() { # loops
   echo "$(( c1 - c0 )) $out"
 }
 
-# One run: prints "new: <pass>|fill: held|est: <pass> held".
+# One run: prints "new: <pass>|fill: held|est: <pass> held|bytes a flow".
 run() { # router flows
   lab_up
   local pid= n=$2
@@ -251,13 +283,16 @@ table inet sink {
 EOF
   inns $NS_C ping -c 1 -W 1 198.19.0.2 > /dev/null 2>&1
   local loops=$(( (EST_PACKETS + n - 1) / n ))
-  local new fill est h1 h2
+  local new fill est h1 h2 m0 m1 t
+  m0=$(mem "$1")
   new=$(pass 1)
   fill=$(pass 1)
   h1=$(held "$1")
+  m1=$(mem "$1")
+  t=$(table_bytes "$1" "$n")
   est=$(pass "$loops")
   h2=$(held "$1")
-  echo "$new|$h1|$est $h2"
+  echo "$new|$h1|$est $h2|$(per_flow "$(( m1 - m0 + ${t:-0} ))" "$h1")"
   if [ -n "$pid" ]; then
     kill -INT "$pid" && wait "$pid" 2>/dev/null
     grep -i -E "warn|error" "$WORK/s.err" >&2
@@ -272,10 +307,10 @@ EOF
   echo
   echo "Plots: [established](${OUT%.md}-established.svg), [new flows](${OUT%.md}-new.svg) (router CPU per forwarded packet against the flows)."
   echo
-  echo "The client replays a capture of N distinct UDP flows (64-byte frames; \`sluice-bench udp-pcap --host 198.19.0.2\`: 4,096 source ports on each server port) with tcpreplay (\`--topspeed --preload-pcap\`, on CPU 0, one blocking \`send()\` a packet on c0: it waits while its frames are still queued for the router, so each router is offered what it takes), through the router in sl-router to the server, which drops them in its first netfilter hook. Routers: Sluice on AF_PACKET or AF_XDP (configs/router-nat.toml: conntrack, firewall, masquerade; worker on core $ROUTER_CPU, poll mode \`interrupt\`; \`conntrack.capacity\` 17/16 of the flows) and the kernel (ip_forward, the same policy in nftables with masquerade, RPS steering the receive work to CPU $ROUTER_CPU; \`nf_conntrack_max\` and \`nf_conntrack_buckets\` 17/16 of the flows, at least 262,144). OVS-DPDK up to $OVS_MAX_FLOWS flows (Debian's \`ovs-vswitchd-dpdk\`, Open vSwitch's userspace datapath: r0 and r1 as DPDK af_packet ports, one PMD thread busy-polling CPU $ROUTER_CPU, so always 100% busy; DPDK on 2 MiB huge pages; OpenFlow: \`ct(zone=1,nat,table=1)\`, a new flow \`ct(commit,nat(src=198.19.0.1:1024-65535))\`, MACs rewritten, \`dec_ttl\`, the rest dropped; its conntrack, no firewall rules beyond that). UDP timeouts 300 s on all (OVS: a zone timeout policy). A run: a **new** pass (each packet a new flow: conntrack insert, firewall, NAT port allocation), an unmeasured fill pass (the flows whose first packet the router dropped), then **established** passes until about $EST_PACKETS packets were offered. Forwarded pps over the window when the server received; router CPU is CPU $ROUTER_CPU's busy time (wall less idle in /proc/stat) per forwarded packet; machine CPU is all CPUs' busy time less the replayer's user time, per forwarded packet (it holds the veths' work on CPU 0: for the kernel, the RPS hand-off; for AF_XDP, the XDP program and the copy into the UMEM). Held: the flows in the router's table after the fill pass and after the established passes (Sluice: \`sluice ctl show conntrack\`; the kernel: \`nf_conntrack_count\`; OVS: \`ovs-appctl dpctl/ct-get-nconns\`). $RUNS alternating runs; each row is the run with the median established forwarded rate. The veth path limits every router: these are CPU-per-packet figures at the rate the lab reaches, not line rates."
+  echo "The client replays a capture of N distinct UDP flows (64-byte frames; \`sluice-bench udp-pcap --host 198.19.0.2\`: 4,096 source ports on each server port) with tcpreplay (\`--topspeed --preload-pcap\`, on CPU 0, one blocking \`send()\` a packet on c0: it waits while its frames are still queued for the router, so each router is offered what it takes), through the router in sl-router to the server, which drops them in its first netfilter hook. Routers: Sluice on AF_PACKET or AF_XDP (configs/router-nat.toml: conntrack, firewall, masquerade; worker on core $ROUTER_CPU, poll mode \`interrupt\`; \`conntrack.capacity\` 17/16 of the flows) and the kernel (ip_forward, the same policy in nftables with masquerade, RPS steering the receive work to CPU $ROUTER_CPU; \`nf_conntrack_max\` and \`nf_conntrack_buckets\` 17/16 of the flows, at least 262,144). OVS-DPDK up to $OVS_MAX_FLOWS flows (Debian's \`ovs-vswitchd-dpdk\`, Open vSwitch's userspace datapath: r0 and r1 as DPDK af_packet ports, one PMD thread busy-polling CPU $ROUTER_CPU, so always 100% busy; DPDK on 2 MiB huge pages; OpenFlow: \`ct(zone=1,nat,table=1)\`, a new flow \`ct(commit,nat(src=198.19.0.1:1024-65535))\`, MACs rewritten, \`dec_ttl\`, the rest dropped; its conntrack, no firewall rules beyond that). UDP timeouts 300 s on all (OVS: a zone timeout policy). A run: a **new** pass (each packet a new flow: conntrack insert, firewall, NAT port allocation), an unmeasured fill pass (the flows whose first packet the router dropped), then **established** passes until about $EST_PACKETS packets were offered. Forwarded pps over the window when the server received; router CPU is CPU $ROUTER_CPU's busy time (wall less idle in /proc/stat) per forwarded packet; machine CPU is all CPUs' busy time less the replayer's user time, per forwarded packet (it holds the veths' work on CPU 0: for the kernel, the RPS hand-off; for AF_XDP, the XDP program and the copy into the UMEM). Held: the flows in the router's table after the fill pass and after the established passes (Sluice: \`sluice ctl show conntrack\`; the kernel: \`nf_conntrack_count\`; OVS: \`ovs-appctl dpctl/ct-get-nconns\`). Bytes a flow: what the flows take over the flows held after the fill pass: for the kernel its slab memory's growth from before the first pass (/proc/meminfo \`Slab\`: the \`nf_conntrack\` objects, their extensions, NAT's hash) plus its bucket heads (8 bytes each, 17/16 of the flows); for OVS-DPDK its resident memory's growth (it allocates each connection as it comes); for Sluice its table as \`sluice check\` prints it (whole MiB; allocated at start for 17/16 of the flows). $RUNS alternating runs; each row is the run with the median established forwarded rate. The veth path limits every router: these are CPU-per-packet figures at the rate the lab reaches, not line rates."
   echo
-  echo "| flows | router | new: sent pps | new: forwarded pps | new: router ns/pkt | held after fill | established: sent pps | forwarded pps | router CPU % | router ns/pkt | machine ns/pkt | held after |"
-  echo "|---|---|---|---|---|---|---|---|---|---|---|---|"
+  echo "| flows | router | new: sent pps | new: forwarded pps | new: router ns/pkt | held after fill | bytes a flow | established: sent pps | forwarded pps | router CPU % | router ns/pkt | machine ns/pkt | held after |"
+  echo "|---|---|---|---|---|---|---|---|---|---|---|---|---|"
   for n in "${SIZES[@]}"; do
     "$BENCH" udp-pcap --out "$WORK/flows.pcap" --packets "$n" --host 198.19.0.2 \
       --src 198.18.0.2 --src-mac 02:c1:00:00:00:02 --dst-mac 02:51:00:00:00:00 || exit 1
@@ -293,23 +328,23 @@ EOF
       python3 -c '
 import sys
 def row(x):
-    new, held, est = x.split("|")
-    return [float(v) for v in new.split()], held.strip(), est.split()
+    new, held, est, per_flow = x.split("|")
+    return [float(v) for v in new.split()], held.strip(), est.split(), per_flow.strip()
 rows = [row(x) for x in sys.argv[3].split(";") if x.strip()]
 # The run with the median established forwarded rate, whole.
 def rate(p):
     return float(p[2]) / float(p[1]) if float(p[1]) > 0 else 0.0
 rows.sort(key=lambda r: rate(r[2]))
-new, held, est = rows[(len(rows) - 1) // 2]
+new, held, est, per_flow = rows[(len(rows) - 1) // 2]
 ns = lambda pct, fwd, w: pct / 100 * 1e9 * w / fwd if fwd > 0 else float("nan")
 nsent, nw, nfwd, nrouter, _ = new
 sent, w, fwd, router, machine, held2 = est
 sent, w, fwd, router, machine = map(float, (sent, w, fwd, router, machine))
 # A new pass under 0.2 s (10k flows) is too short for /proc/stat.
 newcols = ("%.0f | %.0f | %.0f" % (nsent / nw, nfwd / nw, ns(nrouter, nfwd, nw))) if nw >= 0.2 else "(%.0f ms) | | " % (nw * 1e3)
-print("| %s | %s | %s | %s | %.0f | %.0f | %.1f | %.0f | %.0f | %s |" % (
+print("| %s | %s | %s | %s | %s | %.0f | %.0f | %.1f | %.0f | %.0f | %s |" % (
     sys.argv[1], sys.argv[2], newcols,
-    held, sent / w if w else 0, fwd / w if w else 0, router, ns(router, fwd, w), ns(machine, fwd, w), held2))
+    held, per_flow, sent / w if w else 0, fwd / w if w else 0, router, ns(router, fwd, w), ns(machine, fwd, w), held2))
 ' "$n" "$r" "${res[$r]}"
     done
     unset res
