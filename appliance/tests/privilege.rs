@@ -254,7 +254,7 @@ fn privileged_run(tag: &str, driver: Driver, extra: &str, prefix: &[&str]) {
     );
     let pid = child.0.id();
     let mut buf = [0u8; 4096];
-    let first = match notify.recv(&mut buf) {
+    let first = match recv(&notify, &mut buf) {
         Ok(k) => String::from_utf8_lossy(&buf[..k]).to_string(),
         Err(e) => panic!("no READY=1: {e}: {}", stderr_of(child)),
     };
@@ -305,7 +305,7 @@ fn privileged_run(tag: &str, driver: Driver, extra: &str, prefix: &[&str]) {
     // The watchdog goes on after the drop; the stop is told.
     common::signal(&child, "-INT");
     let mut said = vec![first];
-    while let Ok(k) = notify.recv(&mut buf) {
+    while let Ok(k) = recv(&notify, &mut buf) {
         let m = String::from_utf8_lossy(&buf[..k]).to_string();
         let stop = m.contains("STOPPING=1");
         said.push(m);
@@ -348,4 +348,15 @@ fn stderr_of(child: Killed) -> String {
         .args(["-KILL", &child.0.id().to_string()])
         .status();
     wait_with_stderr(child).1
+}
+
+/// A datagram from `s`, again when a signal interrupts the wait (CI saw
+/// `Interrupted system call` here once); its read timeout still ends it.
+fn recv(s: &UnixDatagram, buf: &mut [u8]) -> std::io::Result<usize> {
+    loop {
+        match s.recv(buf) {
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            r => return r,
+        }
+    }
 }
