@@ -138,7 +138,17 @@ def stream():
             pass
 def transfer():
     try:
-        c = socket.create_connection(("198.19.0.10", 9002), timeout=30)
+        # The server may not be listening yet (CI once saw the connection
+        # refused): try again for up to 5 s.
+        give_up = time.time() + 5
+        while True:
+            try:
+                c = socket.create_connection(("198.19.0.10", 9002), timeout=30)
+                break
+            except ConnectionRefusedError:
+                if time.time() > give_up:
+                    raise
+                time.sleep(0.1)
         chunk = b"x" * 32768
         end = time.time() + secs
         while time.time() < end:
