@@ -7,6 +7,9 @@
 #     per packet (the loop's own cost);
 #   - the router, configs/router-fulltable.toml (full table, softnic,
 #     2 x 1 Mpps): busy cycles per packet;
+#   - the router with both full tables, configs/router-fulltable-dual.toml
+#     with every packet IPv6, at the generator's top rate (full bursts):
+#     busy cycles per packet;
 #   - the gateway pipeline in one core (sluice-bench gateway: full table,
 #     9,416 rules, SNAT): cycles per packet of established flows and of new
 #     flows.
@@ -57,6 +60,12 @@ mode = "io"
 rx = ["a", "b"]
 EOF
 
+# The dual-table router with IPv6 traffic alone at the top rate, its
+# route file named from the checkout.
+sed -e 's/rate = 1000000/rate = "max"/' -e 's/ipv6_share = 0.5/ipv6_share = 1.0/' \
+  -e "s#route_file = \"\.\./#route_file = \"$HERE/configs/../#" \
+  configs/router-fulltable-dual.toml > "$WORK/dual6.toml"
+
 # Busy cycles per packet of the first worker, from a run's JSON summary.
 cpp() {
   "$1/sluice" run "$2" --json 2> "$WORK/err" | tail -1 | python3 -c '
@@ -78,6 +87,7 @@ for i in $(seq "$RUNS"); do
     [ "$side" = this ] && bin=$THIS_BIN
     V[$side.io]+="$(cpp "$bin" "$WORK/io.toml") "
     V[$side.router]+="$(cpp "$bin" "$HERE/configs/router-fulltable.toml") "
+    V[$side.router6]+="$(cpp "$bin" "$WORK/dual6.toml") "
     read -r est new < <(gw "$bin")
     V[$side.gw_est]+="$est "
     V[$side.gw_new]+="$new "
@@ -92,12 +102,13 @@ done
   echo
   echo "| figure | $BASE_SHA | this tree | this ÷ base |"
   echo "|---|---|---|---|"
-  for k in io router gw_est gw_new; do
+  for k in io router router6 gw_est gw_new; do
     python3 - "$k" "${V[base.$k]}" "${V[this.$k]}" <<'EOF'
 import statistics, sys
 names = {
     "io": "io, null ports, busy cycles/packet",
     "router": "router, full table, busy cycles/packet",
+    "router6": "router, both full tables, IPv6 alone at the top rate, busy cycles/packet",
     "gw_est": "gateway, established flows, cycles/packet",
     "gw_new": "gateway, new flows, cycles/packet",
 }

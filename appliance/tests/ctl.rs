@@ -864,7 +864,7 @@ fn the_stage_clock_profiles_the_running_gateway() {
 }
 
 /// The router's stage clock (an l3fwd worker without rules or NAT): its
-/// burst path's stages, parse, lookup, rewrite and slow path, charged
+/// burst path's stages, parse, lookup, rewrite, ipv6 and slow path, charged
 /// while the shipped router forwards.
 #[test]
 fn the_routers_stage_clock_splits_its_burst_path() {
@@ -898,7 +898,7 @@ fn the_routers_stage_clock_splits_its_burst_path() {
         .iter()
         .map(|s| s["stage"].as_str().unwrap())
         .collect();
-    assert_eq!(names, ["parse", "lookup", "rewrite", "slow path"]);
+    assert_eq!(names, ["parse", "lookup", "rewrite", "ipv6", "slow path"]);
     assert!(stages[0]["cycles"].as_u64().unwrap() > 0, "{r}");
     assert!(stages[1]["cycles"].as_u64().unwrap() > 0, "{r}");
     std::fs::remove_dir_all(&dir).unwrap();

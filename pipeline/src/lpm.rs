@@ -682,6 +682,50 @@ impl Lpm6 {
         }
         (e & LEAF != 0).then_some(e & NH)
     }
+
+    /// Where the lookup of `a` reads first: its first-level entry (to
+    /// prefetch).
+    #[inline(always)]
+    pub fn entry_of(&self, a: u128) -> *const u8 {
+        std::ptr::from_ref(&self.t.top[(a >> (128 - TOP_BITS)) as usize]).cast()
+    }
+
+    /// Looks up a burst of up to [`BURST`] addresses, as
+    /// [`Lpm4::lookup_burst`] does: `out[i]` is the next hop of
+    /// `addrs[i]`, or `none` without a route. Level by level over the
+    /// whole burst: every first-level entry is loaded, then every entry
+    /// that points to a group follows it one level down, and so on, so
+    /// that the burst's loads of one level are all in flight at once
+    /// where the lookup of one address is a chain of up to 14 dependent
+    /// loads (a /48 four). Every entry still pointing after a pass is one
+    /// level deeper than after the pass before, so one shift serves the
+    /// whole burst.
+    #[inline]
+    pub fn lookup_burst(&self, addrs: &[u128], out: &mut [u32; BURST], none: u32) {
+        let addrs = &addrs[..addrs.len().min(BURST)];
+        let top = &*self.t.top;
+        let mut any = 0;
+        for (a, o) in addrs.iter().zip(out.iter_mut()) {
+            let e = top[(a >> (128 - TOP_BITS)) as usize].load(Ordering::Acquire);
+            any |= e;
+            *o = e;
+        }
+        let mut shift = 128 - TOP_BITS;
+        while any & PTR != 0 && shift >= 8 {
+            shift -= 8;
+            any = 0;
+            for (a, o) in addrs.iter().zip(out.iter_mut()) {
+                if *o & PTR != 0 {
+                    let byte = ((a >> shift) & 0xff) as usize;
+                    *o = self.t.group((((*o & IDX) as usize) << 8) | byte);
+                    any |= *o;
+                }
+            }
+        }
+        for o in out[..addrs.len()].iter_mut() {
+            *o = if *o & LEAF != 0 { *o & NH } else { none };
+        }
+    }
 }
 
 #[cfg(test)]
@@ -776,6 +820,63 @@ mod tests {
                     let want = t.lookup(a).unwrap_or(u32::MAX);
                     assert_eq!(out[i], want, "burst of {n}, address {i}");
                 }
+            }
+        }
+    }
+
+    /// The IPv6 burst lookup (level by level over the burst) gives what
+    /// one lookup at a time gives: prefixes of every length from /8 to
+    /// /128 (chains of up to 14 levels, bursts whose addresses stop at
+    /// different depths), holes without a route, and every burst length
+    /// up to `BURST` (and one past it).
+    #[test]
+    fn ipv6_burst_lookup_is_one_lookup_at_a_time() {
+        use rand::{RngExt, SeedableRng};
+        let mut rng = rand::rngs::SmallRng::seed_from_u64(6);
+        let lens = [
+            8u8, 16, 20, 24, 29, 32, 40, 48, 56, 64, 80, 96, 112, 127, 128,
+        ];
+        let mut b = Lpm6Builder::new();
+        let mut bases = vec![];
+        // Prefixes nested under a few /20s (deep chains under one first
+        // entry) and scattered ones.
+        let roots: Vec<u128> = (0..4).map(|_| rng.random::<u128>() & !0 << 108).collect();
+        for i in 0..600u32 {
+            let len = lens[i as usize % lens.len()];
+            let base = match i % 3 {
+                0 => rng.random::<u128>(),
+                _ => roots[rng.random_range(0..roots.len())] | rng.random::<u128>() >> 20,
+            };
+            b.add(std::net::Ipv6Addr::from(base), len, i);
+            bases.push(base);
+        }
+        let t = b.build().unwrap();
+        for n in 0..=BURST + 1 {
+            let addrs: Vec<u128> = (0..n)
+                .map(|_| {
+                    let base = bases[rng.random_range(0..bases.len())];
+                    // Random, the base itself (the longest chain), or a
+                    // host under the base's top bits.
+                    match rng.random_range(0..4) {
+                        0 => rng.random(),
+                        1 => base,
+                        k => base ^ rng.random::<u128>() >> (40 * k),
+                    }
+                })
+                .collect();
+            let mut out = [7u32; BURST];
+            t.lookup_burst(&addrs, &mut out, u32::MAX);
+            for (i, &a) in addrs.iter().enumerate().take(BURST) {
+                let want = t.lookup(a).unwrap_or(u32::MAX);
+                assert_eq!(out[i], want, "burst of {n}, address {i} ({a:#x})");
+            }
+            if n > 0 {
+                let first = std::ptr::from_ref(&t.t.top[0]) as usize;
+                assert_eq!(
+                    t.entry_of(addrs[0]) as usize - first,
+                    (addrs[0] >> 104) as usize * 4,
+                    "the prefetch address is the first-level entry read"
+                );
             }
         }
     }

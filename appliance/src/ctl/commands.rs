@@ -55,7 +55,7 @@ commands:
   show runtime               the stage clock, as VPP's `show runtime`: per
                              l3fwd worker, packets since it was switched on
                              and cycles per packet in each stage (router:
-                             parse, lookup, rewrite, slow path; gateway:
+                             parse, lookup, rewrite, ipv6, slow path; gateway:
                              parse, conntrack, firewall, nat, route, rewrite)
   capture [start] --port P [--queue N] [--direction rx|tx|drop|all] [--count N]
           [--duration S] [--filter EXPR] -w FILE.pcapng

@@ -1,13 +1,14 @@
 //! The burst path: plain IPv4 packets are routed in stages over a chunk
 //! of the burst (all headers checked, then all routes looked up, then all
-//! rewritten), as DPDK's l3fwd does; anything else falls back to the
-//! per-packet path.
+//! rewritten), as DPDK's l3fwd does, then the chunk's plain IPv6 packets
+//! in the same stages (the IPv6 LPM level by level over all of them);
+//! anything else falls back to the per-packet path.
 
 use super::ipv4::martian;
 use super::Router;
 use crate::fwd::{ForwardMode, Frame, IpCsum, StageCycles};
 use crate::verdict::Verdict;
-use crate::wire::{MacAddr, ETHERNET_HEADER_LEN};
+use crate::wire::{IpProto, MacAddr, ETHERNET_HEADER_LEN};
 
 /// Bursts are routed in chunks of this many packets (stack arrays; the
 /// LPM's burst lookup takes as many).
@@ -18,12 +19,13 @@ const _: () = assert!(CHUNK <= 64, "a chunk's slow packets are a 64-bit mask");
 const NO_HOP: u32 = u32::MAX;
 
 /// The stages of the burst path its stage clock charges (`sluice ctl set
-/// runtime`), each over a whole chunk: the header checks (with each
-/// route's first-level prefetch), the route lookups, the cached next
-/// hops' rewrites, and the packets those do not take (a next hop to
-/// resolve, the router's own, ARP, IPv6, errors: the full path, packet by
-/// packet).
-pub(super) const STAGES: [&str; 4] = ["parse", "lookup", "rewrite", "slow path"];
+/// runtime`), each over a whole chunk: the IPv4 header checks (with each
+/// route's first-level prefetch), the IPv4 route lookups, the cached next
+/// hops' rewrites, the plain IPv6 packets among those the IPv4 stages did
+/// not take (the same three stages for them, see `route6_chunk`), and the
+/// packets none of those take (a next hop to resolve, the router's own,
+/// ARP, ND, errors: the full path, packet by packet).
+pub(super) const STAGES: [&str; 5] = ["parse", "lookup", "rewrite", "ipv6", "slow path"];
 
 /// The burst path's stage clock: off (no clock), nothing is read and the
 /// burst path is compiled without its marks; on, each chunk's stages are
@@ -120,6 +122,37 @@ fn unroute_martians(dst: &[u32; CHUNK], nh: &mut [u32; CHUNK]) {
     for (h, &d) in nh.iter_mut().zip(dst) {
         *h |= u32::from(martian(d)).wrapping_neg();
     }
+}
+
+/// The destination of a plain IPv6 packet to the port whose MAC is `mac`
+/// (see [`mac_word`]) that the fast path can route: version 6, a payload
+/// length the frame holds, a hop limit above 1, the upper layer right
+/// after the fixed header (TCP, UDP, or ICMPv6 other than a neighbour
+/// solicitation or advertisement: no extension header, which the full
+/// path walks), and a destination that is not multicast. `None` for
+/// anything else, which takes the full path; what the full path checks
+/// past this (the router's own address, the route, the output port, the
+/// MTU, the neighbour) the IPv6 stage checks or leaves to it.
+#[inline(always)]
+fn fast6(b: &[u8], mac: u64) -> Option<u128> {
+    const L3: usize = ETHERNET_HEADER_LEN;
+    let h: &[u8; L3 + 40] = b.get(..L3 + 40)?.try_into().ok()?;
+    let eth = u64::from_le_bytes(h[..8].try_into().expect("8 bytes"));
+    // The destination MAC, the EtherType and the version.
+    if (eth ^ mac) << 16 != 0 || h[12..14] != [0x86, 0xdd] || h[L3] >> 4 != 6 {
+        return None;
+    }
+    let payload = usize::from(u16::from_be_bytes([h[L3 + 4], h[L3 + 5]]));
+    if payload > b.len() - (L3 + 40) || h[L3 + 7] <= 1 {
+        return None;
+    }
+    match h[L3 + 6] {
+        IpProto::TCP | IpProto::UDP => {}
+        IpProto::ICMPV6 if !matches!(b.get(L3 + 40), Some(135 | 136)) => {}
+        _ => return None,
+    }
+    let dst = u128::from_be_bytes(h[L3 + 24..L3 + 40].try_into().expect("16 bytes"));
+    (dst >> 120 != 0xff).then_some(dst)
 }
 
 /// Whether frame `b` holds a plain IPv4 packet: a 20-byte header that is
@@ -221,6 +254,29 @@ pub(super) struct Adj {
     mtu: u16,
 }
 
+impl Adj {
+    /// To the gateway at `mac` out of `port` (MAC `out_mac`, MTU `mtu`).
+    fn new(mac: MacAddr, out_mac: MacAddr, port: u16, mtu: u16) -> Adj {
+        let mut eth = [0u8; 12];
+        eth[..6].copy_from_slice(&mac.0);
+        eth[6..].copy_from_slice(&out_mac.0);
+        Adj { eth, port, mtu }
+    }
+
+    /// Kept in `table` as next hop `nh`'s (the table grows to it; a slot
+    /// past the FIB's is not kept).
+    fn keep(self, table: &mut Vec<Adj>, nh: u32) {
+        let i = nh as usize;
+        if i >= crate::fib::HOP_SLOTS {
+            return;
+        }
+        if table.len() <= i {
+            table.resize(i + 1, Adj::default());
+        }
+        table[i] = self;
+    }
+}
+
 /// Forwards a packet `fast4` accepted over `a`: TTL decremented with its
 /// checksum updated (RFC 1624), MACs written. False, and nothing changed,
 /// when it is larger than the output MTU.
@@ -236,6 +292,26 @@ fn rewrite4(b: &mut [u8], a: &Adj) -> bool {
         return false;
     }
     super::ipv4::dec_ttl4(h);
+    h[..12].copy_from_slice(&a.eth);
+    true
+}
+
+/// Forwards a packet `fast6` accepted over `a`: hop limit decremented
+/// (IPv6 has no header checksum), MACs written. False, and nothing
+/// changed, when it is larger than the output MTU.
+#[inline(always)]
+fn rewrite6(b: &mut [u8], a: &Adj) -> bool {
+    let Some(h) = b
+        .get_mut(..ETHERNET_HEADER_LEN + 8)
+        .and_then(|h| <&mut [u8; ETHERNET_HEADER_LEN + 8]>::try_from(h).ok())
+    else {
+        return false;
+    };
+    let payload = u32::from(u16::from_be_bytes([h[18], h[19]]));
+    if payload + 40 > u32::from(a.mtu) || h[21] <= 1 {
+        return false;
+    }
+    h[21] -= 1;
     h[..12].copy_from_slice(&a.eth);
     true
 }
@@ -273,28 +349,45 @@ impl Router {
         let oif = self.iface(hop.port).filter(|i| !i.down)?;
         let (out_mac, mtu) = (oif.mac, oif.mtu);
         let mac = self.hop_mac4(nh, hop, dst).ok()?;
-        let mut eth = [0u8; 12];
-        eth[..6].copy_from_slice(&mac.0);
-        eth[6..].copy_from_slice(&out_mac.0);
-        let a = Adj {
-            eth,
-            port: hop.port,
-            mtu,
-        };
-        if nh == lpm_nh && hop.via.is_some() && (nh as usize) < crate::fib::HOP_SLOTS {
-            let i = nh as usize;
-            if self.adj4.len() <= i {
-                self.adj4.resize(i + 1, Adj::default());
-            }
-            self.adj4[i] = a;
+        let a = Adj::new(mac, out_mac, hop.port, mtu);
+        if nh == lpm_nh && hop.via.is_some() {
+            a.keep(&mut self.adj4, nh);
         }
         // The cached path's rewrite (MTU, TTL, checksum, MACs).
         rewrite4(pkt.bytes_mut(), &a).then_some(Verdict::Forward(hop.port))
     }
 
+    /// [`Router::forward_fast`] for a packet `fast6` accepted, addressed
+    /// to `dst` (not the router's), whose route is next hop `lpm_nh`: the
+    /// next hop resolved, cached in `adj6` when it is a single gateway,
+    /// and the packet forwarded (hop limit, MACs), or `None`, nothing
+    /// changed, when it needs the full path (no path, a VLAN
+    /// sub-interface, a port down, no fresh neighbour, over the MTU).
+    fn forward_fast6(&mut self, pkt: &mut impl Frame, dst: u128, lpm_nh: u32) -> Option<Verdict> {
+        let l3 = &pkt.bytes()[ETHERNET_HEADER_LEN..];
+        let (nh, hop) = self.cfg.fib.path(lpm_nh, || Router::flow_hash(l3))?;
+        if hop.port >= self.ports {
+            return None;
+        }
+        let oif = self.iface(hop.port).filter(|i| !i.down)?;
+        let (out_mac, mtu) = (oif.mac, oif.mtu);
+        let gw = match hop.via {
+            Some(std::net::IpAddr::V6(g)) => u128::from(g),
+            _ => dst,
+        };
+        let mac = self.fresh(self.neigh6.get(&(hop.port, gw)))?;
+        let a = Adj::new(mac, out_mac, hop.port, mtu);
+        if nh == lpm_nh && matches!(hop.via, Some(std::net::IpAddr::V6(_))) {
+            a.keep(&mut self.adj6, nh);
+        }
+        rewrite6(pkt.bytes_mut(), &a).then_some(Verdict::Forward(hop.port))
+    }
+
     /// A packet the cached next hops do not take: the next hop resolved
-    /// (and cached, see `Adj`), or the full path. Out of line, so that the
-    /// burst loop stays small.
+    /// (and cached, see `Adj`), or the full path. `nh` is an IPv4
+    /// packet's route from the burst's lookup; without one, a plain IPv6
+    /// packet (`fast6`, the port's MAC `mac`) is looked up here. Out of
+    /// line, so that the burst loop stays small.
     #[inline(never)]
     fn route_slow<P: Frame>(
         &mut self,
@@ -302,10 +395,77 @@ impl Router {
         in_port: u16,
         dst: u32,
         nh: Option<u32>,
+        mac: u64,
     ) -> Verdict {
-        match nh.and_then(|h| self.forward_fast(pkt, dst, h)) {
+        let fast = match nh {
+            Some(h) => self.forward_fast(pkt, dst, h),
+            None => fast6(pkt.bytes(), mac)
+                .filter(|&d| !self.is_local6(d))
+                .and_then(|d| Some((d, self.cfg.fib.lpm6().lookup(d)?)))
+                .and_then(|(d, h)| self.forward_fast6(pkt, d, h)),
+        };
+        match fast {
             Some(v) => v,
             None => self.process(pkt, in_port),
+        }
+    }
+
+    /// The plain IPv6 packets among a chunk's packets the IPv4 stages did
+    /// not take (`rest`), routed in the same stages: headers checked (each
+    /// route's first-level entry prefetched), routes looked up level by
+    /// level over all of them ([`crate::lpm::Lpm6::lookup_burst`]), and
+    /// those whose next hop is cached (`adj6`) rewritten. Those leave
+    /// `rest`, their verdicts written to `vc` and tracked in `slow` and
+    /// `same` as the slow path's are; the others (a next hop to resolve or
+    /// cache, anything `fast6` refuses) stay for the slow path, in order.
+    /// Out of line: a chunk of IPv4 alone never calls it.
+    #[inline(never)]
+    fn route6_chunk<P: Frame>(
+        &mut self,
+        pc: &mut [P],
+        vc: &mut [Verdict],
+        mac: u64,
+        rest: &mut u64,
+        slow: &mut Option<Verdict>,
+        same: &mut bool,
+    ) {
+        let mut at = [0u8; CHUNK];
+        let mut dst = [0u128; CHUNK];
+        let mut n = 0;
+        let lpm = self.cfg.fib.lpm6();
+        let mut r = *rest;
+        while r != 0 {
+            let i = r.trailing_zeros() as usize;
+            r &= r - 1;
+            let Some(p) = pc.get(i) else { break };
+            if let Some(d) = fast6(p.bytes(), mac).filter(|&d| !self.is_local6(d)) {
+                P::prefetch(lpm.entry_of(d));
+                at[n] = i as u8;
+                dst[n] = d;
+                n += 1;
+            }
+        }
+        if n == 0 {
+            return;
+        }
+        let mut nh = [NO_HOP; CHUNK];
+        lpm.lookup_burst(&dst[..n], &mut nh, NO_HOP);
+        let adj = &self.adj6[..];
+        for (&i, h) in at[..n].iter().zip(&nh) {
+            let i = usize::from(i);
+            let (Some(a), Some(p), Some(v)) = (adj.get(*h as usize), pc.get_mut(i), vc.get_mut(i))
+            else {
+                continue;
+            };
+            if !rewrite6(p.bytes_mut(), a) {
+                continue;
+            }
+            *v = Verdict::Forward(a.port);
+            *rest &= !(1 << i);
+            match *slow {
+                None => *slow = Some(*v),
+                Some(s) => *same &= s == *v,
+            }
         }
     }
 
@@ -432,11 +592,17 @@ impl Router {
             if CLOCKED {
                 self.clock.mark(2);
             }
+            if rest != 0 {
+                self.route6_chunk(pc, vc, mac, &mut rest, &mut slow, &mut same);
+            }
+            if CLOCKED {
+                self.clock.mark(3);
+            }
             while rest != 0 {
                 let i = rest.trailing_zeros() as usize;
                 rest &= rest - 1;
                 let h = (nh[i] != NO_HOP).then_some(nh[i]);
-                let v = self.route_slow(&mut pc[i], in_port, dst[i], h);
+                let v = self.route_slow(&mut pc[i], in_port, dst[i], h, mac);
                 vc[i] = v;
                 match slow {
                     None => slow = Some(v),
@@ -444,7 +610,7 @@ impl Router {
                 }
             }
             if CLOCKED {
-                self.clock.mark(3);
+                self.clock.mark(4);
             }
         }
         let one = match (fast, slow) {

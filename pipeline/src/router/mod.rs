@@ -205,8 +205,12 @@ pub struct Router {
     /// Per next-hop slot: what the burst path rewrites with (see
     /// `burst::Adj`); grows like `hop_macs`.
     adj4: Vec<burst::Adj>,
+    /// The same for IPv6 next hops (their slots are the FIB's too).
+    adj6: Vec<burst::Adj>,
     /// The router's own IPv4 addresses (from the interfaces), flat.
     local4: Box<[u32]>,
+    /// The router's own IPv6 addresses (from the interfaces), flat.
+    local6: Box<[u128]>,
     /// A one-word Bloom filter of `local4` (see `local4_bit`): most
     /// destinations are told apart from the router's own with one test.
     local4_bloom: u64,
@@ -286,6 +290,7 @@ impl Router {
         Router {
             local4_bloom: bloom(&local4),
             local4,
+            local6: local6(&cfg.interfaces),
             reader: cfg.fib.reader(),
             fib_version: cfg.fib.version(),
             cfg: Arc::new(cfg),
@@ -301,6 +306,7 @@ impl Router {
             hops_version,
             hop_macs: Vec::new(),
             adj4: Vec::new(),
+            adj6: Vec::new(),
             hold: hold::Hold::new(room),
             frags: frag::Frags::new(room),
             room,
@@ -338,6 +344,7 @@ impl Router {
             .flat_map(|i| i.ipv4.iter().map(|(a, _)| u32::from(*a)))
             .collect();
         self.local4_bloom = bloom(&self.local4);
+        self.local6 = local6(&cfg.interfaces);
         self.ports = ports(&cfg.interfaces);
         self.punt_buckets.clear();
         self.reader.leave();
@@ -465,11 +472,9 @@ impl Router {
     }
 
     /// Whether `a` is one of the router's IPv6 addresses.
+    #[inline]
     pub fn is_local6(&self, a: u128) -> bool {
-        self.cfg
-            .interfaces
-            .iter()
-            .any(|i| i.ipv6.iter().any(|(x, _)| u128::from(*x) == a))
+        self.local6.contains(&a)
     }
 
     /// The paths of the longest prefix covering `dst` (control path:
@@ -568,6 +573,14 @@ impl Router {
             _ => Verdict::Drop(DropReason::NotIp),
         }
     }
+}
+
+/// The IPv6 addresses of `ifaces`, flat.
+fn local6(ifaces: &[Interface]) -> Box<[u128]> {
+    ifaces
+        .iter()
+        .flat_map(|i| i.ipv6.iter().map(|(a, _)| u128::from(*a)))
+        .collect()
 }
 
 /// How many of the interfaces are ports (they come first).

@@ -98,6 +98,7 @@ impl Router {
     pub(super) fn bump(&mut self) {
         self.generation = self.generation.wrapping_add(1).max(1);
         self.adj4.clear();
+        self.adj6.clear();
     }
 
     /// Takes the kernel's neighbours (`Some(mac)`: reachable or stale

@@ -557,7 +557,7 @@ fn the_burst_clock_charges_each_stage() {
     run(&mut plain, &mut r, burst(&["203.0.113.7"]));
     r.tick(S);
     plain.tick(S);
-    assert_eq!(r.stage_clock(), Some((false, 0, &[0u64; 4][..])));
+    assert_eq!(r.stage_clock(), Some((false, 0, &[0u64; 5][..])));
 
     set_fake_now(0, 1);
     assert!(ForwardMode::reconfigure(
@@ -572,7 +572,7 @@ fn the_burst_clock_charges_each_stage() {
     let (on, packets, _) = r.stage_clock().unwrap();
     assert!(on);
     assert_eq!(packets, 40);
-    for s in ["parse", "lookup", "rewrite", "slow path"] {
+    for s in ["parse", "lookup", "rewrite", "ipv6", "slow path"] {
         assert_eq!(stage(&r, s), 2 * 4, "{s}: two chunks, 4 a mark");
     }
     // With packets to no route (the slow path, ICMP unreachable): the
@@ -596,7 +596,7 @@ fn the_burst_clock_charges_each_stage() {
         &mut r,
         &crate::fwd::Profile(Some(fake_now))
     ));
-    assert_eq!(r.stage_clock(), Some((true, 0, &[0u64; 4][..])));
+    assert_eq!(r.stage_clock(), Some((true, 0, &[0u64; 5][..])));
     // On while on: afresh (VPP's `clear runtime`).
     run(&mut plain, &mut r, burst(&["203.0.113.7"]));
     r.tick(5 * S);
@@ -606,7 +606,7 @@ fn the_burst_clock_charges_each_stage() {
         &mut r,
         &crate::fwd::Profile(Some(fake_now))
     ));
-    assert_eq!(r.stage_clock(), Some((true, 0, &[0u64; 4][..])));
+    assert_eq!(r.stage_clock(), Some((true, 0, &[0u64; 5][..])));
 }
 
 #[test]
@@ -2060,4 +2060,180 @@ fn punt_rules_are_an_input_chain() {
     ntp[36..38].copy_from_slice(&123u16.to_be_bytes());
     assert_eq!(r.process(&mut ntp, 0), Verdict::Forward(0));
     assert_eq!((ntp[34], ntp[35]), (3, 13), "admin-prohibited");
+}
+
+/// The burst path's IPv6 stage (`burst::route6_chunk`) gives exactly what
+/// `process` gives packet by packet, for bursts mixing plain IPv6 packets
+/// (through the cached next hop) with every kind of IPv6 packet it leaves
+/// to the full path (hop limit 1, the router's own address, no route, an
+/// extension header, neighbour discovery, multicast, over the MTU, to
+/// another MAC, truncated) and IPv4; the cache follows a gateway's new
+/// MAC and a smaller MTU.
+#[test]
+fn ipv6_burst_path_matches_per_packet_path() {
+    let via = udp6("2001:db8:18::10", "2001:db8:19::77");
+    let mut hop1 = via.clone();
+    hop1[14 + 7] = 1;
+    let mut ext = ip6(
+        R0.0,
+        HOST.0,
+        0,
+        64,
+        16,
+        "2001:db8:18::10",
+        "2001:db8:19::77",
+    );
+    ext[54] = IpProto::UDP; // hop-by-hop, 8 bytes, then 8 of "UDP"
+    ext[56..58].copy_from_slice(&[1, 4]);
+    let mut echo = via.clone();
+    echo[14 + 6] = IpProto::ICMPV6;
+    echo[54] = 128;
+    let ns = nd(
+        135,
+        "2001:db8:18::10",
+        "2001:db8:18::1",
+        "2001:db8:18::1",
+        1,
+        HOST,
+        R0.0,
+    );
+    let mut other_mac = via.clone();
+    other_mac[5] ^= 0x40;
+    let mut truncated = via.clone();
+    truncated.truncate(14 + 40 + 4);
+    let kinds: Vec<Vec<u8>> = vec![
+        via.clone(),
+        udp6("2001:db8:18::10", "2001:db8:18::1"), // the router's own
+        hop1,
+        udp6("2001:db8:18::10", "2001:db8:99::1"), // no route
+        ext,
+        echo,
+        ns,
+        udp6("2001:db8:18::10", "ff0e::1"), // multicast
+        ip6(
+            R0.0,
+            HOST.0,
+            IpProto::UDP,
+            64,
+            1400,
+            "2001:db8:18::10",
+            "2001:db8:19::77",
+        ), // over port 1's MTU of 1,400
+        other_mac,
+        truncated,
+        udp4("198.18.0.2", "203.0.113.5", 64, 0),
+    ];
+    for round in 0..4usize {
+        let burst: Vec<Vec<u8>> = (0..70)
+            .map(|i| kinds[(i * 5 + round * 3) % kinds.len()].clone())
+            .collect();
+        let mut r = router();
+        r.tick(1_000);
+        let (v, _) = burst_as_each(&mut r, &burst);
+        let mut seen = v.clone();
+        seen.sort_by_key(|v| format!("{v:?}"));
+        seen.dedup();
+        assert!(seen.len() >= 5, "a mixed burst: {seen:?}");
+        // Again, with the next hop cached: still the same.
+        burst_as_each(&mut r, &burst);
+        assert!(!r.adj6.is_empty(), "the gateway's next hop is cached");
+    }
+    // A burst of plain IPv6 alone: one verdict, hop limit and MACs; the
+    // gateway as the kernel's neighbour (a configured one stays).
+    let mut w = router();
+    let mut cfg = (*w.cfg).clone();
+    cfg.neighbors6.clear();
+    let mut r = Router::new(cfg);
+    r.mirror_neighbors(&[(1, "2001:db8:19::2".parse().unwrap(), Some(GW))]);
+    let mut pkts = vec![via.clone(); 40];
+    let mut v = vec![Verdict::Drop(DropReason::NotIp); 40];
+    assert_eq!(
+        r.process_burst(&mut pkts, 0, &mut v),
+        Some(Verdict::Forward(1))
+    );
+    assert!(pkts
+        .iter()
+        .all(|p| p[21] == 63 && p[..6] == GW.0 && p[6..12] == R1.0));
+    // The gateway's new MAC (from the kernel), then a smaller MTU.
+    let moved = MacAddr([2, 0xbb, 0, 0, 0, 9]);
+    r.mirror_neighbors(&[(1, "2001:db8:19::2".parse().unwrap(), Some(moved))]);
+    let burst = vec![via.clone(); 40];
+    let (_, out) = burst_as_each(&mut r, &burst);
+    assert!(out.iter().all(|f| f[..6] == moved.0), "the new MAC");
+    let mut small = (*w.cfg).clone();
+    small.interfaces[1].mtu = 40 + 7;
+    w.reconfigure(Arc::new(small));
+    let (v, out) = burst_as_each(&mut w, &burst);
+    assert!(v.iter().all(|v| *v == Verdict::Forward(0)), "{v:?}");
+    assert!(
+        out.iter().all(|f| f[54] == 2),
+        "ICMPv6 packet too big: {:02x?}",
+        out[0]
+    );
+}
+
+/// On a table of IPv6 prefixes from /16 to /128 nested under a few /20s
+/// over gateways on both ports (lookups that stop at every level), the
+/// burst path's level-by-level lookups route every packet as the
+/// per-packet path does, the cached next hops included.
+#[test]
+fn ipv6_burst_lookups_over_deep_prefixes_match_per_packet_path() {
+    use rand::{RngExt, SeedableRng};
+    let mut rng = rand::rngs::SmallRng::seed_from_u64(2460);
+    let roots = ["2409:8000::", "2001:8000::", "2a00:1000::"];
+    let mut routes: Vec<(String, u8, u16, Option<&str>)> = vec![];
+    let mut hosts = vec![];
+    for i in 0..300 {
+        let root = u128::from(roots[i % roots.len()].parse::<Ipv6Addr>().unwrap());
+        let len = [20u8, 24, 32, 40, 48, 56, 64, 96, 112, 127, 128][i % 11];
+        let a = root | rng.random::<u128>() >> 20;
+        let mask = if len == 128 { !0 } else { !(!0u128 >> len) };
+        let (port, gw) = if i % 2 == 0 {
+            (1, Some("2001:db8:19::2"))
+        } else {
+            (0, Some("2001:db8:18::2"))
+        };
+        routes.push((Ipv6Addr::from(a & mask).to_string(), len, port, gw));
+        hosts.push(a);
+    }
+    let v6: Vec<(&str, u8, u16, Option<&str>)> = routes
+        .iter()
+        .map(|(a, l, p, g)| (a.as_str(), *l, *p, *g))
+        .collect();
+    let mut cfg = (*router().cfg).clone();
+    cfg.fib = fib(&v6);
+    cfg.neighbors6.push((
+        0,
+        "2001:db8:18::2".parse().unwrap(),
+        MacAddr([2, 0xcc, 0, 0, 0, 2]),
+    ));
+    let mut r = Router::new(cfg);
+    r.enter();
+    let mut forwarded = [0usize; 2];
+    for round in 0..20 {
+        let burst: Vec<Vec<u8>> = (0..64)
+            .map(|_| {
+                let h = hosts[rng.random_range(0..hosts.len())];
+                let d = match rng.random_range(0..3) {
+                    0 => h,
+                    1 => h ^ rng.random::<u128>() >> 64,
+                    _ => h ^ rng.random::<u128>() >> 30,
+                };
+                udp6("2001:db8:18::10", &Ipv6Addr::from(d).to_string())
+            })
+            .collect();
+        let (v, _) = burst_as_each(&mut r, &burst);
+        if round > 0 {
+            for v in v {
+                if let Verdict::Forward(p) = v {
+                    forwarded[usize::from(p)] += 1;
+                }
+            }
+        }
+    }
+    r.leave();
+    assert!(
+        forwarded[0] > 100 && forwarded[1] > 100,
+        "both gateways' routes taken: {forwarded:?}"
+    );
 }
