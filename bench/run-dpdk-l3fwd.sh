@@ -2,18 +2,21 @@
 # Sluice's router (l3fwd mode, DPDK build) vs DPDK's l3fwd example in LPM
 # mode, side by side on the same vdevs and routes: `net_pcap0` replays
 # distinct 64-byte IPv4/UDP packets from memory in a loop (infinite_rx)
-# and `net_null1` (no-rx) takes what is routed. Two tables: 16 routes
-# 198.18.N.0/24 -> port 1 (1,024 packets), and the shared full table
+# and `net_null1` (no-rx) takes what is routed. Three tables: 16 routes
+# 198.18.N.0/24 -> port 1 (1,024 packets), the shared full table
 # (901,899 IPv4 prefixes -> port 1; 8,192 packets to random addresses
-# inside random prefixes). Three forwarders: Sluice, l3fwd as shipped,
-# and l3fwd with Sluice's costliest checks added (header checksum, TTL).
+# inside random prefixes), and its 160,147 IPv6 prefixes (8,192 62-byte
+# IPv6/UDP packets, the same way). Three forwarders: Sluice, l3fwd as
+# shipped, and l3fwd with Sluice's costliest IPv4 checks added (header
+# checksum, TTL; on the IPv6 table it is l3fwd as shipped, not run).
+# TABLES="16 full full6" by default.
 # One forwarding core each, alternating runs, median of N; forwarded Mpps
 # from port 1's TX counter (Sluice's JSON summary; l3fwd through DPDK
 # telemetry, /ethdev/stats, once it forwards).
 # Builds both l3fwd variants from dpdk-doc's sources
 # (/usr/share/dpdk/examples/l3fwd) into target/dpdk-examples. Writes
 # bench/results/dpdk-l3fwd.md. As root.
-#   bench/run-dpdk-l3fwd.sh [runs] [seconds]
+#   [TABLES="16 full full6"] bench/run-dpdk-l3fwd.sh [runs] [seconds]
 #   L3FWD_COUNT=1 bench/run-dpdk-l3fwd.sh   (instructions a packet, valgrind;
 #     writes bench/results/dpdk-l3fwd-instructions.md)
 set -euo pipefail
@@ -29,12 +32,13 @@ EX=target/dpdk-examples
 #   have none and refuse the configuration, so the copies ask for none
 #   (l3fwd then verifies no IPv4 header checksum at all);
 # - the LPM's limits (1,024 rules, 256 second-level groups) and the FIB's
-#   (65,536 routes) are raised to hold the full table, and the mbuf pool to
-#   hold the 8,192 packets net_pcap keeps in memory;
+#   (65,536 routes; for IPv6 65,535 routes and 32,768 lower-level groups)
+#   are raised to hold the full tables, and the mbuf pool to hold the
+#   8,192 packets net_pcap keeps in memory;
 # - the "checked" copy also drops a packet whose IPv4 header checksum does
 #   not verify (rte_ipv4_cksum, in software) or whose TTL is under 2, in
 #   rfc1812_process, where l3fwd makes its other RFC 1812 checks.
-PATCHES=4
+PATCHES=5
 if [ "$(cat $EX/.patches 2>/dev/null)" != "$PATCHES" ]; then
   rm -rf $EX && mkdir -p $EX
   cp -r "$SRC" /usr/share/dpdk/examples/common $EX/
@@ -44,6 +48,9 @@ if [ "$(cat $EX/.patches 2>/dev/null)" != "$PATCHES" ]; then
   grep -q '\.offloads = 0,' $EX/l3fwd/main.c
   grep -q '(unsigned)65536)' $EX/l3fwd/main.c
   sed -i 's|config_ipv4.max_routes = (1 << 16);|config_ipv4.max_routes = (1 << 20);|' $EX/l3fwd/l3fwd_fib.c
+  sed -i 's|config.max_routes = (1 << 16) - 1;|config.max_routes = (1 << 20);|; s|config.trie.num_tbl8 = (1 << 15);|config.trie.num_tbl8 = (1 << 17);|' $EX/l3fwd/l3fwd_fib.c
+  grep -q 'config.max_routes = (1 << 20);' $EX/l3fwd/l3fwd_fib.c
+  grep -q 'config.trie.num_tbl8 = (1 << 17);' $EX/l3fwd/l3fwd_fib.c
   grep -q 'MAX_RULES (1 << 20)' $EX/l3fwd/l3fwd_lpm.c
   grep -q 'max_routes = (1 << 20)' $EX/l3fwd/l3fwd_fib.c
   grep -q 'NUMBER_TBL8S (1 << 16)' $EX/l3fwd/l3fwd_lpm.c
@@ -74,11 +81,17 @@ trap 'rm -rf "$WORK"' EXIT
 # 8,192 to the full table.
 "$BENCH" udp-pcap --out "$WORK/in-16.pcap" --packets 1024 --dst-mac 02:51:00:00:00:00
 "$BENCH" udp-pcap --out "$WORK/in-full.pcap" --packets 8192 --full-table --dst-mac 02:51:00:00:00:00
+"$BENCH" udp-pcap --out "$WORK/in-full6.pcap" --packets 8192 --full-table6 --size 62 --dst-mac 02:51:00:00:00:00
+# l3fwd's routes per table: routesF-T.cfg, family F, table T.
 : > "$WORK/routes4-16.cfg"
 for n in $(seq 0 15); do echo "R198.18.$n.0/24 1" >> "$WORK/routes4-16.cfg"; done
 zcat "$TABLE" | tr -d '\r' | awk '!/:/ && NF { print "R" $1 " 1" }' > "$WORK/routes4-full.cfg"
-echo "R2001:db8::/32 1" > "$WORK/routes6.cfg"
-for t in 16 full; do
+cp "$WORK/routes4-16.cfg" "$WORK/routes4-full6.cfg"
+echo "R2001:db8::/32 1" > "$WORK/routes6-16.cfg"
+cp "$WORK/routes6-16.cfg" "$WORK/routes6-full.cfg"
+zcat "$TABLE" | tr -d '\r' | awk '/:/ && NF { print "R" $1 " 1" }' > "$WORK/routes6-full6.cfg"
+TABLES=${TABLES:-16 full full6}
+for t in $TABLES; do
   {
     cat <<EOF
 [run]
@@ -96,6 +109,7 @@ name = "in"
 driver = "dpdk"
 mac = "02:51:00:00:00:00"
 ipv4 = ["198.19.0.1/24"]
+ipv6 = ["2001:db8:19::1/64"]
 rxd = 1024
 txd = 1024
 [port.dpdk]
@@ -106,6 +120,7 @@ name = "out"
 driver = "dpdk"
 mac = "02:51:00:00:00:01"
 ipv4 = ["198.20.0.1/24"]
+ipv6 = ["2001:db8:20::1/64"]
 rxd = 1024
 txd = 1024
 [port.dpdk]
@@ -115,9 +130,16 @@ device = "net_null1,no-rx=1"
 ip = "198.20.0.2"
 mac = "02:5e:00:00:00:01"
 port = "out"
+
+[[neighbor]]
+ip = "2001:db8:20::2"
+mac = "02:5e:00:00:00:01"
+port = "out"
 EOF
     if [ "$t" = full ]; then
       printf '\n[router]\nroute_file = "%s"\nroute_file_via = ["198.20.0.2"]\n' "$TABLE"
+    elif [ "$t" = full6 ]; then
+      printf '\n[router]\nroute_file = "%s"\nroute_file_via = ["2001:db8:20::2"]\n' "$TABLE"
     else
       for n in $(seq 0 15); do printf '\n[[route]]\nprefix = "198.18.%d.0/24"\nvia = "198.20.0.2"\n' "$n"; done
     fi
@@ -154,7 +176,7 @@ if [ "${L3FWD_COUNT:-0}" = 1 ]; then
       "$EX/$b/build/l3fwd" -l 1 --no-pci --no-huge -m 3072 --file-prefix "l3fwd-$$" --log-level '*:error' \
       --vdev "net_pcap0,rx_pcap=$WORK/in-16.pcap,infinite_rx=1" --vdev "net_null1,no-rx=1" \
       -- -p 0x3 -P --parse-ptype --config "(0,0,1),(1,0,1)" --lookup lpm \
-      --rule_ipv4 "$WORK/routes4-16.cfg" --rule_ipv6 "$WORK/routes6.cfg" > "$WORK/l3fwd.log" 2>&1 || true
+      --rule_ipv4 "$WORK/routes4-16.cfg" --rule_ipv6 "$WORK/routes6-16.cfg" > "$WORK/l3fwd.log" 2>&1 || true
   done
   for f in sluice l3fwd l3fwd-checked; do
     callgrind_annotate --tree=calling --inclusive=yes "$WORK/cg.$f" > "$WORK/tree.$f" 2>/dev/null
@@ -238,11 +260,11 @@ print("%.3f %.1f" % (tx / 1e6, c["cycles_per_pkt"] or float("nan")))'
 # insert scans every rule of the same length).
 l3fwd_run() {
   local prefix=l3fwd-$$ lookup=lpm
-  [ "$2" = full ] && lookup=fib
+  [ "$2" != 16 ] && lookup=fib
   "$EX/$1/build/l3fwd" -l 1 --no-pci "${HUGE[@]}" --file-prefix "$prefix" --log-level '*:error' \
     --vdev "net_pcap0,rx_pcap=$WORK/in-$2.pcap,infinite_rx=1" --vdev "net_null1,no-rx=1" \
     -- -p 0x3 -P --parse-ptype --config "(0,0,1),(1,0,1)" --lookup "$lookup" \
-    --rule_ipv4 "$WORK/routes4-$2.cfg" --rule_ipv6 "$WORK/routes6.cfg" > "$WORK/l3fwd.log" 2>&1 &
+    --rule_ipv4 "$WORK/routes4-$2.cfg" --rule_ipv6 "$WORK/routes6-$2.cfg" > "$WORK/l3fwd.log" 2>&1 &
   local pid=$!
   local sock=/var/run/dpdk/$prefix/dpdk_telemetry.v2
   for _ in $(seq 100); do [ -S "$sock" ] && break; sleep 0.1; done
@@ -274,14 +296,17 @@ EOF
   echo
   echo "Command: \`bench/run-dpdk-l3fwd.sh $RUNS $SECS\` $(provenance); hugepages: $([ ${#HUGE[@]} -eq 0 ] && echo yes || echo "no (--no-huge)")."
   echo
-  echo "net_pcap0 replays distinct 64-byte IPv4/UDP packets from memory (infinite_rx) to net_null1 (no-rx); one forwarding core (core 1) each, burst 32; ${SECS} s per run, median of ${RUNS} runs, the three forwarders alternating (in reverse order every other round). The ratios below are of the medians, then (in brackets) each round's own ratio, its median and range: the forwarders of one round share the host's state. Two tables: **16 routes** 198.18.N.0/24 (1,024 packets across them), and the **full table**, the shared 901,899 IPv4 prefixes (8,192 packets to random addresses inside random prefixes: the lookups miss the caches' first level more often), all to port 1. l3fwd looks the 16 routes up in rte_lpm (\`--lookup lpm\`) and the full table in rte_fib (\`--lookup fib\`, the same DIR-24-8 structure): rte_lpm takes over two minutes to load 901,899 routes, as its rule table insert scans every rule of the same length. Sluice uses its own DIR-24-8 in both. The replay itself (net_pcap copying each packet into a fresh mbuf) is part of every figure."
+  echo "net_pcap0 replays distinct 64-byte IPv4/UDP packets from memory (infinite_rx) to net_null1 (no-rx); one forwarding core (core 1) each, burst 32; ${SECS} s per run, median of ${RUNS} runs, the forwarders alternating (in reverse order every other round). The ratios below are of the medians, then (in brackets) each round's own ratio, its median and range: the forwarders of one round share the host's state. The tables (those of \`TABLES\`, \`$TABLES\` here): **16 routes** 198.18.N.0/24 (1,024 packets across them), the **full table**, the shared 901,899 IPv4 prefixes (8,192 packets to random addresses inside random prefixes: the lookups miss the caches' first level more often), and the **full IPv6 table**, the same file's 160,147 IPv6 prefixes (8,192 62-byte IPv6/UDP packets to random addresses inside random prefixes, none multicast, link-local, unique-local or 2001:db8::/32; l3fwd looks them up in rte_fib6, a trie with a 24-bit first level and 8-bit levels below, Sluice's IPv6 LPM's layout), all to port 1. l3fwd looks the 16 routes up in rte_lpm (\`--lookup lpm\`) and the full table in rte_fib (\`--lookup fib\`, the same DIR-24-8 structure): rte_lpm takes over two minutes to load 901,899 routes, as its rule table insert scans every rule of the same length. Sluice uses its own DIR-24-8 in both. The replay itself (net_pcap copying each packet into a fresh mbuf) is part of every figure."
   echo
-  echo "What each forwarder does per packet. **Sluice**: checks the destination MAC, EtherType, version and header length, total length, TTL > 1, the IPv4 header checksum (in software: the vdevs have no checksum offload; on a device with it Sluice takes the NIC's verdict instead, as l3fwd relies on it), a martian or own destination; looks up the LPM; decrements the TTL with an RFC 1624 checksum update; writes both MACs from its next hop's resolved neighbour. **l3fwd as shipped** (LPM, SSE path, \`--parse-ptype\`): takes the EtherType and header length from its software ptype parser; checks only the header length and total length (its RFC 1812 checks); does not verify the header checksum (it leaves that to a NIC's offload, which these vdevs lack), nor the TTL (a TTL of 0 or 1 is decremented and sent), nor the destination MAC; decrements the TTL and adds 1 to the checksum's high byte (no end-around carry); writes MACs from a per-port table. **l3fwd + checks**: the same, and drops a packet whose header checksum does not verify (\`rte_ipv4_cksum\`) or whose TTL is under 2: Sluice's costliest checks, not the MAC, martian and own-address ones."
+  echo "What each forwarder does per packet. **Sluice**: checks the destination MAC, EtherType, version and header length, total length, TTL > 1, the IPv4 header checksum (in software: the vdevs have no checksum offload; on a device with it Sluice takes the NIC's verdict instead, as l3fwd relies on it), a martian or own destination; looks up the LPM; decrements the TTL with an RFC 1624 checksum update; writes both MACs from its next hop's resolved neighbour. **l3fwd as shipped** (LPM, SSE path, \`--parse-ptype\`): takes the EtherType and header length from its software ptype parser; checks only the header length and total length (its RFC 1812 checks); does not verify the header checksum (it leaves that to a NIC's offload, which these vdevs lack), nor the TTL (a TTL of 0 or 1 is decremented and sent), nor the destination MAC; decrements the TTL and adds 1 to the checksum's high byte (no end-around carry); writes MACs from a per-port table. **l3fwd + checks**: the same, and drops a packet whose header checksum does not verify (\`rte_ipv4_cksum\`) or whose TTL is under 2: Sluice's costliest checks, not the MAC, martian and own-address ones. Per IPv6 packet, **Sluice** checks the destination MAC, EtherType, version, payload length against the frame, hop limit > 1, an upper layer right after the fixed header that is not neighbour discovery, a destination neither multicast nor its own; looks the chunk's routes up level by level; decrements the hop limit; writes both MACs. **l3fwd** checks nothing of an IPv6 packet (its RFC 1812 checks are IPv4's) and leaves its hop limit as it came; it looks the burst up with \`rte_fib6_lookup_bulk\` and writes the MACs; its checked copy does the same (not run on that table)."
   echo
   echo "| table | forwarder | forwarded Mpps: median [runs] | Sluice busy cycles/packet |"
   echo "|---|---|---|---|"
-  for t in 16 full; do
+  for t in $TABLES; do
     s=() l=() c=()
+    # The checked copy differs from l3fwd in its IPv4 path only.
+    checked=1
+    [ "$t" = full6 ] && checked=0
     # Each round runs the three back to back, in reverse order every
     # other round (a host whose load drifts during a round favours
     # neither side), and its own ratios are kept: a round's forwarders
@@ -290,9 +315,9 @@ EOF
       if [ $((i % 2)) = 1 ]; then
         r=$(sluice_run $t); echo "$t run $i sluice: $r" >&2; s+=("$r")
         r=$(l3fwd_run l3fwd $t); echo "$t run $i l3fwd: $r" >&2; l+=("$r")
-        r=$(l3fwd_run l3fwd-checked $t); echo "$t run $i l3fwd+checks: $r" >&2; c+=("$r")
+        if [ $checked = 1 ]; then r=$(l3fwd_run l3fwd-checked $t); echo "$t run $i l3fwd+checks: $r" >&2; c+=("$r"); fi
       else
-        r=$(l3fwd_run l3fwd-checked $t); echo "$t run $i l3fwd+checks: $r" >&2; c+=("$r")
+        if [ $checked = 1 ]; then r=$(l3fwd_run l3fwd-checked $t); echo "$t run $i l3fwd+checks: $r" >&2; c+=("$r"); fi
         r=$(l3fwd_run l3fwd $t); echo "$t run $i l3fwd: $r" >&2; l+=("$r")
         r=$(sluice_run $t); echo "$t run $i sluice: $r" >&2; s+=("$r")
       fi
@@ -303,7 +328,7 @@ def med(x, k):
     v = x.split()
     return statistics.median(float(v[i]) for i in range(k, len(v), 2))
 t, s, l, c, ratios = sys.argv[1:]
-name = "16 routes" if t == "16" else "full table"
+name = {"16": "16 routes", "full": "full table", "full6": "full IPv6 table"}[t]
 lk = "LPM" if t == "16" else "FIB"
 # The median, then every run in brackets: single runs swing here.
 def runs(x):
@@ -311,13 +336,17 @@ def runs(x):
     return "%.2f [%s]" % (med(x, 0), ", ".join("%.2f" % float(r) for r in v[0::2]))
 print("| %s | Sluice, l3fwd mode | %s | %.1f |" % (name, runs(s), med(s, 1)))
 print("| %s | DPDK l3fwd (%s) as shipped | %s | - |" % (name, lk, runs(l)))
-print("| %s | DPDK l3fwd (%s) + checksum and TTL checks | %s | - |" % (name, lk, runs(c)))
+if c.strip():
+    print("| %s | DPDK l3fwd (%s) + checksum and TTL checks | %s | - |" % (name, lk, runs(c)))
 # Each round's own ratio: its median and range.
 def paired(x, y):
     r = [float(a) / float(b) for a, b in zip(x.split()[0::2], y.split()[0::2])]
     return "per round %.2f× (%.2f–%.2f)" % (statistics.median(r), min(r), max(r))
 with open(ratios, "a") as f:
-    print("%s: Sluice ÷ l3fwd as shipped **%.2f×** (%s), Sluice ÷ l3fwd + checks **%.2f×** (%s)" % (name, med(s, 0) / med(l, 0), paired(s, l), med(s, 0) / med(c, 0), paired(s, c)), file=f)
+    line = "%s: Sluice ÷ l3fwd as shipped **%.2f×** (%s)" % (name, med(s, 0) / med(l, 0), paired(s, l))
+    if c.strip():
+        line += ", Sluice ÷ l3fwd + checks **%.2f×** (%s)" % (med(s, 0) / med(c, 0), paired(s, c))
+    print(line, file=f)
 EOF
   done
   cat "$WORK/rows"

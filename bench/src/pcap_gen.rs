@@ -3,18 +3,21 @@
 //! from `--src` port `1024 + i` to `--dst-net`'s subnet `i % subnets`,
 //! host `i / subnets + 1`, port 9, addressed to `--dst-mac`; or, with
 //! `--full-table`, to a random address inside a random prefix of the
-//! shared full Internet table; or, with `--host`, all to that one host as
-//! many flows (`bench/run-lab-scale.sh`: conntrack and NAT at millions of
-//! flows through a router).
+//! shared full Internet table; or, with `--full-table6`, IPv6/UDP packets
+//! to random addresses inside random IPv6 prefixes of that table; or,
+//! with `--host`, all to that one host as many flows
+//! (`bench/run-lab-scale.sh`: conntrack and NAT at millions of flows
+//! through a router).
 
 use anyhow::{bail, Context, Result};
 use clap::Args;
 use pcap_file::pcap::{PcapHeader, PcapPacket, PcapWriter};
 use pcap_file::{DataLink, Endianness};
-use pipeline::wire::{IpProto, Ipv4Packet, MacAddr, ETHERNET_HEADER_LEN};
+use pipeline::checksum;
+use pipeline::wire::{IpProto, Ipv4Packet, Ipv6Packet, MacAddr, ETHERNET_HEADER_LEN};
 use std::fs::File;
 use std::io::BufWriter;
-use std::net::Ipv4Addr;
+use std::net::{Ipv4Addr, Ipv6Addr};
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -50,6 +53,15 @@ pub struct UdpPcapArgs {
     /// 198.20.0.0/24, the lab's own, left out) instead of the subnets.
     #[arg(long)]
     full_table: bool,
+    /// IPv6/UDP packets from `--src6` to random addresses inside random
+    /// IPv6 prefixes of the shared full table (multicast, link-local,
+    /// documentation and unique-local space left out); frames of at
+    /// least 62 bytes.
+    #[arg(long, conflicts_with_all = ["full_table", "host"])]
+    full_table6: bool,
+    /// Source address with `--full-table6`.
+    #[arg(long, default_value = "2001:db8:1::2")]
+    src6: Ipv6Addr,
     /// Every packet to this one host, each a flow of its own: packet `i`
     /// from port 1024 + i % 4096 to port 1024 + i / 4096 (4,096 flows a
     /// server port, so a source NAT that keeps reply tuples apart fills a
@@ -107,10 +119,50 @@ fn frame(a: &UdpPcapArgs, i: u32, dst: u32) -> Vec<u8> {
     f
 }
 
+/// IPv6 frame `i` of `a`, to `dst`: UDP from source port 1024 + i to
+/// port 9, its checksum (which IPv6 requires) filled in.
+fn frame6(a: &UdpPcapArgs, i: u32, dst: Ipv6Addr) -> Vec<u8> {
+    let mut f = vec![0u8; a.size];
+    f[0..6].copy_from_slice(&a.dst_mac.0);
+    f[6..12].copy_from_slice(&a.src_mac.0);
+    f[12..14].copy_from_slice(&[0x86, 0xdd]);
+    let udp_len = (a.size - ETHERNET_HEADER_LEN - 40) as u16;
+    {
+        let mut ip = Ipv6Packet::new_unchecked(&mut f[ETHERNET_HEADER_LEN..]);
+        ip.set_version();
+        ip.set_payload_len(udp_len);
+        ip.set_next_header(IpProto::UDP);
+        ip.set_hop_limit(64);
+        ip.set_src(a.src6.octets());
+        ip.set_dst(dst.octets());
+    }
+    let udp = &mut f[ETHERNET_HEADER_LEN + 40..];
+    udp[0..2].copy_from_slice(&((1024 + i) as u16).to_be_bytes());
+    udp[2..4].copy_from_slice(&9u16.to_be_bytes());
+    udp[4..6].copy_from_slice(&udp_len.to_be_bytes());
+    udp[8..].fill(b'A');
+    let ph = checksum::pseudo_v6(a.src6.octets(), dst.octets(), IpProto::UDP, udp_len.into());
+    let c = match !checksum::fold(checksum::sum(udp, ph)) {
+        0 => 0xffff,
+        c => c,
+    };
+    udp[6..8].copy_from_slice(&c.to_be_bytes());
+    f
+}
+
 /// Writes the file.
 pub fn udp_pcap(a: UdpPcapArgs) -> Result<()> {
-    if a.size < ETHERNET_HEADER_LEN + 28 || a.size > 1514 {
-        bail!("--size must be 42..=1514");
+    let least = if a.full_table6 { 62 } else { 42 };
+    if a.size < least || a.size > 1514 {
+        bail!("--size must be {least}..=1514");
+    }
+    if a.full_table6 {
+        let frames: Vec<Vec<u8>> = full_table6_dsts(a.packets as usize)?
+            .into_iter()
+            .enumerate()
+            .map(|(i, d)| frame6(&a, i as u32, d))
+            .collect();
+        return write(&a.out, &frames);
     }
     let dsts: Vec<u32> = if let Some(h) = a.host {
         if u64::from(a.packets) > u64::from(FLOWS_PER_DPORT) * (65536 - 1024) {
@@ -128,7 +180,17 @@ pub fn udp_pcap(a: UdpPcapArgs) -> Result<()> {
         }
         (0..a.packets).map(|i| subnet_dst(&a, i)).collect()
     };
-    let f = File::create(&a.out).with_context(|| format!("creating {}", a.out.display()))?;
+    let frames: Vec<Vec<u8>> = dsts
+        .iter()
+        .enumerate()
+        .map(|(i, &dst)| frame(&a, i as u32, dst))
+        .collect();
+    write(&a.out, &frames)
+}
+
+/// Writes `frames` to a pcap file at `out`.
+fn write(out: &std::path::Path, frames: &[Vec<u8>]) -> Result<()> {
+    let f = File::create(out).with_context(|| format!("creating {}", out.display()))?;
     let hdr = PcapHeader {
         datalink: DataLink::ETHERNET,
         snaplen: 65535,
@@ -136,11 +198,50 @@ pub fn udp_pcap(a: UdpPcapArgs) -> Result<()> {
         ..PcapHeader::default()
     };
     let mut w = PcapWriter::with_header(BufWriter::new(f), hdr)?;
-    for (i, &dst) in dsts.iter().enumerate() {
-        let b = frame(&a, i as u32, dst);
-        w.write_packet(&PcapPacket::new(Duration::ZERO, b.len() as u32, &b))?;
+    for b in frames {
+        w.write_packet(&PcapPacket::new(Duration::ZERO, b.len() as u32, b))?;
     }
     Ok(())
+}
+
+/// `n` destinations inside random IPv6 prefixes of the shared full table,
+/// none multicast (ff00::/8), link-local (fe80::/10), unique-local
+/// (fc00::/7) or documentation (2001:db8::/32, the benchmarks' own).
+fn full_table6_dsts(n: usize) -> Result<Vec<Ipv6Addr>> {
+    use rand::{RngExt, SeedableRng};
+    let lines = testdata::gz_lines("routes/bart_tier1_fulltable/prefixes.txt.gz")
+        .context("the shared full table (../shared/data/routes)")?;
+    let prefixes: Vec<(u128, u8)> = lines
+        .iter()
+        .filter_map(|l| match pipeline::prefix::parse(l) {
+            Some((std::net::IpAddr::V6(p), len)) => Some((u128::from(p), len)),
+            _ => None,
+        })
+        .filter(|&(_, len)| len > 0)
+        .collect();
+    if prefixes.is_empty() {
+        bail!("the shared full table holds no IPv6 prefix");
+    }
+    let ours = |a: u128| {
+        a >> 120 == 0xff
+            || a >> 118 == 0xfe80 >> 6
+            || a >> 121 == 0xfc >> 1
+            || a >> 96 == 0x2001_0db8
+    };
+    let mut rng = rand::rngs::SmallRng::seed_from_u64(6);
+    let mut out = Vec::with_capacity(n);
+    while out.len() < n {
+        let (p, l) = prefixes[rng.random_range(0..prefixes.len())];
+        let a = p | if l >= 128 {
+            0
+        } else {
+            rng.random::<u128>() >> l
+        };
+        if !ours(a) {
+            out.push(Ipv6Addr::from(a));
+        }
+    }
+    Ok(out)
 }
 
 /// `n` destinations inside random prefixes of the shared full table, none
@@ -186,6 +287,8 @@ mod tests {
             dst_net: "198.18.0.0".parse().unwrap(),
             subnets: 16,
             full_table: false,
+            full_table6: false,
+            src6: "2001:db8:1::2".parse().unwrap(),
             host: host.map(|h| h.parse().unwrap()),
         }
     }
@@ -243,5 +346,40 @@ mod tests {
         u.sort_unstable();
         u.dedup();
         assert!(u.len() > 4900, "{} distinct", u.len());
+    }
+
+    /// `--full-table6`: IPv6/UDP frames with a valid UDP checksum, to
+    /// addresses inside the table's IPv6 prefixes and outside the
+    /// special ranges, spread (most distinct).
+    #[test]
+    fn full_table6_frames_are_valid_and_spread() {
+        if testdata::shared("routes/bart_tier1_fulltable/prefixes.txt.gz").is_none() {
+            eprintln!("skipped: no shared full table");
+            return;
+        }
+        let d = full_table6_dsts(5000).unwrap();
+        assert_eq!(d.len(), 5000);
+        for a in &d {
+            let s = a.segments();
+            assert!(s[0] >> 8 != 0xff && s[0] & 0xffc0 != 0xfe80 && s[0] & 0xfe00 != 0xfc00);
+            assert!(!(s[0] == 0x2001 && s[1] == 0x0db8), "{a}");
+        }
+        let mut u = d.clone();
+        u.sort_unstable();
+        u.dedup();
+        assert!(u.len() > 4900, "{} distinct", u.len());
+        let mut a = args(1, "198.19.0.2", None);
+        a.size = 62;
+        let f = frame6(&a, 5, d[0]);
+        assert_eq!(f.len(), 62);
+        let ip = Ipv6Packet::new_checked(&f[14..]).unwrap();
+        assert_eq!(
+            (ip.payload_len(), ip.next_header(), ip.hop_limit()),
+            (8, 17, 64)
+        );
+        assert_eq!(ip.dst(), d[0].octets());
+        let ph = checksum::pseudo_v6(ip.src(), ip.dst(), 17, 8);
+        assert_eq!(checksum::fold(checksum::sum(&f[54..], ph)), 0xffff);
+        assert_eq!(&f[54..56], &1029u16.to_be_bytes());
     }
 }
