@@ -414,26 +414,26 @@ impl Router {
     /// not take (`rest`), routed in the same stages: headers checked (each
     /// route's first-level entry prefetched), routes looked up level by
     /// level over all of them ([`crate::lpm::Lpm6::lookup_burst`]), and
-    /// those whose next hop is cached (`adj6`) rewritten. Those leave
-    /// `rest`, their verdicts written to `vc` and tracked in `slow` and
-    /// `same` as the slow path's are; the others (a next hop to resolve or
-    /// cache, anything `fast6` refuses) stay for the slow path, in order.
-    /// Out of line: a chunk of IPv4 alone never calls it.
+    /// those whose next hop is cached (`adj6`) rewritten, their verdicts
+    /// written to `vc`. Returns what is left of `rest` (a next hop to
+    /// resolve or cache, anything `fast6` refuses: the slow path's, in
+    /// order) and, if any packet was forwarded, the first one's verdict
+    /// and whether all of theirs were that one. Out of line, taking and
+    /// returning values (no address of the burst loop's state taken): a
+    /// chunk of IPv4 alone never calls it.
     #[inline(never)]
     fn route6_chunk<P: Frame>(
         &mut self,
         pc: &mut [P],
         vc: &mut [Verdict],
         mac: u64,
-        rest: &mut u64,
-        slow: &mut Option<Verdict>,
-        same: &mut bool,
-    ) {
+        mut rest: u64,
+    ) -> (u64, Option<(Verdict, bool)>) {
         let mut at = [0u8; CHUNK];
         let mut dst = [0u128; CHUNK];
         let mut n = 0;
         let lpm = self.cfg.fib.lpm6();
-        let mut r = *rest;
+        let mut r = rest;
         while r != 0 {
             let i = r.trailing_zeros() as usize;
             r &= r - 1;
@@ -446,11 +446,13 @@ impl Router {
             }
         }
         if n == 0 {
-            return;
+            return (rest, None);
         }
         let mut nh = [NO_HOP; CHUNK];
         lpm.lookup_burst(&dst[..n], &mut nh, NO_HOP);
         let adj = &self.adj6[..];
+        let mut first: Option<Verdict> = None;
+        let mut same = true;
         for (&i, h) in at[..n].iter().zip(&nh) {
             let i = usize::from(i);
             let (Some(a), Some(p), Some(v)) = (adj.get(*h as usize), pc.get_mut(i), vc.get_mut(i))
@@ -461,12 +463,13 @@ impl Router {
                 continue;
             }
             *v = Verdict::Forward(a.port);
-            *rest &= !(1 << i);
-            match *slow {
-                None => *slow = Some(*v),
-                Some(s) => *same &= s == *v,
+            rest &= !(1 << i);
+            match first {
+                None => first = Some(*v),
+                Some(f) => same &= f == *v,
             }
         }
+        (rest, first.map(|f| (f, same)))
     }
 
     /// Routes a burst in stages, as DPDK's l3fwd does: the headers of all
@@ -593,7 +596,15 @@ impl Router {
                 self.clock.mark(2);
             }
             if rest != 0 {
-                self.route6_chunk(pc, vc, mac, &mut rest, &mut slow, &mut same);
+                let (r, v6) = self.route6_chunk(pc, vc, mac, rest);
+                rest = r;
+                if let Some((v, all)) = v6 {
+                    same &= all;
+                    match slow {
+                        None => slow = Some(v),
+                        Some(s) => same &= s == v,
+                    }
+                }
             }
             if CLOCKED {
                 self.clock.mark(3);
