@@ -190,9 +190,12 @@ fn jumbo(driver: &str, lab: &str) {
     let (b1, p1) = rx(&n, s, "s0");
     let (bytes, packets) = (b1 - b0, p1 - p0);
     // 20 MB in jumbo segments: about 2,240 of them (at 1,500 it would
-    // take 13,700), each about 9,000 bytes on the server's link.
+    // take 13,700), most about 9,000 bytes on the server's link. The
+    // sender also sends some shorter than its MSS (a write's tail, the
+    // window's edge): CI once saw 2,557 packets, 7,887 bytes on average.
+    // At MTU 1,500 the average cannot pass 1,514.
     assert!(
-        bytes / packets > 8000,
+        bytes / packets > 4000,
         "{packets} packets of {bytes} bytes at the server"
     );
     drop(sluice);
