@@ -45,6 +45,35 @@ pub fn full_table() -> Result<(Lpm4Builder, Lpm6Builder)> {
     Ok((b4, b6))
 }
 
+/// Prefixes of one family: address and length.
+pub type Prefixes<A> = Vec<(A, u8)>;
+
+/// The shared full table's prefixes by family (lines that do not parse
+/// left out).
+pub fn table_prefixes() -> Result<(Prefixes<u32>, Prefixes<u128>)> {
+    let lines = testdata::gz_lines("routes/bart_tier1_fulltable/prefixes.txt.gz")
+        .context("the shared full table (../shared/data/routes)")?;
+    let (mut v4, mut v6) = (Vec::new(), Vec::new());
+    for l in &lines {
+        match parse_prefix(l) {
+            Some((IpAddr::V4(p), len)) => v4.push((u32::from(p), len)),
+            Some((IpAddr::V6(p), len)) => v6.push((u128::from(p), len)),
+            None => {}
+        }
+    }
+    Ok((v4, v6))
+}
+
+/// A random host inside a random one of the IPv6 `prefixes`.
+pub fn host_in6(rng: &mut SmallRng, prefixes: &[(u128, u8)]) -> u128 {
+    let (p, l) = prefixes[rng.random_range(0..prefixes.len())];
+    p | if l >= 128 {
+        0
+    } else {
+        rng.random::<u128>() >> l
+    }
+}
+
 /// Addresses for the IPv4 passes: uniformly random, and random hosts inside
 /// random prefixes of the table.
 pub fn v4_addrs(n: usize, prefixes: &[(u32, u8)], seed: u64) -> (Vec<u32>, Vec<u32>) {
@@ -103,17 +132,7 @@ pub fn lpm(a: LpmArgs) -> Result<()> {
     let tsc = Tsc::calibrate(Duration::from_millis(100));
     let (b4, b6) = full_table()?;
     // The prefixes again, for generating addresses inside them.
-    let lines =
-        testdata::gz_lines("routes/bart_tier1_fulltable/prefixes.txt.gz").context("table")?;
-    let mut prefixes4: Vec<(u32, u8)> = Vec::new();
-    let mut prefixes6: Vec<(u128, u8)> = Vec::new();
-    for l in &lines {
-        match parse_prefix(l) {
-            Some((IpAddr::V4(p), len)) => prefixes4.push((u32::from(p), len)),
-            Some((IpAddr::V6(p), len)) => prefixes6.push((u128::from(p), len)),
-            None => {}
-        }
-    }
+    let (prefixes4, prefixes6) = table_prefixes()?;
     let (n4, n6) = (b4.len(), b6.len());
     let t0 = Instant::now();
     let t4 = b4.build()?;
@@ -129,14 +148,7 @@ pub fn lpm(a: LpmArgs) -> Result<()> {
         .map(|_| (0x2000u128 << 112) | (rng.random::<u128>() >> 3))
         .collect();
     let v6_inside: Vec<u128> = (0..a.addrs)
-        .map(|_| {
-            let (p, l) = prefixes6[rng.random_range(0..prefixes6.len())];
-            p | if l == 128 {
-                0
-            } else {
-                rng.random::<u128>() >> l
-            }
-        })
+        .map(|_| host_in6(&mut rng, &prefixes6))
         .collect();
 
     println!(

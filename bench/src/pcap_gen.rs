@@ -208,17 +208,9 @@ fn write(out: &std::path::Path, frames: &[Vec<u8>]) -> Result<()> {
 /// none multicast (ff00::/8), link-local (fe80::/10), unique-local
 /// (fc00::/7) or documentation (2001:db8::/32, the benchmarks' own).
 fn full_table6_dsts(n: usize) -> Result<Vec<Ipv6Addr>> {
-    use rand::{RngExt, SeedableRng};
-    let lines = testdata::gz_lines("routes/bart_tier1_fulltable/prefixes.txt.gz")
-        .context("the shared full table (../shared/data/routes)")?;
-    let prefixes: Vec<(u128, u8)> = lines
-        .iter()
-        .filter_map(|l| match pipeline::prefix::parse(l) {
-            Some((std::net::IpAddr::V6(p), len)) => Some((u128::from(p), len)),
-            _ => None,
-        })
-        .filter(|&(_, len)| len > 0)
-        .collect();
+    use rand::SeedableRng;
+    let (_, mut prefixes) = crate::lpm::table_prefixes()?;
+    prefixes.retain(|&(_, len)| len > 0);
     if prefixes.is_empty() {
         bail!("the shared full table holds no IPv6 prefix");
     }
@@ -231,12 +223,7 @@ fn full_table6_dsts(n: usize) -> Result<Vec<Ipv6Addr>> {
     let mut rng = rand::rngs::SmallRng::seed_from_u64(6);
     let mut out = Vec::with_capacity(n);
     while out.len() < n {
-        let (p, l) = prefixes[rng.random_range(0..prefixes.len())];
-        let a = p | if l >= 128 {
-            0
-        } else {
-            rng.random::<u128>() >> l
-        };
+        let a = crate::lpm::host_in6(&mut rng, &prefixes);
         if !ours(a) {
             out.push(Ipv6Addr::from(a));
         }
@@ -247,15 +234,7 @@ fn full_table6_dsts(n: usize) -> Result<Vec<Ipv6Addr>> {
 /// `n` destinations inside random prefixes of the shared full table, none
 /// martian or in the benchmarks' own 198.18.0.0/15 and 198.20.0.0/24.
 fn full_table_dsts(n: usize) -> Result<Vec<u32>> {
-    let lines = testdata::gz_lines("routes/bart_tier1_fulltable/prefixes.txt.gz")
-        .context("the shared full table (../shared/data/routes)")?;
-    let prefixes: Vec<(u32, u8)> = lines
-        .iter()
-        .filter_map(|l| match pipeline::prefix::parse(l) {
-            Some((std::net::IpAddr::V4(p), len)) => Some((u32::from(p), len)),
-            _ => None,
-        })
-        .collect();
+    let (prefixes, _) = crate::lpm::table_prefixes()?;
     let ours = |a: u32| {
         let first = a >> 24;
         first == 0 || first == 127 || first >= 224 || a >> 17 == 0xc612 >> 1 || a >> 8 == 0xc6_1400

@@ -357,6 +357,15 @@ impl Router {
         rewrite4(pkt.bytes_mut(), &a).then_some(Verdict::Forward(hop.port))
     }
 
+    /// The destination of frame `b` if it is a plain IPv6 packet to the
+    /// port whose MAC is `mac` ([`fast6`]) for another host than the
+    /// router: what the IPv6 stage and the slow path's IPv6 resolution
+    /// take.
+    #[inline(always)]
+    fn plain6(&self, b: &[u8], mac: u64) -> Option<u128> {
+        fast6(b, mac).filter(|&d| !self.is_local6(d))
+    }
+
     /// [`Router::forward_fast`] for a packet `fast6` accepted, addressed
     /// to `dst` (not the router's), whose route is next hop `lpm_nh`: the
     /// next hop resolved, cached in `adj6` when it is a single gateway,
@@ -371,11 +380,7 @@ impl Router {
         }
         let oif = self.iface(hop.port).filter(|i| !i.down)?;
         let (out_mac, mtu) = (oif.mac, oif.mtu);
-        let gw = match hop.via {
-            Some(std::net::IpAddr::V6(g)) => u128::from(g),
-            _ => dst,
-        };
-        let mac = self.fresh(self.neigh6.get(&(hop.port, gw)))?;
+        let mac = self.hop_mac6(hop, dst).ok()?;
         let a = Adj::new(mac, out_mac, hop.port, mtu);
         if nh == lpm_nh && matches!(hop.via, Some(std::net::IpAddr::V6(_))) {
             a.keep(&mut self.adj6, nh);
@@ -399,8 +404,8 @@ impl Router {
     ) -> Verdict {
         let fast = match nh {
             Some(h) => self.forward_fast(pkt, dst, h),
-            None => fast6(pkt.bytes(), mac)
-                .filter(|&d| !self.is_local6(d))
+            None => self
+                .plain6(pkt.bytes(), mac)
                 .and_then(|d| Some((d, self.cfg.fib.lpm6().lookup(d)?)))
                 .and_then(|(d, h)| self.forward_fast6(pkt, d, h)),
         };
@@ -438,7 +443,7 @@ impl Router {
             let i = r.trailing_zeros() as usize;
             r &= r - 1;
             let Some(p) = pc.get(i) else { break };
-            if let Some(d) = fast6(p.bytes(), mac).filter(|&d| !self.is_local6(d)) {
+            if let Some(d) = self.plain6(p.bytes(), mac) {
                 P::prefetch(lpm.entry_of(d));
                 at[n] = i as u8;
                 dst[n] = d;

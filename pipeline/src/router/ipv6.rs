@@ -68,13 +68,12 @@ impl Router {
             return self.icmp6_error(pkt, in_port, 2, 0, u32::from(mtu), DropReason::MtuExceeded);
         }
         let out_mac = oif.mac;
-        let gw = match h.via {
-            Some(std::net::IpAddr::V6(g)) => u128::from(g),
-            _ => dst,
-        };
-        let Some(mac) = self.fresh(self.neigh6.get(&(h.port, gw))) else {
-            self.hold(pkt.bytes(), in_port, h.port, 6, gw);
-            return self.solicit(pkt, h.port, gw);
+        let mac = match self.hop_mac6(h, dst) {
+            Ok(m) => m,
+            Err(gw) => {
+                self.hold(pkt.bytes(), in_port, h.port, 6, gw);
+                return self.solicit(pkt, h.port, gw);
+            }
         };
         let b = pkt.bytes_mut();
         b[ETHERNET_HEADER_LEN + 7] = hop - 1;
@@ -143,11 +142,7 @@ impl Router {
         let Some((_, h)) = self.cfg.fib.path(nh, || Router::flow_hash(l3)) else {
             return false;
         };
-        let gw = match h.via {
-            Some(std::net::IpAddr::V6(g)) => u128::from(g),
-            _ => dst,
-        };
-        let Some(mac) = self.fresh(self.neigh6.get(&(h.port, gw))) else {
+        let Ok(mac) = self.hop_mac6(h, dst) else {
             return false;
         };
         *cache = RouteCache {

@@ -159,6 +159,17 @@ impl Router {
         self.hop_mac4_fill(nh, hop, dst)
     }
 
+    /// The MAC of IPv6 next hop `hop` for `dst` (its gateway's, or on a
+    /// connected route `dst`'s own) when known and fresh, else the address
+    /// to resolve.
+    pub(super) fn hop_mac6(&self, hop: NextHop, dst: u128) -> Result<MacAddr, u128> {
+        let gw = match hop.via {
+            Some(IpAddr::V6(g)) => u128::from(g),
+            _ => dst,
+        };
+        self.fresh(self.neigh6.get(&(hop.port, gw))).ok_or(gw)
+    }
+
     /// [`Router::hop_mac4`] past its cache: the neighbour table, and the
     /// cache filled.
     #[inline(never)]
