@@ -27,10 +27,11 @@
 //! meet it: a lookup picks its cell by its addresses and ANDs vectors of
 //! those rules only. The build chooses the cut (up to 4,096 cells) whose
 //! cells hold the fewest rules on average within the memory of no cut.
-//! Above [`LARGE_SET`] IPv4 rules, or where every cut would take more than
-//! [`CUT_LARGE`] (vectors grow with the square of the rules a cell holds),
-//! the IPv4 rules are decision trees instead (the `split` module), which
-//! hold each rule once per leaf it reaches.
+//! Above [`LARGE_SET`] IPv4 rules, or where the chosen cut takes more than
+//! [`VECTORS_CACHED`] (vectors grow with the square of the rules a cell
+//! holds), the IPv4 rules are decision trees instead (the `split` module),
+//! which hold each rule once per leaf it reaches; the elementary
+//! intervals are kept beside the trees for a worker's [`Memo`].
 //!
 //! IPv4 and IPv6 rules share the `u128` rule format; they are compiled into
 //! two families: keys whose addresses are both IPv4-mapped search a family
@@ -158,16 +159,7 @@ impl<T: Coord> Dim<T> {
     /// `ranges[i]`: rule `i`'s inclusive range, `None` when the rule is
     /// not in this family.
     fn build(ranges: &[(T, T)], store: &mut Store) -> Dim<T> {
-        let mut starts: Vec<T> = Vec::with_capacity(2 * ranges.len() + 1);
-        starts.push(T::default());
-        for &(lo, hi) in ranges {
-            starts.push(lo);
-            if hi < T::MAX {
-                starts.push(hi.next());
-            }
-        }
-        starts.sort_unstable();
-        starts.dedup();
+        let starts = Self::starts(ranges);
         let mut opens: Vec<(T, usize)> = ranges.iter().enumerate().map(|(i, r)| (r.0, i)).collect();
         let mut closes: Vec<(T, usize)> = ranges
             .iter()
@@ -193,6 +185,27 @@ impl<T: Coord> Dim<T> {
             }
             vecs.push(store.intern(&cur));
         }
+        Self::with(starts, vecs)
+    }
+
+    /// The elementary intervals' starts of `ranges`, increasing.
+    fn starts(ranges: &[(T, T)]) -> Vec<T> {
+        let mut starts: Vec<T> = Vec::with_capacity(2 * ranges.len() + 1);
+        starts.push(T::default());
+        for &(lo, hi) in ranges {
+            starts.push(lo);
+            if hi < T::MAX {
+                starts.push(hi.next());
+            }
+        }
+        starts.sort_unstable();
+        starts.dedup();
+        starts
+    }
+
+    /// The dimension of intervals starting at `starts`, the `i`th with
+    /// `vecs[i]`.
+    fn with(starts: Vec<T>, vecs: Vec<u32>) -> Dim<T> {
         let bits = (usize::BITS - (starts.len() - 1).leading_zeros()).min(T::INDEX_BITS);
         let buckets = 1usize << bits;
         let index = (0..=buckets)
@@ -355,27 +368,9 @@ impl<A: Coord> Family<A> {
     #[inline(always)]
     fn classify_memo(&self, k: &Key, src: A, dst: A, tag: u32, memo: &mut Memo) -> Option<u32> {
         let ids = self.ids(k, src, dst);
-        let key = [
-            tag,
-            ids[0],
-            ids[1],
-            ids[2],
-            ids[4],
-            u32::from(k.proto) | u32::from(k.flags) << 8,
-            k.meta,
-        ];
-        let slot = memo.slot(&key);
-        if memo.slots[slot].key == key {
-            memo.hits += 1;
-            return memo.slots[slot].found();
-        }
-        memo.misses += 1;
-        let found = self.first_of(ids, k);
-        memo.slots[slot] = MemoSlot {
-            key,
-            rule: found.unwrap_or(u32::MAX),
-        };
-        found
+        memo.answer(tag, [ids[0], ids[1], ids[2], ids[4]], k, || {
+            self.first_of(ids, k)
+        })
     }
 
     fn bytes(&self) -> usize {
@@ -426,10 +421,16 @@ const MAX_CUT_BITS: u32 = 12;
 /// the 100k-rule sets grown from acl1, fw1 and ipc1 the best cuts took
 /// 19.5, 782 and 142 MiB and the trees 7–11 MiB, with more lookups on
 /// each (`bench/run-acl.sh`, whose table has both side by side). At 10k
-/// the vectors stay: alone they are faster on acl1 and ipc1 but not fw1,
-/// yet the gateway's memo answers most first packets from their
-/// intervals (fw1_10k as trees: 6.5 → 5.4 M new flows/s).
+/// the memory decides ([`VECTORS_CACHED`]).
 const LARGE_SET: usize = 50_000;
+
+/// Bit vectors taking more than this are decision trees instead: their
+/// lookups miss a core's cache where the trees' do not. On the 10k-rule
+/// ClassBench sets (`bench/run-acl.sh`) acl1's and ipc1's vectors take
+/// 1.2 and 1.9 MiB and are faster than their trees (35.7 against 21.5,
+/// 16.0 against 12.3 M lookups/s); fw1's take 9.9 MiB against its trees'
+/// 1.4 and are slower (8.6 against 11.5).
+const VECTORS_CACHED: usize = 4 << 20;
 
 /// A cut may always take this much memory (the uncut family of a small
 /// set is a few KiB; its cells' families fit in a core's L2 all the same).
@@ -787,7 +788,90 @@ impl Cut {
 /// How the IPv4 rules are searched.
 enum V4 {
     Cut(Cut),
-    Trees(Split),
+    Trees(Trees),
+}
+
+/// Bytes the vectors of the trees' intervals may take while they are
+/// built and interned: 45 MiB a field for fw1_10k, for milliseconds. Sets
+/// past it (about 11,000 IPv4 rules) have no memo: the ClassBench traces
+/// of the 100k-rule sets hit none of their intervals, and searching them
+/// cost 0.6× the lookups there (`bench/run-acl.sh`).
+const CLASSES_BUILD: usize = 64 << 20;
+
+/// The IPv4 rules as decision trees, with the elementary intervals of
+/// their four range fields over all of them where they are few enough to
+/// name by their rules.
+struct Trees {
+    split: Split,
+    classes: Option<Box<Classes>>,
+}
+
+/// Each field's elementary intervals named by the rules that cover them
+/// (the vectors of the `Family` of all IPv4 rules, interned, then
+/// dropped): a key's intervals and its protocol, flags and metadata
+/// decide its first rule as they do in the vectors, so the memo works the
+/// same, the trees replacing the vectors' AND on a miss.
+struct Classes {
+    src: Dim<u32>,
+    dst: Dim<u32>,
+    sport: Dim<u16>,
+    dport: Dim<u16>,
+}
+
+impl Trees {
+    /// The trees of `members`, with their intervals where interning them
+    /// takes at most `budget` bytes.
+    fn build(all: &[Rule], members: &[Member<u32>], budget: usize) -> Trees {
+        let n = members.len();
+        // A field's store: each interval's vector and the map's copy of
+        // each distinct one.
+        let store = Store::new(n);
+        let need = (2 * n + 1) * (store.w + store.a) * 16;
+        let classes = (need <= budget).then(|| {
+            let field = |f: &dyn Fn(&Member<u32>) -> (u32, u32)| {
+                let r: Vec<_> = members.iter().map(f).collect();
+                Dim::build(&r, &mut Store::new(n))
+            };
+            let port = |f: &dyn Fn(&Rule) -> (u16, u16)| {
+                let r: Vec<_> = members.iter().map(|m| f(&all[m.0])).collect();
+                Dim::build(&r, &mut Store::new(n))
+            };
+            Box::new(Classes {
+                src: field(&|m| m.1),
+                dst: field(&|m| m.2),
+                sport: port(&|r| r.sport),
+                dport: port(&|r| r.dport),
+            })
+        });
+        Trees {
+            split: Split::build(all, members),
+            classes,
+        }
+    }
+
+    #[inline(always)]
+    fn classify_memo(&self, k: &Key, src: u32, dst: u32, memo: &mut Memo) -> Option<u32> {
+        let Some(c) = &self.classes else {
+            memo.misses += 1;
+            return self.split.classify(k, src, dst);
+        };
+        let ids = [
+            c.src.find(src),
+            c.dst.find(dst),
+            c.dport.find(k.dport),
+            c.sport.find(k.sport),
+        ];
+        // Tag 1: the cut's families are 1 and up, but a memo serves one
+        // classifier, which has trees or a cut.
+        memo.answer(1, ids, k, || self.split.classify(k, src, dst))
+    }
+
+    fn bytes(&self) -> usize {
+        self.split.bytes()
+            + self.classes.as_ref().map_or(0, |c| {
+                c.src.bytes() + c.dst.bytes() + c.sport.bytes() + c.dport.bytes()
+            })
+    }
 }
 
 /// How a classifier searches its IPv4 rules (for reports).
@@ -845,10 +929,11 @@ impl Classifier {
         let members = v4_members(&rules);
         let cut = (members.len() <= LARGE_SET)
             .then(|| Cut::build(&rules, &members, MAX_CUT_BITS, CUT_LARGE))
-            .flatten();
+            .flatten()
+            .filter(|cut| cut.bytes() <= VECTORS_CACHED);
         let v4 = match cut {
             Some(cut) => V4::Cut(cut),
-            None => V4::Trees(Split::build(&rules, &members)),
+            None => V4::Trees(Trees::build(&rules, &members, CLASSES_BUILD)),
         };
         Self::with_v4(rules, v4)
     }
@@ -883,7 +968,7 @@ impl Classifier {
     /// whatever their size (for tests and benchmarks: [`Classifier::build`]
     /// chooses).
     pub fn build_trees(rules: Vec<Rule>) -> Classifier {
-        let v4 = Split::build(&rules, &v4_members(&rules));
+        let v4 = Trees::build(&rules, &v4_members(&rules), CLASSES_BUILD);
         Self::with_v4(rules, V4::Trees(v4))
     }
 
@@ -912,7 +997,7 @@ impl Classifier {
         if v4(k.src) && v4(k.dst) {
             match &self.v4 {
                 V4::Cut(cut) => cut.classify(k, k.src as u32, k.dst as u32),
-                V4::Trees(trees) => trees.classify(k, k.src as u32, k.dst as u32),
+                V4::Trees(trees) => trees.split.classify(k, k.src as u32, k.dst as u32),
             }
         } else {
             self.v6.classify(k, k.src, k.dst)
@@ -920,19 +1005,17 @@ impl Classifier {
     }
 
     /// [`Classifier::classify`], remembering in `memo` what it found
-    /// for the key's elementary intervals (see [`Memo`]). IPv4 rules in
-    /// trees have no intervals to remember: their lookups count as
-    /// misses.
+    /// for the key's elementary intervals (see [`Memo`]): the cell's
+    /// family's where the IPv4 rules are vectors, the intervals of all
+    /// IPv4 rules where they are trees (trees of more than about 11,000
+    /// rules have none: their IPv4 lookups count as misses).
     #[inline]
     pub fn classify_memo(&self, k: &Key, memo: &mut Memo) -> Option<u32> {
         let v4 = |a: u128| (V4_LO..=V4_HI).contains(&a);
         if v4(k.src) && v4(k.dst) {
             match &self.v4 {
                 V4::Cut(cut) => cut.classify_memo(k, k.src as u32, k.dst as u32, memo),
-                V4::Trees(trees) => {
-                    memo.misses += 1;
-                    trees.classify(k, k.src as u32, k.dst as u32)
-                }
+                V4::Trees(trees) => trees.classify_memo(k, k.src as u32, k.dst as u32, memo),
             }
         } else {
             self.v6.classify_memo(k, k.src, k.dst, u32::MAX, memo)
@@ -957,8 +1040,8 @@ impl Classifier {
                 cells: cut.fams.len(),
             },
             V4::Trees(trees) => Layout::Trees {
-                trees: trees.trees(),
-                nodes: trees.nodes(),
+                trees: trees.split.trees(),
+                nodes: trees.split.nodes(),
             },
         }
     }
@@ -1022,7 +1105,8 @@ impl MemoSlot {
 /// TCP flags and metadata (what the residual check reads) match the same
 /// first rule, whatever their addresses and ports. A worker keeps one for
 /// its classifier: a key whose intervals were classified before skips the
-/// vectors' AND and residual checks (the interval searches remain).
+/// vectors' AND, or the trees' walk, and the residual checks (the
+/// interval searches remain).
 /// Direct-mapped, 1,024 entries of 32 bytes; a collision replaces the
 /// entry, so adversarial keys cost a miss, never a wrong answer. Valid
 /// only for the classifier it was filled by.
@@ -1030,7 +1114,7 @@ pub struct Memo {
     slots: Box<[MemoSlot]>,
     /// Lookups answered from the memo.
     pub hits: u64,
-    /// Lookups that went through the vectors.
+    /// Lookups that went through the vectors or trees.
     pub misses: u64,
 }
 
@@ -1049,6 +1133,40 @@ impl Memo {
     /// the counts go on.
     pub fn clear(&mut self) {
         self.slots.fill(MemoSlot::default());
+    }
+
+    /// The rule remembered for `k` in the family `tag` with the vectors
+    /// `ids` of its source, destination, destination port and source
+    /// port intervals, or else `miss()`'s, then remembered.
+    #[inline(always)]
+    fn answer(
+        &mut self,
+        tag: u32,
+        ids: [u32; 4],
+        k: &Key,
+        miss: impl FnOnce() -> Option<u32>,
+    ) -> Option<u32> {
+        let key = [
+            tag,
+            ids[0],
+            ids[1],
+            ids[2],
+            ids[3],
+            u32::from(k.proto) | u32::from(k.flags) << 8,
+            k.meta,
+        ];
+        let slot = self.slot(&key);
+        if self.slots[slot].key == key {
+            self.hits += 1;
+            return self.slots[slot].found();
+        }
+        self.misses += 1;
+        let found = miss();
+        self.slots[slot] = MemoSlot {
+            key,
+            rule: found.unwrap_or(u32::MAX),
+        };
+        found
     }
 
     /// The slot of `key`.
