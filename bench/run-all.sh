@@ -26,6 +26,7 @@ BENCHES=(
   "run-gateway.sh|data routes && data classbench|needs ../shared/data (routes, classbench)"
   "GATEWAY_TCP=1 run-gateway.sh|data routes && data classbench|needs ../shared/data (routes, classbench)"
   "run-nat64.sh|data routes && data classbench|needs ../shared/data (routes, classbench)"
+  "run-gateway-ipv6.sh|data routes && data classbench|needs ../shared/data (routes, classbench)"
   "run-export.sh|data routes && data classbench|needs ../shared/data (routes, classbench)"
   "run-gateway-scale.sh|data routes && data classbench|needs ../shared/data (routes, classbench)"
   "run-gateway-instructions.sh|data routes && data classbench && have valgrind|needs ../shared/data (routes, classbench) and valgrind"

@@ -19,11 +19,6 @@ out=bench/results/nat64.md
   echo
   echo "Command: \`bench/run-nat64.sh $RUNS\` $(provenance)."
   echo
-  all=$(target/release/sluice-bench gateway --nat64-rows --runs "$RUNS" 2>/dev/null)
-  grep -E '^[0-9]+ flows' <<<"$all"
-  echo
-  grep -E '^\| (path|template|gateway, first packet|gateway, [0-9]+ packets of established|gateway, (new flow|established flows|the servers. replies), NAT64)|^\|---\|---\|---\|---\|---\|$' <<<"$all"
-  echo
-  grep -E '^NAT64 against' <<<"$all"
+  gateway_beside_nat44 --nat64-rows "$RUNS" 'gateway, (new flow|established flows|the servers. replies), NAT64' 'NAT64 against'
 } | tee "$out.tmp"
 mv "$out.tmp" "$out"

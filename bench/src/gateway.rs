@@ -109,6 +109,15 @@ pub struct GatewayArgs {
     /// each run beside NAT44's. UDP only.
     #[arg(long)]
     nat64_rows: bool,
+    /// Also measure the new and established passes of plain IPv6 flows
+    /// (conntrack and the firewall, no translation): the same flows, each
+    /// from 2001:db8:100::HOST to an address in 2409:8000::/20 made of its
+    /// server's IPv4 address, in 84-byte IPv6/UDP frames, with the route
+    /// file's IPv6 prefixes loaded too (spread over 2001:db8:fe::2 on the
+    /// second port; the IPv4 rows then run on both tables), in each run
+    /// beside IPv4's. UDP only.
+    #[arg(long)]
+    ipv6_rows: bool,
     /// Every interface clamps TCP SYNs' MSS to this (`clamp_mss`): what
     /// clamping costs a new TCP flow (its SYN clamped coming in, looked
     /// at again going out).
@@ -184,6 +193,20 @@ const UDP6_FRAME: usize = UDP_FRAME + 20;
 /// to the well-known prefix's address of its destination, the same
 /// ports and length of data, the checksum valid.
 fn frame6(f: &[u8]) -> [u8; UDP6_FRAME] {
+    let nat64 = pipeline::nat64::Nat64::new(pipeline::nat64::WELL_KNOWN, 0, vec![]).unwrap();
+    frame6_to(f, |server| nat64.embed(server))
+}
+
+/// A plain IPv6 client's frame of IPv4/UDP frame `f` (`--ipv6-rows`):
+/// as [`frame6`], to its server's IPv4 address in 2409:8000::/20 (a
+/// prefix of the shared table, with more specific ones inside it) below
+/// its top 20 bits.
+fn frame6_plain(f: &[u8]) -> [u8; UDP6_FRAME] {
+    frame6_to(f, |server| 0x24098_u128 << 108 | u128::from(server) << 76)
+}
+
+/// [`frame6`] to `dst(server)` for the IPv4 server's address.
+fn frame6_to(f: &[u8], dst: impl Fn(u32) -> u128) -> [u8; UDP6_FRAME] {
     let mut g = [0u8; UDP6_FRAME];
     g[..12].copy_from_slice(&f[..12]);
     g[12..14].copy_from_slice(&[0x86, 0xdd]);
@@ -193,8 +216,7 @@ fn frame6(f: &[u8]) -> [u8; UDP6_FRAME] {
     l3[4..6].copy_from_slice(&(l4 as u16).to_be_bytes());
     (l3[6], l3[7]) = (17, 64);
     let src = 0x2001_0db8_0100_u128 << 80 | u128::from(f[29]);
-    let nat64 = pipeline::nat64::Nat64::new(pipeline::nat64::WELL_KNOWN, 0, vec![]).unwrap();
-    let dst = nat64.embed(u32::from_be_bytes([f[30], f[31], f[32], f[33]]));
+    let dst = dst(u32::from_be_bytes([f[30], f[31], f[32], f[33]]));
     l3[8..24].copy_from_slice(&src.to_be_bytes());
     l3[24..40].copy_from_slice(&dst.to_be_bytes());
     l3[40..44].copy_from_slice(&f[34..38]);
@@ -744,9 +766,33 @@ fn export_ring(cap: usize) -> rtrb::Producer<Record> {
     standing(cap, r)
 }
 
+/// The IPv6 gateway of `--ipv6-rows` on the second port: 2001:db8:fe::2
+/// (2001:db8:fe::1/64 there), the route file's IPv6 prefixes spread over
+/// it.
+fn with_ipv6_table(cfg: &mut appliance::config::Config) -> Result<()> {
+    let gw: std::net::Ipv6Addr = "2001:db8:fe::2".parse()?;
+    let rs = &mut cfg.router;
+    let Some((_, _, via6)) = &mut rs.route_file else {
+        anyhow::bail!("--ipv6-rows needs a config with a route file");
+    };
+    anyhow::ensure!(rs.interfaces.len() >= 2, "--ipv6-rows needs two ports");
+    *via6 = vec![pipeline::fib::NextHop {
+        port: 1,
+        via: Some(gw.into()),
+    }];
+    rs.interfaces[1].ipv6.push(("2001:db8:fe::1".parse()?, 64));
+    let mac = pipeline::wire::MacAddr([0x02, 0x5e, 0, 0, 0xfe, 0x02]);
+    rs.neighbors.push((1, gw.into(), mac));
+    Ok(())
+}
+
 /// [`gateway`] on `N`-byte frames.
 fn run<const N: usize>(a: GatewayArgs) -> Result<()> {
-    let cfg = appliance::config::load_file(&a.config).map_err(|e| anyhow::anyhow!("{e}"))?;
+    let mut cfg = appliance::config::load_file(&a.config).map_err(|e| anyhow::anyhow!("{e}"))?;
+    if a.ipv6_rows {
+        anyhow::ensure!(!a.tcp, "--ipv6-rows measures UDP flows");
+        with_ipv6_table(&mut cfg)?;
+    }
     let (router, _fib) = appliance::stages::build_router(&cfg).context("building the router")?;
     let mut gcfg = appliance::stages::build_gateway(&cfg, 1);
     if let Some(m) = a.clamp_mss {
@@ -869,6 +915,11 @@ fn run<const N: usize>(a: GatewayArgs) -> Result<()> {
         None
     };
     let (mut n64_new, mut n64_est, mut n64_back) = (vec![], vec![], vec![]);
+    // Plain IPv6 clients' frames (`--ipv6-rows`).
+    let plain6: Option<Vec<[u8; UDP6_FRAME]>> = a
+        .ipv6_rows
+        .then(|| templates.iter().map(|f| frame6_plain(f)).collect());
+    let (mut v6_new, mut v6_est, mut v6_fwd) = (vec![], vec![], (0, 0, 0));
     // The servers' replies to NAT64's flows (IPv4 to the pool's ports),
     // made from the first run's table, and their order.
     let mut replies: Vec<[u8; UDP_FRAME]> = vec![];
@@ -952,6 +1003,14 @@ fn run<const N: usize>(a: GatewayArgs) -> Result<()> {
             n64_back.push(cb);
             n64_fwd = (n, ne, nb);
         }
+        if let Some(t6) = &plain6 {
+            let mut g = fresh();
+            let (cy, n) = gateway_pass(t6, new_order, &mut g);
+            v6_new.push(cy);
+            let (ce, ne) = gateway_pass(t6, est_order, &mut g);
+            v6_est.push(ce);
+            v6_fwd = (n, ne, g.conntrack().len());
+        }
         if a.sync_rows {
             let mut g = make(true, a.export, gcfg.ct_capacity);
             sync_new.push(gateway_pass(templates, new_order, &mut g).0);
@@ -1009,6 +1068,8 @@ fn run<const N: usize>(a: GatewayArgs) -> Result<()> {
         a.runs,
         if a.tcp {
             " TCP: each flow's SYN opens it; the server's SYN+ACK and the client's ACK complete its handshake (not measured); the segments carry the options Linux sends (SYN and SYN+ACK: MSS, SACK permitted, timestamp, window scale 7; then a timestamp); its established packets are the client's next segment (14 bytes of data) again and again, in the window, so conntrack's window tracking checks and updates for each."
+        } else if a.ipv6_rows {
+            " With `--ipv6-rows` the route file's 160,147 IPv6 prefixes are loaded too (every row runs on both tables), spread over 2001:db8:fe::2 on the second port; the plain IPv6 flows are the same flows from 2001:db8:100::HOST to their servers' IPv4 addresses below 2409:8000::/20 (`frame6_plain`), tracked by conntrack and classified by the firewall's IPv6 family, not translated."
         } else {
             ""
         }
@@ -1161,6 +1222,31 @@ fn run<const N: usize>(a: GatewayArgs) -> Result<()> {
             "\n{title} instead of masquerade (each run's passes beside those without it): new flows/s {:.2}×, established cycles per packet {:.3}×.",
             gw_new / vn,
             ve / gw_est
+        );
+    }
+    let plain = (!v6_new.is_empty()).then(|| (m(&mut v6_new), m(&mut v6_est)));
+    if let Some((pn, pe)) = plain {
+        println!(
+            "| gateway, new flow, plain IPv6 (a client's first packet to 2409:8000::/20, {UDP6_FRAME} bytes: conntrack and the firewall, no translation) | {pn:.0} | {:.0} | {:.2} M flows/s | {} of {} ({} flows tracked) |",
+            pn - copy,
+            hz / pn / 1e6,
+            v6_fwd.0,
+            a.flows,
+            v6_fwd.2
+        );
+        println!(
+            "| gateway, established flows, plain IPv6 | {pe:.0} | {:.0} | {:.1} | {} of {} |",
+            pe - copy,
+            hz / pe / 1e6,
+            v6_fwd.1,
+            a.packets
+        );
+    }
+    if let Some((pn, pe)) = plain {
+        println!(
+            "\nPlain IPv6 against IPv4 with NAT44 (the same flows, each run's passes side by side): new flows/s {:.2}×, established packets/s {:.2}×.",
+            gw_new / pn,
+            gw_est / pe
         );
     }
     if let Some((nn, ne)) = nat64 {

@@ -263,10 +263,10 @@ const CHUNK: usize = 32;
 const _: () = assert!(CHUNK <= 64, "a chunk's new flows are a 64-bit mask");
 
 /// A packet of a burst its first stage found plain (a TCP or UDP packet
-/// in one valid IPv4 header to this port's MAC): its tuple, TCP flags and
-/// hash, the conntrack entry its signature matched, and (a likely new
-/// flow's first packet) what opening its flow takes from the
-/// configuration.
+/// in one valid IPv4 header to this port's MAC, or an IPv6 one,
+/// [`ipv6::plain6`]): its tuple, TCP flags and hash, the conntrack entry
+/// its signature matched, and (a likely new flow's first packet) what
+/// opening its flow takes from the configuration.
 #[derive(Clone, Copy)]
 struct Lane {
     t: Tuple,
@@ -274,6 +274,18 @@ struct Lane {
     h: u64,
     hint: Option<u32>,
     plan: Option<Plan4>,
+    way: Way,
+}
+
+/// Which way a [`Lane`] goes.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Way {
+    /// IPv4 ([`Gateway::track4`]).
+    V4,
+    /// IPv6 to a NAT64 prefix ([`Gateway::nat64_lane`]).
+    Nat64,
+    /// IPv6 to any other address ([`Gateway::track6`]).
+    Plain6,
 }
 
 /// What opening a new IPv4 flow takes from the configuration alone
@@ -1043,15 +1055,25 @@ impl<C: StageClock> ForwardMode for Gateway<C> {
         {
             self.clock.start();
             let mut lanes = [None::<Lane>; CHUNK];
-            // NAT64's IPv6 packets take lanes too, where nothing comes
-            // before NAT64 in their way (NPTv6's inbound translation).
-            let nat64 = !self.nat.nat64.is_empty() && self.nat.npt.is_empty();
+            // IPv6 packets take lanes too, where nothing comes before
+            // conntrack in their way (NPTv6's inbound translation): to a
+            // NAT64 prefix NAT64's, to any other address not the
+            // router's (nor multicast) conntrack's.
+            let v6 = self.nat.npt.is_empty();
             for (p, l) in pc.iter().zip(lanes.iter_mut()) {
-                let mut plain = plain_l4(p.bytes(), mac, p.ip4_csum());
-                if plain.is_none() && nat64 {
-                    plain = nat64::plain_nat64(p.bytes(), mac, |a| self.nat64_of(a).is_some());
+                let mut plain =
+                    plain_l4(p.bytes(), mac, p.ip4_csum()).map(|(t, f)| (t, f, Way::V4));
+                if plain.is_none() && v6 {
+                    plain = ipv6::plain6(p.bytes(), mac).and_then(|(t, f)| {
+                        if !self.nat.nat64.is_empty() && self.nat64_of(t.dst).is_some() {
+                            Some((t, f, Way::Nat64))
+                        } else {
+                            let mine = t.dst >> 120 == 0xff || self.router.is_local6(t.dst);
+                            (!mine).then_some((t, f, Way::Plain6))
+                        }
+                    });
                 }
-                *l = plain.map(|(t, flags)| {
+                *l = plain.map(|(t, flags, way)| {
                     let h = t.hash();
                     pf(self.ct.bucket_of(h));
                     Lane {
@@ -1060,6 +1082,7 @@ impl<C: StageClock> ForwardMode for Gateway<C> {
                         h,
                         hint: None,
                         plan: None,
+                        way,
                     }
                 });
             }
@@ -1072,13 +1095,18 @@ impl<C: StageClock> ForwardMode for Gateway<C> {
             for (i, l) in lanes.iter_mut().enumerate() {
                 let Some(l) = l else { continue };
                 l.hint = self.ct.hint(l.h);
-                if l.hint.is_none() {
+                if l.hint.is_none() && l.way == Way::Plain6 {
+                    // Most likely a new flow's first packet, whose route
+                    // is looked up (the first level, which misses the
+                    // caches, on its way); IPv6 is not planned.
+                    pf(self.router.lpm6().entry_of(l.t.dst));
+                } else if l.hint.is_none() {
                     // Most likely a new flow's first packet: its route is
                     // looked up in the table (an established flow's is in
                     // its flow), whose first level misses the caches.
                     pf(lpm.entry_of(addr4(l.t.dst)));
                     // NAT64's are not planned (`Plan4` is NAT44's).
-                    let v4 = crate::acl::is_v4(l.t.src);
+                    let v4 = l.way == Way::V4;
                     new |= u64::from(v4 && opens_flow(l.t.proto, l.flags)) << i;
                 }
                 if let Some(f) = l.hint.and_then(|v| self.ct.flow_at(v)) {
@@ -1117,10 +1145,13 @@ impl<C: StageClock> ForwardMode for Gateway<C> {
             self.clock.mark(Stage::Route);
             for ((p, v), l) in pc.iter_mut().zip(vc.iter_mut()).zip(&lanes) {
                 *v = match l {
-                    // NAT64's (MSS clamping: the full way, which clamps).
-                    Some(l) if !crate::acl::is_v4(l.t.src) => {
+                    // IPv6 (MSS clamping: the full way, which clamps).
+                    Some(l) if l.way != Way::V4 => {
                         if self.mss.any {
                             self.process_other(p, in_port)
+                        } else if l.way == Way::Plain6 {
+                            self.clock.start();
+                            self.track6(p, in_port, l)
                         } else {
                             self.clock.start();
                             self.nat64_lane(p, in_port, l)

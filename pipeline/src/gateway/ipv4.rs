@@ -91,6 +91,7 @@ impl<C: StageClock> Gateway<C> {
             h: t.hash(),
             hint: None,
             plan: None,
+            way: Way::V4,
         };
         self.track4(pkt, in_port, &lane)
     }

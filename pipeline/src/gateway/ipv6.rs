@@ -78,6 +78,47 @@ impl<C: StageClock> Gateway<C> {
         self.l4_6(pkt, in_port, proto, off, true)
     }
 
+    /// A burst's plain IPv6 lane ([`plain6`], not to a NAT64 prefix nor
+    /// the router, NPTv6 off): its flow tracked with the hash and hint
+    /// the burst found, then translated if masqueraded and forwarded
+    /// through the flow's cached next hop (the verdict and bytes
+    /// [`Gateway::l4_6`] gives a tracked flow's packet); a
+    /// packet of no flow (a new flow's first) goes the full way
+    /// ([`Gateway::ipv6`]), which looks it up again.
+    #[inline(always)]
+    pub(super) fn track6<P: Frame>(&mut self, pkt: &mut P, in_port: u16, l: &Lane) -> Verdict {
+        let t = &l.t;
+        let b = pkt.bytes();
+        let end = ETH + 40 + usize::from(u16::from_be_bytes([b[ETH + 4], b[ETH + 5]]));
+        let seg = (t.proto == IpProto::TCP && self.ct.tcp_window())
+            .then(|| Segment::parse(&b[ETH + 40..end]));
+        let bytes = end - ETH;
+        let Some((i, reply, conn)) =
+            self.ct
+                .track_index(t, l.h, l.hint, l.flags, seg.as_ref(), || bytes, in_port)
+        else {
+            return self.ipv6(pkt, in_port);
+        };
+        self.clock.mark(Stage::Conntrack);
+        if conn == crate::conntrack::Conn::Invalid {
+            let out = self
+                .router
+                .route6(t.dst, self.router.packet_hash(&b[ETH..]));
+            return self.invalid(pkt, in_port, t, l.flags, out);
+        }
+        let f = self.ct.flow(i);
+        if f.nat() {
+            let (to, d) = (f.translated(reply), f.nat_deltas(reply).1);
+            nat::rewrite6_flow(&mut pkt.bytes_mut()[ETH..], t.proto, 40, &to, d);
+            self.clock.mark(Stage::Nat);
+        }
+        // The flow's next hop, cached in it as IPv4's are (filled from
+        // the route and neighbour tables when stale; what it cannot take
+        // goes the router's full way).
+        let hop = self.ct.hop_mut(i, reply);
+        self.router.forward6_cached(pkt, in_port, hop)
+    }
+
     /// An IPv6 packet (upper layer `proto` at `off`) to one of the
     /// router's addresses, with IPv6 masquerade on: a masqueraded flow's
     /// reply (or an ICMPv6 error about one of its packets) goes the
@@ -398,4 +439,56 @@ fn has_ports6(proto: u8, flags: u16) -> bool {
         IpProto::ICMPV6 => matches!(flags >> 8, 128 | 129),
         _ => false,
     }
+}
+
+/// A burst's IPv6 packet that may take a lane (NAT64's,
+/// [`Gateway::nat64_lane`], or conntrack's, [`Gateway::track6`], as the
+/// caller decides by its destination): an IPv6 frame to `mac` with no
+/// extension header, hop limit above 1, TCP, UDP or an echo (request or
+/// reply) whole in the frame: its tuple and flags, as [`ports`] gives
+/// them. Anything else takes the full way.
+#[inline(always)]
+pub(super) fn plain6(b: &[u8], mac: [u8; 6]) -> Option<(Tuple, u16)> {
+    // The Ethernet and IPv6 headers and the first 8 bytes of the upper
+    // layer as a fixed array: no bounds checks on the reads below (as
+    // `plain_l4` reads IPv4's).
+    let h: &[u8; ETH + 48] = b.get(..ETH + 48)?.try_into().ok()?;
+    if h[..6] != mac || h[12..14] != EtherType::IPV6.to_be_bytes() || h[ETH] >> 4 != 6 {
+        return None;
+    }
+    let l3 = &h[ETH..];
+    let (proto, hop) = (l3[6], l3[7]);
+    let plen = usize::from(u16::from_be_bytes([l3[4], l3[5]]));
+    if hop <= 1 || ETH + 40 + plen > b.len() {
+        return None;
+    }
+    let be16 = |i: usize| u16::from_be_bytes([l3[i], l3[i + 1]]);
+    let (sport, dport, flags) = match proto {
+        IpProto::TCP if plen >= 20 => {
+            // Inside the frame: `plen` (at least 20) fits in it.
+            let f = b.get(ETH + 52..ETH + 54)?;
+            (
+                be16(40),
+                be16(42),
+                u16::from(f[1]) | u16::from(f[0] & 1) << 8,
+            )
+        }
+        IpProto::UDP if plen >= 8 => (be16(40), be16(42), 0),
+        IpProto::ICMPV6 if plen >= 8 && matches!(l3[40], 128 | 129) => {
+            (be16(44), be16(44), be16(40))
+        }
+        _ => return None,
+    };
+    let dst = u128::from_be_bytes(l3[24..40].try_into().ok()?);
+    Some((
+        Tuple {
+            src: u128::from_be_bytes(l3[8..24].try_into().ok()?),
+            dst,
+            sport,
+            dport,
+            proto,
+            zone: 0,
+        },
+        flags,
+    ))
 }

@@ -76,7 +76,7 @@ impl<C: StageClock> Gateway<C> {
         self.nat64_track(pkt, in_port, &t, t.hash(), None, flags, off)
     }
 
-    /// A burst's NAT64 lane ([`plain_nat64`]: a plain IPv6 TCP, UDP or
+    /// A burst's NAT64 lane ([`plain6`] to a NAT64 prefix: a plain IPv6 TCP, UDP or
     /// echo packet to a NAT64 prefix, its flow's entry on its way when
     /// conntrack had a hint).
     #[inline(never)]
@@ -702,62 +702,4 @@ fn replace_l3<P: Frame>(pkt: &mut P, ether: u16, l3: &[u8]) -> Option<Verdict> {
     b[12..14].copy_from_slice(&ether.to_be_bytes());
     b[ETH..].copy_from_slice(l3);
     None
-}
-
-/// A burst's packet that NAT64 takes the short way ([`Gateway::nat64_lane`]):
-/// an IPv6 frame to `mac` with no extension header, hop limit above 1,
-/// TCP, UDP or an echo (request or reply) whole in the frame, to an
-/// address `is_nat64` says is a NAT64 prefix's: its tuple and flags, as
-/// [`ports`] gives them. Anything else takes the full way.
-#[inline(always)]
-pub(super) fn plain_nat64(
-    b: &[u8],
-    mac: [u8; 6],
-    is_nat64: impl Fn(u128) -> bool,
-) -> Option<(Tuple, u16)> {
-    // The Ethernet and IPv6 headers and the first 8 bytes of the upper
-    // layer as a fixed array: no bounds checks on the reads below (as
-    // `plain_l4` reads IPv4's).
-    let h: &[u8; ETH + 48] = b.get(..ETH + 48)?.try_into().ok()?;
-    if h[..6] != mac || h[12..14] != EtherType::IPV6.to_be_bytes() || h[ETH] >> 4 != 6 {
-        return None;
-    }
-    let l3 = &h[ETH..];
-    let (proto, hop) = (l3[6], l3[7]);
-    let plen = usize::from(u16::from_be_bytes([l3[4], l3[5]]));
-    if hop <= 1 || ETH + 40 + plen > b.len() {
-        return None;
-    }
-    let be16 = |i: usize| u16::from_be_bytes([l3[i], l3[i + 1]]);
-    let (sport, dport, flags) = match proto {
-        IpProto::TCP if plen >= 20 => {
-            // Inside the frame: `plen` (at least 20) fits in it.
-            let f = b.get(ETH + 52..ETH + 54)?;
-            (
-                be16(40),
-                be16(42),
-                u16::from(f[1]) | u16::from(f[0] & 1) << 8,
-            )
-        }
-        IpProto::UDP if plen >= 8 => (be16(40), be16(42), 0),
-        IpProto::ICMPV6 if plen >= 8 && matches!(l3[40], 128 | 129) => {
-            (be16(44), be16(44), be16(40))
-        }
-        _ => return None,
-    };
-    let dst = u128::from_be_bytes(l3[24..40].try_into().ok()?);
-    if !is_nat64(dst) {
-        return None;
-    }
-    Some((
-        Tuple {
-            src: u128::from_be_bytes(l3[8..24].try_into().ok()?),
-            dst,
-            sport,
-            dport,
-            proto,
-            zone: 0,
-        },
-        flags,
-    ))
 }

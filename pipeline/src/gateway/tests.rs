@@ -1494,6 +1494,57 @@ fn every_stage_counter_has_its_own_name() {
     assert_eq!(&EVENTS[..router::Event::COUNT], router::Event::NAMES);
 }
 
+/// A packet of a replay ([`replay_in_bursts`]): a frame and the port it
+/// comes in on, or `None`: 31 s pass and the gateway ticks.
+type Replayed = Option<(Vec<u8>, u16)>;
+
+/// Replays `inputs` through `g`'s burst path, eight at a time (a tick,
+/// `None`, only at the start of eight: the eight are gathered first),
+/// each run of one port's packets a burst (the worker's prefetch hook
+/// before it if `hook`), and checks that every packet gets the verdict
+/// and bytes `outputs` says it got alone through `process`.
+fn replay_in_bursts(
+    g: &mut Gateway,
+    inputs: &[Replayed],
+    outputs: &[(Verdict, Vec<u8>)],
+    hook: bool,
+    what: &str,
+) {
+    let mut now = S;
+    for (chunk, want) in inputs.chunks(8).zip(outputs.chunks(8)) {
+        // Frame, port, and what it got alone.
+        type Todo<'a> = (Vec<u8>, u16, &'a (Verdict, Vec<u8>));
+        let mut todo: Vec<Todo> = vec![];
+        for (inp, w) in chunk.iter().zip(want) {
+            match inp {
+                Some((p, port)) => todo.push((p.clone(), *port, w)),
+                None => {
+                    now += 31 * S;
+                    g.tick(now);
+                }
+            }
+        }
+        // Runs of packets from one port: a burst each.
+        while !todo.is_empty() {
+            let port = todo[0].1;
+            let k = todo.iter().take_while(|x| x.1 == port).count();
+            let run: Vec<_> = todo.drain(..k).collect();
+            let mut frames: Vec<Vec<u8>> = run.iter().map(|x| x.0.clone()).collect();
+            if hook {
+                g.prefetch(&frames, |_| {});
+            }
+            let mut v = vec![Verdict::Drop(DropReason::Filtered); k];
+            if let Some(x) = g.process_burst(&mut frames, port, &mut v) {
+                v.fill(x);
+            }
+            for ((f, got), (_, _, (wv, wf))) in frames.iter().zip(&v).zip(&run) {
+                assert_eq!(got, wv, "{what}");
+                assert_eq!(f, wf, "{what}");
+            }
+        }
+    }
+}
+
 /// The burst path gives every packet the verdict and bytes it gets alone
 /// through `process`, with the same counters, with the worker's prefetch
 /// hook before it or without: on a mix of new flows, their replies,
@@ -1543,40 +1594,7 @@ fn burst_path_changes_nothing() {
     }
     for hook in [false, true] {
         let mut g = gateway();
-        let mut now = S;
-        for (chunk, want) in inputs.chunks(8).zip(outputs.chunks(8)) {
-            // Frame, port, and what it got alone.
-            type Todo<'a> = (Vec<u8>, u16, &'a (Verdict, Vec<u8>));
-            let mut todo: Vec<Todo> = vec![];
-            for (inp, w) in chunk.iter().zip(want) {
-                match inp {
-                    Some((p, port)) => todo.push((p.clone(), *port, w)),
-                    None => {
-                        now += 31 * S;
-                        g.tick(now);
-                    }
-                }
-            }
-            // Runs of packets from one port: a burst each.
-            while !todo.is_empty() {
-                let port = todo[0].1;
-                let k = todo.iter().take_while(|x| x.1 == port).count();
-                let run: Vec<_> = todo.drain(..k).collect();
-                let mut frames: Vec<Vec<u8>> = run.iter().map(|x| x.0.clone()).collect();
-                if hook {
-                    g.prefetch(&frames, |_| {});
-                }
-                let mut v = vec![Verdict::Drop(DropReason::Filtered); k];
-                let same = g.process_burst(&mut frames, port, &mut v);
-                if let Some(x) = same {
-                    v.fill(x);
-                }
-                for ((f, got), (_, _, (wv, wf))) in frames.iter().zip(&v).zip(&run) {
-                    assert_eq!(got, wv, "hook {hook}");
-                    assert_eq!(f, wf, "hook {hook}");
-                }
-            }
-        }
+        replay_in_bursts(&mut g, &inputs, &outputs, hook, &format!("hook {hook}"));
         assert_eq!(g.ct.events(), alone.ct.events(), "hook {hook}");
         assert_eq!(g.ct.len(), alone.ct.len());
     }

@@ -505,6 +505,12 @@ impl Router {
         self.cfg.fib.lpm4()
     }
 
+    /// The IPv6 route table (for a stage that prefetches its lookups).
+    #[inline(always)]
+    pub(crate) fn lpm6(&self) -> &crate::lpm::Lpm6 {
+        self.cfg.fib.lpm6()
+    }
+
     /// [`Router::route4`]'s route itself: the next-hop slot and the path
     /// (for a flow of hash `hash`), and whether the route has several
     /// paths (one was picked by the hash).

@@ -266,3 +266,100 @@ fn replies_to_another_workers_port_are_handed_over() {
     assert_eq!(w[1].process(&mut r, 1), Verdict::Forward(0));
     assert_eq!(dst_of(&r), v6(CLIENT6));
 }
+
+/// The burst path's IPv6 lanes give every packet the verdict and bytes it
+/// gets alone through `process`, with the same counters, with IPv6
+/// masquerade and without: inside flows out (masqueraded, or tracked as
+/// they are) and their replies (to the router's address: the full way;
+/// or to the client: a lane), outside flows in and their replies, repeats
+/// of a new flow within a burst, flows that expire and open again, and
+/// packets no lane takes (hop limit 1, multicast, to the router).
+#[test]
+fn the_burst_paths_ipv6_lanes_change_nothing() {
+    use rand::{RngExt, SeedableRng};
+    let name = |a: u128| Ipv6Addr::from(a).to_string();
+    for masq in [true, false] {
+        let cfg = || {
+            let mut c = config6(1);
+            if !masq {
+                let mut nat = (*c.nat).clone();
+                nat.masq6.clear();
+                c.nat = std::sync::Arc::new(nat);
+            }
+            c
+        };
+        let mut rng = rand::rngs::SmallRng::seed_from_u64(23);
+        let mut alone = Gateway::new(router6(), &cfg(), 0);
+        alone.tick(S);
+        let (mut inputs, mut outputs): (Vec<Replayed>, _) = (vec![], vec![]);
+        let mut last_out: Vec<Option<(Vec<u8>, u16)>> = vec![None; 32];
+        let mut now = S;
+        for i in 0..1500 {
+            // (At the start of eight: `replay_in_bursts`.)
+            if i % 160 == 0 && i > 0 {
+                now += 31 * S;
+                alone.tick(now);
+                inputs.push(None);
+                outputs.push((Verdict::Drop(DropReason::Filtered), vec![]));
+                continue;
+            }
+            let f = rng.random_range(0..32usize);
+            let tcp = f % 2 == 1;
+            let proto = if tcp { 6 } else { 17 };
+            let (mut p, port) = match &last_out[f] {
+                Some((out, o)) if rng.random_bool(0.4) => {
+                    // The reply to what left, from where it went.
+                    let mac = if *o == 1 { R1 } else { R0 };
+                    let (s, d) = (name(dst_of(out)), name(src_of(out)));
+                    let (sp, dp) = (port_at(out, 2), port_at(out, 0));
+                    (
+                        pkt6(mac, &s, sp, &d, dp, proto, if tcp { 0x12 } else { 0 }),
+                        *o,
+                    )
+                }
+                prev => {
+                    let flags = if prev.is_some() { 0x10 } else { 0x02 };
+                    let sport = 1000 + f as u16;
+                    match rng.random_range(0..20) {
+                        0 => {
+                            let mut p = pkt6(R0, CLIENT6, sport, SERVER6, 53, proto, flags);
+                            p[21] = 1;
+                            (p, 0)
+                        }
+                        1 => (pkt6(R0, CLIENT6, sport, "ff02::1:5", 53, 17, 0), 0),
+                        2 => (pkt6(R0, CLIENT6, sport, "fd00:1::1", 53, 17, 0), 0),
+                        3 => (pkt6(R0, CLIENT6, f as u16, SERVER6, 128, 58, 0), 0),
+                        // Outside flows in, to the client.
+                        _ if f >= 24 => {
+                            let from = format!("2001:db8:99::{f:x}");
+                            (pkt6(R1, &from, sport, CLIENT6, 80, proto, flags), 1)
+                        }
+                        _ if f >= 12 => {
+                            let to = format!("2001:db8:99::{f:x}");
+                            (pkt6(R0, CLIENT6, sport, &to, 443, proto, flags), 0)
+                        }
+                        _ => (pkt6(R0, CLIENT6, sport, SERVER6, 53, proto, flags), 0),
+                    }
+                }
+            };
+            inputs.push(Some((p.clone(), port)));
+            let v = alone.process(&mut p, port);
+            if let Verdict::Forward(o) = v {
+                if p[20] == proto {
+                    last_out[f] = Some((p.clone(), o));
+                }
+            }
+            outputs.push((v, p));
+        }
+        let forwarded = outputs
+            .iter()
+            .filter(|(v, _)| matches!(v, Verdict::Forward(_)));
+        assert!(forwarded.count() > 800, "masq {masq}");
+        let mut g = Gateway::new(router6(), &cfg(), 0);
+        g.tick(S);
+        replay_in_bursts(&mut g, &inputs, &outputs, true, &format!("masq {masq}"));
+        assert_eq!(g.ct.events(), alone.ct.events(), "masq {masq}");
+        assert_eq!(g.ct.len(), alone.ct.len(), "masq {masq}");
+        assert!(alone.ct.event(crate::conntrack::Event::Expired) > 0);
+    }
+}

@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Plain IPv6 through the gateway against IPv4 with NAT44, side by side in
+# each run (`sluice-bench gateway --ipv6-rows`): the same 100,000 UDP
+# flows, first from IPv4 clients through masquerade, then from IPv6
+# clients (2001:db8:100::HOST) to their servers' addresses below
+# 2409:8000::/20, tracked and classified, not translated; both full tables
+# loaded, the fw1_10k rules. New flows and established packets. Writes
+# bench/results/gateway-ipv6.md.
+#   bench/run-gateway-ipv6.sh [RUNS]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+. bench/lib.sh
+RUNS=${1:-5}
+cargo build --release -q -p bench
+mkdir -p bench/results
+out=bench/results/gateway-ipv6.md
+{
+  echo "# Plain IPv6 through the gateway"
+  echo
+  echo "Command: \`bench/run-gateway-ipv6.sh $RUNS\` $(provenance)."
+  echo
+  gateway_beside_nat44 --ipv6-rows "$RUNS" 'gateway, (new flow|established flows), plain IPv6' 'Plain IPv6 against'
+} | tee "$out.tmp"
+mv "$out.tmp" "$out"
