@@ -20,7 +20,7 @@
 
 mod common;
 
-use common::{as_root, ctl_json, have, until, Killed, Nets};
+use common::{as_root, ctl_json, have, until, Killed, Nets, Stopped};
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -205,12 +205,12 @@ fn lab(prefix: &str) -> Nets {
 
 /// Box `x` (`a` or `b`) of the pair in namespace `ns`: Sluice, its TAPs'
 /// addresses, keepalived.
-fn start_box(n: &Nets, ns: &str, x: &str, dir: &Path) -> (Killed, Killed) {
+fn start_box(n: &Nets, ns: &str, x: &str, dir: &Path) -> (Killed, Stopped) {
     start_box_with(n, ns, x, dir, true)
 }
 
 /// [`start_box`], without its `[ha]` section unless `sync`.
-fn start_box_with(n: &Nets, ns: &str, x: &str, dir: &Path, sync: bool) -> (Killed, Killed) {
+fn start_box_with(n: &Nets, ns: &str, x: &str, dir: &Path, sync: bool) -> (Killed, Stopped) {
     let (own_in, own_out) = if x == "a" {
         ("198.18.0.2", "198.19.0.2")
     } else {
@@ -247,7 +247,7 @@ fn start_box_with(n: &Nets, ns: &str, x: &str, dir: &Path, sync: bool) -> (Kille
     let kconf = dir.join(format!("{x}.keepalived.conf"));
     std::fs::write(&kconf, shipped(&format!("keepalived-{x}.conf"))).unwrap();
     let pid = |what: &str| dir.join(format!("{x}.{what}.pid"));
-    let keepalived = Killed(
+    let keepalived = Stopped(
         Command::new("ip")
             .args(["netns", "exec", ns, "keepalived", "-n", "-l", "-D", "-f"])
             .arg(&kconf)
@@ -557,9 +557,7 @@ s.sendto(b"SLHA\x01\x01" + bytes(26) + bytes(97) + bytes(32), ("198.18.9.2", 810
     let _ = sluice_a.0.wait();
     // Its keepalived goes too, as with the box (SIGTERM: keepalived
     // ends its VRRP child; a SIGKILL would leave it running).
-    let mut keep_a = keep_a;
-    common::signal(&keep_a, "-TERM");
-    let _ = keep_a.0.wait();
+    drop(keep_a);
     until("B master", 10, || holds_vips(&n, b));
     // The old active returns: backup, and every flow from B.
     // (Its control socket stayed behind the kill: gone, as a fresh
@@ -787,7 +785,7 @@ fn start_linux_box(
     dir: &Path,
     sync: bool,
     random: bool,
-) -> Vec<Killed> {
+) -> (Vec<Killed>, Stopped) {
     let (own, me, peer, link) = if x == "a" {
         ("2", "198.18.9.1", "198.18.9.2", "ha")
     } else {
@@ -905,7 +903,7 @@ esac
         &format!("  group {{ LAN WAN }}\n{notify}"),
     );
     std::fs::write(p("keepalived.conf"), shipped).unwrap();
-    out.push(Killed(
+    let keepalived = Stopped(
         Command::new("ip")
             .args(["netns", "exec", ns, "keepalived", "-n", "-l", "-D", "-f"])
             .arg(p("keepalived.conf"))
@@ -921,8 +919,8 @@ esac
             .stderr(std::fs::File::create(p("keepalived.log")).unwrap())
             .spawn()
             .unwrap(),
-    ));
-    out
+    );
+    (out, keepalived)
 }
 
 /// The lab at scale: `scale_flows()` TCP connections through A's NAT
@@ -959,13 +957,17 @@ fn at_scale(prefix: &str, pair: Pair) {
     }
     let sock_b = dir.join("sluice-b.sock");
     let mut boxes = Vec::new();
+    // (Declared after the boxes: dropped, so stopped, before them.)
+    let mut keepalived = Vec::new();
     match pair {
         Pair::Sluice { sync } => {
             let (sa, ka) = start_box_with(&n, a, "a", &dir, sync);
-            boxes.extend([sa, ka]);
+            boxes.push(sa);
+            keepalived.push(ka);
             until("A master", 10, || holds_vips(&n, a));
             let (sb, kb) = start_box_with(&n, b, "b", &dir, sync);
-            boxes.extend([sb, kb]);
+            boxes.push(sb);
+            keepalived.push(kb);
             if sync {
                 until("B synced with A", 10, || {
                     ctl_json(&sock_b, &["show", "ha"])["received"]["messages"].as_u64() >= Some(1)
@@ -976,9 +978,13 @@ fn at_scale(prefix: &str, pair: Pair) {
             }
         }
         Pair::Linux { sync, random } => {
-            boxes.extend(start_linux_box(&n, a, "a", &dir, sync, random));
+            let (ba, ka) = start_linux_box(&n, a, "a", &dir, sync, random);
+            boxes.extend(ba);
+            keepalived.push(ka);
             until("A master", 10, || holds_vips(&n, a));
-            boxes.extend(start_linux_box(&n, b, "b", &dir, sync, random));
+            let (bb, kb) = start_linux_box(&n, b, "b", &dir, sync, random);
+            boxes.extend(bb);
+            keepalived.push(kb);
             std::thread::sleep(Duration::from_millis(1000));
         }
     }

@@ -36,6 +36,33 @@ impl Drop for Killed {
     }
 }
 
+/// A child asked to stop (SIGTERM) when dropped, and killed only if it
+/// has not within 5 s: for a daemon whose own children outlive a SIGKILL
+/// of it (keepalived's VRRP and checker processes, which a killed
+/// keepalived left running after the test).
+#[allow(dead_code)] // Not every test binary runs one.
+pub struct Stopped(pub Child);
+
+impl Drop for Stopped {
+    fn drop(&mut self) {
+        if !matches!(self.0.try_wait(), Ok(None)) {
+            return;
+        }
+        let _ = Command::new("kill")
+            .args(["-TERM", &self.0.id().to_string()])
+            .status();
+        let t = Instant::now();
+        while t.elapsed() < Duration::from_secs(5) {
+            if !matches!(self.0.try_wait(), Ok(None)) {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
 /// An empty directory of this test process's own under the temporary
 /// directory, `sluice-NAME-PID` (one left by an earlier run removed).
 #[allow(dead_code)] // Not every test binary makes one.
