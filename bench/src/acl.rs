@@ -48,6 +48,19 @@ fn memo_pass(c: &Classifier, trace: &[Key], memo: &mut Memo) {
     }
 }
 
+/// `c` through a worker's memo over `trace`: the share of one pass's
+/// lookups the memo answered (filled by that pass), then the median of
+/// `runs` passes in M lookups/s.
+fn memo_rate(c: &Classifier, trace: &[Key], runs: usize) -> (f64, f64) {
+    let mut memo = Memo::default();
+    memo_pass(c, trace, &mut memo);
+    let hits = memo.hits as f64 / trace.len() as f64;
+    (
+        hits,
+        rate(runs, trace.len(), || memo_pass(c, trace, &mut memo)),
+    )
+}
+
 fn lines(rel: &str) -> Result<Vec<String>> {
     if rel.ends_with(".gz") {
         testdata::gz_lines(rel).with_context(|| format!("../shared/data/{rel} is missing"))
@@ -133,10 +146,7 @@ pub fn acl(a: AclArgs) -> Result<()> {
         let c = Classifier::build(rules.clone());
         let build = t0.elapsed();
         let fast = rate(a.runs, trace.len(), || classify_pass(&c, &trace));
-        let mut memo = Memo::default();
-        memo_pass(&c, &trace, &mut memo);
-        let hit_rate = memo.hits as f64 / trace.len() as f64;
-        let memoed = rate(a.runs, trace.len(), || memo_pass(&c, &trace, &mut memo));
+        let (hit_rate, memoed) = memo_rate(&c, &trace, a.runs);
         // The other layout side by side: trees where bit vectors were
         // chosen, bit vectors (cut as the build cut them before the
         // trees, whatever their memory) where trees were.
@@ -145,10 +155,7 @@ pub fn acl(a: AclArgs) -> Result<()> {
             Layout::Trees { .. } => Classifier::build_vectors(rules.clone()),
         };
         let as_other = rate(a.runs, trace.len(), || classify_pass(&other, &trace));
-        let mut memo = Memo::default();
-        memo_pass(&other, &trace, &mut memo);
-        let other_hits = memo.hits as f64 / trace.len() as f64;
-        let other_memoed = rate(a.runs, trace.len(), || memo_pass(&other, &trace, &mut memo));
+        let (other_hits, other_memoed) = memo_rate(&other, &trace, a.runs);
         let (mid, slow, speedup) = if a.classifier_only {
             ("-".to_string(), "-".to_string(), "-".to_string())
         } else {

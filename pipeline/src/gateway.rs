@@ -1095,17 +1095,16 @@ impl<C: StageClock> ForwardMode for Gateway<C> {
             for (i, l) in lanes.iter_mut().enumerate() {
                 let Some(l) = l else { continue };
                 l.hint = self.ct.hint(l.h);
-                if l.hint.is_none() && l.way == Way::Plain6 {
-                    // Most likely a new flow's first packet, whose route
-                    // is looked up (the first level, which misses the
-                    // caches, on its way); IPv6 is not planned.
-                    pf(self.router.lpm6().entry_of(l.t.dst));
-                } else if l.hint.is_none() {
+                if l.hint.is_none() {
                     // Most likely a new flow's first packet: its route is
                     // looked up in the table (an established flow's is in
                     // its flow), whose first level misses the caches.
-                    pf(lpm.entry_of(addr4(l.t.dst)));
-                    // NAT64's are not planned (`Plan4` is NAT44's).
+                    if l.way == Way::Plain6 {
+                        pf(self.router.lpm6().entry_of(l.t.dst));
+                    } else {
+                        pf(lpm.entry_of(addr4(l.t.dst)));
+                    }
+                    // Only NAT44's are planned (`Plan4`).
                     let v4 = l.way == Way::V4;
                     new |= u64::from(v4 && opens_flow(l.t.proto, l.flags)) << i;
                 }

@@ -479,11 +479,10 @@ pub(super) fn plain6(b: &[u8], mac: [u8; 6]) -> Option<(Tuple, u16)> {
         }
         _ => return None,
     };
-    let dst = u128::from_be_bytes(l3[24..40].try_into().ok()?);
     Some((
         Tuple {
             src: u128::from_be_bytes(l3[8..24].try_into().ok()?),
-            dst,
+            dst: u128::from_be_bytes(l3[24..40].try_into().ok()?),
             sport,
             dport,
             proto,
