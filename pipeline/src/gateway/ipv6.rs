@@ -83,8 +83,8 @@ impl<C: StageClock> Gateway<C> {
     /// the burst found, then translated if masqueraded and forwarded
     /// through the flow's cached next hop (the verdict and bytes
     /// [`Gateway::l4_6`] gives a tracked flow's packet); a
-    /// packet of no flow (a new flow's first) goes the full way
-    /// ([`Gateway::ipv6`]), which looks it up again.
+    /// packet of no flow (a new flow's first) goes to [`Gateway::new6`]
+    /// with what the lane found.
     #[inline(always)]
     pub(super) fn track6<P: Frame>(&mut self, pkt: &mut P, in_port: u16, l: &Lane) -> Verdict {
         let t = &l.t;
@@ -97,7 +97,8 @@ impl<C: StageClock> Gateway<C> {
             self.ct
                 .track_index(t, l.h, l.hint, l.flags, seg.as_ref(), || bytes, in_port)
         else {
-            return self.ipv6(pkt, in_port);
+            self.clock.mark(Stage::Conntrack);
+            return self.new6(pkt, in_port, l, seg.as_ref());
         };
         self.clock.mark(Stage::Conntrack);
         if conn == crate::conntrack::Conn::Invalid {
@@ -117,6 +118,109 @@ impl<C: StageClock> Gateway<C> {
         // goes the router's full way).
         let hop = self.ct.hop_mut(i, reply);
         self.router.forward6_cached(pkt, in_port, hop)
+    }
+
+    /// A plain IPv6 lane's packet whose tuple conntrack has just looked
+    /// up (hashed `l.h`) and not found: [`Gateway::l4_6`]'s way for a
+    /// packet of no flow (the same verdicts, bytes and counters), from
+    /// what the lane found instead of the frame parsed again, the tuple
+    /// not looked up again nor hashed, and the route looked up once: the
+    /// rules' output port, and, a single-path route, the new flow's
+    /// cached next hop, through which the packet leaves (a multipath
+    /// route's path is picked by the packet as sent, after masquerade,
+    /// as every later fill picks it). Out of line: the established path
+    /// it branches from keeps nothing for it.
+    #[inline(never)]
+    fn new6<P: Frame>(
+        &mut self,
+        pkt: &mut P,
+        in_port: u16,
+        l: &Lane,
+        seg: Option<&Segment>,
+    ) -> Verdict {
+        let (t, h, flags) = (l.t, l.h, l.flags);
+        let proto = t.proto;
+        let b = pkt.bytes();
+        let bytes = 40 + usize::from(u16::from_be_bytes([b[ETH + 4], b[ETH + 5]]));
+        let path = self
+            .router
+            .route6_path(t.dst, self.router.packet_hash(&b[ETH..]));
+        let out = path.map(|(_, hop, _)| hop.port);
+        self.clock.mark(Stage::Route);
+        if !opens_flow(proto, flags) {
+            self.ct.count(conntrack::Event::Invalid);
+            return self.invalid(pkt, in_port, &t, flags, out);
+        }
+        let Some((_, hop, multi)) = path else {
+            return self.router.process(pkt, in_port);
+        };
+        let out = hop.port;
+        let k = Key {
+            flags,
+            meta: meta(in_port, Some(out), state::NEW),
+            ..t.key()
+        };
+        let action = self.decide(&k);
+        self.clock.mark(Stage::Firewall);
+        match action {
+            Action::Accept => {}
+            a => {
+                if self.ct.exports() {
+                    self.ct.export_denied(&t, bytes, flags, in_port);
+                }
+                return self.refuse(pkt, in_port, a, proto == IpProto::TCP);
+            }
+        }
+        // IPv6 masquerade: the reply tuple to the interface's address
+        // and a port of this worker's, found untracked by the pick.
+        let opened = match self.nat.masq6_for(out, t.src) {
+            Some(_) if has_ports6(proto, flags) => {
+                let Some((a, _)) = self.router.source6(out) else {
+                    return Verdict::Drop(DropReason::NotRoutable);
+                };
+                let mut r = Tuple {
+                    src: t.dst,
+                    dst: u128::from(a),
+                    sport: t.dport,
+                    dport: t.sport,
+                    proto,
+                    zone: 0,
+                };
+                self.next_port_of(&mut r);
+                let first = r.hash();
+                let Some(hr) = self.pick_port(&mut r, first) else {
+                    self.nat_events[nat::Event::Exhausted as usize] += 1;
+                    return Verdict::Drop(DropReason::NatExhausted);
+                };
+                self.clock.mark(Stage::Nat);
+                self.ct.open_picked(t, h, r, hr, flags, seg)
+            }
+            _ => {
+                let r = t.reverse();
+                self.ct.open_missed(t, h, r, r.hash(), flags, seg)
+            }
+        };
+        self.clock.mark(Stage::Conntrack);
+        let i = match opened {
+            Ok(i) => i,
+            Err(Refused::Full) => return Verdict::Drop(DropReason::CtFull),
+            Err(_) => return Verdict::Drop(DropReason::CtClash),
+        };
+        self.ct.account(i, false, bytes, flags, in_port);
+        let f = self.ct.flow(i);
+        if f.nat() {
+            self.nat_events[nat::Event::Mapped as usize] += 1;
+            let (to, d) = (f.translated(false), f.nat_deltas(false).1);
+            nat::rewrite6_flow(&mut pkt.bytes_mut()[ETH..], proto, 40, &to, d);
+            self.clock.mark(Stage::Nat);
+        }
+        let cache = self.ct.hop_mut(i, false);
+        if !multi {
+            self.router.fill6_route(cache, hop, t.dst);
+        }
+        let v = self.router.forward6_cached(pkt, in_port, cache);
+        self.clock.mark(Stage::Rewrite);
+        v
     }
 
     /// An IPv6 packet (upper layer `proto` at `off`) to one of the

@@ -3,7 +3,7 @@
 //! addresses.
 
 use super::Event;
-use super::Router;
+use super::{NextHop, Router};
 use crate::checksum;
 use crate::fwd::Frame;
 use crate::route_cache::RouteCache;
@@ -139,7 +139,13 @@ impl Router {
         let Some(nh) = self.cfg.fib.lpm6().lookup(dst) else {
             return false;
         };
-        let Some((_, h)) = self.cfg.fib.path(nh, || Router::flow_hash(l3)) else {
+        // The whole packet hashed, as the full way hashes it (the ports
+        // past the fixed header count).
+        let Some((_, h)) = self
+            .cfg
+            .fib
+            .path(nh, || Router::flow_hash(&b[ETHERNET_HEADER_LEN..]))
+        else {
             return false;
         };
         let Ok(mac) = self.hop_mac6(h, dst) else {
@@ -151,6 +157,24 @@ impl Router {
             mac: mac.0,
         };
         true
+    }
+
+    /// Fills `cache` with the single-path route `hop` to `dst`, just
+    /// looked up (a new flow's first packet, which
+    /// then goes through it), as [`Router::fill6`] would: left as it is
+    /// for a destination the router takes or whose neighbour is not
+    /// resolved (the full way's then, which solicits it).
+    pub(crate) fn fill6_route(&self, cache: &mut RouteCache, hop: NextHop, dst: u128) {
+        if dst >> 120 == 0xff || self.is_local6(dst) {
+            return;
+        }
+        if let Ok(mac) = self.hop_mac6(hop, dst) {
+            *cache = RouteCache {
+                generation: self.flow_generation(),
+                port: hop.port,
+                mac: mac.0,
+            };
+        }
     }
 
     /// Unicast IPv6 frames must be addressed to the port (multicast frames

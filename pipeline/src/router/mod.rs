@@ -529,8 +529,20 @@ impl Router {
     /// `hash`.
     #[inline]
     pub fn route6(&self, dst: u128, hash: u32) -> Option<u16> {
+        self.route6_path(dst, hash).map(|(_, h, _)| h.port)
+    }
+
+    /// [`Router::route6`]'s route itself, as [`Router::route4_path`]
+    /// gives IPv4's.
+    #[inline]
+    pub(crate) fn route6_path(&self, dst: u128, hash: u32) -> Option<(u32, NextHop, bool)> {
         let nh = self.cfg.fib.lpm6().lookup(dst)?;
-        self.cfg.fib.path(nh, || hash).map(|(_, h)| h.port)
+        let mut multi = false;
+        let (nh, hop) = self.cfg.fib.path(nh, || {
+            multi = true;
+            hash
+        })?;
+        Some((nh, hop, multi))
     }
 }
 

@@ -20,6 +20,37 @@ fn v6(s: &str) -> u128 {
 /// (2001:db8:ff::1/64, the server; a router on the way, 2001:db8:99::1,
 /// behind it).
 fn router6() -> Router {
+    router6_with(false)
+}
+
+/// [`router6`], and with `more` 2001:db8:99::/64 over two paths (two
+/// gateways on port 1: SERVER6 and 2001:db8:ff::8) and a route to
+/// 2001:db8:77::/64 through a gateway not yet resolved (2001:db8:ff::9).
+fn router6_with(more: bool) -> Router {
+    let mut beyond = vec![NextHop {
+        port: 1,
+        via: Some(SERVER6.parse().unwrap()),
+    }];
+    let mut neighbors6 = vec![
+        (0, CLIENT6.parse().unwrap(), HOST),
+        (1, SERVER6.parse().unwrap(), GW),
+    ];
+    let mut routes = vec![];
+    if more {
+        beyond.push(NextHop {
+            port: 1,
+            via: Some("2001:db8:ff::8".parse().unwrap()),
+        });
+        neighbors6.push((1, "2001:db8:ff::8".parse().unwrap(), HOST2));
+        routes.push((
+            "2001:db8:77::".parse().unwrap(),
+            64,
+            vec![NextHop {
+                port: 1,
+                via: Some("2001:db8:ff::9".parse().unwrap()),
+            }],
+        ));
+    }
     let iface = |mac, a: &str| Interface {
         mac,
         ipv4: vec![],
@@ -30,34 +61,29 @@ fn router6() -> Router {
     };
     Router::new(RouterConfig {
         interfaces: vec![iface(R0, "fd00:1::1"), iface(R1, OUTSIDE6)],
-        fib: crate::fib::FibWriter::build(&[
-            (
-                "fd00:1::".parse().unwrap(),
-                64,
-                vec![NextHop { port: 0, via: None }],
-            ),
-            (
-                "2001:db8:ff::".parse().unwrap(),
-                64,
-                vec![NextHop { port: 1, via: None }],
-            ),
-            (
-                "2001:db8:99::".parse().unwrap(),
-                64,
-                vec![NextHop {
-                    port: 1,
-                    via: Some(SERVER6.parse().unwrap()),
-                }],
-            ),
-        ])
+        fib: crate::fib::FibWriter::build(
+            &[
+                (
+                    "fd00:1::".parse().unwrap(),
+                    64,
+                    vec![NextHop { port: 0, via: None }],
+                ),
+                (
+                    "2001:db8:ff::".parse().unwrap(),
+                    64,
+                    vec![NextHop { port: 1, via: None }],
+                ),
+                ("2001:db8:99::".parse().unwrap(), 64, beyond),
+            ]
+            .into_iter()
+            .chain(routes)
+            .collect::<Vec<_>>(),
+        )
         .unwrap()
         .fib()
         .clone(),
         neighbors4: vec![],
-        neighbors6: vec![
-            (0, CLIENT6.parse().unwrap(), HOST),
-            (1, SERVER6.parse().unwrap(), GW),
-        ],
+        neighbors6,
         icmp_rate: 1_000_000,
         neighbor_timeout_ns: 300 * S,
         punt: Default::default(),
@@ -278,18 +304,43 @@ fn replies_to_another_workers_port_are_handed_over() {
 fn the_burst_paths_ipv6_lanes_change_nothing() {
     use rand::{RngExt, SeedableRng};
     let name = |a: u128| Ipv6Addr::from(a).to_string();
-    for masq in [true, false] {
+    // With `more`: rules that refuse new flows (TCP to port 53 rejected
+    // with a RST, UDP from outside to port 80 dropped, invalid packets
+    // dropped), a multipath route (2001:db8:99::/64: the path picked by
+    // the packet as sent, after masquerade) and a route through a
+    // gateway not resolved (the first packets held while it is
+    // solicited).
+    for (masq, more) in [(true, false), (false, false), (true, true), (false, true)] {
+        let what = format!("masq {masq}, more {more}");
         let cfg = || {
             let mut c = config6(1);
+            let mut nat = (*c.nat).clone();
             if !masq {
-                let mut nat = (*c.nat).clone();
                 nat.masq6.clear();
-                c.nat = std::sync::Arc::new(nat);
             }
+            if more {
+                let on = |proto: u8, port: u16| Rule {
+                    dport: (port, port),
+                    proto: (proto, 0xff),
+                    ..Rule::any()
+                };
+                let rules = vec![
+                    fw(
+                        on(6, 53),
+                        &[0],
+                        state::NEW,
+                        Action::Reject(RejectWith::Auto),
+                    ),
+                    fw(on(17, 80), &[1], state::NEW, Action::Drop),
+                    fw(Rule::any(), &[], state::INVALID, Action::Drop),
+                ];
+                c.rules = Arc::new(RuleSet::build(rules, Action::Accept, &nat.original_dsts()));
+            }
+            c.nat = Arc::new(nat);
             c
         };
         let mut rng = rand::rngs::SmallRng::seed_from_u64(23);
-        let mut alone = Gateway::new(router6(), &cfg(), 0);
+        let mut alone = Gateway::new(router6_with(more), &cfg(), 0);
         alone.tick(S);
         let (mut inputs, mut outputs): (Vec<Replayed>, _) = (vec![], vec![]);
         let mut last_out: Vec<Option<(Vec<u8>, u16)>> = vec![None; 32];
@@ -338,6 +389,10 @@ fn the_burst_paths_ipv6_lanes_change_nothing() {
                             let to = format!("2001:db8:99::{f:x}");
                             (pkt6(R0, CLIENT6, sport, &to, 443, proto, flags), 0)
                         }
+                        _ if more && f >= 8 => {
+                            let to = format!("2001:db8:77::{f:x}");
+                            (pkt6(R0, CLIENT6, sport, &to, 443, proto, flags), 0)
+                        }
                         _ => (pkt6(R0, CLIENT6, sport, SERVER6, 53, proto, flags), 0),
                     }
                 }
@@ -354,12 +409,23 @@ fn the_burst_paths_ipv6_lanes_change_nothing() {
         let forwarded = outputs
             .iter()
             .filter(|(v, _)| matches!(v, Verdict::Forward(_)));
-        assert!(forwarded.count() > 800, "masq {masq}");
-        let mut g = Gateway::new(router6(), &cfg(), 0);
+        assert!(forwarded.count() > 800, "{what}");
+        if more {
+            // Every rule refused some, and the unresolved gateway was
+            // solicited (a Neighbor Solicitation sent in a packet's stead).
+            assert!(alone.hits()[..3].iter().all(|&h| h > 0), "{what}");
+            let solicited = outputs
+                .iter()
+                .filter(|(_, p)| p.len() > 54 && p[20] == 58 && p[54] == 135);
+            assert!(solicited.count() > 0, "{what}");
+        }
+        let mut g = Gateway::new(router6_with(more), &cfg(), 0);
         g.tick(S);
-        replay_in_bursts(&mut g, &inputs, &outputs, true, &format!("masq {masq}"));
-        assert_eq!(g.ct.events(), alone.ct.events(), "masq {masq}");
-        assert_eq!(g.ct.len(), alone.ct.len(), "masq {masq}");
+        replay_in_bursts(&mut g, &inputs, &outputs, true, &what);
+        assert_eq!(g.ct.events(), alone.ct.events(), "{what}");
+        assert_eq!(g.ct.len(), alone.ct.len(), "{what}");
+        assert_eq!(g.events(), alone.events(), "{what}");
+        assert_eq!(g.hits(), alone.hits(), "{what}");
         assert!(alone.ct.event(crate::conntrack::Event::Expired) > 0);
     }
 }
