@@ -35,15 +35,9 @@
 # packet against the flows, established and new). As root; tcpreplay's
 # preloaded capture takes about 700 bytes a packet (3 GB at 4M flows).
 #   bench/run-lab-scale.sh [runs] [flows...]   (default: 3 10000 100000 1000000 4000000)
-#   Above PRELOAD_MAX flows (default 4,000,000) tcpreplay reads the capture
-#   as it sends instead of preloading it: it preloads once a pass, and a
-#   10M-packet capture took over 6 minutes and 7 GB to load. The file is in
-#   the page cache after the first pass; the reads are the replayer's, on
-#   CPU 0 (their system time counts in the machine column, not the
-#   router's).
-#   APPEND=1 adds the rows to OUT's table (run with flows not already in it)
-#   and names this run on its Command line, then redraws the plots from the
-#   whole table: `APPEND=1 bench/run-lab-scale.sh 3 10000000`.
+#   (Not 10M: tcpreplay preloads a capture once a pass, and a 10M-packet
+#   one took over 6 minutes and 7 GB; a run of one router did not finish
+#   in 14 minutes.)
 #   ROUTERS="sluice-afpacket sluice-afxdp kernel ovs-dpdk" (default) selects routers;
 #   ovs-dpdk is OVS-DPDK (apt-get install openvswitch-switch-dpdk), run up to
 #   OVS_MAX_FLOWS (default 1,000,000) flows. OUT names the results file
@@ -58,13 +52,7 @@ SIZES=("$@")
 read -r -a ROUTERS <<< "${ROUTERS:-sluice-afpacket sluice-afxdp kernel ovs-dpdk}"
 EST_PACKETS=${EST_PACKETS:-2000000}
 OVS_MAX_FLOWS=${OVS_MAX_FLOWS:-1000000}
-PRELOAD_MAX=${PRELOAD_MAX:-4000000}
 OUT=${OUT:-lab-scale.md}
-APPEND=${APPEND:-}
-if [ -n "$APPEND" ] && ! grep -q '^| flows | router |' "bench/results/$OUT" 2>/dev/null; then
-  echo "APPEND: bench/results/$OUT has no table to add rows to" >&2
-  exit 1
-fi
 case " ${ROUTERS[*]} " in
   *" ovs-dpdk "*) [ -x /usr/lib/openvswitch-switch-dpdk/ovs-vswitchd-dpdk ] ||
     { echo "ovs-dpdk needs openvswitch-switch-dpdk (apt-get install openvswitch-switch-dpdk)" >&2; exit 1; } ;;
@@ -102,8 +90,7 @@ router_config() { # flows driver out
 }
 
 # Run in the server's namespace: starts the replayer (tcpreplay on CPU 0 in
-# the client's namespace, the capture LOOPS times, preloaded when PRELOAD
-# is 1) once it has read the
+# the client's namespace, the capture LOOPS times) once it has read the
 # counters, waits (up to 120 s: the
 # replayer reads its capture first) for the server's s0 to receive 64
 # packets, then samples it every 10 ms until the replayer has exited and s0
@@ -113,7 +100,7 @@ router_config() { # flows driver out
 # replayer's user time, 100% = one CPU).
 SAMPLER='
 import os, signal, subprocess, sys, time
-cpu, ns, capture, loops, err, preload = "cpu" + sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4], sys.argv[5], sys.argv[6] == "1"
+cpu, ns, capture, loops, err = "cpu" + sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4], sys.argv[5]
 hz = os.sysconf("SC_CLK_TCK")
 def rx():
     with open("/sys/class/net/s0/statistics/rx_packets") as f:
@@ -134,7 +121,7 @@ def user(pid):
         return 0
 r0 = rx()
 p = subprocess.Popen(["ip", "netns", "exec", ns, "taskset", "-c", "0", "tcpreplay", "-q", "-i", "c0",
-                      "--topspeed"] + (["--preload-pcap"] if preload else []) + ["--loop=" + loops, capture],
+                      "--topspeed", "--preload-pcap", "--loop=" + loops, capture],
                      stdout=subprocess.DEVNULL, stderr=open(err, "w"))
 t = time.time()
 # The first 64 packets mark the start (a stray frame does not).
@@ -254,10 +241,9 @@ per_flow() { # bytes flows
 # One pass: the replayer sends the capture LOOPS times; prints "sent
 # window_s forwarded router_pct machine_pct".
 pass() { # loops
-  local c0 c1 out preload=1
-  [ "$FLOWS" -le "$PRELOAD_MAX" ] || preload=0
+  local c0 c1 out
   c0=$(lab_tx $NS_C c0)
-  out=$(ip netns exec $NS_S python3 -c "$SAMPLER" "$ROUTER_CPU" $NS_C "$WORK/flows.pcap" "$1" "$WORK/replayer.err" $preload)
+  out=$(ip netns exec $NS_S python3 -c "$SAMPLER" "$ROUTER_CPU" $NS_C "$WORK/flows.pcap" "$1" "$WORK/replayer.err")
   grep -i -E "error|fatal" "$WORK/replayer.err" >&2
   c1=$(lab_tx $NS_C c0)
   echo "$(( c1 - c0 )) $out"
@@ -315,20 +301,17 @@ EOF
 }
 
 {
-  [ -n "$APPEND" ] || {
   echo "# The gateway at scale on the namespace lab: Sluice vs Linux conntrack + nftables masquerade and OVS-DPDK"
   echo
   echo "Command: \`bench/run-lab-scale.sh $RUNS ${SIZES[*]}\` $(provenance)."
   echo
   echo "Plots: [established](${OUT%.md}-established.svg), [new flows](${OUT%.md}-new.svg) (router CPU per forwarded packet against the flows)."
   echo
-  echo "The client replays a capture of N distinct UDP flows (64-byte frames; \`sluice-bench udp-pcap --host 198.19.0.2\`: 4,096 source ports on each server port) with tcpreplay (\`--topspeed --preload-pcap\`; above $PRELOAD_MAX flows without \`--preload-pcap\`, reading the capture from the page cache as it sends; on CPU 0, one blocking \`send()\` a packet on c0: it waits while its frames are still queued for the router, so each router is offered what it takes), through the router in sl-router to the server, which drops them in its first netfilter hook. Routers: Sluice on AF_PACKET or AF_XDP (configs/router-nat.toml: conntrack, firewall, masquerade; worker on core $ROUTER_CPU, poll mode \`interrupt\`; \`conntrack.capacity\` 17/16 of the flows) and the kernel (ip_forward, the same policy in nftables with masquerade, RPS steering the receive work to CPU $ROUTER_CPU; \`nf_conntrack_max\` and \`nf_conntrack_buckets\` 17/16 of the flows, at least 262,144). OVS-DPDK up to $OVS_MAX_FLOWS flows (Debian's \`ovs-vswitchd-dpdk\`, Open vSwitch's userspace datapath: r0 and r1 as DPDK af_packet ports, one PMD thread busy-polling CPU $ROUTER_CPU, so always 100% busy; DPDK on 2 MiB huge pages; OpenFlow: \`ct(zone=1,nat,table=1)\`, a new flow \`ct(commit,nat(src=198.19.0.1:1024-65535))\`, MACs rewritten, \`dec_ttl\`, the rest dropped; its conntrack, no firewall rules beyond that). UDP timeouts 300 s on all (OVS: a zone timeout policy). A run: a **new** pass (each packet a new flow: conntrack insert, firewall, NAT port allocation), an unmeasured fill pass (the flows whose first packet the router dropped), then **established** passes until about $EST_PACKETS packets were offered. Forwarded pps over the window when the server received; router CPU is CPU $ROUTER_CPU's busy time (wall less idle in /proc/stat) per forwarded packet; machine CPU is all CPUs' busy time less the replayer's user time, per forwarded packet (it holds the veths' work on CPU 0: for the kernel, the RPS hand-off; for AF_XDP, the XDP program and the copy into the UMEM). Held: the flows in the router's table after the fill pass and after the established passes (Sluice: \`sluice ctl show conntrack\`; the kernel: \`nf_conntrack_count\`; OVS: \`ovs-appctl dpctl/ct-get-nconns\`). Bytes a flow: what the flows take over the flows held after the fill pass: for the kernel its slab memory's growth from before the first pass (/proc/meminfo \`Slab\`: the \`nf_conntrack\` objects, their extensions, NAT's hash) plus its bucket heads (8 bytes each, 17/16 of the flows); for OVS-DPDK its resident memory's growth (it allocates each connection as it comes); for Sluice its table as \`sluice check\` prints it (whole MiB; allocated at start for 17/16 of the flows). $RUNS alternating runs; each row is the run with the median established forwarded rate. The veth path limits every router: these are CPU-per-packet figures at the rate the lab reaches, not line rates."
+  echo "The client replays a capture of N distinct UDP flows (64-byte frames; \`sluice-bench udp-pcap --host 198.19.0.2\`: 4,096 source ports on each server port) with tcpreplay (\`--topspeed --preload-pcap\`, on CPU 0, one blocking \`send()\` a packet on c0: it waits while its frames are still queued for the router, so each router is offered what it takes), through the router in sl-router to the server, which drops them in its first netfilter hook. Routers: Sluice on AF_PACKET or AF_XDP (configs/router-nat.toml: conntrack, firewall, masquerade; worker on core $ROUTER_CPU, poll mode \`interrupt\`; \`conntrack.capacity\` 17/16 of the flows) and the kernel (ip_forward, the same policy in nftables with masquerade, RPS steering the receive work to CPU $ROUTER_CPU; \`nf_conntrack_max\` and \`nf_conntrack_buckets\` 17/16 of the flows, at least 262,144). OVS-DPDK up to $OVS_MAX_FLOWS flows (Debian's \`ovs-vswitchd-dpdk\`, Open vSwitch's userspace datapath: r0 and r1 as DPDK af_packet ports, one PMD thread busy-polling CPU $ROUTER_CPU, so always 100% busy; DPDK on 2 MiB huge pages; OpenFlow: \`ct(zone=1,nat,table=1)\`, a new flow \`ct(commit,nat(src=198.19.0.1:1024-65535))\`, MACs rewritten, \`dec_ttl\`, the rest dropped; its conntrack, no firewall rules beyond that). UDP timeouts 300 s on all (OVS: a zone timeout policy). A run: a **new** pass (each packet a new flow: conntrack insert, firewall, NAT port allocation), an unmeasured fill pass (the flows whose first packet the router dropped), then **established** passes until about $EST_PACKETS packets were offered. Forwarded pps over the window when the server received; router CPU is CPU $ROUTER_CPU's busy time (wall less idle in /proc/stat) per forwarded packet; machine CPU is all CPUs' busy time less the replayer's user time, per forwarded packet (it holds the veths' work on CPU 0: for the kernel, the RPS hand-off; for AF_XDP, the XDP program and the copy into the UMEM). Held: the flows in the router's table after the fill pass and after the established passes (Sluice: \`sluice ctl show conntrack\`; the kernel: \`nf_conntrack_count\`; OVS: \`ovs-appctl dpctl/ct-get-nconns\`). Bytes a flow: what the flows take over the flows held after the fill pass: for the kernel its slab memory's growth from before the first pass (/proc/meminfo \`Slab\`: the \`nf_conntrack\` objects, their extensions, NAT's hash) plus its bucket heads (8 bytes each, 17/16 of the flows); for OVS-DPDK its resident memory's growth (it allocates each connection as it comes); for Sluice its table as \`sluice check\` prints it (whole MiB; allocated at start for 17/16 of the flows). $RUNS alternating runs; each row is the run with the median established forwarded rate. The veth path limits every router: these are CPU-per-packet figures at the rate the lab reaches, not line rates."
   echo
   echo "| flows | router | new: sent pps | new: forwarded pps | new: router ns/pkt | held after fill | bytes a flow | established: sent pps | forwarded pps | router CPU % | router ns/pkt | machine ns/pkt | held after |"
   echo "|---|---|---|---|---|---|---|---|---|---|---|---|---|"
-  }
   for n in "${SIZES[@]}"; do
-    FLOWS=$n
     "$BENCH" udp-pcap --out "$WORK/flows.pcap" --packets "$n" --host 198.19.0.2 \
       --src 198.18.0.2 --src-mac 02:c1:00:00:00:02 --dst-mac 02:51:00:00:00:00 || exit 1
     declare -A res=()
@@ -368,22 +351,7 @@ print("| %s | %s | %s | %s | %s | %.0f | %.0f | %.1f | %.0f | %.0f | %s |" % (
   done
 } | tee "$WORK/out.md"
 mkdir -p bench/results
-if [ -n "$APPEND" ]; then
-  # This run named on the Command line, its rows after the table's.
-  python3 - "bench/results/$OUT" "APPEND=1 bench/run-lab-scale.sh $RUNS ${SIZES[*]}" "$(provenance)" <<'EOF2'
-import sys
-path, cmd, prov = sys.argv[1:]
-lines = open(path).read().split("\n")
-for i, l in enumerate(lines):
-    if l.startswith("Command: "):
-        lines[i] = l + " Rows added by `%s` %s." % (cmd, prov)
-        break
-open(path, "w").write("\n".join(lines))
-EOF2
-  cat "$WORK/out.md" >> "bench/results/$OUT"
-else
-  cp "$WORK/out.md" "bench/results/$OUT"
-fi
+cp "$WORK/out.md" "bench/results/$OUT"
 # The plots, from the table just written.
 for plot in "established|router ns/pkt|Established packets" "new|new: router ns/pkt|New flows (each packet a flow's first)"; do
   IFS='|' read -r name col what <<< "$plot"
