@@ -37,7 +37,9 @@
 #   bench/run-lab-scale.sh [runs] [flows...]   (default: 3 10000 100000 1000000 4000000)
 #   (Not 10M: tcpreplay preloads a capture once a pass, and a 10M-packet
 #   one took over 6 minutes and 7 GB; a run of one router did not finish
-#   in 14 minutes.)
+#   in 14 minutes. Without --preload-pcap tcpreplay is the bottleneck: on
+#   2026-12-07 it sent 27,000 packets/s at 100% of CPU 0 through Sluice
+#   on AF_PACKET, whose worker was 12% busy.)
 #   ROUTERS="sluice-afpacket sluice-afxdp kernel ovs-dpdk" (default) selects routers;
 #   ovs-dpdk is OVS-DPDK (apt-get install openvswitch-switch-dpdk), run up to
 #   OVS_MAX_FLOWS (default 1,000,000) flows. OUT names the results file
