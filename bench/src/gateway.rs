@@ -920,6 +920,39 @@ fn run<const N: usize>(a: GatewayArgs) -> Result<()> {
         .ipv6_rows
         .then(|| templates.iter().map(|f| frame6_plain(f)).collect());
     let (mut v6_new, mut v6_est, mut v6_fwd) = (vec![], vec![], (0, 0, 0));
+    // The router alone on each family and on both (`--ipv6-rows`), in
+    // frames of one size: the IPv4 frames padded to the IPv6 ones'
+    // length; mixed, even flows IPv4 and odd flows IPv6 (the established
+    // order's packets, so the families interleave at random), then the
+    // same packets with each burst's IPv4 ones first.
+    let families = plain6.as_ref().map(|t6| {
+        let pad4: Vec<[u8; UDP6_FRAME]> = est_templates
+            .iter()
+            .map(|f| {
+                let mut g = [0u8; UDP6_FRAME];
+                g[..f.len()].copy_from_slice(f);
+                g
+            })
+            .collect();
+        let mixed: Vec<[u8; UDP6_FRAME]> = pad4
+            .iter()
+            .zip(t6)
+            .enumerate()
+            .map(|(i, (f4, f6))| if i % 2 == 0 { *f4 } else { *f6 })
+            .collect();
+        let grouped: Vec<u32> = est_order
+            .chunks(BURST)
+            .flat_map(|c| {
+                let mut c = c.to_vec();
+                c.sort_by_key(|&i| i % 2);
+                c
+            })
+            .collect();
+        (pad4, mixed, grouped)
+    });
+    // Per run: cycles per packet of the router alone on IPv4, IPv6, both
+    // at random, both grouped per burst.
+    let mut fam_runs: Vec<[f64; 4]> = vec![];
     // The servers' replies to NAT64's flows (IPv4 to the pool's ports),
     // made from the first run's table, and their order.
     let mut replies: Vec<[u8; UDP_FRAME]> = vec![];
@@ -1010,6 +1043,19 @@ fn run<const N: usize>(a: GatewayArgs) -> Result<()> {
             let (ce, ne) = gateway_pass(t6, est_order, &mut g);
             v6_est.push(ce);
             v6_fwd = (n, ne, g.conntrack().len());
+            if let Some((pad4, mixed, grouped)) = &families {
+                let alone = |t: &[[u8; UDP6_FRAME]], order: &[u32]| {
+                    let mut r = router.clone();
+                    r.tick(tsc.ns(rdtsc()) as u64);
+                    router_pass(t, order, &mut r).0
+                };
+                fam_runs.push([
+                    alone(pad4, est_order),
+                    alone(t6, est_order),
+                    alone(mixed, est_order),
+                    alone(mixed, grouped),
+                ]);
+            }
         }
         if a.sync_rows {
             let mut g = make(true, a.export, gcfg.ct_capacity);
@@ -1240,6 +1286,43 @@ fn run<const N: usize>(a: GatewayArgs) -> Result<()> {
             hz / pe / 1e6,
             v6_fwd.1,
             a.packets
+        );
+    }
+    if !fam_runs.is_empty() {
+        let col = |i: usize| {
+            let mut v: Vec<f64> = fam_runs.iter().map(|r| r[i]).collect();
+            crate::median(&mut v)
+        };
+        let (r4, r6, rmix, rgrp) = (col(0), col(1), col(2), col(3));
+        let rows = [
+            (
+                format!("router alone, IPv4 (the same packets in {UDP6_FRAME}-byte frames)"),
+                r4,
+            ),
+            ("router alone, plain IPv6".into(), r6),
+            (
+                "router alone, half the flows IPv4 and half IPv6, the families interleaved at random"
+                    .into(),
+                rmix,
+            ),
+            (
+                "router alone, the same packets, each burst's IPv4 ones first".into(),
+                rgrp,
+            ),
+        ];
+        for (what, c) in rows {
+            println!("| {what} | {c:.0} | - | {:.1} | - |", hz / c / 1e6);
+        }
+        // Each run's own ratios, their median: the passes of a run are
+        // side by side.
+        let ratio = |i: usize| {
+            let mut v: Vec<f64> = fam_runs.iter().map(|r| r[i] / ((r[0] + r[1]) / 2.0)).collect();
+            crate::median(&mut v)
+        };
+        println!(
+            "\nThe router alone on both families at once against the mean of each alone (the same frame size; each run's passes side by side, the median of their ratios): interleaved at random {:.2}×, grouped per burst {:.2}×.",
+            ratio(2),
+            ratio(3)
         );
     }
     if let Some((pn, pe)) = plain {
