@@ -1316,7 +1316,10 @@ fn run<const N: usize>(a: GatewayArgs) -> Result<()> {
         // Each run's own ratios, their median: the passes of a run are
         // side by side.
         let ratio = |i: usize| {
-            let mut v: Vec<f64> = fam_runs.iter().map(|r| r[i] / ((r[0] + r[1]) / 2.0)).collect();
+            let mut v: Vec<f64> = fam_runs
+                .iter()
+                .map(|r| r[i] / ((r[0] + r[1]) / 2.0))
+                .collect();
             crate::median(&mut v)
         };
         println!(
