@@ -4,7 +4,9 @@
 # flows, first from IPv4 clients through masquerade, then from IPv6
 # clients (2001:db8:100::HOST) to their servers' addresses below
 # 2409:8000::/20, tracked and classified, not translated; both full tables
-# loaded, the fw1_10k rules. New flows and established packets. Writes
+# loaded, the fw1_10k rules. New flows and established packets; and the
+# router alone on IPv4, on IPv6, and on both families at once (interleaved
+# at random, then the same packets grouped per burst). Writes
 # bench/results/gateway-ipv6.md.
 #   bench/run-gateway-ipv6.sh [RUNS]
 set -euo pipefail
@@ -19,6 +21,6 @@ out=bench/results/gateway-ipv6.md
   echo
   echo "Command: \`bench/run-gateway-ipv6.sh $RUNS\` $(provenance)."
   echo
-  gateway_beside_nat44 --ipv6-rows "$RUNS" 'gateway, (new flow|established flows), plain IPv6' 'Plain IPv6 against'
+  gateway_beside_nat44 --ipv6-rows "$RUNS" 'gateway, (new flow|established flows), plain IPv6|router alone' 'Plain IPv6 against|The router alone on both'
 } | tee "$out.tmp"
 mv "$out.tmp" "$out"
