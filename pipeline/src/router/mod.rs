@@ -516,7 +516,13 @@ impl Router {
     /// paths (one was picked by the hash).
     #[inline]
     pub(crate) fn route4_path(&self, dst: u32, hash: u32) -> Option<(u32, NextHop, bool)> {
-        let nh = self.cfg.fib.lpm4().lookup(dst)?;
+        self.path_of(self.cfg.fib.lpm4().lookup(dst)?, hash)
+    }
+
+    /// The path of next-hop slot `nh` for a flow of hash `hash`, and
+    /// whether the route has several (one was picked by the hash).
+    #[inline]
+    fn path_of(&self, nh: u32, hash: u32) -> Option<(u32, NextHop, bool)> {
         let mut multi = false;
         let (nh, hop) = self.cfg.fib.path(nh, || {
             multi = true;
@@ -536,13 +542,7 @@ impl Router {
     /// gives IPv4's.
     #[inline]
     pub(crate) fn route6_path(&self, dst: u128, hash: u32) -> Option<(u32, NextHop, bool)> {
-        let nh = self.cfg.fib.lpm6().lookup(dst)?;
-        let mut multi = false;
-        let (nh, hop) = self.cfg.fib.path(nh, || {
-            multi = true;
-            hash
-        })?;
-        Some((nh, hop, multi))
+        self.path_of(self.cfg.fib.lpm6().lookup(dst)?, hash)
     }
 }
 
