@@ -793,7 +793,10 @@ fn run<const N: usize>(a: GatewayArgs) -> Result<()> {
         anyhow::ensure!(!a.tcp, "--ipv6-rows measures UDP flows");
         with_ipv6_table(&mut cfg)?;
     }
-    let (router, _fib) = appliance::stages::build_router(&cfg).context("building the router")?;
+    let (router, fib) = appliance::stages::build_router(&cfg).context("building the router")?;
+    // The routes as loaded (the route file's and the config's), for the
+    // header.
+    let (routes4, routes6) = (fib.fib().routes4(), fib.fib().routes6());
     let mut gcfg = appliance::stages::build_gateway(&cfg, 1);
     if let Some(m) = a.clamp_mss {
         gcfg.mss_limits = vec![[m; 2]; cfg.router.interfaces.len()].into();
@@ -1105,19 +1108,20 @@ fn run<const N: usize>(a: GatewayArgs) -> Result<()> {
     let (copy, route, gw_new, gw_est) =
         (m(&mut copy), m(&mut route), m(&mut gw_new), m(&mut gw_est));
     println!(
-        "{} flows of {N}-byte IPv4/{} from 198.18.0.0/24 to 10,000 destinations in 82.0.0.0/8; `{}`: full table (901,899 IPv4 prefixes), {} firewall rules (fw1_10k, all accept), SNAT masquerade; one core at {:.2} GHz; median of {} passes; in bursts of 32 as the worker runs them (the stage's prefetch hook, then its burst path); cycles include copying each {N}-byte template into a work buffer. The established packets are of the flows the first packets opened; the packets of those not opened (here: destinations the table has no route to, answered with a rate-limited ICMP unreachable or dropped) are measured on their own.{}\n",
+        "{} flows of {N}-byte IPv4/{} from 198.18.0.0/24 to 10,000 destinations in 82.0.0.0/8; `{}`: full table ({} IPv4 routes), {} firewall rules (fw1_10k, all accept), SNAT masquerade; one core at {:.2} GHz; median of {} passes; in bursts of 32 as the worker runs them (the stage's prefetch hook, then its burst path); cycles include copying each {N}-byte template into a work buffer. The established packets are of the flows the first packets opened; the packets of those not opened (here: destinations the table has no route to, answered with a rate-limited ICMP unreachable or dropped) are measured on their own.{}\n",
         a.flows,
         if a.tcp { "TCP" } else { "UDP" },
         a.config.display(),
+        thousands(routes4),
         gcfg.rules.rules().len(),
         hz / 1e9,
         a.runs,
         if a.tcp {
-            " TCP: each flow's SYN opens it; the server's SYN+ACK and the client's ACK complete its handshake (not measured); the segments carry the options Linux sends (SYN and SYN+ACK: MSS, SACK permitted, timestamp, window scale 7; then a timestamp); its established packets are the client's next segment (14 bytes of data) again and again, in the window, so conntrack's window tracking checks and updates for each."
+            " TCP: each flow's SYN opens it; the server's SYN+ACK and the client's ACK complete its handshake (not measured); the segments carry the options Linux sends (SYN and SYN+ACK: MSS, SACK permitted, timestamp, window scale 7; then a timestamp); its established packets are the client's next segment (14 bytes of data) again and again, in the window, so conntrack's window tracking checks and updates for each.".to_string()
         } else if a.ipv6_rows {
-            " With `--ipv6-rows` the route file's 160,147 IPv6 prefixes are loaded too (every row runs on both tables), spread over 2001:db8:fe::2 on the second port; the plain IPv6 flows are the same flows from 2001:db8:100::HOST to their servers' IPv4 addresses below 2409:8000::/20 (`frame6_plain`), tracked by conntrack and classified by the firewall's IPv6 family, not translated."
+            format!(" With `--ipv6-rows` the route file's IPv6 prefixes are loaded too ({} IPv6 routes; every row runs on both tables), spread over 2001:db8:fe::2 on the second port; the plain IPv6 flows are the same flows from 2001:db8:100::HOST to their servers' IPv4 addresses below 2409:8000::/20 (`frame6_plain`), tracked by conntrack and classified by the firewall's IPv6 family, not translated.", thousands(routes6))
         } else {
-            ""
+            String::new()
         }
     );
     println!("| path | cycles/packet | minus copy | Mpps (or new flows/s) per core | forwarded |");
@@ -1504,4 +1508,17 @@ fn linux_conntrack_entry() -> String {
         Some(s) => format!("Linux's conntrack entry on this kernel: {s} bytes (the `nf_conntrack` slab's objects), plus its hash table's 8-byte bucket heads and, with NAT, the `nf_nat` extension."),
         None => "Linux's `nf_conntrack` slab is not in /proc/slabinfo here (conntrack not loaded, or not readable).".into(),
     }
+}
+
+/// `n` with a comma between each three digits (901899: "901,899").
+fn thousands(n: usize) -> String {
+    let d = n.to_string();
+    let mut out = String::with_capacity(d.len() + d.len() / 3);
+    for (i, c) in d.chars().enumerate() {
+        if i > 0 && (d.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
 }
