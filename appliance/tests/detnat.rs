@@ -331,7 +331,15 @@ fn each_host_gets_port_blocks_of_its_own_and_the_log_finds_it_back() {
             })
             .collect()
     };
-    assert!(col(6).is_empty(), "expert warnings: {text}");
+    // Expert items of note level and above (Wireshark's PI_NOTE,
+    // 0x400000: notes, warnings, errors); chat-level items (0x200000,
+    // "usual workflow") are not warnings: one CI run saw one on every
+    // packet of the capture, with every record decoded as expected.
+    let warnings: Vec<String> = col(6)
+        .into_iter()
+        .filter(|s| s.parse::<u32>().map_or(true, |v| v >= 0x40_0000))
+        .collect();
+    assert!(warnings.is_empty(), "expert warnings: {text}");
     let events: Vec<String> = col(0)
         .into_iter()
         .filter(|e| e == "16" || e == "17")
