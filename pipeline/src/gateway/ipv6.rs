@@ -171,47 +171,24 @@ impl<C: StageClock> Gateway<C> {
                 return self.refuse(pkt, in_port, a, proto == IpProto::TCP);
             }
         }
-        // IPv6 masquerade: the reply tuple to the interface's address
-        // and a port of this worker's, found untracked by the pick.
-        let opened = match self.nat.masq6_for(out, t.src) {
-            Some(_) if has_ports6(proto, flags) => {
-                let Some((a, _)) = self.router.source6(out) else {
-                    return Verdict::Drop(DropReason::NotRoutable);
-                };
-                let mut r = Tuple {
-                    src: t.dst,
-                    dst: u128::from(a),
-                    sport: t.dport,
-                    dport: t.sport,
-                    proto,
-                    zone: 0,
-                };
-                self.next_port_of(&mut r);
-                let first = r.hash();
-                let Some(hr) = self.pick_port(&mut r, first) else {
-                    self.nat_events[nat::Event::Exhausted as usize] += 1;
-                    return Verdict::Drop(DropReason::NatExhausted);
-                };
+        // IPv6 masquerade's reply tuple, found untracked by the pick.
+        let opened = match self.masq6_pick(&t, flags, out) {
+            Err(v) => return v,
+            Ok(Some((r, hr))) => {
                 self.clock.mark(Stage::Nat);
                 self.ct.open_picked(t, h, r, hr, flags, seg)
             }
-            _ => {
+            Ok(None) => {
                 let r = t.reverse();
                 self.ct.open_missed(t, h, r, r.hash(), flags, seg)
             }
         };
         self.clock.mark(Stage::Conntrack);
-        let i = match opened {
+        let i = match self.opened6(pkt, opened, bytes, flags, in_port, proto, 40) {
             Ok(i) => i,
-            Err(Refused::Full) => return Verdict::Drop(DropReason::CtFull),
-            Err(_) => return Verdict::Drop(DropReason::CtClash),
+            Err(v) => return v,
         };
-        self.ct.account(i, false, bytes, flags, in_port);
-        let f = self.ct.flow(i);
-        if f.nat() {
-            self.nat_events[nat::Event::Mapped as usize] += 1;
-            let (to, d) = (f.translated(false), f.nat_deltas(false).1);
-            nat::rewrite6_flow(&mut pkt.bytes_mut()[ETH..], proto, 40, &to, d);
+        if self.ct.flow(i).nat() {
             self.clock.mark(Stage::Nat);
         }
         let cache = self.ct.hop_mut(i, false);
@@ -489,48 +466,87 @@ impl<C: StageClock> Gateway<C> {
         }
         // IPv6 masquerade: the reply tuple to the interface's address
         // and a port of this worker's.
-        let reply = match self.nat.masq6_for(out, src) {
-            Some(_) if has_ports6(proto, flags) => {
-                let Some((a, _)) = self.router.source6(out) else {
-                    return Verdict::Drop(DropReason::NotRoutable);
-                };
-                let mut r = Tuple {
-                    src: dst,
-                    dst: u128::from(a),
-                    sport: dport,
-                    dport: sport,
-                    proto,
-                    zone: 0,
-                };
-                self.next_port_of(&mut r);
-                let first = r.hash();
-                if self.pick_port(&mut r, first).is_none() {
-                    self.nat_events[nat::Event::Exhausted as usize] += 1;
-                    return Verdict::Drop(DropReason::NatExhausted);
-                }
-                r
-            }
-            _ => {
+        let reply = match self.masq6_pick(&t, flags, out) {
+            Err(v) => return v,
+            Ok(Some((r, _))) => r,
+            Ok(None) => {
                 if !self.npt_out(pkt, Some(out), proto, off) {
                     return Verdict::Drop(DropReason::NotRoutable);
                 }
                 t.reverse()
             }
         };
-        match self.ct.open(t, reply, flags, seg.as_ref()) {
-            Ok(i) => {
-                self.ct.account(i, false, bytes, flags, in_port);
-                let f = self.ct.flow(i);
-                if f.nat() {
-                    self.nat_events[nat::Event::Mapped as usize] += 1;
-                    let (to, d) = (f.translated(false), f.nat_deltas(false).1);
-                    nat::rewrite6_flow(&mut pkt.bytes_mut()[ETH..], proto, off, &to, d);
-                }
-                self.router.process(pkt, in_port)
-            }
-            Err(Refused::Full) => Verdict::Drop(DropReason::CtFull),
-            Err(_) => Verdict::Drop(DropReason::CtClash),
+        let opened = self.ct.open(t, reply, flags, seg.as_ref());
+        match self.opened6(pkt, opened, bytes, flags, in_port, proto, off) {
+            Ok(_) => self.router.process(pkt, in_port),
+            Err(v) => v,
         }
+    }
+
+    /// IPv6 masquerade's reply tuple for a new flow of tuple `t` (TCP
+    /// `flags`, or an ICMPv6 type and code) leaving by `out`: to the
+    /// interface's address and a port of this worker's found untracked,
+    /// with its hash; `None` when the flow is not masqueraded; the drop
+    /// when the interface has no address or no port is free.
+    fn masq6_pick(
+        &mut self,
+        t: &Tuple,
+        flags: u16,
+        out: u16,
+    ) -> Result<Option<(Tuple, u64)>, Verdict> {
+        if self.nat.masq6_for(out, t.src).is_none() || !has_ports6(t.proto, flags) {
+            return Ok(None);
+        }
+        let Some((a, _)) = self.router.source6(out) else {
+            return Err(Verdict::Drop(DropReason::NotRoutable));
+        };
+        let mut r = Tuple {
+            src: t.dst,
+            dst: u128::from(a),
+            sport: t.dport,
+            dport: t.sport,
+            proto: t.proto,
+            zone: 0,
+        };
+        self.next_port_of(&mut r);
+        let first = r.hash();
+        match self.pick_port(&mut r, first) {
+            Some(hr) => Ok(Some((r, hr))),
+            None => {
+                self.nat_events[nat::Event::Exhausted as usize] += 1;
+                Err(Verdict::Drop(DropReason::NatExhausted))
+            }
+        }
+    }
+
+    /// What conntrack made of a new IPv6 flow's opening (`opened`): its
+    /// first packet (`bytes` of IP, upper layer `proto` at `off`)
+    /// accounted and, masqueraded, translated; the drop if it was
+    /// refused.
+    #[allow(clippy::too_many_arguments)]
+    fn opened6<P: Frame>(
+        &mut self,
+        pkt: &mut P,
+        opened: Result<u32, Refused>,
+        bytes: usize,
+        flags: u16,
+        in_port: u16,
+        proto: u8,
+        off: usize,
+    ) -> Result<u32, Verdict> {
+        let i = match opened {
+            Ok(i) => i,
+            Err(Refused::Full) => return Err(Verdict::Drop(DropReason::CtFull)),
+            Err(_) => return Err(Verdict::Drop(DropReason::CtClash)),
+        };
+        self.ct.account(i, false, bytes, flags, in_port);
+        let f = self.ct.flow(i);
+        if f.nat() {
+            self.nat_events[nat::Event::Mapped as usize] += 1;
+            let (to, d) = (f.translated(false), f.nat_deltas(false).1);
+            nat::rewrite6_flow(&mut pkt.bytes_mut()[ETH..], proto, off, &to, d);
+        }
+        Ok(i)
     }
 }
 

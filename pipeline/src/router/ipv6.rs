@@ -148,15 +148,7 @@ impl Router {
         else {
             return false;
         };
-        let Ok(mac) = self.hop_mac6(h, dst) else {
-            return false;
-        };
-        *cache = RouteCache {
-            generation: self.flow_generation(),
-            port: h.port,
-            mac: mac.0,
-        };
-        true
+        self.keep6(cache, h, dst)
     }
 
     /// Fills `cache` with the single-path route `hop` to `dst`, just
@@ -165,16 +157,24 @@ impl Router {
     /// for a destination the router takes or whose neighbour is not
     /// resolved (the full way's then, which solicits it).
     pub(crate) fn fill6_route(&self, cache: &mut RouteCache, hop: NextHop, dst: u128) {
-        if dst >> 120 == 0xff || self.is_local6(dst) {
-            return;
+        if dst >> 120 != 0xff && !self.is_local6(dst) {
+            self.keep6(cache, hop, dst);
         }
-        if let Ok(mac) = self.hop_mac6(hop, dst) {
-            *cache = RouteCache {
-                generation: self.flow_generation(),
-                port: hop.port,
-                mac: mac.0,
-            };
-        }
+    }
+
+    /// `cache` filled with path `hop` to `dst` (a destination the router
+    /// forwards), its neighbour's MAC: false, and `cache` as it was, when
+    /// that neighbour is not resolved.
+    fn keep6(&self, cache: &mut RouteCache, hop: NextHop, dst: u128) -> bool {
+        let Ok(mac) = self.hop_mac6(hop, dst) else {
+            return false;
+        };
+        *cache = RouteCache {
+            generation: self.flow_generation(),
+            port: hop.port,
+            mac: mac.0,
+        };
+        true
     }
 
     /// Unicast IPv6 frames must be addressed to the port (multicast frames
