@@ -15,16 +15,26 @@ provenance() {
 }
 
 # What `sluice-bench gateway FLAG --runs RUNS` measures beside NAT44 (in
-# each run): its setup, the table's rows of NAT44's new flows and
-# established packets and those of the variant matching ROWS, and its
-# summary line (starting SUMMARY).
-#   gateway_beside_nat44 FLAG RUNS ROWS SUMMARY
+# each run), written to bench/results/OUT under TITLE with the calling
+# script's command line: its setup, the table's rows of NAT44's new flows
+# and established packets and those of the variant matching ROWS, and its
+# summary lines (starting SUMMARY). Builds the bench first.
+#   gateway_beside_nat44 OUT TITLE FLAG RUNS ROWS SUMMARY
 gateway_beside_nat44() {
-  local all
-  all=$(target/release/sluice-bench gateway "$1" --runs "$2" 2>/dev/null)
-  grep -E '^[0-9]+ flows' <<<"$all"
-  echo
-  grep -E "^\| (path|template|gateway, first packet|gateway, [0-9]+ packets of established|$3)|^\|---\|---\|---\|---\|---\|$" <<<"$all"
-  echo
-  grep -E "^$4" <<<"$all"
+  local out=bench/results/$1 all
+  cargo build --release -q -p bench
+  mkdir -p bench/results
+  {
+    echo "# $2"
+    echo
+    echo "Command: \`bench/$(basename "$0") $4\` $(provenance)."
+    echo
+    all=$(target/release/sluice-bench gateway "$3" --runs "$4" 2>/dev/null)
+    grep -E '^[0-9]+ flows' <<<"$all"
+    echo
+    grep -E "^\| (path|template|gateway, first packet|gateway, [0-9]+ packets of established|$5)|^\|---\|---\|---\|---\|---\|$" <<<"$all"
+    echo
+    grep -E "^$6" <<<"$all"
+  } | tee "$out.tmp"
+  mv "$out.tmp" "$out"
 }

@@ -12,15 +12,5 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . bench/lib.sh
-RUNS=${1:-5}
-cargo build --release -q -p bench
-mkdir -p bench/results
-out=bench/results/gateway-ipv6.md
-{
-  echo "# Plain IPv6 through the gateway"
-  echo
-  echo "Command: \`bench/run-gateway-ipv6.sh $RUNS\` $(provenance)."
-  echo
-  gateway_beside_nat44 --ipv6-rows "$RUNS" 'gateway, (new flow|established flows), plain IPv6|router alone' 'Plain IPv6 against|The router alone on both'
-} | tee "$out.tmp"
-mv "$out.tmp" "$out"
+gateway_beside_nat44 gateway-ipv6.md "Plain IPv6 through the gateway" --ipv6-rows "${1:-5}" \
+  'gateway, (new flow|established flows), plain IPv6|router alone' 'Plain IPv6 against|The router alone on both'

@@ -10,15 +10,5 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . bench/lib.sh
-RUNS=${1:-5}
-cargo build --release -q -p bench
-mkdir -p bench/results
-out=bench/results/nat64.md
-{
-  echo "# NAT64 against NAT44"
-  echo
-  echo "Command: \`bench/run-nat64.sh $RUNS\` $(provenance)."
-  echo
-  gateway_beside_nat44 --nat64-rows "$RUNS" 'gateway, (new flow|established flows|the servers. replies), NAT64' 'NAT64 against'
-} | tee "$out.tmp"
-mv "$out.tmp" "$out"
+gateway_beside_nat44 nat64.md "NAT64 against NAT44" --nat64-rows "${1:-5}" \
+  'gateway, (new flow|established flows|the servers. replies), NAT64' 'NAT64 against'
