@@ -1293,10 +1293,7 @@ fn run<const N: usize>(a: GatewayArgs) -> Result<()> {
         );
     }
     if !fam_runs.is_empty() {
-        let col = |i: usize| {
-            let mut v: Vec<f64> = fam_runs.iter().map(|r| r[i]).collect();
-            crate::median(&mut v)
-        };
+        let col = |i| median_at(&fam_runs, i);
         let (r4, r6, rmix, rgrp) = (col(0), col(1), col(2), col(3));
         let rows = [
             (
@@ -1346,10 +1343,7 @@ fn run<const N: usize>(a: GatewayArgs) -> Result<()> {
             gw_est / ne
         );
     }
-    let stage = |p: &[[f64; Stage::COUNT]], i: usize| {
-        let mut v: Vec<f64> = p.iter().map(|r| r[i]).collect();
-        crate::median(&mut v)
-    };
+    let stage = median_at::<{ Stage::COUNT }>;
     println!(
         "\n## Cycles per stage\n\nThe same passes with the gateway's stage clock on (the TSC read where each stage ends; {read:.0} cycles per read, measured back to back, taken off each stage); medians of {} passes. The clock's reads overlap the work (the CPU runs ahead of them), so a stage's figure is where its cycles were spent give or take a few, and the sum differs from the unclocked total. A new flow's destination NAT, route lookup and reply tuple (the source NAT address, its index bucket prefetched) are worked out for a chunk's likely new flows before the first is opened (the gateway's `Plan4`) and counted under route; its NAT port's check, under nat.\n",
         a.runs
@@ -1521,4 +1515,10 @@ fn thousands(n: usize) -> String {
         out.push(c);
     }
     out
+}
+
+/// The median over runs of each run's figure `i`.
+fn median_at<const K: usize>(runs: &[[f64; K]], i: usize) -> f64 {
+    let mut v: Vec<f64> = runs.iter().map(|r| r[i]).collect();
+    crate::median(&mut v)
 }
