@@ -22,11 +22,13 @@ trap 'rm -rf "$WORK"' EXIT
 count() {
   valgrind --tool=callgrind --callgrind-out-file="$WORK/cg.out" \
     --collect-atstart=no --toggle-collect="sluice_bench::acl::${3:-classify_pass}" \
-    target/release/sluice-bench acl --set "$1" --runs "$2" --classifier-only >"$WORK/log" 2>&1
+    target/release/sluice-bench acl --set "$1" --runs "$2" --classifier-only --chosen-only >"$WORK/log" 2>&1
   sed -n 's/^==[0-9]*== Collected : \([0-9]*\)$/\1/p' "$WORK/log"
 }
-# The trace's length: the headers of each set's trace file.
+# The trace's length: the headers of each set's trace file (a grown set's
+# trace: as many headers as its rules, the bench's default 100,000).
 trace_len() {
+  [ "$1" = grown ] && { echo 100000; return; }
   local f=../shared/data/classbench/$1
   if [[ $f == *.gz ]]; then zcat "$f"; else cat "$f"; fi | grep -c .
 }
@@ -35,11 +37,11 @@ trace_len() {
   echo
   echo "Command: \`bench/run-acl-instructions.sh\` $(provenance)."
   echo
-  echo "valgrind's callgrind counting the instructions of the classifier's passes over each ClassBench set's trace in \`sluice-bench acl\` (acl1_10k over acl1_1k's trace, as there), counted with 1 and 2 passes: the difference over the trace's length. With a memo: the same through a worker's memo of classifications (\`pipeline::acl::Memo\`, 1,024 entries), filled by a pass before; hits: the share of one pass's lookups it answered (from \`sluice-bench acl\`)."
+  echo "valgrind's callgrind counting the instructions of the classifier's passes over each ClassBench set's trace in \`sluice-bench acl --chosen-only\` (the layout \`Classifier::build\` chooses; acl1_10k over acl1_1k's trace, as there; the 100k sets grown from the 10k ones, each over its 100,000 headers, as there), counted with 1 and 2 passes: the difference over the trace's length. With a memo: the same through a worker's memo of classifications (\`pipeline::acl::Memo\`, 1,024 entries), filled by a pass before; hits: the share of one pass's lookups it answered (from \`sluice-bench acl\`)."
   echo
   echo "| rules | trace headers | instructions/lookup | with a memo | memo hits |"
   echo "|---|---|---|---|---|"
-  for s in acl1_1k:acl1_1k_trace fw1_1k:fw1_1k_trace ipc1_1k:ipc1_1k_trace acl1_10k:acl1_1k_trace fw1_10k:fw1_10k_trace.gz ipc1_10k:ipc1_10k_trace.gz; do
+  for s in acl1_1k:acl1_1k_trace fw1_1k:fw1_1k_trace ipc1_1k:ipc1_1k_trace acl1_10k:acl1_1k_trace fw1_10k:fw1_10k_trace.gz ipc1_10k:ipc1_10k_trace.gz acl1_100k:grown fw1_100k:grown ipc1_100k:grown; do
     set_=${s%%:*}
     n=$(trace_len "${s#*:}")
     one=$(count "$set_" 1)
