@@ -30,6 +30,7 @@ use rustc_hash::FxHashMap;
 use std::net::{IpAddr, Ipv4Addr};
 
 mod bitvec;
+mod lanes;
 mod split;
 pub use bitvec::{Classifier, Layout, Memo};
 

@@ -18,8 +18,9 @@
 //! field (source, destination, source port, destination port, protocol)
 //! at one value, chosen where the larger side holds the fewest rules,
 //! then where the two hold the fewest together; a leaf holds at most
-//! [`LEAF`] rules, in priority order, side by side in half a cache line
-//! each, checked one by one. A rule that
+//! [`LEAF`] rules, in priority order: a few side by side in half a cache
+//! line each, checked one by one, more in blocks of eight checked eight
+//! at once (`lanes`). A rule that
 //! covers a node's whole region in every field and needs no residual
 //! check (TCP flags, metadata, a protocol mask) hides every rule after it
 //! there, and they are dropped. A lookup walks the trees side by side
@@ -30,11 +31,18 @@
 //! The parameters were measured on the 100k-rule sets grown from fw1,
 //! ipc1 and acl1 (`sluice-bench acl --classifier-only`): specific from
 //! /12 rather than /16 took ipc1's trees from 24 to 9 MiB and 1.9 to 3.4
-//! M lookups/s (from /24: 123 MiB); with each leaf's rules side by side,
-//! leaves of 24 rules gave acl1 6.2–6.9, fw1 7.3–8.3 and ipc1 4.9–5.1 M/s
-//! against 3.3, 3.9 and 3.5 for leaves of 8 (1.4–2× the memory) and 4.2–4.5
-//! on ipc1 for leaves of 32.
+//! M lookups/s (from /24: 123 MiB). With each leaf's rules side by side
+//! and checked one by one, leaves of 24 rules gave acl1 6.2–6.9, fw1
+//! 7.3–8.3 and ipc1 4.9–5.1 M/s against 3.3, 3.9 and 3.5 for leaves of 8
+//! (1.4–2× the memory). Checked eight at once, larger leaves pay: valgrind
+//! counts 730, 720 and 858 instructions a lookup (acl1, fw1, ipc1) with
+//! leaves of 24, 698, 668 and 839 with leaves of 40 (8.7, 6.9 and 7.6
+//! MiB, against 11.9, 7.7 and 9.8), 700, 657 and 833 with 48, where the
+//! scalar leaves of 24 took 1141, 1314 and 1212; six alternating rounds
+//! gave leaves of 40 medians of 8.7, 8.9 and 7.2 M lookups/s against 5.9,
+//! 5.6 and 4.9 for the scalar leaves of 24, and fw1_10k 14.3 against 10.4.
 
+use super::lanes::{Block, LANES, MORE};
 use super::{proto_range, Key, Member, Residual, Rule};
 
 /// A prefix this long or longer is specific (the address splits well).
@@ -47,22 +55,32 @@ fn cell(a: u32, bits: u32) -> usize {
     (u64::from(a) >> (32 - bits)) as usize
 }
 /// Most rules in a leaf.
-const LEAF: usize = 24;
+const LEAF: usize = 40;
 /// Deepest node (a leaf there keeps whatever rules reach it).
 const MAX_DEPTH: u32 = 48;
 
-/// Most nodes of a tree (a node's kids are at a 28-bit index; a set
-/// that would need more gets leaves of more rules instead).
-const MAX_NODES: usize = 0x0fff_ffff;
+/// Most nodes of a tree (a node's kids are at a 28-bit index into the
+/// trees' nodes together; a set that would need more gets leaves of more
+/// rules instead).
+const MAX_NODES: usize = 0x0fff_ffff / GROUPS;
 /// The flag of a leaf in [`Node::meta`].
 const IS_LEAF: u32 = 1 << 31;
+/// The flag in [`Node::meta`] of a leaf whose rules are in blocks of
+/// eight ([`Block`]), checked eight at once.
+const IN_BLOCKS: u32 = 1 << 30;
+/// Leaves of this many rules or more are in blocks; smaller ones are
+/// checked rule by rule (a block takes 256 bytes however few rules it
+/// holds: 20,000 host-pair rules, one to a leaf, would take 5 MiB).
+const IN_BLOCKS_FROM: usize = 4;
 /// Groups (and trees) at most.
 const GROUPS: usize = 4;
 
 /// A node: an inner node sends a key whose field `meta >> 28 & 7` is
 /// below `split` to node `meta & 0x0fff_ffff`, and others to the node
 /// after it; a leaf (`IS_LEAF`) has its rules at `split..` of the tree's
-/// slots, `meta & !IS_LEAF` of them.
+/// slots, `meta & !IS_LEAF` of them, or with `IN_BLOCKS` (bit 30, which
+/// only a leaf's `meta` has as a flag) at `split..` of its blocks, that
+/// many blocks.
 #[derive(Clone, Copy)]
 struct Node {
     split: u32,
@@ -130,8 +148,11 @@ impl Slot {
 /// One group's tree.
 struct Tree {
     nodes: Vec<Node>,
-    /// Leaves' rules, each leaf's in priority order.
+    /// Small leaves' rules, each leaf's in priority order.
     slots: Vec<Slot>,
+    /// Larger leaves' rules, each leaf's in priority order, eight to a
+    /// block.
+    blocks: Vec<Block>,
     /// The group's rules (while it is built).
     rules: Vec<Leaf>,
     /// The group's first rule (its lowest index).
@@ -158,6 +179,7 @@ impl Tree {
                 meta: IS_LEAF,
             }],
             slots: Vec::new(),
+            blocks: Vec::new(),
             rules,
             first,
             field,
@@ -190,20 +212,31 @@ impl Tree {
         t
     }
 
-    /// The root of `x`'s cell.
-    #[inline(always)]
-    fn root(&self, x: &[u32; 5]) -> usize {
-        self.roots[cell(x[self.field], self.bits)] as usize
-    }
-
     fn leaf(&mut self, at: usize, list: &[u32]) {
-        self.nodes[at] = Node {
-            split: self.slots.len() as u32,
-            meta: IS_LEAF | list.len() as u32,
-        };
         let rules = &self.rules;
-        self.slots
-            .extend(list.iter().map(|&i| Slot::of(&rules[i as usize])));
+        if list.len() < IN_BLOCKS_FROM {
+            self.nodes[at] = Node {
+                split: self.slots.len() as u32,
+                meta: IS_LEAF | list.len() as u32,
+            };
+            self.slots
+                .extend(list.iter().map(|&i| Slot::of(&rules[i as usize])));
+            return;
+        }
+        self.nodes[at] = Node {
+            split: self.blocks.len() as u32,
+            meta: IS_LEAF | IN_BLOCKS | list.len().div_ceil(LANES) as u32,
+        };
+        self.blocks.extend(list.chunks(LANES).map(|c| {
+            let lanes: Vec<_> = c
+                .iter()
+                .map(|&i| {
+                    let r = &rules[i as usize];
+                    ((r.lo, r.hi), r.id | if r.more { MORE } else { 0 })
+                })
+                .collect();
+            Block::new(&lanes)
+        }));
     }
 
     fn grow(&mut self, at: usize, mut list: Vec<u32>, region: Region, depth: u32) {
@@ -288,33 +321,39 @@ impl Tree {
         }
         best.map(|b| (b.2, b.3))
     }
+}
 
-    /// The first rule of `leaf` matching, or `best` when none before it
-    /// does.
+/// A tree's way in: its cut's roots.
+struct Root {
+    /// The tree's first rule (its lowest index).
+    first: u32,
+    /// The field whose top `bits` bits pick a root (0 bits: one root).
+    field: usize,
+    bits: u32,
+    /// Each cell's root node, in [`Split::nodes`].
+    roots: Vec<u32>,
+}
+
+impl Root {
+    /// The root of `x`'s cell.
     #[inline(always)]
-    fn scan(&self, leaf: Node, k: &Key, x: &[u32; 5], residual: &[Residual], best: u32) -> u32 {
-        let s = leaf.split as usize;
-        let e = s + (leaf.meta & !IS_LEAF) as usize;
-        for r in &self.slots[s..e] {
-            if r.id >= best {
-                return best;
-            }
-            if r.covers(k, x[0], x[1]) && (!r.more || residual[r.id as usize].matches(k)) {
-                return r.id;
-            }
-        }
-        best
-    }
-
-    fn bytes(&self) -> usize {
-        self.nodes.len() * 8 + self.slots.len() * 32 + self.roots.len() * 4
+    fn root(&self, x: &[u32; 5]) -> usize {
+        self.roots[cell(x[self.field], self.bits)] as usize
     }
 }
 
 /// The IPv4 rules as separated decision trees.
 pub(super) struct Split {
-    trees: Vec<Tree>,
-    /// Each rule's residual check, by its index (where [`Slot::more`]).
+    /// Each tree's roots, in the order of their first rules.
+    trees: Vec<Root>,
+    /// The trees' nodes, one after the other (a walk's state is an index).
+    nodes: Vec<Node>,
+    /// Small leaves' rules, each leaf's in priority order.
+    slots: Vec<Slot>,
+    /// Larger leaves' rules, each leaf's in priority order, eight to a
+    /// block.
+    blocks: Vec<Block>,
+    /// Each rule's residual check, by its index (where [`MORE`]).
     residual: Vec<Residual>,
 }
 
@@ -343,7 +382,79 @@ impl Split {
             .map(|(g, (f, bits))| Tree::build(g, f, bits))
             .collect();
         trees.sort_by_key(|t| t.first);
-        Split { trees, residual }
+        // The trees' nodes, slots and blocks one after the other: each
+        // tree's indexes moved on by those before it.
+        let mut split = Split {
+            trees: Vec::new(),
+            nodes: Vec::new(),
+            slots: Vec::new(),
+            blocks: Vec::new(),
+            residual,
+        };
+        for t in trees {
+            let base = split.nodes.len() as u32;
+            let (slots, blocks) = (split.slots.len() as u32, split.blocks.len() as u32);
+            split.nodes.extend(t.nodes.iter().map(|&n| match n.meta {
+                m if m & IS_LEAF == 0 => Node {
+                    split: n.split,
+                    meta: m + base,
+                },
+                m if m & IN_BLOCKS != 0 => Node {
+                    split: n.split + blocks,
+                    meta: m,
+                },
+                m => Node {
+                    split: n.split + slots,
+                    meta: m,
+                },
+            }));
+            split.slots.extend(t.slots);
+            split.blocks.extend(t.blocks);
+            split.trees.push(Root {
+                first: t.first,
+                field: t.field,
+                bits: t.bits,
+                roots: t.roots.iter().map(|r| r + base).collect(),
+            });
+        }
+        split
+    }
+
+    /// The first rule of `leaf` matching, or `best` when none before it
+    /// does.
+    #[inline(always)]
+    fn scan(&self, leaf: Node, k: &Key, x: &[u32; 5], best: u32) -> u32 {
+        let s = leaf.split as usize;
+        let e = s + (leaf.meta & !(IS_LEAF | IN_BLOCKS)) as usize;
+        if leaf.meta & IN_BLOCKS == 0 {
+            for r in &self.slots[s..e] {
+                if r.id >= best {
+                    return best;
+                }
+                if r.covers(k, x[0], x[1]) && (!r.more || self.residual[r.id as usize].matches(k)) {
+                    return r.id;
+                }
+            }
+            return best;
+        }
+        for b in &self.blocks[s..e] {
+            if b.ids[0] & !MORE >= best {
+                return best;
+            }
+            let mut m = b.covers(x);
+            while m != 0 {
+                let id = b.ids[m.trailing_zeros() as usize];
+                m &= m - 1;
+                let rule = id & !MORE;
+                if rule >= best {
+                    return best;
+                }
+                if id & MORE == 0 || self.residual[rule as usize].matches(k) {
+                    return rule;
+                }
+            }
+        }
+        best
     }
 
     #[inline]
@@ -356,27 +467,34 @@ impl Split {
             u32::from(k.proto),
         ];
         // The trees' walks are independent chains of loads: run them
-        // side by side, then check their leaves in the trees' order.
-        let mut at = [0usize; GROUPS];
-        for (t, tree) in self.trees.iter().enumerate() {
-            at[t] = tree.root(&x);
+        // side by side (each step a step of every tree not yet at its
+        // leaf, a tree leaving the walk when it reaches one), then check
+        // their leaves in the trees' order. The fields padded to eight,
+        // so a node's field number (3 bits) needs no bounds check.
+        let xf = [x[0], x[1], x[2], x[3], x[4], 0, 0, 0];
+        let mut walk = [(0usize, 0usize); GROUPS];
+        let mut live = self.trees.len().min(GROUPS);
+        for (t, tree) in self.trees.iter().take(live).enumerate() {
+            walk[t] = (tree.root(&x), t);
         }
         let mut leaf = [Node {
             split: 0,
             meta: IS_LEAF,
         }; GROUPS];
-        let mut live = self.trees.len();
         while live > 0 {
-            live = 0;
-            for (t, tree) in self.trees.iter().enumerate() {
-                let node = tree.nodes[at[t]];
+            let mut i = 0;
+            while i < live {
+                let (at, t) = walk[i];
+                let node = self.nodes[at];
                 if node.meta & IS_LEAF != 0 {
                     leaf[t] = node;
+                    live -= 1;
+                    walk[i] = walk[live];
                     continue;
                 }
-                live += 1;
                 let f = (node.meta >> 28 & 7) as usize;
-                at[t] = (node.meta & 0x0fff_ffff) as usize + usize::from(x[f] >= node.split);
+                walk[i].0 = (node.meta & 0x0fff_ffff) as usize + usize::from(xf[f] >= node.split);
+                i += 1;
             }
         }
         let mut best = u32::MAX;
@@ -384,13 +502,16 @@ impl Split {
             if tree.first >= best {
                 break;
             }
-            best = tree.scan(leaf[t], k, &x, &self.residual, best);
+            best = self.scan(leaf[t], k, &x, best);
         }
         (best != u32::MAX).then_some(best)
     }
 
     pub(super) fn bytes(&self) -> usize {
-        self.trees.iter().map(Tree::bytes).sum::<usize>()
+        self.nodes.len() * std::mem::size_of::<Node>()
+            + self.slots.len() * std::mem::size_of::<Slot>()
+            + self.blocks.len() * std::mem::size_of::<Block>()
+            + self.trees.iter().map(|t| t.roots.len() * 4).sum::<usize>()
             + self.residual.len() * std::mem::size_of::<Residual>()
     }
 
@@ -401,6 +522,6 @@ impl Split {
 
     /// Nodes of all trees.
     pub(super) fn nodes(&self) -> usize {
-        self.trees.iter().map(|t| t.nodes.len()).sum()
+        self.nodes.len()
     }
 }
