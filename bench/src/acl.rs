@@ -149,12 +149,15 @@ pub fn acl(a: AclArgs) -> Result<()> {
     println!("| rules | count | build | IPv4 rules as | bit vectors | memory | classifier M lookups/s | cycles/lookup | with a memo: hits in one pass, M lookups/s | the other layout: memory, M lookups/s; with a memo | tuple space M lookups/s | linear scan M lookups/s | speed-up vs linear |");
     println!("|---|---|---|---|---|---|---|---|---|---|---|---|---|");
     let hz = pmd::sys::Tsc::calibrate(std::time::Duration::from_millis(50)).hz as f64;
+    // The cost against size, one row per set and way of looking up (for
+    // the plots of `bench/run-acl.sh`): cycles a lookup, and memory.
+    let mut by_size: Vec<String> = Vec::new();
     for (rf, tf) in &sets {
         if a.set.as_deref().is_some_and(|s| s != rf) {
             continue;
         }
+        let seed = rf.split('_').next().unwrap_or_default();
         let (rule_lines, trace_lines) = if *tf == "grown" {
-            let seed = rf.split('_').next().unwrap_or_default();
             let r =
                 testdata::classbench::grow(&lines(&format!("classbench/{seed}_10k"))?, a.grow, 1);
             let t = testdata::classbench::trace(&r, a.grow, 2);
@@ -201,6 +204,13 @@ pub fn acl(a: AclArgs) -> Result<()> {
                 hits * 100.0,
             )
         };
+        let cycles = |rate: f64| hz / (rate * 1e6);
+        by_size.push(format!(
+            "| {seed}, classifier | {} | {:.0} | {:.2} |",
+            rules.len(),
+            cycles(fast),
+            c.memory() as f64 / (1 << 20) as f64
+        ));
         let (mid, slow, speedup) = if a.classifier_only || a.chosen_only {
             ("-".to_string(), "-".to_string(), "-".to_string())
         } else {
@@ -220,6 +230,16 @@ pub fn acl(a: AclArgs) -> Result<()> {
                     black_box(linear(&rules, k));
                 }
             });
+            by_size.push(format!(
+                "| {seed}, tuple space | {} | {:.0} | - |",
+                rules.len(),
+                cycles(mid)
+            ));
+            by_size.push(format!(
+                "| {seed}, linear scan | {} | {:.0} | - |",
+                rules.len(),
+                cycles(slow)
+            ));
             (
                 format!("{mid:.2}"),
                 format!("{slow:.3}"),
@@ -233,9 +253,18 @@ pub fn acl(a: AclArgs) -> Result<()> {
             c.layout(),
             c.vectors(),
             c.memory() as f64 / (1 << 20) as f64,
-            hz / (fast * 1e6),
+            cycles(fast),
             hit_rate * 100.0,
         );
+    }
+    if a.set.is_none() {
+        println!("\nThe cost against the rules' count (the rows above, one line per seed and way of looking up):\n");
+        println!("| lookup | rules | cycles/lookup | memory (MiB) |");
+        println!("|---|---|---|---|");
+        by_size.sort_by_key(|r| r.split('|').nth(1).map(str::to_owned));
+        for r in by_size {
+            println!("{r}");
+        }
     }
     Ok(())
 }
