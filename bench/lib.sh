@@ -14,6 +14,28 @@ provenance() {
   echo "at \`$rev\` on $(date -u +%Y-%m-%d), $(nproc) CPUs ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)), Linux $(uname -r)"
 }
 
+# Builds revision REV of this checkout (the appliance and the bench) in a
+# worktree, target/ab/base, with a target directory of its own, the shared
+# data sets linked beside it as beside this checkout, and this tree too;
+# the worktree goes (and WORK, a caller's scratch directory, when set) on
+# exit. Sets HERE (this checkout), BASE_SHA, BASE_BIN and THIS_BIN (the
+# two builds' target/release).
+#   build_rev REV
+build_rev() {
+  HERE=$PWD
+  local ab=$HERE/target/ab
+  BASE_SHA=$(git rev-parse --short "$1")
+  rm -rf "$ab/base"
+  git worktree prune
+  git worktree add -q --detach "$ab/base" "$1"
+  trap 'git -C "$HERE" worktree remove --force "$HERE/target/ab/base" 2>/dev/null || true; [ -z "${WORK:-}" ] || rm -rf "$WORK"' EXIT
+  [ -d "$HERE/../shared" ] && ln -sfn "$(cd "$HERE/../shared" && pwd)" "$ab/shared"
+  (cd "$ab/base" && CARGO_TARGET_DIR=$ab/target cargo build --release -q -p appliance -p bench)
+  cargo build --release -q -p appliance -p bench
+  BASE_BIN=$ab/target/release
+  THIS_BIN=$HERE/target/release
+}
+
 # What `sluice-bench gateway FLAG --runs RUNS` measures beside NAT44 (in
 # each run), written to bench/results/OUT under TITLE with the calling
 # script's command line: its setup, the table's rows of NAT44's new flows

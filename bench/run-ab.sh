@@ -20,21 +20,8 @@ cd "$(dirname "$0")/.."
 . bench/lib.sh
 REV=${1:?usage: bench/run-ab.sh REV [runs]}
 RUNS=${2:-5}
-HERE=$PWD
-AB=$HERE/target/ab
-BASE_SHA=$(git rev-parse --short "$REV")
-rm -rf "$AB/base"
-git worktree prune
-git worktree add -q --detach "$AB/base" "$REV"
-trap 'git -C "$HERE" worktree remove --force "$AB/base" 2>/dev/null || true; rm -rf "$WORK"' EXIT
+build_rev "$REV"
 WORK=$(mktemp -d /tmp/sluice-ab.XXXXXX)
-# The shared data sets sit beside the checkout (../shared): the worktree's
-# tests and benchmarks look for them beside it too.
-[ -d "$HERE/../shared" ] && ln -sfn "$(cd "$HERE/../shared" && pwd)" "$AB/shared"
-(cd "$AB/base" && CARGO_TARGET_DIR=$AB/target cargo build --release -q -p appliance -p bench)
-cargo build --release -q -p appliance -p bench
-BASE_BIN=$AB/target/release
-THIS_BIN=$HERE/target/release
 
 cat > "$WORK/io.toml" <<EOF
 [run]

@@ -32,6 +32,37 @@ pub struct AclArgs {
     grow: usize,
 }
 
+/// Arguments of `classbench-grow`.
+#[derive(Parser)]
+pub struct GrowArgs {
+    /// The set grown from (one of ../shared/data/classbench, e.g.
+    /// `fw1_10k`).
+    #[arg(long)]
+    from: String,
+    /// Rules in the grown set.
+    #[arg(long, default_value_t = 100_000)]
+    rules: usize,
+    /// The file to write (ClassBench's rule lines, as
+    /// `firewall.classbench_file` reads them).
+    #[arg(long)]
+    out: std::path::PathBuf,
+}
+
+/// Writes the set `acl --grow` measures (the same seed) to a file, for a
+/// gateway config to load.
+pub fn classbench_grow(a: GrowArgs) -> Result<()> {
+    let grown = testdata::classbench::grow(&lines(&format!("classbench/{}", a.from))?, a.rules, 1);
+    anyhow::ensure!(
+        grown.len() == a.rules,
+        "{}: grew {} distinct rules, not {}",
+        a.from,
+        grown.len(),
+        a.rules
+    );
+    std::fs::write(&a.out, grown.join("\n") + "\n")
+        .with_context(|| format!("writing {}", a.out.display()))
+}
+
 /// Headers a linear scan of a grown set is timed on (of its trace).
 const LINEAR_KEYS: usize = 5_000;
 

@@ -14,7 +14,8 @@
 //! - `router`: the router with the full table against io forwarding of the
 //!   same traffic, side by side (`bench/run-router.sh`).
 //! - `acl`: the rule classifier against a linear scan on the ClassBench
-//!   sets (`bench/run-acl.sh`).
+//!   sets (`bench/run-acl.sh`); `classbench-grow` writes a grown set for
+//!   a gateway to load (`bench/run-gateway-rules.sh`).
 //! - `udp-pcap` writes captures for replaying drivers and tcpreplay;
 //!   `plot-table` plots a results table's columns (`bench/run-lab-scale.sh`).
 
@@ -51,6 +52,8 @@ enum Cli {
     Router(router::RouterArgs),
     /// The rule classifier vs a linear scan on the ClassBench sets.
     Acl(acl::AclArgs),
+    /// Writes a rule set grown from a ClassBench set (as `acl --grow`).
+    ClassbenchGrow(acl::GrowArgs),
     /// The full gateway pipeline (conntrack, firewall, NAT, routing) in one
     /// core vs the router alone: new and established flows.
     Gateway(gateway::GatewayArgs),
@@ -96,6 +99,7 @@ fn main() -> Result<()> {
         Cli::Lpm(a) => lpm::lpm(a),
         Cli::Router(a) => router::router(a),
         Cli::Acl(a) => acl::acl(a),
+        Cli::ClassbenchGrow(a) => acl::classbench_grow(a),
         Cli::Gateway(a) => gateway::gateway(a),
         Cli::Fib(a) => fib::fib(a),
         Cli::State(a) => state::state(a),
