@@ -30,6 +30,11 @@ pub struct AclArgs {
     /// Rules in each grown set (grown from each 10k set; 0: none).
     #[arg(long, default_value_t = 100_000)]
     grow: usize,
+    /// Also the grown sets moved into IPv6 (`testdata::classbench::into_ipv6`:
+    /// each address's 32 bits after 2001:db8::/32), their traces too: the
+    /// classifier's IPv6 rules (rows `…k6`).
+    #[arg(long)]
+    ipv6: bool,
 }
 
 /// Arguments of `classbench-grow`.
@@ -165,6 +170,11 @@ pub fn acl(a: AclArgs) -> Result<()> {
         for seed in ["acl1", "fw1", "ipc1"] {
             sets.push((format!("{seed}_{}", grown(a.grow)), "grown"));
         }
+        if a.ipv6 {
+            for seed in ["acl1", "fw1", "ipc1"] {
+                sets.push((format!("{seed}_{}6", grown(a.grow)), "grown6"));
+            }
+        }
     }
     if let Some(s) = &a.set {
         anyhow::ensure!(
@@ -176,7 +186,7 @@ pub fn acl(a: AclArgs) -> Result<()> {
                 .join(", ")
         );
     }
-    println!("ClassBench rule sets and traces from ../shared/data/classbench (acl1_10k has no trace here: the 1k trace's headers are used); the {} sets grown from the 10k ones by `testdata::classbench::grow` (ClassBench's method with the 10k set as its seed: prefix lengths, port ranges and protocols of a seed rule, prefixes drawn down the seed's address trees), each with {} headers drawn inside its rules (`testdata::classbench::trace`), the linear scan timed on the first {LINEAR_KEYS}; one core; median of {} passes over each trace. The IPv4 rules' layout is the one `Classifier::build` chooses (bit vectors in cells up to 50,000 rules where they take at most 4 MiB, decision trees otherwise); the other layout is built and timed beside it. With a memo: through a worker's memo of classifications by elementary interval (`pipeline::acl::Memo`, as the gateway classifies a flow's first packet), filled by a pass before; hits: the share of one pass's lookups it answered.\n", grown(a.grow), a.grow, a.runs);
+    println!("ClassBench rule sets and traces from ../shared/data/classbench (acl1_10k has no trace here: the 1k trace's headers are used); the {} sets grown from the 10k ones by `testdata::classbench::grow` (ClassBench's method with the 10k set as its seed: prefix lengths, port ranges and protocols of a seed rule, prefixes drawn down the seed's address trees), each with {} headers drawn inside its rules (`testdata::classbench::trace`), the linear scan timed on the first {LINEAR_KEYS}; one core; median of {} passes over each trace. The IPv4 rules' layout is the one `Classifier::build` chooses (bit vectors in cells up to 50,000 rules where they take at most 4 MiB, decision trees otherwise); the other layout is built and timed beside it. Sets ending in 6 (with `--ipv6`): the grown sets moved into IPv6 (`testdata::classbench::into_ipv6`: each address's 32 bits after 2001:db8::/32, a prefix 32 bits longer), their traces too; their rules are the classifier's IPv6 rules (bit vectors up to 20,000 rules where they take at most 4 MiB, decision trees over the addresses' intervals otherwise). With a memo: through a worker's memo of classifications by elementary interval (`pipeline::acl::Memo`, as the gateway classifies a flow's first packet), filled by a pass before; hits: the share of one pass's lookups it answered.\n", grown(a.grow), a.grow, a.runs);
     println!("| rules | count | build | IPv4 rules as | bit vectors | memory | classifier M lookups/s | cycles/lookup | with a memo: hits in one pass, M lookups/s | the other layout: memory, M lookups/s; with a memo | tuple space M lookups/s | linear scan M lookups/s | speed-up vs linear |");
     println!("|---|---|---|---|---|---|---|---|---|---|---|---|---|");
     let hz = pmd::sys::Tsc::calibrate(std::time::Duration::from_millis(50)).hz as f64;
@@ -188,7 +198,7 @@ pub fn acl(a: AclArgs) -> Result<()> {
             continue;
         }
         let seed = rf.split('_').next().unwrap_or_default();
-        let (rule_lines, trace_lines) = if *tf == "grown" {
+        let (rule_lines, trace_lines) = if tf.starts_with("grown") {
             let r =
                 testdata::classbench::grow(&lines(&format!("classbench/{seed}_10k"))?, a.grow, 1);
             let t = testdata::classbench::trace(&r, a.grow, 2);
@@ -199,15 +209,24 @@ pub fn acl(a: AclArgs) -> Result<()> {
                 lines(&format!("classbench/{tf}"))?,
             )
         };
-        let rules: Vec<_> = rule_lines
+        let mut rules: Vec<_> = rule_lines
             .iter()
             .filter(|l| !l.trim().is_empty())
             .map(|l| parse_classbench(l).with_context(|| format!("{rf}: {l}")))
             .collect::<Result<_>>()?;
-        let trace: Vec<Key> = trace_lines
+        let mut trace: Vec<Key> = trace_lines
             .iter()
             .filter_map(|l| parse_trace(l).map(|(k, _)| k))
             .collect();
+        if *tf == "grown6" {
+            use testdata::classbench::into_ipv6;
+            for r in &mut rules {
+                (r.src, r.dst) = (into_ipv6(r.src), into_ipv6(r.dst));
+            }
+            for k in &mut trace {
+                (k.src, k.dst) = (into_ipv6((k.src, 128)).0, into_ipv6((k.dst, 128)).0);
+            }
+        }
         let t0 = Instant::now();
         let c = Classifier::build(rules.clone());
         let build = t0.elapsed();
@@ -216,7 +235,8 @@ pub fn acl(a: AclArgs) -> Result<()> {
         // The other layout side by side: trees where bit vectors were
         // chosen, bit vectors (cut as the build cut them before the
         // trees, whatever their memory) where trees were.
-        let other = if a.chosen_only {
+        let ipv6 = *tf == "grown6";
+        let other = if a.chosen_only || ipv6 {
             "-".to_string()
         } else {
             let other = match c.layout() {
@@ -236,6 +256,11 @@ pub fn acl(a: AclArgs) -> Result<()> {
             )
         };
         let cycles = |rate: f64| hz / (rate * 1e6);
+        let seed = if ipv6 {
+            format!("{seed} IPv6")
+        } else {
+            seed.to_string()
+        };
         by_size.push(format!(
             "| {seed}, classifier | {} | {:.0} | {:.2} |",
             rules.len(),
@@ -251,7 +276,7 @@ pub fn acl(a: AclArgs) -> Result<()> {
                     black_box(ts.classify(k));
                 }
             });
-            let some = &trace[..trace.len().min(if *tf == "grown" {
+            let some = &trace[..trace.len().min(if tf.starts_with("grown") {
                 LINEAR_KEYS
             } else {
                 trace.len()
@@ -281,7 +306,11 @@ pub fn acl(a: AclArgs) -> Result<()> {
             "| {rf} | {} | {:.1} ms | {} | {} | {:.1} MiB | {fast:.2} | {:.0} | {:.0}%, {memoed:.2} | {other} | {mid} | {slow} | {speedup} |",
             rules.len(),
             build.as_secs_f64() * 1e3,
-            c.layout(),
+            if ipv6 {
+                format!("IPv6 rules as {}", c.ipv6_layout())
+            } else {
+                c.layout().to_string()
+            },
             c.vectors(),
             c.memory() as f64 / (1 << 20) as f64,
             cycles(fast),

@@ -9,9 +9,13 @@
 //! trace's headers and for each with other TCP flags and metadata (which
 //! the memo's key must tell apart), while the memo answers some of them.
 //! The IPv4 rules as decision trees (which the build chooses for large
-//! wildcard-heavy sets) find the same rules.
+//! wildcard-heavy sets) find the same rules, and so do IPv6 rules as
+//! trees (sets grown from ClassBench's moved into 2001:db8::/32).
 
-use pipeline::acl::{linear, parse_classbench, parse_trace, Classifier, Key, Layout, Memo};
+use pipeline::acl::{
+    linear, parse_classbench, parse_trace, v4, Classifier, Key, Layout, Memo, Rule,
+};
+use testdata::classbench::into_ipv6;
 
 fn lines(rel: &str) -> Option<Vec<String>> {
     if rel.ends_with(".gz") {
@@ -149,5 +153,70 @@ fn grown_sets_match_linear_scan() {
             assert!(rules[id as usize].matches(k), "{seed}: rule {id}");
             assert!(want.is_some_and(|w| w <= id), "{seed}: {want:?} after {id}");
         }
+    }
+}
+
+#[test]
+fn ipv6_sets_match_linear_scan() {
+    // 5,000 IPv6 rules as vectors, 30,000 as trees (past 20,000: their
+    // vectors would take tens of MiB), each with the seed's IPv4 rules
+    // before them in priority; the keys of a trace of the IPv6 rules,
+    // each also with a field changed, and the IPv4 trace's keys.
+    for (seed, n, most) in [("fw1_10k", 5_000, 16 << 20), ("ipc1_10k", 30_000, 16 << 20)] {
+        let Some(seed_lines) = lines(&format!("classbench/{seed}")) else {
+            return;
+        };
+        let grown = testdata::classbench::grow(&seed_lines, n, 9);
+        let parse = |l: &String| parse_classbench(l).unwrap_or_else(|| panic!("{seed}: {l}"));
+        let mut rules: Vec<Rule> = seed_lines.iter().take(500).map(parse).collect();
+        let ipv4 = rules.len();
+        rules.extend(grown.iter().map(parse).map(|mut r| {
+            r.src = into_ipv6(r.src);
+            r.dst = into_ipv6(r.dst);
+            r
+        }));
+        let c = Classifier::build(rules.clone());
+        assert!(c.memory() < most, "{seed} as IPv6: {} bytes", c.memory());
+        let trace = |lines: &[String], seed: u64| -> Vec<Key> {
+            testdata::classbench::trace(lines, 400, seed)
+                .iter()
+                .filter_map(|l| parse_trace(l))
+                .map(|(k, _)| k)
+                .collect()
+        };
+        let mut keys = trace(&seed_lines[..ipv4], 10);
+        let mut x = 0x2545_f491_4f6c_dd1d_u64;
+        for k in trace(&grown, 11) {
+            let mut k6 = k;
+            k6.src = into_ipv6((k.src, 128)).0;
+            k6.dst = into_ipv6((k.dst, 128)).0;
+            keys.push(k6);
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            let mut other = k6;
+            match x % 4 {
+                0 => other.src ^= u128::from(x) << (x % 96),
+                1 => other.dst ^= u128::from(x) << (x % 96),
+                2 => other.dport ^= x as u16,
+                _ => other.src = v4(x as u32),
+            }
+            keys.push(other);
+        }
+        assert_eq!(keys.len(), 1200, "{seed}");
+        let mut memo = Memo::default();
+        let mut found = 0;
+        for k in &keys {
+            let want = linear(&rules, k);
+            found += usize::from(want.is_some_and(|w| w as usize >= ipv4));
+            assert_eq!(c.classify(k), want, "{seed} as IPv6: {k:?}");
+            assert_eq!(
+                c.classify_memo(k, &mut memo),
+                want,
+                "{seed} as IPv6, memo: {k:?}"
+            );
+        }
+        // Most of the IPv6 trace's keys find an IPv6 rule.
+        assert!(found >= 400, "{seed}: {found} keys found IPv6 rules");
     }
 }

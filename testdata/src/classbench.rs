@@ -236,6 +236,18 @@ pub fn trace(rule_lines: &[String], n: usize, seed: u64) -> Vec<String> {
         .collect()
 }
 
+/// An IPv4 address or prefix as Sluice's classifier holds it (IPv4-mapped
+/// `u128`, its length 96 more) moved into IPv6: its 32 bits after
+/// 2001:db8::/32, its length 32 more; an address as a /128. For IPv6 rule
+/// sets of ClassBench's shapes (the IPv4 sets' prefix trees, 32 bits
+/// down).
+pub fn into_ipv6((a, len): (u128, u8)) -> (u128, u8) {
+    (
+        0x2001_0db8_u128 << 96 | u128::from(a as u32) << 64,
+        len.saturating_sub(96) + 32,
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

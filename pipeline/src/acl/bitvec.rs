@@ -37,9 +37,12 @@
 //! two families: keys whose addresses are both IPv4-mapped search a family
 //! over `u32` addresses holding every rule whose ranges meet the IPv4
 //! space; other keys search a family over `u128` addresses holding every
-//! rule that could match a key outside it.
+//! rule that could match a key outside it, or, where its vectors would
+//! take more than [`VECTORS_CACHED`] (or past [`V6_VECTORS_MAX`] such
+//! rules), decision trees over its addresses' elementary intervals
+//! numbered as `u32`s.
 
-use super::split::Split;
+use super::split::{Remap, Space, Split};
 use super::{proto_range, Key, Member, Residual, Rule};
 use rustc_hash::FxHashMap;
 
@@ -844,7 +847,7 @@ impl Trees {
             })
         });
         Trees {
-            split: Split::build(all, members),
+            split: Split::build(all, members, Space::V4),
             classes,
         }
     }
@@ -919,8 +922,87 @@ impl std::fmt::Display for Layout {
 /// A built classifier; the fast path only reads it.
 pub struct Classifier {
     v4: V4,
-    v6: Family<u128>,
+    v6: V6,
     len: usize,
+}
+
+/// How the rules that can match a key outside the IPv4-mapped space (the
+/// IPv6 rules) are searched: bit vectors over `u128` intervals, uncut, as
+/// long as they take at most [`VECTORS_CACHED`]; decision trees over the
+/// addresses numbered as `u32`s ([`Remap`]: buckets on the 16 bits after
+/// the rules' shared prefix, the intervals within) past that, or past
+/// [`V6_VECTORS_MAX`] rules, whose vectors would take hundreds of MiB:
+/// the 100k sets grown from acl1, fw1 and ipc1, moved into
+/// 2001:db8::/32, took 554, 1,336 and 753 MiB as vectors (builds of 1.1,
+/// 5.4 and 2.2 s) and 10–11 MiB as trees (60–240 ms), 2.8–4.1 M lookups/s
+/// (`sluice-bench acl --ipv6`; the IPv4 sets' trees 7.6–10.2).
+enum V6 {
+    Vectors(Box<Family<u128>>),
+    Trees(Box<Trees6>),
+}
+
+/// Rules above which the IPv6 rules are trees without trying vectors.
+const V6_VECTORS_MAX: usize = 20_000;
+
+struct Trees6 {
+    split: Split,
+    src: Remap,
+    dst: Remap,
+}
+
+impl V6 {
+    fn build(rules: &[Rule], members: Vec<Member<u128>>) -> V6 {
+        if members.len() <= V6_VECTORS_MAX {
+            let fam = Family::build(rules, members.iter().copied());
+            if fam.bytes() <= VECTORS_CACHED {
+                return V6::Vectors(Box::new(fam));
+            }
+        }
+        let src = Remap::new(members.iter().map(|m| m.1));
+        let dst = Remap::new(members.iter().map(|m| m.2));
+        let m32: Vec<Member<u32>> = members
+            .iter()
+            .map(|&(i, s, d)| (i, src.range(s), dst.range(d)))
+            .collect();
+        V6::Trees(Box::new(Trees6 {
+            split: Split::build(rules, &m32, Space::v6(&src, &dst)),
+            src,
+            dst,
+        }))
+    }
+
+    #[inline(always)]
+    fn classify(&self, k: &Key) -> Option<u32> {
+        match self {
+            V6::Vectors(fam) => fam.classify(k, k.src, k.dst),
+            V6::Trees(t) => t.split.classify(k, t.src.at(k.src), t.dst.at(k.dst)),
+        }
+    }
+
+    #[inline(always)]
+    fn classify_memo(&self, k: &Key, memo: &mut Memo) -> Option<u32> {
+        match self {
+            V6::Vectors(fam) => fam.classify_memo(k, k.src, k.dst, u32::MAX, memo),
+            V6::Trees(_) => {
+                memo.misses += 1;
+                self.classify(k)
+            }
+        }
+    }
+
+    fn vectors(&self) -> usize {
+        match self {
+            V6::Vectors(fam) => fam.vectors(),
+            V6::Trees(_) => 0,
+        }
+    }
+
+    fn bytes(&self) -> usize {
+        match self {
+            V6::Vectors(fam) => fam.bytes(),
+            V6::Trees(t) => t.split.bytes() + t.src.bytes() + t.dst.bytes(),
+        }
+    }
 }
 
 impl Classifier {
@@ -975,14 +1057,16 @@ impl Classifier {
     fn with_v4(rules: Vec<Rule>, v4: V4) -> Classifier {
         // Family over u128: rules that can match a key with an address
         // outside the IPv4-mapped space.
-        let v6 = Family::build(
-            &rules,
-            rules.iter().enumerate().filter_map(|(i, r)| {
+        let members = rules
+            .iter()
+            .enumerate()
+            .filter_map(|(i, r)| {
                 let (s, d) = (range128(r.src), range128(r.dst));
                 let inside = |x: (u128, u128)| x.0 >= V4_LO && x.1 <= V4_HI;
                 (!(inside(s) && inside(d))).then_some((i, s, d))
-            }),
-        );
+            })
+            .collect();
+        let v6 = V6::build(&rules, members);
         Classifier {
             v4,
             v6,
@@ -1000,7 +1084,7 @@ impl Classifier {
                 V4::Trees(trees) => trees.split.classify(k, k.src as u32, k.dst as u32),
             }
         } else {
-            self.v6.classify(k, k.src, k.dst)
+            self.v6.classify(k)
         }
     }
 
@@ -1018,7 +1102,7 @@ impl Classifier {
                 V4::Trees(trees) => trees.classify_memo(k, k.src as u32, k.dst as u32, memo),
             }
         } else {
-            self.v6.classify_memo(k, k.src, k.dst, u32::MAX, memo)
+            self.v6.classify_memo(k, memo)
         }
     }
 
@@ -1043,6 +1127,15 @@ impl Classifier {
                 trees: trees.split.trees(),
                 nodes: trees.split.nodes(),
             },
+        }
+    }
+
+    /// How the rules that can match a key outside the IPv4-mapped space
+    /// (the IPv6 rules) are searched.
+    pub fn ipv6_layout(&self) -> &'static str {
+        match self.v6 {
+            V6::Vectors(_) => "bit vectors, not cut",
+            V6::Trees(_) => "decision trees over their intervals",
         }
     }
 

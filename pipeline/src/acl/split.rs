@@ -1,6 +1,7 @@
 //! Decision trees over the IPv4 rules for large wildcard-heavy sets
 //! (HyperSplit, Qi et al., INFOCOM 2009, over rule groups separated by
-//! which addresses are specific, as in EffiCuts and CutSplit).
+//! which addresses are specific, as in EffiCuts and CutSplit), and over
+//! large IPv6 rule sets, their addresses numbered as `u32`s ([`Remap`]).
 //!
 //! The bit vectors of the `bitvec` module grow with the square of the
 //! rules a cell holds: 100,000 rules grown from fw1, a quarter of them
@@ -45,8 +46,157 @@
 use super::lanes::{Block, LANES, MORE};
 use super::{proto_range, Key, Member, Residual, Rule};
 
-/// A prefix this long or longer is specific (the address splits well).
+/// An order-preserving map of one address field's `u128` values onto
+/// `u32`s, for trees over IPv6 rules, built from the field's elementary
+/// intervals (where some rule's range starts or ends). A value's number
+/// is its bucket (the 16 bits after the prefix that every start but the
+/// first, 0, shares) in the top 16 bits, and in the low 16 how many
+/// starts in its bucket are at or below it; a value before every start
+/// but the first is 0, one past the shared prefix above them `u32::MAX`.
+/// Two values have the same number only in the same interval, a larger
+/// value never a smaller number, and every range starts at a start and
+/// ends before one, so a value is in a rule's range exactly when its
+/// number is in the range of its ends' numbers. The top bits keep the
+/// address's bits after the shared prefix, so the trees' cut works as on
+/// IPv4 addresses (a specific prefix spans few cells). Where a bucket
+/// holds 65,535 starts or more, the number is the interval's rank instead,
+/// spread over the `u32`s (and the trees are built without a cut).
+pub(super) struct Remap {
+    /// The intervals' first values, ascending, the first 0.
+    starts: Vec<u128>,
+    /// Bits shared by every start after the first.
+    pub(super) common: u32,
+    /// By bucket (the 16 bits after `common`), the index of the first
+    /// start after the first in that bucket or a later one; one more
+    /// entry, `starts.len()`.
+    first: Vec<u32>,
+    /// Numbered by rank (a bucket too full): the rank's shift.
+    rank: Option<u32>,
+}
+
+/// Bits of a [`Remap`]'s buckets.
+const REMAP_BITS: u32 = 16;
+
+impl Remap {
+    /// The intervals of `ranges` (inclusive).
+    pub(super) fn new(ranges: impl IntoIterator<Item = (u128, u128)>) -> Remap {
+        let mut starts = vec![0];
+        for (lo, hi) in ranges {
+            starts.push(lo);
+            starts.extend(hi.checked_add(1));
+        }
+        starts.sort_unstable();
+        starts.dedup();
+        let top = (starts.len() - 1) as u64;
+        let bits = u64::BITS - top.leading_zeros();
+        assert!(bits <= 32, "{} intervals", starts.len());
+        let common = match starts.len() {
+            0..=2 => 128 - REMAP_BITS,
+            n => (starts[1] ^ starts[n - 1])
+                .leading_zeros()
+                .min(128 - REMAP_BITS),
+        };
+        let mut r = Remap {
+            starts,
+            common,
+            first: Vec::new(),
+            rank: None,
+        };
+        let after = &r.starts[1.min(r.starts.len() - 1)..];
+        let base = r.starts.len() - after.len();
+        r.first = (0..=1usize << REMAP_BITS)
+            .map(|b| (base + after.partition_point(|&s| r.bucket(s) < b)) as u32)
+            .collect();
+        if r.first.windows(2).any(|w| w[1] - w[0] >= 0xffff) {
+            r.rank = Some(32 - bits);
+        }
+        r
+    }
+
+    #[inline(always)]
+    fn bucket(&self, a: u128) -> usize {
+        ((a << self.common) >> (128 - REMAP_BITS)) as usize
+    }
+
+    /// The number of `a`.
+    #[inline(always)]
+    pub(super) fn at(&self, a: u128) -> u32 {
+        let s = &self.starts;
+        if s.len() < 2 {
+            return 0;
+        }
+        if (a ^ s[1]).checked_shr(128 - self.common).unwrap_or(0) != 0 {
+            // Outside the shared prefix: before every start after the
+            // first, or after all of them.
+            return if a < s[1] { 0 } else { self.past() };
+        }
+        let b = self.bucket(a);
+        let (lo, hi) = (self.first[b] as usize, self.first[b + 1] as usize);
+        let j = s[lo..hi].partition_point(|&x| x <= a);
+        match self.rank {
+            None => (b as u32) << REMAP_BITS | j as u32,
+            Some(shift) => (((lo + j - 1) as u64) << shift) as u32,
+        }
+    }
+
+    /// The number of a value above every start, past the shared prefix.
+    fn past(&self) -> u32 {
+        match self.rank {
+            None => u32::MAX,
+            Some(shift) => (((self.starts.len() - 1) as u64) << shift) as u32,
+        }
+    }
+
+    /// Whether the numbers keep the buckets (the trees may cut on them).
+    pub(super) fn bucketed(&self) -> bool {
+        self.rank.is_none()
+    }
+
+    /// The numbers of the values of `(lo, hi)`, a range of whole
+    /// intervals (and no other value's).
+    pub(super) fn range(&self, (lo, hi): (u128, u128)) -> (u32, u32) {
+        let h = match self.rank {
+            None => self.at(hi),
+            Some(shift) => self.at(hi) | ((1u64 << shift) - 1) as u32,
+        };
+        (self.at(lo), h)
+    }
+
+    pub(super) fn bytes(&self) -> usize {
+        self.starts.len() * std::mem::size_of::<u128>() + self.first.len() * 4
+    }
+}
+
+/// An IPv4 prefix this long or longer is specific (the address splits
+/// well).
 const SMALL: u8 = 12;
+
+/// Which addresses a set of trees is over.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(super) enum Space {
+    /// IPv4's, as themselves: an address is specific from a /[`SMALL`]
+    /// (of the IPv4-mapped form, 96 bits more), and the trees of the
+    /// groups with a specific address start with a cut on its top bits.
+    V4,
+    /// IPv6's, numbered by [`Remap`]: the source's and the destination's
+    /// prefix length from which each is specific ([`SMALL`] bits past the
+    /// prefix its rules share, where its cut's bits start), and whether
+    /// the trees may cut (the numbers keep the buckets).
+    V6 { specific: [u8; 2], cut: bool },
+}
+
+impl Space {
+    /// The specific lengths of [`Space::V6`] for fields numbered by `src`
+    /// and `dst`.
+    pub(super) fn v6(src: &Remap, dst: &Remap) -> Space {
+        let specific = |r: &Remap| (r.common + u32::from(SMALL)).min(128) as u8;
+        Space::V6 {
+            specific: [specific(src), specific(dst)],
+            cut: src.bucketed() && dst.bucketed(),
+        }
+    }
+}
+
 /// Bits of the cut on a specific address.
 const CUT: u32 = 16;
 /// The cell of `a` in a cut on its top `bits` bits.
@@ -358,7 +508,12 @@ pub(super) struct Split {
 }
 
 impl Split {
-    pub(super) fn build(all: &[Rule], members: &[Member<u32>]) -> Split {
+    /// The trees of `members` (their address ranges as `u32`s).
+    pub(super) fn build(all: &[Rule], members: &[Member<u32>], space: Space) -> Split {
+        let (specific, c) = match space {
+            Space::V4 => ([96 + SMALL; 2], CUT),
+            Space::V6 { specific, cut } => (specific, if cut { CUT } else { 0 }),
+        };
         let mut groups: [Vec<Leaf>; GROUPS] = Default::default();
         let residual: Vec<Residual> = all.iter().map(Residual::of).collect();
         for &(i, s, d) in members {
@@ -370,11 +525,10 @@ impl Split {
                 more: residual[i].needed(),
                 id: i as u32,
             };
-            let small = |len: u8| len >= 96 + SMALL;
-            let g = usize::from(small(r.src.1)) | usize::from(small(r.dst.1)) << 1;
+            let g = usize::from(r.src.1 >= specific[0]) | usize::from(r.dst.1 >= specific[1]) << 1;
             groups[g].push(leaf);
         }
-        let cut: [(usize, u32); GROUPS] = [(0, 0), (0, CUT), (1, CUT), (0, CUT)];
+        let cut: [(usize, u32); GROUPS] = [(0, 0), (0, c), (1, c), (0, c)];
         let mut trees: Vec<Tree> = groups
             .into_iter()
             .zip(cut)
@@ -523,5 +677,85 @@ impl Split {
     /// Nodes of all trees.
     pub(super) fn nodes(&self) -> usize {
         self.nodes.len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Remap;
+    use proptest::prelude::*;
+
+    /// A prefix as an inclusive range: under 2001:db8::/32 (as most
+    /// sets' addresses share a prefix) or anywhere.
+    fn prefix() -> impl Strategy<Value = (u128, u128)> {
+        (any::<u128>(), 0u32..=128, any::<bool>()).prop_map(|(a, len, shared)| {
+            let a = if shared {
+                0x2001_0db8_u128 << 96 | a >> 32
+            } else {
+                a
+            };
+            let host = u128::MAX.checked_shr(len).unwrap_or(0);
+            (a & !host, a | host)
+        })
+    }
+
+    proptest! {
+        /// A value is in a range exactly when its number is in the
+        /// range's numbers, and the numbers keep the values' order, for
+        /// values at the ranges' ends, next to them, and anywhere.
+        #[test]
+        fn the_numbers_keep_order_and_membership(
+            ranges in proptest::collection::vec(prefix(), 0..40),
+            free in proptest::collection::vec(any::<u128>(), 8),
+        ) {
+            let r = Remap::new(ranges.iter().copied());
+            let mut values = free;
+            for &(lo, hi) in &ranges {
+                values.extend([lo, hi, lo.wrapping_sub(1), hi.wrapping_add(1)]);
+            }
+            values.extend([0, u128::MAX, 0x2001_0db8_u128 << 96]);
+            for &a in &values {
+                for &(lo, hi) in &ranges {
+                    let (l, h) = r.range((lo, hi));
+                    prop_assert_eq!((lo..=hi).contains(&a), (l..=h).contains(&r.at(a)));
+                }
+                for &b in &values {
+                    prop_assert!(a > b || r.at(a) <= r.at(b));
+                }
+            }
+        }
+    }
+
+    /// A bucket of 65,535 starts or more: numbered by rank instead, and
+    /// still exact.
+    #[test]
+    fn a_crowded_bucket_is_numbered_by_rank() {
+        let net = 0x2001_0db8_u128 << 96;
+        let mut ranges: Vec<(u128, u128)> = (0..40_000u128)
+            .map(|i| (net + 2 * i, net + 2 * i))
+            .collect();
+        ranges.push((1, 1));
+        let r = Remap::new(ranges.iter().copied());
+        assert!(!r.bucketed());
+        for i in (0..40_000u128).step_by(997).chain([39_999]) {
+            for a in [net + 2 * i, net + 2 * i + 1, net + 2 * i - 1] {
+                for &(lo, hi) in ranges
+                    .iter()
+                    .skip(i.saturating_sub(1) as usize)
+                    .take(3)
+                    .chain(&ranges[40_000..])
+                {
+                    let (l, h) = r.range((lo, hi));
+                    assert_eq!(
+                        (lo..=hi).contains(&a),
+                        (l..=h).contains(&r.at(a)),
+                        "{a:x} in {lo:x}..={hi:x}"
+                    );
+                }
+            }
+        }
+        assert_eq!(r.at(0), 0);
+        assert_eq!(r.at(1), r.range((1, 1)).0);
+        assert!(r.at(u128::MAX) >= r.at(net + 80_000));
     }
 }
