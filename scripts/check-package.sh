@@ -57,9 +57,21 @@ for _ in $(seq 100); do
   [ -S /run/sluice/sluice.sock ] && break
   sleep 0.1
 done
-sleep 1
-"${as_root[@]}" /usr/bin/sluice ctl stats | grep -q "p0" || fail "sluice ctl stats: $(cat /tmp/check-package.err)"
-curl -sf http://127.0.0.1:9469/metrics | grep -q '^sluice_port_rx_packets_total' || fail "no metrics"
+# Asked until it answers (10 s at most): on a busy host the first
+# statistics, which the port counters come from, can take longer than a
+# second (a CI run once found the metrics endpoint up without them).
+until_ok() {
+  for _ in $(seq 100); do
+    "$@" && return 0
+    sleep 0.1
+  done
+  return 1
+}
+ctl_has_port() { "${as_root[@]}" /usr/bin/sluice ctl stats 2>/dev/null | grep -q "p0"; }
+metrics_have_ports() { curl -sf --max-time 2 http://127.0.0.1:9469/metrics | grep -q '^sluice_port_rx_packets_total'; }
+until_ok ctl_has_port || fail "sluice ctl stats: $(cat /tmp/check-package.err)"
+until_ok metrics_have_ports ||
+  fail "no port counters in the metrics: $(curl -s --max-time 2 http://127.0.0.1:9469/metrics | head -c 600) $(cat /tmp/check-package.err)"
 main=$(pgrep -u sluice -x sluice | head -1)
 grep -q '^CapEff:[[:space:]]*0000000000000000' "/proc/$main/status" || fail "the installed sluice keeps capabilities"
 "${as_root[@]}" kill -TERM "$pid"
