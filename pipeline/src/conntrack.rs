@@ -193,7 +193,9 @@ crate::counter_enum! {
         /// TCP segments window tracking passed without moving their flow
         /// (below the window: retransmitted or much delayed; a RST in the
         /// window but not where its sender is, after which the flow
-        /// expires as a closed one unless another packet comes).
+        /// expires as a closed one unless another packet comes), and a
+        /// responder's bare ACK while the SYN is unanswered (a challenge
+        /// ACK, Linux's "ignore"; with or without window tracking).
         WindowIgnored = "ct_window_ignored",
         /// ICMP errors matched to a tracked flow (`related`).
         Related = "ct_related",

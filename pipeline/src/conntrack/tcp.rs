@@ -33,6 +33,11 @@ pub(super) fn step(
                 return c;
             }
         }
+        if e.state == State::SynSent {
+            if let Some(c) = unanswered_syn(e, reply, flags, win.as_mut(), now, events) {
+                return c;
+            }
+        }
         match tcp_next(e.state, reply, flags) {
             Some(s) => s,
             None => {
@@ -74,6 +79,50 @@ pub(super) fn step(
     e.last_ns = now;
     e.remote = false;
     Conn::Established { reply }
+}
+
+/// While the originator's SYN is unanswered, as Linux's conntrack takes
+/// it (`nf_conntrack_proto_tcp`, "c) ACK in reply direction after initial
+/// SYN in original"): a bare ACK from the responder is ignored, passed
+/// with the flow unchanged and without a window check. Most often it is
+/// a server's challenge ACK (RFC 5961) to a SYN on a tuple for which it
+/// still holds a connection (a NAT port reused after the flow that held
+/// it went, its server never told); the client answers it with a RST
+/// whose sequence number is the ACK's acknowledgment number, which
+/// closes the server's connection, and its next SYN opens the new one.
+/// That RST is outside the client's window, so with window tracking it
+/// passes here when it answers the ACK noted (closing the flow, as any
+/// RST does). Dropping either left such a tuple dark until the client
+/// gave up. `None` for any other packet.
+#[cold]
+#[inline(never)]
+fn unanswered_syn(
+    e: &mut Flow,
+    reply: bool,
+    flags: u16,
+    win: Option<&mut (&mut Window, &Segment)>,
+    now: u64,
+    events: &mut [u64; Event::COUNT],
+) -> Option<Conn> {
+    let bits = flags & (SYN | ACK | RST | FIN);
+    if reply && bits == ACK {
+        if let Some((w, s)) = win {
+            w.note_ignored_ack(s.ack);
+        }
+        events[Event::WindowIgnored as usize] += 1;
+        return Some(Conn::Established { reply });
+    }
+    if !reply && bits & RST != 0 {
+        if let Some((w, s)) = win {
+            if w.answers_ignored_ack(s.seq) {
+                e.state = State::Closed;
+                e.last_ns = now;
+                e.remote = false;
+                return Some(Conn::Established { reply });
+            }
+        }
+    }
+    None
 }
 
 /// A bare SYN from the originator on an established or closing flow, or

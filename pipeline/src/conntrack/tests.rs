@@ -336,6 +336,68 @@ fn an_inexact_reset_shortens_the_flows_life() {
     assert_eq!(t.event(Event::WindowIgnored), 2);
 }
 
+/// A SYN on a tuple the server still holds a connection for (a NAT port
+/// reused): the server's challenge ACK passes to the client (Linux's
+/// "ignore"), the client's RST answering it (its sequence number the
+/// ACK's acknowledgment number, outside the client's window) passes and
+/// closes the flow, and the client's next SYN opens the connection. A RST
+/// that answers nothing noted is still refused by the window.
+#[test]
+fn a_challenge_ack_to_a_syn_and_its_reset_pass() {
+    let seg = |seq: u32, ack: u32, len: u32| Segment {
+        seq,
+        ack,
+        win: 1000,
+        len,
+        ..Segment::default()
+    };
+    let syn = seg(100, 0, 1);
+    // The old connection's numbers, far from the new SYN's.
+    let challenge = seg(7_000_000, 3_000_000_000, 0);
+    for windows in [true, false] {
+        let mut t = ConnTrack::new(16, Timeouts::default());
+        let w = |s: &Segment| windows.then_some(*s);
+        let a = Tuple::of(0, &k(C, 7, SV, 80, 6, SYN));
+        let i = t.open(a, a.reverse(), SYN, w(&syn).as_ref()).unwrap();
+        if windows {
+            // A RST that answers no ACK, out of the window: refused.
+            let stray = seg(2_000_000_000, 0, 0);
+            assert_eq!(t.advance(i, false, RST, Some(&stray)), Conn::Invalid);
+            assert_eq!(t.flow(i).state, State::SynSent);
+        }
+        assert_eq!(
+            t.advance(i, true, ACK, w(&challenge).as_ref()),
+            Conn::Established { reply: true },
+            "windows {windows}"
+        );
+        assert_eq!(t.flow(i).state, State::SynSent);
+        // The server's FIN or data-less SYN are not ignored.
+        assert_eq!(
+            t.advance(i, true, FIN | ACK, w(&challenge).as_ref()),
+            Conn::Invalid
+        );
+        let reset = seg(3_000_000_000, 0, 0);
+        assert_eq!(
+            t.advance(i, false, RST, w(&reset).as_ref()),
+            Conn::Established { reply: false },
+            "windows {windows}"
+        );
+        assert_eq!(t.flow(i).state, State::Closed);
+        // The SYN again (retransmitted, 1 s later), then the handshake.
+        assert_ne!(t.advance(i, false, SYN, w(&syn).as_ref()), Conn::Invalid);
+        assert_eq!(t.flow(i).state, State::SynSent);
+        let synack = seg(500, 101, 1);
+        assert_eq!(
+            t.advance(i, true, SYN | ACK, w(&synack).as_ref()),
+            Conn::Established { reply: true }
+        );
+        t.advance(i, false, ACK, w(&seg(101, 501, 0)).as_ref());
+        assert_eq!(t.flow(i).state, State::Established, "windows {windows}");
+        assert_eq!(t.event(Event::WindowIgnored), 1);
+        assert_eq!(t.event(Event::Invalid), 1 + u64::from(windows));
+    }
+}
+
 /// Without window tracking the windows' table is not kept, and TCP
 /// flows still open, move and close by their flags.
 #[test]

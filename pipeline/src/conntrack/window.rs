@@ -53,6 +53,10 @@ const WSCALE: u8 = 1;
 const SACK_PERM: u8 = 2;
 /// Checked liberally (a flow taken over: [`Window::taken_over`]).
 const LIBERAL: u8 = 4;
+/// On the reply side while it has sent nothing (`maxwin` 0): a reply ACK
+/// passed while the originator's SYN was unanswered, its acknowledgment
+/// number in `maxend` ([`Window::note_ignored_ack`]).
+const IGNORED_ACK: u8 = 8;
 /// Linux's `MAXACKWINCONST`: how far below the other side's `end` an ACK
 /// may lie before it is ignored, at least.
 const MAXACKWIN: u32 = 66_000;
@@ -317,6 +321,30 @@ impl Window {
     /// (Re)starts direction `dir` from its SYN or SYN+ACK `s`; when the
     /// replies' side starts, window scaling holds only if both sides
     /// offered it (RFC 7323).
+    /// A reply ACK passed while the originator's SYN is unanswered
+    /// (Linux's "ignore", most often a server's challenge ACK to a SYN on
+    /// a tuple it still holds a connection for, RFC 5961): its
+    /// acknowledgment number noted for the originator's RST that answers
+    /// it ([`Window::answers_ignored_ack`]), in the reply side's fields
+    /// that are unused until that side sends.
+    pub fn note_ignored_ack(&mut self, ack: u32) {
+        let r = &mut self.sides[1];
+        if r.maxwin == 0 {
+            r.maxend = ack;
+            r.flags |= IGNORED_ACK;
+        }
+    }
+
+    /// Whether the originator's RST with sequence number `seq` answers
+    /// the reply ACK noted: RFC 793's reset for an unacceptable ACK in
+    /// SYN-SENT carries that ACK's acknowledgment number as its sequence
+    /// number (outside the originator's window: the ACK belonged to
+    /// another connection).
+    pub fn answers_ignored_ack(&self, seq: u32) -> bool {
+        let r = &self.sides[1];
+        r.maxwin == 0 && r.flags & IGNORED_ACK != 0 && r.maxend == seq
+    }
+
     fn init(&mut self, dir: usize, s: &Segment) {
         self.sides[dir] = Side::of_syn(s);
         let both = self.sides[0].flags & self.sides[1].flags & WSCALE != 0;
