@@ -102,10 +102,9 @@ impl Remap {
             first: Vec::new(),
             rank: None,
         };
-        let after = &r.starts[1.min(r.starts.len() - 1)..];
-        let base = r.starts.len() - after.len();
+        let after = &r.starts[1..];
         r.first = (0..=1usize << REMAP_BITS)
-            .map(|b| (base + after.partition_point(|&s| r.bucket(s) < b)) as u32)
+            .map(|b| (1 + after.partition_point(|&s| r.bucket(s) < b)) as u32)
             .collect();
         if r.first.windows(2).any(|w| w[1] - w[0] >= 0xffff) {
             r.rank = Some(32 - bits);
@@ -492,7 +491,8 @@ impl Root {
     }
 }
 
-/// The IPv4 rules as separated decision trees.
+/// Rules as separated decision trees (the IPv4 rules, or the IPv6 rules
+/// with their addresses numbered by [`Remap`]).
 pub(super) struct Split {
     /// Each tree's roots, in the order of their first rules.
     trees: Vec<Root>,

@@ -34,7 +34,7 @@ pub(super) fn step(
             }
         }
         if e.state == State::SynSent {
-            if let Some(c) = unanswered_syn(e, reply, flags, win.as_mut(), now, events) {
+            if let Some(c) = unanswered_syn(reply, flags, win.as_mut(), events) {
                 return c;
             }
         }
@@ -90,39 +90,27 @@ pub(super) fn step(
 /// it went, its server never told); the client answers it with a RST
 /// whose sequence number is the ACK's acknowledgment number, which
 /// closes the server's connection, and its next SYN opens the new one.
-/// That RST is outside the client's window, so with window tracking it
-/// passes here when it answers the ACK noted (closing the flow, as any
-/// RST does). Dropping either left such a tuple dark until the client
-/// gave up. `None` for any other packet.
+/// That RST is outside the client's window: with window tracking the ACK
+/// is noted ([`Window::note_ignored_ack`]) and the window check accepts
+/// the RST that answers it, which closes the flow as any RST does.
+/// Dropping either left such a tuple dark until the client gave up.
+/// `None` for any other packet.
 #[cold]
 #[inline(never)]
 fn unanswered_syn(
-    e: &mut Flow,
     reply: bool,
     flags: u16,
     win: Option<&mut (&mut Window, &Segment)>,
-    now: u64,
     events: &mut [u64; Event::COUNT],
 ) -> Option<Conn> {
-    let bits = flags & (SYN | ACK | RST | FIN);
-    if reply && bits == ACK {
-        if let Some((w, s)) = win {
-            w.note_ignored_ack(s.ack);
-        }
-        events[Event::WindowIgnored as usize] += 1;
-        return Some(Conn::Established { reply });
+    if !reply || flags & (SYN | ACK | RST | FIN) != ACK {
+        return None;
     }
-    if !reply && bits & RST != 0 {
-        if let Some((w, s)) = win {
-            if w.answers_ignored_ack(s.seq) {
-                e.state = State::Closed;
-                e.last_ns = now;
-                e.remote = false;
-                return Some(Conn::Established { reply });
-            }
-        }
+    if let Some((w, s)) = win {
+        w.note_ignored_ack(s.ack);
     }
-    None
+    events[Event::WindowIgnored as usize] += 1;
+    Some(Conn::Established { reply })
 }
 
 /// A bare SYN from the originator on an established or closing flow, or

@@ -339,8 +339,8 @@ impl Window {
     /// the reply ACK noted: RFC 793's reset for an unacceptable ACK in
     /// SYN-SENT carries that ACK's acknowledgment number as its sequence
     /// number (outside the originator's window: the ACK belonged to
-    /// another connection).
-    pub fn answers_ignored_ack(&self, seq: u32) -> bool {
+    /// another connection). [`Window::check_full`] accepts it.
+    fn answers_ignored_ack(&self, seq: u32) -> bool {
         let r = &self.sides[1];
         r.maxwin == 0 && r.flags & IGNORED_ACK != 0 && r.maxend == seq
     }
@@ -394,6 +394,12 @@ impl Window {
         }
         let d = usize::from(reply);
         let (syn, has_ack, rst) = (flags & SYN != 0, flags & ACK != 0, flags & RST != 0);
+        if rst && !reply && state == State::SynSent && self.answers_ignored_ack(s.seq) {
+            // The originator's RST answering the reply ACK passed while
+            // its SYN was unanswered: outside its window, but it closes
+            // the server's old connection on the tuple.
+            return Check::Accept;
+        }
         let mut end = s.end();
         let (mut ack, mut sack) = (s.ack, s.ack);
         if self.sides[1 - d].flags & SACK_PERM != 0 {
