@@ -32,7 +32,8 @@ pub struct AclArgs {
     grow: usize,
     /// Also the grown sets moved into IPv6 (`testdata::classbench::into_ipv6`:
     /// each address's 32 bits after 2001:db8::/32), their traces too: the
-    /// classifier's IPv6 rules (rows `…k6`).
+    /// classifier's IPv6 rules (rows `…k6`), and the same with each IPv4
+    /// host a /128 (`into_ipv6_hosts`, rows `…k6h`).
     #[arg(long)]
     ipv6: bool,
 }
@@ -174,6 +175,9 @@ pub fn acl(a: AclArgs) -> Result<()> {
             for seed in ["acl1", "fw1", "ipc1"] {
                 sets.push((format!("{seed}_{}6", grown(a.grow)), "grown6"));
             }
+            for seed in ["acl1", "fw1", "ipc1"] {
+                sets.push((format!("{seed}_{}6h", grown(a.grow)), "grown6h"));
+            }
         }
     }
     if let Some(s) = &a.set {
@@ -186,7 +190,7 @@ pub fn acl(a: AclArgs) -> Result<()> {
                 .join(", ")
         );
     }
-    println!("ClassBench rule sets and traces from ../shared/data/classbench (acl1_10k has no trace here: the 1k trace's headers are used); the {} sets grown from the 10k ones by `testdata::classbench::grow` (ClassBench's method with the 10k set as its seed: prefix lengths, port ranges and protocols of a seed rule, prefixes drawn down the seed's address trees), each with {} headers drawn inside its rules (`testdata::classbench::trace`), the linear scan timed on the first {LINEAR_KEYS}; one core; median of {} passes over each trace. The IPv4 rules' layout is the one `Classifier::build` chooses (bit vectors in cells up to 50,000 rules where they take at most 4 MiB, decision trees otherwise); the other layout is built and timed beside it. Sets ending in 6 (with `--ipv6`): the grown sets moved into IPv6 (`testdata::classbench::into_ipv6`: each address's 32 bits after 2001:db8::/32, a prefix 32 bits longer), their traces too; their rules are the classifier's IPv6 rules (bit vectors up to 20,000 rules where they take at most 4 MiB, decision trees over the addresses' intervals otherwise). With a memo: through a worker's memo of classifications by elementary interval (`pipeline::acl::Memo`, as the gateway classifies a flow's first packet), filled by a pass before; hits: the share of one pass's lookups it answered.\n", grown(a.grow), a.grow, a.runs);
+    println!("ClassBench rule sets and traces from ../shared/data/classbench (acl1_10k has no trace here: the 1k trace's headers are used); the {} sets grown from the 10k ones by `testdata::classbench::grow` (ClassBench's method with the 10k set as its seed: prefix lengths, port ranges and protocols of a seed rule, prefixes drawn down the seed's address trees), each with {} headers drawn inside its rules (`testdata::classbench::trace`), the linear scan timed on the first {LINEAR_KEYS}; one core; median of {} passes over each trace. The IPv4 rules' layout is the one `Classifier::build` chooses (bit vectors in cells up to 50,000 rules where they take at most 4 MiB, decision trees otherwise); the other layout is built and timed beside it. Sets ending in 6 (with `--ipv6`): the grown sets moved into IPv6 (`testdata::classbench::into_ipv6`: each address's 32 bits after 2001:db8::/32, a prefix 32 bits longer), their traces too; in 6h, each IPv4 host a /128 (`into_ipv6_hosts`); their rules are the classifier's IPv6 rules (bit vectors up to 20,000 rules where they take at most 4 MiB, decision trees over the addresses' intervals otherwise). With a memo: through a worker's memo of classifications by elementary interval (`pipeline::acl::Memo`, as the gateway classifies a flow's first packet), filled by a pass before; hits: the share of one pass's lookups it answered.\n", grown(a.grow), a.grow, a.runs);
     println!("| rules | count | build | IPv4 rules as | bit vectors | memory | classifier M lookups/s | cycles/lookup | with a memo: hits in one pass, M lookups/s | the other layout: memory, M lookups/s; with a memo | tuple space M lookups/s | linear scan M lookups/s | speed-up vs linear |");
     println!("|---|---|---|---|---|---|---|---|---|---|---|---|---|");
     let hz = pmd::sys::Tsc::calibrate(std::time::Duration::from_millis(50)).hz as f64;
@@ -218,10 +222,16 @@ pub fn acl(a: AclArgs) -> Result<()> {
             .iter()
             .filter_map(|l| parse_trace(l).map(|(k, _)| k))
             .collect();
-        if *tf == "grown6" {
-            use testdata::classbench::into_ipv6;
+        let ipv6 = tf.starts_with("grown6");
+        if ipv6 {
+            use testdata::classbench::{into_ipv6, into_ipv6_hosts};
+            let to6 = if *tf == "grown6h" {
+                into_ipv6_hosts
+            } else {
+                into_ipv6
+            };
             for r in &mut rules {
-                (r.src, r.dst) = (into_ipv6(r.src), into_ipv6(r.dst));
+                (r.src, r.dst) = (to6(r.src), to6(r.dst));
             }
             for k in &mut trace {
                 (k.src, k.dst) = (into_ipv6((k.src, 128)).0, into_ipv6((k.dst, 128)).0);
@@ -235,7 +245,6 @@ pub fn acl(a: AclArgs) -> Result<()> {
         // The other layout side by side: trees where bit vectors were
         // chosen, bit vectors (cut as the build cut them before the
         // trees, whatever their memory) where trees were.
-        let ipv6 = *tf == "grown6";
         let other = if a.chosen_only || ipv6 {
             "-".to_string()
         } else {
@@ -257,7 +266,10 @@ pub fn acl(a: AclArgs) -> Result<()> {
         };
         let cycles = |rate: f64| hz / (rate * 1e6);
         let seed = if ipv6 {
-            format!("{seed} IPv6")
+            format!(
+                "{seed} IPv6{}",
+                if *tf == "grown6h" { ", hosts" } else { "" }
+            )
         } else {
             seed.to_string()
         };

@@ -248,6 +248,14 @@ pub fn into_ipv6((a, len): (u128, u8)) -> (u128, u8) {
     )
 }
 
+/// As [`into_ipv6`], but an IPv4 host (a /32) as an IPv6 host, a /128 at
+/// the address [`into_ipv6`] gives it (a real IPv6 rule set's host
+/// rules: their ends are not on the 32 bits after 2001:db8::/32).
+pub fn into_ipv6_hosts((a, len): (u128, u8)) -> (u128, u8) {
+    let (a6, len6) = into_ipv6((a, len));
+    (a6, if len >= 128 { 128 } else { len6 })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
