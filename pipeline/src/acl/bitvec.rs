@@ -934,8 +934,10 @@ pub struct Classifier {
 /// [`V6_VECTORS_MAX`] rules, whose vectors would take hundreds of MiB:
 /// the 100k sets grown from acl1, fw1 and ipc1, moved into
 /// 2001:db8::/32, took 554, 1,336 and 753 MiB as vectors (builds of 1.1,
-/// 5.4 and 2.2 s) and 10–11 MiB as trees (60–240 ms), 2.8–4.1 M lookups/s
-/// (`sluice-bench acl --ipv6`; the IPv4 sets' trees 7.6–10.2).
+/// 5.4 and 2.2 s) and 10–11 MiB as trees (40–180 ms), 7.9–10.6 M
+/// lookups/s, 0.87–0.92× the IPv4 sets' trees in the same run; with each
+/// host a /128 (its buckets searched), 3.6–7.2 M/s (`bench/run-acl.sh
+/// --ipv6`, 2026-12-07).
 enum V6 {
     Vectors(Box<Family<u128>>),
     Trees(Box<Trees6>),

@@ -65,11 +65,15 @@ use super::{proto_range, Key, Member, Residual, Rule};
 /// cut works as on IPv4 addresses (a specific prefix spans few cells).
 /// Where a bucket that is not direct holds 65,535 starts or more, the
 /// number is the interval's rank instead, spread over the `u32`s (and the
-/// trees are built without a cut). A counted bucket is binary-searched: an
-/// index of cells on the bits past a bucket's shared ones, each cell's own
-/// index where crowded (tried 2026-12-07), read fewer values but ran
-/// 0.75–0.98× the binary search on the 100k sets with hosts as /128s, its
-/// cells missing the caches where the search's first steps hit them.
+/// trees are built without a cut). A counted bucket is binary-searched.
+/// Two faster searches were tried on 2026-12-07 against the 100k sets with
+/// hosts as /128s (`sluice-bench acl --ipv6`, rows `…k6h`), neither
+/// faster in alternating rounds: an index of cells on the bits past a
+/// bucket's shared ones, each crowded cell with its own (0.75–0.98×: its
+/// cells missed the caches where the search's first steps hit them), and
+/// numbering a bucket by cells of 12 to 15 bits and the few starts inside
+/// each, found by a hash (no change: the lookups that cost are in the few
+/// buckets of hundreds of hosts, where a cell holds too many to count).
 pub(super) struct Remap {
     /// The intervals' first values within the shared prefix, ascending,
     /// the first 0.
