@@ -74,6 +74,10 @@ use super::{proto_range, Key, Member, Residual, Rule};
 /// numbering a bucket by cells of 12 to 15 bits and the few starts inside
 /// each, found by a hash (no change: the lookups that cost are in the few
 /// buckets of hundreds of hosts, where a cell holds too many to count).
+/// Nor was comparing each start's 64 bits after the bucket's first (the
+/// `u128` compares a tie-break): 1,096 / 845 / 1,185 valgrind
+/// instructions a lookup against 1,102 / 820 / 1,208, for 8 bytes more a
+/// start; the search's cost is its ten steps, not their compares.
 pub(super) struct Remap {
     /// The intervals' first values within the shared prefix, ascending,
     /// the first 0.
@@ -825,13 +829,16 @@ mod tests {
 
     /// The shapes of a real IPv6 rule set: 2001:db8::/32 itself (whose
     /// end leaves a start just past the block), /48s and /64s under it,
-    /// and a host. The starts share 32 bits, the buckets of prefixes are
-    /// numbered by their bits and the host's by counting, all exact.
+    /// a host, and twenty hosts in one /64, 4 apart (values between
+    /// them). The starts share 32 bits, the buckets of prefixes are
+    /// numbered by their bits and the hosts' by counting, all exact.
     #[test]
     fn prefixes_number_by_their_bits_and_hosts_by_count() {
         let net = 0x2001_0db8_u128 << 96;
         let host = net | 0x0042_0007_u128 << 64 | 0x10;
         let mut ranges = vec![(net, net | u128::MAX >> 32), (host, host)];
+        let hosts = net | 0x0099_0001_u128 << 64 | 0x100;
+        ranges.extend((0..20).map(|i| (hosts + 4 * i, hosts + 4 * i)));
         for i in 0..200u128 {
             let (p48, p64) = (net | (i * 331 % 0xffff) << 80, net | (i * 7919) << 64);
             ranges.push((p48, p48 | u128::MAX >> 48));
@@ -841,7 +848,7 @@ mod tests {
         assert_eq!(r.common, 32);
         assert!(r.bucketed());
         let counted = (1u32 << 16) - r.directs();
-        assert_eq!(counted, 3, "the first, the last and the host's bucket");
+        assert_eq!(counted, 4, "the first, the last and the hosts' buckets");
         let mut values = vec![0, u128::MAX, net - 1, (net | u128::MAX >> 32) + 1];
         for &(lo, hi) in &ranges {
             values.extend([lo, hi, lo - 1, hi + 1, lo | 0x1234, hi - 0x77]);
