@@ -18,11 +18,14 @@ WORK=$(mktemp -d /tmp/sluice-acl-instr.XXXXXX)
 trap 'rm -rf "$WORK"' EXIT
 
 # Instructions in sluice_bench::acl::$3 (default classify_pass) over $2
-# passes of set $1.
+# passes of set $1 (a set ending in 6 or 6h: a grown set moved into IPv6,
+# `acl --ipv6`).
 count() {
+  local v6=()
+  [[ $1 == *6 || $1 == *6h ]] && v6=(--ipv6)
   valgrind --tool=callgrind --callgrind-out-file="$WORK/cg.out" \
     --collect-atstart=no --toggle-collect="sluice_bench::acl::${3:-classify_pass}" \
-    target/release/sluice-bench acl --set "$1" --runs "$2" --classifier-only --chosen-only >"$WORK/log" 2>&1
+    target/release/sluice-bench acl --set "$1" "${v6[@]}" --runs "$2" --classifier-only --chosen-only >"$WORK/log" 2>&1
   sed -n 's/^==[0-9]*== Collected : \([0-9]*\)$/\1/p' "$WORK/log"
 }
 # The trace's length: the headers of each set's trace file (a grown set's
@@ -37,11 +40,12 @@ trace_len() {
   echo
   echo "Command: \`bench/run-acl-instructions.sh\` $(provenance)."
   echo
-  echo "valgrind's callgrind counting the instructions of the classifier's passes over each ClassBench set's trace in \`sluice-bench acl --chosen-only\` (the layout \`Classifier::build\` chooses; acl1_10k over acl1_1k's trace, as there; the 100k sets grown from the 10k ones, each over its 100,000 headers, as there), counted with 1 and 2 passes: the difference over the trace's length. With a memo: the same through a worker's memo of classifications (\`pipeline::acl::Memo\`, 1,024 entries), filled by a pass before; hits: the share of one pass's lookups it answered (from \`sluice-bench acl\`)."
+  echo "valgrind's callgrind counting the instructions of the classifier's passes over each ClassBench set's trace in \`sluice-bench acl --chosen-only\` (the layout \`Classifier::build\` chooses; acl1_10k over acl1_1k's trace, as there; the 100k sets grown from the 10k ones, each over its 100,000 headers, as there), counted with 1 and 2 passes: the difference over the trace's length. With a memo: the same through a worker's memo of classifications (\`pipeline::acl::Memo\`, 1,024 entries), filled by a pass before; hits: the share of one pass's lookups it answered (from \`sluice-bench acl\`). Sets ending in 6: the 100k sets moved into IPv6 as \`sluice-bench acl --ipv6\` moves them (6h: with each host a /128), their rules the classifier's IPv6 rules."
   echo
   echo "| rules | trace headers | instructions/lookup | with a memo | memo hits |"
   echo "|---|---|---|---|---|"
-  for s in acl1_1k:acl1_1k_trace fw1_1k:fw1_1k_trace ipc1_1k:ipc1_1k_trace acl1_10k:acl1_1k_trace fw1_10k:fw1_10k_trace.gz ipc1_10k:ipc1_10k_trace.gz acl1_100k:grown fw1_100k:grown ipc1_100k:grown; do
+  for s in acl1_1k:acl1_1k_trace fw1_1k:fw1_1k_trace ipc1_1k:ipc1_1k_trace acl1_10k:acl1_1k_trace fw1_10k:fw1_10k_trace.gz ipc1_10k:ipc1_10k_trace.gz acl1_100k:grown fw1_100k:grown ipc1_100k:grown \
+    acl1_100k6:grown fw1_100k6:grown ipc1_100k6:grown acl1_100k6h:grown fw1_100k6h:grown ipc1_100k6h:grown; do
     set_=${s%%:*}
     n=$(trace_len "${s#*:}")
     one=$(count "$set_" 1)
