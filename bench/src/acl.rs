@@ -234,7 +234,7 @@ pub fn acl(a: AclArgs) -> Result<()> {
                 (r.src, r.dst) = (to6(r.src), to6(r.dst));
             }
             for k in &mut trace {
-                (k.src, k.dst) = (into_ipv6((k.src, 128)).0, into_ipv6((k.dst, 128)).0);
+                (k.src, k.dst) = (to6((k.src, 128)).0, to6((k.dst, 128)).0);
             }
         }
         let t0 = Instant::now();

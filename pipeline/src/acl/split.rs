@@ -151,14 +151,19 @@ impl Remap {
                 r.direct[b / 64] |= 1 << (b % 64);
             }
         }
-        let counted = |b: usize| r.direct[b / 64] & 1 << (b % 64) == 0;
-        if (0..1 << REMAP_BITS).any(|b| counted(b) && r.first[b + 1] - r.first[b] >= 0xffff) {
+        if (0..1 << REMAP_BITS).any(|b| !r.direct(b) && r.first[b + 1] - r.first[b] >= 0xffff) {
             let shift = 32 - bits;
             r.rank = Some(shift);
             r.direct.fill(0);
             r.past = (((n - 1) as u64) << shift) as u32;
         }
         r
+    }
+
+    /// Whether bucket `b` is numbered by its next 16 bits.
+    #[inline(always)]
+    fn direct(&self, b: usize) -> bool {
+        self.direct[b / 64] & 1 << (b % 64) != 0
     }
 
     #[inline(always)]
@@ -179,7 +184,7 @@ impl Remap {
             return if a < s[1] { 0 } else { self.past };
         }
         let b = self.bucket(a);
-        if self.direct[b / 64] & 1 << (b % 64) != 0 {
+        if self.direct(b) {
             // The 16 bits after the bucket's (two shifts: `common` may
             // leave none).
             return (b as u32) << REMAP_BITS | (a << self.common << REMAP_BITS >> 112) as u32;
