@@ -34,12 +34,27 @@
 # Writes bench/results/lab-scale.md and two plots beside it (router CPU per
 # packet against the flows, established and new). As root; tcpreplay's
 # preloaded capture takes about 700 bytes a packet (3 GB at 4M flows).
-#   bench/run-lab-scale.sh [runs] [flows...]   (default: 3 10000 100000 1000000 4000000)
-#   (Not 10M: tcpreplay preloads a capture once a pass, and a 10M-packet
-#   one took over 6 minutes and 7 GB; a run of one router did not finish
-#   in 14 minutes. Without --preload-pcap tcpreplay is the bottleneck: on
-#   2026-12-07 it sent 27,000 packets/s at 100% of CPU 0 through Sluice
-#   on AF_PACKET, whose worker was 12% busy.)
+#   [LAB_GEN=tcpreplay|trafgen] bench/run-lab-scale.sh [runs] [flows...]
+#   (default: 3 10000 100000 1000000 4000000)
+#   With tcpreplay, not 10M: it preloads a capture once a pass, and a
+#   10M-packet one took over 6 minutes and 7 GB; a run of one router did
+#   not finish in 14 minutes. Without --preload-pcap tcpreplay is the
+#   bottleneck: on 2026-12-07 it sent 27,000 packets/s at 100% of CPU 0
+#   through Sluice on AF_PACKET, whose worker was 12% busy.
+#   LAB_GEN=trafgen (netsniff-ng's, apt-get install netsniff-ng) builds
+#   each packet as it sends it, so it reaches 10M flows with no capture.
+#   It is given a rate it never reaches (-b 100000000pps), which makes it
+#   send with one blocking sendto() a packet as tcpreplay does: through
+#   its TX ring (no -b) its non-blocking flush gives up with EAGAIN as
+#   soon as the kernel router's backlog holds its socket's send buffer,
+#   and with a send buffer large enough not to, the backlog overflows and
+#   the kernel forwards at a third of its rate. The packets:
+#   two counters, the source port over 4,096 values and the server port
+#   over an odd number D of them, so every (source, server) port pair
+#   comes once in each 4,096 * D packets (coprime periods). The flows are
+#   4,096 * D for the smallest odd D that reaches the size asked (10M:
+#   10,006,528), every pass sends whole periods, and the table says the
+#   flows sent. Results in lab-scale-trafgen.md.
 #   ROUTERS="sluice-afpacket sluice-afxdp kernel ovs-dpdk" (default) selects routers;
 #   ovs-dpdk is OVS-DPDK (apt-get install openvswitch-switch-dpdk), run up to
 #   OVS_MAX_FLOWS (default 1,000,000) flows. OUT names the results file
@@ -54,13 +69,18 @@ SIZES=("$@")
 read -r -a ROUTERS <<< "${ROUTERS:-sluice-afpacket sluice-afxdp kernel ovs-dpdk}"
 EST_PACKETS=${EST_PACKETS:-2000000}
 OVS_MAX_FLOWS=${OVS_MAX_FLOWS:-1000000}
-OUT=${OUT:-lab-scale.md}
+GEN=${LAB_GEN:-tcpreplay}
+case $GEN in
+  tcpreplay) OUT=${OUT:-lab-scale.md} ;;
+  trafgen) OUT=${OUT:-lab-scale-trafgen.md} ;;
+  *) echo "LAB_GEN must be tcpreplay or trafgen" >&2; exit 1 ;;
+esac
 case " ${ROUTERS[*]} " in
   *" ovs-dpdk "*) [ -x /usr/lib/openvswitch-switch-dpdk/ovs-vswitchd-dpdk ] ||
     { echo "ovs-dpdk needs openvswitch-switch-dpdk (apt-get install openvswitch-switch-dpdk)" >&2; exit 1; } ;;
 esac
-for t in tcpreplay taskset nft ip ethtool python3 sysctl; do
-  command -v $t >/dev/null || { echo "needs $t (apt-get install tcpreplay util-linux nftables iproute2 ethtool python3 procps)" >&2; exit 1; }
+for t in $GEN taskset nft ip ethtool python3 sysctl; do
+  command -v $t >/dev/null || { echo "needs $t (apt-get install tcpreplay netsniff-ng util-linux nftables iproute2 ethtool python3 procps)" >&2; exit 1; }
 done
 [ "$(nproc)" -ge 2 ] || { echo "needs 2 CPUs" >&2; exit 1; }
 cargo build --release -q -p appliance --features afxdp || exit 1
@@ -79,6 +99,34 @@ trap 'lab_down; sysctl -qw $OLD; rm -rf "$WORK"' EXIT
 trap 'exit 1' INT TERM
 sysctl -qw net.core.netdev_max_backlog=8192
 
+# trafgen's flows for a size asked: 4,096 source ports times the smallest
+# odd number of server ports that reaches it (coprime periods, so each
+# pair comes once a period). tcpreplay's capture has the size asked.
+flows_sent() { # size
+  if [ "$GEN" = trafgen ]; then
+    local d=$(( ($1 + 4095) / 4096 ))
+    [ $(( d % 2 )) -eq 1 ] || d=$(( d + 1 ))
+    echo $(( 4096 * d ))
+  else
+    echo "$1"
+  fi
+}
+
+# trafgen's packets for N flows: what `sluice-bench udp-pcap --host`
+# writes (64-byte frames from 198.18.0.2 to 198.19.0.2, DF, TTL 64), the
+# source port counting through 1024..5119 and the server port through
+# 1024..1023+N/4096; trafgen fills in the checksums.
+trafgen_config() { # flows out
+  cat > "$2" <<EOF
+{
+  eth(da=02:51:00:00:00:00, sa=02:c1:00:00:00:02),
+  ipv4(sa=198.18.0.2, da=198.19.0.2, ttl=64, df),
+  udp(sp=dinc(1024, 5119), dp=dinc(1024, $(( 1023 + $1 / 4096 )))),
+  fill(0x41, 18)
+}
+EOF
+}
+
 # The router's config: configs/router-nat.toml on core 1 with a control
 # socket and a table for `cap` flows.
 router_config() { # flows driver out
@@ -91,18 +139,18 @@ router_config() { # flows driver out
   if [ "$2" = afxdp ]; then lab_afxdp_config "$3.tmp" "$3"; rm "$3.tmp"; else mv "$3.tmp" "$3"; fi
 }
 
-# Run in the server's namespace: starts the replayer (tcpreplay on CPU 0 in
-# the client's namespace, the capture LOOPS times) once it has read the
-# counters, waits (up to 120 s: the
+# Run in the server's namespace: starts the replayer (the command after
+# the first three arguments: tcpreplay or trafgen on CPU 0 in the
+# client's namespace) once it has read the counters, waits (up to 120 s: the
 # replayer reads its capture first) for the server's s0 to receive 64
 # packets, then samples it every 10 ms until the replayer has exited and s0
 # has received nothing for 0.5 s. Prints "window_s forwarded
 # router_busy_pct machine_busy_pct": the window from the 64th packet to the
 # last, the packets s0 received in it, CPU busy time over it (wall less idle in /proc/stat; the machine's less the
-# replayer's user time, 100% = one CPU).
+# replayer's user time, its forked senders' included, 100% = one CPU).
 SAMPLER='
 import os, signal, subprocess, sys, time
-cpu, ns, capture, loops, err = "cpu" + sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4], sys.argv[5]
+cpu, err, cmd = "cpu" + sys.argv[1], sys.argv[2], sys.argv[3:]
 hz = os.sysconf("SC_CLK_TCK")
 def rx():
     with open("/sys/class/net/s0/statistics/rx_packets") as f:
@@ -116,15 +164,16 @@ def idle():
                 d[x[0]] = int(x[4]) + int(x[5])
     return d
 def user(pid):
+    # The process and its children (trafgen forks a sender a CPU).
     try:
         with open("/proc/%d/stat" % pid) as f:
-            return int(f.read().rsplit(")", 1)[1].split()[11])
+            t = int(f.read().rsplit(")", 1)[1].split()[11])
+        with open("/proc/%d/task/%d/children" % (pid, pid)) as f:
+            return t + sum(user(int(c)) for c in f.read().split())
     except OSError:
         return 0
 r0 = rx()
-p = subprocess.Popen(["ip", "netns", "exec", ns, "taskset", "-c", "0", "tcpreplay", "-q", "-i", "c0",
-                      "--topspeed", "--preload-pcap", "--loop=" + loops, capture],
-                     stdout=subprocess.DEVNULL, stderr=open(err, "w"))
+p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=open(err, "w"))
 t = time.time()
 # The first 64 packets mark the start (a stray frame does not).
 while rx() - r0 < 64:
@@ -240,13 +289,19 @@ per_flow() { # bytes flows
   esac
 }
 
-# One pass: the replayer sends the capture LOOPS times; prints "sent
+# One pass: the replayer sends the flows LOOPS times; prints "sent
 # window_s forwarded router_pct machine_pct".
-pass() { # loops
-  local c0 c1 out
+pass() { # loops flows
+  local c0 c1 out gen
+  if [ "$GEN" = trafgen ]; then
+    gen=(trafgen -d c0 -c "$WORK/flows.cfg" -P 1 -q -b 100000000pps -n $(( $1 * $2 )))
+  else
+    gen=(tcpreplay -q -i c0 --topspeed --preload-pcap --loop="$1" "$WORK/flows.pcap")
+  fi
   c0=$(lab_tx $NS_C c0)
-  out=$(ip netns exec $NS_S python3 -c "$SAMPLER" "$ROUTER_CPU" $NS_C "$WORK/flows.pcap" "$1" "$WORK/replayer.err")
-  grep -i -E "error|fatal" "$WORK/replayer.err" >&2
+  out=$(ip netns exec $NS_S python3 -c "$SAMPLER" "$ROUTER_CPU" "$WORK/replayer.err" \
+    ip netns exec $NS_C taskset -c 0 "${gen[@]}")
+  grep -i -E "error|fatal|fail" "$WORK/replayer.err" >&2
   c1=$(lab_tx $NS_C c0)
   echo "$(( c1 - c0 )) $out"
 }
@@ -287,12 +342,12 @@ EOF
   local loops=$(( (EST_PACKETS + n - 1) / n ))
   local new fill est h1 h2 m0 m1 t
   m0=$(mem "$1")
-  new=$(pass 1)
-  fill=$(pass 1)
+  new=$(pass 1 "$n")
+  fill=$(pass 1 "$n")
   h1=$(held "$1")
   m1=$(mem "$1")
   t=$(table_bytes "$1" "$n")
-  est=$(pass "$loops")
+  est=$(pass "$loops" "$n")
   h2=$(held "$1")
   echo "$new|$h1|$est $h2|$(per_flow "$(( m1 - m0 + ${t:-0} ))" "$h1")"
   if [ -n "$pid" ]; then
@@ -302,24 +357,34 @@ EOF
   lab_down
 }
 
+if [ "$GEN" = trafgen ]; then
+  GEN_WHO="The client sends N distinct UDP flows (64-byte frames from 198.18.0.2 to 198.19.0.2) with trafgen (netsniff-ng's, one sender on CPU 0, \`-b 100000000pps\`: a rate it never reaches, which makes it send with one blocking \`sendto()\` a packet, as tcpreplay does, rather than through its TX ring, whose non-blocking flush gives up with EAGAIN when the kernel router's backlog holds the socket's send buffer; so it waits while its frames are still queued for the router, and each router is offered what it takes), building each packet as it sends it: the source port counts through 4,096 values and the server port through an odd number D of them, so each of the 4,096 * D flows comes once a period (coprime counters) and every pass sends whole periods. The flows column is 4,096 * D for the smallest odd D that reaches the size asked (10M: 10,006,528)"
+else
+  GEN_WHO="The client replays a capture of N distinct UDP flows (64-byte frames; \`sluice-bench udp-pcap --host 198.19.0.2\`: 4,096 source ports on each server port) with tcpreplay (\`--topspeed --preload-pcap\`, on CPU 0, one blocking \`send()\` a packet on c0: it waits while its frames are still queued for the router, so each router is offered what it takes)"
+fi
 {
   echo "# The gateway at scale on the namespace lab: Sluice vs Linux conntrack + nftables masquerade and OVS-DPDK"
   echo
-  echo "Command: \`bench/run-lab-scale.sh $RUNS ${SIZES[*]}\` $(provenance)."
+  echo "Command: \`LAB_GEN=$GEN bench/run-lab-scale.sh $RUNS ${SIZES[*]}\` $(provenance)."
   echo
   echo "Plots: [established](${OUT%.md}-established.svg), [new flows](${OUT%.md}-new.svg) (router CPU per forwarded packet against the flows)."
   echo
-  echo "The client replays a capture of N distinct UDP flows (64-byte frames; \`sluice-bench udp-pcap --host 198.19.0.2\`: 4,096 source ports on each server port) with tcpreplay (\`--topspeed --preload-pcap\`, on CPU 0, one blocking \`send()\` a packet on c0: it waits while its frames are still queued for the router, so each router is offered what it takes), through the router in sl-router to the server, which drops them in its first netfilter hook. Routers: Sluice on AF_PACKET or AF_XDP (configs/router-nat.toml: conntrack, firewall, masquerade; worker on core $ROUTER_CPU, poll mode \`interrupt\`; \`conntrack.capacity\` 17/16 of the flows) and the kernel (ip_forward, the same policy in nftables with masquerade, RPS steering the receive work to CPU $ROUTER_CPU; \`nf_conntrack_max\` and \`nf_conntrack_buckets\` 17/16 of the flows, at least 262,144). OVS-DPDK up to $OVS_MAX_FLOWS flows (Debian's \`ovs-vswitchd-dpdk\`, Open vSwitch's userspace datapath: r0 and r1 as DPDK af_packet ports, one PMD thread busy-polling CPU $ROUTER_CPU, so always 100% busy; DPDK on 2 MiB huge pages; OpenFlow: \`ct(zone=1,nat,table=1)\`, a new flow \`ct(commit,nat(src=198.19.0.1:1024-65535))\`, MACs rewritten, \`dec_ttl\`, the rest dropped; its conntrack, no firewall rules beyond that). UDP timeouts 300 s on all (OVS: a zone timeout policy). A run: a **new** pass (each packet a new flow: conntrack insert, firewall, NAT port allocation), an unmeasured fill pass (the flows whose first packet the router dropped), then **established** passes until about $EST_PACKETS packets were offered. Forwarded pps over the window when the server received; router CPU is CPU $ROUTER_CPU's busy time (wall less idle in /proc/stat) per forwarded packet; machine CPU is all CPUs' busy time less the replayer's user time, per forwarded packet (it holds the veths' work on CPU 0: for the kernel, the RPS hand-off; for AF_XDP, the XDP program and the copy into the UMEM). Held: the flows in the router's table after the fill pass and after the established passes (Sluice: \`sluice ctl show conntrack\`; the kernel: \`nf_conntrack_count\`; OVS: \`ovs-appctl dpctl/ct-get-nconns\`). Bytes a flow: what the flows take over the flows held after the fill pass: for the kernel its slab memory's growth from before the first pass (/proc/meminfo \`Slab\`: the \`nf_conntrack\` objects, their extensions, NAT's hash) plus its bucket heads (8 bytes each, 17/16 of the flows); for OVS-DPDK its resident memory's growth (it allocates each connection as it comes); for Sluice its table as \`sluice check\` prints it (whole MiB; allocated at start for 17/16 of the flows). $RUNS alternating runs; each row is the run with the median established forwarded rate. The veth path limits every router: these are CPU-per-packet figures at the rate the lab reaches, not line rates."
+  echo "$GEN_WHO, through the router in sl-router to the server, which drops them in its first netfilter hook. Routers: Sluice on AF_PACKET or AF_XDP (configs/router-nat.toml: conntrack, firewall, masquerade; worker on core $ROUTER_CPU, poll mode \`interrupt\`; \`conntrack.capacity\` 17/16 of the flows) and the kernel (ip_forward, the same policy in nftables with masquerade, RPS steering the receive work to CPU $ROUTER_CPU; \`nf_conntrack_max\` and \`nf_conntrack_buckets\` 17/16 of the flows, at least 262,144). OVS-DPDK up to $OVS_MAX_FLOWS flows (Debian's \`ovs-vswitchd-dpdk\`, Open vSwitch's userspace datapath: r0 and r1 as DPDK af_packet ports, one PMD thread busy-polling CPU $ROUTER_CPU, so always 100% busy; DPDK on 2 MiB huge pages; OpenFlow: \`ct(zone=1,nat,table=1)\`, a new flow \`ct(commit,nat(src=198.19.0.1:1024-65535))\`, MACs rewritten, \`dec_ttl\`, the rest dropped; its conntrack, no firewall rules beyond that). UDP timeouts 300 s on all (OVS: a zone timeout policy). A run: a **new** pass (each packet a new flow: conntrack insert, firewall, NAT port allocation), an unmeasured fill pass (the flows whose first packet the router dropped), then **established** passes until about $EST_PACKETS packets were offered. Forwarded pps over the window when the server received; router CPU is CPU $ROUTER_CPU's busy time (wall less idle in /proc/stat) per forwarded packet; machine CPU is all CPUs' busy time less the replayer's user time, per forwarded packet (it holds the veths' work on CPU 0: for the kernel, the RPS hand-off; for AF_XDP, the XDP program and the copy into the UMEM). Held: the flows in the router's table after the fill pass and after the established passes (Sluice: \`sluice ctl show conntrack\`; the kernel: \`nf_conntrack_count\`; OVS: \`ovs-appctl dpctl/ct-get-nconns\`). Bytes a flow: what the flows take over the flows held after the fill pass: for the kernel its slab memory's growth from before the first pass (/proc/meminfo \`Slab\`: the \`nf_conntrack\` objects, their extensions, NAT's hash) plus its bucket heads (8 bytes each, 17/16 of the flows); for OVS-DPDK its resident memory's growth (it allocates each connection as it comes); for Sluice its table as \`sluice check\` prints it (whole MiB; allocated at start for 17/16 of the flows). $RUNS alternating runs; each row is the run with the median established forwarded rate. The veth path limits every router: these are CPU-per-packet figures at the rate the lab reaches, not line rates."
   echo
   echo "| flows | router | new: sent pps | new: forwarded pps | new: router ns/pkt | held after fill | bytes a flow | established: sent pps | forwarded pps | router CPU % | router ns/pkt | machine ns/pkt | held after |"
   echo "|---|---|---|---|---|---|---|---|---|---|---|---|---|"
-  for n in "${SIZES[@]}"; do
-    "$BENCH" udp-pcap --out "$WORK/flows.pcap" --packets "$n" --host 198.19.0.2 \
-      --src 198.18.0.2 --src-mac 02:c1:00:00:00:02 --dst-mac 02:51:00:00:00:00 || exit 1
+  for size in "${SIZES[@]}"; do
+    n=$(flows_sent "$size")
+    if [ "$GEN" = trafgen ]; then
+      trafgen_config "$n" "$WORK/flows.cfg"
+    else
+      "$BENCH" udp-pcap --out "$WORK/flows.pcap" --packets "$n" --host 198.19.0.2 \
+        --src 198.18.0.2 --src-mac 02:c1:00:00:00:02 --dst-mac 02:51:00:00:00:00 || exit 1
+    fi
     declare -A res=()
     for i in $(seq "$RUNS"); do
       for r in "${ROUTERS[@]}"; do
-        [ "$r" = ovs-dpdk ] && [ "$n" -gt "$OVS_MAX_FLOWS" ] && continue
+        [ "$r" = ovs-dpdk ] && [ "$size" -gt "$OVS_MAX_FLOWS" ] && continue
         out=$(run "$r" "$n")
         echo "$n $r run $i: $out" >&2
         res[$r]+="$out;"
