@@ -264,10 +264,12 @@ held() { # router
 # resident memory (its conntrack allocates each connection as it comes);
 # Sluice allocates its whole table at start, so its figure is the table's
 # size as `sluice check` prints it (whole MiB).
+# (Integers printed with %.0f: mawk prints a product over 2^31 in
+# exponent form, which the shell's arithmetic refuses.)
 mem() { # router
   case $1 in
-    kernel) awk '/^Slab:/ {print $2 * 1024}' /proc/meminfo ;;
-    ovs-dpdk) awk '/^VmRSS:/ {print $2 * 1024}' "/proc/$(cat "$WORK/ovs/vswitchd.pid")/status" 2>/dev/null || echo 0 ;;
+    kernel) awk '/^Slab:/ {printf "%.0f\n", $2 * 1024}' /proc/meminfo ;;
+    ovs-dpdk) awk '/^VmRSS:/ {printf "%.0f\n", $2 * 1024}' "/proc/$(cat "$WORK/ovs/vswitchd.pid")/status" 2>/dev/null || echo 0 ;;
     *) echo 0 ;;
   esac
 }
@@ -277,7 +279,7 @@ table_bytes() { # router flows
     ovs-dpdk) echo 0 ;;
     *) ip netns exec $NS_R "$SLUICE" check "$WORK/router.toml" 2>/dev/null |
          sed -n 's/.*conntrack: [0-9]* flows per worker (\([0-9]*\) MiB each.*/\1/p' |
-         awk '{print $1 * 1048576}' ;;
+         awk '{printf "%.0f\n", $1 * 1048576}' ;;
   esac
 }
 
