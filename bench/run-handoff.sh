@@ -66,7 +66,7 @@ stats() { # file -> "n p50 p90 p99"
 }
 read -r n1 p50_1 p90_1 p99_1 <<< "$(stats "$WORK/one.rtt")"
 read -r n2 p50_2 p90_2 p99_2 <<< "$(stats "$WORK/two.rtt")"
-handed=$(awk '{s+=$1} END {print s+0}' "$WORK/handed")
+handed=$(awk '{s+=$1} END {printf "%.0f\n", s}' "$WORK/handed")
 {
   echo "# Ping through the gateway with replies handed between workers"
   echo

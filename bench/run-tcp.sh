@@ -60,7 +60,7 @@ fi
 POLICY=$(awk '/^\[worker.poll\]/ {p = 1} p && /^mode/ {gsub(/"/, "", $3); print $3; exit}' configs/router-nat.toml)
 
 HZ=$(getconf CLK_TCK)
-cpu_idle_jiffies() { awk -v c="cpu$1" '$1 == c {print $5 + $6}' /proc/stat; }
+cpu_idle_jiffies() { awk -v c="cpu$1" '$1 == c {printf "%.0f\n", $5 + $6}' /proc/stat; }
 # Busy % of the router CPU between two idle readings over $3 ns.
 busy() { python3 -c 'import sys; a, b, ns, hz = map(float, sys.argv[1:]); print("%.1f" % max(0.0, 100 * (1 - (b - a) / hz / (ns / 1e9))))' "$1" "$2" "$3" "$HZ"; }
 
