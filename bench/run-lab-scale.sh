@@ -367,7 +367,6 @@ EOF
   lab_down
 }
 
-
 if [ "$GEN" = trafgen ]; then
   GEN_WHO="The client sends N distinct UDP flows (64-byte frames from 198.18.0.2 to 198.19.0.2) with trafgen (netsniff-ng's, one sender on CPU 0, \`-b 100000000pps\`: a rate it never reaches, which makes it send with one blocking \`sendto()\` a packet, as tcpreplay does, rather than through its TX ring, whose non-blocking flush gives up with EAGAIN when the kernel router's backlog holds the socket's send buffer; so it waits while its frames are still queued for the router, and each router is offered what it takes), building each packet as it sends it: the source port counts through 4,096 values and the server port through an odd number D of them, so each of the 4,096 * D flows comes once a period (coprime counters) and every pass sends whole periods. The flows column is 4,096 * D for the smallest odd D that reaches the size asked (10M: 10,006,528)"
 else

@@ -114,7 +114,7 @@ table inet sink {
 EOF
   # Warm up: ARP on the client, the flows' conntrack entries.
   inns $NS_C ping -c 1 -W 1 198.19.0.2 > /dev/null 2>&1
-  local n rate_opt=() tpid=
+  local rate_opt=() tpid=
   if [ "$GEN" = sluice ]; then
     rm -f "$WORK/tester.sock"
     ip netns exec $NS_C "$SLUICE" run "$WORK/tester.toml" > /dev/null 2> "$WORK/tester.err" &
@@ -126,7 +126,13 @@ EOF
   # it takes): through its TX ring (no -b) its non-blocking flush gives up
   # with EAGAIN as soon as the kernel router's backlog holds its socket's
   # send buffer (on 2026-12-07 after 38,000 packets/s of a 3 s run).
-  if [ "$2" = max ]; then n=0; rate_opt=(-b 100000000pps); else n=$(( $2 * SECS )); rate_opt=(-b "${2}pps"); fi
+  # At "max", trafgen sends until `timeout` stops it; else the rate for SECS.
+  local until=() count=()
+  if [ "$2" = max ]; then
+    rate_opt=(-b 100000000pps); until=(timeout -s INT "$SECS")
+  else
+    rate_opt=(-b "${2}pps"); count=(-n $(( $2 * SECS )))
+  fi
   local c0=$(lab_tx $NS_C c0) s0=$(lab_rx $NS_S s0) j0=$(idle_jiffies) p0=$(cpu_idle_jiffies $ROUTER_CPU)
   local u0=0 u1=0
   [ -n "$tpid" ] && u0=$(user_jiffies "$tpid")
@@ -137,12 +143,8 @@ EOF
   else
     # trafgen's user time (its forked sender's included, reaped by it),
     # in seconds, from bash's `time`.
-    local secs=
-    if [ "$2" = max ]; then
-      secs=$( { TIMEFORMAT=%U; time timeout -s INT "$SECS" ip netns exec $NS_C trafgen -d c0 -c "$WORK/udp.cfg" -P 1 -q -C "${rate_opt[@]}" > /dev/null 2>&1; } 2>&1 )
-    else
-      secs=$( { TIMEFORMAT=%U; time ip netns exec $NS_C trafgen -d c0 -c "$WORK/udp.cfg" -P 1 -q -C -n "$n" "${rate_opt[@]}" > /dev/null 2>&1; } 2>&1 )
-    fi
+    local secs
+    secs=$( { TIMEFORMAT=%U; time "${until[@]}" ip netns exec $NS_C trafgen -d c0 -c "$WORK/udp.cfg" -P 1 -q -C "${count[@]}" "${rate_opt[@]}" > /dev/null 2>&1; } 2>&1 )
     u1=$(awk -v s="$secs" -v hz="$HZ" 'BEGIN {printf "%.0f\n", s * hz}')
   fi
   sleep 0.2
