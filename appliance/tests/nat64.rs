@@ -11,7 +11,8 @@
 //! the client's kernel takes as the path's; 3,000-byte UDP datagrams go
 //! both ways in fragments (the client's IPv6 ones translated, and
 //! fragmented again for the 1,400-byte link; the server's IPv4 ones
-//! translated with fragment headers) and arrive whole. Needs root, `ip`, `ping`, `python3`,
+//! translated with fragment headers) and arrive whole, and so do
+//! 3,000-byte pings. Needs root, `ip`, `ping`, `python3`,
 //! `curl` and `iperf3`; skipped without them unless `CI` is set. The
 //! namespaces end with the test, passed or failed.
 
@@ -232,6 +233,19 @@ fn nat64_lab(driver: &str, lab: &str) {
     assert!(
         count(r1) - count(r0) >= 3 && count(t1) - count(t0) >= 3,
         "fragments: the client's at least three, the server's link at least three"
+    );
+
+    // A 3,000-byte echo each way (ping -s 3000), in fragments both ways:
+    // each ICMP message's first fragment waits for its last, which gives
+    // the length its checksum needs.
+    let out = n.sh(
+        c,
+        "ping -6 -s 3000 -c 3 -i 0.2 -W 2 -q 64:ff9b::198.19.0.2 || true",
+    );
+    assert!(
+        out.contains("3 received"),
+        "a fragmented ping: {out}\n{}",
+        ctl_json(&sock, &["stats"])["cores"][0]["events"]
     );
 
     // iperf3 for two seconds: what the client sent, the server received.

@@ -170,6 +170,10 @@ pub struct Gateway<C: StageClock = NoClock> {
     /// The identification of the last NAT64-translated IPv4 packet that
     /// may be fragmented.
     nat64_id: u16,
+    /// While a NAT64 ICMP message's first fragment is processed, the
+    /// whole message's length (its checksum's pseudo-header holds it);
+    /// 0 otherwise.
+    frag_len: u32,
     clock: C,
 }
 
@@ -375,6 +379,7 @@ impl<C: StageClock> Clone for Gateway<C> {
             workers: self.workers,
             mss: MssClamp::new(&self.mss.limits, &self.mss.rules),
             nat64_id: self.nat64_id,
+            frag_len: 0,
             clock: self.clock.clone(),
         }
     }
@@ -577,6 +582,7 @@ impl<C: StageClock> Gateway<C> {
             workers: cfg.workers.max(1),
             mss: MssClamp::new(&cfg.mss_limits, &cfg.mss_rules),
             nat64_id: 0,
+            frag_len: 0,
             router,
             rules: cfg.rules.clone(),
             nat: cfg.nat.clone(),
@@ -630,6 +636,7 @@ impl<C: StageClock> Gateway<C> {
             workers,
             mss,
             nat64_id,
+            frag_len: _,
             clock: _,
         } = self;
         Gateway {
@@ -653,6 +660,7 @@ impl<C: StageClock> Gateway<C> {
             workers,
             mss,
             nat64_id,
+            frag_len: 0,
             clock,
         }
     }
@@ -1213,13 +1221,18 @@ impl<C: StageClock> ForwardMode for Gateway<C> {
 
     #[inline]
     fn pending(&self) -> bool {
-        ForwardMode::pending(&self.router) || self.reass.ready()
+        ForwardMode::pending(&self.router) || self.reass.ready() || self.reass.firsts_ready()
     }
 
     /// Held packets were translated and passed the rules before they were
     /// held: only routing is left. Fragments that waited for their
-    /// datagram's first go first.
+    /// datagram's first go first, after the NAT64 ICMP first fragments
+    /// that waited for their message's length (which go the whole way
+    /// now, and decide the fate of those after them).
     fn emit(&mut self, send: &mut dyn FnMut(u16, &[u8]) -> bool) {
+        if self.reass.firsts_ready() {
+            self.release_firsts(send);
+        }
         if self.reass.ready() {
             self.release_fragments(send);
         }

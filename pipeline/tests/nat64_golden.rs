@@ -124,26 +124,27 @@ fn hex(s: &str) -> Vec<u8> {
         .collect()
 }
 
-/// One step of a case: in port, frame, out port, frame.
-type Step = (u16, Vec<u8>, u16, Vec<u8>);
+/// One step of a case: in port, frame, and the frames that leave then
+/// (port, frame), in order: the one forwarded and those the worker's emit
+/// sends after it (none: the frame is kept).
+type Step = (u16, Vec<u8>, Vec<(u16, Vec<u8>)>);
 
 /// The golden file's cases: name and steps.
 fn cases() -> Vec<(String, Vec<Step>)> {
     let text = include_str!("golden/nat64.txt");
     let mut cases: Vec<(String, Vec<_>)> = Vec::new();
-    let mut input = None;
     for line in text.lines() {
         let mut w = line.split_whitespace();
         match (w.next(), w.next(), w.next()) {
             (Some("#"), Some(name), None) => cases.push((name.to_string(), vec![])),
-            (Some(">"), Some(p), Some(f)) => input = Some((p.parse().unwrap(), hex(f))),
+            (Some(">"), Some(p), Some(f)) => {
+                let steps = &mut cases.last_mut().expect("a case's name first").1;
+                steps.push((p.parse().unwrap(), hex(f), vec![]));
+            }
             (Some("<"), Some(p), Some(f)) => {
-                let (i, fi) = input.take().expect("an input before each output");
-                cases
-                    .last_mut()
-                    .unwrap()
-                    .1
-                    .push((i, fi, p.parse().unwrap(), hex(f)));
+                let steps = &mut cases.last_mut().expect("a case's name first").1;
+                let step = steps.last_mut().expect("an input before each output");
+                step.2.push((p.parse().unwrap(), hex(f)));
             }
             _ => panic!("golden/nat64.txt: bad line {line:?}"),
         }
@@ -164,10 +165,10 @@ fn burst_path_translations_match_scapys() {
 
 fn check_golden(burst: bool) {
     let cases = cases();
-    assert_eq!(cases.len(), 9, "every case read");
+    assert_eq!(cases.len(), 11, "every case read");
     for (name, steps) in cases {
         let mut g = gateway();
-        for (n, (i, mut f, o, want)) in steps.into_iter().enumerate() {
+        for (n, (i, mut f, want)) in steps.into_iter().enumerate() {
             let v = if burst {
                 let mut one = [f];
                 let mut v = [Verdict::Forward(u16::MAX)];
@@ -177,13 +178,34 @@ fn check_golden(burst: bool) {
             } else {
                 g.process(&mut f, i)
             };
-            assert_eq!(v, Verdict::Forward(o), "{name} step {n}");
+            let mut sent = vec![];
+            match v {
+                Verdict::Forward(o) => sent.push((o, f)),
+                v => assert_eq!(v, Verdict::Drop(DropReason::Consumed), "{name} step {n}"),
+            }
+            ForwardMode::emit(&mut g, &mut |p, b| {
+                sent.push((p, b.to_vec()));
+                true
+            });
+            assert_eq!(sent.len(), want.len(), "{name} step {n}: frames sent");
+            for (k, ((p, f), (o, want))) in sent.into_iter().zip(want).enumerate() {
+                check_frame(&format!("{name} step {n} frame {k}"), p, &f, o, &want);
+            }
+        }
+    }
+}
+
+/// A frame sent on port `p` against the golden one, byte for byte.
+fn check_frame(what: &str, p: u16, f: &[u8], o: u16, want: &[u8]) {
+    assert_eq!(p, o, "{what}: the port");
+    {
+        {
             if f != want {
                 let diff: Vec<usize> = (0..f.len().max(want.len()))
                     .filter(|&k| f.get(k) != want.get(k))
                     .collect();
                 panic!(
-                    "{name} step {n}: {} bytes, want {}; differing at {diff:?}\n got  {}\n want {}",
+                    "{what}: {} bytes, want {}; differing at {diff:?}\n got  {}\n want {}",
                     f.len(),
                     want.len(),
                     f.iter().map(|b| format!("{b:02x}")).collect::<String>(),
@@ -210,9 +232,10 @@ fn mangled_frames_never_panic() {
     let mut g = gateway();
     let mut n = 0;
     for (_, steps) in cases() {
-        for (i, f, o, want) in steps {
-            for base in [&f, &want] {
-                let port = if base == &f { i } else { o };
+        for (i, f, outs) in steps {
+            let frames = std::iter::once((i, f)).chain(outs);
+            for (port, base) in frames {
+                let base = &base;
                 for len in 0..base.len() {
                     let mut m = base[..len].to_vec();
                     let _ = g.process(&mut m, port);
@@ -333,21 +356,22 @@ fn event(g: &Gateway, name: &str) -> u64 {
 
 /// The golden datagram's fragments out of order: the client's later ones
 /// wait for its first and leave translated, from the worker's next emit,
-/// as scapy's; the server's later one that came first is dropped when
-/// its first comes (a held copy cannot grow by the IPv6 headers), counted.
-/// A fragmented ICMPv6 message is not translated.
+/// as scapy's; so does the server's later one that came first (grown into
+/// IPv6's headers in its copy's buffer). An echo's first fragment whose
+/// last never comes waits a second and is dropped, counted.
 #[test]
 fn fragments_before_their_first_wait_for_it() {
     let (_, steps) = cases().into_iter().find(|(n, _)| n == "fragments").unwrap();
     let mut g = gateway();
     let (out, back) = steps.split_at(3);
+    let golden = |s: &Step| s.2[0].1.clone();
     for k in [2, 1] {
         let mut f = out[k].1.clone();
         assert_eq!(g.process(&mut f, 0), Verdict::Drop(DropReason::Consumed));
     }
     let mut f = out[0].1.clone();
     assert_eq!(g.process(&mut f, 0), Verdict::Forward(1));
-    assert_eq!(f, out[0].3);
+    assert_eq!(f, golden(&out[0]));
     let mut sent = vec![];
     ForwardMode::emit(&mut g, &mut |p, b| {
         sent.push((p, b.to_vec()));
@@ -355,39 +379,50 @@ fn fragments_before_their_first_wait_for_it() {
     });
     assert_eq!(
         sent,
-        [(1, out[2].3.clone()), (1, out[1].3.clone())],
+        [(1, golden(&out[2])), (1, golden(&out[1]))],
         "as they came, as scapy's"
     );
     let mut f = back[1].1.clone();
     assert_eq!(g.process(&mut f, 1), Verdict::Drop(DropReason::Consumed));
     let mut f = back[0].1.clone();
     assert_eq!(g.process(&mut f, 1), Verdict::Forward(0));
-    assert_eq!(f, back[0].3);
-    ForwardMode::emit(&mut g, &mut |_, _| panic!("nothing to send"));
+    assert_eq!(f, golden(&back[0]));
+    let mut sent = vec![];
+    ForwardMode::emit(&mut g, &mut |p, b| {
+        sent.push((p, b.to_vec()));
+        true
+    });
+    assert_eq!(sent, [(0, golden(&back[1]))], "grown into IPv6's headers");
     let mut f = back[2].1.clone();
     assert_eq!(g.process(&mut f, 1), Verdict::Forward(0));
-    assert_eq!(f, back[2].3);
+    assert_eq!(f, golden(&back[2]));
     g.tick(2 * S);
     assert_eq!(event(&g, "reass_held"), 3);
-    assert_eq!(event(&g, "reass_dropped"), 1);
+    assert_eq!(event(&g, "reass_dropped"), 0);
     assert_eq!(event(&g, "nat64_to_ipv4"), 3);
-    assert_eq!(event(&g, "nat64_to_ipv6"), 2);
+    assert_eq!(event(&g, "nat64_to_ipv6"), 3);
 
-    // An echo request in two fragments: the first is not translated, and
-    // the second shares its fate.
-    let mut first = out[0].1.clone();
-    first[14 + 40] = 58; // the fragment header's next header: ICMPv6
-    first[14 + 48] = 128;
-    first[14 + 44..14 + 48].copy_from_slice(&7u32.to_be_bytes());
-    let mut second = out[1].1.clone();
-    second[14 + 40] = 58;
-    second[14 + 44..14 + 48].copy_from_slice(&7u32.to_be_bytes());
+    // An echo request's first fragment waits for its last, which does
+    // not come: after a second it is dropped; its second fragment, later,
+    // waits for a first that never comes.
+    let (_, echo) = cases()
+        .into_iter()
+        .find(|(n, _)| n == "echo-fragments")
+        .unwrap();
+    let mut first = echo[0].1.clone();
     assert_eq!(
         g.process(&mut first, 0),
-        Verdict::Drop(DropReason::Untranslatable)
+        Verdict::Drop(DropReason::Consumed)
     );
+    g.tick(3 * S + 1);
+    assert_eq!(event(&g, "reass_held"), 4);
+    assert_eq!(event(&g, "reass_timeout"), 1);
+    ForwardMode::emit(&mut g, &mut |_, _| panic!("nothing to send"));
+    let mut second = echo[1].1.clone();
     assert_eq!(
         g.process(&mut second, 0),
-        Verdict::Drop(DropReason::Untranslatable)
+        Verdict::Drop(DropReason::Consumed)
     );
+    g.tick(5 * S);
+    assert_eq!(event(&g, "reass_timeout"), 2);
 }

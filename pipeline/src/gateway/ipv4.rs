@@ -125,7 +125,20 @@ impl<C: StageClock> Gateway<C> {
                 Ok(Some((sport, dport, _))) => Some(tuple4(src, dst, sport, dport, proto)),
                 _ => None,
             };
+            // A NAT64 flow's ICMP message in fragments: translated once
+            // its length is known (its last fragment came), else it
+            // waits for that.
+            if proto == IpProto::ICMP && !last {
+                match self.reass.length(&key) {
+                    Some(l) => self.frag_len = l,
+                    None if t.is_some_and(|t| self.nat64_reply(&t)) => {
+                        return self.hold_first(pkt, in_port, &key, ETH + total);
+                    }
+                    None => {}
+                }
+            }
             let v = self.l4_4(pkt, in_port, h);
+            self.frag_len = 0;
             let fate = self.fate(v, t, self.router.is_local4(dst));
             self.reass.first(&key, len, last, fate);
             return v;
@@ -136,6 +149,56 @@ impl<C: StageClock> Gateway<C> {
             return Verdict::Drop(DropReason::Fragment);
         }
         self.later(pkt, in_port, &key, (at, len, last), ETH + total)
+    }
+
+    /// Whether `t` is the reply tuple of a NAT64 flow.
+    fn nat64_reply(&mut self, t: &Tuple) -> bool {
+        let ct = &mut self.ct;
+        match ct.find(t) {
+            Some((i, reply)) => reply && nat64::is_nat64(ct.flow(i)),
+            None => false,
+        }
+    }
+
+    /// Holds a datagram's first fragment (`key`, the frame `frame` bytes
+    /// long) until its last gives the datagram's length (its buffer
+    /// `consumed`: a copy waits).
+    pub(super) fn hold_first<P: Frame>(
+        &mut self,
+        pkt: &mut P,
+        in_port: u16,
+        key: &reass::Key,
+        frame: usize,
+    ) -> Verdict {
+        if self.reass.hold_first(key, in_port, &pkt.bytes()[..frame]) {
+            Verdict::Drop(DropReason::Consumed)
+        } else {
+            Verdict::Drop(DropReason::Fragment)
+        }
+    }
+
+    /// Sends the first fragments that waited for their datagram's length,
+    /// each the whole way through the gateway now (a frame that is not
+    /// forwarded at once, or could not grow into the other family's
+    /// headers in its buffer, is counted `reass_dropped`).
+    pub(super) fn release_firsts(&mut self, send: &mut dyn FnMut(u16, &[u8]) -> bool) {
+        while let Some(mut t) = self.reass.take_first() {
+            // IPv4 to IPv6 takes 28 bytes more (a fragment header).
+            let grow = if t.frame.get(12..14) == Some(&[0x86, 0xdd]) {
+                0
+            } else {
+                28
+            };
+            let sent = t.frame.len() + grow <= t.frame.capacity()
+                && match ForwardMode::process(self, &mut t.frame, t.in_port) {
+                    Verdict::Forward(o) => send(o, &t.frame),
+                    _ => false,
+                };
+            if !sent {
+                self.reass.count(reass::Event::Dropped);
+            }
+            self.reass.free_first(t.slot, t.frame);
+        }
     }
 
     /// A fragment that is not its datagram's first (`key`), at payload
@@ -259,7 +322,16 @@ impl<C: StageClock> Gateway<C> {
                 }
                 None => false,
             },
-            // (A copy cannot grow in place: dropped, as one handed over.)
+            // Into the IPv6 headers, in the copy's buffer (28 bytes
+            // more: a fragment header).
+            reass::Fate::Nat64To6 { src, dst } if frame.len() + 28 <= frame.capacity() => {
+                if !nat64::frag4_to6(frame, src, dst) {
+                    return false;
+                }
+                events[nat::Event::Nat64To6 as usize] += 1;
+                router.route_and_send(frame, in_port, send)
+            }
+            // (A copy cannot be handed over: dropped.)
             _ => false,
         });
     }
@@ -303,7 +375,7 @@ impl<C: StageClock> Gateway<C> {
                     let (o, delta) = (f.orig, f.nat_deltas(true).1);
                     return nat64::nat64_in(
                         &mut self.router,
-                        self.min_mtu,
+                        (self.min_mtu, self.frag_len),
                         &mut self.nat_events,
                         pkt,
                         in_port,

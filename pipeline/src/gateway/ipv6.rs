@@ -316,11 +316,30 @@ impl<C: StageClock> Gateway<C> {
             };
             let v = if !nat64 {
                 self.l4_6(pkt, in_port, proto, off, false)
+            } else if proto == IpProto::ICMPV6 && matches!(b.get(ETH + off), Some(128 | 129)) {
+                // A fragmented ICMPv6 message: its checksum's pseudo-
+                // header has the whole message's length, known once the
+                // last fragment came (its own first: it waits for that).
+                // The message starts `off - fh - 8` bytes into the
+                // fragmentable part.
+                let whole = if last {
+                    Some(len)
+                } else {
+                    self.reass.length(&key)
+                };
+                match whole.and_then(|l| l.checked_sub((off - fh - 8) as u32)) {
+                    Some(l) if l > 0 => {
+                        self.frag_len = l;
+                        let v = self.nat64_out(pkt, in_port, proto, off);
+                        self.frag_len = 0;
+                        v
+                    }
+                    Some(_) => Verdict::Drop(DropReason::Truncated),
+                    None => return self.hold_first(pkt, in_port, &key, ETH + end),
+                }
             } else if matches!(proto, IpProto::TCP | IpProto::UDP) {
                 self.nat64_out(pkt, in_port, proto, off)
             } else {
-                // A fragmented ICMPv6 message: its checksum's pseudo-
-                // header has a length the first fragment does not know.
                 Verdict::Drop(DropReason::Untranslatable)
             };
             if !last {

@@ -15,11 +15,13 @@
 //! extended IPv4's), a fragment header added or taken away; the L4
 //! checksum, which covers the whole datagram, is adjusted in the first by
 //! the pseudo-header's change, which is the same for every fragment. The
-//! others get their flow's addresses from the first's fate. TCP and UDP
-//! only: a fragmented ICMP message's checksum covers a pseudo-header with
-//! the whole message's length, which its first fragment does not know,
-//! and a fragmented UDP datagram without a checksum cannot get one (both
-//! dropped as `untranslatable`, as RFC 7915 allows).
+//! others get their flow's addresses from the first's fate. A fragmented
+//! ICMP message's checksum covers (in IPv6) a pseudo-header with the whole
+//! message's length, which its first fragment does not know: the first
+//! waits until the last has come (`reass`: the receiver needs the last
+//! anyway), and is then translated with it. A fragmented UDP datagram
+//! without a checksum cannot get one (dropped as `untranslatable`, as RFC
+//! 7915 allows).
 
 use super::*;
 use crate::nat64::{self as n64, Rewrite};
@@ -268,10 +270,20 @@ impl<C: StageClock> Gateway<C> {
                     let fr = &b[ETH + fh..ETH + fh + 8];
                     (u16::from_be_bytes([fr[2], fr[3]]), [fr[6], fr[7]])
                 });
-            if f.is_some() && !matches!(proto, IpProto::TCP | IpProto::UDP) {
+            if f.is_some()
+                && !matches!(proto, IpProto::TCP | IpProto::UDP)
+                && (proto != IpProto::ICMPV6 || self.frag_len == 0)
+            {
                 return Some(Verdict::Drop(DropReason::Untranslatable));
             }
             f
+        };
+        // The upper layer's length in its checksum: a fragmented ICMP
+        // message's whole.
+        let msg_len = if frag.is_some() && proto == IpProto::ICMPV6 {
+            self.frag_len
+        } else {
+            l4len as u32
         };
         // Too long for the IPv4 link: Packet Too Big, unless it is a
         // fragment, which leaves without DF and may be fragmented again
@@ -294,7 +306,8 @@ impl<C: StageClock> Gateway<C> {
             }
         }
         let df = n64::df_for(total);
-        let id = if df {
+        // (A fragment keeps its own identification's low half.)
+        let id = if df || frag.is_some() {
             0
         } else {
             self.nat64_id = self.nat64_id.wrapping_add(1);
@@ -315,7 +328,7 @@ impl<C: StageClock> Gateway<C> {
             let (mut src6, mut dst6) = ([0u8; 16], [0u8; 16]);
             src6.copy_from_slice(&l3[8..24]);
             dst6.copy_from_slice(&l3[24..40]);
-            match n64::l4_to4(l4, proto, l4len as u32, src6, dst6, to) {
+            match n64::l4_to4(l4, proto, msg_len, src6, dst6, to) {
                 Some(p) => p,
                 None => return Some(Verdict::Drop(DropReason::Untranslatable)),
             }
@@ -457,7 +470,8 @@ impl<C: StageClock> Gateway<C> {
 /// to IPv6 and routed through the flow's next hop `hop` (the
 /// gateway's parts by name: the flow is borrowed from its table), its
 /// TCP/UDP checksum updated by the flow's `delta`. A datagram's first
-/// fragment gets a fragment header (the others follow it: `reass`); a
+/// fragment gets a fragment header (the others follow it: `reass`; an
+/// ICMP message's only with its whole length, `msg_len`, else 0); a
 /// packet too long for the IPv6 link is answered with Fragmentation
 /// Needed (its MTU 20 bytes less) when it may not be fragmented, else
 /// dropped.
@@ -465,7 +479,7 @@ impl<C: StageClock> Gateway<C> {
 #[allow(clippy::too_many_arguments)]
 pub(super) fn nat64_in<P: Frame>(
     router: &mut Router,
-    min_mtu: u16,
+    (min_mtu, msg_len): (u16, u32),
     events: &mut [u64],
     pkt: &mut P,
     in_port: u16,
@@ -480,9 +494,10 @@ pub(super) fn nat64_in<P: Frame>(
     let total = usize::from(ip.total_len());
     let (tos, ttl, proto) = (b[ETH + 1], ip.ttl(), ip.protocol());
     // A datagram's first fragment (the others follow it by `reass`):
-    // TCP and UDP only, with a fragment header.
+    // TCP, UDP, and ICMP whose length is known, with a fragment header.
     let frag = ff & 0x3fff != 0;
-    if frag && (ff & 0x1fff != 0 || !matches!(proto, IpProto::TCP | IpProto::UDP)) {
+    let icmp = proto == IpProto::ICMP && msg_len != 0;
+    if frag && (ff & 0x1fff != 0 || !(matches!(proto, IpProto::TCP | IpProto::UDP) || icmp)) {
         return Verdict::Drop(DropReason::Untranslatable);
     }
     let fh = if frag { 8 } else { 0 };
@@ -522,7 +537,12 @@ pub(super) fn nat64_in<P: Frame>(
     let proto6 = if fast {
         proto
     } else {
-        match n64::l4_to6(l4, proto, (total - h) as u32, src4, dst4, &to) {
+        let len = if frag && icmp {
+            msg_len
+        } else {
+            (total - h) as u32
+        };
+        match n64::l4_to6(l4, proto, len, src4, dst4, &to) {
             Some(p) => p,
             None => return Verdict::Drop(DropReason::Untranslatable),
         }
@@ -605,7 +625,8 @@ fn write_frag6(
 /// A NAT64 datagram's later fragment from the client (the IPv6 frame
 /// `f`, its fragment header found again) as IPv4 from `src` to `dst`,
 /// in place: where the frame now starts in `f` and ends; `None` for
-/// anything else (not such a fragment, not TCP or UDP, cut short).
+/// anything else (not such a fragment, not TCP, UDP or ICMPv6, cut
+/// short).
 pub(super) fn frag6_to4(f: &mut [u8], src: u32, dst: u32) -> Option<(usize, usize)> {
     let ip = Ipv6Packet::new_checked(f.get(ETH..)?).ok()?;
     let (proto, fh, _) = ip.headers().ok()?;
@@ -613,9 +634,17 @@ pub(super) fn frag6_to4(f: &mut [u8], src: u32, dst: u32) -> Option<(usize, usiz
     let (tc, hop) = ((f[ETH] & 0x0f) << 4 | f[ETH + 1] >> 4, ip.hop_limit());
     let fr = f.get(ETH + fh..ETH + fh + 8)?;
     let (next, fo, id) = (fr[0], u16::from_be_bytes([fr[2], fr[3]]), [fr[6], fr[7]]);
-    if proto != 44 || !matches!(next, IpProto::TCP | IpProto::UDP) || end > f.len() {
+    if proto != 44
+        || !matches!(next, IpProto::TCP | IpProto::UDP | IpProto::ICMPV6)
+        || end > f.len()
+    {
         return None;
     }
+    let next = if next == IpProto::ICMPV6 {
+        IpProto::ICMP
+    } else {
+        next
+    };
     let payload = end.checked_sub(ETH + fh + 8)?;
     let cut = fh + 8 - 20;
     f.copy_within(..12, cut);
@@ -628,15 +657,23 @@ pub(super) fn frag6_to4(f: &mut [u8], src: u32, dst: u32) -> Option<(usize, usiz
 
 /// A NAT64 datagram's later fragment from the server (the IPv4 frame
 /// `pkt`) as IPv6 from `src` to `dst`, with a fragment header; false for
-/// anything else (not TCP or UDP, no room).
+/// anything else (not TCP, UDP or ICMP, no room).
 pub(super) fn frag4_to6<P: Frame>(pkt: &mut P, src: u128, dst: u128) -> bool {
     let b = pkt.bytes();
     let ip = Ipv4Packet::new_unchecked(&b[ETH..]);
     let (h, total, proto) = (ip.header_len(), usize::from(ip.total_len()), ip.protocol());
     let (tos, ttl, ff, ident) = (b[ETH + 1], ip.ttl(), ip.flags_frag(), ip.ident());
-    if !matches!(proto, IpProto::TCP | IpProto::UDP) || ETH + total > b.len() || total < h {
+    if !matches!(proto, IpProto::TCP | IpProto::UDP | IpProto::ICMP)
+        || ETH + total > b.len()
+        || total < h
+    {
         return false;
     }
+    let proto = if proto == IpProto::ICMP {
+        IpProto::ICMPV6
+    } else {
+        proto
+    };
     let mut eth = [0u8; 12];
     eth.copy_from_slice(&b[..12]);
     if b.len() > ETH + total {

@@ -26,10 +26,19 @@
 //! a time per worker, so a flood of fragments whose datagrams never
 //! complete holds at most that many records, each for at most a second.
 //!
+//! A NAT64 ICMP message's first fragment cannot be translated alone: the
+//! ICMPv6 checksum's pseudo-header holds the whole message's length
+//! (ICMPv4's has none), which only its last fragment gives. It waits as a
+//! copy in a second store ([`FIRSTS`] frames) until the last has come,
+//! and then goes the way of any first fragment from the worker's next
+//! `emit` (the fragments after it wait for it as above); a datagram whose
+//! last came first does not wait.
+//!
 //! Counted: `reass_fragments` (fragments the gateway took this way, the
 //! first ones included), `reass_held` (fragments that waited for their
-//! first), `reass_timeout` (held ones dropped: their first did not come
-//! in time), `reass_dropped` (held ones dropped when their first came:
+//! first, or a first for its length), `reass_timeout` (held ones dropped:
+//! what they waited for did not come in time), `reass_dropped` (held ones
+//! dropped when their first came:
 //! the datagram was dropped, or handed to another worker, which a held
 //! copy cannot follow, or sent nowhere) and `reass_full` (fragments
 //! refused, as `fragment`, for want of a record or a slot).
@@ -41,6 +50,9 @@ use crate::verdict::DropReason;
 pub const DATAGRAMS: usize = 1024;
 /// Fragments that may wait for their datagram's first, per worker.
 pub const EARLY: usize = 32;
+/// NAT64 ICMP first fragments that may wait for their message's length,
+/// per worker.
+pub const FIRSTS: usize = 8;
 /// How long a datagram is followed, and a fragment waits for its first:
 /// a datagram's fragments leave their sender back to back, so a second
 /// is ample (VPP's virtual reassembly allows 100 ms, Linux's
@@ -159,6 +171,8 @@ struct Datagram {
 pub struct Reass {
     table: Vec<Datagram>,
     store: Copies<Key, Fate>,
+    /// First fragments waiting for their datagram's length.
+    firsts: Copies<Key, ()>,
     now: u64,
     events: [u64; Event::COUNT],
 }
@@ -185,6 +199,7 @@ impl Reass {
                 Key::default(),
                 Fate::Drop(DropReason::Fragment),
             ),
+            firsts: Copies::new(FIRSTS, room, 1, Key::default(), ()),
             now: 0,
             events: [0; Event::COUNT],
         }
@@ -204,6 +219,13 @@ impl Reass {
     #[inline]
     pub fn ready(&self) -> bool {
         self.store.ready()
+    }
+
+    /// Whether held first fragments may go: their datagram's length is
+    /// known.
+    #[inline]
+    pub fn firsts_ready(&self) -> bool {
+        self.firsts.ready()
     }
 
     fn stale(&self, d: &Datagram) -> bool {
@@ -280,7 +302,51 @@ impl Reass {
         };
         let fate = self.table[i].fate;
         self.account(i, at, len, last);
+        if last {
+            self.firsts.wake(key, ());
+        }
         fate.map_or(Later::Wait, Later::Fate)
+    }
+
+    /// The payload length of `key`'s datagram, once its last fragment has
+    /// come (and its record is still followed).
+    pub fn length(&self, key: &Key) -> Option<u32> {
+        let h = key.hash();
+        (0..PROBES)
+            .map(|k| &self.table[(h + k) & (DATAGRAMS - 1)])
+            .find(|d| !self.stale(d) && d.key == *key)
+            .and_then(|d| (d.len != 0).then_some(d.len))
+    }
+
+    /// Keeps a copy of `frame`, the first fragment of `key`'s datagram
+    /// received on `in_port`, until the datagram's last fragment gives its
+    /// length; `false` when there is no slot or it is larger than one
+    /// (counted `reass_full`).
+    pub fn hold_first(&mut self, key: &Key, in_port: u16, frame: &[u8]) -> bool {
+        match self.firsts.hold(*key, in_port, self.now, frame) {
+            Held::Full => {
+                self.count(Event::Full);
+                return false;
+            }
+            // The same datagram's first again (sent again): the older
+            // copy is dropped for it.
+            Held::Replaced => self.count(Event::Dropped),
+            Held::Stored => {}
+        }
+        self.count(Event::Held);
+        true
+    }
+
+    /// A held first fragment whose datagram's length is now known, oldest
+    /// first: its slot, frame and receiving port ([`Reass::free_first`]
+    /// gives the slot back).
+    pub fn take_first(&mut self) -> Option<crate::copies::Taken<()>> {
+        self.firsts.take()
+    }
+
+    /// Gives back a taken first fragment's slot.
+    pub fn free_first(&mut self, slot: usize, frame: Vec<u8>) {
+        self.firsts.free(slot, frame);
     }
 
     /// Keeps a copy of `frame` (a fragment of `key`'s datagram received
@@ -311,7 +377,8 @@ impl Reass {
     /// [`TIMEOUT_NS`] are dropped (records time out as they are met).
     pub fn tick(&mut self, now: u64) {
         self.now = now;
-        self.events[Event::Timeout as usize] += self.store.expire(now, TIMEOUT_NS);
+        self.events[Event::Timeout as usize] +=
+            self.store.expire(now, TIMEOUT_NS) + self.firsts.expire(now, TIMEOUT_NS);
     }
 }
 
@@ -432,6 +499,38 @@ mod tests {
             true
         });
         assert_eq!(sent, (0..EARLY as u8).collect::<Vec<_>>());
+    }
+
+    /// A (NAT64 ICMP) first fragment held for its datagram's length may go
+    /// once the last fragment has come, which gives the length; one whose
+    /// last does not come times out; the store is bounded.
+    #[test]
+    fn a_first_fragment_waits_for_its_datagrams_length() {
+        let mut r = Reass::new(100);
+        r.tick(S);
+        assert_eq!(r.length(&key(1)), None);
+        assert!(r.hold_first(&key(1), 3, &[1]));
+        assert!(!r.firsts_ready());
+        assert_eq!(r.later(&key(1), 16, 16, false), Later::Wait);
+        assert!(!r.firsts_ready(), "not the last yet");
+        assert_eq!(r.length(&key(1)), None);
+        assert_eq!(r.later(&key(1), 32, 8, true), Later::Wait);
+        assert!(r.firsts_ready());
+        assert_eq!(r.length(&key(1)), Some(40));
+        let t = r.take_first().unwrap();
+        assert_eq!((&t.frame[..], t.in_port), (&[1u8][..], 3));
+        r.free_first(t.slot, t.frame);
+        assert!(!r.firsts_ready());
+        assert!(r.hold_first(&key(2), 0, &[2]));
+        r.tick(S + TIMEOUT_NS + 1);
+        assert_eq!(r.events()[Event::Timeout as usize], 1);
+        assert!(r.take_first().is_none());
+        for i in 0..FIRSTS as u32 {
+            assert!(r.hold_first(&key(10 + i), 0, &[0]));
+        }
+        assert!(!r.hold_first(&key(99), 0, &[0]), "store full");
+        assert_eq!(r.events()[Event::Full as usize], 1);
+        assert_eq!(r.events()[Event::Held as usize], 2 + FIRSTS as u64);
     }
 
     /// A held fragment whose datagram is dropped (or not sent) is counted.

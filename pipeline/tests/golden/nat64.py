@@ -183,8 +183,53 @@ for f, (off, more, data) in zip(frags4, cut_like(frags4, back6)):
 assert len(frags6) == 3 and len(frags4) == 3
 case("fragments", *steps)
 
+# A 3,000-byte echo each way in fragments (ping -s 2992): the ICMP
+# checksum's pseudo-header (IPv6's) holds the whole message's length, so
+# the first fragment waits for the last and leaves with it, translated,
+# ahead of the others that waited for it. A step without an answer is a
+# frame kept; the frames after a step leave in the order listed.
+ping = bytes(range(256)) * 11 + b"p" * 176
+assert len(ping) == 2992
+echo6 = (IPv6(src=CLIENT, dst=SERVER6, hlim=64) / IPv6ExtHdrFragment(id=0xabcd0102)
+         / ICMPv6EchoRequest(id=0x4321, seq=7, data=ping))
+efrags6 = fragment6(echo6, 1280)
+echo4 = bytes(IP(src=POOL, dst=SERVER) / ICMP(type=8, id=PORT, seq=7) / ping)[20:]
+out4 = [(1, to_wan(IP(src=POOL, dst=SERVER, ttl=63, id=0x0102, flags="MF" if more else 0, frag=off, proto=1) / Raw(data)))
+        for off, more, data in cut_like(efrags6, echo4)]
+steps = [(0, lan(f)) for f in efrags6[:-1]] + [(0, lan(efrags6[-1]), *out4)]
+pong = bytes(reversed(ping))
+pong4 = IP(src=SERVER, dst=POOL, ttl=50, id=999) / ICMP(type=0, id=PORT, seq=7) / pong
+efrags4 = fragment(pong4, fragsize=1200)
+back6 = bytes(IPv6(src=SERVER6, dst=CLIENT) / ICMPv6EchoReply(id=0x4321, seq=7, data=pong))[40:]
+out6 = [(0, to_lan(IPv6(src=SERVER6, dst=CLIENT, hlim=49) / IPv6ExtHdrFragment(nh=58, offset=off, m=more, id=999) / Raw(data)))
+        for off, more, data in cut_like(efrags4, back6)]
+steps += [(1, wan(f)) for f in efrags4[:-1]] + [(1, wan(efrags4[-1]), *out6)]
+assert len(efrags6) == 3 and len(efrags4) == 3
+case("echo-fragments", *steps)
+
+# Out of order: the client's last echo fragment first (it waits for the
+# first, which then leaves at once, its length known, and the last after
+# it), then the middle one; the server's UDP answer last fragment first
+# and then the middle (they wait for their first, and leave grown into
+# IPv6's headers after it).
+steps = [(0, lan(efrags6[2])), (0, lan(efrags6[0]), out4[0], out4[2]), (0, lan(efrags6[1]), out4[1])]
+query6 = IPv6(src=CLIENT, dst=SERVER6, hlim=64) / UDP(sport=5002, dport=53) / b"query"
+steps.append((0, lan(query6), 1, to_wan(IP(src=POOL, dst=SERVER, ttl=63, id=1) / UDP(sport=PORT, dport=53) / b"query")))
+answer = bytes((i * 3) % 256 for i in range(2816)) + b"a" * 184
+dgram4 = IP(src=SERVER, dst=POOL, ttl=50, id=4444) / UDP(sport=53, dport=PORT) / answer
+ufrags4 = fragment(dgram4, fragsize=1200)
+uback6 = bytes(IPv6(src=SERVER6, dst=CLIENT) / UDP(sport=53, dport=5002) / answer)[40:]
+uout6 = [(0, to_lan(IPv6(src=SERVER6, dst=CLIENT, hlim=49) / IPv6ExtHdrFragment(nh=17, offset=off, m=more, id=4444) / Raw(data)))
+         for off, more, data in cut_like(ufrags4, uback6)]
+assert len(ufrags4) == 3
+steps += [(1, wan(ufrags4[2])), (1, wan(ufrags4[1])), (1, wan(ufrags4[0]), uout6[0], uout6[2], uout6[1])]
+case("fragments-out-of-order", *steps)
+
 for name, steps in cases:
     print(f"# {name}")
-    for (i, f, o, g) in steps:
+    for (i, f, *outs) in steps:
         print(f"> {i} {f.hex()}")
-        print(f"< {o} {g.hex()}")
+        if outs and isinstance(outs[0], int):
+            outs = [tuple(outs)]
+        for (o, g) in outs:
+            print(f"< {o} {g.hex()}")
