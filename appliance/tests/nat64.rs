@@ -107,6 +107,86 @@ fn an_ipv6_only_client_reaches_an_ipv4_server_over_afxdp() {
     nat64_lab("afxdp", "sl-n64x");
 }
 
+/// The IPv4 server on a 1,500-byte link and the IPv6-only client on a
+/// 1,280-byte one: the server's 3,000-byte datagrams and echo replies,
+/// fragmented at 1,500 bytes without DF, become IPv6 packets too big for
+/// the client's link, and leave as IPv6 fragments (RFC 7915 5.1.1, each
+/// translated fragment split again) that the client puts together.
+#[test]
+fn an_ipv4_servers_fragments_reach_a_smaller_ipv6_link() {
+    if !as_root() || !have("ip") || !have("ping") || !have("python3") {
+        return;
+    }
+    let n = Nets::mirror_lab("sl-n64s");
+    let (c, r, s) = lab_up(&n, 1280, 1500);
+    let dir = common::fresh_dir("sl-n64s");
+    let sock = dir.join("sluice.sock");
+    let cfg = dir.join("r.toml");
+    let config = CONFIG
+        .replace("SOCK", &sock.display().to_string())
+        .replace("mtu = 1400", "mtu = 1500")
+        .replace(
+            "ipv6 = [\"2001:db8:64::1/64\"]",
+            "ipv6 = [\"2001:db8:64::1/64\"]\nmtu = 1280",
+        );
+    std::fs::write(&cfg, config).unwrap();
+    std::fs::write(dir.join("udp_echo.py"), UDP_ECHO).unwrap();
+    std::fs::write(dir.join("udp_big.py"), UDP_BIG).unwrap();
+    let _sluice = common::sluice_in(r, &cfg, &sock);
+    let _udp_echo = common::python_in(s, &dir.join("udp_echo.py"));
+    std::thread::sleep(std::time::Duration::from_millis(700));
+    let got = n.sh(c, &format!("python3 {}", dir.join("udp_big.py").display()));
+    let st = || ctl_json(&sock, &["stats"]);
+    assert_eq!(got.trim(), "whole", "{}", st()["cores"][0]["events"]);
+    let out = n.sh(
+        c,
+        "ping -6 -s 3000 -c 3 -i 0.2 -W 2 -q 64:ff9b::198.19.0.2 || true",
+    );
+    assert!(
+        out.contains("3 received"),
+        "{out}\n{}",
+        st()["cores"][0]["events"]
+    );
+    // (The workers' counters as of their next report.)
+    std::thread::sleep(std::time::Duration::from_millis(1200));
+    let st = st();
+    assert_eq!(st["balance"]["balanced"], true, "{st}");
+    let ev = |name: &str| st["cores"][0]["events"][name].as_u64().unwrap_or(0);
+    // Each reply in two fragments of 1,480 bytes and one of 48 at least
+    // (one datagram, three echoes): each 1,480 split in two.
+    assert!(ev("frag_packets") >= 8, "{st}");
+    assert_eq!(ev("frag_dropped"), 0, "{st}");
+}
+
+/// The lab's client (IPv6 only, its link's MTU `client_mtu`) and server
+/// (IPv4 only, `server_mtu`), both links' router ends the same: the
+/// namespaces' names.
+fn lab_up(n: &Nets, client_mtu: u16, server_mtu: u16) -> (&str, &str, &str) {
+    let (c, r, s) = (&n.0[0], &n.0[1], &n.0[2]);
+    n.sh(
+        c,
+        &format!(
+            "sysctl -qw net.ipv6.conf.all.disable_ipv6=0 net.ipv6.conf.c0.disable_ipv6=0 \
+             net.ipv6.conf.c0.accept_ra=0 && ip link set lo up \
+             && ip link set c0 mtu {client_mtu} up \
+             && ip -6 addr add 2001:db8:64::2/64 dev c0 nodad \
+             && ip -6 route add default via 2001:db8:64::1"
+        ),
+    );
+    n.sh(
+        s,
+        &format!(
+            "ip link set lo up && ip link set s0 mtu {server_mtu} up \
+             && ip addr add 198.19.0.2/24 dev s0"
+        ),
+    );
+    n.sh(
+        r,
+        &format!("ip link set r0 mtu {client_mtu} && ip link set r1 mtu {server_mtu}"),
+    );
+    (c, r, s)
+}
+
 fn nat64_lab(driver: &str, lab: &str) {
     if !as_root()
         || !have("ip")
@@ -118,20 +198,7 @@ fn nat64_lab(driver: &str, lab: &str) {
         return;
     }
     let n = Nets::mirror_lab(lab);
-    let (c, r, s) = (&n.0[0], &n.0[1], &n.0[2]);
-    n.sh(
-        c,
-        "sysctl -qw net.ipv6.conf.all.disable_ipv6=0 net.ipv6.conf.c0.disable_ipv6=0 \
-         net.ipv6.conf.c0.accept_ra=0 && ip link set lo up && ip link set c0 up \
-         && ip -6 addr add 2001:db8:64::2/64 dev c0 nodad \
-         && ip -6 route add default via 2001:db8:64::1",
-    );
-    n.sh(
-        s,
-        "ip link set lo up && ip link set s0 mtu 1400 up \
-         && ip addr add 198.19.0.2/24 dev s0",
-    );
-    n.sh(r, "ip link set r1 mtu 1400");
+    let (c, r, s) = lab_up(&n, 1500, 1400);
     let dir = common::fresh_dir(lab);
     let sock = dir.join("sluice.sock");
     let cfg = dir.join("r.toml");

@@ -294,7 +294,9 @@ impl<C: StageClock> Gateway<C> {
                     return Verdict::Drop(DropReason::Untranslatable);
                 }
                 self.nat_events[nat::Event::Nat64To6 as usize] += 1;
-                self.router.process(pkt, in_port)
+                // (An IPv4 fragment: split again where too big.)
+                self.router
+                    .fragmentable6(|r| ForwardMode::process(r, pkt, in_port))
             }
             reass::Fate::Router => self.router.process(pkt, in_port),
             reass::Fate::Drop(r) => Verdict::Drop(r),
@@ -329,7 +331,7 @@ impl<C: StageClock> Gateway<C> {
                     return false;
                 }
                 events[nat::Event::Nat64To6 as usize] += 1;
-                router.route_and_send(frame, in_port, send)
+                router.fragmentable6(|r| r.route_and_send(frame, in_port, send))
             }
             // (A copy cannot be handed over: dropped.)
             _ => false,

@@ -500,10 +500,14 @@ pub(super) fn nat64_in<P: Frame>(
     if frag && (ff & 0x1fff != 0 || !(matches!(proto, IpProto::TCP | IpProto::UDP) || icmp)) {
         return Verdict::Drop(DropReason::Untranslatable);
     }
-    let fh = if frag { 8 } else { 0 };
     let (src4, dst4) = (ip.src(), ip.dst());
     let df = ff & 0x4000 != 0;
-    let len6 = 40 + fh + total - h;
+    // Too big for the IPv6 link: Fragmentation Needed with DF, else sent
+    // as IPv6 fragments (RFC 7915 5.1.1): a packet that is not a fragment
+    // gets a fragment header (offset 0, the last), and the router splits
+    // it (`Router::fragmentable6`).
+    let mut split = false;
+    let len6 = 40 + if frag { 8 } else { 0 } + total - h;
     if len6 > usize::from(min_mtu) {
         let mtu = router
             .route6(o.src, 0)
@@ -520,9 +524,10 @@ pub(super) fn nat64_in<P: Frame>(
                     DropReason::MtuExceeded,
                 );
             }
-            return Verdict::Drop(DropReason::MtuExceeded);
+            split = !frag;
         }
     }
+    let fh = if frag || split { 8 } else { 0 };
     let to = Rewrite {
         src: o.dst,
         dst: o.src,
@@ -558,7 +563,7 @@ pub(super) fn nat64_in<P: Frame>(
     let b = pkt.bytes_mut();
     b[..12].copy_from_slice(&eth);
     b[12..14].copy_from_slice(&EtherType::IPV6.to_be_bytes());
-    if frag {
+    if fh != 0 {
         write_frag6(
             &mut b[ETH..],
             tos,
@@ -580,7 +585,11 @@ pub(super) fn nat64_in<P: Frame>(
         );
     }
     events[nat::Event::Nat64To6 as usize] += 1;
-    router.forward6_cached(pkt, in_port, hop)
+    if df {
+        router.forward6_cached(pkt, in_port, hop)
+    } else {
+        router.fragmentable6(|r| r.forward6_cached(pkt, in_port, hop))
+    }
 }
 
 /// An IPv4 header `h` (written, 20 bytes) given an IPv6 fragment's

@@ -178,8 +178,10 @@ pub struct Reass {
 }
 
 impl Reass {
-    /// Records and a store for frames of up to `room` bytes.
+    /// Records and a store for frames of up to `room` bytes (with room to
+    /// grow by 28 bytes: an IPv4 fragment translated to IPv6 in its copy).
     pub fn new(room: usize) -> Self {
+        let room = room + 28;
         let none = Datagram {
             key: Key::default(),
             live: false,

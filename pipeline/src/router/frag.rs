@@ -18,7 +18,17 @@
 //! with NOPs (as Linux's `ip_options_fragment`), so every fragment's
 //! header has the packet's length; a packet that is itself a fragment is
 //! split into fragments of the same original datagram (offsets from its
-//! own, its More Fragments flag kept by the last). Counted: `frag_packets`
+//! own, its More Fragments flag kept by the last).
+//!
+//! IPv6 routers do not fragment (RFC 8200 5): an IPv6 packet too big for
+//! its link gets Packet Too Big. The exception is NAT64's, which is the
+//! IPv6 packet's source: an IPv4 packet without Don't Fragment that
+//! becomes an IPv6 packet too big for its link is sent as IPv6
+//! fragments (RFC 7915 5.1.1), as Jool sends them. The translator marks
+//! such packets ([`Router::fragmentable6`]) and gives them a fragment
+//! header after the fixed header (the IPv4 datagram's identification);
+//! they are split here the same way, each fragment with the fixed header
+//! and that fragment header. Counted: `frag_packets`
 //! (packets split), `frag_sent` (fragments made and sent, the first
 //! included), `frag_dropped` (a packet not split: the store full, or a
 //! fragment not sent).
@@ -30,11 +40,16 @@ use crate::wire::ETHERNET_HEADER_LEN as ETH;
 
 /// Packets whose later fragments wait, per worker.
 pub const SLOTS: usize = 16;
+/// How much longer than the largest IPv4 frame NAT64's IPv6 packets may
+/// be (IPv6's header and a fragment header for IPv4's 20 bytes).
+const GROWTH6: usize = 28;
 
 #[derive(Clone, Debug)]
 struct Slot {
     /// Waiting to be sent from payload byte `next` on.
     busy: bool,
+    /// An IPv6 packet (its fragment header after the fixed header).
+    v6: bool,
     in_port: u16,
     /// Payload bytes per fragment (a multiple of 8).
     chunk: usize,
@@ -51,6 +66,9 @@ pub(super) struct Frags {
     busy: usize,
     /// The fragment being made.
     scratch: Vec<u8>,
+    /// The IPv6 packet in hand is NAT64's from an IPv4 packet without
+    /// Don't Fragment: it may be split.
+    translated6: bool,
 }
 
 impl Frags {
@@ -60,15 +78,17 @@ impl Frags {
             slots: (0..SLOTS)
                 .map(|_| Slot {
                     busy: false,
+                    v6: false,
                     in_port: 0,
                     chunk: 0,
                     next: 0,
-                    bytes: Vec::with_capacity(room),
+                    bytes: Vec::with_capacity(room + GROWTH6),
                 })
                 .collect(),
             room,
             busy: 0,
-            scratch: Vec::with_capacity(room),
+            scratch: Vec::with_capacity(room + GROWTH6),
+            translated6: false,
         }
     }
 
@@ -119,7 +139,71 @@ fn set_fragment(h: &mut [u8], payload: usize, base: u16, at: usize, last_mf: boo
     h[10..12].copy_from_slice(&c.to_be_bytes());
 }
 
+/// Writes the fixed IPv6 header and fragment header `h` (48 bytes) as the
+/// fragment of `payload` bytes at payload offset `at` (bytes) of a packet
+/// whose own fragment offset word is `fo`; `last`: no fragment follows it.
+fn set_fragment6(h: &mut [u8], payload: usize, fo: u16, at: usize, last: bool) {
+    h[4..6].copy_from_slice(&((8 + payload) as u16).to_be_bytes());
+    let off = (fo >> 3) + (at / 8) as u16;
+    let m = if last { fo & 1 } else { 1 };
+    h[42..44].copy_from_slice(&(off << 3 | m).to_be_bytes());
+}
+
 impl Router {
+    /// `f` with the IPv6 packets it routes (NAT64's translation of an
+    /// IPv4 packet without Don't Fragment, with a fragment header after
+    /// the fixed header) split into fragments where too big for their
+    /// link, instead of answered with Packet Too Big.
+    pub(crate) fn fragmentable6<R>(&mut self, f: impl FnOnce(&mut Router) -> R) -> R {
+        self.frags.translated6 = true;
+        let r = f(self);
+        self.frags.translated6 = false;
+        r
+    }
+
+    /// Whether IPv6 frame `b`, too big for its link, is to be split
+    /// ([`Router::fragmentable6`]).
+    #[inline]
+    pub(super) fn may_fragment6(&self, b: &[u8]) -> bool {
+        self.frags.translated6 && b.get(ETH + 6) == Some(&44)
+    }
+
+    /// Splits IPv6 packet `pkt` (received on `in_port`, a fragment header
+    /// after its fixed header, larger than `mtu`) as
+    /// [`Router::fragment4`] splits an IPv4 one.
+    #[cold]
+    #[inline(never)]
+    pub(super) fn fragment6(&mut self, pkt: &mut impl Frame, in_port: u16, mtu: u16) -> Verdict {
+        let b = pkt.bytes();
+        let plen = usize::from(u16::from_be_bytes([b[ETH + 4], b[ETH + 5]]));
+        let chunk = usize::from(mtu).saturating_sub(48) & !7;
+        if chunk == 0 || plen < 8 || ETH + 40 + plen > b.len() {
+            return Verdict::Drop(DropReason::MtuExceeded);
+        }
+        let f = &mut self.frags;
+        let free = f.slots.iter().position(|s| !s.busy);
+        let (Some(i), true) = (free, ETH + 40 + plen <= f.room + GROWTH6) else {
+            self.count(Event::FragDropped);
+            return Verdict::Drop(DropReason::MtuExceeded);
+        };
+        let s = &mut f.slots[i];
+        s.bytes.clear();
+        s.bytes.extend_from_slice(&b[..ETH + 40 + plen]);
+        (s.busy, s.v6, s.in_port, s.chunk, s.next) = (true, true, in_port, chunk, chunk);
+        f.busy += 1;
+        let fo = u16::from_be_bytes([b[ETH + 42], b[ETH + 43]]);
+        set_fragment6(&mut pkt.bytes_mut()[ETH..ETH + 48], chunk, fo, 0, false);
+        pkt.set_len(ETH + 48 + chunk);
+        self.count(Event::FragPackets);
+        match self.ipv6(pkt, in_port) {
+            v @ Verdict::Forward(_) => {
+                self.count(Event::FragSent);
+                v
+            }
+            v => v,
+        }
+    }
+
     /// Splits IPv4 packet `pkt` (received on `in_port`, header validated,
     /// Don't Fragment clear, larger than `mtu`): its buffer becomes the
     /// first fragment and is routed on (the verdict), a copy waits for the
@@ -145,7 +229,7 @@ impl Router {
         let s = &mut f.slots[i];
         s.bytes.clear();
         s.bytes.extend_from_slice(&b[..ETH + total]);
-        (s.busy, s.in_port, s.chunk, s.next) = (true, in_port, chunk, chunk);
+        (s.busy, s.v6, s.in_port, s.chunk, s.next) = (true, false, in_port, chunk, chunk);
         f.busy += 1;
         let ff = u16::from_be_bytes([b[ETH + 6], b[ETH + 7]]);
         let h = &mut pkt.bytes_mut()[ETH..ETH + ihl];
@@ -169,30 +253,43 @@ impl Router {
             if !self.frags.slots[i].busy {
                 continue;
             }
-            let (in_port, chunk, start) = {
+            let (in_port, chunk, start, v6) = {
                 let s = &self.frags.slots[i];
-                (s.in_port, s.chunk, s.next)
+                (s.in_port, s.chunk, s.next, s.v6)
             };
             let bytes = std::mem::take(&mut self.frags.slots[i].bytes);
             let mut frame = std::mem::take(&mut self.frags.scratch);
-            let ihl = usize::from(bytes[ETH] & 0x0f) * 4;
-            let payload = &bytes[ETH + ihl..];
+            let head = if v6 {
+                48
+            } else {
+                usize::from(bytes[ETH] & 0x0f) * 4
+            };
+            let payload = &bytes[ETH + head..];
             let ff = u16::from_be_bytes([bytes[ETH + 6], bytes[ETH + 7]]);
+            let fo = if v6 {
+                u16::from_be_bytes([bytes[ETH + 42], bytes[ETH + 43]])
+            } else {
+                0
+            };
             let mut at = start;
             while at < payload.len() {
                 let n = chunk.min(payload.len() - at);
                 frame.clear();
-                frame.extend_from_slice(&bytes[..ETH + ihl]);
-                later_options(&mut frame[ETH + 20..]);
+                frame.extend_from_slice(&bytes[..ETH + head]);
                 let last = at + n == payload.len();
-                set_fragment(
-                    &mut frame[ETH..],
-                    n,
-                    ff & 0x1fff,
-                    at,
-                    ff & 0x2000 != 0,
-                    last,
-                );
+                if v6 {
+                    set_fragment6(&mut frame[ETH..], n, fo, at, last);
+                } else {
+                    later_options(&mut frame[ETH + 20..]);
+                    set_fragment(
+                        &mut frame[ETH..],
+                        n,
+                        ff & 0x1fff,
+                        at,
+                        ff & 0x2000 != 0,
+                        last,
+                    );
+                }
                 frame.extend_from_slice(&payload[at..at + n]);
                 let sent = self.route_and_send(&mut frame, in_port, send);
                 self.count(if sent {

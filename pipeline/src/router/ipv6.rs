@@ -65,6 +65,9 @@ impl Router {
         }
         let mtu = oif.mtu;
         if 40 + plen > mtu {
+            if self.may_fragment6(pkt.bytes()) {
+                return self.fragment6(pkt, in_port, mtu);
+            }
             return self.icmp6_error(pkt, in_port, 2, 0, u32::from(mtu), DropReason::MtuExceeded);
         }
         let out_mac = oif.mac;
