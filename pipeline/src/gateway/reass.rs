@@ -173,6 +173,8 @@ pub struct Reass {
     store: Copies<Key, Fate>,
     /// First fragments waiting for their datagram's length.
     firsts: Copies<Key, ()>,
+    /// The largest frame held.
+    frame: usize,
     now: u64,
     events: [u64; Event::COUNT],
 }
@@ -181,7 +183,7 @@ impl Reass {
     /// Records and a store for frames of up to `room` bytes (with room to
     /// grow by 28 bytes: an IPv4 fragment translated to IPv6 in its copy).
     pub fn new(room: usize) -> Self {
-        let room = room + 28;
+        let (frame, room) = (room, room + 28);
         let none = Datagram {
             key: Key::default(),
             live: false,
@@ -202,6 +204,7 @@ impl Reass {
                 Fate::Drop(DropReason::Fragment),
             ),
             firsts: Copies::new(FIRSTS, room, 1, Key::default(), ()),
+            frame,
             now: 0,
             events: [0; Event::COUNT],
         }
@@ -325,7 +328,12 @@ impl Reass {
     /// length; `false` when there is no slot or it is larger than one
     /// (counted `reass_full`).
     pub fn hold_first(&mut self, key: &Key, in_port: u16, frame: &[u8]) -> bool {
-        match self.firsts.hold(*key, in_port, self.now, frame) {
+        let held = if frame.len() > self.frame {
+            Held::Full
+        } else {
+            self.firsts.hold(*key, in_port, self.now, frame)
+        };
+        match held {
             Held::Full => {
                 self.count(Event::Full);
                 return false;
@@ -355,7 +363,8 @@ impl Reass {
     /// on `in_port`) until the datagram's first comes; `false` when there
     /// is no slot or it is larger than a slot (counted `reass_full`).
     pub fn hold(&mut self, key: &Key, in_port: u16, frame: &[u8]) -> bool {
-        if self.store.hold(*key, in_port, self.now, frame) == Held::Full {
+        if frame.len() > self.frame || self.store.hold(*key, in_port, self.now, frame) == Held::Full
+        {
             self.count(Event::Full);
             return false;
         }
