@@ -398,6 +398,7 @@ where
         _ => None,
     };
     let rib = crate::rib::Rib::default();
+    let spreads = spreads(cfg, |p| views[p].control.flow_hash_spread());
     let mut l3_index = 0u16;
     // `[export]`: a ring between each gateway worker and the exporter,
     // and the workers' time 0 for the records' times (the TSC's and the
@@ -474,6 +475,7 @@ where
             FwdMode::L3fwd => match (&router, &gateway) {
                 (Some(r), Some(g)) => {
                     let mut gw = Gateway::new(r.clone(), g, l3_index);
+                    gw.set_spreads(spreads.clone());
                     gw.start_ports_at(random_u32());
                     if let Some(flows) = restored
                         .as_mut()
@@ -762,4 +764,40 @@ fn random_u32() -> u32 {
     std::collections::hash_map::RandomState::new()
         .build_hasher()
         .finish() as u32
+}
+
+/// By port, how it spreads flows over the gateway workers, where the port
+/// says the queue a flow reaches can be computed (`flow_hash(port)`) and
+/// gateway workers poll all its queues: the gateway worker (its index
+/// among the l3fwd workers) of each queue.
+fn spreads(
+    cfg: &Config,
+    flow_hash: impl Fn(usize) -> bool,
+) -> Arc<[Option<pipeline::steer::Spread>]> {
+    let mut by_queue: Vec<Vec<Option<u16>>> = cfg
+        .ports
+        .iter()
+        .map(|p| vec![None; usize::from(p.rxq)])
+        .collect();
+    let l3 = cfg.workers.iter().filter(|w| w.mode == FwdMode::L3fwd);
+    for (i, w) in l3.enumerate() {
+        for &(p, q) in &w.rx {
+            if let Some(slot) = by_queue
+                .get_mut(usize::from(p))
+                .and_then(|v| v.get_mut(usize::from(q)))
+            {
+                *slot = Some(i as u16);
+            }
+        }
+    }
+    by_queue
+        .into_iter()
+        .enumerate()
+        .map(|(p, qs)| {
+            let workers: Option<Vec<u16>> = qs.into_iter().collect();
+            workers
+                .filter(|w| w.len() > 1 && flow_hash(p))
+                .map(|w| pipeline::steer::Spread { workers: w.into() })
+        })
+        .collect()
 }

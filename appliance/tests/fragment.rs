@@ -213,3 +213,105 @@ fn fragmented(extra: &str, seen: &str) {
     }
     assert_eq!(v["balance"]["stage_drops"].as_u64(), Some(0), "{summary}");
 }
+
+/// Two gateway workers, each polling one of two RX queues of each
+/// AF_PACKET port: the ports' fanout spreads flows by Sluice's flow hash,
+/// and every fragment by its addresses alone, so a datagram's fragments
+/// reach one worker but not always the one its flow's packets reach.
+/// Each of 24 client sockets sends a small datagram and then a 3,000-byte
+/// one (three fragments); the server answers each with the address and
+/// port it came from. Each socket's two datagrams must come from one NAT
+/// port: one flow, one mapping (the worker that got the first fragment
+/// hands the datagram to the flow's worker). Before, a flow whose
+/// fragments reached the other worker got a second flow and mapping
+/// there, and the server saw two ports.
+#[test]
+fn two_workers_keep_one_mapping_for_a_flows_fragments() {
+    if !as_root() || !have("ip") || !have("python3") {
+        return;
+    }
+    let n = Nets::mirror_lab("sl-frw");
+    let (c, r, s) = (&n.0[0], &n.0[1], &n.0[2]);
+    n.sh(
+        c,
+        "ip link set c0 up && ip addr add 198.18.0.2/24 dev c0 \
+         && ip route add 198.19.0.0/24 via 198.18.0.1",
+    );
+    n.sh(s, "ip link set s0 up && ip addr add 198.19.0.2/24 dev s0");
+    let config = CONFIG
+        .replace("mtu = 1000\n", "")
+        .replace("[port.afpacket]", "rxq = 2\ntxq = 2\n[port.afpacket]")
+        .replace(
+            "rx = [\"inside\", \"outside\"]\n[worker.poll]\nmode = \"interrupt\"",
+            "rx = [\"inside:0\", \"outside:0\"]\n[worker.poll]\nmode = \"interrupt\"\n\n\
+             [[worker]]\ncore = 1\nmode = \"l3fwd\"\nrx = [\"inside:1\", \"outside:1\"]\n\
+             [worker.poll]\nmode = \"interrupt\"",
+        );
+    let dir = common::fresh_dir("frag-workers");
+    let cfg = dir.join("frag.toml");
+    std::fs::write(&cfg, format!("{config}{GATEWAY}")).unwrap();
+    std::fs::write(
+        dir.join("server.py"),
+        r#"
+import socket
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+s.bind(("198.19.0.2", 9000))
+while True:
+    d, a = s.recvfrom(65536)
+    s.sendto(("%s %d %d" % (a[0], a[1], len(d))).encode(), a)
+"#,
+    )
+    .unwrap();
+    std::fs::write(
+        dir.join("client.py"),
+        r#"
+import socket
+IP_MTU_DISCOVER, IP_PMTUDISC_DONT = 10, 0
+same = 0
+for k in range(24):
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    s.setsockopt(socket.IPPROTO_IP, IP_MTU_DISCOVER, IP_PMTUDISC_DONT)
+    s.settimeout(2)
+    seen = []
+    for size in (100, 3000):
+        for _ in range(3):
+            s.sendto(b"x" * size, ("198.19.0.2", 9000))
+            try:
+                r = s.recv(100).decode().split()
+            except socket.timeout:
+                continue
+            if r[2] == str(size):
+                seen.append(r[1])
+                break
+    if len(seen) == 2 and seen[0] == seen[1]:
+        same += 1
+    else:
+        print("socket", k, "seen from", seen)
+print("one port %d of 24" % same)
+"#,
+    )
+    .unwrap();
+    let _server = common::python_in(s, &dir.join("server.py"));
+    let child = common::sluice_json_in(r, &cfg);
+    std::thread::sleep(Duration::from_millis(1500));
+    let out = n.sh(
+        c,
+        &format!("python3 {} 2>&1 || true", dir.join("client.py").display()),
+    );
+    let (v, _) = stop_for_summary(child);
+    let _ = std::fs::remove_dir_all(&dir);
+    let summary = v.to_string();
+    assert!(out.contains("one port 24 of 24"), "{out}\n{summary}");
+    assert_eq!(v["balance"]["balanced"], true, "{summary}");
+    // Both workers received, and first fragments were handed over.
+    let handed: u64 = (0..2)
+        .filter_map(|p| v["ports"][p]["drops"]["handed_off"].as_u64())
+        .sum();
+    assert!(handed > 0, "{summary}");
+    for w in 0..2 {
+        assert!(
+            v["cores"][w]["events"]["reass_fragments"].as_u64() > Some(0),
+            "{summary}"
+        );
+    }
+}

@@ -8,7 +8,9 @@
 //! cannot fall off its end, scratch memory indexes are in range, and there
 //! is no division by a zero constant; running it then cannot panic or loop
 //! (jumps only go forward). A load past the frame's end rejects the frame,
-//! as the kernel's interpreter does.
+//! as the kernel's interpreter does. Loads relative to the link-layer
+//! header (`SKF_LL_OFF`, as AF_PACKET's fanout programs use) read the
+//! frame from its start.
 
 /// One instruction (`struct sock_filter`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -61,6 +63,9 @@ const X: u16 = 0x08;
 const RET_A: u16 = 0x10;
 /// Scratch memory words.
 const MEMWORDS: u32 = 16;
+/// The kernel's `SKF_LL_OFF` and `SKF_NET_OFF` (as unsigned offsets).
+const LL_OFF: u32 = 0xffe0_0000;
+const NET_OFF: u32 = 0xfff0_0000;
 
 impl Program {
     /// Checks `insns`.
@@ -129,6 +134,11 @@ impl Program {
         Ok(Program(insns))
     }
 
+    /// The instructions.
+    pub fn insns(&self) -> &[Insn] {
+        &self.0
+    }
+
     /// Parses `tcpdump -ddd` output: the instruction count, then one
     /// `code jt jf k` line per instruction (decimal).
     pub fn from_ddd(text: &str) -> Result<Self, BpfError> {
@@ -176,6 +186,12 @@ impl Program {
         let (mut a, mut x) = (0u32, 0u32);
         let mut mem = [0u32; MEMWORDS as usize];
         let load = |off: u64, size: u16| -> Option<u32> {
+            // An offset from the link-layer header (`SKF_LL_OFF`), which
+            // is the frame's start here.
+            let off = match u32::try_from(off) {
+                Ok(o) if (LL_OFF..NET_OFF).contains(&o) => u64::from(o - LL_OFF),
+                _ => off,
+            };
             let off = usize::try_from(off).ok()?;
             let len = match size {
                 W => 4,

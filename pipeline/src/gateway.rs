@@ -174,6 +174,12 @@ pub struct Gateway<C: StageClock = NoClock> {
     /// whole message's length (its checksum's pseudo-header holds it);
     /// 0 otherwise.
     frag_len: u32,
+    /// A datagram's first fragment is being processed: one that would open
+    /// a flow here goes to the worker its flow's packets reach, where the
+    /// port's spread says (`spreads`).
+    first_fragment: bool,
+    /// By port, how it spreads flows over the workers, where known.
+    spreads: Arc<[Option<crate::steer::Spread>]>,
     clock: C,
 }
 
@@ -380,6 +386,8 @@ impl<C: StageClock> Clone for Gateway<C> {
             mss: MssClamp::new(&self.mss.limits, &self.mss.rules),
             nat64_id: self.nat64_id,
             frag_len: 0,
+            first_fragment: false,
+            spreads: self.spreads.clone(),
             clock: self.clock.clone(),
         }
     }
@@ -583,6 +591,8 @@ impl<C: StageClock> Gateway<C> {
             mss: MssClamp::new(&cfg.mss_limits, &cfg.mss_rules),
             nat64_id: 0,
             frag_len: 0,
+            first_fragment: false,
+            spreads: Arc::from([]),
             router,
             rules: cfg.rules.clone(),
             nat: cfg.nat.clone(),
@@ -637,6 +647,8 @@ impl<C: StageClock> Gateway<C> {
             mss,
             nat64_id,
             frag_len: _,
+            first_fragment: _,
+            spreads,
             clock: _,
         } = self;
         Gateway {
@@ -661,6 +673,8 @@ impl<C: StageClock> Gateway<C> {
             mss,
             nat64_id,
             frag_len: 0,
+            first_fragment: false,
+            spreads,
             clock,
         }
     }
@@ -697,6 +711,14 @@ impl<C: StageClock> Gateway<C> {
         self.det = self.nat.dets().next().is_some();
         // Where it was (within the new slice): not back to its start.
         self.next_port = self.ports.map_or(0, |r| self.next_port % r.len());
+    }
+
+    /// How each port spreads flows over the workers (by port; `None`
+    /// where not known): a datagram's first fragment that would open a
+    /// flow here goes to the worker its flow's packets reach
+    /// ([`crate::steer`]).
+    pub fn set_spreads(&mut self, spreads: Arc<[Option<crate::steer::Spread>]>) {
+        self.spreads = spreads;
     }
 
     /// Starts this worker's choice of NAT ports `offset` ports into its

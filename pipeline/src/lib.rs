@@ -36,6 +36,7 @@ pub mod prefix;
 pub mod rcu;
 pub mod route_cache;
 pub mod router;
+pub mod steer;
 pub mod tester;
 pub mod verdict;
 pub mod wire;

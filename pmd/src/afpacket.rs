@@ -10,9 +10,12 @@
 //!   (`PACKET_COPY_THRESH`) and read from there). Frames are copied into
 //!   pool buffers and their block or slot given back when read. With
 //!   several RX queues the sockets
-//!   join one `PACKET_FANOUT_HASH` group: the kernel spreads flows by its
-//!   flow hash, which orders addresses and ports, so both directions of a
-//!   flow reach one queue.
+//!   join one `PACKET_FANOUT_CBPF` group whose program computes
+//!   `pipeline::steer`'s symmetric flow hash, so both directions of a flow
+//!   reach one queue, and the gateway can compute which queue (which
+//!   worker) a flow's packets reach from a datagram's first fragment,
+//!   which the fanout hashes by its addresses alone as it does every
+//!   fragment (the kernel's own `PACKET_FANOUT_HASH` uses a secret).
 //! - TX: one `sendmmsg` per burst on a socket bound to the interface
 //!   (protocol 0, so it receives nothing), `PACKET_QDISC_BYPASS` optional.
 //! - The interface is put in promiscuous mode (a membership, dropped with
@@ -55,7 +58,8 @@ const PACKET_FANOUT: libc::c_int = 18;
 const PACKET_QDISC_BYPASS: libc::c_int = 20;
 const PACKET_IGNORE_OUTGOING: libc::c_int = 23;
 const PACKET_MR_PROMISC: libc::c_ushort = 1;
-const PACKET_FANOUT_HASH: u32 = 0;
+const PACKET_FANOUT_CBPF: u32 = 6;
+const PACKET_FANOUT_DATA: libc::c_int = 22;
 const PACKET_COPY_THRESH: libc::c_int = 7;
 const TPACKET_V2: libc::c_int = 1;
 const TPACKET_V3: libc::c_int = 2;
@@ -970,6 +974,9 @@ impl PortControl for Control {
             max_frame: self.room,
         }
     }
+    fn flow_hash_spread(&self) -> bool {
+        self.rx.len() > 1
+    }
     fn stop_rx(&self) {
         self.stopped.store(true, Ordering::Relaxed);
     }
@@ -1098,9 +1105,28 @@ fn open_rx(
     }
     bind(raw, ifi, proto, iface)?;
     if cfg.rxq > 1 {
-        let arg: u32 = fanout | PACKET_FANOUT_HASH << 16;
+        let arg: u32 = fanout | PACKET_FANOUT_CBPF << 16;
         if !setopt(raw, libc::SOL_PACKET, PACKET_FANOUT, &arg) {
             return Err(err("PACKET_FANOUT", iface));
+        }
+        let mut prog: Vec<libc::sock_filter> = pipeline::steer::fanout_program()
+            .insns()
+            .iter()
+            .map(|i| libc::sock_filter {
+                code: i.code,
+                jt: i.jt,
+                jf: i.jf,
+                k: i.k,
+            })
+            .collect();
+        let fprog = libc::sock_fprog {
+            len: prog.len() as u16,
+            filter: prog.as_mut_ptr(),
+        };
+        // The group's program (each socket sets the same one): the kernel
+        // copies it in.
+        if !setopt(raw, libc::SOL_PACKET, PACKET_FANOUT_DATA, &fprog) {
+            return Err(err("PACKET_FANOUT_DATA", iface));
         }
     }
     let c = Arc::new(QueueCounters::default());

@@ -243,6 +243,13 @@ pub trait PortControl: Send + Sync {
     fn stats(&self) -> PortStats;
     /// What the port can do.
     fn caps(&self) -> Caps;
+    /// Whether the port spreads received packets over its RX queues by
+    /// `pipeline::steer::flow_hash` modulo their number (AF_PACKET's
+    /// fanout with several queues), so that the queue a flow reaches can
+    /// be computed.
+    fn flow_hash_spread(&self) -> bool {
+        false
+    }
     /// Stops delivering packets to the RX queues (like `rte_eth_dev_stop` on
     /// the receive side), so that workers can drain them at shutdown.
     fn stop_rx(&self) {}

@@ -137,8 +137,9 @@ impl<C: StageClock> Gateway<C> {
                     None => {}
                 }
             }
+            self.first_fragment = true;
             let v = self.l4_4(pkt, in_port, h);
-            self.frag_len = 0;
+            (self.frag_len, self.first_fragment) = (0, false);
             let fate = self.fate(v, t, self.router.is_local4(dst));
             self.reass.first(&key, len, last, fate);
             return v;

@@ -303,6 +303,29 @@ impl<C: StageClock> Gateway<C> {
         };
         let (at, len, last) = (u32::from(fo >> 3) * 8, (end - fh - 8) as u32, fo & 1 == 0);
         if frag.is_some() {
+            self.first_fragment = true;
+            let v = self.first_fragment6(pkt, in_port, (proto, off, fh), &key, (len, last), nat64);
+            self.first_fragment = false;
+            return v;
+        }
+        self.later(pkt, in_port, &key, (at, len, last), ETH + end)
+    }
+
+    /// [`Gateway::fragment6`]'s datagram's first fragment (`key`; upper
+    /// layer `proto` at `off`, the fragment header at `fh`; `len` payload
+    /// bytes, `last`: the datagram's last too).
+    fn first_fragment6<P: Frame>(
+        &mut self,
+        pkt: &mut P,
+        in_port: u16,
+        (proto, off, fh): (u8, usize, usize),
+        key: &reass::Key,
+        (len, last): (u32, bool),
+        nat64: bool,
+    ) -> Verdict {
+        let b = pkt.bytes();
+        let end = 40 + usize::from(Ipv6Packet::new_unchecked(&b[ETH..]).payload_len());
+        {
             let t = match ports(proto, &b[ETH + off..ETH + end], true) {
                 Ok(Some((sport, dport, _))) => Some(Tuple {
                     src: key.src,
@@ -325,7 +348,7 @@ impl<C: StageClock> Gateway<C> {
                 let whole = if last {
                     Some(len)
                 } else {
-                    self.reass.length(&key)
+                    self.reass.length(key)
                 };
                 match whole.and_then(|l| l.checked_sub((off - fh - 8) as u32)) {
                     Some(l) if l > 0 => {
@@ -335,7 +358,7 @@ impl<C: StageClock> Gateway<C> {
                         v
                     }
                     Some(_) => Verdict::Drop(DropReason::Truncated),
-                    None => return self.hold_first(pkt, in_port, &key, ETH + end),
+                    None => return self.hold_first(pkt, in_port, key, ETH + end),
                 }
             } else if matches!(proto, IpProto::TCP | IpProto::UDP) {
                 self.nat64_out(pkt, in_port, proto, off)
@@ -344,11 +367,10 @@ impl<C: StageClock> Gateway<C> {
             };
             if !last {
                 let fate = self.fate(v, t, false);
-                self.reass.first(&key, len, last, fate);
+                self.reass.first(key, len, last, fate);
             }
-            return v;
+            v
         }
-        self.later(pkt, in_port, &key, (at, len, last), ETH + end)
     }
 
     /// The part of [`Gateway::ipv6`] from the L4 header on (protocol
@@ -460,6 +482,9 @@ impl<C: StageClock> Gateway<C> {
                 return Verdict::Drop(DropReason::NotRoutable);
             }
             return self.router.process(pkt, in_port);
+        }
+        if let Some(o) = self.spread_owner(in_port, &t) {
+            return Verdict::Handoff(o);
         }
         let tcp = proto == IpProto::TCP;
         if !opens_flow(proto, flags) {

@@ -136,6 +136,9 @@ impl<C: StageClock> Gateway<C> {
             }
             return self.forward4(pkt, in_port, i, &r);
         }
+        if let Some(o) = self.spread_owner(in_port, t) {
+            return Verdict::Handoff(o);
+        }
         let Some(n) = self.nat64_of(dst) else {
             return Verdict::Drop(DropReason::Untranslatable);
         };

@@ -12,12 +12,30 @@ impl<C: StageClock> Gateway<C> {
     /// (new ones, and replies from the inside host), which worker 0 owns:
     /// their two directions have different tuples, so symmetric RSS cannot
     /// bring both to one core.
+    /// A datagram's first fragment (whose flow its port's spread names:
+    /// [`Gateway::spread_owner`]) too.
     #[inline(always)]
     pub(super) fn owner(&self, in_port: u16, t: &Tuple) -> Option<u16> {
-        if self.workers <= 1 || self.nat.is_empty() {
+        if self.workers <= 1 || (self.nat.is_empty() && !self.first_fragment) {
             return None;
         }
         self.owner_of(in_port, t)
+    }
+
+    /// While a datagram's first fragment is processed: the worker that
+    /// the flow of tuple `t` reaches on `in_port`, when it is another
+    /// and the port's spread is known. (A datagram's fragments are
+    /// spread by their addresses alone, so they can reach another worker
+    /// than the flow's packets: `crate::steer`.)
+    pub(super) fn spread_owner(&self, in_port: u16, t: &Tuple) -> Option<u16> {
+        if !self.first_fragment || self.workers <= 1 {
+            return None;
+        }
+        self.spreads
+            .get(usize::from(in_port))?
+            .as_ref()?
+            .owner(t)
+            .filter(|&o| o != self.worker)
     }
 
     /// [`Gateway::owner`] with more than one worker and NAT rules.
@@ -44,7 +62,7 @@ impl<C: StageClock> Gateway<C> {
         } else if to_nat && has_ports(t.proto) {
             self.nat.port_owner(dst, t.dport, self.workers)
         } else {
-            None
+            return self.spread_owner(in_port, t);
         };
         o.filter(|&o| o != self.worker)
     }
