@@ -16,6 +16,8 @@
 //! MTU again), and the gateway tracks and translates them by their
 //! datagram's first fragment (virtual reassembly), where it used to drop
 //! them all as `fragment`.
+//! Last, `ping -R`: the route recorded lists Sluice's address on each
+//! way out (IPv4 options stamped), once.
 //! Needs root, `ip`, `ping` and `python3`; skipped without them unless `CI`
 //! is set. The namespaces are removed when the test ends, passed or
 //! failed.
@@ -173,6 +175,8 @@ fn fragmented(extra: &str, seen: &str) {
     let (big, big_pings) = (client(3000, 20), ping(3000));
     // Last: the client learns the path MTU from the answer.
     let df = n.sh(c, "ping -M do -s 1400 -c 1 -W 2 198.19.0.2 2>&1 || true");
+    // Record Route (`ping -R`): Sluice's address on each way out.
+    let rr = n.sh(c, "ping -R -c 1 -W 2 198.19.0.2 2>&1 || true");
     let (v, _) = stop_for_summary(child);
     let _ = std::fs::remove_dir_all(&dir);
     assert!(udp.contains("udp 30 of 30"), "{udp}");
@@ -180,6 +184,27 @@ fn fragmented(extra: &str, seen: &str) {
     assert!(df.contains("mtu = 1000") || df.contains("mtu=1000"), "{df}");
     assert!(big.contains("udp 20 of 20"), "{big}");
     assert!(big_pings.contains(" 0% packet loss"), "{big_pings}");
+    let route: Vec<&str> = rr
+        .split_once("RR:")
+        .map_or("", |(_, r)| r)
+        .split_whitespace()
+        .take_while(|w| w.parse::<std::net::Ipv4Addr>().is_ok())
+        .collect();
+    // The client, Sluice out to the server, the server (twice: Linux
+    // records its address as the request arrives and as the reply
+    // leaves), Sluice out to the client, the client: Sluice's two stamps.
+    assert_eq!(
+        route,
+        [
+            "198.18.0.2",
+            "198.19.0.1",
+            "198.19.0.2",
+            "198.19.0.2",
+            "198.18.0.1",
+            "198.18.0.2"
+        ],
+        "{rr}"
+    );
     let summary = v.to_string();
     assert_eq!(v["balance"]["balanced"], true, "{summary}");
     let events = &v["cores"][0]["events"];

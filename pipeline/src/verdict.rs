@@ -10,6 +10,9 @@ crate::counter_enum! {
         Truncated = "truncated",
         /// A header field is invalid (bad version, bad header length, bad length).
         Malformed = "malformed",
+        /// An IPv4 loose or strict source route option (refused, as
+        /// Linux's `accept_source_route` = 0 refuses it).
+        SourceRoute = "source_route",
         /// The IPv4 header checksum does not verify.
         BadChecksum = "bad_checksum",
         /// Neither IPv4, IPv6 nor ARP.

@@ -41,10 +41,36 @@ impl<C: StageClock> Gateway<C> {
         }
         let ip = Ipv4Packet::new_unchecked(&b[ETH..]);
         let h = ip.header_len();
+        if h > 20 {
+            return self.with_options4(pkt, in_port, h);
+        }
         if ip.flags_frag() & 0x3fff != 0 {
             return self.fragment4(pkt, in_port);
         }
         self.l4_4(pkt, in_port, h)
+    }
+
+    /// [`Gateway::ipv4`] for a packet with options (`h` header bytes):
+    /// checked before anything else sees it (a malformed one answered,
+    /// a source-routed one dropped), stamped as it leaves
+    /// (`Router::options4`).
+    #[cold]
+    #[inline(never)]
+    fn with_options4<P: Frame>(&mut self, pkt: &mut P, in_port: u16, h: usize) -> Verdict {
+        let o = match self.router.options4(pkt, in_port) {
+            Ok(o) => o,
+            Err(v) => return v,
+        };
+        let frag = Ipv4Packet::new_unchecked(&pkt.bytes()[ETH..]).flags_frag() & 0x3fff != 0;
+        self.router.options_outside = true;
+        let v = if frag {
+            self.fragment4(pkt, in_port)
+        } else {
+            self.l4_4(pkt, in_port, h)
+        };
+        self.router.options_outside = false;
+        self.router.stamp4(pkt, &o, v);
+        v
     }
 
     /// Whether the valid IPv4 packet `ip` received on `in_port` is to the

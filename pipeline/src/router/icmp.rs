@@ -109,6 +109,7 @@ impl Router {
         icmp.fill_v4();
         self.count(match ty {
             11 => Event::TimeExceeded,
+            12 => Event::ParamProblem,
             _ if code == 4 => Event::FragNeeded,
             _ => Event::Unreachable,
         });

@@ -4,7 +4,7 @@
 //! decrement with its incremental checksum update, and the per-flow cached
 //! path the gateway uses.
 
-use super::{Event, Router};
+use super::{options, Event, Router};
 use crate::checksum;
 use crate::fib::NextHop;
 use crate::fwd::Frame;
@@ -22,7 +22,87 @@ impl Router {
         if !ip.verify_checksum() {
             return Verdict::Drop(DropReason::BadChecksum);
         }
+        if ip.header_len() > 20 && !self.options_outside {
+            return self.with_options4(pkt, in_port, |r, pkt| r.ipv4_valid(pkt, in_port));
+        }
         self.ipv4_valid(pkt, in_port)
+    }
+
+    /// An IPv4 packet with options (its header validated) that `route`
+    /// forwards or answers: see [`Router::options4`] and
+    /// [`Router::stamp4`].
+    #[cold]
+    #[inline(never)]
+    fn with_options4<P: Frame>(
+        &mut self,
+        pkt: &mut P,
+        in_port: u16,
+        route: impl FnOnce(&mut Self, &mut P) -> Verdict,
+    ) -> Verdict {
+        match self.options4(pkt, in_port) {
+            Ok(o) => {
+                let v = route(self, pkt);
+                self.stamp4(pkt, &o, v);
+                v
+            }
+            Err(v) => v,
+        }
+    }
+
+    /// The options of IPv4 packet `pkt` (its header validated, longer
+    /// than 20 bytes), to be stamped when it leaves ([`Router::stamp4`]),
+    /// or what becomes of it instead: one with a malformed option is
+    /// answered with Parameter Problem, one with a source route dropped
+    /// (to the router itself too, as Linux drops it).
+    #[cold]
+    #[inline(never)]
+    pub(crate) fn options4(
+        &mut self,
+        pkt: &mut impl Frame,
+        in_port: u16,
+    ) -> Result<options::Options, Verdict> {
+        let b = pkt.bytes();
+        let ip = Ipv4Packet::new_unchecked(&b[ETHERNET_HEADER_LEN..]);
+        let h = ip.header_len();
+        match options::check(&b[ETHERNET_HEADER_LEN..ETHERNET_HEADER_LEN + h]) {
+            Ok(o) if o.source_route => Err(Verdict::Drop(DropReason::SourceRoute)),
+            Ok(o) => Ok(o),
+            Err(at) => Err(self.icmp4_error(
+                pkt,
+                in_port,
+                12,
+                0,
+                (at as u32) << 24,
+                DropReason::Malformed,
+            )),
+        }
+    }
+
+    /// Stamps the Record Route and Timestamp options `o` of a packet whose
+    /// verdict is `v`, if it is forwarded with its header's options (not
+    /// turned into an ICMP error): the address of the interface it leaves
+    /// by, the time.
+    #[cold]
+    #[inline(never)]
+    pub(crate) fn stamp4(&mut self, pkt: &mut impl Frame, o: &options::Options, v: Verdict) {
+        let Verdict::Forward(port) = v else {
+            return;
+        };
+        if !o.stamps() {
+            return;
+        }
+        let b = pkt.bytes();
+        let same = b.len() > ETHERNET_HEADER_LEN + 20
+            && b[12..14] == [0x08, 0x00]
+            && o.fits(usize::from(b[ETHERNET_HEADER_LEN] & 0x0f) * 4);
+        if !same {
+            return;
+        }
+        let out = self.source4(port).map(|(a, _)| a.octets());
+        let local = |a: u32| self.is_local4(a);
+        if options::stamp(pkt.bytes_mut(), o, out, options::now_ms(), local) {
+            self.count(Event::OptionsStamped);
+        }
     }
 
     /// Routes an IPv4 packet addressed to `in_port`'s MAC whose header the

@@ -44,6 +44,7 @@ mod ipv6;
 pub mod kernel_flows;
 mod local;
 mod neighbors;
+mod options;
 mod punt;
 mod vlan;
 
@@ -71,6 +72,11 @@ crate::counter_enum! {
         Unreachable = "icmp_unreachable",
         /// ICMP Fragmentation Needed sent.
         FragNeeded = "icmp_frag_needed",
+        /// ICMP Parameter Problem sent (malformed IPv4 options).
+        ParamProblem = "icmp_param_problem",
+        /// Forwarded IPv4 packets whose Record Route or Timestamp option
+        /// was stamped.
+        OptionsStamped = "ip_options_stamped",
         /// TCP resets sent for the router's own addresses: a closed port
         /// (no mirror) or an input rule's reject.
         TcpReset = "tcp_reset",
@@ -225,6 +231,9 @@ pub struct Router {
     room: usize,
     /// Packets whose later fragments wait.
     frags: frag::Frags,
+    /// The gateway checks and stamps the IPv4 options of the packet in
+    /// hand itself (`ipv4::options4`): the router leaves them alone.
+    pub(crate) options_outside: bool,
     /// Interfaces below this index are ports; the others are VLAN
     /// sub-interfaces, whose frames are tagged as they leave.
     pub(crate) ports: u16,
@@ -309,6 +318,7 @@ impl Router {
             adj6: Vec::new(),
             hold: hold::Hold::new(room),
             frags: frag::Frags::new(room),
+            options_outside: false,
             room,
             ports,
             punt_buckets: Vec::new(),

@@ -245,6 +245,51 @@ fn check_fragments(orig: &[u8], frags: &[Vec<u8>], mtu: usize, later: &[u8]) {
 /// Over the MTU without Don't Fragment: fragments (the packet's own
 /// buffer the first, the rest from `emit`) where it used to be dropped
 /// as `mtu_exceeded`.
+/// IPv4 options on forwarded packets: Record Route gets the outgoing
+/// interface's address (once, the header checksum valid), as a burst's
+/// packet too; a source route is dropped; a malformed option is answered
+/// with Parameter Problem pointing at its bad byte.
+#[test]
+fn ipv4_options_are_stamped_checked_and_source_routes_dropped() {
+    let mut r = router();
+    let rr = [1u8, 7, 11, 4, 0, 0, 0, 0, 0, 0, 0, 0];
+    let mut f = big4(100, &rr, 0);
+    assert_eq!(r.process(&mut f, 0), Verdict::Forward(1));
+    assert_eq!(&f[14 + 21..14 + 32], &[7, 11, 8, 198, 19, 0, 1, 0, 0, 0, 0]);
+    assert!(ip_ok(&f));
+    assert_eq!(f[14 + 8], 63, "TTL");
+    let mut burst = vec![big4(100, &rr, 0), big4(100, &[], 0)];
+    let mut v = [Verdict::Forward(u16::MAX); 2];
+    let all = r.process_burst(&mut burst, 0, &mut v);
+    for (k, v) in v.iter().enumerate() {
+        assert_eq!(all.unwrap_or(*v), Verdict::Forward(1), "packet {k}");
+    }
+    assert_eq!(&burst[0][14 + 21..14 + 32], &f[14 + 21..14 + 32]);
+    assert!(ip_ok(&burst[0]));
+    let mut f = big4(100, &[131, 7, 4, 10, 0, 0, 1, 0], 0);
+    assert_eq!(r.process(&mut f, 0), Verdict::Drop(DropReason::SourceRoute));
+    let mut f = big4(100, &[7, 7, 3, 0, 0, 0, 0, 0], 0);
+    assert_eq!(r.process(&mut f, 0), Verdict::Forward(0));
+    assert_eq!((f[34], f[35]), (12, 0), "Parameter Problem");
+    assert_eq!(f[38], 22, "at the pointer's byte");
+    // An echo request to the router: the reply keeps the request's
+    // options, its address recorded as the reply leaves (Linux records
+    // it twice, as the request arrives and as the reply leaves).
+    let mut e = big4(0, &rr, 0);
+    e[14 + 9] = IpProto::ICMP;
+    e[14 + 16..14 + 20].copy_from_slice(&[198, 18, 0, 1]);
+    Ipv4Packet::new_unchecked(&mut e[14..14 + 32]).fill_checksum();
+    e[46..54].copy_from_slice(&[8, 0, 0, 0, 0x12, 0x34, 0, 1]);
+    let c = checksum::checksum(&e[46..]);
+    e[48..50].copy_from_slice(&c.to_be_bytes());
+    assert_eq!(r.process(&mut e, 0), Verdict::Forward(0));
+    assert_eq!(e[46], 0, "echo reply");
+    assert_eq!(&e[14 + 21..14 + 32], &[7, 11, 8, 198, 18, 0, 1, 0, 0, 0, 0]);
+    assert!(ip_ok(&e));
+    let ev = |e: Event| r.events()[e as usize];
+    assert_eq!((ev(Event::OptionsStamped), ev(Event::ParamProblem)), (3, 1));
+}
+
 #[test]
 fn non_df_over_mtu_is_sent_as_fragments() {
     let mut cfg = (*router().cfg).clone();
@@ -299,8 +344,8 @@ proptest! {
     fn fragments_reassemble_into_the_packet(
         len in 0usize..1450,
         mtu in 68u16..1500,
-        rr in any::<bool>(),
-        lsrr in any::<bool>(),
+        uncopied in any::<bool>(),
+        copied in any::<bool>(),
         frag in prop_oneof![
             Just(0u16),
             Just(0x2000u16),
@@ -308,18 +353,21 @@ proptest! {
             1u16..100,
         ],
     ) {
-        // Record Route is not copied into later fragments (NOPs there),
-        // Loose Source Route is; End of Options pads.
+        // An option without the copy flag (traceroute's, 82) is not
+        // copied into later fragments (NOPs there), one with it (stream
+        // identifier, 136) is; End of Options pads. (Record Route, not
+        // copied either, is stamped, and a source route dropped:
+        // `ipv4_options_are_stamped_checked_and_source_routes_dropped`.)
         let (mut opts, mut later) = (Vec::new(), Vec::new());
-        if rr {
-            opts.extend_from_slice(&[7, 11, 4, 0, 0, 0, 0, 0, 0, 0, 0]);
+        if uncopied {
+            opts.extend_from_slice(&[82, 11, 4, 0, 0, 0, 0, 0, 0, 0, 0]);
             later.extend_from_slice(&[1; 11]);
         }
-        if lsrr {
-            opts.extend_from_slice(&[0x83, 7, 4, 10, 0, 0, 1]);
-            later.extend_from_slice(&[0x83, 7, 4, 10, 0, 0, 1]);
+        if copied {
+            opts.extend_from_slice(&[0x88, 7, 4, 10, 0, 0, 1]);
+            later.extend_from_slice(&[0x88, 7, 4, 10, 0, 0, 1]);
         }
-        while opts.len() % 4 != 0 {
+        while !opts.len().is_multiple_of(4) {
             opts.push(0);
             later.push(0);
         }
