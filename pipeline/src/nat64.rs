@@ -40,9 +40,16 @@ pub struct Nat64 {
     /// the same one (a hash of its address picks it: RFC 4787 "paired");
     /// empty: the outgoing interface's address (masquerade).
     pub pool: Vec<u32>,
+    /// RFC 7915's `lowest-ipv6-mtu`: an IPv4 packet without DF whose
+    /// IPv6 translation is longer leaves in IPv6 fragments no longer
+    /// (1,280 by default, IPv6's minimum MTU, which every path carries).
+    pub lowest_mtu6: u16,
     /// The prefix's mask.
     mask: u128,
 }
+
+/// RFC 7915's default `lowest-ipv6-mtu`.
+pub const LOWEST_MTU6: u16 = 1280;
 
 /// Why a prefix cannot be a NAT64 prefix.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -96,6 +103,7 @@ impl Nat64 {
             prefix: (a, len),
             out_port,
             pool,
+            lowest_mtu6: LOWEST_MTU6,
             mask,
         })
     }

@@ -24,6 +24,11 @@ fn gateway() -> Gateway {
 
 /// That network with its IPv6 side's MTU `lan` and its IPv4 side's `wan`.
 fn gateway_with_mtus(lan: u16, wan: u16) -> Gateway {
+    gateway_with(lan, wan, pipeline::nat64::LOWEST_MTU6)
+}
+
+/// ... and the translator's `lowest-ipv6-mtu` `lowest`.
+fn gateway_with(lan: u16, wan: u16, lowest: u16) -> Gateway {
     let mac = |last: u8| MacAddr([2, 0x51, 0, 0, 0, last]);
     let router = Router::new(RouterConfig {
         interfaces: vec![
@@ -89,6 +94,8 @@ fn gateway_with_mtus(lan: u16, wan: u16) -> Gateway {
         neighbor_timeout_ns: 300 * S,
         punt: Default::default(),
     });
+    let mut nat64 = Nat64::new(WELL_KNOWN, 1, vec![]).unwrap();
+    nat64.lowest_mtu6 = lowest;
     let nat = NatConfig {
         snat: vec![],
         dnat: vec![],
@@ -99,7 +106,7 @@ fn gateway_with_mtus(lan: u16, wan: u16) -> Gateway {
         },
         no_hairpin: false,
         npt: vec![],
-        nat64: vec![Nat64::new(WELL_KNOWN, 1, vec![]).unwrap()],
+        nat64: vec![nat64],
         masq6: vec![],
     };
     let cfg = GatewayConfig {
@@ -349,6 +356,36 @@ fn too_long_for_the_other_link() {
     let mut r = udp(false, 1200, true);
     assert_eq!(g.process(&mut r, 1), Verdict::Forward(0));
     assert_eq!(r.len(), 14 + 1220);
+}
+
+/// A reply without DF longer than the translator's `lowest-ipv6-mtu`
+/// (1,280 by default) leaves in IPv6 fragments no longer, though the
+/// link takes it whole; with `lowest-ipv6-mtu` 1,500 it leaves whole,
+/// and one too long for the link is split at the link's MTU.
+#[test]
+fn lowest_ipv6_mtu_bounds_the_fragments() {
+    for (lowest, whole) in [(1280, false), (1500, true)] {
+        let mut g = gateway_with(1500, 1500, lowest);
+        let mut f = udp(true, 100, false);
+        assert_eq!(g.process(&mut f, 0), Verdict::Forward(1));
+        let mut r = udp(false, 1400, false);
+        assert_eq!(g.process(&mut r, 1), Verdict::Forward(0));
+        let mut sent = vec![];
+        ForwardMode::emit(&mut g, &mut |_, b| {
+            sent.push(b.len());
+            true
+        });
+        if whole {
+            assert_eq!((r.len(), &sent[..]), (14 + 1420, &[][..]), "whole");
+        } else {
+            assert_eq!(r.len(), 14 + 48 + 1232, "lowest {lowest}");
+            assert_eq!(sent, [14 + 48 + 1380 - 1232], "lowest {lowest}");
+        }
+        let mut r = udp(false, 1500, false);
+        assert_eq!(g.process(&mut r, 1), Verdict::Forward(0));
+        let most = lowest.min(1500) - 48;
+        assert_eq!(r.len(), 14 + 48 + usize::from(most & !7), "lowest {lowest}");
+    }
 }
 
 /// The gateway's count `name` (as of its last tick).

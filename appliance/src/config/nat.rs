@@ -492,7 +492,7 @@ fn nat64(
             );
             continue;
         }
-        let t = match pipeline::nat64::Nat64::new(prefix, out_port, pool) {
+        let mut t = match pipeline::nat64::Nat64::new(prefix, out_port, pool) {
             Ok(t) => t,
             Err(e) => {
                 at(
@@ -511,6 +511,17 @@ fn nat64(
                 format!("overlaps nat.nat64[{j}]'s prefix: an address would name two IPv4 hosts"),
             );
             continue;
+        }
+        if let Some(m) = &n.lowest_ipv6_mtu {
+            if *m.get_ref() < 1280 {
+                cx.err(
+                    m,
+                    k("lowest_ipv6_mtu"),
+                    "must be at least 1280 (IPv6's minimum MTU)",
+                );
+                continue;
+            }
+            t.lowest_mtu6 = *m.get_ref();
         }
         out.nat64.push(t);
         taken.push(i);

@@ -711,6 +711,8 @@ pub(super) struct RawNat64 {
     pub(super) out: Spanned<String>,
     /// "masquerade" (the default) or IPv4 pool addresses.
     pub(super) to: Option<Spanned<OneOrMany>>,
+    /// RFC 7915's `lowest-ipv6-mtu` (1280 when not given).
+    pub(super) lowest_ipv6_mtu: Option<Spanned<u16>>,
 }
 
 /// `[[nat.nptv6]]`: an IPv6 prefix translation on an interface.

@@ -321,9 +321,10 @@ impl<C: StageClock> Gateway<C> {
                     return Verdict::Drop(DropReason::Untranslatable);
                 }
                 self.nat_events[nat::Event::Nat64To6 as usize] += 1;
-                // (An IPv4 fragment: split again where too big.)
+                // (An IPv4 fragment: split again where too long.)
+                let most = self.lowest_mtu6(src);
                 self.router
-                    .fragmentable6(|r| ForwardMode::process(r, pkt, in_port))
+                    .fragmentable6(most, |r| ForwardMode::process(r, pkt, in_port))
             }
             reass::Fate::Router => self.router.process(pkt, in_port),
             reass::Fate::Drop(r) => Verdict::Drop(r),
@@ -337,6 +338,7 @@ impl<C: StageClock> Gateway<C> {
     pub(super) fn release_fragments(&mut self, send: &mut dyn FnMut(u16, &[u8]) -> bool) {
         let router = &mut self.router;
         let events = &mut self.nat_events;
+        let nat = &self.nat;
         self.reass.release(|frame, in_port, fate| match fate {
             reass::Fate::Forward { src, dst } => {
                 readdress(&mut frame[ETH..], src, dst);
@@ -358,7 +360,8 @@ impl<C: StageClock> Gateway<C> {
                     return false;
                 }
                 events[nat::Event::Nat64To6 as usize] += 1;
-                router.fragmentable6(|r| r.route_and_send(frame, in_port, send))
+                let most = lowest_mtu6(&nat.nat64, src);
+                router.fragmentable6(most, |r| r.route_and_send(frame, in_port, send))
             }
             // (A copy cannot be handed over: dropped.)
             _ => false,
@@ -404,7 +407,7 @@ impl<C: StageClock> Gateway<C> {
                     let (o, delta) = (f.orig, f.nat_deltas(true).1);
                     return nat64::nat64_in(
                         &mut self.router,
-                        (self.min_mtu, self.frag_len),
+                        (self.min_mtu, self.frag_len, &self.nat.nat64),
                         &mut self.nat_events,
                         pkt,
                         in_port,
@@ -815,5 +818,21 @@ impl<C: StageClock> Gateway<C> {
             pick,
             hash,
         })
+    }
+}
+
+/// The `lowest-ipv6-mtu` of the NAT64 translator whose prefix holds `a`
+/// (RFC 7915's default where none does).
+pub(super) fn lowest_mtu6(nat64: &[crate::nat64::Nat64], a: u128) -> u16 {
+    nat64
+        .iter()
+        .find(|n| n.contains(a))
+        .map_or(crate::nat64::LOWEST_MTU6, |n| n.lowest_mtu6)
+}
+
+impl<C: StageClock> Gateway<C> {
+    /// [`lowest_mtu6`] of this gateway's translators.
+    fn lowest_mtu6(&self, a: u128) -> u16 {
+        lowest_mtu6(&self.nat.nat64, a)
     }
 }

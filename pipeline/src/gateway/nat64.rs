@@ -482,7 +482,7 @@ impl<C: StageClock> Gateway<C> {
 #[allow(clippy::too_many_arguments)]
 pub(super) fn nat64_in<P: Frame>(
     router: &mut Router,
-    (min_mtu, msg_len): (u16, u32),
+    (min_mtu, msg_len, nat64s): (u16, u32, &[n64::Nat64]),
     events: &mut [u64],
     pkt: &mut P,
     in_port: u16,
@@ -505,32 +505,35 @@ pub(super) fn nat64_in<P: Frame>(
     }
     let (src4, dst4) = (ip.src(), ip.dst());
     let df = ff & 0x4000 != 0;
-    // Too big for the IPv6 link: Fragmentation Needed with DF, else sent
-    // as IPv6 fragments (RFC 7915 5.1.1): a packet that is not a fragment
-    // gets a fragment header (offset 0, the last), and the router splits
-    // it (`Router::fragmentable6`).
-    let mut split = false;
+    // Too big for the IPv6 link: Fragmentation Needed with DF. Without
+    // DF, longer than the translator's `lowest-ipv6-mtu` (or the link's
+    // MTU, where less): sent as IPv6 fragments no longer (RFC 7915
+    // 5.1.1); a packet that is not a fragment gets a fragment header
+    // (offset 0, the last), and the router splits it
+    // (`Router::fragmentable6`).
+    let mut split = None;
     let len6 = 40 + if frag { 8 } else { 0 } + total - h;
-    if len6 > usize::from(min_mtu) {
+    if len6 > usize::from(min_mtu.min(n64::LOWEST_MTU6)) {
         let mtu = router
             .route6(o.src, 0)
             .and_then(|p| router.iface(p))
             .map_or(u16::MAX, |i| i.mtu);
-        if len6 > usize::from(mtu) {
-            if df {
-                return router.icmp4_error(
-                    pkt,
-                    in_port,
-                    3,
-                    4,
-                    u32::from(mtu - 20),
-                    DropReason::MtuExceeded,
-                );
-            }
-            split = !frag;
+        if df && len6 > usize::from(mtu) {
+            return router.icmp4_error(
+                pkt,
+                in_port,
+                3,
+                4,
+                u32::from(mtu - 20),
+                DropReason::MtuExceeded,
+            );
+        }
+        let most = super::ipv4::lowest_mtu6(nat64s, o.dst);
+        if !df && len6 > usize::from(most.min(mtu)) {
+            split = Some(most);
         }
     }
-    let fh = if frag || split { 8 } else { 0 };
+    let fh = if frag || split.is_some() { 8 } else { 0 };
     let to = Rewrite {
         src: o.dst,
         dst: o.src,
@@ -588,10 +591,9 @@ pub(super) fn nat64_in<P: Frame>(
         );
     }
     events[nat::Event::Nat64To6 as usize] += 1;
-    if df {
-        router.forward6_cached(pkt, in_port, hop)
-    } else {
-        router.fragmentable6(|r| r.forward6_cached(pkt, in_port, hop))
+    match split {
+        None => router.forward6_cached(pkt, in_port, hop),
+        Some(most) => router.fragmentable6(most, |r| r.ipv6(pkt, in_port)),
     }
 }
 

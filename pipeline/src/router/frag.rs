@@ -23,12 +23,14 @@
 //! IPv6 routers do not fragment (RFC 8200 5): an IPv6 packet too big for
 //! its link gets Packet Too Big. The exception is NAT64's, which is the
 //! IPv6 packet's source: an IPv4 packet without Don't Fragment that
-//! becomes an IPv6 packet too big for its link is sent as IPv6
-//! fragments (RFC 7915 5.1.1), as Jool sends them. The translator marks
-//! such packets ([`Router::fragmentable6`]) and gives them a fragment
-//! header after the fixed header (the IPv4 datagram's identification);
-//! they are split here the same way, each fragment with the fixed header
-//! and that fragment header. Counted: `frag_packets`
+//! becomes an IPv6 packet longer than the translator's `lowest-ipv6-mtu`
+//! (1,280 by default, which every IPv6 path carries) or its link's MTU is
+//! sent as IPv6 fragments no longer (RFC 7915 5.1.1), as Jool sends them.
+//! The translator marks such packets ([`Router::fragmentable6`]) and
+//! gives them a fragment header after the fixed header (the IPv4
+//! datagram's identification); they are split here the same way, each
+//! fragment with the fixed header and that fragment header. Counted:
+//! `frag_packets`
 //! (packets split), `frag_sent` (fragments made and sent, the first
 //! included), `frag_dropped` (a packet not split: the store full, or a
 //! fragment not sent).
@@ -67,8 +69,9 @@ pub(super) struct Frags {
     /// The fragment being made.
     scratch: Vec<u8>,
     /// The IPv6 packet in hand is NAT64's from an IPv4 packet without
-    /// Don't Fragment: it may be split.
-    translated6: bool,
+    /// Don't Fragment: it is split into fragments no longer than this
+    /// (0: it is not).
+    translated6: u16,
 }
 
 impl Frags {
@@ -88,7 +91,7 @@ impl Frags {
             room,
             busy: 0,
             scratch: Vec::with_capacity(room + GROWTH6),
-            translated6: false,
+            translated6: 0,
         }
     }
 
@@ -152,20 +155,22 @@ fn set_fragment6(h: &mut [u8], payload: usize, fo: u16, at: usize, last: bool) {
 impl Router {
     /// `f` with the IPv6 packets it routes (NAT64's translation of an
     /// IPv4 packet without Don't Fragment, with a fragment header after
-    /// the fixed header) split into fragments where too big for their
-    /// link, instead of answered with Packet Too Big.
-    pub(crate) fn fragmentable6<R>(&mut self, f: impl FnOnce(&mut Router) -> R) -> R {
-        self.frags.translated6 = true;
+    /// the fixed header) split into fragments no longer than `most`, or
+    /// than their link's MTU where that is less, instead of answered
+    /// with Packet Too Big.
+    pub(crate) fn fragmentable6<R>(&mut self, most: u16, f: impl FnOnce(&mut Router) -> R) -> R {
+        self.frags.translated6 = most;
         let r = f(self);
-        self.frags.translated6 = false;
+        self.frags.translated6 = 0;
         r
     }
 
-    /// Whether IPv6 frame `b`, too big for its link, is to be split
-    /// ([`Router::fragmentable6`]).
+    /// The longest fragments IPv6 frame `b` is split into, if it is to be
+    /// split ([`Router::fragmentable6`]).
     #[inline]
-    pub(super) fn may_fragment6(&self, b: &[u8]) -> bool {
-        self.frags.translated6 && b.get(ETH + 6) == Some(&44)
+    pub(super) fn split6(&self, b: &[u8]) -> Option<u16> {
+        (self.frags.translated6 != 0 && b.get(ETH + 6) == Some(&44))
+            .then_some(self.frags.translated6)
     }
 
     /// Splits IPv6 packet `pkt` (received on `in_port`, a fragment header

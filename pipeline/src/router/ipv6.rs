@@ -11,7 +11,7 @@ use crate::verdict::{DropReason, Verdict};
 use crate::wire::{IpProto, Ipv6Packet, ETHERNET_HEADER_LEN};
 
 impl Router {
-    pub(super) fn ipv6(&mut self, pkt: &mut impl Frame, in_port: u16) -> Verdict {
+    pub(crate) fn ipv6(&mut self, pkt: &mut impl Frame, in_port: u16) -> Verdict {
         let b = pkt.bytes_mut();
         let ip = match Ipv6Packet::new_checked(&b[ETHERNET_HEADER_LEN..]) {
             Ok(ip) => ip,
@@ -64,9 +64,10 @@ impl Router {
             return Verdict::Drop(DropReason::LinkDown);
         }
         let mtu = oif.mtu;
-        if 40 + plen > mtu {
-            if self.may_fragment6(pkt.bytes()) {
-                return self.fragment6(pkt, in_port, mtu);
+        let split = self.split6(pkt.bytes()).map(|most| most.min(mtu));
+        if 40 + plen > split.unwrap_or(mtu) {
+            if let Some(most) = split {
+                return self.fragment6(pkt, in_port, most);
             }
             return self.icmp6_error(pkt, in_port, 2, 0, u32::from(mtu), DropReason::MtuExceeded);
         }

@@ -225,12 +225,13 @@ assert len(ufrags4) == 3
 steps += [(1, wan(ufrags4[2])), (1, wan(ufrags4[1])), (1, wan(ufrags4[0]), uout6[0], uout6[2], uout6[1])]
 case("fragments-out-of-order", *steps)
 
-# The server's packets without DF that become IPv6 packets too big for
-# the client's 1,500-byte link leave as IPv6 fragments (RFC 7915 5.1.1),
-# of 1,448 bytes of payload at most (the link's MTU less the IPv6 and
-# fragment headers, a multiple of 8), the IPv4 identification as theirs:
-# a whole 1,500-byte datagram (a fragment header added), and each
-# fragment of a 3,000-byte datagram sent over a 1,500-byte IPv4 link.
+# The server's packets without DF that become IPv6 packets longer than
+# the translator's lowest-ipv6-mtu (RFC 7915 5.1.1: 1,280 by default)
+# leave as IPv6 fragments of 1,232 bytes of payload at most (1,280 less
+# the IPv6 and fragment headers, a multiple of 8), the IPv4
+# identification as theirs: a whole 1,500-byte datagram (a fragment
+# header added), and each fragment of a 3,000-byte datagram sent over a
+# 1,500-byte IPv4 link.
 def split6(ident, l4, pieces):
     return [(0, to_lan(IPv6(src=SERVER6, dst=CLIENT, hlim=49) / IPv6ExtHdrFragment(nh=17, offset=a // 8, m=m, id=ident) / Raw(l4[a:b])))
             for a, b, m in pieces]
@@ -242,13 +243,13 @@ data = bytes((i * 5) % 251 for i in range(1472))
 whole4 = IP(src=SERVER, dst=POOL, ttl=50, id=0x2222) / UDP(sport=53, dport=PORT) / data
 whole6 = bytes(IPv6(src=SERVER6, dst=CLIENT) / UDP(sport=53, dport=5003) / data)[40:]
 assert len(bytes(whole4)) == 1500
-steps.append((1, wan(whole4), *split6(0x2222, whole6, [(0, 1448, 1), (1448, 1480, 0)])))
+steps.append((1, wan(whole4), *split6(0x2222, whole6, [(0, 1232, 1), (1232, 1480, 0)])))
 data = bytes((i * 11) % 253 for i in range(3000))
 dgram4 = IP(src=SERVER, dst=POOL, ttl=50, id=0x3333) / UDP(sport=53, dport=PORT) / data
 dgram6 = bytes(IPv6(src=SERVER6, dst=CLIENT) / UDP(sport=53, dport=5003) / data)[40:]
 sfrags4 = fragment(dgram4, fragsize=1480)
 assert [len(bytes(f)) for f in sfrags4] == [1500, 1500, 68]
-pieces = [[(0, 1448, 1), (1448, 1480, 1)], [(1480, 2928, 1), (2928, 2960, 1)], [(2960, 3008, 0)]]
+pieces = [[(0, 1232, 1), (1232, 1480, 1)], [(1480, 2712, 1), (2712, 2960, 1)], [(2960, 3008, 0)]]
 for f, p in zip(sfrags4, pieces):
     steps.append((1, wan(f), *split6(0x3333, dgram6, p)))
 case("split-to-ipv6", *steps)
