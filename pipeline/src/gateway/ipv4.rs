@@ -360,7 +360,7 @@ impl<C: StageClock> Gateway<C> {
                     return false;
                 }
                 events[nat::Event::Nat64To6 as usize] += 1;
-                let most = lowest_mtu6(&nat.nat64, src);
+                let most = nat64::lowest_mtu6(&nat.nat64, src);
                 router.fragmentable6(most, |r| r.route_and_send(frame, in_port, send))
             }
             // (A copy cannot be handed over: dropped.)
@@ -821,18 +821,9 @@ impl<C: StageClock> Gateway<C> {
     }
 }
 
-/// The `lowest-ipv6-mtu` of the NAT64 translator whose prefix holds `a`
-/// (RFC 7915's default where none does).
-pub(super) fn lowest_mtu6(nat64: &[crate::nat64::Nat64], a: u128) -> u16 {
-    nat64
-        .iter()
-        .find(|n| n.contains(a))
-        .map_or(crate::nat64::LOWEST_MTU6, |n| n.lowest_mtu6)
-}
-
 impl<C: StageClock> Gateway<C> {
-    /// [`lowest_mtu6`] of this gateway's translators.
+    /// [`nat64::lowest_mtu6`] of this gateway's translators.
     fn lowest_mtu6(&self, a: u128) -> u16 {
-        lowest_mtu6(&self.nat.nat64, a)
+        nat64::lowest_mtu6(&self.nat.nat64, a)
     }
 }

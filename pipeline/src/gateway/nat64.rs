@@ -528,7 +528,7 @@ pub(super) fn nat64_in<P: Frame>(
                 DropReason::MtuExceeded,
             );
         }
-        let most = super::ipv4::lowest_mtu6(nat64s, o.dst);
+        let most = lowest_mtu6(nat64s, o.dst);
         if !df && len6 > usize::from(most.min(mtu)) {
             split = Some(most);
         }
@@ -595,6 +595,15 @@ pub(super) fn nat64_in<P: Frame>(
         None => router.forward6_cached(pkt, in_port, hop),
         Some(most) => router.fragmentable6(most, |r| r.ipv6(pkt, in_port)),
     }
+}
+
+/// The `lowest-ipv6-mtu` of the NAT64 translator whose prefix holds `a`
+/// (RFC 7915's default where none does).
+pub(super) fn lowest_mtu6(nat64: &[n64::Nat64], a: u128) -> u16 {
+    nat64
+        .iter()
+        .find(|n| n.contains(a))
+        .map_or(n64::LOWEST_MTU6, |n| n.lowest_mtu6)
 }
 
 /// An IPv4 header `h` (written, 20 bytes) given an IPv6 fragment's
