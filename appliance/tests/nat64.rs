@@ -379,6 +379,19 @@ fn nat64_lab(driver: &str, lab: &str) {
         ev("nat64_to_ipv4") > 1000 && ev("nat64_to_ipv6") > 1000,
         "{st}"
     );
+    // The translator, as `show nat` lists it: RFC 7915's default
+    // lowest-ipv6-mtu.
+    let nat = ctl_json(&sock, &["show", "nat"]);
+    let t = &nat["nat64"][0];
+    assert_eq!(
+        (&t["prefix"], &t["out"], &t["lowest_ipv6_mtu"]),
+        (
+            &serde_json::json!("64:ff9b::/96"),
+            &serde_json::json!("wan"),
+            &serde_json::json!(1280)
+        ),
+        "{nat}"
+    );
     // The flows, as `show conntrack` lists them: the client's IPv6 tuple,
     // the reply's IPv4 one to Sluice's address.
     let ct = ctl_json(&sock, &["show", "conntrack"]);

@@ -1581,8 +1581,17 @@ fn show_nat(cx: &mut Context<'_>) -> Response {
         } else {
             format!("{} on {iface}", pool.join(", "))
         };
-        let _ = writeln!(text, "        nat64        {prefix} -> {from}");
-        nat64.push(json!({ "prefix": prefix, "out": iface, "pool": pool }));
+        let lowest = t.lowest_mtu6;
+        let _ = writeln!(
+            text,
+            "        nat64        {prefix} -> {from} (IPv6 fragments up to {lowest} bytes)"
+        );
+        nat64.push(json!({
+            "prefix": prefix,
+            "out": iface,
+            "pool": pool,
+            "lowest_ipv6_mtu": lowest,
+        }));
     }
     let cur = cx.tel.snapshot();
     let mappings = gauge(cx, &cur, "nat_mappings");
