@@ -126,9 +126,20 @@ fn an_ipv4_server_on_a_jumbo_link_reaches_an_ipv6_only_client() {
     nat64_split_lab(1500, 9000, "sl-n64j");
 }
 
+/// The IPv6-only client on a jumbo link and the IPv4 server on a
+/// 1,500-byte one: the client's first 3,000-byte datagram, whole as
+/// IPv6, is too big for the IPv4 link with DF (set above 1,260 bytes) and
+/// is answered with Packet Too Big (1,520), after which the client sends
+/// in fragments (each echo's first fragment waiting for its last); the
+/// server's answers, fragmented at 1,500 bytes, leave as IPv6 fragments.
+#[test]
+fn an_ipv6_only_client_on_a_jumbo_link_reaches_an_ipv4_server() {
+    nat64_split_lab(9000, 1500, "sl-n64c");
+}
+
 /// The NAT64 lab with the client's link at `client_mtu` and the server's
-/// at `server_mtu` (larger): 3,000-byte datagrams and pings, and 8,000-
-/// byte pings, both ways, each answer split into IPv6 fragments.
+/// at `server_mtu`: 3,000-byte datagrams and pings, and 8,000-byte pings,
+/// both ways, the server's answers split into IPv6 fragments.
 fn nat64_split_lab(client_mtu: u16, server_mtu: u16, lab: &str) {
     if !as_root() || !have("ip") || !have("ping") || !have("python3") {
         return;
