@@ -249,7 +249,10 @@ fn fragmented(extra: &str, seen: &str) {
 /// port: one flow, one mapping (the worker that got the first fragment
 /// hands the datagram to the flow's worker). Before, a flow whose
 /// fragments reached the other worker got a second flow and mapping
-/// there, and the server saw two ports.
+/// there, and the server saw two ports. Then IPv6 (routed, not
+/// translated, through the stateful firewall): 24 flows each answered for
+/// a small datagram and a 3,000-byte one, fragments both ways, so the
+/// fanout program spreads IPv6 symmetrically too.
 #[test]
 fn two_workers_keep_one_mapping_for_a_flows_fragments() {
     if !as_root() || !have("ip") || !have("python3") {
@@ -257,14 +260,46 @@ fn two_workers_keep_one_mapping_for_a_flows_fragments() {
     }
     let n = Nets::mirror_lab("sl-frw");
     let (c, r, s) = (&n.0[0], &n.0[1], &n.0[2]);
+    let v6 = |dev: &str, at: &str, to: &str| {
+        format!(
+            "sysctl -qw net.ipv6.conf.all.disable_ipv6=0 net.ipv6.conf.{dev}.disable_ipv6=0 \
+             net.ipv6.conf.{dev}.accept_ra=0 && ip -6 addr add {at}/64 dev {dev} nodad \
+             && ip -6 route add {to}"
+        )
+    };
     n.sh(
         c,
-        "ip link set c0 up && ip addr add 198.18.0.2/24 dev c0 \
-         && ip route add 198.19.0.0/24 via 198.18.0.1",
+        &format!(
+            "ip link set c0 up && ip addr add 198.18.0.2/24 dev c0 \
+             && ip route add 198.19.0.0/24 via 198.18.0.1 && {}",
+            v6(
+                "c0",
+                "2001:db8:18::2",
+                "2001:db8:19::/64 via 2001:db8:18::1"
+            )
+        ),
     );
-    n.sh(s, "ip link set s0 up && ip addr add 198.19.0.2/24 dev s0");
+    n.sh(
+        s,
+        &format!(
+            "ip link set s0 up && ip addr add 198.19.0.2/24 dev s0 && {}",
+            v6(
+                "s0",
+                "2001:db8:19::2",
+                "2001:db8:18::/64 via 2001:db8:19::1"
+            )
+        ),
+    );
     let config = CONFIG
         .replace("mtu = 1000\n", "")
+        .replace(
+            "ipv4 = [\"198.18.0.1/24\"]",
+            "ipv4 = [\"198.18.0.1/24\"]\nipv6 = [\"2001:db8:18::1/64\"]",
+        )
+        .replace(
+            "ipv4 = [\"198.19.0.1/24\"]",
+            "ipv4 = [\"198.19.0.1/24\"]\nipv6 = [\"2001:db8:19::1/64\"]",
+        )
         .replace("[port.afpacket]", "rxq = 2\ntxq = 2\n[port.afpacket]")
         .replace(
             "rx = [\"inside\", \"outside\"]\n[worker.poll]\nmode = \"interrupt\"",
@@ -316,17 +351,66 @@ print("one port %d of 24" % same)
 "#,
     )
     .unwrap();
+    // IPv6, not translated: each datagram answered with as many bytes
+    // (a 3,000-byte one in fragments both ways), so both directions of
+    // each flow, and the first fragments of each, must reach its worker's
+    // stateful firewall.
+    std::fs::write(
+        dir.join("server6.py"),
+        r#"
+import socket
+s = socket.socket(socket.AF_INET6, socket.SOCK_DGRAM)
+s.bind(("2001:db8:19::2", 9000))
+while True:
+    d, a = s.recvfrom(65536)
+    s.sendto(("%s %d %d" % (a[0], a[1], len(d))).encode().ljust(len(d)), a)
+"#,
+    )
+    .unwrap();
+    std::fs::write(
+        dir.join("client6.py"),
+        r#"
+import socket
+good = 0
+for k in range(24):
+    s = socket.socket(socket.AF_INET6, socket.SOCK_DGRAM)
+    s.settimeout(2)
+    ok = 0
+    for size in (100, 3000):
+        for _ in range(3):
+            s.sendto(b"x" * size, ("2001:db8:19::2", 9000))
+            try:
+                r = s.recv(65536)
+            except socket.timeout:
+                continue
+            if len(r) == size and r.split()[2] == str(size).encode():
+                ok += 1
+                break
+    if ok == 2:
+        good += 1
+    else:
+        print("socket", k, "answered", ok)
+print("answered %d of 24" % good)
+"#,
+    )
+    .unwrap();
     let _server = common::python_in(s, &dir.join("server.py"));
+    let _server6 = common::python_in(s, &dir.join("server6.py"));
     let child = common::sluice_json_in(r, &cfg);
     std::thread::sleep(Duration::from_millis(1500));
     let out = n.sh(
         c,
         &format!("python3 {} 2>&1 || true", dir.join("client.py").display()),
     );
+    let out6 = n.sh(
+        c,
+        &format!("python3 {} 2>&1 || true", dir.join("client6.py").display()),
+    );
     let (v, _) = stop_for_summary(child);
     let _ = std::fs::remove_dir_all(&dir);
     let summary = v.to_string();
     assert!(out.contains("one port 24 of 24"), "{out}\n{summary}");
+    assert!(out6.contains("answered 24 of 24"), "{out6}\n{summary}");
     assert_eq!(v["balance"]["balanced"], true, "{summary}");
     // Both workers received, and first fragments were handed over.
     let handed: u64 = (0..2)
