@@ -51,6 +51,10 @@ pub struct Nat64 {
 /// RFC 7915's default `lowest-ipv6-mtu`.
 pub const LOWEST_MTU6: u16 = 1280;
 
+/// How much longer an IPv4 fragment is as IPv6: the IPv6 header and a
+/// fragment header (48 bytes) for IPv4's 20.
+pub const GROWTH6: usize = 28;
+
 /// Why a prefix cannot be a NAT64 prefix.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum BadPrefix {

@@ -210,11 +210,11 @@ impl<C: StageClock> Gateway<C> {
     /// headers in its buffer, is counted `reass_dropped`).
     pub(super) fn release_firsts(&mut self, send: &mut dyn FnMut(u16, &[u8]) -> bool) {
         while let Some(mut t) = self.reass.take_first() {
-            // IPv4 to IPv6 takes 28 bytes more (a fragment header).
+            // IPv4 to IPv6 takes more (a fragment header).
             let grow = if t.frame.get(12..14) == Some(&[0x86, 0xdd]) {
                 0
             } else {
-                28
+                crate::nat64::GROWTH6
             };
             let sent = t.frame.len() + grow <= t.frame.capacity()
                 && match ForwardMode::process(self, &mut t.frame, t.in_port) {
@@ -322,7 +322,7 @@ impl<C: StageClock> Gateway<C> {
                 }
                 self.nat_events[nat::Event::Nat64To6 as usize] += 1;
                 // (An IPv4 fragment: split again where too long.)
-                let most = self.lowest_mtu6(src);
+                let most = nat64::lowest_mtu6(&self.nat.nat64, src);
                 self.router
                     .fragmentable6(most, |r| ForwardMode::process(r, pkt, in_port))
             }
@@ -353,9 +353,11 @@ impl<C: StageClock> Gateway<C> {
                 }
                 None => false,
             },
-            // Into the IPv6 headers, in the copy's buffer (28 bytes
-            // more: a fragment header).
-            reass::Fate::Nat64To6 { src, dst } if frame.len() + 28 <= frame.capacity() => {
+            // Into the IPv6 headers, in the copy's buffer (a fragment
+            // header more).
+            reass::Fate::Nat64To6 { src, dst }
+                if frame.len() + crate::nat64::GROWTH6 <= frame.capacity() =>
+            {
                 if !nat64::frag4_to6(frame, src, dst) {
                     return false;
                 }
@@ -818,12 +820,5 @@ impl<C: StageClock> Gateway<C> {
             pick,
             hash,
         })
-    }
-}
-
-impl<C: StageClock> Gateway<C> {
-    /// [`nat64::lowest_mtu6`] of this gateway's translators.
-    fn lowest_mtu6(&self, a: u128) -> u16 {
-        nat64::lowest_mtu6(&self.nat.nat64, a)
     }
 }

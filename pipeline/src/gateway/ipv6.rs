@@ -304,7 +304,14 @@ impl<C: StageClock> Gateway<C> {
         let (at, len, last) = (u32::from(fo >> 3) * 8, (end - fh - 8) as u32, fo & 1 == 0);
         if frag.is_some() {
             self.first_fragment = true;
-            let v = self.first_fragment6(pkt, in_port, (proto, off, fh), &key, (len, last), nat64);
+            let v = self.first_fragment6(
+                pkt,
+                in_port,
+                (proto, off, fh, end),
+                &key,
+                (len, last),
+                nat64,
+            );
             self.first_fragment = false;
             return v;
         }
@@ -312,65 +319,63 @@ impl<C: StageClock> Gateway<C> {
     }
 
     /// [`Gateway::fragment6`]'s datagram's first fragment (`key`; upper
-    /// layer `proto` at `off`, the fragment header at `fh`; `len` payload
-    /// bytes, `last`: the datagram's last too).
+    /// layer `proto` at `off`, the fragment header at `fh`, the packet's
+    /// end at `end` past its Ethernet header; `len` payload bytes,
+    /// `last`: the datagram's last too).
     fn first_fragment6<P: Frame>(
         &mut self,
         pkt: &mut P,
         in_port: u16,
-        (proto, off, fh): (u8, usize, usize),
+        (proto, off, fh, end): (u8, usize, usize, usize),
         key: &reass::Key,
         (len, last): (u32, bool),
         nat64: bool,
     ) -> Verdict {
         let b = pkt.bytes();
-        let end = 40 + usize::from(Ipv6Packet::new_unchecked(&b[ETH..]).payload_len());
-        {
-            let t = match ports(proto, &b[ETH + off..ETH + end], true) {
-                Ok(Some((sport, dport, _))) => Some(Tuple {
-                    src: key.src,
-                    dst: key.dst,
-                    sport,
-                    dport,
-                    proto,
-                    zone: 0,
-                }),
-                _ => None,
-            };
-            let v = if !nat64 {
-                self.l4_6(pkt, in_port, proto, off, false)
-            } else if proto == IpProto::ICMPV6 && matches!(b.get(ETH + off), Some(128 | 129)) {
-                // A fragmented ICMPv6 message: its checksum's pseudo-
-                // header has the whole message's length, known once the
-                // last fragment came (its own first: it waits for that).
-                // The message starts `off - fh - 8` bytes into the
-                // fragmentable part.
-                let whole = if last {
-                    Some(len)
-                } else {
-                    self.reass.length(key)
-                };
-                match whole.and_then(|l| l.checked_sub((off - fh - 8) as u32)) {
-                    Some(l) if l > 0 => {
-                        self.frag_len = l;
-                        let v = self.nat64_out(pkt, in_port, proto, off);
-                        self.frag_len = 0;
-                        v
-                    }
-                    Some(_) => Verdict::Drop(DropReason::Truncated),
-                    None => return self.hold_first(pkt, in_port, key, ETH + end),
-                }
-            } else if matches!(proto, IpProto::TCP | IpProto::UDP) {
-                self.nat64_out(pkt, in_port, proto, off)
+        let t = match ports(proto, &b[ETH + off..ETH + end], true) {
+            Ok(Some((sport, dport, _))) => Some(Tuple {
+                src: key.src,
+                dst: key.dst,
+                sport,
+                dport,
+                proto,
+                zone: 0,
+            }),
+            _ => None,
+        };
+        let v = if !nat64 {
+            self.l4_6(pkt, in_port, proto, off, false)
+        } else if proto == IpProto::ICMPV6 && matches!(b.get(ETH + off), Some(128 | 129)) {
+            // A fragmented ICMPv6 message: its checksum's pseudo-
+            // header has the whole message's length, known once the
+            // last fragment came (its own first: it waits for that).
+            // The message starts `off - fh - 8` bytes into the
+            // fragmentable part.
+            let whole = if last {
+                Some(len)
             } else {
-                Verdict::Drop(DropReason::Untranslatable)
+                self.reass.length(key)
             };
-            if !last {
-                let fate = self.fate(v, t, false);
-                self.reass.first(key, len, last, fate);
+            match whole.and_then(|l| l.checked_sub((off - fh - 8) as u32)) {
+                Some(l) if l > 0 => {
+                    self.frag_len = l;
+                    let v = self.nat64_out(pkt, in_port, proto, off);
+                    self.frag_len = 0;
+                    v
+                }
+                Some(_) => Verdict::Drop(DropReason::Truncated),
+                None => return self.hold_first(pkt, in_port, key, ETH + end),
             }
-            v
+        } else if matches!(proto, IpProto::TCP | IpProto::UDP) {
+            self.nat64_out(pkt, in_port, proto, off)
+        } else {
+            Verdict::Drop(DropReason::Untranslatable)
+        };
+        if !last {
+            let fate = self.fate(v, t, false);
+            self.reass.first(key, len, last, fate);
         }
+        v
     }
 
     /// The part of [`Gateway::ipv6`] from the L4 header on (protocol

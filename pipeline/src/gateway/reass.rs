@@ -181,9 +181,10 @@ pub struct Reass {
 
 impl Reass {
     /// Records and a store for frames of up to `room` bytes (with room to
-    /// grow by 28 bytes: an IPv4 fragment translated to IPv6 in its copy).
+    /// grow by [`GROWTH6`](crate::nat64::GROWTH6) bytes: an IPv4 fragment
+    /// translated to IPv6 in its copy).
     pub fn new(room: usize) -> Self {
-        let (frame, room) = (room, room + 28);
+        let (frame, room) = (room, room + crate::nat64::GROWTH6);
         let none = Datagram {
             key: Key::default(),
             live: false,

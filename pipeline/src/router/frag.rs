@@ -37,14 +37,12 @@
 
 use super::{Event, Router};
 use crate::fwd::Frame;
+use crate::nat64::GROWTH6;
 use crate::verdict::{DropReason, Verdict};
 use crate::wire::ETHERNET_HEADER_LEN as ETH;
 
 /// Packets whose later fragments wait, per worker.
 pub const SLOTS: usize = 16;
-/// How much longer than the largest IPv4 frame NAT64's IPv6 packets may
-/// be (IPv6's header and a fragment header for IPv4's 20 bytes).
-const GROWTH6: usize = 28;
 
 #[derive(Clone, Debug)]
 struct Slot {
