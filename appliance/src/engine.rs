@@ -440,7 +440,8 @@ where
     let cleared = zero.clone();
 
     let mut handles = Vec::new();
-    for (w, setup) in cfg.workers.iter().zip(setups) {
+    let advertisers = advertisers(cfg);
+    for (wi, (w, setup)) in cfg.workers.iter().zip(setups).enumerate() {
         let s = worker_stop.clone();
         let h = match w.mode {
             FwdMode::Io => spawn_worker(w.core, setup, Io(peers.clone()), s, on_start),
@@ -474,7 +475,9 @@ where
             }
             FwdMode::L3fwd => match (&router, &gateway) {
                 (Some(r), Some(g)) => {
-                    let mut gw = Gateway::new(r.clone(), g, l3_index);
+                    let mut r = r.clone();
+                    r.advertise_on(&advertisers[wi]);
+                    let mut gw = Gateway::new(r, g, l3_index);
                     gw.set_spreads(spreads.clone());
                     gw.start_ports_at(random_u32());
                     if let Some(flows) = restored
@@ -515,7 +518,11 @@ where
                     let gw = Profiled::new(gw);
                     spawn_worker(w.core, setup, gw, s, on_start)
                 }
-                (Some(r), None) => spawn_worker(w.core, setup, r.clone(), s, on_start),
+                (Some(r), None) => {
+                    let mut r = r.clone();
+                    r.advertise_on(&advertisers[wi]);
+                    spawn_worker(w.core, setup, r, s, on_start)
+                }
                 (None, _) => Err(anyhow!("l3fwd worker without a router")),
             },
         };
@@ -770,6 +777,35 @@ fn random_u32() -> u32 {
 /// says the queue a flow reaches can be computed (`flow_hash(port)`) and
 /// gateway workers poll all its queues: the gateway worker (its index
 /// among the l3fwd workers) of each queue.
+/// The ports whose periodic Router Advertisements each worker sends
+/// (by its index in `cfg.workers`): a port with `[port.ra]` is the first
+/// l3fwd worker's that polls it and has a TX queue on it (or, where none
+/// polls it, the first with a TX queue on it), so that its hosts see one
+/// router.
+fn advertisers(cfg: &Config) -> Vec<Vec<u16>> {
+    let mut by_worker = vec![Vec::new(); cfg.workers.len()];
+    for (p, _) in cfg
+        .router
+        .adverts
+        .iter()
+        .enumerate()
+        .filter(|(_, a)| a.is_some())
+    {
+        let p = p as u16;
+        let l3 = || {
+            cfg.workers
+                .iter()
+                .enumerate()
+                .filter(|(_, w)| w.mode == FwdMode::L3fwd && w.tx.iter().any(|t| t.0 == p))
+        };
+        let polls = l3().find(|(_, w)| w.rx.iter().any(|q| q.0 == p));
+        if let Some((i, _)) = polls.or_else(|| l3().next()) {
+            by_worker[i].push(p);
+        }
+    }
+    by_worker
+}
+
 fn spreads(
     cfg: &Config,
     flow_hash: impl Fn(usize) -> bool,

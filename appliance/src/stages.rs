@@ -68,6 +68,7 @@ pub fn build_router(cfg: &Config) -> Result<(Router, FibWriter)> {
             rules: cfg.punt_rules.clone(),
             kernel_flows: cfg.kernel_flows.clone(),
         },
+        adverts: rs.adverts.clone(),
     });
     Ok((router, fib))
 }

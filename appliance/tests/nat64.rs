@@ -137,6 +137,164 @@ fn an_ipv6_only_client_on_a_jumbo_link_reaches_an_ipv4_server() {
     nat64_split_lab(9000, 1500, "sl-n64c");
 }
 
+/// An IPv6-only client with no address of its own (a laptop or phone
+/// joining the LAN): it forms its address in the port's /64 from Sluice's
+/// Router Advertisements (SLAAC), takes Sluice's link-local address as
+/// its default router and the advertised MTU as its link's (its own link
+/// says 9,000, the router's 1,500: without the option its large packets
+/// would be lost), then reaches the IPv4 server through NAT64. tshark
+/// decodes what Sluice sent: the prefix, the MTU, the DNS server (RFC
+/// 8106) and the NAT64 prefix (RFC 8781), checksum good.
+#[test]
+fn an_ipv6_only_client_configures_itself_from_sluices_advertisements() {
+    if !as_root() || !have("ip") || !have("ping") || !have("tshark") {
+        return;
+    }
+    let n = Nets::mirror_lab("sl-ra");
+    let (c, r, s) = (&n.0[0], &n.0[1], &n.0[2]);
+    n.sh(
+        s,
+        "ip link set lo up && ip link set s0 up && ip addr add 198.19.0.2/24 dev s0",
+    );
+    let dir = common::fresh_dir("sl-ra");
+    let sock = dir.join("sluice.sock");
+    let cfg = dir.join("r.toml");
+    let config = CONFIG.replace("SOCK", &sock.display().to_string()).replace(
+        "iface = \"r0\"\n",
+        "iface = \"r0\"\n[port.ra]\nrdnss = [\"2001:db8:64::53\"]\n",
+    );
+    assert!(config.contains("[port.ra]"));
+    std::fs::write(&cfg, config).unwrap();
+    let _sluice = common::sluice_in(r, &cfg, &sock);
+    // The client's link up with IPv6 off (no solicitation yet).
+    n.sh(c, "ip link set lo up && ip link set c0 mtu 9000 up");
+    // What reaches the client, from before it asks.
+    let pcap = dir.join("ra.pcap");
+    let _tshark = common::Killed(
+        std::process::Command::new("ip")
+            .args(["netns", "exec", c, "tshark", "-q", "-i", "c0", "-c", "1"])
+            .args(["-f", "icmp6 and ip6[40] == 134", "-w"])
+            .arg(&pcap)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    n.sh(
+        c,
+        "sysctl -qw net.ipv6.conf.c0.disable_ipv6=0 net.ipv6.conf.c0.accept_ra=1 \
+         net.ipv6.conf.c0.autoconf=1 net.ipv6.conf.c0.accept_dad=0 \
+         net.ipv6.conf.c0.router_solicitation_delay=0",
+    );
+    let mac = n.sh(r, "cat /sys/class/net/r0/address");
+    let m: Vec<u8> = mac
+        .trim()
+        .split(':')
+        .map(|x| u8::from_str_radix(x, 16).unwrap())
+        .collect();
+    let router_ll = std::net::Ipv6Addr::from(
+        0xfe80u128 << 112
+            | u128::from(u64::from_be_bytes([
+                m[0] ^ 2,
+                m[1],
+                m[2],
+                0xff,
+                0xfe,
+                m[3],
+                m[4],
+                m[5],
+            ])),
+    );
+    // The client's address and default route, within 10 s.
+    let mut state = String::new();
+    for _ in 0..100 {
+        state = n.sh(
+            c,
+            "ip -6 addr show dev c0 scope global; ip -6 route show default; \
+             cat /proc/sys/net/ipv6/conf/c0/mtu",
+        );
+        if state.contains("2001:db8:64:") && state.contains("default via") {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    assert!(
+        state.contains("inet6 2001:db8:64:0:") && state.contains("dynamic"),
+        "an address formed from the prefix: {state}"
+    );
+    assert!(
+        state.contains(&format!("default via {router_ll} dev c0 proto ra")),
+        "Sluice's link-local address as the default router: {state}"
+    );
+    assert_eq!(
+        state.lines().last().map(str::trim),
+        Some("1500"),
+        "the advertised MTU: {state}"
+    );
+    // Through NAT64 from that address, large pings too (the client
+    // fragments them at the advertised MTU).
+    for size in [56, 3000] {
+        let out = n.sh(
+            c,
+            &format!("ping -6 -s {size} -c 3 -i 0.2 -W 2 -q 64:ff9b::198.19.0.2 || true"),
+        );
+        assert!(out.contains("3 received"), "{out}");
+    }
+    let st = ctl_json(&sock, &["stats"]);
+    let ev = |name: &str| st["cores"][0]["events"][name].as_u64().unwrap_or(0);
+    assert!(ev("ra_solicited") + ev("ra_sent") >= 1, "{st}");
+    assert_eq!(st["balance"]["balanced"], true, "{st}");
+
+    // What tshark reads in the advertisement the client got.
+    for _ in 0..200 {
+        if std::fs::metadata(&pcap).is_ok_and(|m| m.len() > 100) {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let fields = [
+        "ipv6.src",
+        "icmpv6.checksum.status",
+        "icmpv6.nd.ra.router_lifetime",
+        "icmpv6.opt.prefix",
+        "icmpv6.opt.prefix.length",
+        "icmpv6.opt.prefix.flag.a",
+        "icmpv6.opt.mtu",
+        "icmpv6.opt.rdnss",
+        "icmpv6.opt.pref64.prefix",
+        "icmpv6.opt.pref64.plc",
+    ];
+    let mut cmd = std::process::Command::new("tshark");
+    cmd.arg("-r").arg(&pcap).args(["-T", "fields"]);
+    for f in fields {
+        cmd.args(["-e", f]);
+    }
+    let o = cmd.output().unwrap();
+    let text = String::from_utf8_lossy(&o.stdout);
+    let got: Vec<&str> = text.lines().next().unwrap_or("").split('\t').collect();
+    let ll = router_ll.to_string();
+    assert_eq!(
+        got,
+        [
+            ll.as_str(),
+            "1", // good
+            "1800",
+            "2001:db8:64::",
+            "64",
+            "1",
+            "1500",
+            "2001:db8:64::53",
+            "64:ff9b::",
+            "0x0000" // /96
+        ],
+        "{text}{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// The NAT64 lab with the client's link at `client_mtu` and the server's
 /// at `server_mtu`: 3,000-byte datagrams and pings, and 8,000-byte pings,
 /// both ways, the server's answers split into IPv6 fragments.

@@ -135,6 +135,7 @@ pub fn fib(a: FibArgs) -> Result<()> {
         icmp_rate: 1000,
         neighbor_timeout_ns: u64::MAX / 2,
         punt: Default::default(),
+        adverts: Vec::new(),
     });
     // Packets to hosts inside random IPv4 table prefixes.
     let mut rng = SmallRng::seed_from_u64(1);

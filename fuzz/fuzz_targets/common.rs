@@ -85,6 +85,7 @@ pub fn router() -> Router {
             icmp_rate: 1_000_000,
             neighbor_timeout_ns: u64::MAX,
             punt: Default::default(),
+            adverts: Vec::new(),
         })
     })
     .clone()

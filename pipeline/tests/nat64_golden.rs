@@ -93,6 +93,7 @@ fn gateway_with(lan: u16, wan: u16, lowest: u16) -> Gateway {
         icmp_rate: 1_000_000,
         neighbor_timeout_ns: 300 * S,
         punt: Default::default(),
+        adverts: Vec::new(),
     });
     let mut nat64 = Nat64::new(WELL_KNOWN, 1, vec![]).unwrap();
     nat64.lowest_mtu6 = lowest;

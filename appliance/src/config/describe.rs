@@ -130,6 +130,12 @@ pub fn describe(c: &Config) -> String {
             addrs.join(" ")
         );
     }
+    for (i, ad) in c.router.adverts.iter().enumerate() {
+        let (Some(ad), Some(port)) = (ad, c.ports.get(i)) else {
+            continue;
+        };
+        s += &format!("  ra on {}: {}\n", port.name, advert(ad, port.mac));
+    }
     let multipath = c.router.routes.iter().filter(|r| r.paths.len() > 1).count();
     if multipath > 0 {
         s += &format!("  ecmp: {multipath} routes with several paths\n");
@@ -209,4 +215,59 @@ pub fn describe(c: &Config) -> String {
         );
     }
     s
+}
+
+/// A port's Router Advertisements in one line.
+fn advert(ad: &pipeline::router::Advert, mac: pipeline::wire::MacAddr) -> String {
+    let mut parts = vec![
+        format!("from {}", pipeline::router::link_local(mac)),
+        format!(
+            "every {}-{} s",
+            ad.min_interval_ms / 1000,
+            ad.max_interval_ms / 1000
+        ),
+        format!("router lifetime {} s", ad.lifetime_s),
+    ];
+    let prefixes: Vec<String> = ad
+        .prefixes
+        .iter()
+        .map(|p| {
+            format!(
+                "{}/{}{}",
+                p.prefix,
+                p.len,
+                if p.autonomous { " (SLAAC)" } else { "" }
+            )
+        })
+        .collect();
+    if !prefixes.is_empty() {
+        parts.push(format!("prefixes {}", prefixes.join(" ")));
+    }
+    if let Some(m) = ad.mtu {
+        parts.push(format!("mtu {m}"));
+    }
+    if ad.managed || ad.other {
+        parts.push(format!(
+            "DHCPv6 for {}",
+            if ad.managed {
+                "addresses"
+            } else {
+                "other settings"
+            }
+        ));
+    }
+    let join = |v: Vec<String>| v.join(" ");
+    if !ad.rdnss.is_empty() {
+        parts.push(format!(
+            "rdnss {}",
+            join(ad.rdnss.iter().map(|a| a.to_string()).collect())
+        ));
+    }
+    if !ad.pref64.is_empty() {
+        parts.push(format!(
+            "pref64 {}",
+            join(ad.pref64.iter().map(|(a, l)| format!("{a}/{l}")).collect())
+        ));
+    }
+    parts.join("; ")
 }

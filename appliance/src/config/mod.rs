@@ -8,6 +8,7 @@
 //! line, column and key (`source.rs` locates them); `check` and `run` go
 //! through the same code.
 
+mod advert;
 mod control_plane;
 mod describe;
 mod error;
@@ -295,7 +296,7 @@ fn validate(cx: &mut Ctx<'_>, raw: RawFile, base: Option<&Path>) -> Config {
     let workers = workers::check(cx, &raw, &ports, &names, &machine);
     let vlan_names = vlans(cx, &raw.vlan, &raw.port);
     let addrs = interfaces(&raw, &ports, &vlan_names);
-    let router = router::check(cx, &raw.router, &raw.route, &raw.neighbor, &addrs, base);
+    let mut router = router::check(cx, &raw.router, &raw.route, &raw.neighbor, &addrs, base);
     // The rules and NAT name interfaces as the router indexes them: ports,
     // then VLAN sub-interfaces.
     let names: std::collections::BTreeMap<&str, u16> = addrs
@@ -319,6 +320,8 @@ fn validate(cx: &mut Ctx<'_>, raw: RawFile, base: Option<&Path>) -> Config {
             .collect::<Vec<_>>(),
         base,
     );
+    let nat64: Vec<(u128, u8)> = gateway.nat.nat64.iter().map(|t| t.prefix).collect();
+    router.adverts = advert::check(cx, &raw, &router, &nat64);
     check_l3fwd_workers(cx, &raw, gateway.enabled, &router, &addrs);
     gateway.mss_limits = check_clamp_mss(cx, &raw, &router, gateway.enabled);
     let gateway_workers = workers.iter().filter(|w| w.mode == FwdMode::L3fwd).count();

@@ -398,6 +398,36 @@ pub(super) struct RawPort {
     pub(super) ipv6: Vec<Str<Prefix<Ipv6Addr>>>,
     pub(super) mtu: Option<Spanned<u16>>,
     pub(super) clamp_mss: Option<Spanned<RawClamp>>,
+    pub(super) ra: Option<Spanned<RawRa>>,
+}
+
+/// A port's `[port.ra]`: the Router Advertisements it sends (radvd's
+/// settings, RFC 4861 6.2.1's names in the comments).
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawRa {
+    /// MaxRtrAdvInterval (s).
+    pub(super) interval_s: Option<Spanned<u32>>,
+    /// MinRtrAdvInterval (s).
+    pub(super) min_interval_s: Option<Spanned<u32>>,
+    /// AdvDefaultLifetime (s).
+    pub(super) lifetime_s: Option<Spanned<u32>>,
+    /// AdvCurHopLimit.
+    pub(super) hop_limit: Option<Spanned<u8>>,
+    /// AdvManagedFlag, AdvOtherConfigFlag.
+    pub(super) managed: Option<Spanned<bool>>,
+    pub(super) other: Option<Spanned<bool>>,
+    /// Whether the MTU option carries the port's `mtu`.
+    pub(super) mtu: Option<Spanned<bool>>,
+    /// AdvPrefixList (default: the port's `ipv6` subnets).
+    pub(super) prefixes: Option<Spanned<Vec<Str<Prefix<Ipv6Addr>>>>>,
+    /// AdvValidLifetime, AdvPreferredLifetime (s).
+    pub(super) valid_lifetime_s: Option<Spanned<u32>>,
+    pub(super) preferred_lifetime_s: Option<Spanned<u32>>,
+    /// RDNSS (RFC 8106).
+    pub(super) rdnss: Option<Spanned<Vec<Str<Ipv6Addr>>>>,
+    /// PREF64 (RFC 8781): the `[[nat.nat64]]` prefixes.
+    pub(super) pref64: Option<Spanned<bool>>,
 }
 
 /// A port's `clamp_mss`: `"pmtu"` or a number of bytes.

@@ -471,6 +471,8 @@ pub struct RouterSetup {
     pub icmp_rate: u32,
     /// Learned neighbours older than this are resolved again.
     pub neighbor_timeout: std::time::Duration,
+    /// Router Advertisements by port (`[port.ra]`).
+    pub adverts: Vec<Option<pipeline::router::Advert>>,
 }
 
 impl RouterSetup {

@@ -99,6 +99,7 @@ fn router_with(to_server: Vec<NextHop>, more: Vec<(u16, Ipv4Addr, MacAddr)>) -> 
         icmp_rate: 1_000_000,
         neighbor_timeout_ns: 300 * S,
         punt: Default::default(),
+        adverts: Vec::new(),
     })
 }
 
@@ -1877,6 +1878,7 @@ mod vlan {
             icmp_rate: 1_000_000,
             neighbor_timeout_ns: 300 * S,
             punt: Default::default(),
+            adverts: Vec::new(),
         })
     }
 

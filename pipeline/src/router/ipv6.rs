@@ -32,6 +32,12 @@ impl Router {
             }
             return self.nd(pkt, in_port);
         }
+        if icmp_type == Some(133) {
+            // A Router Solicitation: answered where the port advertises.
+            if let Some(v) = self.solicited(pkt, in_port, off, usize::from(plen)) {
+                return v;
+            }
+        }
         if dst >> 120 == 0xff {
             // Link-local multicast (ff02::/16: router solicitations and
             // advertisements, MLD, OSPFv3, DHCPv6) is the kernel's where

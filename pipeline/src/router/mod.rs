@@ -33,6 +33,8 @@
 //! [`ForwardMode::leave`], one poll round). A multipath route's path is
 //! picked per flow ([`flow_hash`]).
 
+mod advert;
+pub use advert::{link_local, AdvPrefix, Advert};
 mod burst;
 pub(crate) use burst::plain4;
 mod emit;
@@ -111,6 +113,10 @@ crate::counter_enum! {
         /// Packets not fragmented (the store full) and fragments not sent
         /// (no route or buffer for them).
         FragDropped = "frag_dropped",
+        /// Periodic Router Advertisements sent (see `advert`).
+        RaSent = "ra_sent",
+        /// Router Solicitations answered with an advertisement.
+        RaSolicited = "ra_solicited",
     }
 }
 
@@ -159,6 +165,9 @@ pub struct RouterConfig {
     /// neighbours). Without a mirror those are dropped as `to_router` /
     /// consumed.
     pub punt: PuntPolicy,
+    /// Router Advertisements, by interface (index = port; none where
+    /// missing): see [`Advert`].
+    pub adverts: Vec<Option<Advert>>,
 }
 
 /// New routes, neighbours and interfaces for running routers (a hot
@@ -245,6 +254,11 @@ pub struct Router {
     learned: Vec<(u16, std::net::IpAddr, MacAddr)>,
     /// The burst path's stage clock (`sluice ctl set runtime`).
     clock: burst::BurstClock,
+    /// The ports whose periodic Router Advertisements this worker sends,
+    /// when the next is due, and the intervals' random state.
+    adverts: Vec<advert::AdvState>,
+    adv_next_ns: u64,
+    adv_seed: u64,
 }
 
 /// `a`'s bit in the one-word Bloom filter of the router's addresses (a
@@ -324,6 +338,9 @@ impl Router {
             punt_buckets: Vec::new(),
             learned: Vec::new(),
             clock: burst::BurstClock::default(),
+            adverts: Vec::new(),
+            adv_next_ns: u64::MAX,
+            adv_seed: 0x2545_f491_4f6c_dd1d,
         }
     }
 
@@ -363,7 +380,8 @@ impl Router {
         }
         self.fib_version = cfg.fib.version();
         self.hops_version = cfg.fib.hops_version();
-        self.cfg = cfg;
+        let old = std::mem::replace(&mut self.cfg, cfg);
+        self.adverts_changed(&old);
         self.bump();
     }
 
@@ -603,12 +621,21 @@ impl Router {
     }
 }
 
-/// The IPv6 addresses of `ifaces`, flat.
+/// The IPv6 addresses of `ifaces`, flat, and the link-local address of
+/// each with IPv6 addresses (see [`link_local`]; a VLAN sub-interface's
+/// is its port's).
 fn local6(ifaces: &[Interface]) -> Box<[u128]> {
-    ifaces
+    let mut all: Vec<u128> = ifaces
         .iter()
         .flat_map(|i| i.ipv6.iter().map(|(a, _)| u128::from(*a)))
-        .collect()
+        .collect();
+    for i in ifaces.iter().filter(|i| !i.ipv6.is_empty()) {
+        let ll = u128::from(link_local(i.mac));
+        if !all.contains(&ll) {
+            all.push(ll);
+        }
+    }
+    all.into()
 }
 
 /// How many of the interfaces are ports (they come first).
@@ -678,12 +705,13 @@ impl ForwardMode for Router {
 
     #[inline]
     fn pending(&self) -> bool {
-        self.hold.ready() || self.frags.ready()
+        self.hold.ready() || self.frags.ready() || self.adverts_due()
     }
 
     fn emit(&mut self, send: &mut dyn FnMut(u16, &[u8]) -> bool) {
         self.release(send);
         self.send_fragments(send);
+        self.send_adverts(send);
     }
 
     const EVENTS: &'static [&'static str] = Event::NAMES;

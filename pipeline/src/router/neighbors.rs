@@ -295,7 +295,8 @@ impl Router {
             }
             o += len;
         }
-        let ours = iface.ipv6.iter().any(|(a, _)| u128::from(*a) == target_u);
+        let ours = iface.ipv6.iter().any(|(a, _)| u128::from(*a) == target_u)
+            || (!iface.ipv6.is_empty() && u128::from(super::link_local(mac)) == target_u);
         let (learn_ip, learn_mac) = if ty == 135 {
             (src, lla)
         } else {

@@ -7,9 +7,9 @@ use crate::checksum;
 use crate::firewall::{Action, RejectWith};
 use crate::wire::{IpProto, Ipv4Packet, Ipv6Packet};
 
-const R0: MacAddr = MacAddr([2, 0x51, 0, 0, 0, 0]);
-const R1: MacAddr = MacAddr([2, 0x51, 0, 0, 0, 1]);
-const HOST: MacAddr = MacAddr([2, 0xaa, 0, 0, 0, 1]);
+pub(super) const R0: MacAddr = MacAddr([2, 0x51, 0, 0, 0, 0]);
+pub(super) const R1: MacAddr = MacAddr([2, 0x51, 0, 0, 0, 1]);
+pub(super) const HOST: MacAddr = MacAddr([2, 0xaa, 0, 0, 0, 1]);
 const GW: MacAddr = MacAddr([2, 0xbb, 0, 0, 0, 1]);
 
 /// The test routes (IPv4 only when `v6` is given: those replace the
@@ -43,7 +43,7 @@ fn fib_writer(v6: &[(&str, u8, u16, Option<&str>)]) -> crate::fib::FibWriter {
 
 /// Port 0: 198.18.0.1/24 (clients), port 1: 198.19.0.1/24 with gateway
 /// 198.19.0.2 (static neighbour) for 203.0.113.0/24 and a default route.
-fn router() -> Router {
+pub(super) fn router() -> Router {
     Router::new(RouterConfig {
         interfaces: vec![
             Interface {
@@ -69,6 +69,7 @@ fn router() -> Router {
         icmp_rate: 1000,
         neighbor_timeout_ns: 300_000_000_000,
         punt: Default::default(),
+        adverts: Vec::new(),
     })
 }
 
@@ -688,7 +689,7 @@ fn bad_packets_are_dropped_by_reason() {
 
 /// Ethernet from `eth_src` to `eth_dst` + an IPv6 header (`next`, hop
 /// limit `hop`, from `src` to `dst`) + `payload` zero bytes.
-fn ip6(
+pub(super) fn ip6(
     eth_dst: [u8; 6],
     eth_src: [u8; 6],
     next: u8,
@@ -775,7 +776,7 @@ fn ipv6_forwards_and_answers_echo() {
     );
 }
 
-fn v6addr(s: &str) -> [u8; 16] {
+pub(super) fn v6addr(s: &str) -> [u8; 16] {
     s.parse::<Ipv6Addr>().unwrap().octets()
 }
 

@@ -87,6 +87,7 @@ fn router6_with(more: bool) -> Router {
         icmp_rate: 1_000_000,
         neighbor_timeout_ns: 300 * S,
         punt: Default::default(),
+        adverts: Vec::new(),
     })
 }
 
