@@ -165,7 +165,7 @@ fn an_ipv6_only_client_configures_itself_from_sluices_advertisements() {
     );
     assert!(config.contains("[port.ra]"));
     std::fs::write(&cfg, config).unwrap();
-    let _sluice = common::sluice_in(r, &cfg, &sock);
+    let sluice = common::sluice_in(r, &cfg, &sock);
     // The client's link up with IPv6 off (no solicitation yet).
     n.sh(c, "ip link set lo up && ip link set c0 mtu 9000 up");
     // What reaches the client, from before it asks.
@@ -245,6 +245,31 @@ fn an_ipv6_only_client_configures_itself_from_sluices_advertisements() {
     let ev = |name: &str| st["cores"][0]["events"][name].as_u64().unwrap_or(0);
     assert!(ev("ra_solicited") + ev("ra_sent") >= 1, "{st}");
     assert_eq!(st["balance"]["balanced"], true, "{st}");
+
+    // Sluice stops (SIGINT): its last advertisement, router lifetime 0,
+    // takes the client's default route away at once (RFC 4861 6.2.5).
+    let mut sluice = sluice;
+    let pid = sluice.0.id().to_string();
+    assert!(std::process::Command::new("kill")
+        .args(["-INT", &pid])
+        .status()
+        .unwrap()
+        .success());
+    for _ in 0..100 {
+        if matches!(sluice.0.try_wait(), Ok(Some(_))) {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    let mut routes = String::new();
+    for _ in 0..30 {
+        routes = n.sh(c, "ip -6 route show default");
+        if routes.trim().is_empty() {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    assert_eq!(routes.trim(), "", "the default route withdrawn");
 
     // What tshark reads in the advertisement the client got.
     for _ in 0..200 {

@@ -210,6 +210,11 @@ pub trait ForwardMode: Clone + Send + 'static {
     #[inline]
     fn tick(&mut self, _now_ns: u64) {}
 
+    /// The worker is stopping: what the stage says as it goes (the
+    /// router's final Router Advertisements) is made [`ForwardMode::pending`],
+    /// and sent by the worker's last rounds.
+    fn stopping(&mut self) {}
+
     /// The names of the mode's event counters (slow-path work done), in
     /// the order of [`ForwardMode::events`]; each stage names its own
     /// ([`crate::events`]).

@@ -1316,6 +1316,10 @@ impl<C: StageClock> ForwardMode for Gateway<C> {
         self.refresh_events();
     }
 
+    fn stopping(&mut self) {
+        self.router.stopping();
+    }
+
     fn tick(&mut self, now_ns: u64) {
         self.router.tick(now_ns);
         self.ct.tick(now_ns);

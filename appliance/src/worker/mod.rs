@@ -640,6 +640,8 @@ impl<B: PacketBuf, R: RxQueue<Buf = B>, T: TxQueue<Buf = B>, F: ForwardMode>
     /// handoff rings' receiving ends.
     fn drain_and_close(mut self) -> Vec<rtrb::Consumer<Handed<B>>> {
         self.c.core.state.set(State::Spin as u64);
+        // What the stage says as it goes, sent by the rounds below.
+        self.fwd.stopping();
         for g in &mut self.gens {
             g.stop();
         }

@@ -166,6 +166,10 @@ impl ForwardMode for Profiled {
         self.refresh();
     }
 
+    fn stopping(&mut self) {
+        on_gateway!(self.mode.as_mut(), g => g.stopping())
+    }
+
     const EVENTS: &'static [&'static str] = <Gateway as ForwardMode>::EVENTS;
 
     fn events(&self) -> &[u64] {

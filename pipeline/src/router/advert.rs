@@ -230,6 +230,21 @@ impl Router {
         }
     }
 
+    /// Stopping (RFC 4861 6.2.5): one last advertisement on each of this
+    /// worker's ports, with a router lifetime of 0, so that hosts stop
+    /// sending through this router at once rather than when the lifetime
+    /// ends.
+    pub(super) fn retire_adverts(&mut self) {
+        if self.adverts.is_empty() {
+            return;
+        }
+        self.adv_final = true;
+        for a in &mut self.adverts {
+            a.next_ns = 0;
+        }
+        self.adv_next_ns = 0;
+    }
+
     /// What port `port` advertises, if anything.
     pub fn advert(&self, port: u16) -> Option<&Advert> {
         self.cfg.adverts.get(usize::from(port))?.as_ref()
@@ -276,10 +291,23 @@ impl Router {
                 u64::from(ad.min_interval_ms) * 1_000_000,
                 u64::from(ad.max_interval_ms) * 1_000_000,
             );
-            if let Some(n) = ad.write(&mut frame, mac, ll, ALL_NODES_MAC, ALL_NODES) {
+            let written = if self.adv_final {
+                let last = Advert {
+                    lifetime_s: 0,
+                    ..ad.clone()
+                };
+                last.write(&mut frame, mac, ll, ALL_NODES_MAC, ALL_NODES)
+            } else {
+                ad.write(&mut frame, mac, ll, ALL_NODES_MAC, ALL_NODES)
+            };
+            if let Some(n) = written {
                 if !self.iface(a.port).is_some_and(|i| i.down) && send(a.port, &frame[..n]) {
                     self.count(Event::RaSent);
                 }
+            }
+            if self.adv_final {
+                a.next_ns = u64::MAX;
+                continue;
             }
             let mut wait = lo + self.adv_random() % (hi - lo + 1);
             if a.initial > 0 {
@@ -633,5 +661,25 @@ mod tests {
         let cfg = (*r.cfg).clone();
         r.reconfigure(Arc::new(cfg));
         assert!(due(&mut r, now + 0.25).is_empty());
+
+        // Stopping: one last advertisement with a router lifetime of 0,
+        // the rest of it as before, then none.
+        let mut cfg = (*r.cfg).clone();
+        cfg.adverts[0].as_mut().unwrap().lifetime_s = 1800;
+        r.reconfigure(Arc::new(cfg));
+        assert_eq!(due(&mut r, now + 0.5).len(), 1);
+        ForwardMode::stopping(&mut r);
+        let sent = due(&mut r, now + 0.75);
+        assert_eq!(sent.len(), 1);
+        let m = &sent[0].1[54..];
+        assert_eq!(u16::from_be_bytes([m[6], m[7]]), 0, "router lifetime 0");
+        assert_eq!(options(&sent[0].1).len(), 5);
+        for s in 1..100 {
+            assert!(due(&mut r, now + 0.75 + f64::from(s) * 10.0).is_empty());
+        }
+        // A worker that sends none on any port sends none as it stops.
+        let mut quiet = advertising();
+        ForwardMode::stopping(&mut quiet);
+        assert!(due(&mut quiet, 1.0).is_empty());
     }
 }

@@ -259,6 +259,8 @@ pub struct Router {
     adverts: Vec<advert::AdvState>,
     adv_next_ns: u64,
     adv_seed: u64,
+    /// Stopping: the final advertisements (router lifetime 0) are due.
+    adv_final: bool,
 }
 
 /// `a`'s bit in the one-word Bloom filter of the router's addresses (a
@@ -341,6 +343,7 @@ impl Router {
             adverts: Vec::new(),
             adv_next_ns: u64::MAX,
             adv_seed: 0x2545_f491_4f6c_dd1d,
+            adv_final: false,
         }
     }
 
@@ -685,6 +688,10 @@ impl ForwardMode for Router {
     #[inline]
     fn leave(&mut self) {
         Router::leave(self);
+    }
+
+    fn stopping(&mut self) {
+        self.retire_adverts();
     }
 
     fn tick(&mut self, now_ns: u64) {
