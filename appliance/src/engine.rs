@@ -778,20 +778,13 @@ fn random_u32() -> u32 {
 /// gateway workers poll all its queues: the gateway worker (its index
 /// among the l3fwd workers) of each queue.
 /// The ports whose periodic Router Advertisements each worker sends
-/// (by its index in `cfg.workers`): a port with `[port.ra]` is the first
-/// l3fwd worker's that polls it and has a TX queue on it (or, where none
-/// polls it, the first with a TX queue on it), so that its hosts see one
-/// router.
+/// (by its index in `cfg.workers`), where they have `[port.ra]` now or
+/// after a reload: a port is the first l3fwd worker's that polls it and
+/// has a TX queue on it (or, where none polls it, the first with a TX
+/// queue on it), so that its hosts see one router.
 fn advertisers(cfg: &Config) -> Vec<Vec<u16>> {
     let mut by_worker = vec![Vec::new(); cfg.workers.len()];
-    for (p, _) in cfg
-        .router
-        .adverts
-        .iter()
-        .enumerate()
-        .filter(|(_, a)| a.is_some())
-    {
-        let p = p as u16;
+    for p in 0..cfg.ports.len() as u16 {
         let l3 = || {
             cfg.workers
                 .iter()

@@ -203,8 +203,9 @@ pub(super) struct AdvState {
 
 impl Router {
     /// Makes this worker the one that sends `ports`' periodic Router
-    /// Advertisements (those with an [`Advert`]; the appliance names one
-    /// worker a port). Each starts with its initial ones.
+    /// Advertisements (those with an [`Advert`], now or after a reload;
+    /// the appliance names one worker a port). Each starts with its
+    /// initial ones.
     pub fn advertise_on(&mut self, ports: &[u16]) {
         self.adverts = ports
             .iter()
@@ -282,9 +283,8 @@ impl Router {
                 self.link_local6(a.port),
                 self.iface(a.port).map(|i| i.mac),
             ) else {
-                // Not advertising now (a reload may make it so).
-                a.next_ns = now + 1_000_000_000;
-                next = next.min(a.next_ns);
+                // Not advertising (until a reload makes it so).
+                a.next_ns = u64::MAX;
                 continue;
             };
             let (lo, hi) = (
@@ -678,6 +678,38 @@ mod tests {
             assert!(due(&mut r, now + 0.75 + f64::from(s) * 10.0).is_empty());
         }
         // A worker that sends none on any port sends none as it stops.
+        let mut quiet = advertising();
+        ForwardMode::stopping(&mut quiet);
+        assert!(due(&mut quiet, 1.0).is_empty());
+    }
+
+    /// A port named for this worker that advertises nothing waits, not
+    /// polled, until a reload gives it an advertisement: it starts then.
+    #[test]
+    fn a_reload_that_adds_an_advertisement_starts_it() {
+        let mut r = router();
+        let mut cfg = (*r.cfg).clone();
+        cfg.interfaces[1].ipv6 = vec![("2001:db8:19::1".parse().unwrap(), 64)];
+        r.reconfigure(Arc::new(cfg));
+        r.advertise_on(&[0, 1]);
+        assert!(due(&mut r, 1.0).is_empty());
+        assert!(!ForwardMode::pending(&r), "nothing due");
+        for s in 1..100 {
+            assert!(due(&mut r, 1.0 + f64::from(s) * 10.0).is_empty());
+        }
+        let mut cfg = (*r.cfg).clone();
+        cfg.adverts = vec![None, Some(advert())];
+        r.reconfigure(Arc::new(cfg));
+        let sent = due(&mut r, 1000.0);
+        assert_eq!(sent.len(), 1);
+        assert_eq!(sent[0].0, 1, "on port 1");
+        let ip = Ipv6Packet::new_checked(&sent[0].1[14..]).unwrap();
+        assert_eq!(ip.src(), link_local(R1).octets());
+        // And its initial ones follow.
+        let more: usize = (1..=33)
+            .map(|s| due(&mut r, 1000.0 + f64::from(s) * 0.5).len())
+            .sum();
+        assert_eq!(more, 1, "the second within 16 s");
         let mut quiet = advertising();
         ForwardMode::stopping(&mut quiet);
         assert!(due(&mut quiet, 1.0).is_empty());
