@@ -777,14 +777,16 @@ fn random_u32() -> u32 {
 /// says the queue a flow reaches can be computed (`flow_hash(port)`) and
 /// gateway workers poll all its queues: the gateway worker (its index
 /// among the l3fwd workers) of each queue.
-/// The ports whose periodic Router Advertisements each worker sends
-/// (by its index in `cfg.workers`), where they have `[port.ra]` now or
-/// after a reload: a port is the first l3fwd worker's that polls it and
-/// has a TX queue on it (or, where none polls it, the first with a TX
-/// queue on it), so that its hosts see one router.
+/// The interfaces whose periodic Router Advertisements each worker sends
+/// (by its index in `cfg.workers`), where they have an `ra` table now or
+/// after a reload: an interface (a port, or a VLAN sub-interface by its
+/// port) is the first l3fwd worker's that polls its port and has a TX
+/// queue on it (or, where none polls it, the first with a TX queue on
+/// it), so that its hosts see one router.
 fn advertisers(cfg: &Config) -> Vec<Vec<u16>> {
     let mut by_worker = vec![Vec::new(); cfg.workers.len()];
-    for p in 0..cfg.ports.len() as u16 {
+    for (i, iface) in cfg.router.interfaces.iter().enumerate() {
+        let p = iface.vlan.map_or(i as u16, |v| v.port);
         let l3 = || {
             cfg.workers
                 .iter()
@@ -792,8 +794,8 @@ fn advertisers(cfg: &Config) -> Vec<Vec<u16>> {
                 .filter(|(_, w)| w.mode == FwdMode::L3fwd && w.tx.iter().any(|t| t.0 == p))
         };
         let polls = l3().find(|(_, w)| w.rx.iter().any(|q| q.0 == p));
-        if let Some((i, _)) = polls.or_else(|| l3().next()) {
-            by_worker[i].push(p);
+        if let Some((w, _)) = polls.or_else(|| l3().next()) {
+            by_worker[w].push(i as u16);
         }
     }
     by_worker

@@ -2,7 +2,8 @@
 //! settings with radvd's defaults), checked into the router's
 //! [`Advert`]s.
 
-use super::schema::{RawFile, RawRa};
+use super::router::PortAddrs;
+use super::schema::RawRa;
 use super::typed::RouterSetup;
 use super::Ctx;
 use pipeline::router::{AdvPrefix, Advert};
@@ -17,21 +18,22 @@ const MAX_RDNSS: usize = 8;
 /// PREF64's lifetime is in units of 8 s, 13 bits (RFC 8781 4).
 const MAX_PREF64_LIFETIME_S: u32 = 8191 * 8;
 
-/// The advertisements of `raw`'s ports, by port (`None` where a port has
-/// no `[port.ra]`); `nat64` are the NAT64 prefixes PREF64 announces.
+/// The advertisements of the router's interfaces (ports, then VLAN
+/// sub-interfaces), by interface (`None` where one has no `ra` table);
+/// `nat64` are the NAT64 prefixes PREF64 announces.
 pub(super) fn check(
     cx: &mut Ctx<'_>,
-    raw: &RawFile,
+    ifaces: &[PortAddrs<'_>],
     router: &RouterSetup,
     nat64: &[(u128, u8)],
 ) -> Vec<Option<Advert>> {
-    raw.port
+    ifaces
         .iter()
         .enumerate()
-        .map(|(i, p)| {
-            let ra = p.ra.as_ref()?;
+        .map(|(i, a)| {
+            let ra = a.ra?;
             let mtu = router.interfaces.get(i).map_or(1500, |f| f.mtu);
-            advert(cx, &format!("port[{i}].ra"), ra, &p.ipv6, mtu, nat64)
+            advert(cx, &format!("{}.ra", a.key), ra, a.ipv6, mtu, nat64)
         })
         .collect()
 }
@@ -51,7 +53,7 @@ fn advert(
         cx.err(
             ra,
             key,
-            "a port advertises from its IPv6 link-local address: give the port `ipv6` addresses",
+            "an interface advertises from its IPv6 link-local address: give it `ipv6` addresses",
         );
     }
     let get = |v: &Option<Spanned<u32>>, d: u32| v.as_ref().map_or(d, |x| *x.get_ref());

@@ -131,10 +131,12 @@ pub fn describe(c: &Config) -> String {
         );
     }
     for (i, ad) in c.router.adverts.iter().enumerate() {
-        let (Some(ad), Some(port)) = (ad, c.ports.get(i)) else {
+        let (Some(ad), Some(name), Some(iface)) =
+            (ad, c.router.names.get(i), c.router.interfaces.get(i))
+        else {
             continue;
         };
-        s += &format!("  ra on {}: {}\n", port.name, advert(ad, port.mac));
+        s += &format!("  ra on {name}: {}\n", advert(ad, iface.mac));
     }
     let multipath = c.router.routes.iter().filter(|r| r.paths.len() > 1).count();
     if multipath > 0 {

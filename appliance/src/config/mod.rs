@@ -321,7 +321,7 @@ fn validate(cx: &mut Ctx<'_>, raw: RawFile, base: Option<&Path>) -> Config {
         base,
     );
     let nat64: Vec<(u128, u8)> = gateway.nat.nat64.iter().map(|t| t.prefix).collect();
-    router.adverts = advert::check(cx, &raw, &router, &nat64);
+    router.adverts = advert::check(cx, &addrs, &router, &nat64);
     check_l3fwd_workers(cx, &raw, gateway.enabled, &router, &addrs);
     gateway.mss_limits = check_clamp_mss(cx, &raw, &router, gateway.enabled);
     let gateway_workers = workers.iter().filter(|w| w.mode == FwdMode::L3fwd).count();
@@ -387,6 +387,7 @@ fn interfaces<'a>(
             ipv4: rp.ipv4.get_ref(),
             ipv6: &rp.ipv6,
             mtu: rp.mtu.as_ref(),
+            ra: rp.ra.as_ref(),
             at: Spanned::new(
                 if rp.ipv4.span().is_empty() {
                     rp.name.span()
@@ -407,6 +408,7 @@ fn interfaces<'a>(
             ipv4: v.ipv4.get_ref(),
             ipv6: &v.ipv6,
             mtu: v.mtu.as_ref(),
+            ra: v.ra.as_ref(),
             at: Spanned::new(
                 if v.ipv4.span().is_empty() {
                     v.port.span()

@@ -23,6 +23,8 @@ pub(super) struct PortAddrs<'a> {
     pub ipv4: &'a [Str<Prefix<Ipv4Addr>>],
     pub ipv6: &'a [Str<Prefix<Ipv6Addr>>],
     pub mtu: Option<&'a Spanned<u16>>,
+    /// Its `ra` table (Router Advertisements).
+    pub ra: Option<&'a Spanned<super::schema::RawRa>>,
     /// Where the port's `ipv4` (or, without one, its name) is written.
     pub at: Spanned<()>,
 }

@@ -835,6 +835,7 @@ pub(super) struct RawVlan {
     #[serde(default)]
     pub(super) ipv6: Vec<Str<Prefix<Ipv6Addr>>>,
     pub(super) mtu: Option<Spanned<u16>>,
+    pub(super) ra: Option<Spanned<RawRa>>,
 }
 
 /// One `[[route]]` table on its own: what `sluice ctl route add` adds

@@ -78,8 +78,9 @@ const INITIAL_MAX_NS: u64 = 16_000_000_000;
 const ALL_NODES: [u8; 16] = [0xff, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1];
 const ALL_NODES_MAC: [u8; 6] = [0x33, 0x33, 0, 0, 0, 1];
 
-/// The largest advertisement (the config bounds its options' counts).
-pub const MAX_FRAME: usize = 1514;
+/// The largest advertisement, tags included (the config bounds its
+/// options' counts).
+pub const MAX_FRAME: usize = 1522;
 
 /// A port's link-local address: fe80::/64 with the modified EUI-64 of
 /// `mac` (RFC 4291 appendix A), as Linux forms it.
@@ -278,10 +279,10 @@ impl Router {
                 next = next.min(a.next_ns);
                 continue;
             }
-            let (Some(ad), Some(ll), Some(mac)) = (
+            let (Some(ad), Some(ll), Some(iface)) = (
                 self.advert(a.port),
                 self.link_local6(a.port),
-                self.iface(a.port).map(|i| i.mac),
+                self.iface(a.port),
             ) else {
                 // Not advertising (until a reload makes it so).
                 a.next_ns = u64::MAX;
@@ -291,17 +292,30 @@ impl Router {
                 u64::from(ad.min_interval_ms) * 1_000_000,
                 u64::from(ad.max_interval_ms) * 1_000_000,
             );
+            // A sub-interface's leaves its port with its tags, written
+            // after the MACs once the rest is in place behind them.
+            let (mac, down, vlan) = (iface.mac, iface.down, iface.vlan);
+            let t = vlan.map_or(0, |v| v.tag_len());
+            let body = &mut frame[t..];
             let written = if self.adv_final {
                 let last = Advert {
                     lifetime_s: 0,
                     ..ad.clone()
                 };
-                last.write(&mut frame, mac, ll, ALL_NODES_MAC, ALL_NODES)
+                last.write(body, mac, ll, ALL_NODES_MAC, ALL_NODES)
             } else {
-                ad.write(&mut frame, mac, ll, ALL_NODES_MAC, ALL_NODES)
+                ad.write(body, mac, ll, ALL_NODES_MAC, ALL_NODES)
             };
             if let Some(n) = written {
-                if !self.iface(a.port).is_some_and(|i| i.down) && send(a.port, &frame[..n]) {
+                let port = match vlan {
+                    Some(v) => {
+                        frame.copy_within(t..t + 12, 0);
+                        frame[12..12 + t].copy_from_slice(&v.tag_bytes()[..t]);
+                        v.port
+                    }
+                    None => a.port,
+                };
+                if !down && send(port, &frame[..n + t]) {
                     self.count(Event::RaSent);
                 }
             }
@@ -401,7 +415,7 @@ impl Router {
 
 #[cfg(test)]
 mod tests {
-    use super::super::tests::{ip6, router, v6addr, HOST, R0, R1};
+    use super::super::tests::{ip6, router, tagged, v6addr, vlan_router, HOST, R0, R1};
     use super::*;
     use crate::checksum;
     use crate::fwd::ForwardMode;
@@ -713,5 +727,51 @@ mod tests {
         let mut quiet = advertising();
         ForwardMode::stopping(&mut quiet);
         assert!(due(&mut quiet, 1.0).is_empty());
+    }
+
+    /// On VLAN sub-interfaces (QinQ too): periodic advertisements leave
+    /// the port tagged, from the port's link-local address, and a tagged
+    /// solicitation is answered with the same tags.
+    #[test]
+    fn sub_interfaces_advertise_tagged() {
+        let mut r = vlan_router();
+        let mut cfg = (*r.cfg).clone();
+        cfg.interfaces[2].ipv6 = vec![("2001:db8:100::1".parse().unwrap(), 64)];
+        cfg.interfaces[3].ipv6 = vec![("2001:db8:300::1".parse().unwrap(), 64)];
+        cfg.adverts = vec![None, None, Some(advert()), Some(advert())];
+        r.reconfigure(Arc::new(cfg));
+        r.advertise_on(&[0, 1, 2, 3]);
+        let sent = due(&mut r, 1.0);
+        assert_eq!(sent.len(), 2, "on the two sub-interfaces");
+        let untag = |f: &[u8], n: usize| {
+            let mut u = f[..12].to_vec();
+            u.extend_from_slice(&f[12 + n..]);
+            u
+        };
+        for ((p, f), tags) in sent
+            .iter()
+            .zip([vec![(0x8100, 100)], vec![(0x88a8, 200), (0x8100, 300)]])
+        {
+            assert_eq!(*p, 1, "out of their port");
+            let n = 4 * tags.len();
+            let u = untag(f, n);
+            assert_eq!(&tagged(&u, &tags), f, "tagged");
+            assert_eq!(&u[0..6], &[0x33, 0x33, 0, 0, 0, 1]);
+            assert_eq!(&u[6..12], &R1.0);
+            let ip = Ipv6Packet::new_checked(&u[14..]).unwrap();
+            assert_eq!(ip.src(), link_local(R1).octets());
+            assert_eq!(options(&u).len(), 5);
+        }
+        // A solicitation on VLAN 100: answered tagged.
+        let rs = rs("fe80::10", true);
+        let mut f = tagged(&rs, &[(0x8100, 100)]);
+        assert_eq!(r.process(&mut f, 1), Verdict::Forward(1));
+        assert_eq!(&f[12..16], &[0x81, 0, 0, 100]);
+        let u = untag(&f, 4);
+        assert_eq!(&u[0..6], &HOST.0);
+        assert_eq!(options(&u).len(), 5);
+        // Untagged on port 1, which does not advertise: not answered.
+        let mut f = rs.clone();
+        assert_eq!(r.process(&mut f, 1), Verdict::Drop(DropReason::NotRoutable));
     }
 }

@@ -1171,7 +1171,7 @@ const HOST_Q: MacAddr = MacAddr([2, 0xdd, 0, 0, 0, 1]);
 /// [`router`] with two sub-interfaces of port 1: VLAN 100
 /// (198.19.100.1/24, interface 2) and QinQ 200/300 (198.19.200.1/24,
 /// interface 3), a neighbour on each, and host 198.18.0.10 on port 0.
-fn vlan_router() -> Router {
+pub(super) fn vlan_router() -> Router {
     let mut cfg = (*router().cfg).clone();
     let sub = |outer, id, a: &str| Interface {
         mac: R1,
@@ -1194,7 +1194,7 @@ fn vlan_router() -> Router {
 }
 
 /// `f` with tags (TPID, VID) inserted after the MACs, outermost first.
-fn tagged(f: &[u8], tags: &[(u16, u16)]) -> Vec<u8> {
+pub(super) fn tagged(f: &[u8], tags: &[(u16, u16)]) -> Vec<u8> {
     let mut t = f[..12].to_vec();
     for &(tpid, vid) in tags {
         t.extend_from_slice(&tpid.to_be_bytes());
