@@ -1098,7 +1098,7 @@ impl<C: StageClock> ForwardMode for Gateway<C> {
                         if !self.nat.nat64.is_empty() && self.nat64_of(t.dst).is_some() {
                             Some((t, f, Way::Nat64))
                         } else {
-                            let mine = t.dst >> 120 == 0xff || self.router.is_local6(t.dst);
+                            let mine = t.dst >> 120 == 0xff || self.router.is_local6_global(t.dst);
                             (!mine).then_some((t, f, Way::Plain6))
                         }
                     });

@@ -57,6 +57,11 @@ impl<C: StageClock> Gateway<C> {
         if ip.hop_limit() <= 1 || dst >> 120 == 0xff {
             return self.router.process(pkt, in_port);
         }
+        let src = u128::from_be_bytes(ip.src());
+        if crate::router::link_scoped(src, dst) {
+            // The router's own (link-local echo), or not forwarded.
+            return self.router.process(pkt, in_port);
+        }
         if self.router.is_local6(dst) {
             // To the router's own address: a masqueraded flow's reply,
             // or the router's.
@@ -628,7 +633,9 @@ pub(super) fn plain6(b: &[u8], mac: [u8; 6]) -> Option<(Tuple, u16)> {
     let l3 = &h[ETH..];
     let (proto, hop) = (l3[6], l3[7]);
     let plen = usize::from(u16::from_be_bytes([l3[4], l3[5]]));
-    if hop <= 1 || ETH + 40 + plen > b.len() {
+    // Link-scoped packets (fe80::/10 either way) take the full way too.
+    let scoped = |i: usize| u16::from_be_bytes([l3[i], l3[i + 1]]) >> 6 == 0x3fa;
+    if hop <= 1 || ETH + 40 + plen > b.len() || scoped(8) || scoped(24) {
         return None;
     }
     let be16 = |i: usize| u16::from_be_bytes([l3[i], l3[i + 1]]);

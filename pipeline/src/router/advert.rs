@@ -415,7 +415,7 @@ impl Router {
 
 #[cfg(test)]
 mod tests {
-    use super::super::tests::{ip6, router, tagged, v6addr, vlan_router, HOST, R0, R1};
+    use super::super::tests::{fib, ip6, router, tagged, udp6, v6addr, vlan_router, HOST, R0, R1};
     use super::*;
     use crate::checksum;
     use crate::fwd::ForwardMode;
@@ -773,5 +773,63 @@ mod tests {
         // Untagged on port 1, which does not advertise: not answered.
         let mut f = rs.clone();
         assert_eq!(r.process(&mut f, 1), Verdict::Drop(DropReason::NotRoutable));
+    }
+
+    /// Link-local scope (RFC 4291 2.5.6), per packet and in a burst: a
+    /// packet to another link-local address is not routed (a default
+    /// route notwithstanding), one from a link-local address gets
+    /// Destination Unreachable code 2 (beyond scope of source address),
+    /// and one to the router's own link-local address is its own.
+    #[test]
+    fn link_scoped_packets_are_never_forwarded() {
+        let r = advertising();
+        let mut cfg = (*r.cfg).clone();
+        cfg.fib = fib(&[("::", 0, 1, Some("2001:db8:19::2"))]);
+        let r = Router::new(cfg);
+        let cases = [
+            ("2001:db8:18::10", "fe80::99"),
+            ("fe80::10", "2001:db8:19::77"),
+            ("2001:db8:18::10", "2001:db8:19::77"),
+        ];
+        let ours = link_local(R0).to_string();
+        for burst in [false, true] {
+            let mut r = r.clone();
+            let mut pkts: Vec<Vec<u8>> = cases.iter().map(|(s, d)| udp6(s, d)).collect();
+            let mut echo = ip6(
+                R0.0,
+                HOST.0,
+                IpProto::ICMPV6,
+                64,
+                8,
+                "2001:db8:18::10",
+                &ours,
+            );
+            echo[54] = 128;
+            pkts.push(echo);
+            let mut v = vec![Verdict::Drop(DropReason::NotIp); pkts.len()];
+            if burst {
+                if let Some(one) = r.process_burst(&mut pkts, 0, &mut v) {
+                    v.fill(one);
+                }
+            } else {
+                for (p, v) in pkts.iter_mut().zip(v.iter_mut()) {
+                    *v = r.process(p, 0);
+                }
+            }
+            assert_eq!(
+                v,
+                [
+                    Verdict::Drop(DropReason::NotRoutable),
+                    Verdict::Forward(0),
+                    Verdict::Forward(1),
+                    Verdict::Forward(0),
+                ],
+                "burst {burst}"
+            );
+            let err = Ipv6Packet::new_checked(&pkts[1][14..]).unwrap();
+            assert_eq!((err.payload()[0], err.payload()[1]), (1, 2), "beyond scope");
+            assert_eq!(err.dst(), v6addr("fe80::10"));
+            assert_eq!(pkts[3][54], 129, "echo reply from the link-local address");
+        }
     }
 }

@@ -189,7 +189,10 @@ fn fast6(b: &[u8], mac: u64) -> Option<u128> {
         _ => return None,
     }
     let dst = u128::from_be_bytes(h[L3 + 24..L3 + 40].try_into().expect("16 bytes"));
-    (dst >> 120 != 0xff).then_some(dst)
+    // Multicast, and link-scoped packets (fe80::/10 either way): the
+    // full way's.
+    let src_top = u16::from_be_bytes([h[L3 + 8], h[L3 + 9]]);
+    (dst >> 120 != 0xff && dst >> 118 != 0x3fa && src_top >> 6 != 0x3fa).then_some(dst)
 }
 
 /// Whether frame `b` holds a plain IPv4 packet: a 20-byte header that is
@@ -400,7 +403,7 @@ impl Router {
     /// take.
     #[inline(always)]
     fn plain6(&self, b: &[u8], mac: u64) -> Option<u128> {
-        fast6(b, mac).filter(|&d| !self.is_local6(d))
+        fast6(b, mac).filter(|&d| !self.is_local6_global(d))
     }
 
     /// [`Router::forward_fast`] for a packet `fast6` accepted, addressed

@@ -53,6 +53,19 @@ impl Router {
         if self.is_local6(dst) {
             return self.local6(pkt, in_port, icmp_type, off);
         }
+        // Link-local scope is never forwarded (RFC 4291 2.5.6): to
+        // another's link-local address, not routable; from a link-local
+        // address, Destination Unreachable "beyond scope of source
+        // address" (RFC 4443 3.1), as Linux's ip6_forward answers.
+        let src = u128::from_be_bytes(
+            Ipv6Packet::new_unchecked(&pkt.bytes()[ETHERNET_HEADER_LEN..]).src(),
+        );
+        if super::link_scoped(src, dst) {
+            if dst >> 118 == 0x3fa {
+                return Verdict::Drop(DropReason::NotRoutable);
+            }
+            return self.icmp6_error(pkt, in_port, 1, 2, 0, DropReason::NotRoutable);
+        }
         if hop <= 1 {
             return self.icmp6_error(pkt, in_port, 3, 0, 0, DropReason::TtlExceeded);
         }

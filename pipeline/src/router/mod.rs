@@ -226,6 +226,8 @@ pub struct Router {
     local4: Box<[u32]>,
     /// The router's own IPv6 addresses (from the interfaces), flat.
     local6: Box<[u128]>,
+    /// Its interfaces' link-local addresses (see [`link_local`]).
+    ll6: Box<[u128]>,
     /// A one-word Bloom filter of `local4` (see `local4_bit`): most
     /// destinations are told apart from the router's own with one test.
     local4_bloom: u64,
@@ -316,6 +318,7 @@ impl Router {
             local4_bloom: bloom(&local4),
             local4,
             local6: local6(&cfg.interfaces),
+            ll6: ll6(&cfg.interfaces),
             reader: cfg.fib.reader(),
             fib_version: cfg.fib.version(),
             cfg: Arc::new(cfg),
@@ -375,6 +378,7 @@ impl Router {
             .collect();
         self.local4_bloom = bloom(&self.local4);
         self.local6 = local6(&cfg.interfaces);
+        self.ll6 = ll6(&cfg.interfaces);
         self.ports = ports(&cfg.interfaces);
         self.punt_buckets.clear();
         self.reader.leave();
@@ -502,9 +506,17 @@ impl Router {
         self.local4.contains(&a)
     }
 
-    /// Whether `a` is one of the router's IPv6 addresses.
+    /// Whether `a` is one of the router's IPv6 addresses (its link-local
+    /// ones included).
     #[inline]
     pub fn is_local6(&self, a: u128) -> bool {
+        self.local6.contains(&a) || (a >> 118 == 0x3fa && self.ll6.contains(&a))
+    }
+
+    /// [`Router::is_local6`] for an address that is not link-local (the
+    /// burst paths', which leave link-scoped packets to the full way).
+    #[inline(always)]
+    pub(crate) fn is_local6_global(&self, a: u128) -> bool {
         self.local6.contains(&a)
     }
 
@@ -624,14 +636,18 @@ impl Router {
     }
 }
 
-/// The IPv6 addresses of `ifaces`, flat, and the link-local address of
-/// each with IPv6 addresses (see [`link_local`]; a VLAN sub-interface's
-/// is its port's).
+/// The IPv6 addresses of `ifaces`, flat.
 fn local6(ifaces: &[Interface]) -> Box<[u128]> {
-    let mut all: Vec<u128> = ifaces
+    ifaces
         .iter()
         .flat_map(|i| i.ipv6.iter().map(|(a, _)| u128::from(*a)))
-        .collect();
+        .collect()
+}
+
+/// The link-local address of each of `ifaces` with IPv6 addresses (see
+/// [`link_local`]; a VLAN sub-interface's is its port's), once each.
+fn ll6(ifaces: &[Interface]) -> Box<[u128]> {
+    let mut all: Vec<u128> = Vec::new();
     for i in ifaces.iter().filter(|i| !i.ipv6.is_empty()) {
         let ll = u128::from(link_local(i.mac));
         if !all.contains(&ll) {
@@ -639,6 +655,14 @@ fn local6(ifaces: &[Interface]) -> Box<[u128]> {
         }
     }
     all.into()
+}
+
+/// Whether an IPv6 packet from `src` to `dst` is confined to its link
+/// (either address link-local, fe80::/10): never forwarded (RFC 4291
+/// 2.5.6).
+#[inline(always)]
+pub(crate) fn link_scoped(src: u128, dst: u128) -> bool {
+    src >> 118 == 0x3fa || dst >> 118 == 0x3fa
 }
 
 /// How many of the interfaces are ports (they come first).

@@ -714,7 +714,7 @@ pub(super) fn ip6(
 
 /// Ethernet (to port 0) + IPv6 + 8 bytes of "UDP" (no ports, no
 /// checksum) from `src` to `dst`, hop limit 64.
-fn udp6(src: &str, dst: &str) -> Vec<u8> {
+pub(super) fn udp6(src: &str, dst: &str) -> Vec<u8> {
     ip6(R0.0, HOST.0, IpProto::UDP, 64, 8, src, dst)
 }
 

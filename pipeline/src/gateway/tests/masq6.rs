@@ -430,3 +430,51 @@ fn the_burst_paths_ipv6_lanes_change_nothing() {
         assert!(alone.ct.event(crate::conntrack::Event::Expired) > 0);
     }
 }
+
+/// Link-scoped packets (RFC 4291 2.5.6), per packet and in a burst,
+/// neither tracked nor translated nor forwarded: from a link-local
+/// address, Destination Unreachable code 2 back to it; to another's
+/// link-local address, not routed; to the router's own, its echo reply.
+#[test]
+fn link_scoped_packets_are_neither_translated_nor_forwarded() {
+    let ours = crate::router::link_local(R0).to_string();
+    for burst in [false, true] {
+        let mut g = gateway6();
+        let mut pkts = vec![
+            pkt6(R0, "fe80::10", 4000, SERVER6, 53, 17, 0),
+            pkt6(R0, CLIENT6, 4000, "fe80::99", 53, 17, 0),
+            pkt6(R0, CLIENT6, 7, &ours, 128, 58, 0),
+            pkt6(R0, CLIENT6, 4001, SERVER6, 53, 17, 0),
+        ];
+        let mut v = vec![Verdict::Drop(DropReason::NotIp); pkts.len()];
+        if burst {
+            if let Some(one) = g.process_burst(&mut pkts, 0, &mut v) {
+                v.fill(one);
+            }
+        } else {
+            for (p, v) in pkts.iter_mut().zip(v.iter_mut()) {
+                *v = g.process(p, 0);
+            }
+        }
+        assert_eq!(
+            v,
+            [
+                Verdict::Forward(0),
+                Verdict::Drop(DropReason::NotRoutable),
+                Verdict::Forward(0),
+                Verdict::Forward(1),
+            ],
+            "burst {burst}"
+        );
+        assert_eq!(
+            (pkts[0][20], pkts[0][54], pkts[0][55]),
+            (58, 1, 2),
+            "beyond scope"
+        );
+        assert_eq!(dst_of(&pkts[0]), v6("fe80::10"));
+        assert_eq!(pkts[2][54], 129, "echo reply");
+        assert_eq!(src_of(&pkts[3]), v6(OUTSIDE6), "the plain flow masqueraded");
+        g.tick(2 * S);
+        assert_eq!(event(&g, "ct_created"), 1, "only the plain flow tracked");
+    }
+}
