@@ -245,6 +245,13 @@ fn an_ipv6_only_client_configures_itself_from_sluices_advertisements() {
     let ev = |name: &str| st["cores"][0]["events"][name].as_u64().unwrap_or(0);
     assert!(ev("ra_solicited") + ev("ra_sent") >= 1, "{st}");
     assert_eq!(st["balance"]["balanced"], true, "{st}");
+    // `show ports` lists the link-local address the client routes by.
+    let ports = ctl_json(&sock, &["show", "ports"]);
+    assert_eq!(
+        ports["ports"][0]["addresses"],
+        serde_json::json!(["2001:db8:64::1/64", format!("{router_ll}/64")]),
+        "{ports}"
+    );
 
     // Sluice stops (SIGINT): its last advertisement, router lifetime 0,
     // takes the client's default route away at once (RFC 4861 6.2.5).

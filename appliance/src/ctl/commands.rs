@@ -386,12 +386,19 @@ fn show_ports(cx: &mut Context<'_>) -> Response {
     let mut data = Vec::new();
     for (i, (p, pr)) in cx.cfg.ports.iter().zip(&r.ports).enumerate() {
         let iface = cx.cfg.router.interfaces.get(i);
+        // With IPv6, the link-local address last (fe80:: and the MAC's
+        // EUI-64: what hosts reach the router by, Router Advertisements
+        // come from).
         let addrs: Vec<String> = iface
             .map(|i| {
                 i.ipv4
                     .iter()
                     .map(|(a, l)| format!("{a}/{l}"))
                     .chain(i.ipv6.iter().map(|(a, l)| format!("{a}/{l}")))
+                    .chain(
+                        (!i.ipv6.is_empty())
+                            .then(|| format!("{}/64", pipeline::router::link_local(i.mac))),
+                    )
                     .collect()
             })
             .unwrap_or_default();
