@@ -102,11 +102,28 @@ fn edge_cases_are_accepted() {
         "bom-crlf.toml",
         "jumbo-pcap.toml",
         "nftables-policy.toml",
+        "router-advertisements.toml",
     ] {
         succeeds(&["check", name], &edge);
     }
     // The BOM/CRLF config runs, too.
     succeeds(&["run", "bom-crlf.toml", "--json"], &edge);
+}
+
+/// Every Router Advertisement key set, on a port and a VLAN
+/// sub-interface: the run sends the first advertisement of each as it
+/// starts and the last (lifetime 0) of each as it stops, all out of the
+/// port, accounted for.
+#[test]
+fn router_advertisements_with_every_key_run() {
+    let text = succeeds(
+        &["run", "router-advertisements.toml", "--json"],
+        &dir("edge"),
+    );
+    let s: serde_json::Value = serde_json::from_str(text.lines().last().unwrap()).unwrap();
+    assert_eq!(s["balance"]["balanced"], true, "{s}");
+    assert_eq!(s["cores"][0]["events"]["ra_sent"], 4, "{s}");
+    assert_eq!(s["ports"][0]["tx_pkts"], 4, "{s}");
 }
 
 /// Runs sluice in `dir`, asserts it exited 0, returns its stdout.

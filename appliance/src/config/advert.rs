@@ -155,6 +155,14 @@ fn advert(
         }
     }
     prefixes.truncate(MAX_PREFIXES);
+    let managed = r.managed.as_ref().is_some_and(|m| *m.get_ref());
+    if !managed && !prefixes.iter().any(|p| p.autonomous) {
+        let msg = "no /64 prefix: hosts cannot form addresses by SLAAC (RFC 4862 needs a /64), and managed = false says no DHCPv6 either";
+        match &r.prefixes {
+            Some(p) => cx.warn(p, k("prefixes"), msg),
+            None => cx.warn(ra, k("prefixes"), msg),
+        }
+    }
     let rdnss: Vec<Ipv6Addr> = r
         .rdnss
         .as_ref()
@@ -194,7 +202,7 @@ fn advert(
         min_interval_ms: min_ms,
         lifetime_s: lifetime as u16,
         hop_limit: r.hop_limit.as_ref().map_or(64, |h| *h.get_ref()),
-        managed: r.managed.as_ref().is_some_and(|m| *m.get_ref()),
+        managed,
         other: r.other.as_ref().is_some_and(|m| *m.get_ref()),
         mtu: r
             .mtu
