@@ -414,7 +414,7 @@ impl Router {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::super::tests::{fib, ip6, router, tagged, udp6, v6addr, vlan_router, HOST, R0, R1};
     use super::*;
     use crate::checksum;
@@ -423,7 +423,7 @@ mod tests {
     use std::sync::Arc;
 
     /// Port 0 advertises its /64, a DNS server and the NAT64 prefix.
-    fn advert() -> Advert {
+    pub(in crate::router) fn advert() -> Advert {
         Advert {
             max_interval_ms: 600_000,
             min_interval_ms: 200_000,

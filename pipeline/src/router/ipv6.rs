@@ -32,8 +32,9 @@ impl Router {
             }
             return self.nd(pkt, in_port);
         }
-        if icmp_type == Some(133) {
-            // A Router Solicitation: answered where the port advertises.
+        if icmp_type == Some(133) && (dst >> 112 == 0xff02 || self.is_local6(dst)) {
+            // A Router Solicitation (to link-local multicast or to the
+            // router): answered where the port advertises.
             if let Some(v) = self.solicited(pkt, in_port, off, usize::from(plen)) {
                 return v;
             }

@@ -2290,8 +2290,10 @@ fn ipv6_burst_lookups_over_deep_prefixes_match_per_packet_path() {
 proptest! {
     /// Bursts of IPv6 frames with every field the IPv6 stage checks
     /// drawn at random (destination MAC, EtherType, version, payload
-    /// length against the frame, hop limit, next header, the ICMPv6 type,
-    /// destinations routed, unrouted, multicast and the router's own, the
+    /// length against the frame, hop limit, next header, the ICMPv6 type
+    /// (Router Solicitations to a port that advertises among them),
+    /// destinations routed, unrouted, multicast, link-local and the
+    /// router's own (its link-local one too), link-local sources, the
     /// frame cut short), mixed with IPv4: the burst path gives the
     /// per-packet path's verdicts and bytes, once with nothing cached and
     /// once with the next hop cached.
@@ -2299,24 +2301,27 @@ proptest! {
     fn random_ipv6_bursts_match_the_per_packet_path(
         frames in proptest::collection::vec(
             (
-                0usize..4,        // destination
+                0usize..6,        // destination
+                any::<bool>(),    // a link-local source
                 any::<u8>(),      // hop limit
                 prop_oneof![Just(IpProto::UDP), Just(IpProto::TCP), Just(IpProto::ICMPV6), Just(0u8), Just(44u8), any::<u8>()],
-                prop_oneof![Just(128u8), Just(135u8), Just(136u8), any::<u8>()],
+                prop_oneof![Just(128u8), Just(133u8), Just(135u8), Just(136u8), any::<u8>()],
                 -3i32..3,         // payload length off the frame's
                 0usize..8,        // corruption: none, MAC, type, version, cut, IPv4
             ),
             1..80,
         ),
     ) {
-        let dsts = ["2001:db8:19::77", "2001:db8:99::1", "ff02::1", "2001:db8:18::1"];
+        let ll = link_local(R0).to_string();
+        let dsts = ["2001:db8:19::77", "2001:db8:99::1", "ff02::1", "2001:db8:18::1", "fe80::99", &ll];
         let burst: Vec<Vec<u8>> = frames
             .iter()
-            .map(|&(d, hop, next, icmp, off, bad)| {
+            .map(|&(d, scoped, hop, next, icmp, off, bad)| {
                 if bad == 5 {
                     return udp4("198.18.0.2", "203.0.113.5", 64, 0);
                 }
-                let mut f = ip6(R0.0, HOST.0, next, hop, 16, "2001:db8:18::10", dsts[d]);
+                let src = if scoped { "fe80::10" } else { "2001:db8:18::10" };
+                let mut f = ip6(R0.0, HOST.0, next, hop, 16, src, dsts[d]);
                 f[54] = icmp;
                 let len = (16 + off).max(0) as u16;
                 f[18..20].copy_from_slice(&len.to_be_bytes());
@@ -2330,7 +2335,9 @@ proptest! {
                 f
             })
             .collect();
-        let mut r = router();
+        let mut cfg = (*router().cfg).clone();
+        cfg.adverts = vec![Some(crate::router::advert::tests::advert())];
+        let mut r = Router::new(cfg);
         r.tick(1_000);
         r.enter();
         burst_as_each(&mut r, &burst);
