@@ -74,6 +74,10 @@ pub struct AdvPrefix {
 const INITIAL: u8 = 3;
 const INITIAL_MAX_NS: u64 = 16_000_000_000;
 
+/// Advertisements to all nodes answering solicitations are at least this
+/// far apart (RFC 4861 10: MIN_DELAY_BETWEEN_RAS, a MUST in 6.2.6).
+const MIN_DELAY_NS: u64 = 3_000_000_000;
+
 /// All nodes (ff02::1) and its MAC.
 const ALL_NODES: [u8; 16] = [0xff, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1];
 const ALL_NODES_MAC: [u8; 6] = [0x33, 0x33, 0, 0, 0, 1];
@@ -399,6 +403,19 @@ impl Router {
             }
         }
         let (dst_mac, dst) = if unspecified {
+            // To all nodes: one each MIN_DELAY_BETWEEN_RAS at most (a
+            // flood of solicitations from :: must not become one of
+            // multicast advertisements); the host asks again.
+            let i = usize::from(in_port);
+            if self.adv_multicast_ns.len() <= i {
+                self.adv_multicast_ns.resize(i + 1, 0);
+            }
+            let last = self.adv_multicast_ns[i];
+            if last != 0 && self.now_ns.saturating_sub(last) < MIN_DELAY_NS {
+                self.count(Event::RaLimited);
+                return Some(Verdict::Drop(DropReason::Consumed));
+            }
+            self.adv_multicast_ns[i] = self.now_ns.max(1);
             (ALL_NODES_MAC, ALL_NODES)
         } else {
             let from = lla.map_or([b[6], b[7], b[8], b[9], b[10], b[11]], |m| m.0);
@@ -554,6 +571,20 @@ pub(super) mod tests {
             v6addr("ff02::1")
         );
         assert_eq!(options(&f).len(), 5);
+        // Another from :: within 3 s: not answered (RFC 4861 6.2.6), to
+        // all nodes or to it; 3 s on, answered again. Unicast answers
+        // are not held back.
+        for _ in 0..100 {
+            let mut f = rs("::", false);
+            assert_eq!(r.process(&mut f, 0), Verdict::Drop(DropReason::Consumed));
+        }
+        assert_eq!(r.events()[Event::RaLimited as usize], 100);
+        let mut f = rs("fe80::11", true);
+        assert_eq!(r.process(&mut f, 0), Verdict::Forward(0));
+        r.tick(3_000_000_001);
+        let mut f = rs("::", false);
+        assert_eq!(r.process(&mut f, 0), Verdict::Forward(0));
+        assert_eq!(r.events()[Event::RaSolicited as usize], 4);
 
         // Malformed (RFC 4861 6.1.1): a link-layer address from ::, a hop
         // limit below 255, an option of length 0.
@@ -570,7 +601,7 @@ pub(super) mod tests {
         let mut f = rs("fe80::10", true);
         f[0..6].copy_from_slice(&[0x33, 0x33, 0, 0, 0, 2]);
         assert_eq!(r.process(&mut f, 1), Verdict::Drop(DropReason::NotRoutable));
-        assert_eq!(r.events()[Event::RaSolicited as usize], 2);
+        assert_eq!(r.events()[Event::RaSolicited as usize], 4);
     }
 
     #[test]

@@ -117,6 +117,9 @@ crate::counter_enum! {
         RaSent = "ra_sent",
         /// Router Solicitations answered with an advertisement.
         RaSolicited = "ra_solicited",
+        /// Router Solicitations from `::` not answered: an advertisement
+        /// to all nodes went less than 3 s before (RFC 4861 6.2.6).
+        RaLimited = "ra_limited",
     }
 }
 
@@ -263,6 +266,9 @@ pub struct Router {
     adv_seed: u64,
     /// Stopping: the final advertisements (router lifetime 0) are due.
     adv_final: bool,
+    /// By interface, when this worker last answered a solicitation with
+    /// an advertisement to all nodes (ns; see `advert`).
+    adv_multicast_ns: Vec<u64>,
 }
 
 /// `a`'s bit in the one-word Bloom filter of the router's addresses (a
@@ -347,6 +353,7 @@ impl Router {
             adv_next_ns: u64::MAX,
             adv_seed: 0x2545_f491_4f6c_dd1d,
             adv_final: false,
+            adv_multicast_ns: Vec::new(),
         }
     }
 
