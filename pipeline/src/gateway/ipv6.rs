@@ -633,9 +633,10 @@ pub(super) fn plain6(b: &[u8], mac: [u8; 6]) -> Option<(Tuple, u16)> {
     let l3 = &h[ETH..];
     let (proto, hop) = (l3[6], l3[7]);
     let plen = usize::from(u16::from_be_bytes([l3[4], l3[5]]));
-    // Link-scoped packets (fe80::/10 either way) take the full way too.
-    let scoped = |i: usize| u16::from_be_bytes([l3[i], l3[i + 1]]) >> 6 == 0x3fa;
-    if hop <= 1 || ETH + 40 + plen > b.len() || scoped(8) || scoped(24) {
+    // Link-scoped packets (fe80::/10 either way) take the full way too:
+    // one test each way on the top byte, fe00::/7 (multicast
+    // destinations with them).
+    if hop <= 1 || ETH + 40 + plen > b.len() || l3[8] >= 0xfe || l3[24] >= 0xfe {
         return None;
     }
     let be16 = |i: usize| u16::from_be_bytes([l3[i], l3[i + 1]]);

@@ -189,10 +189,10 @@ fn fast6(b: &[u8], mac: u64) -> Option<u128> {
         _ => return None,
     }
     let dst = u128::from_be_bytes(h[L3 + 24..L3 + 40].try_into().expect("16 bytes"));
-    // Multicast, and link-scoped packets (fe80::/10 either way): the
-    // full way's.
-    let src_top = u16::from_be_bytes([h[L3 + 8], h[L3 + 9]]);
-    (dst >> 120 != 0xff && dst >> 118 != 0x3fa && src_top >> 6 != 0x3fa).then_some(dst)
+    // Multicast and link-scoped packets (fe80::/10 either way) are the
+    // full way's: one test each way on the top byte, fe00::/7 (the full
+    // way forwards fe00::/9 and fec0::/10 as before).
+    (dst >> 121 != 0x7f && h[L3 + 8] < 0xfe).then_some(dst)
 }
 
 /// Whether frame `b` holds a plain IPv4 packet: a 20-byte header that is
