@@ -142,9 +142,10 @@ fn an_ipv6_only_client_on_a_jumbo_link_reaches_an_ipv4_server() {
 /// Router Advertisements (SLAAC), takes Sluice's link-local address as
 /// its default router and the advertised MTU as its link's (its own link
 /// says 9,000, 3,000 on AF_XDP, the router's 1,500: without the option
-/// its large packets would be lost), then reaches the IPv4 server through NAT64. tshark
-/// decodes what Sluice sent: the prefix, the MTU, the DNS server (RFC
-/// 8106) and the NAT64 prefix (RFC 8781), checksum good.
+/// its large packets would be lost), then reaches the IPv4 server
+/// through NAT64. tshark decodes what Sluice sent: the prefix, the MTU,
+/// the DNS server and search list (RFC 8106) and the NAT64 prefix (RFC
+/// 8781), checksum good.
 #[test]
 fn an_ipv6_only_client_configures_itself_from_sluices_advertisements() {
     ra_lab("afpacket", "sl-ra");
@@ -175,7 +176,7 @@ fn ra_lab(driver: &str, lab: &str) {
         .replace("SOCK", &sock.display().to_string())
         .replace(
             "iface = \"r0\"\n",
-            "iface = \"r0\"\n[port.ra]\nrdnss = [\"2001:db8:64::53\"]\n",
+            "iface = \"r0\"\n[port.ra]\nrdnss = [\"2001:db8:64::53\"]\ndnssl = [\"lab.example\"]\n",
         )
         .replace("driver = \"afpacket\"", &format!("driver = \"{driver}\""))
         .replace("[port.afpacket]", &format!("[port.{driver}]"));
@@ -317,6 +318,7 @@ fn ra_lab(driver: &str, lab: &str) {
         "icmpv6.opt.prefix.flag.a",
         "icmpv6.opt.mtu",
         "icmpv6.opt.rdnss",
+        "icmpv6.opt.dnssl",
         "icmpv6.opt.pref64.prefix",
         "icmpv6.opt.pref64.plc",
     ];
@@ -340,6 +342,7 @@ fn ra_lab(driver: &str, lab: &str) {
             "1",
             "1500",
             "2001:db8:64::53",
+            "lab.example",
             "64:ff9b::",
             "0x0000" // /96
         ],

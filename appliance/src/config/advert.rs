@@ -14,6 +14,28 @@ use toml::Spanned;
 /// advertisement stays well inside IPv6's minimum MTU).
 const MAX_PREFIXES: usize = 16;
 const MAX_RDNSS: usize = 8;
+const MAX_DNSSL: usize = 8;
+
+/// Why `name` cannot be a DNSSL entry (RFC 1035 2.3.1's letters, digits
+/// and hyphens, labels of 1 to 63, 253 in all), if it cannot.
+fn bad_domain(name: &str) -> Option<String> {
+    let n = name.strip_suffix('.').unwrap_or(name);
+    if n.is_empty() || n.len() > 253 {
+        return Some(format!("`{name}`: a domain name is 1 to 253 characters"));
+    }
+    for l in n.split('.') {
+        let ok = (1..=63).contains(&l.len())
+            && l.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-')
+            && !l.starts_with('-')
+            && !l.ends_with('-');
+        if !ok {
+            return Some(format!(
+                "`{name}`: label `{l}` must be 1 to 63 letters, digits or inner hyphens"
+            ));
+        }
+    }
+    None
+}
 
 /// PREF64's lifetime is in units of 8 s, 13 bits (RFC 8781 4).
 const MAX_PREF64_LIFETIME_S: u32 = 8191 * 8;
@@ -179,6 +201,19 @@ fn advert(
             cx.err(v, k("rdnss"), format!("{a} is not a DNS server's address"));
         }
     }
+    let dnssl: Vec<String> = r
+        .dnssl
+        .as_ref()
+        .map(|v| v.get_ref().clone())
+        .unwrap_or_default();
+    if let Some(v) = &r.dnssl {
+        if dnssl.len() > MAX_DNSSL {
+            cx.err(v, k("dnssl"), format!("at most {MAX_DNSSL} domains"));
+        }
+        if let Some(why) = dnssl.iter().find_map(|n| bad_domain(n)) {
+            cx.err(v, k("dnssl"), why);
+        }
+    }
     let pref64: Vec<(Ipv6Addr, u8)> = match &r.pref64 {
         Some(v) if *v.get_ref() && nat64.is_empty() => {
             cx.err(
@@ -212,6 +247,7 @@ fn advert(
         prefixes,
         rdnss_lifetime_s: 3 * max,
         rdnss: rdnss.into_iter().take(MAX_RDNSS).collect(),
+        dnssl,
         // RFC 8781 4: at least 3 × the interval, rounded up to 8 s.
         pref64_lifetime_s: (3 * max)
             .div_ceil(8)

@@ -265,6 +265,9 @@ fn advert(ad: &pipeline::router::Advert, mac: pipeline::wire::MacAddr) -> String
             join(ad.rdnss.iter().map(|a| a.to_string()).collect())
         ));
     }
+    if !ad.dnssl.is_empty() {
+        parts.push(format!("dnssl {}", ad.dnssl.join(" ")));
+    }
     if !ad.pref64.is_empty() {
         parts.push(format!(
             "pref64 {}",

@@ -424,8 +424,9 @@ pub(super) struct RawRa {
     /// AdvValidLifetime, AdvPreferredLifetime (s).
     pub(super) valid_lifetime_s: Option<Spanned<u32>>,
     pub(super) preferred_lifetime_s: Option<Spanned<u32>>,
-    /// RDNSS (RFC 8106).
+    /// RDNSS and DNSSL (RFC 8106).
     pub(super) rdnss: Option<Spanned<Vec<Str<Ipv6Addr>>>>,
+    pub(super) dnssl: Option<Spanned<Vec<String>>>,
     /// PREF64 (RFC 8781): the `[[nat.nat64]]` prefixes.
     pub(super) pref64: Option<Spanned<bool>>,
 }

@@ -44,8 +44,11 @@ pub struct Advert {
     pub prefixes: Vec<AdvPrefix>,
     /// Recursive DNS servers (RFC 8106).
     pub rdnss: Vec<Ipv6Addr>,
-    /// How long hosts keep them (s).
+    /// How long hosts keep them, and the search list (s).
     pub rdnss_lifetime_s: u32,
+    /// The DNS search list (RFC 8106 DNSSL): domain names, each of
+    /// labels of 1 to 63 bytes (the config checks them).
+    pub dnssl: Vec<String>,
     /// NAT64 prefixes (RFC 8781: /32, /40, /48, /56, /64 or /96).
     pub pref64: Vec<(Ipv6Addr, u8)>,
     /// How long hosts keep them (s, a multiple of 8 up to 65,528).
@@ -105,6 +108,16 @@ pub fn link_local(mac: MacAddr) -> Ipv6Addr {
     )
 }
 
+/// The length of domain name `n` in DNS's wire form: each label with its
+/// length byte, and the root's zero.
+fn wire_len(n: &str) -> usize {
+    n.split('.')
+        .filter(|l| !l.is_empty())
+        .map(|l| 1 + l.len())
+        .sum::<usize>()
+        + 1
+}
+
 impl Advert {
     /// The ICMPv6 message's length.
     fn len(&self) -> usize {
@@ -117,7 +130,18 @@ impl Advert {
             + if self.mtu.is_some() { 8 } else { 0 }
             + 32 * self.prefixes.len()
             + rdnss
+            + self.dnssl_len()
             + 16 * self.pref64.len()
+    }
+
+    /// The DNSSL option's length: 8 bytes and the names in DNS's wire
+    /// form (RFC 1035 3.1), padded to 8 (none without names).
+    fn dnssl_len(&self) -> usize {
+        if self.dnssl.is_empty() {
+            return 0;
+        }
+        let names: usize = self.dnssl.iter().map(|n| wire_len(n)).sum();
+        8 + names.div_ceil(8) * 8
     }
 
     /// Writes the advertisement as a whole frame into `b` from `mac` and
@@ -174,6 +198,22 @@ impl Advert {
                 m[o..o + 16].copy_from_slice(&a.octets());
                 o += 16;
             }
+        }
+        if !self.dnssl.is_empty() {
+            let len = self.dnssl_len();
+            m[o] = 31;
+            m[o + 1] = (len / 8) as u8;
+            m[o + 4..o + 8].copy_from_slice(&self.rdnss_lifetime_s.to_be_bytes());
+            let mut w = o + 8;
+            for n in &self.dnssl {
+                for l in n.split('.').filter(|l| !l.is_empty()) {
+                    m[w] = l.len() as u8;
+                    m[w + 1..w + 1 + l.len()].copy_from_slice(l.as_bytes());
+                    w += 1 + l.len();
+                }
+                w += 1; // the root label (the padding is zero too)
+            }
+            o += len;
         }
         for &(p, plen) in &self.pref64 {
             let plc: u16 = match plen {
@@ -459,6 +499,7 @@ pub(super) mod tests {
             }],
             rdnss: vec!["2001:db8::53".parse().unwrap()],
             rdnss_lifetime_s: 1800,
+            dnssl: vec!["lab.example".into(), "example.".into()],
             pref64: vec![("64:ff9b::".parse().unwrap(), 96)],
             pref64_lifetime_s: 1800,
         }
@@ -546,6 +587,11 @@ pub(super) mod tests {
         let mut want_rdnss = vec![0, 0];
         want_rdnss.extend(1800u32.to_be_bytes());
         want_rdnss.extend(v6addr("2001:db8::53"));
+        // DNSSL: the names in DNS's wire form, padded to 8 bytes.
+        let mut want_dnssl = vec![0, 0];
+        want_dnssl.extend(1800u32.to_be_bytes());
+        want_dnssl.extend(b"\x03lab\x07example\x00\x07example\x00");
+        want_dnssl.extend([0; 2]);
         let mut want_pref64 = ((1800u16 / 8) << 3).to_be_bytes().to_vec();
         want_pref64.extend(&v6addr("64:ff9b::")[..12]);
         assert_eq!(
@@ -555,6 +601,7 @@ pub(super) mod tests {
                 (5, vec![0, 0, 0, 0, 0x05, 0xdc]),
                 (3, want_prefix),
                 (25, want_rdnss),
+                (31, want_dnssl),
                 (38, want_pref64),
             ]
         );
@@ -570,7 +617,7 @@ pub(super) mod tests {
             Ipv6Packet::new_checked(&f[14..]).unwrap().dst(),
             v6addr("ff02::1")
         );
-        assert_eq!(options(&f).len(), 5);
+        assert_eq!(options(&f).len(), 6);
         // Another from :: within 3 s: not answered (RFC 4861 6.2.6), to
         // all nodes or to it; 3 s on, answered again. Unicast answers
         // are not held back.
@@ -669,7 +716,7 @@ pub(super) mod tests {
                 let ip = Ipv6Packet::new_checked(&f[14..]).unwrap();
                 assert_eq!(ip.dst(), v6addr("ff02::1"));
                 assert_eq!(ip.src(), link_local(R0).octets());
-                assert_eq!(options(&f).len(), 5);
+                assert_eq!(options(&f).len(), 6);
                 at.push(now);
             }
         }
@@ -718,7 +765,7 @@ pub(super) mod tests {
         assert_eq!(sent.len(), 1);
         let m = &sent[0].1[54..];
         assert_eq!(u16::from_be_bytes([m[6], m[7]]), 0, "router lifetime 0");
-        assert_eq!(options(&sent[0].1).len(), 5);
+        assert_eq!(options(&sent[0].1).len(), 6);
         for s in 1..100 {
             assert!(due(&mut r, now + 0.75 + f64::from(s) * 10.0).is_empty());
         }
@@ -791,7 +838,7 @@ pub(super) mod tests {
             assert_eq!(&u[6..12], &R1.0);
             let ip = Ipv6Packet::new_checked(&u[14..]).unwrap();
             assert_eq!(ip.src(), link_local(R1).octets());
-            assert_eq!(options(&u).len(), 5);
+            assert_eq!(options(&u).len(), 6);
         }
         // A solicitation on VLAN 100: answered tagged.
         let rs = rs("fe80::10", true);
@@ -800,7 +847,7 @@ pub(super) mod tests {
         assert_eq!(&f[12..16], &[0x81, 0, 0, 100]);
         let u = untag(&f, 4);
         assert_eq!(&u[0..6], &HOST.0);
-        assert_eq!(options(&u).len(), 5);
+        assert_eq!(options(&u).len(), 6);
         // Untagged on port 1, which does not advertise: not answered.
         let mut f = rs.clone();
         assert_eq!(r.process(&mut f, 1), Verdict::Drop(DropReason::NotRoutable));
