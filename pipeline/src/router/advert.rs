@@ -244,6 +244,9 @@ pub(super) struct AdvState {
     next_ns: u64,
     /// Initial advertisements left to send.
     initial: u8,
+    /// A reload took the advertisement away: the last one to send (the
+    /// old one, router lifetime 0; RFC 4861 6.2.5).
+    ceasing: Option<Advert>,
 }
 
 impl Router {
@@ -258,19 +261,29 @@ impl Router {
                 port,
                 next_ns: 0,
                 initial: INITIAL,
+                ceasing: None,
             })
             .collect();
         self.adv_next_ns = if self.adverts.is_empty() { u64::MAX } else { 0 };
     }
 
     /// After a reload: advertisements whose settings changed start over
-    /// with their initial ones (RFC 4861 6.2.4).
+    /// with their initial ones (RFC 4861 6.2.4); one taken away sends a
+    /// last one with router lifetime 0 (6.2.5).
     pub(super) fn adverts_changed(&mut self, old: &super::RouterConfig) {
         for a in &mut self.adverts {
             let p = usize::from(a.port);
-            if old.adverts.get(p) != self.cfg.adverts.get(p) {
+            let (was, now) = (old.adverts.get(p), self.cfg.adverts.get(p));
+            if was != now {
                 a.next_ns = 0;
                 a.initial = INITIAL;
+                a.ceasing = match (was, now) {
+                    (Some(Some(w)), None | Some(None)) => Some(Advert {
+                        lifetime_s: 0,
+                        ..w.clone()
+                    }),
+                    _ => None,
+                };
                 self.adv_next_ns = 0;
             }
         }
@@ -323,8 +336,9 @@ impl Router {
                 next = next.min(a.next_ns);
                 continue;
             }
+            let ceasing = a.ceasing.take();
             let (Some(ad), Some(ll), Some(iface)) = (
-                self.advert(a.port),
+                ceasing.as_ref().or(self.advert(a.port)),
                 self.link_local6(a.port),
                 self.iface(a.port),
             ) else {
@@ -332,6 +346,7 @@ impl Router {
                 a.next_ns = u64::MAX;
                 continue;
             };
+            let last_one = self.adv_final || ceasing.is_some();
             let (lo, hi) = (
                 u64::from(ad.min_interval_ms) * 1_000_000,
                 u64::from(ad.max_interval_ms) * 1_000_000,
@@ -363,7 +378,7 @@ impl Router {
                     self.count(Event::RaSent);
                 }
             }
-            if self.adv_final {
+            if last_one {
                 a.next_ns = u64::MAX;
                 continue;
             }
@@ -776,7 +791,8 @@ pub(super) mod tests {
     }
 
     /// A port named for this worker that advertises nothing waits, not
-    /// polled, until a reload gives it an advertisement: it starts then.
+    /// polled, until a reload gives it an advertisement: it starts then,
+    /// and a reload that takes it away sends a last one.
     #[test]
     fn a_reload_that_adds_an_advertisement_starts_it() {
         let mut r = router();
@@ -802,6 +818,20 @@ pub(super) mod tests {
             .map(|s| due(&mut r, 1000.0 + f64::from(s) * 0.5).len())
             .sum();
         assert_eq!(more, 1, "the second within 16 s");
+        // A reload that takes it away: one last advertisement, router
+        // lifetime 0 (RFC 4861 6.2.5), then none.
+        let mut cfg = (*r.cfg).clone();
+        cfg.adverts = vec![None, None];
+        r.reconfigure(Arc::new(cfg));
+        let sent = due(&mut r, 1100.0);
+        assert_eq!(sent.len(), 1);
+        assert_eq!(sent[0].0, 1);
+        let m = &sent[0].1[54..];
+        assert_eq!(u16::from_be_bytes([m[6], m[7]]), 0, "router lifetime 0");
+        assert_eq!(options(&sent[0].1).len(), 6, "the rest as it was");
+        for s in 1..100 {
+            assert!(due(&mut r, 1100.0 + f64::from(s) * 10.0).is_empty());
+        }
         let mut quiet = advertising();
         ForwardMode::stopping(&mut quiet);
         assert!(due(&mut quiet, 1.0).is_empty());
