@@ -210,25 +210,9 @@ fn ra_lab(driver: &str, lab: &str) {
          net.ipv6.conf.c0.autoconf=1 net.ipv6.conf.c0.accept_dad=0 \
          net.ipv6.conf.c0.router_solicitation_delay=0",
     );
+    // Sluice's link-local address: fe80:: and r0's MAC's EUI-64.
     let mac = n.sh(r, "cat /sys/class/net/r0/address");
-    let m: Vec<u8> = mac
-        .trim()
-        .split(':')
-        .map(|x| u8::from_str_radix(x, 16).unwrap())
-        .collect();
-    let router_ll = std::net::Ipv6Addr::from(
-        0xfe80u128 << 112
-            | u128::from(u64::from_be_bytes([
-                m[0] ^ 2,
-                m[1],
-                m[2],
-                0xff,
-                0xfe,
-                m[3],
-                m[4],
-                m[5],
-            ])),
-    );
+    let router_ll = pipeline::router::link_local(mac.trim().parse().unwrap());
     // The client's address and default route, within 10 s.
     let mut state = String::new();
     for _ in 0..100 {

@@ -437,14 +437,7 @@ impl Router {
                 return Some(Verdict::Drop(DropReason::Malformed));
             }
             if b[o] == 1 && len == 8 {
-                lla = Some(MacAddr([
-                    b[o + 2],
-                    b[o + 3],
-                    b[o + 4],
-                    b[o + 5],
-                    b[o + 6],
-                    b[o + 7],
-                ]));
+                lla = Some(MacAddr(b[o + 2..o + 8].try_into().expect("6 bytes")));
             }
             o += len;
         }

@@ -284,14 +284,7 @@ impl Router {
                 return Verdict::Drop(DropReason::Malformed);
             }
             if (t == 1 && ty == 135) || (t == 2 && ty == 136) {
-                lla = Some(MacAddr([
-                    b[o + 2],
-                    b[o + 3],
-                    b[o + 4],
-                    b[o + 5],
-                    b[o + 6],
-                    b[o + 7],
-                ]));
+                lla = Some(MacAddr(b[o + 2..o + 8].try_into().expect("6 bytes")));
             }
             o += len;
         }
