@@ -21,6 +21,7 @@ use crate::fwd::Frame;
 use crate::verdict::{DropReason, Verdict};
 use crate::wire::{EtherType, MacAddr, ETHERNET_HEADER_LEN as ETH};
 use std::net::{IpAddr, Ipv6Addr};
+use std::sync::Arc;
 
 /// What a port advertises (radvd's interface settings).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -415,7 +416,10 @@ impl Router {
         off: usize,
         plen: usize,
     ) -> Option<Verdict> {
-        let ad = self.advert(in_port)?.clone();
+        // The settings through a second handle on them (no copy: a flood
+        // of solicitations allocates nothing).
+        let cfg = Arc::clone(&self.cfg);
+        let ad = cfg.adverts.get(usize::from(in_port))?.as_ref()?;
         let ll = self.link_local6(in_port)?;
         let mac = self.iface(in_port)?.mac;
         let b = pkt.bytes();
