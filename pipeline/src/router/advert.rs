@@ -483,8 +483,11 @@ impl Router {
 }
 
 #[cfg(test)]
-pub(super) mod tests {
-    use super::super::tests::{fib, ip6, router, tagged, udp6, v6addr, vlan_router, HOST, R0, R1};
+mod tests {
+    use super::super::tests::{
+        fib, ip6, ipv6_bursts_as_each, ipv6_frames, router, tagged, udp6, v6addr, vlan_router,
+        HOST, R0, R1,
+    };
     use super::*;
     use crate::checksum;
     use crate::fwd::ForwardMode;
@@ -492,7 +495,7 @@ pub(super) mod tests {
     use std::sync::Arc;
 
     /// Port 0 advertises its /64, a DNS server and the NAT64 prefix.
-    pub(in crate::router) fn advert() -> Advert {
+    fn advert() -> Advert {
         Advert {
             max_interval_ms: 600_000,
             min_interval_ms: 200_000,
@@ -935,6 +938,18 @@ pub(super) mod tests {
             assert_eq!((err.payload()[0], err.payload()[1]), (1, 2), "beyond scope");
             assert_eq!(err.dst(), v6addr("fe80::10"));
             assert_eq!(pkts[3][54], 129, "echo reply from the link-local address");
+        }
+    }
+
+    proptest::proptest! {
+        /// The IPv6 burst property test (`tests`) with port 0
+        /// advertising: solicitations among the random frames, the
+        /// burst path gives the per-packet path's verdicts and bytes.
+        #[test]
+        fn random_ipv6_bursts_with_advertisements_match_the_per_packet_path(
+            frames in ipv6_frames(),
+        ) {
+            ipv6_bursts_as_each(advertising(), &frames);
         }
     }
 }

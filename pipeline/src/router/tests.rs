@@ -2287,62 +2287,101 @@ fn ipv6_burst_lookups_over_deep_prefixes_match_per_packet_path() {
     );
 }
 
+/// One IPv6 frame of [`ipv6_frames`]: destination (an index into the
+/// list [`ipv6_bursts_as_each`] sends to), a link-local source, hop
+/// limit, next header, ICMPv6 type, payload length off the frame's, and
+/// a corruption (none, MAC, type, version, cut, IPv4).
+pub(super) type Frame6 = (usize, bool, u8, u8, u8, i32, usize);
+
+/// Bursts of [`Frame6`]s, every field the IPv6 stage checks drawn at
+/// random.
+pub(super) fn ipv6_frames() -> impl Strategy<Value = Vec<Frame6>> {
+    proptest::collection::vec(
+        (
+            0usize..6,
+            any::<bool>(),
+            any::<u8>(),
+            prop_oneof![
+                Just(IpProto::UDP),
+                Just(IpProto::TCP),
+                Just(IpProto::ICMPV6),
+                Just(0u8),
+                Just(44u8),
+                any::<u8>()
+            ],
+            prop_oneof![
+                Just(128u8),
+                Just(133u8),
+                Just(135u8),
+                Just(136u8),
+                any::<u8>()
+            ],
+            -3i32..3,
+            0usize..8,
+        ),
+        1..80,
+    )
+}
+
+/// `frames` as a burst through router `r` and one by one through a copy:
+/// the same verdicts and bytes, once with nothing cached and once with
+/// the next hop cached. Destinations: routed, unrouted, multicast, the
+/// router's own, another's link-local address, the router's link-local
+/// address.
+pub(super) fn ipv6_bursts_as_each(mut r: Router, frames: &[Frame6]) {
+    let ll = link_local(R0).to_string();
+    let dsts = [
+        "2001:db8:19::77",
+        "2001:db8:99::1",
+        "ff02::1",
+        "2001:db8:18::1",
+        "fe80::99",
+        &ll,
+    ];
+    let burst: Vec<Vec<u8>> = frames
+        .iter()
+        .map(|&(d, scoped, hop, next, icmp, off, bad)| {
+            if bad == 5 {
+                return udp4("198.18.0.2", "203.0.113.5", 64, 0);
+            }
+            let src = if scoped {
+                "fe80::10"
+            } else {
+                "2001:db8:18::10"
+            };
+            let mut f = ip6(R0.0, HOST.0, next, hop, 16, src, dsts[d]);
+            f[54] = icmp;
+            let len = (16 + off).max(0) as u16;
+            f[18..20].copy_from_slice(&len.to_be_bytes());
+            match bad {
+                1 => f[2] ^= 1,
+                2 => f[13] = 0xde,
+                3 => f[14] = 0x40,
+                4 => f.truncate(14 + 40 + 2),
+                _ => {}
+            }
+            f
+        })
+        .collect();
+    r.tick(1_000);
+    r.enter();
+    burst_as_each(&mut r, &burst);
+    // The next hop cached by then: the same again.
+    burst_as_each(&mut r, &burst);
+    r.leave();
+}
+
 proptest! {
     /// Bursts of IPv6 frames with every field the IPv6 stage checks
     /// drawn at random (destination MAC, EtherType, version, payload
-    /// length against the frame, hop limit, next header, the ICMPv6 type
-    /// (Router Solicitations to a port that advertises among them),
+    /// length against the frame, hop limit, next header, the ICMPv6 type,
     /// destinations routed, unrouted, multicast, link-local and the
-    /// router's own (its link-local one too), link-local sources, the
+    /// router's own, its link-local one too, link-local sources, the
     /// frame cut short), mixed with IPv4: the burst path gives the
-    /// per-packet path's verdicts and bytes, once with nothing cached and
-    /// once with the next hop cached.
+    /// per-packet path's verdicts and bytes (with a port that advertises:
+    /// `advert`'s tests).
     #[test]
-    fn random_ipv6_bursts_match_the_per_packet_path(
-        frames in proptest::collection::vec(
-            (
-                0usize..6,        // destination
-                any::<bool>(),    // a link-local source
-                any::<u8>(),      // hop limit
-                prop_oneof![Just(IpProto::UDP), Just(IpProto::TCP), Just(IpProto::ICMPV6), Just(0u8), Just(44u8), any::<u8>()],
-                prop_oneof![Just(128u8), Just(133u8), Just(135u8), Just(136u8), any::<u8>()],
-                -3i32..3,         // payload length off the frame's
-                0usize..8,        // corruption: none, MAC, type, version, cut, IPv4
-            ),
-            1..80,
-        ),
-    ) {
-        let ll = link_local(R0).to_string();
-        let dsts = ["2001:db8:19::77", "2001:db8:99::1", "ff02::1", "2001:db8:18::1", "fe80::99", &ll];
-        let burst: Vec<Vec<u8>> = frames
-            .iter()
-            .map(|&(d, scoped, hop, next, icmp, off, bad)| {
-                if bad == 5 {
-                    return udp4("198.18.0.2", "203.0.113.5", 64, 0);
-                }
-                let src = if scoped { "fe80::10" } else { "2001:db8:18::10" };
-                let mut f = ip6(R0.0, HOST.0, next, hop, 16, src, dsts[d]);
-                f[54] = icmp;
-                let len = (16 + off).max(0) as u16;
-                f[18..20].copy_from_slice(&len.to_be_bytes());
-                match bad {
-                    1 => f[2] ^= 1,
-                    2 => f[13] = 0xde,
-                    3 => f[14] = 0x40,
-                    4 => f.truncate(14 + 40 + 2),
-                    _ => {}
-                }
-                f
-            })
-            .collect();
-        let mut cfg = (*router().cfg).clone();
-        cfg.adverts = vec![Some(crate::router::advert::tests::advert())];
-        let mut r = Router::new(cfg);
-        r.tick(1_000);
-        r.enter();
-        burst_as_each(&mut r, &burst);
-        // The next hop cached by then: the same again.
-        burst_as_each(&mut r, &burst);
-        r.leave();
+    fn random_ipv6_bursts_match_the_per_packet_path(frames in ipv6_frames()) {
+        ipv6_bursts_as_each(router(), &frames);
     }
 }
