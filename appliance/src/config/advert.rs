@@ -139,7 +139,7 @@ fn advert(
     let mut prefixes: Vec<AdvPrefix> = Vec::new();
     for (a, len) in listed {
         let net = u128::from(a) & pipeline::prefix::mask6(len);
-        if net >> 118 == 0x3fa || len > 64 && r.prefixes.is_none() {
+        if Ipv6Addr::from(net).is_unicast_link_local() || len > 64 && r.prefixes.is_none() {
             continue; // fe80::/10, or a subnet no host forms addresses in
         }
         if prefixes
@@ -164,7 +164,7 @@ fn advert(
         if let Some(p) = v
             .get_ref()
             .iter()
-            .find(|p| u128::from(p.0.addr) >> 118 == 0x3fa)
+            .find(|p| p.0.addr.is_unicast_link_local())
         {
             cx.err(
                 v,

@@ -120,6 +120,15 @@ fn wire_len(n: &str) -> usize {
 }
 
 impl Advert {
+    /// The last advertisement of these settings: router lifetime 0, the
+    /// rest as it was (RFC 4861 6.2.5).
+    fn retired(&self) -> Advert {
+        Advert {
+            lifetime_s: 0,
+            ..self.clone()
+        }
+    }
+
     /// The ICMPv6 message's length.
     fn len(&self) -> usize {
         let rdnss = if self.rdnss.is_empty() {
@@ -245,8 +254,9 @@ pub(super) struct AdvState {
     next_ns: u64,
     /// Initial advertisements left to send.
     initial: u8,
-    /// A reload took the advertisement away: the last one to send (the
-    /// old one, router lifetime 0; RFC 4861 6.2.5).
+    /// The last one to send (router lifetime 0; RFC 4861 6.2.5): the
+    /// worker is stopping, or a reload took the advertisement away (the
+    /// old one).
     ceasing: Option<Advert>,
 }
 
@@ -279,10 +289,7 @@ impl Router {
                 a.next_ns = 0;
                 a.initial = INITIAL;
                 a.ceasing = match (was, now) {
-                    (Some(Some(w)), None | Some(None)) => Some(Advert {
-                        lifetime_s: 0,
-                        ..w.clone()
-                    }),
+                    (Some(Some(w)), None | Some(None)) => Some(w.retired()),
                     _ => None,
                 };
                 self.adv_next_ns = 0;
@@ -295,14 +302,21 @@ impl Router {
     /// sending through this router at once rather than when the lifetime
     /// ends.
     pub(super) fn retire_adverts(&mut self) {
-        if self.adverts.is_empty() {
-            return;
+        let mut states = std::mem::take(&mut self.adverts);
+        for a in &mut states {
+            if let Some(last) = a
+                .ceasing
+                .take()
+                .or_else(|| Some(self.advert(a.port)?.retired()))
+            {
+                a.ceasing = Some(last);
+                a.next_ns = 0;
+                self.adv_next_ns = 0;
+            } else {
+                a.next_ns = u64::MAX;
+            }
         }
-        self.adv_final = true;
-        for a in &mut self.adverts {
-            a.next_ns = 0;
-        }
-        self.adv_next_ns = 0;
+        self.adverts = states;
     }
 
     /// What port `port` advertises, if anything.
@@ -347,7 +361,7 @@ impl Router {
                 a.next_ns = u64::MAX;
                 continue;
             };
-            let last_one = self.adv_final || ceasing.is_some();
+            let last_one = ceasing.is_some();
             let (lo, hi) = (
                 u64::from(ad.min_interval_ms) * 1_000_000,
                 u64::from(ad.max_interval_ms) * 1_000_000,
@@ -357,16 +371,7 @@ impl Router {
             let (mac, down, vlan) = (iface.mac, iface.down, iface.vlan);
             let t = vlan.map_or(0, |v| v.tag_len());
             let body = &mut frame[t..];
-            let written = if self.adv_final {
-                let last = Advert {
-                    lifetime_s: 0,
-                    ..ad.clone()
-                };
-                last.write(body, mac, ll, ALL_NODES_MAC, ALL_NODES)
-            } else {
-                ad.write(body, mac, ll, ALL_NODES_MAC, ALL_NODES)
-            };
-            if let Some(n) = written {
+            if let Some(n) = ad.write(body, mac, ll, ALL_NODES_MAC, ALL_NODES) {
                 let port = match vlan {
                     Some(v) => {
                         frame.copy_within(t..t + 12, 0);
@@ -700,6 +705,11 @@ mod tests {
         assert!(!r.is_local6(u128::from(link_local(R1))));
     }
 
+    /// The router lifetime of an untagged advertisement frame.
+    fn lifetime(f: &[u8]) -> u16 {
+        u16::from_be_bytes([f[14 + 40 + 6], f[14 + 40 + 7]])
+    }
+
     /// Sends what is due at `now` (s); the frames sent, by port.
     fn due(r: &mut Router, now: f64) -> Vec<(u16, Vec<u8>)> {
         r.tick((now * 1e9) as u64);
@@ -758,12 +768,7 @@ mod tests {
         r.reconfigure(Arc::new(cfg));
         let sent = due(&mut r, now);
         assert_eq!(sent.len(), 1);
-        let m = &sent[0].1[54..];
-        assert_eq!(
-            u16::from_be_bytes([m[6], m[7]]),
-            0,
-            "no longer a default router"
-        );
+        assert_eq!(lifetime(&sent[0].1), 0, "no longer a default router");
         // One that does not, does not.
         let cfg = (*r.cfg).clone();
         r.reconfigure(Arc::new(cfg));
@@ -778,8 +783,7 @@ mod tests {
         ForwardMode::stopping(&mut r);
         let sent = due(&mut r, now + 0.75);
         assert_eq!(sent.len(), 1);
-        let m = &sent[0].1[54..];
-        assert_eq!(u16::from_be_bytes([m[6], m[7]]), 0, "router lifetime 0");
+        assert_eq!(lifetime(&sent[0].1), 0, "router lifetime 0");
         assert_eq!(options(&sent[0].1).len(), 6);
         for s in 1..100 {
             assert!(due(&mut r, now + 0.75 + f64::from(s) * 10.0).is_empty());
@@ -826,15 +830,11 @@ mod tests {
         let sent = due(&mut r, 1100.0);
         assert_eq!(sent.len(), 1);
         assert_eq!(sent[0].0, 1);
-        let m = &sent[0].1[54..];
-        assert_eq!(u16::from_be_bytes([m[6], m[7]]), 0, "router lifetime 0");
+        assert_eq!(lifetime(&sent[0].1), 0, "router lifetime 0");
         assert_eq!(options(&sent[0].1).len(), 6, "the rest as it was");
         for s in 1..100 {
             assert!(due(&mut r, 1100.0 + f64::from(s) * 10.0).is_empty());
         }
-        let mut quiet = advertising();
-        ForwardMode::stopping(&mut quiet);
-        assert!(due(&mut quiet, 1.0).is_empty());
     }
 
     /// On VLAN sub-interfaces (QinQ too): periodic advertisements leave

@@ -62,7 +62,7 @@ impl Router {
             Ipv6Packet::new_unchecked(&pkt.bytes()[ETHERNET_HEADER_LEN..]).src(),
         );
         if super::link_scoped(src, dst) {
-            if dst >> 118 == 0x3fa {
+            if super::is_link_local(dst) {
                 return Verdict::Drop(DropReason::NotRoutable);
             }
             return self.icmp6_error(pkt, in_port, 1, 2, 0, DropReason::NotRoutable);

@@ -264,8 +264,6 @@ pub struct Router {
     adverts: Vec<advert::AdvState>,
     adv_next_ns: u64,
     adv_seed: u64,
-    /// Stopping: the final advertisements (router lifetime 0) are due.
-    adv_final: bool,
     /// By interface, when this worker last answered a solicitation with
     /// an advertisement to all nodes (ns; see `advert`).
     adv_multicast_ns: Vec<u64>,
@@ -352,7 +350,6 @@ impl Router {
             adverts: Vec::new(),
             adv_next_ns: u64::MAX,
             adv_seed: 0x2545_f491_4f6c_dd1d,
-            adv_final: false,
             adv_multicast_ns: Vec::new(),
         }
     }
@@ -517,7 +514,7 @@ impl Router {
     /// ones included).
     #[inline]
     pub fn is_local6(&self, a: u128) -> bool {
-        self.local6.contains(&a) || (a >> 118 == 0x3fa && self.ll6.contains(&a))
+        self.local6.contains(&a) || (is_link_local(a) && self.ll6.contains(&a))
     }
 
     /// [`Router::is_local6`] for an address that is not link-local (the
@@ -664,12 +661,17 @@ fn ll6(ifaces: &[Interface]) -> Box<[u128]> {
     all.into()
 }
 
+/// Whether `a` is a link-local unicast address (fe80::/10).
+#[inline(always)]
+pub(crate) fn is_link_local(a: u128) -> bool {
+    a >> 118 == 0x3fa
+}
+
 /// Whether an IPv6 packet from `src` to `dst` is confined to its link
-/// (either address link-local, fe80::/10): never forwarded (RFC 4291
-/// 2.5.6).
+/// (either address link-local): never forwarded (RFC 4291 2.5.6).
 #[inline(always)]
 pub(crate) fn link_scoped(src: u128, dst: u128) -> bool {
-    src >> 118 == 0x3fa || dst >> 118 == 0x3fa
+    is_link_local(src) || is_link_local(dst)
 }
 
 /// How many of the interfaces are ports (they come first).

@@ -289,7 +289,9 @@ impl Router {
             o += len;
         }
         let ours = iface.ipv6.iter().any(|(a, _)| u128::from(*a) == target_u)
-            || (!iface.ipv6.is_empty() && u128::from(super::link_local(mac)) == target_u);
+            || self
+                .link_local6(in_port)
+                .is_some_and(|a| u128::from(a) == target_u);
         let (learn_ip, learn_mac) = if ty == 135 {
             (src, lla)
         } else {
